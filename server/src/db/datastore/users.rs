@@ -1,0 +1,162 @@
+//! Users and their memberships.
+
+use super::{Datastore, is_unique_violation};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct NewUser<'a> {
+    pub email: &'a str,
+    pub first_name: &'a str,
+    pub last_name: &'a str,
+    pub password_hash: &'a str,
+}
+
+pub struct UserRow {
+    pub id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl UserRow {
+    fn from_row(row: &tokio_postgres::Row) -> UserRow {
+        UserRow {
+            id: row.get("id"),
+            email: row.get("email"),
+            first_name: row.get("first_name"),
+            last_name: row.get("last_name"),
+            created_at: row.get("created_at"),
+        }
+    }
+}
+
+pub struct MembershipRow {
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub slug: String,
+    pub role_id: Uuid,
+    pub role_name: String,
+}
+
+/// What login needs to know about an account.
+pub struct Credentials {
+    pub id: Uuid,
+    pub password_hash: Option<String>,
+}
+
+impl Datastore {
+    /// Creates the user and their personal organization (with its system
+    /// roles and the owner membership) in one transaction.
+    pub async fn user_create_with_personal_org(
+        &self,
+        user: &NewUser<'_>,
+        org_name: &str,
+        slug_base: &str,
+    ) -> Result<UserRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_one(
+                "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash) \
+                 VALUES ($1, $2, $2, $3, $4, $5) \
+                 RETURNING id, email, first_name, last_name, created_at",
+                &[&Uuid::new_v4(), &user.email, &user.first_name, &user.last_name, &user.password_hash],
+            )
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e, "users_email_normalized_key") {
+                    Error::conflict("email_taken", "an account with this e-mail address already exists")
+                } else {
+                    e.into()
+                }
+            })?;
+        let created = UserRow::from_row(&row);
+        super::organizations::insert_with_system_roles(&tx, org_name, slug_base, created.id, true)
+            .await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    pub async fn user_credentials(
+        &self,
+        email_normalized: &str,
+    ) -> Result<Option<Credentials>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, password_hash FROM users WHERE email_normalized = $1",
+                &[&email_normalized],
+            )
+            .await?;
+        Ok(row.map(|r| Credentials {
+            id: r.get(0),
+            password_hash: r.get(1),
+        }))
+    }
+
+    /// Marks the user active now (login).
+    pub async fn user_touch(&self, user_id: Uuid) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE users SET last_active_at = now() WHERE id = $1",
+            &[&user_id],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Whether a user with this id exists and can log in (has a password).
+    pub async fn user_exists(&self, user_id: Uuid) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL",
+                &[&user_id],
+            )
+            .await?;
+        Ok(row.is_some())
+    }
+
+    pub async fn user_get(&self, user_id: Uuid) -> Result<UserRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, email, first_name, last_name, created_at FROM users WHERE id = $1",
+                &[&user_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "user" })?;
+        Ok(UserRow::from_row(&row))
+    }
+
+    /// The user's active memberships, oldest first.
+    pub async fn user_active_memberships(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<MembershipRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT o.id, o.name, o.slug, r.id, r.name \
+                 FROM memberships m \
+                 JOIN organizations o ON o.id = m.organization_id \
+                 JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+                 WHERE m.user_id = $1 AND m.status = 'active' \
+                 ORDER BY m.created_at, o.id",
+                &[&user_id],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| MembershipRow {
+                organization_id: r.get(0),
+                organization_name: r.get(1),
+                slug: r.get(2),
+                role_id: r.get(3),
+                role_name: r.get(4),
+            })
+            .collect())
+    }
+}

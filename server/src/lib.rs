@@ -1,0 +1,162 @@
+//! The Workspace server: the implementation of the API trait in
+//! `workspace-api`, its business rules (`app`), and its data layer (`db`).
+
+pub mod app;
+pub mod authn;
+pub mod authz;
+pub mod config;
+pub mod context;
+pub mod db;
+pub mod error;
+mod http_entrypoints;
+
+use anyhow::{Context, Result};
+use config::Config;
+use context::ServerContext;
+use std::net::SocketAddr;
+use workspace_embedded_db::{Cluster, PgInstall};
+
+pub use http_entrypoints::WorkspaceImpl;
+
+/// The name of the database the embedded cluster serves.
+pub const EMBEDDED_DATABASE: &str = "workspace";
+
+/// A running server and, when it owns one, its private database cluster.
+pub struct Server {
+    pub http: dropshot::HttpServer<ServerContext>,
+    embedded: Option<Cluster>,
+    log: slog::Logger,
+}
+
+impl Server {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.http.local_addr()
+    }
+
+    /// Stops accepting requests, lets in-flight ones finish, then stops the
+    /// private cluster if the server started it.
+    pub async fn shutdown(self) -> Result<()> {
+        self.http.close().await.map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(cluster) = self.embedded {
+            slog::info!(self.log, "stopping the embedded PostgreSQL cluster");
+            tokio::task::spawn_blocking(move || cluster.stop()).await??;
+        }
+        Ok(())
+    }
+}
+
+/// Starts the embedded cluster (provisioning binaries if needed) and makes
+/// sure the server's database exists. Returns the cluster and the URL.
+pub async fn start_embedded_database(
+    config: &Config,
+    log: &slog::Logger,
+) -> Result<(Cluster, String)> {
+    let root = config
+        .database
+        .data_dir
+        .clone()
+        .unwrap_or_else(workspace_embedded_db::data_root);
+    slog::info!(log, "DATABASE_URL is unset: using an embedded PostgreSQL cluster";
+        "data_dir" => root.join("pgdata").display().to_string());
+    let cluster = tokio::task::spawn_blocking(move || -> Result<Cluster> {
+        let install = PgInstall::locate_or_provision(&root)?;
+        Cluster::ensure_started(&install, &root.join("pgdata"))
+    })
+    .await??;
+    if !cluster.install.has_pgvector() {
+        slog::warn!(log, "the embedded PostgreSQL has no pgvector extension");
+    }
+    let (client, connection) =
+        tokio_postgres::connect(&cluster.url("postgres"), tokio_postgres::NoTls)
+            .await
+            .context("connecting to the embedded cluster")?;
+    let driver = tokio::spawn(connection);
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_database WHERE datname = $1",
+            &[&EMBEDDED_DATABASE],
+        )
+        .await?
+        .is_some();
+    if !exists {
+        // Identifiers cannot be parameters; the name is a constant.
+        client
+            .batch_execute(&format!("CREATE DATABASE {EMBEDDED_DATABASE}"))
+            .await?;
+    }
+    drop(client);
+    let _ = driver.await;
+    let url = cluster.url(EMBEDDED_DATABASE);
+    Ok((cluster, url))
+}
+
+/// Starts the server: database (embedded when no URL is configured),
+/// migrations, token keys, then HTTP.
+pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
+    let (embedded, url) = match &config.database.url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let (cluster, url) = start_embedded_database(&config, &log).await?;
+            (Some(cluster), url)
+        }
+    };
+    let server = start_with_database(config, &url, log.clone()).await;
+    match server {
+        Ok(mut server) => {
+            server.embedded = embedded;
+            Ok(server)
+        }
+        Err(e) => {
+            if let Some(cluster) = embedded {
+                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Starts the server on the given database (migrating it first).
+pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
+    db::migrate(url).await?;
+    let pool = db::pool(url, config.database.pool_size)?;
+    let datastore = db::Datastore::new(pool);
+
+    let secret = match &config.auth.jwt_secret {
+        Some(secret) => secret.as_bytes().to_vec(),
+        None => {
+            let mut candidate = [0u8; 64];
+            rand::fill(&mut candidate);
+            datastore
+                .secret_get_or_insert("jwt_hs256", &candidate)
+                .await
+                .map_err(|e| anyhow::anyhow!("loading the token secret: {e}"))?
+        }
+    };
+    let tokens = authn::TokenKeys::new(&secret, config.auth.token_lifetime_secs);
+
+    let api = workspace_api::workspace_api_mod::api_description::<WorkspaceImpl>()
+        .map_err(|e| anyhow::anyhow!("building the API description: {e}"))?;
+    let dropshot_config = dropshot::ConfigDropshot {
+        bind_address: config.bind_address,
+        default_request_body_max_bytes: config.request_body_max_bytes,
+        default_handler_task_mode: dropshot::HandlerTaskMode::Detached,
+        log_headers: Vec::new(),
+        ..Default::default()
+    };
+    let context = ServerContext {
+        config,
+        datastore,
+        tokens,
+        log: log.clone(),
+    };
+    let http = dropshot::ServerBuilder::new(api, context, log.clone())
+        .config(dropshot_config)
+        .start()
+        .context("starting the HTTP server")?;
+    slog::info!(log, "listening"; "address" => http.local_addr().to_string());
+    Ok(Server {
+        http,
+        embedded: None,
+        log,
+    })
+}

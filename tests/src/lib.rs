@@ -1,0 +1,291 @@
+//! The integration-test harness.
+//!
+//! Each [`TestContext`] gets its own database, cloned from a migrated
+//! template (`CREATE DATABASE ... TEMPLATE`, a few milliseconds), and its own
+//! in-process server on `127.0.0.1:0`. Tests talk to it only through the
+//! generated client. The PostgreSQL server is `WORKSPACE_TEST_DATABASE_URL`
+//! (an admin URL) when set, else the private cluster that `cargo xtask test`
+//! starts (started here on demand too, so `cargo nextest run` works alone).
+//!
+//! Databases of passing tests are dropped by [`TestContext::teardown`]; a
+//! failing test leaves its database behind for inspection.
+
+use anyhow::{Context, Result};
+use std::sync::OnceLock;
+use tokio_postgres::NoTls;
+use uuid::Uuid;
+use workspace_client::Client;
+use workspace_server::config::Config;
+
+/// The JWT secret of test servers, so tests can forge tokens.
+pub const TEST_JWT_SECRET: &str = "test-secret-test-secret-test-secret-0123456789";
+/// The password every [`TestUser`] signs up with.
+pub const TEST_PASSWORD: &str = "correct horse battery staple";
+
+fn admin_url() -> Result<String> {
+    static URL: OnceLock<String> = OnceLock::new();
+    if let Some(url) = URL.get() {
+        return Ok(url.clone());
+    }
+    let url = match std::env::var("WORKSPACE_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            let root = workspace_embedded_db::data_root();
+            let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
+            workspace_embedded_db::Cluster::ensure_started(&install, &root.join("test-pg"))?
+                .url("postgres")
+        }
+    };
+    Ok(URL.get_or_init(|| url).clone())
+}
+
+/// `admin_url` with another database name.
+fn url_for(admin: &str, dbname: &str) -> Result<String> {
+    let mut config: tokio_postgres::Config = admin.parse()?;
+    config.dbname(dbname);
+    // Rebuild a key/value connection string that tokio-postgres accepts.
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .collect();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let mut s = format!("host={} port={port} dbname={dbname}", hosts.join(","));
+    if let Some(user) = config.get_user() {
+        s.push_str(&format!(" user={user}"));
+    }
+    if let Some(password) = config.get_password() {
+        s.push_str(&format!(
+            " password='{}'",
+            String::from_utf8_lossy(password)
+        ));
+    }
+    Ok(s)
+}
+
+async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Creates (once per migration set, across processes) the migrated template
+/// and clones it into a fresh database. Returns the new database's name.
+async fn fresh_database() -> Result<String> {
+    let admin = admin_url()?;
+    let template = format!("ws_tpl_{}", workspace_server::db::migrations_fingerprint());
+    let client = connect(&admin)
+        .await
+        .context("connecting to the test PostgreSQL")?;
+    client
+        .execute("SELECT pg_advisory_lock(7262532)", &[])
+        .await?;
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&template])
+        .await?
+        .is_some();
+    if !exists {
+        let building = format!("ws_tpl_build_{}", Uuid::new_v4().simple());
+        client
+            .batch_execute(&format!("CREATE DATABASE {building}"))
+            .await?;
+        workspace_server::db::migrate(&url_for(&admin, &building)?).await?;
+        client
+            .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {template}"))
+            .await?;
+    }
+    client
+        .execute("SELECT pg_advisory_unlock(7262532)", &[])
+        .await?;
+    let name = format!("ws_test_{}", Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+        .await
+        .context("cloning the template database")?;
+    Ok(name)
+}
+
+/// A signed-up, logged-in user.
+pub struct TestUser {
+    pub id: Uuid,
+    pub email: String,
+    pub token: String,
+    pub client: Client,
+}
+
+/// One test's server and database.
+pub struct TestContext {
+    pub server: workspace_server::Server,
+    pub base_url: String,
+    pub database: String,
+    pub db_url: String,
+    admin_url: String,
+}
+
+impl TestContext {
+    pub async fn new(test_name: &str) -> TestContext {
+        Self::with_config(test_name, |_| {}).await
+    }
+
+    /// A context whose server configuration is adjusted by `adjust`.
+    pub async fn with_config(test_name: &str, adjust: impl FnOnce(&mut Config)) -> TestContext {
+        Self::try_new(test_name, adjust)
+            .await
+            .expect("starting the test context")
+    }
+
+    async fn try_new(test_name: &str, adjust: impl FnOnce(&mut Config)) -> Result<TestContext> {
+        let database = fresh_database().await?;
+        let admin_url = admin_url()?;
+        let db_url = url_for(&admin_url, &database)?;
+        let mut config = Config {
+            bind_address: "127.0.0.1:0".parse()?,
+            ..Config::default()
+        };
+        config.database.url = Some(db_url.clone());
+        config.database.pool_size = 8;
+        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+        adjust(&mut config);
+        let server = workspace_server::start(config, test_logger(test_name)?).await?;
+        let base_url = format!("http://{}", server.local_addr());
+        Ok(TestContext {
+            server,
+            base_url,
+            database,
+            db_url,
+            admin_url,
+        })
+    }
+
+    /// A second server instance on the same database (for checks that state
+    /// is shared between instances).
+    pub async fn second_instance(
+        &self,
+        adjust: impl FnOnce(&mut Config),
+    ) -> workspace_server::Server {
+        let mut config = Config {
+            bind_address: "127.0.0.1:0".parse().expect("address"),
+            ..Config::default()
+        };
+        config.database.url = Some(self.db_url.clone());
+        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+        adjust(&mut config);
+        workspace_server::start(config, test_logger("second").expect("logger"))
+            .await
+            .expect("starting a second instance")
+    }
+
+    /// A client without credentials.
+    pub fn anon(&self) -> Client {
+        Client::anonymous(&self.base_url).expect("client")
+    }
+
+    /// A client sending the given bearer token.
+    pub fn client_with_token(&self, token: &str) -> Client {
+        Client::authenticated(&self.base_url, token).expect("client")
+    }
+
+    /// Signs up `<name>@example.com` and logs in.
+    pub async fn user(&self, name: &str) -> TestUser {
+        let email = format!("{name}@example.com");
+        let anon = self.anon();
+        let created = anon
+            .auth_signup()
+            .body(
+                workspace_client::types::SignupRequest::builder()
+                    .email(email.clone())
+                    .first_name(name.to_string())
+                    .last_name("Tester".to_string())
+                    .password(TEST_PASSWORD.to_string()),
+            )
+            .send()
+            .await
+            .expect("signup")
+            .into_inner();
+        let login = anon
+            .auth_login()
+            .body(
+                workspace_client::types::LoginRequest::builder()
+                    .email(email.clone())
+                    .password(TEST_PASSWORD.to_string()),
+            )
+            .send()
+            .await
+            .expect("login")
+            .into_inner();
+        TestUser {
+            id: created.id,
+            email,
+            client: self.client_with_token(&login.access_token),
+            token: login.access_token,
+        }
+    }
+
+    /// A direct connection to this test's database, for assertions about
+    /// what was (not) written.
+    pub async fn db(&self) -> tokio_postgres::Client {
+        connect(&self.db_url)
+            .await
+            .expect("connecting to the test database")
+    }
+
+    /// A superuser connection to the PostgreSQL server's admin database.
+    pub async fn admin_db(&self) -> tokio_postgres::Client {
+        connect(&self.admin_url)
+            .await
+            .expect("connecting to the admin database")
+    }
+
+    /// Shuts the server down and drops the database.
+    pub async fn teardown(self) {
+        self.server.shutdown().await.expect("server shutdown");
+        let client = connect(&self.admin_url).await.expect("admin connection");
+        client
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.database
+            ))
+            .await
+            .expect("dropping the test database");
+    }
+}
+
+fn test_logger(test_name: &str) -> Result<slog::Logger> {
+    let dir = std::env::temp_dir().join("workspace-tests");
+    std::fs::create_dir_all(&dir)?;
+    let safe: String = test_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("{safe}.log"));
+    dropshot::ConfigLogging::File {
+        level: dropshot::ConfigLoggingLevel::Debug,
+        path: path.display().to_string().into(),
+        if_exists: dropshot::ConfigLoggingIfExists::Truncate,
+    }
+    .to_logger(test_name)
+    .map_err(|e| anyhow::anyhow!("test logger: {e}"))
+}
+
+/// The `error_code` and HTTP status of a failed client call.
+pub fn error_of<T: std::fmt::Debug>(
+    result: Result<T, workspace_client::Error<workspace_client::types::Error>>,
+) -> (u16, String) {
+    match result {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(workspace_client::Error::ErrorResponse(resp)) => (
+            resp.status().as_u16(),
+            resp.error_code.clone().unwrap_or_default(),
+        ),
+        Err(other) => panic!("expected an error response, got {other:?}"),
+    }
+}

@@ -1,0 +1,292 @@
+//! Project tasks: `cargo xtask <task>`.
+//!
+//! - `openapi generate|check`: write or verify `openapi/workspace.json`,
+//!   generated from the API trait alone.
+//! - `client generate|check`: write or verify the progenitor-generated client
+//!   (`client/src/generated.rs`) and CLI (`cli/src/generated_cli.rs`).
+//! - `generate` / `check`: all of the above.
+//! - `db start|stop|url`: the private development/test PostgreSQL cluster.
+//! - `test`: start the cluster, run the whole test suite, then `check`.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Workspace project tasks")]
+struct Args {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// The OpenAPI document.
+    Openapi {
+        #[command(subcommand)]
+        mode: Mode,
+    },
+    /// The generated Rust client and CLI.
+    Client {
+        #[command(subcommand)]
+        mode: Mode,
+    },
+    /// Regenerate every generated artefact.
+    Generate,
+    /// Check that no generated artefact drifted from its source.
+    Check,
+    /// The private PostgreSQL cluster used by tests.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+    /// Run the whole test suite (provisions the database itself), then the
+    /// drift checks.
+    Test {
+        /// Extra arguments for `cargo nextest run`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Clone, Copy)]
+enum Mode {
+    Generate,
+    Check,
+}
+
+#[derive(Subcommand, Clone, Copy)]
+enum DbAction {
+    /// Start the test cluster (initialising it if needed) and print its URL.
+    Start,
+    /// Stop the test cluster.
+    Stop,
+    /// Print the admin URL of the running test cluster.
+    Url,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let root = workspace_root();
+    match args.task {
+        Task::Openapi { mode } => openapi(&root, mode),
+        Task::Client { mode } => client(&root, mode),
+        Task::Generate => {
+            openapi(&root, Mode::Generate)?;
+            client(&root, Mode::Generate)
+        }
+        Task::Check => check_all(&root),
+        Task::Db { action } => db(action),
+        Task::Test { args } => test(&root, &args),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn check_all(root: &Path) -> Result<()> {
+    let a = openapi(root, Mode::Check);
+    let b = client(root, Mode::Check);
+    a.and(b)
+}
+
+// ---------------------------------------------------------------------------
+// Generated files
+
+/// Writes `contents` to `path`, or in check mode fails with a unified diff
+/// when the file differs.
+fn write_or_check(path: &Path, contents: &str, mode: Mode, regenerate: &str) -> Result<()> {
+    match mode {
+        Mode::Generate => {
+            std::fs::write(path, contents)
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
+        Mode::Check => {
+            let current = std::fs::read_to_string(path).unwrap_or_default();
+            if current == contents {
+                println!("ok: {} is up to date", path.display());
+                return Ok(());
+            }
+            let diff = similar::TextDiff::from_lines(current.as_str(), contents);
+            eprintln!(
+                "{}",
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header(&format!("{} (checked in)", path.display()), "generated")
+            );
+            bail!("{} is out of date: run `{regenerate}`", path.display())
+        }
+    }
+}
+
+fn openapi_path(root: &Path) -> PathBuf {
+    root.join("openapi/workspace.json")
+}
+
+fn openapi(root: &Path, mode: Mode) -> Result<()> {
+    let doc = workspace_api::openapi_document();
+    let mut text = serde_json::to_string_pretty(&doc)?;
+    text.push('\n');
+    write_or_check(
+        &openapi_path(root),
+        &text,
+        mode,
+        "cargo xtask openapi generate",
+    )
+}
+
+/// Operations the Rust generator cannot handle: multipart bodies
+/// (progenitor#402). They stay in the published document; the client has
+/// hand-written methods for them.
+const CLIENT_EXCLUDED_OPERATIONS: &[&str] = &[];
+
+fn load_spec_for_codegen(root: &Path) -> Result<openapiv3::OpenAPI> {
+    let text = std::fs::read_to_string(openapi_path(root))
+        .context("reading openapi/workspace.json (run `cargo xtask openapi generate`)")?;
+    let mut spec: openapiv3::OpenAPI = serde_json::from_str(&text)?;
+    for (_, item) in spec.paths.paths.iter_mut() {
+        let openapiv3::ReferenceOr::Item(item) = item else {
+            continue;
+        };
+        for slot in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ] {
+            if slot
+                .as_ref()
+                .and_then(|op| op.operation_id.as_deref())
+                .is_some_and(|id| CLIENT_EXCLUDED_OPERATIONS.contains(&id))
+            {
+                *slot = None;
+            }
+        }
+    }
+    Ok(spec)
+}
+
+fn rustfmt(source: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new("rustfmt")
+        .args(["--edition", "2024", "--emit", "stdout"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("running rustfmt")?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(source.as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!("rustfmt failed");
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+fn generated_header(what: &str) -> String {
+    format!(
+        "// @generated by `cargo xtask client generate` from openapi/workspace.json: {what}.\n\
+         // Do not edit by hand.\n\n"
+    )
+}
+
+fn client(root: &Path, mode: Mode) -> Result<()> {
+    let spec = load_spec_for_codegen(root)?;
+    let settings = progenitor::GenerationSettings::default()
+        .with_interface(progenitor::InterfaceStyle::Builder)
+        .with_tag(progenitor::TagStyle::Merged)
+        .with_derive("schemars::JsonSchema")
+        .with_derive("PartialEq")
+        .to_owned();
+
+    let mut generator = progenitor::Generator::new(&settings);
+    let tokens = generator
+        .generate_tokens(&spec)
+        .context("generating the client")?;
+    let file: syn3::File = syn3::parse2(tokens).context("parsing the generated client")?;
+    let client = rustfmt(&(generated_header("the API client") + &quote_file(&file)))?;
+    write_or_check(
+        &root.join("client/src/generated.rs"),
+        &client,
+        mode,
+        "cargo xtask client generate",
+    )?;
+
+    let mut generator = progenitor::Generator::new(&settings);
+    let tokens = generator
+        .cli(&spec, "workspace_client")
+        .context("generating the CLI")?;
+    let file: syn3::File = syn3::parse2(tokens).context("parsing the generated CLI")?;
+    let cli = rustfmt(&(generated_header("the CLI commands") + &quote_file(&file)))?;
+    write_or_check(
+        &root.join("cli/src/generated_cli.rs"),
+        &cli,
+        mode,
+        "cargo xtask client generate",
+    )
+}
+
+fn quote_file(file: &syn3::File) -> String {
+    prettyplease::unparse(file)
+}
+
+// ---------------------------------------------------------------------------
+// Database and tests
+
+fn test_cluster() -> Result<workspace_embedded_db::Cluster> {
+    let root = workspace_embedded_db::data_root();
+    let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
+    workspace_embedded_db::Cluster::ensure_started(&install, &root.join("test-pg"))
+}
+
+fn db(action: DbAction) -> Result<()> {
+    match action {
+        DbAction::Start | DbAction::Url => {
+            let cluster = test_cluster()?;
+            println!("{}", cluster.url("postgres"));
+            Ok(())
+        }
+        DbAction::Stop => test_cluster()?.stop(),
+    }
+}
+
+fn test(root: &Path, extra: &[String]) -> Result<()> {
+    let cluster = if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_some() {
+        None
+    } else {
+        let cluster = test_cluster()?;
+        println!("test database: {}", cluster.url("postgres"));
+        Some(cluster)
+    };
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root);
+    let has_nextest = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_nextest {
+        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+    } else {
+        cmd.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    cmd.args(extra);
+    if let Some(cluster) = &cluster {
+        cmd.env("WORKSPACE_TEST_DATABASE_URL", cluster.url("postgres"));
+    }
+    let status = cmd.status().context("running the test suite")?;
+    let checks = check_all(root);
+    if !status.success() {
+        bail!("tests failed");
+    }
+    checks
+}
