@@ -86,6 +86,41 @@ pub const SYSTEM_ROLES: &[SystemRole] = &[
     },
 ];
 
+/// What the caller may do in one organization: their active membership,
+/// role and the role's permission names. Obtained from
+/// [`crate::context::ServerContext::authorize`], which every org-scoped
+/// handler calls before touching data.
+#[derive(Clone, Debug)]
+pub struct OrgAccess {
+    pub org_id: uuid::Uuid,
+    pub user_id: uuid::Uuid,
+    pub role_id: uuid::Uuid,
+    pub role_name: String,
+    pub level: i32,
+    pub permissions: Vec<String>,
+}
+
+impl OrgAccess {
+    pub fn has(&self, permission: &str) -> bool {
+        permits(&self.permissions, permission)
+    }
+
+    /// `403 forbidden` unless the role grants `permission`.
+    pub fn require(&self, permission: &str) -> Result<(), crate::error::Error> {
+        if self.has(permission) {
+            Ok(())
+        } else {
+            Err(crate::error::Error::forbidden(format!(
+                "your role does not grant the {permission} permission"
+            )))
+        }
+    }
+
+    pub fn is_owner(&self) -> bool {
+        self.role_name == "owner" && self.level >= 100
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! The state shared by every request handler.
 
 use crate::authn::{Actor, TokenKeys};
+use crate::authz::OrgAccess;
 use crate::config::Config;
 use crate::db::Datastore;
 use crate::error::Error;
@@ -16,5 +17,28 @@ impl ServerContext {
     /// Authenticates the request (its bearer token).
     pub async fn authenticate(&self, headers: &http::HeaderMap) -> Result<Actor, Error> {
         self.tokens.authenticate(headers, &self.datastore).await
+    }
+
+    /// Authorizes `actor` for `permission` in organization `org_id`.
+    ///
+    /// A caller who is not an active member (including when the organization
+    /// does not exist, so existence is not revealed) gets `403 forbidden`, as
+    /// does a member whose role lacks the permission. Pass `None` as the
+    /// permission to require membership only.
+    pub async fn authorize(
+        &self,
+        actor: &Actor,
+        org_id: uuid::Uuid,
+        permission: Option<&str>,
+    ) -> Result<OrgAccess, Error> {
+        let access = self
+            .datastore
+            .org_access(actor.user_id, org_id)
+            .await?
+            .ok_or_else(|| Error::forbidden("you are not a member of this organization"))?;
+        if let Some(permission) = permission {
+            access.require(permission)?;
+        }
+        Ok(access)
     }
 }

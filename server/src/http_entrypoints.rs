@@ -64,4 +64,14 @@ impl WorkspaceApi for WorkspaceImpl {
         let actor = cx.authenticate(rqctx.request.headers()).await?;
         Ok(HttpResponseOk(app::users::me(cx, &actor).await?))
     }
+
+    // ---- Organizations area ----
+
+    // ---- Users area ----
+
+    // ---- Roles area ----
+
+    // ---- Invitations area ----
+
+    // ---- Conversations area ----
 }

@@ -128,6 +128,16 @@ pub trait WorkspaceApi {
     async fn users_me(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<users::CurrentUser>, HttpError>;
+
+    // ---- Organizations area (/api/org) ----
+
+    // ---- Users area (/api/users), beyond `users_me` ----
+
+    // ---- Roles area (/api/roles) ----
+
+    // ---- Invitations area (/api/invitations) and signup_invite ----
+
+    // ---- Conversations area (/api/conversation) and models ----
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

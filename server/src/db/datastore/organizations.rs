@@ -1,6 +1,7 @@
 //! Organizations.
 
-use crate::authz::SYSTEM_ROLES;
+use super::Datastore;
+use crate::authz::{OrgAccess, SYSTEM_ROLES};
 use crate::error::Error;
 use uuid::Uuid;
 
@@ -23,6 +24,39 @@ pub fn slugify(name: &str) -> String {
         "org".to_string()
     } else {
         slug
+    }
+}
+
+impl Datastore {
+    /// The caller's active membership in `org_id` with its role and
+    /// permission names, or `None` when there is none.
+    pub async fn org_access(
+        &self,
+        user_id: Uuid,
+        org_id: Uuid,
+    ) -> Result<Option<OrgAccess>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT r.id, r.name, r.hierarchy_level, \
+                        coalesce(array_agg(p.name) FILTER (WHERE p.name IS NOT NULL), '{}') \
+                 FROM memberships m \
+                 JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+                 LEFT JOIN role_permissions rp ON rp.role_id = r.id \
+                 LEFT JOIN permissions p ON p.id = rp.permission_id \
+                 WHERE m.user_id = $1 AND m.organization_id = $2 AND m.status = 'active' \
+                 GROUP BY r.id",
+                &[&user_id, &org_id],
+            )
+            .await?;
+        Ok(row.map(|r| OrgAccess {
+            org_id,
+            user_id,
+            role_id: r.get(0),
+            role_name: r.get(1),
+            level: r.get(2),
+            permissions: r.get(3),
+        }))
     }
 }
 
