@@ -15,7 +15,20 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
+            CliCommand::OrgAddMember => Self::cli_org_add_member(),
+            CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
+            CliCommand::OrgFeatures => Self::cli_org_features(),
+            CliCommand::OrgUpdateFeatures => Self::cli_org_update_features(),
+            CliCommand::OrgList => Self::cli_org_list(),
+            CliCommand::RolesCreate => Self::cli_roles_create(),
+            CliCommand::RolesListPermissions => Self::cli_roles_list_permissions(),
+            CliCommand::RolesListRoles => Self::cli_roles_list_roles(),
+            CliCommand::RolesCreatePermission => Self::cli_roles_create_permission(),
+            CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
+            CliCommand::RolesRemove => Self::cli_roles_remove(),
+            CliCommand::RolesUpdate => Self::cli_roles_update(),
             CliCommand::UsersMe => Self::cli_users_me(),
+            CliCommand::UsersUpdate => Self::cli_users_update(),
             CliCommand::Healthz => Self::cli_healthz(),
             CliCommand::Readyz => Self::cli_readyz(),
         }
@@ -100,10 +113,357 @@ impl<T: CliConfig> Cli<T> {
                 "Create an account.\n\nPublic. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.\n\nThe e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).\n\nPassword policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.\n\nPasswords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).",
             )
     }
+    pub fn cli_org_add_member() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("organization-id")
+                    .long("organization-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Add an existing user to an organization.\n\nRequires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`404`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user who already has a membership in any state but `deleted` gets `409 already_member`; a `deleted` membership is reactivated with the given role. The membership becomes `active`.",
+            )
+    }
+    pub fn cli_org_create_org() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(true)
+                    .help(
+                        "The organization's name (1 to 100 characters after trimming).",
+                    ),
+            )
+            .about(
+                "Create an organization.\n\nAny authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.",
+            )
+    }
+    pub fn cli_org_features() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Show an organization's feature gates and quotas.\n\nAn addition to the spec. Any active member. Values the organization has not overridden are the server's configured defaults.",
+            )
+    }
+    pub fn cli_org_update_features() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-uploads")
+                    .long("chat-uploads")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("daily-chat-limit")
+                    .long("daily-chat-limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("file-upload")
+                    .long("file-upload")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("mcp-sessions")
+                    .long("mcp-sessions")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("team-members")
+                    .long("team-members")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Set an organization's feature gates and quotas.\n\nAn addition to the spec. System administrators only (`403 forbidden` otherwise), since gates and quotas are the operator's business, not the organization's. Given fields become overrides, omitted fields are unchanged, fields named in `reset` return to the server default. `404` for an unknown organization.",
+            )
+    }
+    pub fn cli_org_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.",
+            )
+    }
+    pub fn cli_roles_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("hierarchy-level")
+                    .long("hierarchy-level")
+                    .value_parser(::clap::value_parser!(i32))
+                    .required_unless_present("json-body")
+                    .help("0 to 100, at most the caller's own level."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "Unique within the organization (case-insensitive), 1 to 64 characters.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a custom role.\n\nRequires `roles:write`. The name is trimmed, 1 to 64 characters (`400 invalid_name`) and unique in the organization, compared case-insensitively, including the system roles' names (`409 role_name_taken`). `hierarchy_level` must be 0 to 100 (`400 invalid_hierarchy_level`) and not above the caller's own level (`403 role_level_too_high`). Every permission id must exist (`400 unknown_permission`) and be covered by the caller's own permissions, so nobody can grant what they do not hold (`403 permission_not_held`). Roles created here are never system roles. Answers `201` with the role and its permissions.",
+            )
+    }
+    pub fn cli_roles_list_permissions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "List the permission catalog.\n\nAny authenticated user: the catalog is global, not per organization. Sorted by name.",
+            )
+    }
+    pub fn cli_roles_list_roles() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List an organization's roles.\n\nRequires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.",
+            )
+    }
+    pub fn cli_roles_create_permission() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help("Optional; defaults to the empty string."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "`resource:action`, lowercase letters and underscores, `*` allowed as either half.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a permission.\n\nSystem administrators only (`403 forbidden`): operators listed in the server configuration (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`) or flagged `is_system_admin` in the database. The name must be `resource:action` (lowercase letters and underscores, `*` allowed as either half; `400 invalid_permission_name`) and new (`409 permission_exists`). `description` is optional. Answers `201`.",
+            )
+    }
+    pub fn cli_roles_delete_permission() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("permission-id")
+                    .long("permission-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a permission.\n\nSystem administrators only (`403 forbidden`). Query: `permission_id`. The permission is removed from every role that had it. `*:*` (the owner role's grant) is protected: `409 permission_protected`. `404` for an unknown id.",
+            )
+    }
+    pub fn cli_roles_remove() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a custom role.\n\nRequires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by any membership in any state (`409 role_in_use`). Deletion is permanent.",
+            )
+    }
+    pub fn cli_roles_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("hierarchy-level")
+                    .long("hierarchy-level")
+                    .value_parser(::clap::value_parser!(i32))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
+            )
+    }
     pub fn cli_users_me() -> ::clap::Command {
         ::clap::Command::new("")
             .about(
                 "Fetch the current user.\n\nAny authenticated user. Returns the user with their `active` memberships only (invited, suspended and deleted memberships are left out).",
+            )
+    }
+    pub fn cli_users_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Change a member's role.\n\nRequires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`404`).",
             )
     }
     pub fn cli_healthz() -> ::clap::Command {
@@ -126,7 +486,24 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
+            CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
+            CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
+            CliCommand::OrgFeatures => self.execute_org_features(matches).await,
+            CliCommand::OrgUpdateFeatures => self.execute_org_update_features(matches).await,
+            CliCommand::OrgList => self.execute_org_list(matches).await,
+            CliCommand::RolesCreate => self.execute_roles_create(matches).await,
+            CliCommand::RolesListPermissions => self.execute_roles_list_permissions(matches).await,
+            CliCommand::RolesListRoles => self.execute_roles_list_roles(matches).await,
+            CliCommand::RolesCreatePermission => {
+                self.execute_roles_create_permission(matches).await
+            }
+            CliCommand::RolesDeletePermission => {
+                self.execute_roles_delete_permission(matches).await
+            }
+            CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
+            CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
+            CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
         }
@@ -193,9 +570,353 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_add_member(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_add_member();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("organization-id") {
+            request = request.body_map(|body| body.organization_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.body_map(|body| body.role_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.body_map(|body| body.user_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AddMemberRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_org_add_member(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_create_org(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_create_org();
+        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+            request = request.name(value.clone());
+        }
+        self.config.execute_org_create_org(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_features(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_features();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_features(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_update_features(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_update_features();
+        if let Some(value) = matches.get_one::<bool>("chat-uploads") {
+            request = request.body_map(|body| body.chat_uploads(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<u32>("daily-chat-limit") {
+            request = request.body_map(|body| body.daily_chat_limit(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("file-upload") {
+            request = request.body_map(|body| body.file_upload(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<u32>("mcp-sessions") {
+            request = request.body_map(|body| body.mcp_sessions(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<bool>("team-members") {
+            request = request.body_map(|body| body.team_members(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::OrgFeaturesUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_update_features(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_list();
+        self.config.execute_org_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.roles_create();
+        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<i32>("hierarchy-level") {
+            request = request.body_map(|body| body.hierarchy_level(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateRoleRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_roles_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_list_permissions(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.roles_list_permissions();
+        self.config
+            .execute_roles_list_permissions(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_list_roles(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.roles_list_roles();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_roles_list_roles(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_create_permission(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.roles_create_permission();
+        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreatePermissionRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_roles_create_permission(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_delete_permission(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.roles_delete_permission();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("permission-id") {
+            request = request.permission_id(value.clone());
+        }
+        self.config
+            .execute_roles_delete_permission(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_remove(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.roles_remove();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.role_id(value.clone());
+        }
+        self.config.execute_roles_remove(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_roles_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.roles_update();
+        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<i32>("hierarchy-level") {
+            request = request.body_map(|body| body.hierarchy_level(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.role_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::UpdateRoleRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_roles_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_users_me(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_me();
         self.config.execute_users_me(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_users_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.users_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.body_map(|body| body.role_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.user_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::UpdateUserRoleRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_users_update(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -273,10 +994,101 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_add_member(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgAddMember,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_create_org(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgCreateOrg,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_features(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgFeatures,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_update_features(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgUpdateFeatures,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_list_permissions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesListPermissions,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_list_roles(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesListRoles,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_create_permission(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesCreatePermission,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_delete_permission(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesDeletePermission,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_remove(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesRemove,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_roles_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::RolesUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_me(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::UsersMe,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_users_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersUpdate,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -299,7 +1111,20 @@ pub trait CliConfig {
 pub enum CliCommand {
     AuthLogin,
     AuthSignup,
+    OrgAddMember,
+    OrgCreateOrg,
+    OrgFeatures,
+    OrgUpdateFeatures,
+    OrgList,
+    RolesCreate,
+    RolesListPermissions,
+    RolesListRoles,
+    RolesCreatePermission,
+    RolesDeletePermission,
+    RolesRemove,
+    RolesUpdate,
     UsersMe,
+    UsersUpdate,
     Healthz,
     Readyz,
 }
@@ -308,7 +1133,20 @@ impl CliCommand {
         vec![
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
+            CliCommand::OrgAddMember,
+            CliCommand::OrgCreateOrg,
+            CliCommand::OrgFeatures,
+            CliCommand::OrgUpdateFeatures,
+            CliCommand::OrgList,
+            CliCommand::RolesCreate,
+            CliCommand::RolesListPermissions,
+            CliCommand::RolesListRoles,
+            CliCommand::RolesCreatePermission,
+            CliCommand::RolesDeletePermission,
+            CliCommand::RolesRemove,
+            CliCommand::RolesUpdate,
             CliCommand::UsersMe,
+            CliCommand::UsersUpdate,
             CliCommand::Healthz,
             CliCommand::Readyz,
         ]
@@ -318,7 +1156,20 @@ impl CliCommand {
         match self {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
+            CliCommand::OrgAddMember => "org_add_member",
+            CliCommand::OrgCreateOrg => "org_create_org",
+            CliCommand::OrgFeatures => "org_features",
+            CliCommand::OrgUpdateFeatures => "org_update_features",
+            CliCommand::OrgList => "org_list",
+            CliCommand::RolesCreate => "roles_create",
+            CliCommand::RolesListPermissions => "roles_list_permissions",
+            CliCommand::RolesListRoles => "roles_list_roles",
+            CliCommand::RolesCreatePermission => "roles_create_permission",
+            CliCommand::RolesDeletePermission => "roles_delete_permission",
+            CliCommand::RolesRemove => "roles_remove",
+            CliCommand::RolesUpdate => "roles_update",
             CliCommand::UsersMe => "users_me",
+            CliCommand::UsersUpdate => "users_update",
             CliCommand::Healthz => "healthz",
             CliCommand::Readyz => "readyz",
         }

@@ -8,6 +8,54 @@ use progenitor_client::{ClientHooks, OperationInfo, RequestBuilderExt, encode_pa
 /// Types used as operation parameters and responses.
 #[allow(clippy::all)]
 pub mod types {
+    ///Body of `POST /api/org/add_member`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AddMemberRequest {
+        pub organization_id: ::uuid::Uuid,
+        pub role_id: ::uuid::Uuid,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl AddMemberRequest {
+        pub fn builder() -> builder::AddMemberRequest {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/roles/permission`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CreatePermissionRequest {
+        ///Optional; defaults to the empty string.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<::std::string::String>,
+        ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
+        pub name: ::std::string::String,
+    }
+    impl CreatePermissionRequest {
+        pub fn builder() -> builder::CreatePermissionRequest {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/roles/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CreateRoleRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<::std::string::String>,
+        ///0 to 100, at most the caller's own level.
+        pub hierarchy_level: i32,
+        ///Unique within the organization (case-insensitive), 1 to 64 characters.
+        pub name: ::std::string::String,
+        pub permission_ids: ::std::vec::Vec<::uuid::Uuid>,
+    }
+    impl CreateRoleRequest {
+        pub fn builder() -> builder::CreateRoleRequest {
+            Default::default()
+        }
+    }
     ///The authenticated user, with their active memberships.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -40,6 +88,70 @@ pub mod types {
     impl Error {
         pub fn builder() -> builder::Error {
             Default::default()
+        }
+    }
+    ///A feature gate or quota name.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum FeatureName {
+        #[serde(rename = "team_members")]
+        TeamMembers,
+        #[serde(rename = "file_upload")]
+        FileUpload,
+        #[serde(rename = "chat_uploads")]
+        ChatUploads,
+        #[serde(rename = "mcp_sessions")]
+        McpSessions,
+        #[serde(rename = "daily_chat_limit")]
+        DailyChatLimit,
+    }
+    impl ::std::fmt::Display for FeatureName {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::TeamMembers => f.write_str("team_members"),
+                Self::FileUpload => f.write_str("file_upload"),
+                Self::ChatUploads => f.write_str("chat_uploads"),
+                Self::McpSessions => f.write_str("mcp_sessions"),
+                Self::DailyChatLimit => f.write_str("daily_chat_limit"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for FeatureName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "team_members" => Ok(Self::TeamMembers),
+                "file_upload" => Ok(Self::FileUpload),
+                "chat_uploads" => Ok(Self::ChatUploads),
+                "mcp_sessions" => Ok(Self::McpSessions),
+                "daily_chat_limit" => Ok(Self::DailyChatLimit),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FeatureName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FeatureName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Result of a health or readiness probe.
@@ -101,6 +213,124 @@ pub mod types {
     }
     impl Membership {
         pub fn builder() -> builder::Membership {
+            Default::default()
+        }
+    }
+    ///A human-readable confirmation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct MessageResponse {
+        pub message: ::std::string::String,
+    }
+    impl MessageResponse {
+        pub fn builder() -> builder::MessageResponse {
+            Default::default()
+        }
+    }
+    ///Feature gates and quotas of an organization, with the server's defaults filled in where the organization has no override.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OrgFeatures {
+        ///Attachments in chat messages are allowed.
+        pub chat_uploads: bool,
+        ///Maximum chat messages per day.
+        pub daily_chat_limit: u32,
+        ///Knowledge-base and chat file uploads are allowed.
+        pub file_upload: bool,
+        ///Maximum concurrent MCP connections (sessions).
+        pub mcp_sessions: u32,
+        ///`add_member` is allowed.
+        pub team_members: bool,
+    }
+    impl OrgFeatures {
+        pub fn builder() -> builder::OrgFeatures {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/org/features`. Given fields become the organization's overrides; omitted fields are unchanged; fields named in `reset` return to the server default (naming a field in both is `400 invalid_request`).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct OrgFeaturesUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub chat_uploads: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub daily_chat_limit: ::std::option::Option<u32>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_upload: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp_sessions: ::std::option::Option<u32>,
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub reset: ::std::vec::Vec<FeatureName>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub team_members: ::std::option::Option<bool>,
+    }
+    impl OrgFeaturesUpdate {
+        pub fn builder() -> builder::OrgFeaturesUpdate {
+            Default::default()
+        }
+    }
+    ///An organization, with the caller's role in it.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Organization {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        ///URL slug, unique across the service (an addition to the spec's shape).
+        pub slug: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub user_role: UserRole,
+    }
+    impl Organization {
+        pub fn builder() -> builder::Organization {
+            Default::default()
+        }
+    }
+    ///A permission of the global catalog (`resource:action`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Permission {
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl Permission {
+        pub fn builder() -> builder::Permission {
+            Default::default()
+        }
+    }
+    ///A role. `permissions` is present in create and update responses only.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Role {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///0 to 100, higher means more privileges.
+        pub hierarchy_level: i32,
+        pub id: ::uuid::Uuid,
+        pub is_system_role: bool,
+        pub name: ::std::string::String,
+        ///The role's organization; `null` for system roles (every organization has its own copy of the four system roles).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub organization_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub permissions: ::std::option::Option<::std::vec::Vec<Permission>>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Role {
+        pub fn builder() -> builder::Role {
             Default::default()
         }
     }
@@ -184,8 +414,298 @@ pub mod types {
             value.parse()
         }
     }
+    ///Body of `PUT /api/roles/update`; omitted fields are unchanged.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct UpdateRoleRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub hierarchy_level: ::std::option::Option<i32>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<::std::string::String>,
+        ///A given list replaces the role's permissions.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub permission_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+    }
+    impl UpdateRoleRequest {
+        pub fn builder() -> builder::UpdateRoleRequest {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/users/update`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UpdateUserRoleRequest {
+        pub role_id: ::uuid::Uuid,
+    }
+    impl UpdateUserRoleRequest {
+        pub fn builder() -> builder::UpdateUserRoleRequest {
+            Default::default()
+        }
+    }
+    ///A member after a role change.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UpdatedUser {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub email: ::std::string::String,
+        pub first_name: ::std::string::String,
+        pub full_name: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        ///Always `null`: the user is a member, not an invitation.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invite_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub last_name: ::std::string::String,
+        ///The membership in the organization of the request, with the new role.
+        pub organizations: ::std::vec::Vec<Membership>,
+        ///Always `active` (only active members can be changed).
+        pub status: ::std::string::String,
+    }
+    impl UpdatedUser {
+        pub fn builder() -> builder::UpdatedUser {
+            Default::default()
+        }
+    }
+    ///The caller's role in an organization.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UserRole {
+        ///The role's hierarchy level; higher means more permissions.
+        pub level: i32,
+        pub role_id: ::uuid::Uuid,
+        pub role_name: ::std::string::String,
+    }
+    impl UserRole {
+        pub fn builder() -> builder::UserRole {
+            Default::default()
+        }
+    }
     /// Types for composing complex structures.
     pub mod builder {
+        #[derive(Clone, Debug)]
+        pub struct AddMemberRequest {
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for AddMemberRequest {
+            fn default() -> Self {
+                Self {
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl AddMemberRequest {
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AddMemberRequest> for super::AddMemberRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AddMemberRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    organization_id: value.organization_id?,
+                    role_id: value.role_id?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AddMemberRequest> for AddMemberRequest {
+            fn from(value: super::AddMemberRequest) -> Self {
+                Self {
+                    organization_id: Ok(value.organization_id),
+                    role_id: Ok(value.role_id),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreatePermissionRequest {
+            description: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for CreatePermissionRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl CreatePermissionRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreatePermissionRequest> for super::CreatePermissionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreatePermissionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreatePermissionRequest> for CreatePermissionRequest {
+            fn from(value: super::CreatePermissionRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateRoleRequest {
+            description: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            permission_ids:
+                ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
+        }
+        impl ::std::default::Default for CreateRoleRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    hierarchy_level: Err("no value supplied for hierarchy_level".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    permission_ids: Err("no value supplied for permission_ids".to_string()),
+                }
+            }
+        }
+        impl CreateRoleRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn hierarchy_level<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hierarchy_level = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for hierarchy_level: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn permission_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.permission_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for permission_ids: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateRoleRequest> for super::CreateRoleRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateRoleRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    hierarchy_level: value.hierarchy_level?,
+                    name: value.name?,
+                    permission_ids: value.permission_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateRoleRequest> for CreateRoleRequest {
+            fn from(value: super::CreateRoleRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    hierarchy_level: Ok(value.hierarchy_level),
+                    name: Ok(value.name),
+                    permission_ids: Ok(value.permission_ids),
+                }
+            }
+        }
         #[derive(Clone, Debug)]
         pub struct CurrentUser {
             created_at: ::std::result::Result<
@@ -644,6 +1164,600 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct MessageResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for MessageResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl MessageResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<MessageResponse> for super::MessageResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: MessageResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::MessageResponse> for MessageResponse {
+            fn from(value: super::MessageResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OrgFeatures {
+            chat_uploads: ::std::result::Result<bool, ::std::string::String>,
+            daily_chat_limit: ::std::result::Result<u32, ::std::string::String>,
+            file_upload: ::std::result::Result<bool, ::std::string::String>,
+            mcp_sessions: ::std::result::Result<u32, ::std::string::String>,
+            team_members: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for OrgFeatures {
+            fn default() -> Self {
+                Self {
+                    chat_uploads: Err("no value supplied for chat_uploads".to_string()),
+                    daily_chat_limit: Err("no value supplied for daily_chat_limit".to_string()),
+                    file_upload: Err("no value supplied for file_upload".to_string()),
+                    mcp_sessions: Err("no value supplied for mcp_sessions".to_string()),
+                    team_members: Err("no value supplied for team_members".to_string()),
+                }
+            }
+        }
+        impl OrgFeatures {
+            pub fn chat_uploads<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_uploads = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_uploads: {e}"));
+                self
+            }
+            pub fn daily_chat_limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.daily_chat_limit = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for daily_chat_limit: {e}")
+                });
+                self
+            }
+            pub fn file_upload<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_upload = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_upload: {e}"));
+                self
+            }
+            pub fn mcp_sessions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_sessions = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for mcp_sessions: {e}"));
+                self
+            }
+            pub fn team_members<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.team_members = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for team_members: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OrgFeatures> for super::OrgFeatures {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OrgFeatures,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_uploads: value.chat_uploads?,
+                    daily_chat_limit: value.daily_chat_limit?,
+                    file_upload: value.file_upload?,
+                    mcp_sessions: value.mcp_sessions?,
+                    team_members: value.team_members?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OrgFeatures> for OrgFeatures {
+            fn from(value: super::OrgFeatures) -> Self {
+                Self {
+                    chat_uploads: Ok(value.chat_uploads),
+                    daily_chat_limit: Ok(value.daily_chat_limit),
+                    file_upload: Ok(value.file_upload),
+                    mcp_sessions: Ok(value.mcp_sessions),
+                    team_members: Ok(value.team_members),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OrgFeaturesUpdate {
+            chat_uploads: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            daily_chat_limit:
+                ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            file_upload: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            mcp_sessions: ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            reset:
+                ::std::result::Result<::std::vec::Vec<super::FeatureName>, ::std::string::String>,
+            team_members: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        }
+        impl ::std::default::Default for OrgFeaturesUpdate {
+            fn default() -> Self {
+                Self {
+                    chat_uploads: Ok(Default::default()),
+                    daily_chat_limit: Ok(Default::default()),
+                    file_upload: Ok(Default::default()),
+                    mcp_sessions: Ok(Default::default()),
+                    reset: Ok(Default::default()),
+                    team_members: Ok(Default::default()),
+                }
+            }
+        }
+        impl OrgFeaturesUpdate {
+            pub fn chat_uploads<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_uploads = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_uploads: {e}"));
+                self
+            }
+            pub fn daily_chat_limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.daily_chat_limit = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for daily_chat_limit: {e}")
+                });
+                self
+            }
+            pub fn file_upload<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_upload = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_upload: {e}"));
+                self
+            }
+            pub fn mcp_sessions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_sessions = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for mcp_sessions: {e}"));
+                self
+            }
+            pub fn reset<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::FeatureName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reset = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reset: {e}"));
+                self
+            }
+            pub fn team_members<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.team_members = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for team_members: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OrgFeaturesUpdate> for super::OrgFeaturesUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OrgFeaturesUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_uploads: value.chat_uploads?,
+                    daily_chat_limit: value.daily_chat_limit?,
+                    file_upload: value.file_upload?,
+                    mcp_sessions: value.mcp_sessions?,
+                    reset: value.reset?,
+                    team_members: value.team_members?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OrgFeaturesUpdate> for OrgFeaturesUpdate {
+            fn from(value: super::OrgFeaturesUpdate) -> Self {
+                Self {
+                    chat_uploads: Ok(value.chat_uploads),
+                    daily_chat_limit: Ok(value.daily_chat_limit),
+                    file_upload: Ok(value.file_upload),
+                    mcp_sessions: Ok(value.mcp_sessions),
+                    reset: Ok(value.reset),
+                    team_members: Ok(value.team_members),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Organization {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            user_role: ::std::result::Result<super::UserRole, ::std::string::String>,
+        }
+        impl ::std::default::Default for Organization {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    slug: Err("no value supplied for slug".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    user_role: Err("no value supplied for user_role".to_string()),
+                }
+            }
+        }
+        impl Organization {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for slug: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn user_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UserRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Organization> for super::Organization {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Organization,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    name: value.name?,
+                    slug: value.slug?,
+                    updated_at: value.updated_at?,
+                    user_role: value.user_role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Organization> for Organization {
+            fn from(value: super::Organization) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    slug: Ok(value.slug),
+                    updated_at: Ok(value.updated_at),
+                    user_role: Ok(value.user_role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Permission {
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Permission {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl Permission {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Permission> for super::Permission {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Permission,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Permission> for Permission {
+            fn from(value: super::Permission) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Role {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_system_role: ::std::result::Result<bool, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organization_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            permissions: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::Permission>>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Role {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    hierarchy_level: Err("no value supplied for hierarchy_level".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_system_role: Err("no value supplied for is_system_role".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    organization_id: Ok(Default::default()),
+                    permissions: Ok(Default::default()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Role {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn hierarchy_level<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hierarchy_level = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for hierarchy_level: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_system_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_system_role = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for is_system_role: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn permissions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::Permission>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.permissions = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for permissions: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Role> for super::Role {
+            type Error = super::error::ConversionError;
+            fn try_from(value: Role) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    hierarchy_level: value.hierarchy_level?,
+                    id: value.id?,
+                    is_system_role: value.is_system_role?,
+                    name: value.name?,
+                    organization_id: value.organization_id?,
+                    permissions: value.permissions?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Role> for Role {
+            fn from(value: super::Role) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    hierarchy_level: Ok(value.hierarchy_level),
+                    id: Ok(value.id),
+                    is_system_role: Ok(value.is_system_role),
+                    name: Ok(value.name),
+                    organization_id: Ok(value.organization_id),
+                    permissions: Ok(value.permissions),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SignupRequest {
             email: ::std::result::Result<::std::string::String, ::std::string::String>,
             first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -807,6 +1921,382 @@ pub mod types {
                 }
             }
         }
+        #[derive(Clone, Debug)]
+        pub struct UpdateRoleRequest {
+            description: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            hierarchy_level:
+                ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
+            name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            permission_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for UpdateRoleRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    hierarchy_level: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    permission_ids: Ok(Default::default()),
+                }
+            }
+        }
+        impl UpdateRoleRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn hierarchy_level<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hierarchy_level = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for hierarchy_level: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn permission_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.permission_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for permission_ids: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateRoleRequest> for super::UpdateRoleRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateRoleRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    hierarchy_level: value.hierarchy_level?,
+                    name: value.name?,
+                    permission_ids: value.permission_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdateRoleRequest> for UpdateRoleRequest {
+            fn from(value: super::UpdateRoleRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    hierarchy_level: Ok(value.hierarchy_level),
+                    name: Ok(value.name),
+                    permission_ids: Ok(value.permission_ids),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UpdateUserRoleRequest {
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for UpdateUserRoleRequest {
+            fn default() -> Self {
+                Self {
+                    role_id: Err("no value supplied for role_id".to_string()),
+                }
+            }
+        }
+        impl UpdateUserRoleRequest {
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateUserRoleRequest> for super::UpdateUserRoleRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateUserRoleRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    role_id: value.role_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdateUserRoleRequest> for UpdateUserRoleRequest {
+            fn from(value: super::UpdateUserRoleRequest) -> Self {
+                Self {
+                    role_id: Ok(value.role_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UpdatedUser {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            full_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            invite_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            last_active_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organizations:
+                ::std::result::Result<::std::vec::Vec<super::Membership>, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for UpdatedUser {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    full_name: Err("no value supplied for full_name".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    invite_id: Ok(Default::default()),
+                    last_active_at: Ok(Default::default()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                    organizations: Err("no value supplied for organizations".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl UpdatedUser {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn full_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.full_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for full_name: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn invite_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invite_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invite_id: {e}"));
+                self
+            }
+            pub fn last_active_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_active_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_active_at: {e}")
+                });
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+            pub fn organizations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Membership>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organizations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organizations: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdatedUser> for super::UpdatedUser {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdatedUser,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    full_name: value.full_name?,
+                    id: value.id?,
+                    invite_id: value.invite_id?,
+                    last_active_at: value.last_active_at?,
+                    last_name: value.last_name?,
+                    organizations: value.organizations?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdatedUser> for UpdatedUser {
+            fn from(value: super::UpdatedUser) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    full_name: Ok(value.full_name),
+                    id: Ok(value.id),
+                    invite_id: Ok(value.invite_id),
+                    last_active_at: Ok(value.last_active_at),
+                    last_name: Ok(value.last_name),
+                    organizations: Ok(value.organizations),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UserRole {
+            level: ::std::result::Result<i32, ::std::string::String>,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for UserRole {
+            fn default() -> Self {
+                Self {
+                    level: Err("no value supplied for level".to_string()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                    role_name: Err("no value supplied for role_name".to_string()),
+                }
+            }
+        }
+        impl UserRole {
+            pub fn level<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.level = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for level: {e}"));
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+            pub fn role_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UserRole> for super::UserRole {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UserRole,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    level: value.level?,
+                    role_id: value.role_id?,
+                    role_name: value.role_name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UserRole> for UserRole {
+            fn from(value: super::UserRole) -> Self {
+                Self {
+                    level: Ok(value.level),
+                    role_id: Ok(value.role_id),
+                    role_name: Ok(value.role_name),
+                }
+            }
+        }
     }
     /// Error types.
     pub mod error {
@@ -932,6 +2422,191 @@ impl Client {
     pub fn auth_signup(&self) -> builder::AuthSignup<'_> {
         builder::AuthSignup::new(self)
     }
+    /**Add an existing user to an organization
+
+    Requires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`404`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user who already has a membership in any state but `deleted` gets `409 already_member`; a `deleted` membership is reactivated with the given role. The membership becomes `active`.
+
+    Sends a `POST` request to `/api/org/add_member`
+
+    ```ignore
+    let response = client.org_add_member()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_add_member(&self) -> builder::OrgAddMember<'_> {
+        builder::OrgAddMember::new(self)
+    }
+    /**Create an organization
+
+    Any authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.
+
+    Sends a `POST` request to `/api/org/create_org`
+
+    Arguments:
+    - `name`: The organization's name (1 to 100 characters after trimming).
+    ```ignore
+    let response = client.org_create_org()
+        .name(name)
+        .send()
+        .await;
+    ```*/
+    pub fn org_create_org(&self) -> builder::OrgCreateOrg<'_> {
+        builder::OrgCreateOrg::new(self)
+    }
+    /**Show an organization's feature gates and quotas
+
+    An addition to the spec. Any active member. Values the organization has not overridden are the server's configured defaults.
+
+    Sends a `GET` request to `/api/org/features`
+
+    ```ignore
+    let response = client.org_features()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_features(&self) -> builder::OrgFeatures<'_> {
+        builder::OrgFeatures::new(self)
+    }
+    /**Set an organization's feature gates and quotas
+
+    An addition to the spec. System administrators only (`403 forbidden` otherwise), since gates and quotas are the operator's business, not the organization's. Given fields become overrides, omitted fields are unchanged, fields named in `reset` return to the server default. `404` for an unknown organization.
+
+    Sends a `PUT` request to `/api/org/features`
+
+    ```ignore
+    let response = client.org_update_features()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_update_features(&self) -> builder::OrgUpdateFeatures<'_> {
+        builder::OrgUpdateFeatures::new(self)
+    }
+    /**List the caller's organizations
+
+    Every organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.
+
+    Sends a `GET` request to `/api/org/list`
+
+    ```ignore
+    let response = client.org_list()
+        .send()
+        .await;
+    ```*/
+    pub fn org_list(&self) -> builder::OrgList<'_> {
+        builder::OrgList::new(self)
+    }
+    /**Create a custom role
+
+    Requires `roles:write`. The name is trimmed, 1 to 64 characters (`400 invalid_name`) and unique in the organization, compared case-insensitively, including the system roles' names (`409 role_name_taken`). `hierarchy_level` must be 0 to 100 (`400 invalid_hierarchy_level`) and not above the caller's own level (`403 role_level_too_high`). Every permission id must exist (`400 unknown_permission`) and be covered by the caller's own permissions, so nobody can grant what they do not hold (`403 permission_not_held`). Roles created here are never system roles. Answers `201` with the role and its permissions.
+
+    Sends a `POST` request to `/api/roles/create`
+
+    ```ignore
+    let response = client.roles_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_create(&self) -> builder::RolesCreate<'_> {
+        builder::RolesCreate::new(self)
+    }
+    /**List the permission catalog
+
+    Any authenticated user: the catalog is global, not per organization. Sorted by name.
+
+    Sends a `GET` request to `/api/roles/list_permissions`
+
+    ```ignore
+    let response = client.roles_list_permissions()
+        .send()
+        .await;
+    ```*/
+    pub fn roles_list_permissions(&self) -> builder::RolesListPermissions<'_> {
+        builder::RolesListPermissions::new(self)
+    }
+    /**List an organization's roles
+
+    Requires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.
+
+    Sends a `GET` request to `/api/roles/list_roles`
+
+    ```ignore
+    let response = client.roles_list_roles()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_list_roles(&self) -> builder::RolesListRoles<'_> {
+        builder::RolesListRoles::new(self)
+    }
+    /**Create a permission
+
+    System administrators only (`403 forbidden`): operators listed in the server configuration (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`) or flagged `is_system_admin` in the database. The name must be `resource:action` (lowercase letters and underscores, `*` allowed as either half; `400 invalid_permission_name`) and new (`409 permission_exists`). `description` is optional. Answers `201`.
+
+    Sends a `POST` request to `/api/roles/permission`
+
+    ```ignore
+    let response = client.roles_create_permission()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_create_permission(&self) -> builder::RolesCreatePermission<'_> {
+        builder::RolesCreatePermission::new(self)
+    }
+    /**Delete a permission
+
+    System administrators only (`403 forbidden`). Query: `permission_id`. The permission is removed from every role that had it. `*:*` (the owner role's grant) is protected: `409 permission_protected`. `404` for an unknown id.
+
+    Sends a `DELETE` request to `/api/roles/permission`
+
+    ```ignore
+    let response = client.roles_delete_permission()
+        .permission_id(permission_id)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_delete_permission(&self) -> builder::RolesDeletePermission<'_> {
+        builder::RolesDeletePermission::new(self)
+    }
+    /**Delete a custom role
+
+    Requires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by any membership in any state (`409 role_in_use`). Deletion is permanent.
+
+    Sends a `DELETE` request to `/api/roles/remove`
+
+    ```ignore
+    let response = client.roles_remove()
+        .org_id(org_id)
+        .role_id(role_id)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_remove(&self) -> builder::RolesRemove<'_> {
+        builder::RolesRemove::new(self)
+    }
+    /**Update a custom role
+
+    Requires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.
+
+    Sends a `PUT` request to `/api/roles/update`
+
+    ```ignore
+    let response = client.roles_update()
+        .org_id(org_id)
+        .role_id(role_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn roles_update(&self) -> builder::RolesUpdate<'_> {
+        builder::RolesUpdate::new(self)
+    }
     /**Fetch the current user
 
     Any authenticated user. Returns the user with their `active` memberships only (invited, suspended and deleted memberships are left out).
@@ -945,6 +2620,23 @@ impl Client {
     ```*/
     pub fn users_me(&self) -> builder::UsersMe<'_> {
         builder::UsersMe::new(self)
+    }
+    /**Change a member's role
+
+    Requires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`404`).
+
+    Sends a `PUT` request to `/api/users/update`
+
+    ```ignore
+    let response = client.users_update()
+        .org_id(org_id)
+        .user_id(user_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn users_update(&self) -> builder::UsersUpdate<'_> {
+        builder::UsersUpdate::new(self)
     }
     /**Liveness probe
 
@@ -1138,6 +2830,915 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::org_add_member`]
+
+    [`Client::org_add_member`]: super::Client::org_add_member*/
+    #[derive(Debug, Clone)]
+    pub struct OrgAddMember<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::AddMemberRequest, String>,
+    }
+    impl<'a> OrgAddMember<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AddMemberRequest>,
+            <V as std::convert::TryInto<types::AddMemberRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AddMemberRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::AddMemberRequest,
+                ) -> types::builder::AddMemberRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/add_member`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::AddMemberRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/add_member", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_add_member",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_create_org`]
+
+    [`Client::org_create_org`]: super::Client::org_create_org*/
+    #[derive(Debug, Clone)]
+    pub struct OrgCreateOrg<'a> {
+        client: &'a super::Client,
+        name: Result<::std::string::String, String>,
+    }
+    impl<'a> OrgCreateOrg<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                name: Err("name was not initialized".to_string()),
+            }
+        }
+        pub fn name<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.name = value.try_into().map_err(|_| {
+                "conversion to `:: std :: string :: String` for name failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/api/org/create_org`
+        pub async fn send(self) -> Result<ResponseValue<types::Organization>, Error<types::Error>> {
+            let Self { client, name } = self;
+            let name = name.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/create_org", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("name", &name))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_create_org",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_features`]
+
+    [`Client::org_features`]: super::Client::org_features*/
+    #[derive(Debug, Clone)]
+    pub struct OrgFeatures<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgFeatures<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/features`
+        pub async fn send(self) -> Result<ResponseValue<types::OrgFeatures>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/features", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_features",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_update_features`]
+
+    [`Client::org_update_features`]: super::Client::org_update_features*/
+    #[derive(Debug, Clone)]
+    pub struct OrgUpdateFeatures<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::OrgFeaturesUpdate, String>,
+    }
+    impl<'a> OrgUpdateFeatures<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OrgFeaturesUpdate>,
+            <V as std::convert::TryInto<types::OrgFeaturesUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `OrgFeaturesUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::OrgFeaturesUpdate,
+                ) -> types::builder::OrgFeaturesUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/features`
+        pub async fn send(self) -> Result<ResponseValue<types::OrgFeatures>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::OrgFeaturesUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/features", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_update_features",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_list`]
+
+    [`Client::org_list`]: super::Client::org_list*/
+    #[derive(Debug, Clone)]
+    pub struct OrgList<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> OrgList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/org/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Organization>>, Error<types::Error>>
+        {
+            let Self { client } = self;
+            let url = format!("{}/api/org/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_create`]
+
+    [`Client::roles_create`]: super::Client::roles_create*/
+    #[derive(Debug, Clone)]
+    pub struct RolesCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateRoleRequest, String>,
+    }
+    impl<'a> RolesCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateRoleRequest>,
+            <V as std::convert::TryInto<types::CreateRoleRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `CreateRoleRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::CreateRoleRequest,
+                ) -> types::builder::CreateRoleRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/roles/create`
+        pub async fn send(self) -> Result<ResponseValue<types::Role>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::CreateRoleRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_list_permissions`]
+
+    [`Client::roles_list_permissions`]: super::Client::roles_list_permissions*/
+    #[derive(Debug, Clone)]
+    pub struct RolesListPermissions<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> RolesListPermissions<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/roles/list_permissions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Permission>>, Error<types::Error>>
+        {
+            let Self { client } = self;
+            let url = format!("{}/api/roles/list_permissions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_list_permissions",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_list_roles`]
+
+    [`Client::roles_list_roles`]: super::Client::roles_list_roles*/
+    #[derive(Debug, Clone)]
+    pub struct RolesListRoles<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> RolesListRoles<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/roles/list_roles`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Role>>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/list_roles", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_list_roles",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_create_permission`]
+
+    [`Client::roles_create_permission`]: super::Client::roles_create_permission*/
+    #[derive(Debug, Clone)]
+    pub struct RolesCreatePermission<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::CreatePermissionRequest, String>,
+    }
+    impl<'a> RolesCreatePermission<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreatePermissionRequest>,
+            <V as std::convert::TryInto<types::CreatePermissionRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `CreatePermissionRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::CreatePermissionRequest,
+                ) -> types::builder::CreatePermissionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/roles/permission`
+        pub async fn send(self) -> Result<ResponseValue<types::Permission>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::CreatePermissionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/permission", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_create_permission",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_delete_permission`]
+
+    [`Client::roles_delete_permission`]: super::Client::roles_delete_permission*/
+    #[derive(Debug, Clone)]
+    pub struct RolesDeletePermission<'a> {
+        client: &'a super::Client,
+        permission_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> RolesDeletePermission<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                permission_id: Err("permission_id was not initialized".to_string()),
+            }
+        }
+        pub fn permission_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.permission_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for permission_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/roles/permission`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                permission_id,
+            } = self;
+            let permission_id = permission_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/permission", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "permission_id",
+                    &permission_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_delete_permission",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_remove`]
+
+    [`Client::roles_remove`]: super::Client::roles_remove*/
+    #[derive(Debug, Clone)]
+    pub struct RolesRemove<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        role_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> RolesRemove<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                role_id: Err("role_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn role_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.role_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for role_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/roles/remove`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                role_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let role_id = role_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/remove", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("role_id", &role_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_remove",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::roles_update`]
+
+    [`Client::roles_update`]: super::Client::roles_update*/
+    #[derive(Debug, Clone)]
+    pub struct RolesUpdate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        role_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateRoleRequest, String>,
+    }
+    impl<'a> RolesUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                role_id: Err("role_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn role_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.role_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for role_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateRoleRequest>,
+            <V as std::convert::TryInto<types::UpdateRoleRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `UpdateRoleRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::UpdateRoleRequest,
+                ) -> types::builder::UpdateRoleRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/roles/update`
+        pub async fn send(self) -> Result<ResponseValue<types::Role>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                role_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let role_id = role_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::UpdateRoleRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/roles/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("role_id", &role_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "roles_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::users_me`]
 
     [`Client::users_me`]: super::Client::users_me*/
@@ -1170,6 +3771,116 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "users_me",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_update`]
+
+    [`Client::users_update`]: super::Client::users_update*/
+    #[derive(Debug, Clone)]
+    pub struct UsersUpdate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        user_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateUserRoleRequest, String>,
+    }
+    impl<'a> UsersUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                user_id: Err("user_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateUserRoleRequest>,
+            <V as std::convert::TryInto<types::UpdateUserRoleRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `UpdateUserRoleRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::UpdateUserRoleRequest,
+                ) -> types::builder::UpdateUserRoleRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/users/update`
+        pub async fn send(self) -> Result<ResponseValue<types::UpdatedUser>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                user_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::UpdateUserRoleRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_update",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

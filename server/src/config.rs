@@ -18,7 +18,32 @@ pub struct Config {
     pub request_body_max_bytes: usize,
     pub database: DatabaseConfig,
     pub auth: AuthConfig,
+    pub features: FeatureDefaults,
     pub log: LogConfig,
+}
+
+/// Feature gates and quotas of organizations without overrides of their
+/// own (see `PUT /api/org/features`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeatureDefaults {
+    pub team_members: bool,
+    pub file_upload: bool,
+    pub chat_uploads: bool,
+    pub mcp_sessions: u32,
+    pub daily_chat_limit: u32,
+}
+
+impl Default for FeatureDefaults {
+    fn default() -> Self {
+        FeatureDefaults {
+            team_members: true,
+            file_upload: true,
+            chat_uploads: true,
+            mcp_sessions: 10,
+            daily_chat_limit: 1000,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -48,6 +73,9 @@ pub struct AuthConfig {
     pub login_max_failures: u32,
     /// Window of the failed-login limit, in seconds.
     pub login_window_secs: u64,
+    /// E-mail addresses of system administrators (who manage the global
+    /// permission catalog and organizations' feature gates).
+    pub system_admins: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -64,6 +92,7 @@ impl Default for Config {
             request_body_max_bytes: 1024 * 1024,
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
+            features: FeatureDefaults::default(),
             log: LogConfig::default(),
         }
     }
@@ -86,6 +115,7 @@ impl Default for AuthConfig {
             token_lifetime_secs: 3600,
             login_max_failures: 5,
             login_window_secs: 15 * 60,
+            system_admins: Vec::new(),
         }
     }
 }
@@ -138,6 +168,13 @@ impl Config {
         }
         if let Some(level) = get("WORKSPACE_LOG_LEVEL").filter(|v| !v.is_empty()) {
             self.log.level = level;
+        }
+        if let Some(admins) = get("WORKSPACE_SYSTEM_ADMINS").filter(|v| !v.is_empty()) {
+            self.auth.system_admins = admins
+                .split(',')
+                .map(|a| a.trim().to_lowercase())
+                .filter(|a| !a.is_empty())
+                .collect();
         }
         if let Some(dir) = get("WORKSPACE_DATA_DIR").filter(|v| !v.is_empty()) {
             self.database.data_dir = Some(PathBuf::from(dir));

@@ -19,6 +19,24 @@ impl ServerContext {
         self.tokens.authenticate(headers, &self.datastore).await
     }
 
+    /// `403 forbidden` unless the actor is a system administrator: flagged
+    /// `is_system_admin` in the database or listed (by e-mail) in the
+    /// configuration's `auth.system_admins`.
+    pub async fn require_system_admin(&self, actor: &Actor) -> Result<(), Error> {
+        let user = self.datastore.user_get(actor.user_id).await?;
+        let listed = self
+            .config
+            .auth
+            .system_admins
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(&user.email));
+        if user.is_system_admin || listed {
+            Ok(())
+        } else {
+            Err(Error::forbidden("system administrator access is required"))
+        }
+    }
+
     /// Authorizes `actor` for `permission` in organization `org_id`.
     ///
     /// A caller who is not an active member (including when the organization

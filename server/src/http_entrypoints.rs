@@ -7,13 +7,26 @@ use crate::context::ServerContext;
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 use workspace_api::WorkspaceApi;
 use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
-use workspace_api::extract::JsonBody;
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::{
+    AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
+    Organization,
+};
+use workspace_api::roles::{
+    CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
+    UpdateRoleRequest,
+};
 use workspace_api::system::HealthStatus;
 use workspace_api::users::CurrentUser;
+use workspace_api::users::{UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser};
 
 pub enum WorkspaceImpl {}
 
 type Ctx = RequestContext<ServerContext>;
+
+fn message(message: String) -> HttpResponseOk<MessageResponse> {
+    HttpResponseOk(MessageResponse { message })
+}
 
 fn ok() -> HealthStatus {
     HealthStatus {
@@ -67,9 +80,175 @@ impl WorkspaceApi for WorkspaceImpl {
 
     // ---- Organizations area ----
 
+    async fn org_list(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        Ok(HttpResponseOk(app::orgs::list(cx, &actor).await?))
+    }
+
+    async fn org_create_org(
+        rqctx: Ctx,
+        query: QueryParams<CreateOrgQuery>,
+    ) -> Result<HttpResponseCreated<Organization>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        Ok(HttpResponseCreated(
+            app::orgs::create(cx, &actor, &query.into_inner().name).await?,
+        ))
+    }
+
+    async fn org_add_member(
+        rqctx: Ctx,
+        body: JsonBody<AddMemberRequest>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let body = body.into_inner();
+        let access = cx
+            .authorize(&actor, body.organization_id, Some("users:write"))
+            .await?;
+        Ok(message(app::orgs::add_member(cx, &access, body).await?))
+    }
+
+    async fn org_features(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, None)
+            .await?;
+        Ok(HttpResponseOk(
+            app::orgs::features(cx, access.org_id).await?,
+        ))
+    }
+
+    async fn org_update_features(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<OrgFeaturesUpdate>,
+    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        cx.require_system_admin(&actor).await?;
+        let org_id = query.into_inner().org_id;
+        Ok(HttpResponseOk(
+            app::orgs::update_features(cx, org_id, body.into_inner()).await?,
+        ))
+    }
+
     // ---- Users area ----
 
+    async fn users_update(
+        rqctx: Ctx,
+        query: QueryParams<UpdateUserQuery>,
+        body: JsonBody<UpdateUserRoleRequest>,
+    ) -> Result<HttpResponseOk<UpdatedUser>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("users:write"))
+            .await?;
+        let role_id = body.into_inner().role_id;
+        Ok(HttpResponseOk(
+            app::users::update_role(cx, &access, query.user_id, role_id).await?,
+        ))
+    }
+
     // ---- Roles area ----
+
+    async fn roles_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<CreateRoleRequest>,
+    ) -> Result<HttpResponseCreated<Role>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, Some("roles:write"))
+            .await?;
+        Ok(HttpResponseCreated(
+            app::roles::create(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
+    async fn roles_update(
+        rqctx: Ctx,
+        query: QueryParams<RoleQuery>,
+        body: JsonBody<UpdateRoleRequest>,
+    ) -> Result<HttpResponseOk<Role>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("roles:write"))
+            .await?;
+        Ok(HttpResponseOk(
+            app::roles::update(cx, &access, query.role_id, body.into_inner()).await?,
+        ))
+    }
+
+    async fn roles_remove(
+        rqctx: Ctx,
+        query: QueryParams<RoleQuery>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("roles:delete"))
+            .await?;
+        access.require("roles:write")?;
+        Ok(message(
+            app::roles::remove(cx, &access, query.role_id).await?,
+        ))
+    }
+
+    async fn roles_list_roles(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, Some("roles:read"))
+            .await?;
+        Ok(HttpResponseOk(app::roles::list(cx, &access).await?))
+    }
+
+    async fn roles_list_permissions(
+        rqctx: Ctx,
+    ) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
+        let cx = rqctx.context();
+        cx.authenticate(rqctx.request.headers()).await?;
+        Ok(HttpResponseOk(app::roles::list_permissions(cx).await?))
+    }
+
+    async fn roles_create_permission(
+        rqctx: Ctx,
+        body: JsonBody<CreatePermissionRequest>,
+    ) -> Result<HttpResponseCreated<Permission>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        cx.require_system_admin(&actor).await?;
+        Ok(HttpResponseCreated(
+            app::roles::create_permission(cx, body.into_inner()).await?,
+        ))
+    }
+
+    async fn roles_delete_permission(
+        rqctx: Ctx,
+        query: QueryParams<PermissionQuery>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        cx.require_system_admin(&actor).await?;
+        Ok(message(
+            app::roles::delete_permission(cx, query.into_inner().permission_id).await?,
+        ))
+    }
 
     // ---- Invitations area ----
 

@@ -7,12 +7,14 @@
 
 pub mod auth;
 pub mod extract;
+pub mod orgs;
+pub mod roles;
 pub mod system;
 pub mod users;
 
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, QueryParams};
 
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
@@ -131,9 +133,183 @@ pub trait WorkspaceApi {
 
     // ---- Organizations area (/api/org) ----
 
+    /// List the caller's organizations.
+    ///
+    /// Every organization where the caller has an `active` membership, with
+    /// the caller's role (`user_role`), oldest membership first.
+    #[endpoint { method = GET, path = "/api/org/list", tags = ["orgs"] }]
+    async fn org_list(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Vec<orgs::Organization>>, HttpError>;
+
+    /// Create an organization.
+    ///
+    /// Any authenticated user. In one transaction: the organization (with a
+    /// unique slug derived from the name), its four system roles (owner 100,
+    /// admin 80, member 20, guest 10) and the caller's `active` owner
+    /// membership. The name is trimmed and must be 1 to 100 characters
+    /// (`400 invalid_name`). Organizations are isolated, but a caller may not
+    /// belong to two organizations with the same name (compared
+    /// case-insensitively): `409 org_name_taken`. Answers `201` with the
+    /// organization and `user_role` owner.
+    #[endpoint { method = POST, path = "/api/org/create_org", tags = ["orgs"] }]
+    async fn org_create_org(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::CreateOrgQuery>,
+    ) -> Result<HttpResponseCreated<orgs::Organization>, HttpError>;
+
+    /// Add an existing user to an organization.
+    ///
+    /// Requires `users:write` in the organization and the organization's
+    /// `team_members` feature (`403 feature_disabled` without it). The user
+    /// must have an account (`404 not_found` otherwise; new people are
+    /// invited instead). The role must belong to the organization (`404`),
+    /// may not be above the caller's own level (`403 role_level_too_high`)
+    /// and may not be the owner role (`403 owner_role_not_assignable`). A
+    /// user who already has a membership in any state but `deleted` gets
+    /// `409 already_member`; a `deleted` membership is reactivated with the
+    /// given role. The membership becomes `active`.
+    #[endpoint { method = POST, path = "/api/org/add_member", tags = ["orgs"] }]
+    async fn org_add_member(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<orgs::AddMemberRequest>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Show an organization's feature gates and quotas.
+    ///
+    /// An addition to the spec. Any active member. Values the organization
+    /// has not overridden are the server's configured defaults.
+    #[endpoint { method = GET, path = "/api/org/features", tags = ["orgs"] }]
+    async fn org_features(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<orgs::OrgFeatures>, HttpError>;
+
+    /// Set an organization's feature gates and quotas.
+    ///
+    /// An addition to the spec. System administrators only (`403
+    /// forbidden` otherwise), since gates and quotas are the operator's
+    /// business, not the organization's. Given fields become overrides,
+    /// omitted fields are unchanged, fields named in `reset` return to the
+    /// server default. `404` for an unknown organization.
+    #[endpoint { method = PUT, path = "/api/org/features", tags = ["orgs"] }]
+    async fn org_update_features(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<orgs::OrgFeaturesUpdate>,
+    ) -> Result<HttpResponseOk<orgs::OrgFeatures>, HttpError>;
+
     // ---- Users area (/api/users), beyond `users_me` ----
 
+    /// Change a member's role.
+    ///
+    /// Requires `users:write` and the owner role in the organization: any
+    /// other caller gets `403 forbidden` (rule 1). Assigning the owner role
+    /// is refused with `403 owner_role_not_assignable` (rule 2), and so is
+    /// changing the role of an owner (ownership transfer is not part of this
+    /// operation). The target must be a member: `404 not_found` if they have
+    /// no membership, `400 member_not_active` if it is not `active` (e.g.
+    /// `invited`, rule 3), `400 role_already_assigned` if they already have
+    /// the role (rule 3). The role must belong to the organization (`404`).
+    #[endpoint { method = PUT, path = "/api/users/update", tags = ["users"] }]
+    async fn users_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::UpdateUserQuery>,
+        body: JsonBody<users::UpdateUserRoleRequest>,
+    ) -> Result<HttpResponseOk<users::UpdatedUser>, HttpError>;
+
     // ---- Roles area (/api/roles) ----
+
+    /// Create a custom role.
+    ///
+    /// Requires `roles:write`. The name is trimmed, 1 to 64 characters
+    /// (`400 invalid_name`) and unique in the organization, compared
+    /// case-insensitively, including the system roles' names (`409
+    /// role_name_taken`). `hierarchy_level` must be 0 to 100 (`400
+    /// invalid_hierarchy_level`) and not above the caller's own level (`403
+    /// role_level_too_high`). Every permission id must exist (`400
+    /// unknown_permission`) and be covered by the caller's own permissions,
+    /// so nobody can grant what they do not hold (`403
+    /// permission_not_held`). Roles created here are never system roles.
+    /// Answers `201` with the role and its permissions.
+    #[endpoint { method = POST, path = "/api/roles/create", tags = ["roles"] }]
+    async fn roles_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<roles::CreateRoleRequest>,
+    ) -> Result<HttpResponseCreated<roles::Role>, HttpError>;
+
+    /// Update a custom role.
+    ///
+    /// Requires `roles:write`. System roles cannot be updated (`403
+    /// system_role_immutable`); a role above the caller's level cannot be
+    /// touched (`403 role_level_too_high`). Omitted fields are unchanged; a
+    /// given `permission_ids` list replaces the permissions. The same rules
+    /// as creation apply to the new values. `404` for a role of another
+    /// organization.
+    #[endpoint { method = PUT, path = "/api/roles/update", tags = ["roles"] }]
+    async fn roles_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<roles::RoleQuery>,
+        body: JsonBody<roles::UpdateRoleRequest>,
+    ) -> Result<HttpResponseOk<roles::Role>, HttpError>;
+
+    /// Delete a custom role.
+    ///
+    /// Requires `roles:delete` and `roles:write`. System roles cannot be
+    /// deleted (`403 system_role_immutable`), nor roles above the caller's
+    /// level (`403 role_level_too_high`), nor roles held by any membership in
+    /// any state (`409 role_in_use`). Deletion is permanent.
+    #[endpoint { method = DELETE, path = "/api/roles/remove", tags = ["roles"] }]
+    async fn roles_remove(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<roles::RoleQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// List an organization's roles.
+    ///
+    /// Requires `roles:read`. System and custom roles, highest level first,
+    /// then by name; without `permissions`.
+    #[endpoint { method = GET, path = "/api/roles/list_roles", tags = ["roles"] }]
+    async fn roles_list_roles(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<roles::Role>>, HttpError>;
+
+    /// List the permission catalog.
+    ///
+    /// Any authenticated user: the catalog is global, not per organization.
+    /// Sorted by name.
+    #[endpoint { method = GET, path = "/api/roles/list_permissions", tags = ["roles"] }]
+    async fn roles_list_permissions(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Vec<roles::Permission>>, HttpError>;
+
+    /// Create a permission.
+    ///
+    /// System administrators only (`403 forbidden`): operators listed in the
+    /// server configuration (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`)
+    /// or flagged `is_system_admin` in the database. The name must be
+    /// `resource:action` (lowercase letters and underscores, `*` allowed as
+    /// either half; `400 invalid_permission_name`) and new (`409
+    /// permission_exists`). `description` is optional. Answers `201`.
+    #[endpoint { method = POST, path = "/api/roles/permission", tags = ["roles"] }]
+    async fn roles_create_permission(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<roles::CreatePermissionRequest>,
+    ) -> Result<HttpResponseCreated<roles::Permission>, HttpError>;
+
+    /// Delete a permission.
+    ///
+    /// System administrators only (`403 forbidden`). Query: `permission_id`.
+    /// The permission is removed from every role that had it. `*:*` (the
+    /// owner role's grant) is protected: `409 permission_protected`. `404`
+    /// for an unknown id.
+    #[endpoint { method = DELETE, path = "/api/roles/permission", tags = ["roles"] }]
+    async fn roles_delete_permission(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<roles::PermissionQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
 
     // ---- Invitations area (/api/invitations) and signup_invite ----
 

@@ -1,5 +1,7 @@
 //! Business rules, one module per resource. Handlers call into these after
-//! authenticating; these call the datastore.
+//! authenticating and authorizing; these call the datastore.
 
 pub mod auth;
+pub mod orgs;
+pub mod roles;
 pub mod users;

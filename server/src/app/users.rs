@@ -27,3 +27,83 @@ pub async fn me(cx: &ServerContext, actor: &Actor) -> Result<CurrentUser, Error>
             .collect(),
     })
 }
+
+/// Changes a member's role (see `PUT /api/users/update` for the rules).
+pub async fn update_role(
+    cx: &ServerContext,
+    access: &crate::authz::OrgAccess,
+    user_id: uuid::Uuid,
+    role_id: uuid::Uuid,
+) -> Result<workspace_api::users::UpdatedUser, Error> {
+    // Rule 1: owners only.
+    if !access.is_owner() {
+        return Err(Error::forbidden(
+            "only the organization's owners can change roles",
+        ));
+    }
+    let target = cx
+        .datastore
+        .membership_get(access.org_id, user_id)
+        .await?
+        .ok_or(Error::NotFound { what: "member" })?;
+    // Rule 2 (and its mirror: an owner's role is not changed here).
+    let role = crate::app::orgs::assignable_role(cx, access, role_id).await?;
+    if target.role_name == "owner" && target.role_level >= 100 {
+        return Err(Error::Forbidden {
+            code: "owner_role_not_assignable",
+            message: "an owner's role cannot be changed".to_string(),
+        });
+    }
+    // Rule 3.
+    if target.status != "active" {
+        return Err(Error::invalid(
+            "member_not_active",
+            format!(
+                "only active members can be changed; this member is {}",
+                target.status
+            ),
+        ));
+    }
+    if target.role_id == role.id {
+        return Err(Error::invalid(
+            "role_already_assigned",
+            "the member already has this role",
+        ));
+    }
+    if !cx
+        .datastore
+        .membership_set_role(access.org_id, user_id, target.role_id, role.id)
+        .await?
+    {
+        return Err(Error::conflict(
+            "concurrent_update",
+            "the membership changed meanwhile; retry",
+        ));
+    }
+    let user = cx.datastore.user_get(user_id).await?;
+    let org = cx
+        .datastore
+        .user_active_memberships(user_id)
+        .await?
+        .into_iter()
+        .find(|m| m.organization_id == access.org_id)
+        .ok_or(Error::NotFound { what: "member" })?;
+    Ok(workspace_api::users::UpdatedUser {
+        id: user.id,
+        full_name: format!("{} {}", user.first_name, user.last_name),
+        email: user.email,
+        first_name: user.first_name,
+        last_name: user.last_name,
+        status: "active".to_string(),
+        invite_id: None,
+        last_active_at: user.last_active_at,
+        created_at: user.created_at,
+        organizations: vec![Membership {
+            id: org.organization_id,
+            name: org.organization_name,
+            slug: org.slug,
+            role_id: org.role_id,
+            role_name: org.role_name,
+        }],
+    })
+}

@@ -2,6 +2,9 @@
 //! fresh PostgreSQL database and talks to it through the generated client.
 
 mod auth;
+mod authz;
 mod contract;
+mod orgs;
+mod roles;
 mod system;
 mod tokens;

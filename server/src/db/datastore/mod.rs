@@ -2,6 +2,7 @@
 
 pub mod login_failures;
 pub mod organizations;
+pub mod roles;
 pub mod secrets;
 pub mod users;
 

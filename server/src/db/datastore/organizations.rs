@@ -3,7 +3,60 @@
 use super::Datastore;
 use crate::authz::{OrgAccess, SYSTEM_ROLES};
 use crate::error::Error;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+/// An organization with the caller's role in it.
+pub struct OrgRow {
+    pub id: Uuid,
+    pub name: String,
+    pub slug: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub role_id: Uuid,
+    pub role_name: String,
+    pub role_level: i32,
+}
+
+impl OrgRow {
+    fn from_row(r: &tokio_postgres::Row) -> OrgRow {
+        OrgRow {
+            id: r.get("id"),
+            name: r.get("name"),
+            slug: r.get("slug"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+            role_id: r.get("role_id"),
+            role_name: r.get("role_name"),
+            role_level: r.get("role_level"),
+        }
+    }
+}
+
+const ORG_WITH_ROLE: &str = "SELECT o.id, o.name, o.slug, o.created_at, o.updated_at, \
+        r.id AS role_id, r.name AS role_name, r.hierarchy_level AS role_level \
+     FROM memberships m \
+     JOIN organizations o ON o.id = m.organization_id \
+     JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id";
+
+/// The per-organization overrides of feature gates and quotas (`None`: use
+/// the configured default).
+#[derive(Default)]
+pub struct FeatureOverrides {
+    pub team_members: Option<bool>,
+    pub file_upload: Option<bool>,
+    pub chat_uploads: Option<bool>,
+    pub mcp_sessions: Option<i32>,
+    pub daily_chat_limit: Option<i32>,
+}
+
+/// A membership of one user in one organization, any status.
+pub struct MembershipState {
+    pub status: String,
+    pub role_id: Uuid,
+    pub role_name: String,
+    pub role_level: i32,
+}
 
 /// Turns a name into a URL slug: lowercase ASCII letters and digits joined
 /// by single hyphens, at most 48 characters, never empty.
@@ -28,6 +81,187 @@ pub fn slugify(name: &str) -> String {
 }
 
 impl Datastore {
+    /// Organizations where `user_id` is an active member, oldest membership
+    /// first.
+    pub async fn org_list_for_user(&self, user_id: Uuid) -> Result<Vec<OrgRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.status = 'active' \
+                     ORDER BY m.created_at, o.id"
+                ),
+                &[&user_id],
+            )
+            .await?;
+        Ok(rows.iter().map(OrgRow::from_row).collect())
+    }
+
+    /// Creates an organization owned by `owner_id`, refusing a name equal
+    /// (case-insensitively) to one of the owner's organizations. The owner's
+    /// user row is locked for the check, so concurrent creations by one user
+    /// cannot both pass it.
+    pub async fn org_create(
+        &self,
+        owner_id: Uuid,
+        name: &str,
+        slug_base: &str,
+    ) -> Result<OrgRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.query_one("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", &[&owner_id])
+            .await?;
+        let taken = tx
+            .query_opt(
+                "SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
+                 WHERE m.user_id = $1 AND m.status IN ('active', 'invited', 'suspended') \
+                   AND lower(o.name) = lower($2)",
+                &[&owner_id, &name],
+            )
+            .await?;
+        if taken.is_some() {
+            return Err(Error::conflict(
+                "org_name_taken",
+                "you already belong to an organization with this name",
+            ));
+        }
+        let (org_id, _) = insert_with_system_roles(&tx, name, slug_base, owner_id, false).await?;
+        let row = tx
+            .query_one(
+                &format!("{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.organization_id = $2"),
+                &[&owner_id, &org_id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(OrgRow::from_row(&row))
+    }
+
+    pub async fn org_exists(&self, org_id: Uuid) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt("SELECT 1 FROM organizations WHERE id = $1", &[&org_id])
+            .await?
+            .is_some())
+    }
+
+    pub async fn org_features(&self, org_id: Uuid) -> Result<FeatureOverrides, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT team_members, file_upload, chat_uploads, mcp_sessions, daily_chat_limit \
+                 FROM organization_features WHERE organization_id = $1",
+                &[&org_id],
+            )
+            .await?;
+        Ok(row
+            .map(|r| FeatureOverrides {
+                team_members: r.get(0),
+                file_upload: r.get(1),
+                chat_uploads: r.get(2),
+                mcp_sessions: r.get(3),
+                daily_chat_limit: r.get(4),
+            })
+            .unwrap_or_default())
+    }
+
+    /// Replaces the organization's overrides.
+    pub async fn org_features_set(&self, org_id: Uuid, f: &FeatureOverrides) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO organization_features \
+                 (organization_id, team_members, file_upload, chat_uploads, mcp_sessions, \
+                  daily_chat_limit) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (organization_id) DO UPDATE SET \
+                 team_members = EXCLUDED.team_members, file_upload = EXCLUDED.file_upload, \
+                 chat_uploads = EXCLUDED.chat_uploads, mcp_sessions = EXCLUDED.mcp_sessions, \
+                 daily_chat_limit = EXCLUDED.daily_chat_limit, updated_at = now()",
+            &[
+                &org_id,
+                &f.team_members,
+                &f.file_upload,
+                &f.chat_uploads,
+                &f.mcp_sessions,
+                &f.daily_chat_limit,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// `user_id`'s membership in `org_id`, in any status.
+    pub async fn membership_get(
+        &self,
+        org_id: Uuid,
+        user_id: Uuid,
+    ) -> Result<Option<MembershipState>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT m.status, r.id, r.name, r.hierarchy_level FROM memberships m \
+                 JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+                 WHERE m.organization_id = $1 AND m.user_id = $2",
+                &[&org_id, &user_id],
+            )
+            .await?;
+        Ok(row.map(|r| MembershipState {
+            status: r.get(0),
+            role_id: r.get(1),
+            role_name: r.get(2),
+            role_level: r.get(3),
+        }))
+    }
+
+    /// Adds `user_id` to `org_id` as an active member with `role_id`, or
+    /// reactivates a `deleted` membership. Any other existing membership is
+    /// `409 already_member`.
+    pub async fn membership_add(
+        &self,
+        org_id: Uuid,
+        user_id: Uuid,
+        role_id: Uuid,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        let changed = conn
+            .execute(
+                "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+                 VALUES ($1, $2, $3, 'active') \
+                 ON CONFLICT (user_id, organization_id) DO UPDATE \
+                     SET status = 'active', role_id = EXCLUDED.role_id, updated_at = now() \
+                     WHERE memberships.status = 'deleted'",
+                &[&user_id, &org_id, &role_id],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(Error::conflict(
+                "already_member",
+                "the user is already a member of this organization",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Changes the role of an active member, only if the membership is still
+    /// active with the role `expected_role` (so concurrent changes cannot
+    /// interleave). Returns whether it changed.
+    pub async fn membership_set_role(
+        &self,
+        org_id: Uuid,
+        user_id: Uuid,
+        expected_role: Uuid,
+        role_id: Uuid,
+    ) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE memberships SET role_id = $4, updated_at = now() \
+                 WHERE organization_id = $1 AND user_id = $2 AND role_id = $3 AND status = 'active'",
+                &[&org_id, &user_id, &expected_role, &role_id],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     /// The caller's active membership in `org_id` with its role and
     /// permission names, or `None` when there is none.
     pub async fn org_access(

@@ -18,6 +18,8 @@ pub struct UserRow {
     pub first_name: String,
     pub last_name: String,
     pub created_at: DateTime<Utc>,
+    pub last_active_at: Option<DateTime<Utc>>,
+    pub is_system_admin: bool,
 }
 
 impl UserRow {
@@ -28,6 +30,8 @@ impl UserRow {
             first_name: row.get("first_name"),
             last_name: row.get("last_name"),
             created_at: row.get("created_at"),
+            last_active_at: row.get("last_active_at"),
+            is_system_admin: row.get("is_system_admin"),
         }
     }
 }
@@ -61,7 +65,7 @@ impl Datastore {
             .query_one(
                 "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash) \
                  VALUES ($1, $2, $2, $3, $4, $5) \
-                 RETURNING id, email, first_name, last_name, created_at",
+                 RETURNING id, email, first_name, last_name, created_at, last_active_at, is_system_admin",
                 &[&Uuid::new_v4(), &user.email, &user.first_name, &user.last_name, &user.password_hash],
             )
             .await
@@ -123,7 +127,8 @@ impl Datastore {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT id, email, first_name, last_name, created_at FROM users WHERE id = $1",
+                "SELECT id, email, first_name, last_name, created_at, last_active_at, is_system_admin \
+                 FROM users WHERE id = $1",
                 &[&user_id],
             )
             .await?

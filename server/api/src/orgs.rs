@@ -1,0 +1,100 @@
+//! Types of the Organizations area (`/api/org`).
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The caller's role in an organization.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserRole {
+    pub role_id: Uuid,
+    pub role_name: String,
+    /// The role's hierarchy level; higher means more permissions.
+    pub level: i32,
+}
+
+/// An organization, with the caller's role in it.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Organization {
+    pub id: Uuid,
+    pub name: String,
+    /// URL slug, unique across the service (an addition to the spec's shape).
+    pub slug: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub user_role: UserRole,
+}
+
+/// Query of `POST /api/org/create_org`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CreateOrgQuery {
+    /// The organization's name (1 to 100 characters after trimming).
+    pub name: String,
+}
+
+/// Body of `POST /api/org/add_member`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AddMemberRequest {
+    pub organization_id: Uuid,
+    pub user_id: Uuid,
+    pub role_id: Uuid,
+}
+
+/// A human-readable confirmation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MessageResponse {
+    pub message: String,
+}
+
+/// The `org_id` query parameter of org-scoped operations.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct OrgQuery {
+    pub org_id: Uuid,
+}
+
+/// Feature gates and quotas of an organization, with the server's
+/// defaults filled in where the organization has no override.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct OrgFeatures {
+    /// `add_member` is allowed.
+    pub team_members: bool,
+    /// Knowledge-base and chat file uploads are allowed.
+    pub file_upload: bool,
+    /// Attachments in chat messages are allowed.
+    pub chat_uploads: bool,
+    /// Maximum concurrent MCP connections (sessions).
+    pub mcp_sessions: u32,
+    /// Maximum chat messages per day.
+    pub daily_chat_limit: u32,
+}
+
+/// A feature gate or quota name.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FeatureName {
+    TeamMembers,
+    FileUpload,
+    ChatUploads,
+    McpSessions,
+    DailyChatLimit,
+}
+
+/// Body of `PUT /api/org/features`. Given fields become the organization's
+/// overrides; omitted fields are unchanged; fields named in `reset` return
+/// to the server default (naming a field in both is `400 invalid_request`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct OrgFeaturesUpdate {
+    #[serde(default)]
+    pub team_members: Option<bool>,
+    #[serde(default)]
+    pub file_upload: Option<bool>,
+    #[serde(default)]
+    pub chat_uploads: Option<bool>,
+    #[serde(default)]
+    pub mcp_sessions: Option<u32>,
+    #[serde(default)]
+    pub daily_chat_limit: Option<u32>,
+    #[serde(default)]
+    pub reset: Vec<FeatureName>,
+}

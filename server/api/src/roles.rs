@@ -1,0 +1,82 @@
+//! Types of the Roles area (`/api/roles`).
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A permission of the global catalog (`resource:action`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Permission {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+}
+
+/// A role. `permissions` is present in create and update responses only.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Role {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    /// 0 to 100, higher means more privileges.
+    pub hierarchy_level: i32,
+    /// The role's organization; `null` for system roles (every organization
+    /// has its own copy of the four system roles).
+    pub organization_id: Option<Uuid>,
+    pub is_system_role: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Vec<Permission>>,
+}
+
+/// Body of `POST /api/roles/create`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CreateRoleRequest {
+    /// Unique within the organization (case-insensitive), 1 to 64 characters.
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// 0 to 100, at most the caller's own level.
+    pub hierarchy_level: i32,
+    pub permission_ids: Vec<Uuid>,
+}
+
+/// Body of `PUT /api/roles/update`; omitted fields are unchanged.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct UpdateRoleRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub hierarchy_level: Option<i32>,
+    /// A given list replaces the role's permissions.
+    #[serde(default)]
+    pub permission_ids: Option<Vec<Uuid>>,
+}
+
+/// Query of role operations on one role.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RoleQuery {
+    pub org_id: Uuid,
+    pub role_id: Uuid,
+}
+
+/// Body of `POST /api/roles/permission`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct CreatePermissionRequest {
+    /// `resource:action`, lowercase letters and underscores, `*` allowed as
+    /// either half.
+    pub name: String,
+    /// Optional; defaults to the empty string.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Query of `DELETE /api/roles/permission`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PermissionQuery {
+    pub permission_id: Uuid,
+}

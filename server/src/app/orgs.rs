@@ -1,0 +1,174 @@
+//! Organizations, membership and feature gates.
+
+use crate::authn::Actor;
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::db::datastore::organizations::{FeatureOverrides, OrgRow};
+use crate::error::Error;
+use uuid::Uuid;
+use workspace_api::orgs::{
+    AddMemberRequest, OrgFeatures, OrgFeaturesUpdate, Organization, UserRole,
+};
+
+const ORG_NAME_MAX_CHARS: usize = 100;
+
+fn view(row: OrgRow) -> Organization {
+    Organization {
+        id: row.id,
+        name: row.name,
+        slug: row.slug,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        user_role: UserRole {
+            role_id: row.role_id,
+            role_name: row.role_name,
+            level: row.role_level,
+        },
+    }
+}
+
+pub async fn list(cx: &ServerContext, actor: &Actor) -> Result<Vec<Organization>, Error> {
+    Ok(cx
+        .datastore
+        .org_list_for_user(actor.user_id)
+        .await?
+        .into_iter()
+        .map(view)
+        .collect())
+}
+
+pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Organization, Error> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > ORG_NAME_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_name",
+            format!("the organization name must be 1 to {ORG_NAME_MAX_CHARS} characters"),
+        ));
+    }
+    Ok(view(
+        cx.datastore.org_create(actor.user_id, name, name).await?,
+    ))
+}
+
+/// The organization's gates with the configured defaults filled in.
+pub async fn features(cx: &ServerContext, org_id: Uuid) -> Result<OrgFeatures, Error> {
+    let o = cx.datastore.org_features(org_id).await?;
+    let d = &cx.config.features;
+    let count = |v: Option<i32>, default: u32| v.map(|v| v.max(0) as u32).unwrap_or(default);
+    Ok(OrgFeatures {
+        team_members: o.team_members.unwrap_or(d.team_members),
+        file_upload: o.file_upload.unwrap_or(d.file_upload),
+        chat_uploads: o.chat_uploads.unwrap_or(d.chat_uploads),
+        mcp_sessions: count(o.mcp_sessions, d.mcp_sessions),
+        daily_chat_limit: count(o.daily_chat_limit, d.daily_chat_limit),
+    })
+}
+
+pub async fn update_features(
+    cx: &ServerContext,
+    org_id: Uuid,
+    update: OrgFeaturesUpdate,
+) -> Result<OrgFeatures, Error> {
+    if !cx.datastore.org_exists(org_id).await? {
+        return Err(Error::NotFound {
+            what: "organization",
+        });
+    }
+    use workspace_api::orgs::FeatureName as F;
+    let current = cx.datastore.org_features(org_id).await?;
+    let reset = |name: F| update.reset.contains(&name);
+    let pick = |name: F, given: bool| -> Result<bool, Error> {
+        if given && reset(name) {
+            return Err(Error::invalid(
+                "invalid_request",
+                format!("{name:?} is both set and reset"),
+            ));
+        }
+        Ok(reset(name))
+    };
+    let flag = |name: F, v: Option<bool>, cur: Option<bool>| -> Result<Option<bool>, Error> {
+        Ok(if pick(name, v.is_some())? {
+            None
+        } else {
+            v.or(cur)
+        })
+    };
+    let quota = |name: F, v: Option<u32>, cur: Option<i32>| -> Result<Option<i32>, Error> {
+        if pick(name, v.is_some())? {
+            return Ok(None);
+        }
+        match v {
+            None => Ok(cur),
+            Some(n) => i32::try_from(n)
+                .map(Some)
+                .map_err(|_| Error::invalid("invalid_quota", "quota too large")),
+        }
+    };
+    let merged = FeatureOverrides {
+        team_members: flag(F::TeamMembers, update.team_members, current.team_members)?,
+        file_upload: flag(F::FileUpload, update.file_upload, current.file_upload)?,
+        chat_uploads: flag(F::ChatUploads, update.chat_uploads, current.chat_uploads)?,
+        mcp_sessions: quota(F::McpSessions, update.mcp_sessions, current.mcp_sessions)?,
+        daily_chat_limit: quota(
+            F::DailyChatLimit,
+            update.daily_chat_limit,
+            current.daily_chat_limit,
+        )?,
+    };
+    cx.datastore.org_features_set(org_id, &merged).await?;
+    features(cx, org_id).await
+}
+
+/// Checks that a role may be given by the caller: it belongs to the
+/// organization, is not the owner role and is not above the caller's level.
+pub async fn assignable_role(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    role_id: Uuid,
+) -> Result<crate::db::datastore::roles::RoleRow, Error> {
+    let role = cx
+        .datastore
+        .role_get(access.org_id, role_id)
+        .await?
+        .ok_or(Error::NotFound { what: "role" })?;
+    if role.is_system_role && role.name == "owner" {
+        return Err(Error::Forbidden {
+            code: "owner_role_not_assignable",
+            message: "the owner role cannot be assigned".to_string(),
+        });
+    }
+    if role.hierarchy_level > access.level {
+        return Err(Error::Forbidden {
+            code: "role_level_too_high",
+            message: "you cannot assign a role above your own level".to_string(),
+        });
+    }
+    Ok(role)
+}
+
+pub async fn add_member(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    request: AddMemberRequest,
+) -> Result<String, Error> {
+    if !features(cx, access.org_id).await?.team_members {
+        return Err(Error::Forbidden {
+            code: "feature_disabled",
+            message: "the organization's plan does not include the team_members feature"
+                .to_string(),
+        });
+    }
+    let role = assignable_role(cx, access, request.role_id).await?;
+    // Only accounts that can log in: invited placeholders join through their
+    // invitation.
+    if !cx.datastore.user_exists(request.user_id).await? {
+        return Err(Error::NotFound { what: "user" });
+    }
+    cx.datastore
+        .membership_add(access.org_id, request.user_id, role.id)
+        .await?;
+    Ok(format!(
+        "user added to the organization with the {} role",
+        role.name
+    ))
+}

@@ -1,0 +1,295 @@
+//! Roles and the permission catalog.
+
+use crate::authz::{OrgAccess, permission_matches};
+use crate::context::ServerContext;
+use crate::db::datastore::roles::{PermissionRow, RoleRow, RoleValues};
+use crate::error::Error;
+use uuid::Uuid;
+use workspace_api::roles::{
+    CreatePermissionRequest, CreateRoleRequest, Permission, Role, UpdateRoleRequest,
+};
+
+const ROLE_NAME_MAX_CHARS: usize = 64;
+
+fn permission_view(p: PermissionRow) -> Permission {
+    Permission {
+        id: p.id,
+        name: p.name,
+        description: p.description,
+    }
+}
+
+pub fn role_view(r: RoleRow, permissions: Option<Vec<PermissionRow>>) -> Role {
+    Role {
+        id: r.id,
+        organization_id: (!r.is_system_role).then_some(r.organization_id),
+        name: r.name,
+        description: r.description,
+        hierarchy_level: r.hierarchy_level,
+        is_system_role: r.is_system_role,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+        permissions: permissions.map(|ps| ps.into_iter().map(permission_view).collect()),
+    }
+}
+
+fn check_name(name: &str) -> Result<String, Error> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > ROLE_NAME_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_name",
+            format!("the role name must be 1 to {ROLE_NAME_MAX_CHARS} characters"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn check_level(access: &OrgAccess, level: i32) -> Result<(), Error> {
+    if !(0..=100).contains(&level) {
+        return Err(Error::invalid(
+            "invalid_hierarchy_level",
+            "hierarchy_level must be 0 to 100",
+        ));
+    }
+    if level > access.level {
+        return Err(Error::Forbidden {
+            code: "role_level_too_high",
+            message: format!(
+                "hierarchy_level may not exceed your own level ({})",
+                access.level
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Resolves permission ids: all must exist and each must be covered by the
+/// caller's own permissions.
+async fn check_permissions(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, Error> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    ids.dedup();
+    let found = cx.datastore.permissions_by_ids(&ids).await?;
+    if found.len() != ids.len() {
+        return Err(Error::invalid(
+            "unknown_permission",
+            "one or more permission ids do not exist",
+        ));
+    }
+    if let Some(p) = found.iter().find(|p| {
+        !access
+            .permissions
+            .iter()
+            .any(|held| permission_matches(held, &p.name))
+    }) {
+        return Err(Error::Forbidden {
+            code: "permission_not_held",
+            message: format!(
+                "you cannot grant {} because your role does not hold it",
+                p.name
+            ),
+        });
+    }
+    Ok(ids)
+}
+
+/// A role of the organization that the caller may modify.
+async fn modifiable_role(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    role_id: Uuid,
+) -> Result<RoleRow, Error> {
+    let role = cx
+        .datastore
+        .role_get(access.org_id, role_id)
+        .await?
+        .ok_or(Error::NotFound { what: "role" })?;
+    if role.is_system_role {
+        return Err(Error::Forbidden {
+            code: "system_role_immutable",
+            message: "system roles cannot be changed or deleted".to_string(),
+        });
+    }
+    if role.hierarchy_level > access.level {
+        return Err(Error::Forbidden {
+            code: "role_level_too_high",
+            message: "you cannot change a role above your own level".to_string(),
+        });
+    }
+    Ok(role)
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    request: CreateRoleRequest,
+) -> Result<Role, Error> {
+    let name = check_name(&request.name)?;
+    check_level(access, request.hierarchy_level)?;
+    let ids = check_permissions(cx, access, &request.permission_ids).await?;
+    let description = request.description.unwrap_or_default();
+    let role = cx
+        .datastore
+        .role_create(
+            access.org_id,
+            &RoleValues {
+                name: &name,
+                description: description.trim(),
+                hierarchy_level: request.hierarchy_level,
+            },
+            &ids,
+        )
+        .await?;
+    let permissions = cx
+        .datastore
+        .role_permissions(access.org_id, role.id)
+        .await?;
+    Ok(role_view(role, Some(permissions)))
+}
+
+pub async fn update(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    role_id: Uuid,
+    request: UpdateRoleRequest,
+) -> Result<Role, Error> {
+    let current = modifiable_role(cx, access, role_id).await?;
+    let name = match &request.name {
+        Some(n) => check_name(n)?,
+        None => current.name.clone(),
+    };
+    let level = request.hierarchy_level.unwrap_or(current.hierarchy_level);
+    check_level(access, level)?;
+    let ids = match &request.permission_ids {
+        Some(ids) => Some(check_permissions(cx, access, ids).await?),
+        None => None,
+    };
+    let description = request
+        .description
+        .map(|d| d.trim().to_string())
+        .unwrap_or(current.description);
+    let role = cx
+        .datastore
+        .role_update(
+            access.org_id,
+            role_id,
+            &RoleValues {
+                name: &name,
+                description: &description,
+                hierarchy_level: level,
+            },
+            ids.as_deref(),
+        )
+        .await?
+        .ok_or(Error::NotFound { what: "role" })?;
+    let permissions = cx
+        .datastore
+        .role_permissions(access.org_id, role.id)
+        .await?;
+    Ok(role_view(role, Some(permissions)))
+}
+
+pub async fn remove(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    role_id: Uuid,
+) -> Result<String, Error> {
+    let role = modifiable_role(cx, access, role_id).await?;
+    cx.datastore.role_delete(access.org_id, role_id).await?;
+    Ok(format!("role {} deleted", role.name))
+}
+
+pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Role>, Error> {
+    Ok(cx
+        .datastore
+        .roles_list(access.org_id)
+        .await?
+        .into_iter()
+        .map(|r| role_view(r, None))
+        .collect())
+}
+
+pub async fn list_permissions(cx: &ServerContext) -> Result<Vec<Permission>, Error> {
+    Ok(cx
+        .datastore
+        .permissions_list()
+        .await?
+        .into_iter()
+        .map(permission_view)
+        .collect())
+}
+
+/// `resource:action`: lowercase ASCII letters and underscores, or `*`, on
+/// each side; at most 64 characters.
+pub fn valid_permission_name(name: &str) -> bool {
+    let part = |p: &str| {
+        p == "*" || (!p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    };
+    name.len() <= 64
+        && name
+            .split_once(':')
+            .is_some_and(|(r, a)| part(r) && part(a))
+}
+
+pub async fn create_permission(
+    cx: &ServerContext,
+    request: CreatePermissionRequest,
+) -> Result<Permission, Error> {
+    let name = request.name.trim();
+    if !valid_permission_name(name) {
+        return Err(Error::invalid(
+            "invalid_permission_name",
+            "a permission name is resource:action (lowercase letters and underscores, or *)",
+        ));
+    }
+    let description = request.description.unwrap_or_default();
+    Ok(permission_view(
+        cx.datastore
+            .permission_create(name, description.trim())
+            .await?,
+    ))
+}
+
+pub async fn delete_permission(cx: &ServerContext, id: Uuid) -> Result<String, Error> {
+    let permission = cx
+        .datastore
+        .permission_get(id)
+        .await?
+        .ok_or(Error::NotFound { what: "permission" })?;
+    if permission.name == "*:*" {
+        return Err(Error::conflict(
+            "permission_protected",
+            "the *:* permission cannot be deleted",
+        ));
+    }
+    cx.datastore.permission_delete(id).await?;
+    Ok(format!("permission {} deleted", permission.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_permission_name;
+
+    #[test]
+    fn permission_names() {
+        for ok in ["kb:read", "*:*", "kb:*", "*:read", "team_budget:approve"] {
+            assert!(valid_permission_name(ok), "{ok}");
+        }
+        for bad in [
+            "kb",
+            "kb:",
+            ":read",
+            "KB:read",
+            "kb:read:x",
+            "k b:read",
+            "kb:re-ad",
+            "**:read",
+        ] {
+            assert!(!valid_permission_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Roles and the permission catalog.
+
+use super::{Datastore, is_unique_violation};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct RoleRow {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub hierarchy_level: i32,
+    pub is_system_role: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const ROLE_COLUMNS: &str = "id, organization_id, name, description, hierarchy_level, \
+                            is_system_role, created_at, updated_at";
+
+impl RoleRow {
+    fn from_row(row: &tokio_postgres::Row) -> RoleRow {
+        RoleRow {
+            id: row.get("id"),
+            organization_id: row.get("organization_id"),
+            name: row.get("name"),
+            description: row.get("description"),
+            hierarchy_level: row.get("hierarchy_level"),
+            is_system_role: row.get("is_system_role"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct PermissionRow {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+}
+
+impl PermissionRow {
+    fn from_row(row: &tokio_postgres::Row) -> PermissionRow {
+        PermissionRow {
+            id: row.get("id"),
+            name: row.get("name"),
+            description: row.get("description"),
+        }
+    }
+}
+
+/// New values of a role (creation or update after merging).
+pub struct RoleValues<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub hierarchy_level: i32,
+}
+
+fn map_role_name_conflict(e: tokio_postgres::Error) -> Error {
+    if is_unique_violation(&e, "roles_org_lower_name_key")
+        || is_unique_violation(&e, "roles_org_name_key")
+    {
+        Error::conflict(
+            "role_name_taken",
+            "a role with this name already exists in the organization",
+        )
+    } else {
+        e.into()
+    }
+}
+
+impl Datastore {
+    /// A role of organization `org_id` (never of another organization).
+    pub async fn role_get(&self, org_id: Uuid, role_id: Uuid) -> Result<Option<RoleRow>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!("SELECT {ROLE_COLUMNS} FROM roles WHERE organization_id = $1 AND id = $2"),
+                &[&org_id, &role_id],
+            )
+            .await?;
+        Ok(row.as_ref().map(RoleRow::from_row))
+    }
+
+    /// The organization's roles, highest level first, then by name.
+    pub async fn roles_list(&self, org_id: Uuid) -> Result<Vec<RoleRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {ROLE_COLUMNS} FROM roles WHERE organization_id = $1 \
+                     ORDER BY hierarchy_level DESC, lower(name), id"
+                ),
+                &[&org_id],
+            )
+            .await?;
+        Ok(rows.iter().map(RoleRow::from_row).collect())
+    }
+
+    /// The permissions of a role of organization `org_id`, by name.
+    pub async fn role_permissions(
+        &self,
+        org_id: Uuid,
+        role_id: Uuid,
+    ) -> Result<Vec<PermissionRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT p.id, p.name, p.description FROM role_permissions rp \
+                 JOIN roles r ON r.id = rp.role_id \
+                 JOIN permissions p ON p.id = rp.permission_id \
+                 WHERE r.organization_id = $1 AND rp.role_id = $2 ORDER BY p.name",
+                &[&org_id, &role_id],
+            )
+            .await?;
+        Ok(rows.iter().map(PermissionRow::from_row).collect())
+    }
+
+    /// The catalog entries among `ids` (unknown ids are simply absent).
+    pub async fn permissions_by_ids(&self, ids: &[Uuid]) -> Result<Vec<PermissionRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, name, description FROM permissions WHERE id = ANY($1) ORDER BY name",
+                &[&ids],
+            )
+            .await?;
+        Ok(rows.iter().map(PermissionRow::from_row).collect())
+    }
+
+    pub async fn role_create(
+        &self,
+        org_id: Uuid,
+        values: &RoleValues<'_>,
+        permission_ids: &[Uuid],
+    ) -> Result<RoleRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO roles (id, organization_id, name, description, hierarchy_level, \
+                                        is_system_role) \
+                     VALUES ($1, $2, $3, $4, $5, false) RETURNING {ROLE_COLUMNS}"
+                ),
+                &[
+                    &Uuid::new_v4(),
+                    &org_id,
+                    &values.name,
+                    &values.description,
+                    &values.hierarchy_level,
+                ],
+            )
+            .await
+            .map_err(map_role_name_conflict)?;
+        let role = RoleRow::from_row(&row);
+        tx.execute(
+            "INSERT INTO role_permissions (role_id, permission_id) \
+             SELECT $1, id FROM permissions WHERE id = ANY($2)",
+            &[&role.id, &permission_ids],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(role)
+    }
+
+    /// Updates a custom role of `org_id`; `permission_ids` (when given)
+    /// replaces its permissions. Returns `None` when no such custom role.
+    pub async fn role_update(
+        &self,
+        org_id: Uuid,
+        role_id: Uuid,
+        values: &RoleValues<'_>,
+        permission_ids: Option<&[Uuid]>,
+    ) -> Result<Option<RoleRow>, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_opt(
+                &format!(
+                    "UPDATE roles SET name = $3, description = $4, hierarchy_level = $5, \
+                                      updated_at = now() \
+                     WHERE organization_id = $1 AND id = $2 AND NOT is_system_role \
+                     RETURNING {ROLE_COLUMNS}"
+                ),
+                &[
+                    &org_id,
+                    &role_id,
+                    &values.name,
+                    &values.description,
+                    &values.hierarchy_level,
+                ],
+            )
+            .await
+            .map_err(map_role_name_conflict)?;
+        let Some(row) = row else { return Ok(None) };
+        if let Some(ids) = permission_ids {
+            tx.execute(
+                "DELETE FROM role_permissions WHERE role_id = $1",
+                &[&role_id],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO role_permissions (role_id, permission_id) \
+                 SELECT $1, id FROM permissions WHERE id = ANY($2)",
+                &[&role_id, &ids],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(RoleRow::from_row(&row)))
+    }
+
+    /// Deletes a custom role of `org_id` unless any membership holds it.
+    /// The check and the delete are atomic: the role row is locked first, so
+    /// a concurrent assignment waits and then fails on the foreign key.
+    pub async fn role_delete(&self, org_id: Uuid, role_id: Uuid) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let locked = tx
+            .query_opt(
+                "SELECT 1 FROM roles WHERE organization_id = $1 AND id = $2 AND NOT is_system_role \
+                 FOR UPDATE",
+                &[&org_id, &role_id],
+            )
+            .await?;
+        if locked.is_none() {
+            return Err(Error::NotFound { what: "role" });
+        }
+        let in_use = tx
+            .query_opt(
+                "SELECT 1 FROM memberships WHERE role_id = $1 LIMIT 1",
+                &[&role_id],
+            )
+            .await?;
+        if in_use.is_some() {
+            return Err(Error::conflict(
+                "role_in_use",
+                "the role is assigned to members; assign them another role first",
+            ));
+        }
+        tx.execute(
+            "DELETE FROM roles WHERE organization_id = $1 AND id = $2",
+            &[&org_id, &role_id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn permissions_list(&self) -> Result<Vec<PermissionRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, name, description FROM permissions ORDER BY name",
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(PermissionRow::from_row).collect())
+    }
+
+    pub async fn permission_create(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<PermissionRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "INSERT INTO permissions (id, name, description) VALUES ($1, $2, $3) \
+                 RETURNING id, name, description",
+                &[&Uuid::new_v4(), &name, &description],
+            )
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e, "permissions_name_key") {
+                    Error::conflict(
+                        "permission_exists",
+                        "a permission with this name already exists",
+                    )
+                } else {
+                    e.into()
+                }
+            })?;
+        Ok(PermissionRow::from_row(&row))
+    }
+
+    pub async fn permission_get(&self, id: Uuid) -> Result<Option<PermissionRow>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, name, description FROM permissions WHERE id = $1",
+                &[&id],
+            )
+            .await?;
+        Ok(row.as_ref().map(PermissionRow::from_row))
+    }
+
+    /// Deletes a permission; role grants go with it (foreign key cascade).
+    pub async fn permission_delete(&self, id: Uuid) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute("DELETE FROM permissions WHERE id = $1", &[&id])
+            .await?
+            == 1)
+    }
+}

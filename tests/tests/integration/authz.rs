@@ -1,0 +1,349 @@
+//! The exhaustive authorization test: every operation of the API is listed
+//! here with how it is protected, and each is exercised as an
+//! unauthenticated caller, as a non-member of the organization and as a
+//! member whose role grants nothing. The observed outcome of every
+//! operation is compared with the golden file
+//! `tests/output/authz-coverage.txt`, so an operation added to the API
+//! without an entry here fails the build (its line reads `UNCOVERED`).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+use workspace_tests::{TestContext, TestUser};
+
+/// How an operation is protected.
+#[derive(Clone, Copy)]
+enum Scope {
+    /// No token needed.
+    Public,
+    /// Any authenticated user; not organization-scoped.
+    Authenticated,
+    /// System administrators only.
+    SystemAdmin,
+    /// Organization-scoped; `Some(p)` needs permission `p`, `None` needs
+    /// membership only.
+    Org(Option<&'static str>),
+}
+
+/// Ids a request may refer to: all in the target organization.
+struct Fixture {
+    org: Uuid,
+    custom_role: Uuid,
+    member_role: Uuid,
+    member_user: Uuid,
+    permission: Uuid,
+}
+
+struct Call {
+    method: Method,
+    path: &'static str,
+    query: Vec<(&'static str, String)>,
+    body: Option<Value>,
+}
+
+fn call(
+    method: Method,
+    path: &'static str,
+    query: Vec<(&'static str, String)>,
+    body: Option<Value>,
+) -> Call {
+    Call {
+        method,
+        path,
+        query,
+        body,
+    }
+}
+
+/// The protection and a well-formed request of every operation.
+fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
+    use Method as M;
+    let org = f.org.to_string();
+    let q_org = || vec![("org_id", org.clone())];
+    Some(match id {
+        "healthz" => (Scope::Public, call(M::GET, "/healthz", vec![], None)),
+        "readyz" => (Scope::Public, call(M::GET, "/readyz", vec![], None)),
+        "auth_signup" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/signup", vec![], Some(json!({}))),
+        ),
+        "auth_login" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/login", vec![], Some(json!({}))),
+        ),
+        "users_me" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/users/me", vec![], None),
+        ),
+        "org_list" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/org/list", vec![], None),
+        ),
+        "org_create_org" => (
+            Scope::Authenticated,
+            call(
+                M::POST,
+                "/api/org/create_org",
+                vec![("name", "x".into())],
+                None,
+            ),
+        ),
+        "roles_list_permissions" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/roles/list_permissions", vec![], None),
+        ),
+        "roles_create_permission" => (
+            Scope::SystemAdmin,
+            call(
+                M::POST,
+                "/api/roles/permission",
+                vec![],
+                Some(json!({"name": "authz_probe:read"})),
+            ),
+        ),
+        "roles_delete_permission" => (
+            Scope::SystemAdmin,
+            call(
+                M::DELETE,
+                "/api/roles/permission",
+                vec![("permission_id", f.permission.to_string())],
+                None,
+            ),
+        ),
+        "org_update_features" => (
+            Scope::SystemAdmin,
+            call(
+                M::PUT,
+                "/api/org/features",
+                q_org(),
+                Some(json!({"team_members": true})),
+            ),
+        ),
+        "org_features" => (
+            Scope::Org(None),
+            call(M::GET, "/api/org/features", q_org(), None),
+        ),
+        "org_add_member" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/org/add_member",
+                vec![],
+                Some(
+                    json!({"organization_id": f.org, "user_id": f.member_user, "role_id": f.member_role}),
+                ),
+            ),
+        ),
+        "users_update" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::PUT,
+                "/api/users/update",
+                vec![
+                    ("org_id", org.clone()),
+                    ("user_id", f.member_user.to_string()),
+                ],
+                Some(json!({"role_id": f.member_role})),
+            ),
+        ),
+        "roles_create" => (
+            Scope::Org(Some("roles:write")),
+            call(
+                M::POST,
+                "/api/roles/create",
+                q_org(),
+                Some(json!({"name": "probe", "hierarchy_level": 1, "permission_ids": []})),
+            ),
+        ),
+        "roles_update" => (
+            Scope::Org(Some("roles:write")),
+            call(
+                M::PUT,
+                "/api/roles/update",
+                vec![
+                    ("org_id", org.clone()),
+                    ("role_id", f.custom_role.to_string()),
+                ],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "roles_remove" => (
+            Scope::Org(Some("roles:delete")),
+            call(
+                M::DELETE,
+                "/api/roles/remove",
+                vec![
+                    ("org_id", org.clone()),
+                    ("role_id", f.custom_role.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "roles_list_roles" => (
+            Scope::Org(Some("roles:read")),
+            call(M::GET, "/api/roles/list_roles", q_org(), None),
+        ),
+        _ => return None,
+    })
+}
+
+async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
+    let mut request = reqwest::Client::new()
+        .request(c.method.clone(), format!("{}{}", cx.base_url, c.path))
+        .query(&c.query);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = &c.body {
+        request = request.json(body);
+    }
+    request.send().await.expect("request").status().as_u16()
+}
+
+async fn add_member(owner: &TestUser, org: Uuid, user: Uuid, role: Uuid) {
+    owner
+        .client
+        .org_add_member()
+        .body(
+            workspace_client::types::AddMemberRequest::builder()
+                .organization_id(org)
+                .user_id(user)
+                .role_id(role),
+        )
+        .send()
+        .await
+        .expect("add_member");
+}
+
+#[tokio::test]
+async fn every_operation_is_protected() {
+    let cx = TestContext::new("authz_every_operation").await;
+    let owner = cx.user("authz-owner").await;
+    let outsider = cx.user("authz-outsider").await;
+    let powerless = cx.user("authz-powerless").await;
+    let target = cx.user("authz-target").await;
+
+    let org = owner.client.users_me().send().await.unwrap().organizations[0].id;
+    let roles = owner
+        .client
+        .roles_list_roles()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let member_role = roles.iter().find(|r| r.name == "member").unwrap().id;
+    // A role that grants nothing at all.
+    let nothing = owner
+        .client
+        .roles_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::CreateRoleRequest::builder()
+                .name("nothing".to_string())
+                .hierarchy_level(0)
+                .permission_ids(Vec::new()),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    add_member(&owner, org, powerless.id, nothing.id).await;
+    add_member(&owner, org, target.id, member_role).await;
+    let permission = owner
+        .client
+        .roles_list_permissions()
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .into_iter()
+        .find(|p| p.name == "kb:read")
+        .unwrap()
+        .id;
+    let fixture = Fixture {
+        org,
+        custom_role: nothing.id,
+        member_role,
+        member_user: target.id,
+        permission,
+    };
+
+    let doc = workspace_api::openapi_document();
+    let mut ids: Vec<String> = doc
+        .paths
+        .paths
+        .values()
+        .flat_map(|item| {
+            item.as_item()
+                .unwrap()
+                .iter()
+                .map(|(_, op)| op.operation_id.clone().unwrap())
+        })
+        .collect();
+    ids.sort();
+
+    let mut lines = BTreeMap::new();
+    for id in &ids {
+        let Some((scope, c)) = operation(id, &fixture) else {
+            lines.insert(
+                id.clone(),
+                "UNCOVERED: add it to tests/tests/integration/authz.rs".to_string(),
+            );
+            continue;
+        };
+        let line = match scope {
+            Scope::Public => {
+                assert!(
+                    workspace_api::PUBLIC_OPERATIONS.contains(&id.as_str()),
+                    "{id} is not public"
+                );
+                "public".to_string()
+            }
+            Scope::Authenticated => {
+                let anon = status(&cx, None, &c).await;
+                assert_eq!(anon, 401, "{id} unauthenticated");
+                format!("authenticated: unauthenticated={anon}")
+            }
+            Scope::SystemAdmin => {
+                let anon = status(&cx, None, &c).await;
+                let owner_status = status(&cx, Some(&owner.token), &c).await;
+                assert_eq!(anon, 401, "{id} unauthenticated");
+                assert_eq!(
+                    owner_status, 403,
+                    "{id}: an organization owner is no system admin"
+                );
+                format!("system-admin: unauthenticated={anon} org-owner={owner_status}")
+            }
+            Scope::Org(permission) => {
+                let anon = status(&cx, None, &c).await;
+                let out = status(&cx, Some(&outsider.token), &c).await;
+                let weak = status(&cx, Some(&powerless.token), &c).await;
+                assert_eq!(anon, 401, "{id} unauthenticated");
+                assert!(out == 403 || out == 404, "{id}: a non-member got {out}");
+                match permission {
+                    Some(p) => {
+                        assert_eq!(weak, 403, "{id}: a member without {p} got {weak}");
+                        format!(
+                            "org({p}): unauthenticated={anon} non-member={out} member-without-permission={weak}"
+                        )
+                    }
+                    None => {
+                        assert!((200..300).contains(&weak), "{id}: a member got {weak}");
+                        format!(
+                            "org(membership): unauthenticated={anon} non-member={out} member={weak}"
+                        )
+                    }
+                }
+            }
+        };
+        lines.insert(id.clone(), line);
+    }
+    let report: String = lines
+        .iter()
+        .map(|(id, line)| format!("{id:<32} {line}\n"))
+        .collect();
+    expectorate::assert_contents("output/authz-coverage.txt", &report);
+    cx.teardown().await;
+}
