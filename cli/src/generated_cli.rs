@@ -70,7 +70,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("email")
                     .long("email")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::SignupRequestEmail))
                     .required_unless_present("json-body")
                     .help(
                         "E-mail address; compared case-insensitively and stored normalised (trimmed, lower-cased).",
@@ -79,19 +79,19 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("first-name")
                     .long("first-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::SignupRequestFirstName))
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("last-name")
                     .long("last-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::SignupRequestLastName))
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("password")
                     .long("password")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::SignupRequestPassword))
                     .required_unless_present("json-body")
                     .help("See the password policy in the operation's description."),
             )
@@ -156,7 +156,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("name")
                     .long("name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::OrgCreateOrgName))
                     .required(true)
                     .help(
                         "The organization's name (1 to 100 characters after trimming).",
@@ -258,7 +258,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("name")
                     .long("name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::CreateRoleRequestName))
                     .required_unless_present("json-body")
                     .help(
                         "Unique within the organization (case-insensitive), 1 to 64 characters.",
@@ -318,7 +318,9 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("name")
                     .long("name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::CreatePermissionRequestName),
+                    )
                     .required_unless_present("json-body")
                     .help(
                         "`resource:action`, lowercase letters and underscores, `*` allowed as either half.",
@@ -390,7 +392,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("name")
                     .long("name")
                     .value_parser(::clap::value_parser!(::std::string::String))
-                    .required(false),
+                    .required(false)
+                    .help("1 to 64 characters."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -538,16 +541,16 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_auth_signup(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.auth_signup();
-        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+        if let Some(value) = matches.get_one::<types::SignupRequestEmail>("email") {
             request = request.body_map(|body| body.email(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("first-name") {
+        if let Some(value) = matches.get_one::<types::SignupRequestFirstName>("first-name") {
             request = request.body_map(|body| body.first_name(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("last-name") {
+        if let Some(value) = matches.get_one::<types::SignupRequestLastName>("last-name") {
             request = request.body_map(|body| body.last_name(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("password") {
+        if let Some(value) = matches.get_one::<types::SignupRequestPassword>("password") {
             request = request.body_map(|body| body.password(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
@@ -603,7 +606,7 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_org_create_org(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.org_create_org();
-        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+        if let Some(value) = matches.get_one::<types::OrgCreateOrgName>("name") {
             request = request.name(value.clone());
         }
         self.config.execute_org_create_org(matches, &mut request)?;
@@ -704,7 +707,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<i32>("hierarchy-level") {
             request = request.body_map(|body| body.hierarchy_level(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+        if let Some(value) = matches.get_one::<types::CreateRoleRequestName>("name") {
             request = request.body_map(|body| body.name(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -779,7 +782,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::std::string::String>("description") {
             request = request.body_map(|body| body.description(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+        if let Some(value) = matches.get_one::<types::CreatePermissionRequestName>("name") {
             request = request.body_map(|body| body.name(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {

@@ -31,11 +31,66 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<::std::string::String>,
         ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
-        pub name: ::std::string::String,
+        pub name: CreatePermissionRequestName,
     }
     impl CreatePermissionRequest {
         pub fn builder() -> builder::CreatePermissionRequest {
             Default::default()
+        }
+    }
+    ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreatePermissionRequestName(::std::string::String);
+    impl ::std::ops::Deref for CreatePermissionRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreatePermissionRequestName> for ::std::string::String {
+        fn from(value: CreatePermissionRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreatePermissionRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 3usize {
+                return Err("shorter than 3 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreatePermissionRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreatePermissionRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreatePermissionRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Body of `POST /api/roles/create`.
@@ -48,12 +103,67 @@ pub mod types {
         ///0 to 100, at most the caller's own level.
         pub hierarchy_level: i32,
         ///Unique within the organization (case-insensitive), 1 to 64 characters.
-        pub name: ::std::string::String,
+        pub name: CreateRoleRequestName,
         pub permission_ids: ::std::vec::Vec<::uuid::Uuid>,
     }
     impl CreateRoleRequest {
         pub fn builder() -> builder::CreateRoleRequest {
             Default::default()
+        }
+    }
+    ///Unique within the organization (case-insensitive), 1 to 64 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreateRoleRequestName(::std::string::String);
+    impl ::std::ops::Deref for CreateRoleRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateRoleRequestName> for ::std::string::String {
+        fn from(value: CreateRoleRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateRoleRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateRoleRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The authenticated user, with their active memberships.
@@ -228,6 +338,61 @@ pub mod types {
             Default::default()
         }
     }
+    ///`OrgCreateOrgName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct OrgCreateOrgName(::std::string::String);
+    impl ::std::ops::Deref for OrgCreateOrgName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OrgCreateOrgName> for ::std::string::String {
+        fn from(value: OrgCreateOrgName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OrgCreateOrgName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OrgCreateOrgName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OrgCreateOrgName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OrgCreateOrgName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Feature gates and quotas of an organization, with the server's defaults filled in where the organization has no override.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -340,15 +505,232 @@ pub mod types {
     )]
     pub struct SignupRequest {
         ///E-mail address; compared case-insensitively and stored normalised (trimmed, lower-cased).
-        pub email: ::std::string::String,
-        pub first_name: ::std::string::String,
-        pub last_name: ::std::string::String,
+        pub email: SignupRequestEmail,
+        pub first_name: SignupRequestFirstName,
+        pub last_name: SignupRequestLastName,
         ///See the password policy in the operation's description.
-        pub password: ::std::string::String,
+        pub password: SignupRequestPassword,
     }
     impl SignupRequest {
         pub fn builder() -> builder::SignupRequest {
             Default::default()
+        }
+    }
+    ///E-mail address; compared case-insensitively and stored normalised (trimmed, lower-cased).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for SignupRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupRequestEmail> for ::std::string::String {
+        fn from(value: SignupRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SignupRequestFirstName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupRequestFirstName(::std::string::String);
+    impl ::std::ops::Deref for SignupRequestFirstName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupRequestFirstName> for ::std::string::String {
+        fn from(value: SignupRequestFirstName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupRequestFirstName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupRequestFirstName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SignupRequestLastName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupRequestLastName(::std::string::String);
+    impl ::std::ops::Deref for SignupRequestLastName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupRequestLastName> for ::std::string::String {
+        fn from(value: SignupRequestLastName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupRequestLastName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupRequestLastName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///See the password policy in the operation's description.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for SignupRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupRequestPassword> for ::std::string::String {
+        fn from(value: SignupRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            if value.chars().count() < 10usize {
+                return Err("shorter than 10 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The account created by `POST /api/auth/signup`.
@@ -429,6 +811,7 @@ pub mod types {
         pub description: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub hierarchy_level: ::std::option::Option<i32>,
+        ///1 to 64 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<::std::string::String>,
         ///A given list replaces the role's permissions.
@@ -569,7 +952,7 @@ pub mod types {
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            name: ::std::result::Result<super::CreatePermissionRequestName, ::std::string::String>,
         }
         impl ::std::default::Default for CreatePermissionRequest {
             fn default() -> Self {
@@ -592,7 +975,7 @@ pub mod types {
             }
             pub fn name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::CreatePermissionRequestName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.name = value
@@ -627,7 +1010,7 @@ pub mod types {
                 ::std::string::String,
             >,
             hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
-            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            name: ::std::result::Result<super::CreateRoleRequestName, ::std::string::String>,
             permission_ids:
                 ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
         }
@@ -664,7 +1047,7 @@ pub mod types {
             }
             pub fn name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::CreateRoleRequestName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.name = value
@@ -1759,10 +2142,10 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct SignupRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
-            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::SignupRequestEmail, ::std::string::String>,
+            first_name: ::std::result::Result<super::SignupRequestFirstName, ::std::string::String>,
+            last_name: ::std::result::Result<super::SignupRequestLastName, ::std::string::String>,
+            password: ::std::result::Result<super::SignupRequestPassword, ::std::string::String>,
         }
         impl ::std::default::Default for SignupRequest {
             fn default() -> Self {
@@ -1777,7 +2160,7 @@ pub mod types {
         impl SignupRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -1787,7 +2170,7 @@ pub mod types {
             }
             pub fn first_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupRequestFirstName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.first_name = value
@@ -1797,7 +2180,7 @@ pub mod types {
             }
             pub fn last_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupRequestLastName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.last_name = value
@@ -1807,7 +2190,7 @@ pub mod types {
             }
             pub fn password<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupRequestPassword>,
                 T::Error: ::std::fmt::Display,
             {
                 self.password = value
@@ -2915,7 +3298,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OrgCreateOrg<'a> {
         client: &'a super::Client,
-        name: Result<::std::string::String, String>,
+        name: Result<types::OrgCreateOrgName, String>,
     }
     impl<'a> OrgCreateOrg<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -2926,11 +3309,11 @@ pub mod builder {
         }
         pub fn name<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::std::string::String>,
+            V: std::convert::TryInto<types::OrgCreateOrgName>,
         {
-            self.name = value.try_into().map_err(|_| {
-                "conversion to `:: std :: string :: String` for name failed".to_string()
-            });
+            self.name = value
+                .try_into()
+                .map_err(|_| "conversion to `OrgCreateOrgName` for name failed".to_string());
             self
         }
         ///Sends a `POST` request to `/api/org/create_org`

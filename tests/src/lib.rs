@@ -276,6 +276,34 @@ fn test_logger(test_name: &str) -> Result<slog::Logger> {
     .map_err(|e| anyhow::anyhow!("test logger: {e}"))
 }
 
+/// Sends a raw JSON request (bypassing the generated client's own
+/// validation, to prove the server's) and returns status and `error_code`.
+pub async fn raw(
+    base_url: &str,
+    token: Option<&str>,
+    method: reqwest::Method,
+    path: &str,
+    query: &[(&str, String)],
+    body: Option<serde_json::Value>,
+) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{base_url}{path}"))
+        .query(query);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    (
+        status,
+        body["error_code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
 /// The `error_code` and HTTP status of a failed client call.
 pub fn error_of<T: std::fmt::Debug>(
     result: Result<T, workspace_client::Error<workspace_client::types::Error>>,

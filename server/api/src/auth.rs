@@ -9,10 +9,14 @@ use uuid::Uuid;
 pub struct SignupRequest {
     /// E-mail address; compared case-insensitively and stored normalised
     /// (trimmed, lower-cased).
+    #[schemars(email, length(max = 254))]
     pub email: String,
+    #[schemars(length(min = 1, max = 100))]
     pub first_name: String,
+    #[schemars(length(min = 1, max = 100))]
     pub last_name: String,
     /// See the password policy in the operation's description.
+    #[schemars(length(min = 10, max = 128))]
     pub password: String,
 }
 

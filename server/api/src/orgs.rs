@@ -30,6 +30,7 @@ pub struct Organization {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CreateOrgQuery {
     /// The organization's name (1 to 100 characters after trimming).
+    #[schemars(length(min = 1, max = 100))]
     pub name: String,
 }
 
@@ -92,8 +93,10 @@ pub struct OrgFeaturesUpdate {
     #[serde(default)]
     pub chat_uploads: Option<bool>,
     #[serde(default)]
+    #[schemars(range(max = 2147483647))]
     pub mcp_sessions: Option<u32>,
     #[serde(default)]
+    #[schemars(range(max = 2147483647))]
     pub daily_chat_limit: Option<u32>,
     #[serde(default)]
     pub reset: Vec<FeatureName>,

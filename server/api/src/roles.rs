@@ -35,10 +35,12 @@ pub struct Role {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CreateRoleRequest {
     /// Unique within the organization (case-insensitive), 1 to 64 characters.
+    #[schemars(length(min = 1, max = 64))]
     pub name: String,
     #[serde(default)]
     pub description: Option<String>,
     /// 0 to 100, at most the caller's own level.
+    #[schemars(range(min = 0, max = 100))]
     pub hierarchy_level: i32,
     pub permission_ids: Vec<Uuid>,
 }
@@ -46,11 +48,13 @@ pub struct CreateRoleRequest {
 /// Body of `PUT /api/roles/update`; omitted fields are unchanged.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct UpdateRoleRequest {
+    /// 1 to 64 characters.
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
     pub hierarchy_level: Option<i32>,
     /// A given list replaces the role's permissions.
     #[serde(default)]
@@ -69,6 +73,7 @@ pub struct RoleQuery {
 pub struct CreatePermissionRequest {
     /// `resource:action`, lowercase letters and underscores, `*` allowed as
     /// either half.
+    #[schemars(length(min = 3, max = 64))]
     pub name: String,
     /// Optional; defaults to the empty string.
     #[serde(default)]

@@ -116,8 +116,16 @@ async fn create_org_lists_and_isolates() {
     );
 
     for bad in ["", "   ", &"x".repeat(101)] {
-        let (s, c) = error_of(ada.client.org_create_org().name(bad).send().await);
-        assert_eq!((s, c.as_str()), (400, "invalid_name"));
+        let got = workspace_tests::raw(
+            &cx.base_url,
+            Some(&ada.token),
+            reqwest::Method::POST,
+            "/api/org/create_org",
+            &[("name", bad.to_string())],
+            None,
+        )
+        .await;
+        assert_eq!(got, (400, "invalid_name".to_string()), "{bad:?}");
     }
     cx.teardown().await;
 }

@@ -131,27 +131,30 @@ async fn create_update_remove_custom_roles() {
         );
         assert_eq!((s, c.as_str()), (409, "role_name_taken"), "{name}");
     }
+    let json = |name: &str, level: i64, ids: Vec<Uuid>| serde_json::json!({"name": name, "hierarchy_level": level, "permission_ids": ids});
     let bad = [
-        (role("x", 101, vec![]), 400, "invalid_hierarchy_level"),
-        (role("x", -1, vec![]), 400, "invalid_hierarchy_level"),
-        (role("", 5, vec![]), 400, "invalid_name"),
+        (json("x", 101, vec![]), 400, "invalid_hierarchy_level"),
+        (json("x", -1, vec![]), 400, "invalid_hierarchy_level"),
+        (json("", 5, vec![]), 400, "invalid_name"),
+        (json("  ", 5, vec![]), 400, "invalid_name"),
         (
-            role("x", 5, vec![Uuid::new_v4()]),
+            json("x", 5, vec![Uuid::new_v4()]),
             400,
             "unknown_permission",
         ),
+        (json("x", 1 << 40, vec![]), 400, "invalid_request"),
     ];
     for (body, status, code) in bad {
-        let (s, c) = error_of(
-            owner
-                .client
-                .roles_create()
-                .org_id(org)
-                .body(body)
-                .send()
-                .await,
-        );
-        assert_eq!((s, c.as_str()), (status, code));
+        let got = workspace_tests::raw(
+            &cx.base_url,
+            Some(&owner.token),
+            reqwest::Method::POST,
+            "/api/roles/create",
+            &[("org_id", org.to_string())],
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(got, (status, code.to_string()), "{body}");
     }
 
     // Update: partial, permission list replaced.
@@ -491,14 +494,16 @@ async fn system_admins_manage_the_catalog() {
     );
     assert_eq!((s, c.as_str()), (409, "permission_exists"));
     for bad in ["budget", "Budget:approve", "budget:ap prove", "a:b:c"] {
-        let (s, c) = error_of(
-            root.client
-                .roles_create_permission()
-                .body(new(bad))
-                .send()
-                .await,
-        );
-        assert_eq!((s, c.as_str()), (400, "invalid_permission_name"), "{bad}");
+        let got = workspace_tests::raw(
+            &cx.base_url,
+            Some(&root.token),
+            reqwest::Method::POST,
+            "/api/roles/permission",
+            &[],
+            Some(serde_json::json!({"name": bad})),
+        )
+        .await;
+        assert_eq!(got, (400, "invalid_permission_name".to_string()), "{bad}");
     }
 
     // The database flag works too.
