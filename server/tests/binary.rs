@@ -1,0 +1,137 @@
+//! The server binary as an operator runs it: with no configuration at all
+//! it provisions and starts its own PostgreSQL cluster, serves the API, and
+//! on SIGTERM shuts down gracefully and stops the cluster.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_ready(url: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(r) = reqwest::get(format!("{url}/readyz")).await
+            && r.status().is_success()
+        {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("server exited early: {status}");
+        }
+        assert!(Instant::now() < deadline, "server not ready in time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn zero_configuration_run_and_graceful_sigterm() {
+    // Reuse already-provisioned PostgreSQL binaries (provisioning itself is
+    // exercised by `cargo xtask test` on a fresh machine), but a brand-new
+    // data directory, so the server initialises its own cluster.
+    let root = workspace_embedded_db::data_root();
+    let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
+    let data = tempfile::Builder::new()
+        .prefix("ws-zero-config-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    if unsafe_is_root() {
+        // The postgres user must be able to enter the directory.
+        Command::new("chmod")
+            .args(["755"])
+            .arg(data.path())
+            .status()
+            .unwrap();
+    }
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env_remove("WORKSPACE_JWT_SECRET")
+        .env("WORKSPACE_DATA_DIR", data.path())
+        .env("WORKSPACE_PG_BIN", &install.bin_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_ready(&url, &mut child).await;
+
+    let signup = reqwest::Client::new()
+        .post(format!("{url}/api/auth/signup"))
+        .json(&serde_json::json!({
+            "email": "zero@example.com", "first_name": "Zero", "last_name": "Config",
+            "password": "correct horse battery"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signup.status().as_u16(), 201);
+    assert!(
+        data.path().join("pgdata/PG_VERSION").is_file(),
+        "the cluster lives in the data dir"
+    );
+
+    sigterm(&child);
+    let status = wait_exit(&mut child);
+    let mut log = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(status.success(), "exit {status}: {log}");
+    assert!(log.contains("SIGTERM received"), "{log}");
+    assert!(
+        log.contains("stopping the embedded PostgreSQL cluster"),
+        "{log}"
+    );
+    // The cluster is stopped: its pid file is gone.
+    assert!(
+        !data.path().join("pgdata/postmaster.pid").exists(),
+        "postgres still running"
+    );
+    assert!(
+        reqwest::get(format!("{url}/healthz")).await.is_err(),
+        "still serving"
+    );
+}
+
+fn unsafe_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false)
+}
