@@ -41,8 +41,17 @@ enum Task {
         #[command(subcommand)]
         action: DbAction,
     },
+    /// Fuzz the running server against the OpenAPI document with
+    /// schemathesis (installed with pip when missing): no 5xx, responses,
+    /// status codes, content types and headers as documented, schema-invalid
+    /// requests rejected.
+    Fuzz {
+        /// Examples per operation.
+        #[arg(long, default_value_t = 40)]
+        max_examples: u32,
+    },
     /// Run the whole test suite (provisions the database itself), then the
-    /// drift checks.
+    /// contract fuzz and the drift checks.
     Test {
         /// Extra arguments for `cargo nextest run`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -78,6 +87,7 @@ fn main() -> Result<()> {
         }
         Task::Check => check_all(&root),
         Task::Db { action } => db(action),
+        Task::Fuzz { max_examples } => fuzz(&root, max_examples),
         Task::Test { args } => test(&root, &args),
     }
 }
@@ -284,9 +294,152 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         cmd.env("WORKSPACE_TEST_DATABASE_URL", cluster.url("postgres"));
     }
     let status = cmd.status().context("running the test suite")?;
+    let fuzzed = if extra.is_empty() {
+        fuzz(root, 25)
+    } else {
+        Ok(())
+    };
     let checks = check_all(root);
     if !status.success() {
         bail!("tests failed");
     }
+    fuzzed?;
     checks
 }
+
+/// The schemathesis release the contract fuzz is pinned to.
+const SCHEMATHESIS: &str = "schemathesis==4.32.*";
+
+fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
+    let have = Command::new("python3")
+        .args(["-m", "schemathesis.cli", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        println!("installing {SCHEMATHESIS}");
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                SCHEMATHESIS,
+            ])
+            .status()?;
+        if !status.success() {
+            bail!("installing {SCHEMATHESIS} failed");
+        }
+    }
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--quiet", "-p", "workspace-server"])
+        .status()?;
+    if !status.success() {
+        bail!("building the server failed");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let server_bin = target.join("debug/workspace-server");
+
+    // A fresh database on the test cluster (or WORKSPACE_TEST_DATABASE_URL's).
+    let admin = match std::env::var("WORKSPACE_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => test_cluster()?.url("postgres"),
+    };
+    let dbname = format!("ws_fuzz_{}", std::process::id());
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .context("admin URL has no database")?;
+    let psql = |sql: &str| -> Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let (client, connection) =
+                tokio_postgres::connect(&admin, tokio_postgres::NoTls).await?;
+            tokio::spawn(connection);
+            client.batch_execute(sql).await?;
+            Ok::<_, anyhow::Error>(())
+        })
+    };
+    psql(&format!("CREATE DATABASE {dbname}"))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut server = Command::new(&server_bin)
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", format!("{base}/{dbname}"))
+        .env("WORKSPACE_LOG_LEVEL", "warn")
+        .env_remove("WORKSPACE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", server_bin.display()))?;
+    let result = (|| -> Result<()> {
+        let token = Command::new("python3")
+            .args(["-c", LOGIN_PY, &url])
+            .output()?;
+        if !token.status.success() {
+            bail!(
+                "signing up the fuzz user failed: {}",
+                String::from_utf8_lossy(&token.stderr)
+            );
+        }
+        let token = String::from_utf8(token.stdout)?.trim().to_string();
+        let status = Command::new("python3")
+            .current_dir(root)
+            .args([
+                "-m",
+                "schemathesis.cli",
+                "run",
+                "openapi/workspace.json",
+                "--url",
+                &url,
+            ])
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .args([
+                "--checks",
+                "not_a_server_error,status_code_conformance,content_type_conformance,\
+                 response_schema_conformance,response_headers_conformance,negative_data_rejection",
+            ])
+            .args([
+                "--max-examples",
+                &max_examples.to_string(),
+                "--seed",
+                "20261121",
+            ])
+            .args(["--no-color"])
+            .status()?;
+        if !status.success() {
+            bail!("schemathesis found contract violations");
+        }
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = psql(&format!("DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"));
+    result
+}
+
+/// Signs up and logs in a user, printing the access token.
+const LOGIN_PY: &str = r#"
+import json, sys, time, urllib.request
+url = sys.argv[1]
+def post(path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+for _ in range(300):
+    try:
+        urllib.request.urlopen(url + "/readyz")
+        break
+    except Exception:
+        time.sleep(0.2)
+user = {"email": "fuzz@example.com", "first_name": "Fuzz", "last_name": "Er",
+        "password": "correct horse battery"}
+post("/api/auth/signup", user)
+print(post("/api/auth/login", {"email": user["email"], "password": user["password"]})["access_token"])
+"#;
