@@ -2,4 +2,5 @@
 //! authenticating; these call the datastore.
 
 pub mod auth;
+pub mod invitations;
 pub mod users;
