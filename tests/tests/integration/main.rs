@@ -3,5 +3,7 @@
 
 mod auth;
 mod contract;
+mod invitations;
 mod system;
 mod tokens;
+mod users_list;
