@@ -15,6 +15,14 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
+            CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::InvitationsBulkCreate => Self::cli_invitations_bulk_create(),
+            CliCommand::InvitationsCreate => Self::cli_invitations_create(),
+            CliCommand::InvitationsGet => Self::cli_invitations_get(),
+            CliCommand::InvitationsList => Self::cli_invitations_list(),
+            CliCommand::InvitationsResend => Self::cli_invitations_resend(),
+            CliCommand::InvitationsRevoke => Self::cli_invitations_revoke(),
+            CliCommand::InvitationsValidate => Self::cli_invitations_validate(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
             CliCommand::OrgFeatures => Self::cli_org_features(),
@@ -27,6 +35,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
+            CliCommand::UsersInvite => Self::cli_users_invite(),
+            CliCommand::UsersList => Self::cli_users_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
             CliCommand::UsersUpdate => Self::cli_users_update(),
             CliCommand::Healthz => Self::cli_healthz(),
@@ -111,6 +121,214 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Create an account.\n\nPublic. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.\n\nThe e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).\n\nPassword policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.\n\nPasswords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).",
+            )
+    }
+    pub fn cli_auth_signup_invite() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("first-name")
+                    .long("first-name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("invite-token")
+                    .long("invite-token")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help("The token from the invitation e-mail's link."),
+            )
+            .arg(
+                ::clap::Arg::new("last-name")
+                    .long("last-name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("password")
+                    .long("password")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help("See the password policy of `POST /api/auth/signup`."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`); and `409 email_taken` when the address already has an account with a password (the invitation then stays pending; such accounts join through `POST /api/org/add_member`).",
+            )
+    }
+    pub fn cli_invitations_bulk_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("message")
+                    .long("message")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help("An optional personal message for every invitee."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Invite several e-mail addresses at once.\n\nAdmin or owner role (level 80 or more; `403 forbidden`). 1 to 100 items (`400 invalid_request` otherwise); `message` (at most 2000 characters, `400 invalid_message`) goes to every invitee.\n\nEach item is checked and created on its own, exactly as `POST /api/invitations/create` would (in its own transaction, so an item is either wholly created or not at all), and reported in request order: `status` `pending` with its `id`, or `failed` with the `error_code` and reason `create` would have given (e.g. a second item for the same address fails with `invitation_pending`). The answer is `200` even when items failed; `success` is true only when none did. Tokens are sent by e-mail only.",
+            )
+    }
+    pub fn cli_invitations_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("email")
+                    .long("email")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The invitee's e-mail address (stored normalised: trimmed, lower-cased).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("message")
+                    .long("message")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "An optional personal message, included in the e-mail (at most 2000 characters).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("A role of the organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Invite an e-mail address to the organization.\n\nNeeds the admin or owner role: an active membership whose role has `hierarchy_level` 80 or more (`403 forbidden` otherwise, also for callers who are not members of `org_id`). Answers `201` with the invitation, `status` `pending`, expiring 7 days after creation.\n\nThe `token` (256 random bits, URL-safe base64) is shown only in this response and in the e-mail's link: the server keeps only its SHA-256 hash. It is single use.\n\nRules: - `email` is trimmed and lower-cased and must look like `local@domain` (`400 invalid_email`); `message` at most 2000 characters (`400 invalid_message`). - `role_id` must be a role of this organization (`400 invalid_role` otherwise, also for another organization's role). The owner role can never be given by invitation, nor a role whose `hierarchy_level` is above the caller's own (`403 role_not_assignable`). - `409 already_member` when the address belongs to an active or suspended member; `409 invitation_pending` when an unexpired invitation for it is pending in this organization. An expired one is replaced (it then no longer shows in the users list). - An invitation may be made for an address that already has an account; such a person joins through `POST /api/org/add_member`, since `signup_invite` refuses existing accounts.\n\nThe e-mail is sent after the invitation is committed. A failed delivery does not fail the request (it is logged; `POST /api/invitations/resend` retries).",
+            )
+    }
+    pub fn cli_invitations_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("invitation-id")
+                    .long("invitation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch one invitation.\n\nThe invitation's organization is looked up first, then the caller is authorized there: admin or owner role (level 80 or more). An invitation of an organization the caller is not an active member of is `404 not_found`, exactly like a missing one; a member below level 80 gets `403 forbidden`.\n\n`token` is always null: only its hash is stored (it is shown once, by `create`, and sent by e-mail).",
+            )
+    }
+    pub fn cli_invitations_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::InvitationStatus::Pending.to_string(),
+                                types::InvitationStatus::Accepted.to_string(),
+                                types::InvitationStatus::Expired.to_string(),
+                                types::InvitationStatus::Revoked.to_string(),
+                            ]),
+                            |s| types::InvitationStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Only invitations in this state (default: all)."),
+            )
+            .about(
+                "List the organization's invitations.\n\nAdmin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.",
+            )
+    }
+    pub fn cli_invitations_resend() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("invitation-id")
+                    .long("invitation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Resend an invitation's e-mail, extending its lifetime.\n\nAuthorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be resent (`409 invitation_not_pending` otherwise; an expired invitation is replaced by creating a new one). The expiry becomes 7 days from now.\n\nBecause the server keeps only a hash of the token, resending issues a new token: the link of earlier e-mails stops working. Here a failed delivery fails the request (`503 mail_unavailable`; the invitation stays pending with the new expiry, and resending again is safe).",
+            )
+    }
+    pub fn cli_invitations_revoke() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("invitation-id")
+                    .long("invitation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Revoke an invitation.\n\nAuthorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be revoked (`409 invitation_not_pending` otherwise). Its token stops working at once; an `invited` membership made by `POST /api/users/invite` is removed with it. Revocation is final.",
+            )
+    }
+    pub fn cli_invitations_validate() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("token")
+                    .long("token")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(true)
+                    .help("The token from the invitation e-mail's link."),
+            )
+            .about(
+                "Check an invitation token.\n\nPublic (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{\"valid\": false, \"invitation\": null}`, without saying which.",
             )
     }
     pub fn cli_org_add_member() -> ::clap::Command {
@@ -425,6 +643,85 @@ impl<T: CliConfig> Cli<T> {
                 "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
             )
     }
+    pub fn cli_users_invite() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("email")
+                    .long("email")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("first-name")
+                    .long("first-name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("last-name")
+                    .long("last-name")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("role")
+                    .long("role")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("The id of a role of the organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Invite a person by name and e-mail (magic link).\n\nPermission `users:write` (`403 forbidden`). Answers `201` with the invitation's id and the membership the person is invited to.\n\nIn one transaction: pre-creates the user (no password, so they cannot log in yet) unless an account with this e-mail exists, creates an `invited` membership with role `role`, and creates a `pending` invitation (lifetime 7 days). After the commit an e-mail with a magic link (`{mail.public_url}/invite/accept?token=...`) is sent; accepting it is `POST /api/auth/signup_invite`, which sets the names and password and makes the membership `active`. Revoking the invitation removes the `invited` membership.\n\nRules, as for `POST /api/invitations/create`: the e-mail must be valid (`400 invalid_email`), names 1 to 100 characters (`400 invalid_name`); `role` must be a role of this organization (`400 invalid_role`), never the owner role nor a role whose `hierarchy_level` is above the caller's (`403 role_not_assignable`); `409 already_member` when the address is an active or suspended member, `409 invitation_pending` when an unexpired invitation for it is pending (an expired one is replaced).\n\nA failed e-mail delivery does not fail the request (the invitation exists; it is logged, and `POST /api/invitations/resend` retries).",
+            )
+    }
+    pub fn cli_users_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Rows per page, 1 to 100. Default 10."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help(
+                        "A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes active members (`status` `active`, `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already active members are left out. Invited, suspended and deleted memberships appear only through their invitation row.\n\nOrder: active users first (most recently joined first), then invitations (newest created first); ties by e-mail. `total` counts both kinds over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
+            )
+    }
     pub fn cli_users_me() -> ::clap::Command {
         ::clap::Command::new("")
             .about(
@@ -489,6 +786,16 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
+            CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::InvitationsBulkCreate => {
+                self.execute_invitations_bulk_create(matches).await
+            }
+            CliCommand::InvitationsCreate => self.execute_invitations_create(matches).await,
+            CliCommand::InvitationsGet => self.execute_invitations_get(matches).await,
+            CliCommand::InvitationsList => self.execute_invitations_list(matches).await,
+            CliCommand::InvitationsResend => self.execute_invitations_resend(matches).await,
+            CliCommand::InvitationsRevoke => self.execute_invitations_revoke(matches).await,
+            CliCommand::InvitationsValidate => self.execute_invitations_validate(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
             CliCommand::OrgFeatures => self.execute_org_features(matches).await,
@@ -505,6 +812,8 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
+            CliCommand::UsersInvite => self.execute_users_invite(matches).await,
+            CliCommand::UsersList => self.execute_users_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
             CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
@@ -561,6 +870,226 @@ impl<T: CliConfig> Cli<T> {
             request = request.body(body_value);
         }
         self.config.execute_auth_signup(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_signup_invite(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_signup_invite();
+        if let Some(value) = matches.get_one::<::std::string::String>("first-name") {
+            request = request.body_map(|body| body.first_name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("invite-token") {
+            request = request.body_map(|body| body.invite_token(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("last-name") {
+            request = request.body_map(|body| body.last_name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("password") {
+            request = request.body_map(|body| body.password(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SignupInviteRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_signup_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_bulk_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_bulk_create();
+        if let Some(value) = matches.get_one::<::std::string::String>("message") {
+            request = request.body_map(|body| body.message(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::InvitationBulkCreateRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_invitations_bulk_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_create();
+        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+            request = request.body_map(|body| body.email(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("message") {
+            request = request.body_map(|body| body.message(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.body_map(|body| body.role_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::InvitationCreateRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_invitations_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_get(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("invitation-id") {
+            request = request.invitation_id(value.clone());
+        }
+        self.config.execute_invitations_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::InvitationStatus>("status") {
+            request = request.status(value.clone());
+        }
+        self.config
+            .execute_invitations_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_resend(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_resend();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("invitation-id") {
+            request = request.invitation_id(value.clone());
+        }
+        self.config
+            .execute_invitations_resend(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_revoke();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("invitation-id") {
+            request = request.invitation_id(value.clone());
+        }
+        self.config
+            .execute_invitations_revoke(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_invitations_validate(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.invitations_validate();
+        if let Some(value) = matches.get_one::<::std::string::String>("token") {
+            request = request.token(value.clone());
+        }
+        self.config
+            .execute_invitations_validate(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -886,6 +1415,67 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_users_invite(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.users_invite();
+        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+            request = request.body_map(|body| body.email(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("first-name") {
+            request = request.body_map(|body| body.first_name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("last-name") {
+            request = request.body_map(|body| body.last_name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role") {
+            request = request.body_map(|body| body.role(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::UserInviteRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_users_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_users_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.users_list();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_users_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_users_me(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_me();
         self.config.execute_users_me(matches, &mut request)?;
@@ -997,6 +1587,62 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_auth_signup_invite(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthSignupInvite,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_bulk_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsBulkCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_resend(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsResend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsRevoke,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_invitations_validate(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::InvitationsValidate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_add_member(
         &self,
         matches: &::clap::ArgMatches,
@@ -1081,6 +1727,20 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_users_invite(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersInvite,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_users_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_me(
         &self,
         matches: &::clap::ArgMatches,
@@ -1114,6 +1774,14 @@ pub trait CliConfig {
 pub enum CliCommand {
     AuthLogin,
     AuthSignup,
+    AuthSignupInvite,
+    InvitationsBulkCreate,
+    InvitationsCreate,
+    InvitationsGet,
+    InvitationsList,
+    InvitationsResend,
+    InvitationsRevoke,
+    InvitationsValidate,
     OrgAddMember,
     OrgCreateOrg,
     OrgFeatures,
@@ -1126,6 +1794,8 @@ pub enum CliCommand {
     RolesDeletePermission,
     RolesRemove,
     RolesUpdate,
+    UsersInvite,
+    UsersList,
     UsersMe,
     UsersUpdate,
     Healthz,
@@ -1136,6 +1806,14 @@ impl CliCommand {
         vec![
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
+            CliCommand::AuthSignupInvite,
+            CliCommand::InvitationsBulkCreate,
+            CliCommand::InvitationsCreate,
+            CliCommand::InvitationsGet,
+            CliCommand::InvitationsList,
+            CliCommand::InvitationsResend,
+            CliCommand::InvitationsRevoke,
+            CliCommand::InvitationsValidate,
             CliCommand::OrgAddMember,
             CliCommand::OrgCreateOrg,
             CliCommand::OrgFeatures,
@@ -1148,6 +1826,8 @@ impl CliCommand {
             CliCommand::RolesDeletePermission,
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
+            CliCommand::UsersInvite,
+            CliCommand::UsersList,
             CliCommand::UsersMe,
             CliCommand::UsersUpdate,
             CliCommand::Healthz,
@@ -1159,6 +1839,14 @@ impl CliCommand {
         match self {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
+            CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::InvitationsBulkCreate => "invitations_bulk_create",
+            CliCommand::InvitationsCreate => "invitations_create",
+            CliCommand::InvitationsGet => "invitations_get",
+            CliCommand::InvitationsList => "invitations_list",
+            CliCommand::InvitationsResend => "invitations_resend",
+            CliCommand::InvitationsRevoke => "invitations_revoke",
+            CliCommand::InvitationsValidate => "invitations_validate",
             CliCommand::OrgAddMember => "org_add_member",
             CliCommand::OrgCreateOrg => "org_create_org",
             CliCommand::OrgFeatures => "org_features",
@@ -1171,6 +1859,8 @@ impl CliCommand {
             CliCommand::RolesDeletePermission => "roles_delete_permission",
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
+            CliCommand::UsersInvite => "users_invite",
+            CliCommand::UsersList => "users_list",
             CliCommand::UsersMe => "users_me",
             CliCommand::UsersUpdate => "users_update",
             CliCommand::Healthz => "healthz",

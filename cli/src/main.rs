@@ -8,8 +8,10 @@
 //! Credentials live in `<config dir>/workspace/credentials.toml` (mode 0600),
 //! one `[profiles.NAME]` table each with `url` and `token`.
 //! `WORKSPACE_URL` and `WORKSPACE_TOKEN` override the profile, `--url` and
-//! `--profile` override both. Output is JSON on stdout; errors go to stderr
-//! with a non-zero exit code (1 for an API or connection error, 2 for usage).
+//! `--profile` override both. Output is JSON on stdout (`--format table`
+//! shows list commands such as `users list` and `invitations list` as a
+//! table); errors go to stderr with a non-zero exit code (1 for an API or
+//! connection error, 2 for usage).
 
 mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
@@ -54,6 +56,17 @@ fn root_command() -> Command {
                 .long("url")
                 .global(true)
                 .help("Server base URL (overrides WORKSPACE_URL and the profile)"),
+        )
+        .arg(
+            Arg::new("format")
+                .long("format")
+                .global(true)
+                .env("WORKSPACE_FORMAT")
+                .value_parser(["json", "table"])
+                .default_value("json")
+                .help(
+                    "Output format; `table` applies to list commands, the others always print JSON",
+                ),
         )
 }
 
@@ -100,8 +113,22 @@ async fn run() -> Result<()> {
         Some(token) => Client::authenticated(&url, token)?,
         None => Client::anonymous(&url)?,
     };
-    let cli = generated_cli::Cli::new(client, output::JsonOutput);
-    cli.execute(cmd, leaf).await.map_err(|e| {
+    let table = (matches.get_one::<String>("format").map(String::as_str) == Some("table"))
+        .then(|| output::table_for(cmd.operation_id()))
+        .flatten();
+    let result = match table {
+        Some(table) => {
+            generated_cli::Cli::new(client, output::TableOutput(table))
+                .execute(cmd, leaf)
+                .await
+        }
+        None => {
+            generated_cli::Cli::new(client, output::JsonOutput)
+                .execute(cmd, leaf)
+                .await
+        }
+    };
+    result.map_err(|e| {
         // The generated code reported API errors already.
         if e.downcast_ref::<workspace_client::Error<workspace_client::types::Error>>()
             .is_some()

@@ -83,3 +83,204 @@ impl CliConfig for JsonOutput {
         report_error(value);
     }
 }
+
+/// How a list command is shown as a table: where the rows are, which
+/// columns (header, JSON pointer into a row), and an optional total.
+pub struct Table {
+    pub operation_id: &'static str,
+    /// JSON pointer to the array of rows ("" when the result is the array).
+    pub rows: &'static str,
+    pub columns: &'static [(&'static str, &'static str)],
+    /// JSON pointer to a total printed under the table.
+    pub total: Option<&'static str>,
+}
+
+/// The commands with a table layout (`--format table`); every other
+/// command prints JSON whatever the format.
+pub const TABLES: &[Table] = &[
+    Table {
+        operation_id: "invitations_list",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("EMAIL", "/email"),
+            ("STATUS", "/status"),
+            ("ROLE", "/role/name"),
+            ("INVITED BY", "/invited_by/name"),
+            ("EXPIRES", "/expires_at"),
+        ],
+        total: None,
+    },
+    Table {
+        operation_id: "users_list",
+        rows: "/users",
+        columns: &[
+            ("ID", "/id"),
+            ("INVITE ID", "/invite_id"),
+            ("EMAIL", "/email"),
+            ("NAME", "/full_name"),
+            ("STATUS", "/status"),
+            ("ROLE", "/organizations/0/role_name"),
+        ],
+        total: Some("/total"),
+    },
+    Table {
+        operation_id: "invitations_bulk_create",
+        rows: "/invitations",
+        columns: &[
+            ("ID", "/id"),
+            ("EMAIL", "/email"),
+            ("STATUS", "/status"),
+            ("ERROR", "/error_code"),
+        ],
+        total: None,
+    },
+];
+
+pub fn table_for(operation_id: &str) -> Option<&'static Table> {
+    TABLES.iter().find(|t| t.operation_id == operation_id)
+}
+
+fn cell(value: Option<&serde_json::Value>) -> String {
+    match value {
+        None | Some(serde_json::Value::Null) => "-".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Renders `value` as an aligned text table (JSON when it has no rows
+/// array where the layout expects one).
+pub fn render_table(table: &Table, value: &serde_json::Value) -> String {
+    let Some(rows) = value.pointer(table.rows).and_then(|r| r.as_array()) else {
+        return serde_json::to_string_pretty(value).unwrap_or_default();
+    };
+    let mut lines: Vec<Vec<String>> = vec![table.columns.iter().map(|c| c.0.to_string()).collect()];
+    for row in rows {
+        lines.push(
+            table
+                .columns
+                .iter()
+                .map(|(_, pointer)| cell(row.pointer(pointer)))
+                .collect(),
+        );
+    }
+    let widths: Vec<usize> = (0..table.columns.len())
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for line in &lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    if let Some(total) = table.total {
+        out.push_str(&format!("total: {}\n", cell(value.pointer(total))));
+    }
+    out
+}
+
+/// A table on stdout for commands listed in [`TABLES`].
+pub struct TableOutput(pub &'static Table);
+
+impl CliConfig for TableOutput {
+    fn success_item<T>(&self, value: &ResponseValue<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        let json = serde_json::to_value(value.as_ref()).unwrap_or_default();
+        print!("{}", render_table(self.0, &json));
+    }
+
+    fn success_no_item(&self, value: &ResponseValue<()>) {
+        JsonOutput.success_no_item(value)
+    }
+
+    fn error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        report_error(value);
+    }
+
+    fn list_start<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_start::<T>()
+    }
+
+    fn list_item<T>(&self, value: &T)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_item(value)
+    }
+
+    fn list_end_success<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_success::<T>()
+    }
+
+    fn list_end_error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_error(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_show_nulls_and_totals() {
+        let users = table_for("users_list").unwrap();
+        let value = serde_json::json!({
+            "users": [
+                {"id": "u1", "invite_id": null, "email": "a@example.com", "full_name": "A B",
+                 "status": "active", "organizations": [{"role_name": "owner"}]},
+                {"id": null, "invite_id": "i1", "email": "long.name@example.com", "full_name": "",
+                 "status": "pending", "organizations": [{"role_name": "member"}]}
+            ],
+            "total": 2
+        });
+        let text = render_table(users, &value);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("ID  INVITE ID  EMAIL"), "{text}");
+        assert!(
+            lines[1].contains("a@example.com") && lines[1].ends_with("owner"),
+            "{text}"
+        );
+        assert!(lines[2].starts_with("-   i1"), "{text}");
+        assert_eq!(lines[3], "total: 2");
+        // Not the expected shape: JSON.
+        assert!(render_table(users, &serde_json::json!({"x": 1})).contains("\"x\""));
+    }
+
+    #[test]
+    fn every_table_names_a_real_operation() {
+        for table in TABLES {
+            assert!(
+                crate::generated_cli::CliCommand::iter()
+                    .any(|c| c.operation_id() == table.operation_id),
+                "{}",
+                table.operation_id
+            );
+        }
+    }
+}

@@ -132,3 +132,227 @@ async fn signup_login_me() {
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
 }
+
+/// Every invitation and user-list command of the CLI, JSON and table output.
+#[tokio::test]
+async fn invitations_and_users_commands() {
+    let cx = TestContext::new("cli_invitations").await;
+    cx.user("owner").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let cli = std::sync::Arc::new(Cli {
+        url: cx.base_url.clone(),
+        config_dir: dir.clone(),
+    });
+    let run = |args: Vec<String>, stdin: Option<String>| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli.run(&args, stdin.as_deref())
+        })
+    };
+    let args = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+
+    json(
+        &run(
+            args("auth login --email owner@example.com"),
+            Some(format!("{}\n", workspace_tests::TEST_PASSWORD)),
+        )
+        .await
+        .unwrap(),
+    );
+    let me = json(&run(args("me"), None).await.unwrap());
+    let org = me["organizations"][0]["id"].as_str().unwrap().to_string();
+    let db = cx.db().await;
+    let role: uuid::Uuid = db
+        .query_one(
+            "SELECT id FROM roles WHERE organization_id = $1::text::uuid AND name = 'member'",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .get(0);
+
+    let created = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email cli-invitee@example.com --role-id {role} --message hello"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(created["status"], "pending");
+    let id = created["id"].as_str().unwrap().to_string();
+    let token = created["token"].as_str().unwrap().to_string();
+
+    let listed = json(
+        &run(args(&format!("invitations list --org-id {org}")), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(listed[0]["id"], id.as_str());
+    let out = run(
+        args(&format!("invitations list --org-id {org} --format table")),
+        None,
+    )
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains("cli-invitee@example.com") && table.contains("owner Tester"),
+        "{table}"
+    );
+
+    let got = json(
+        &run(args(&format!("invitations get --invitation-id {id}")), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got["message"], "hello");
+    let valid = json(
+        &run(args(&format!("invitations validate --token {token}")), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(valid["valid"], true);
+    let resent = json(
+        &run(
+            args(&format!("invitations resend --invitation-id {id}")),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(resent["success"], true);
+    let token: String = {
+        let body: String = db
+            .query_one(
+                "SELECT body_text FROM email_outbox ORDER BY created_at DESC LIMIT 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let start = body.find("token=").unwrap() + 6;
+        body[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect()
+    };
+    let account = json(
+        &run(
+            args(&format!(
+                "auth signup-invite --invite-token {token} --first-name Cli --last-name Invitee --password correct-horse-battery"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(account["email"], "cli-invitee@example.com");
+    assert!(account["access_token"].is_string());
+
+    // Bulk creation from a JSON file, shown as a table.
+    let body_file = dir.join("bulk.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        &body_file,
+        serde_json::json!({"invitations": [
+            {"email": "b1@example.com", "role_id": role},
+            {"email": "broken", "role_id": role}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = run(
+        vec![
+            "invitations".into(),
+            "bulk-create".into(),
+            "--org-id".into(),
+            org.clone(),
+            "--json-body".into(),
+            body_file.display().to_string(),
+            "--format".into(),
+            "table".into(),
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        table.contains("b1@example.com") && table.contains("invalid_email"),
+        "{table}"
+    );
+    let b1: String = db
+        .query_one(
+            "SELECT id::text FROM invitations WHERE email = 'b1@example.com'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let revoked = json(
+        &run(
+            args(&format!("invitations revoke --invitation-id {b1}")),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(revoked["success"], true);
+
+    let invited = json(
+        &run(
+            args(&format!(
+                "users invite --org-id {org} --email grace@example.com --first-name Grace --last-name Hopper --role {role}"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(invited["full_name"], "Grace Hopper");
+    let users = json(
+        &run(
+            args(&format!("users list --org-id {org} --limit 5 --offset 0")),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(users["total"], 3);
+    let out = run(
+        args(&format!("users list --org-id {org} --format table")),
+        None,
+    )
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("ID") && lines[0].contains("STATUS"),
+        "{table}"
+    );
+    assert!(
+        lines[3].contains("grace@example.com") && lines[3].contains("pending"),
+        "{table}"
+    );
+    assert_eq!(lines.last().copied(), Some("total: 3"));
+
+    // Errors: exit 1 with the code.
+    let out = run(
+        args(&format!("invitations revoke --invitation-id {b1}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("409 invitation_not_pending"));
+
+    let _ = std::fs::remove_dir_all(&dir);
+    cx.teardown().await;
+}

@@ -277,6 +277,330 @@ pub mod types {
             Default::default()
         }
     }
+    ///An invitation, as returned by `create` and `get`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Invitation {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub email: ::std::string::String,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The inviting user (`name` is their full name); null when that account no longer exists.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invited_by: ::std::option::Option<NamedRef>,
+        ///The personal message, if any.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        pub organization: NamedRef,
+        pub role: NamedRef,
+        pub status: InvitationStatus,
+        ///The acceptance token. Returned only by `create`: the server keeps a hash of it, so `get` returns null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub token: ::std::option::Option<::std::string::String>,
+    }
+    impl Invitation {
+        pub fn builder() -> builder::Invitation {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/invitations/bulk_create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationBulkCreateRequest {
+        ///1 to 100 invitees.
+        pub invitations: ::std::vec::Vec<InvitationBulkItem>,
+        ///An optional personal message for every invitee.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+    }
+    impl InvitationBulkCreateRequest {
+        pub fn builder() -> builder::InvitationBulkCreateRequest {
+            Default::default()
+        }
+    }
+    ///Result of `POST /api/invitations/bulk_create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationBulkCreateResponse {
+        pub created: u32,
+        pub failed: u32,
+        pub invitations: ::std::vec::Vec<InvitationBulkResult>,
+        ///True when every item was created.
+        pub success: bool,
+    }
+    impl InvitationBulkCreateResponse {
+        pub fn builder() -> builder::InvitationBulkCreateResponse {
+            Default::default()
+        }
+    }
+    ///One invitee of a bulk creation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationBulkItem {
+        pub email: ::std::string::String,
+        pub role_id: ::uuid::Uuid,
+    }
+    impl InvitationBulkItem {
+        pub fn builder() -> builder::InvitationBulkItem {
+            Default::default()
+        }
+    }
+    ///Outcome of one item of a bulk creation.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum InvitationBulkItemStatus {
+        ///Created (the invitation's state).
+        #[serde(rename = "pending")]
+        Pending,
+        ///Not created; see `error_code` and `error`.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for InvitationBulkItemStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Pending => f.write_str("pending"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for InvitationBulkItemStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "pending" => Ok(Self::Pending),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationBulkItemStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationBulkItemStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Result of one item of a bulk creation, in request order.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationBulkResult {
+        pub email: ::std::string::String,
+        ///For a failed item: the reason, for people.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///For a failed item: the `error_code` that `create` would have returned.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error_code: ::std::option::Option<::std::string::String>,
+        ///The new invitation's id; null when the item failed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::uuid::Uuid>,
+        pub status: InvitationBulkItemStatus,
+    }
+    impl InvitationBulkResult {
+        pub fn builder() -> builder::InvitationBulkResult {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/invitations/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationCreateRequest {
+        ///The invitee's e-mail address (stored normalised: trimmed, lower-cased).
+        pub email: ::std::string::String,
+        ///An optional personal message, included in the e-mail (at most 2000 characters).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        ///A role of the organization.
+        pub role_id: ::uuid::Uuid,
+    }
+    impl InvitationCreateRequest {
+        pub fn builder() -> builder::InvitationCreateRequest {
+            Default::default()
+        }
+    }
+    ///An invitation in a listing (no token, no organization).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationListItem {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub email: ::std::string::String,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invited_by: ::std::option::Option<NamedRef>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        pub role: NamedRef,
+        pub status: InvitationStatus,
+    }
+    impl InvitationListItem {
+        pub fn builder() -> builder::InvitationListItem {
+            Default::default()
+        }
+    }
+    ///What a valid token reveals, to show on an acceptance page.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationPublic {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub email: ::std::string::String,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invited_by: ::std::option::Option<NamedRef>,
+        pub organization: NamedRef,
+        pub role: NamedRef,
+    }
+    impl InvitationPublic {
+        pub fn builder() -> builder::InvitationPublic {
+            Default::default()
+        }
+    }
+    ///Result of `POST /api/invitations/resend`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationResendResponse {
+        pub invitation: InvitationResent,
+        pub message: ::std::string::String,
+        pub success: bool,
+    }
+    impl InvitationResendResponse {
+        pub fn builder() -> builder::InvitationResendResponse {
+            Default::default()
+        }
+    }
+    ///The invitation part of the resend response.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationResent {
+        pub email: ::std::string::String,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub status: InvitationStatus,
+    }
+    impl InvitationResent {
+        pub fn builder() -> builder::InvitationResent {
+            Default::default()
+        }
+    }
+    ///Result of `DELETE /api/invitations/revoke`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationRevokeResponse {
+        pub message: ::std::string::String,
+        pub success: bool,
+    }
+    impl InvitationRevokeResponse {
+        pub fn builder() -> builder::InvitationRevokeResponse {
+            Default::default()
+        }
+    }
+    ///The state of an invitation. `expired` is derived from time: a `pending` invitation whose `expires_at` has passed is reported as `expired`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum InvitationStatus {
+        #[serde(rename = "pending")]
+        Pending,
+        #[serde(rename = "accepted")]
+        Accepted,
+        #[serde(rename = "expired")]
+        Expired,
+        #[serde(rename = "revoked")]
+        Revoked,
+    }
+    impl ::std::fmt::Display for InvitationStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Pending => f.write_str("pending"),
+                Self::Accepted => f.write_str("accepted"),
+                Self::Expired => f.write_str("expired"),
+                Self::Revoked => f.write_str("revoked"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for InvitationStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "pending" => Ok(Self::Pending),
+                "accepted" => Ok(Self::Accepted),
+                "expired" => Ok(Self::Expired),
+                "revoked" => Ok(Self::Revoked),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Result of `GET /api/invitations/validate`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct InvitationValidation {
+        ///The invitation when `valid`, else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invitation: ::std::option::Option<InvitationPublic>,
+        ///Whether the token belongs to a `pending` invitation.
+        pub valid: bool,
+    }
+    impl InvitationValidation {
+        pub fn builder() -> builder::InvitationValidation {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/auth/login`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -335,6 +659,19 @@ pub mod types {
     }
     impl MessageResponse {
         pub fn builder() -> builder::MessageResponse {
+            Default::default()
+        }
+    }
+    ///An object referenced by id, with its display name.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct NamedRef {
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl NamedRef {
+        pub fn builder() -> builder::NamedRef {
             Default::default()
         }
     }
@@ -496,6 +833,41 @@ pub mod types {
     }
     impl Role {
         pub fn builder() -> builder::Role {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/auth/signup_invite`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SignupInviteRequest {
+        pub first_name: ::std::string::String,
+        ///The token from the invitation e-mail's link.
+        pub invite_token: ::std::string::String,
+        pub last_name: ::std::string::String,
+        ///See the password policy of `POST /api/auth/signup`.
+        pub password: ::std::string::String,
+    }
+    impl SignupInviteRequest {
+        pub fn builder() -> builder::SignupInviteRequest {
+            Default::default()
+        }
+    }
+    ///The account created (or completed) by `POST /api/auth/signup_invite`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SignupInviteResponse {
+        ///A JWT access token, as returned by `POST /api/auth/login`.
+        pub access_token: ::std::string::String,
+        ///The invitation's e-mail address.
+        pub email: ::std::string::String,
+        pub first_name: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub last_name: ::std::string::String,
+    }
+    impl SignupInviteResponse {
+        pub fn builder() -> builder::SignupInviteResponse {
             Default::default()
         }
     }
@@ -859,6 +1231,145 @@ pub mod types {
     impl UpdatedUser {
         pub fn builder() -> builder::UpdatedUser {
             Default::default()
+        }
+    }
+    ///Body of `POST /api/users/invite`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UserInviteRequest {
+        pub email: ::std::string::String,
+        pub first_name: ::std::string::String,
+        pub last_name: ::std::string::String,
+        ///The id of a role of the organization.
+        pub role: ::uuid::Uuid,
+    }
+    impl UserInviteRequest {
+        pub fn builder() -> builder::UserInviteRequest {
+            Default::default()
+        }
+    }
+    ///The invited user, as returned by `POST /api/users/invite`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UserInviteResponse {
+        pub email: ::std::string::String,
+        pub first_name: ::std::string::String,
+        pub full_name: ::std::string::String,
+        ///The invitation's id (not a user id).
+        pub id: ::uuid::Uuid,
+        pub last_name: ::std::string::String,
+        ///The one organization the user is invited to, with the invited role.
+        pub organizations: Membership,
+    }
+    impl UserInviteResponse {
+        pub fn builder() -> builder::UserInviteResponse {
+            Default::default()
+        }
+    }
+    ///A row of the users list: an active member or an open invitation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UserListItem {
+        pub email: ::std::string::String,
+        ///Empty for an invitation made without names (`/api/invitations/create`).
+        pub first_name: ::std::string::String,
+        pub full_name: ::std::string::String,
+        ///The user's id; null for invitation rows.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::uuid::Uuid>,
+        ///The invitation's id for invitation rows; null for active users.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invite_id: ::std::option::Option<::uuid::Uuid>,
+        ///When the invitation was created; null for active users.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub invited_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///The last login of an active user; null for invitation rows.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub last_name: ::std::string::String,
+        ///One element: this organization, with the member's role (or the invited role for invitation rows).
+        pub organizations: ::std::vec::Vec<Membership>,
+        pub status: UserListStatus,
+    }
+    impl UserListItem {
+        pub fn builder() -> builder::UserListItem {
+            Default::default()
+        }
+    }
+    ///A page of the users list.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UserListResponse {
+        ///Active users plus open (pending or expired) invitations, over all pages.
+        pub total: u64,
+        pub users: ::std::vec::Vec<UserListItem>,
+    }
+    impl UserListResponse {
+        pub fn builder() -> builder::UserListResponse {
+            Default::default()
+        }
+    }
+    ///The state of a row of the users list.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum UserListStatus {
+        ///An active member.
+        #[serde(rename = "active")]
+        Active,
+        ///An invitation that can still be accepted.
+        #[serde(rename = "pending")]
+        Pending,
+        ///An invitation whose lifetime has passed.
+        #[serde(rename = "expired")]
+        Expired,
+    }
+    impl ::std::fmt::Display for UserListStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Active => f.write_str("active"),
+                Self::Pending => f.write_str("pending"),
+                Self::Expired => f.write_str("expired"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for UserListStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "active" => Ok(Self::Active),
+                "pending" => Ok(Self::Pending),
+                "expired" => Ok(Self::Expired),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserListStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserListStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///The caller's role in an organization.
@@ -1329,6 +1840,1106 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Invitation {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            invited_by: ::std::result::Result<
+                ::std::option::Option<super::NamedRef>,
+                ::std::string::String,
+            >,
+            message: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
+            token: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Invitation {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    invited_by: Ok(Default::default()),
+                    message: Ok(Default::default()),
+                    organization: Err("no value supplied for organization".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    token: Ok(Default::default()),
+                }
+            }
+        }
+        impl Invitation {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn invited_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invited_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invited_by: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn organization<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organization: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InvitationStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Invitation> for super::Invitation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Invitation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    email: value.email?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    invited_by: value.invited_by?,
+                    message: value.message?,
+                    organization: value.organization?,
+                    role: value.role?,
+                    status: value.status?,
+                    token: value.token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Invitation> for Invitation {
+            fn from(value: super::Invitation) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    email: Ok(value.email),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    invited_by: Ok(value.invited_by),
+                    message: Ok(value.message),
+                    organization: Ok(value.organization),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                    token: Ok(value.token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationBulkCreateRequest {
+            invitations: ::std::result::Result<
+                ::std::vec::Vec<super::InvitationBulkItem>,
+                ::std::string::String,
+            >,
+            message: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for InvitationBulkCreateRequest {
+            fn default() -> Self {
+                Self {
+                    invitations: Err("no value supplied for invitations".to_string()),
+                    message: Ok(Default::default()),
+                }
+            }
+        }
+        impl InvitationBulkCreateRequest {
+            pub fn invitations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::InvitationBulkItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invitations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invitations: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationBulkCreateRequest> for super::InvitationBulkCreateRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationBulkCreateRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    invitations: value.invitations?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationBulkCreateRequest> for InvitationBulkCreateRequest {
+            fn from(value: super::InvitationBulkCreateRequest) -> Self {
+                Self {
+                    invitations: Ok(value.invitations),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationBulkCreateResponse {
+            created: ::std::result::Result<u32, ::std::string::String>,
+            failed: ::std::result::Result<u32, ::std::string::String>,
+            invitations: ::std::result::Result<
+                ::std::vec::Vec<super::InvitationBulkResult>,
+                ::std::string::String,
+            >,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationBulkCreateResponse {
+            fn default() -> Self {
+                Self {
+                    created: Err("no value supplied for created".to_string()),
+                    failed: Err("no value supplied for failed".to_string()),
+                    invitations: Err("no value supplied for invitations".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl InvitationBulkCreateResponse {
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created: {e}"));
+                self
+            }
+            pub fn failed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.failed = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for failed: {e}"));
+                self
+            }
+            pub fn invitations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::InvitationBulkResult>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invitations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invitations: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationBulkCreateResponse> for super::InvitationBulkCreateResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationBulkCreateResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created: value.created?,
+                    failed: value.failed?,
+                    invitations: value.invitations?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationBulkCreateResponse> for InvitationBulkCreateResponse {
+            fn from(value: super::InvitationBulkCreateResponse) -> Self {
+                Self {
+                    created: Ok(value.created),
+                    failed: Ok(value.failed),
+                    invitations: Ok(value.invitations),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationBulkItem {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationBulkItem {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                }
+            }
+        }
+        impl InvitationBulkItem {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationBulkItem> for super::InvitationBulkItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationBulkItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    role_id: value.role_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationBulkItem> for InvitationBulkItem {
+            fn from(value: super::InvitationBulkItem) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    role_id: Ok(value.role_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationBulkResult {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            error_code: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            status: ::std::result::Result<super::InvitationBulkItemStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationBulkResult {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    error: Ok(Default::default()),
+                    error_code: Ok(Default::default()),
+                    id: Ok(Default::default()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl InvitationBulkResult {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn error_code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error_code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error_code: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InvitationBulkItemStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationBulkResult> for super::InvitationBulkResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationBulkResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    error: value.error?,
+                    error_code: value.error_code?,
+                    id: value.id?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationBulkResult> for InvitationBulkResult {
+            fn from(value: super::InvitationBulkResult) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    error: Ok(value.error),
+                    error_code: Ok(value.error_code),
+                    id: Ok(value.id),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationCreateRequest {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationCreateRequest {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    message: Ok(Default::default()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                }
+            }
+        }
+        impl InvitationCreateRequest {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationCreateRequest> for super::InvitationCreateRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationCreateRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    message: value.message?,
+                    role_id: value.role_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationCreateRequest> for InvitationCreateRequest {
+            fn from(value: super::InvitationCreateRequest) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    message: Ok(value.message),
+                    role_id: Ok(value.role_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationListItem {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            invited_by: ::std::result::Result<
+                ::std::option::Option<super::NamedRef>,
+                ::std::string::String,
+            >,
+            message: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationListItem {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    invited_by: Ok(Default::default()),
+                    message: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl InvitationListItem {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn invited_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invited_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invited_by: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InvitationStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationListItem> for super::InvitationListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    email: value.email?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    invited_by: value.invited_by?,
+                    message: value.message?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationListItem> for InvitationListItem {
+            fn from(value: super::InvitationListItem) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    email: Ok(value.email),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    invited_by: Ok(value.invited_by),
+                    message: Ok(value.message),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationPublic {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            invited_by: ::std::result::Result<
+                ::std::option::Option<super::NamedRef>,
+                ::std::string::String,
+            >,
+            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationPublic {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    invited_by: Ok(Default::default()),
+                    organization: Err("no value supplied for organization".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl InvitationPublic {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn invited_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invited_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invited_by: {e}"));
+                self
+            }
+            pub fn organization<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organization: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationPublic> for super::InvitationPublic {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationPublic,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    email: value.email?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    invited_by: value.invited_by?,
+                    organization: value.organization?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationPublic> for InvitationPublic {
+            fn from(value: super::InvitationPublic) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    email: Ok(value.email),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    invited_by: Ok(value.invited_by),
+                    organization: Ok(value.organization),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationResendResponse {
+            invitation: ::std::result::Result<super::InvitationResent, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationResendResponse {
+            fn default() -> Self {
+                Self {
+                    invitation: Err("no value supplied for invitation".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl InvitationResendResponse {
+            pub fn invitation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InvitationResent>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invitation = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invitation: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationResendResponse> for super::InvitationResendResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationResendResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    invitation: value.invitation?,
+                    message: value.message?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationResendResponse> for InvitationResendResponse {
+            fn from(value: super::InvitationResendResponse) -> Self {
+                Self {
+                    invitation: Ok(value.invitation),
+                    message: Ok(value.message),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationResent {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationResent {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl InvitationResent {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InvitationStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationResent> for super::InvitationResent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationResent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationResent> for InvitationResent {
+            fn from(value: super::InvitationResent) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationRevokeResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationRevokeResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl InvitationRevokeResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationRevokeResponse> for super::InvitationRevokeResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationRevokeResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationRevokeResponse> for InvitationRevokeResponse {
+            fn from(value: super::InvitationRevokeResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InvitationValidation {
+            invitation: ::std::result::Result<
+                ::std::option::Option<super::InvitationPublic>,
+                ::std::string::String,
+            >,
+            valid: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for InvitationValidation {
+            fn default() -> Self {
+                Self {
+                    invitation: Ok(Default::default()),
+                    valid: Err("no value supplied for valid".to_string()),
+                }
+            }
+        }
+        impl InvitationValidation {
+            pub fn invitation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::InvitationPublic>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invitation = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invitation: {e}"));
+                self
+            }
+            pub fn valid<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.valid = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for valid: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InvitationValidation> for super::InvitationValidation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InvitationValidation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    invitation: value.invitation?,
+                    valid: value.valid?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InvitationValidation> for InvitationValidation {
+            fn from(value: super::InvitationValidation) -> Self {
+                Self {
+                    invitation: Ok(value.invitation),
+                    valid: Ok(value.valid),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct LoginRequest {
             email: ::std::result::Result<::std::string::String, ::std::string::String>,
             password: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -1583,6 +3194,60 @@ pub mod types {
             fn from(value: super::MessageResponse) -> Self {
                 Self {
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct NamedRef {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for NamedRef {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl NamedRef {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<NamedRef> for super::NamedRef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: NamedRef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::NamedRef> for NamedRef {
+            fn from(value: super::NamedRef) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    name: Ok(value.name),
                 }
             }
         }
@@ -2141,6 +3806,184 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct SignupInviteRequest {
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            invite_token: ::std::result::Result<::std::string::String, ::std::string::String>,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SignupInviteRequest {
+            fn default() -> Self {
+                Self {
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    invite_token: Err("no value supplied for invite_token".to_string()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                    password: Err("no value supplied for password".to_string()),
+                }
+            }
+        }
+        impl SignupInviteRequest {
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn invite_token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invite_token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invite_token: {e}"));
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+            pub fn password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.password = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for password: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SignupInviteRequest> for super::SignupInviteRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SignupInviteRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    first_name: value.first_name?,
+                    invite_token: value.invite_token?,
+                    last_name: value.last_name?,
+                    password: value.password?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SignupInviteRequest> for SignupInviteRequest {
+            fn from(value: super::SignupInviteRequest) -> Self {
+                Self {
+                    first_name: Ok(value.first_name),
+                    invite_token: Ok(value.invite_token),
+                    last_name: Ok(value.last_name),
+                    password: Ok(value.password),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SignupInviteResponse {
+            access_token: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SignupInviteResponse {
+            fn default() -> Self {
+                Self {
+                    access_token: Err("no value supplied for access_token".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                }
+            }
+        }
+        impl SignupInviteResponse {
+            pub fn access_token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.access_token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for access_token: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SignupInviteResponse> for super::SignupInviteResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SignupInviteResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    access_token: value.access_token?,
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    id: value.id?,
+                    last_name: value.last_name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SignupInviteResponse> for SignupInviteResponse {
+            fn from(value: super::SignupInviteResponse) -> Self {
+                Self {
+                    access_token: Ok(value.access_token),
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    id: Ok(value.id),
+                    last_name: Ok(value.last_name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SignupRequest {
             email: ::std::result::Result<super::SignupRequestEmail, ::std::string::String>,
             first_name: ::std::result::Result<super::SignupRequestFirstName, ::std::string::String>,
@@ -2613,6 +4456,431 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct UserInviteRequest {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for UserInviteRequest {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl UserInviteRequest {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UserInviteRequest> for super::UserInviteRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UserInviteRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    last_name: value.last_name?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UserInviteRequest> for UserInviteRequest {
+            fn from(value: super::UserInviteRequest) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    last_name: Ok(value.last_name),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UserInviteResponse {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            full_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organizations: ::std::result::Result<super::Membership, ::std::string::String>,
+        }
+        impl ::std::default::Default for UserInviteResponse {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    full_name: Err("no value supplied for full_name".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                    organizations: Err("no value supplied for organizations".to_string()),
+                }
+            }
+        }
+        impl UserInviteResponse {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn full_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.full_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for full_name: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+            pub fn organizations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Membership>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organizations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organizations: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UserInviteResponse> for super::UserInviteResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UserInviteResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    full_name: value.full_name?,
+                    id: value.id?,
+                    last_name: value.last_name?,
+                    organizations: value.organizations?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UserInviteResponse> for UserInviteResponse {
+            fn from(value: super::UserInviteResponse) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    full_name: Ok(value.full_name),
+                    id: Ok(value.id),
+                    last_name: Ok(value.last_name),
+                    organizations: Ok(value.organizations),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UserListItem {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            full_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            invite_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            invited_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_active_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organizations:
+                ::std::result::Result<::std::vec::Vec<super::Membership>, ::std::string::String>,
+            status: ::std::result::Result<super::UserListStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for UserListItem {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    full_name: Err("no value supplied for full_name".to_string()),
+                    id: Ok(Default::default()),
+                    invite_id: Ok(Default::default()),
+                    invited_at: Ok(Default::default()),
+                    last_active_at: Ok(Default::default()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                    organizations: Err("no value supplied for organizations".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl UserListItem {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn full_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.full_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for full_name: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn invite_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invite_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invite_id: {e}"));
+                self
+            }
+            pub fn invited_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.invited_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for invited_at: {e}"));
+                self
+            }
+            pub fn last_active_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_active_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_active_at: {e}")
+                });
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+            pub fn organizations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Membership>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organizations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organizations: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UserListStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UserListItem> for super::UserListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UserListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    full_name: value.full_name?,
+                    id: value.id?,
+                    invite_id: value.invite_id?,
+                    invited_at: value.invited_at?,
+                    last_active_at: value.last_active_at?,
+                    last_name: value.last_name?,
+                    organizations: value.organizations?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UserListItem> for UserListItem {
+            fn from(value: super::UserListItem) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    full_name: Ok(value.full_name),
+                    id: Ok(value.id),
+                    invite_id: Ok(value.invite_id),
+                    invited_at: Ok(value.invited_at),
+                    last_active_at: Ok(value.last_active_at),
+                    last_name: Ok(value.last_name),
+                    organizations: Ok(value.organizations),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UserListResponse {
+            total: ::std::result::Result<u64, ::std::string::String>,
+            users:
+                ::std::result::Result<::std::vec::Vec<super::UserListItem>, ::std::string::String>,
+        }
+        impl ::std::default::Default for UserListResponse {
+            fn default() -> Self {
+                Self {
+                    total: Err("no value supplied for total".to_string()),
+                    users: Err("no value supplied for users".to_string()),
+                }
+            }
+        }
+        impl UserListResponse {
+            pub fn total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total: {e}"));
+                self
+            }
+            pub fn users<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::UserListItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.users = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for users: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UserListResponse> for super::UserListResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UserListResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    total: value.total?,
+                    users: value.users?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UserListResponse> for UserListResponse {
+            fn from(value: super::UserListResponse) -> Self {
+                Self {
+                    total: Ok(value.total),
+                    users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UserRole {
             level: ::std::result::Result<i32, ::std::string::String>,
             role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -2805,6 +5073,150 @@ impl Client {
     pub fn auth_signup(&self) -> builder::AuthSignup<'_> {
         builder::AuthSignup::new(self)
     }
+    /**Create an account by accepting an invitation
+
+    Public. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.
+
+    In one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.
+
+    Errors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`); and `409 email_taken` when the address already has an account with a password (the invitation then stays pending; such accounts join through `POST /api/org/add_member`).
+
+    Sends a `POST` request to `/api/auth/signup_invite`
+
+    ```ignore
+    let response = client.auth_signup_invite()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
+        builder::AuthSignupInvite::new(self)
+    }
+    /**Invite several e-mail addresses at once
+
+    Admin or owner role (level 80 or more; `403 forbidden`). 1 to 100 items (`400 invalid_request` otherwise); `message` (at most 2000 characters, `400 invalid_message`) goes to every invitee.
+
+    Each item is checked and created on its own, exactly as `POST /api/invitations/create` would (in its own transaction, so an item is either wholly created or not at all), and reported in request order: `status` `pending` with its `id`, or `failed` with the `error_code` and reason `create` would have given (e.g. a second item for the same address fails with `invitation_pending`). The answer is `200` even when items failed; `success` is true only when none did. Tokens are sent by e-mail only.
+
+    Sends a `POST` request to `/api/invitations/bulk_create`
+
+    ```ignore
+    let response = client.invitations_bulk_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_bulk_create(&self) -> builder::InvitationsBulkCreate<'_> {
+        builder::InvitationsBulkCreate::new(self)
+    }
+    /**Invite an e-mail address to the organization
+
+    Needs the admin or owner role: an active membership whose role has `hierarchy_level` 80 or more (`403 forbidden` otherwise, also for callers who are not members of `org_id`). Answers `201` with the invitation, `status` `pending`, expiring 7 days after creation.
+
+    The `token` (256 random bits, URL-safe base64) is shown only in this response and in the e-mail's link: the server keeps only its SHA-256 hash. It is single use.
+
+    Rules: - `email` is trimmed and lower-cased and must look like `local@domain` (`400 invalid_email`); `message` at most 2000 characters (`400 invalid_message`). - `role_id` must be a role of this organization (`400 invalid_role` otherwise, also for another organization's role). The owner role can never be given by invitation, nor a role whose `hierarchy_level` is above the caller's own (`403 role_not_assignable`). - `409 already_member` when the address belongs to an active or suspended member; `409 invitation_pending` when an unexpired invitation for it is pending in this organization. An expired one is replaced (it then no longer shows in the users list). - An invitation may be made for an address that already has an account; such a person joins through `POST /api/org/add_member`, since `signup_invite` refuses existing accounts.
+
+    The e-mail is sent after the invitation is committed. A failed delivery does not fail the request (it is logged; `POST /api/invitations/resend` retries).
+
+    Sends a `POST` request to `/api/invitations/create`
+
+    ```ignore
+    let response = client.invitations_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_create(&self) -> builder::InvitationsCreate<'_> {
+        builder::InvitationsCreate::new(self)
+    }
+    /**Fetch one invitation
+
+    The invitation's organization is looked up first, then the caller is authorized there: admin or owner role (level 80 or more). An invitation of an organization the caller is not an active member of is `404 not_found`, exactly like a missing one; a member below level 80 gets `403 forbidden`.
+
+    `token` is always null: only its hash is stored (it is shown once, by `create`, and sent by e-mail).
+
+    Sends a `GET` request to `/api/invitations/get`
+
+    ```ignore
+    let response = client.invitations_get()
+        .invitation_id(invitation_id)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_get(&self) -> builder::InvitationsGet<'_> {
+        builder::InvitationsGet::new(self)
+    }
+    /**List the organization's invitations
+
+    Admin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.
+
+    Sends a `GET` request to `/api/invitations/list`
+
+    Arguments:
+    - `org_id`
+    - `status`: Only invitations in this state (default: all).
+    ```ignore
+    let response = client.invitations_list()
+        .org_id(org_id)
+        .status(status)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_list(&self) -> builder::InvitationsList<'_> {
+        builder::InvitationsList::new(self)
+    }
+    /**Resend an invitation's e-mail, extending its lifetime
+
+    Authorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be resent (`409 invitation_not_pending` otherwise; an expired invitation is replaced by creating a new one). The expiry becomes 7 days from now.
+
+    Because the server keeps only a hash of the token, resending issues a new token: the link of earlier e-mails stops working. Here a failed delivery fails the request (`503 mail_unavailable`; the invitation stays pending with the new expiry, and resending again is safe).
+
+    Sends a `POST` request to `/api/invitations/resend`
+
+    ```ignore
+    let response = client.invitations_resend()
+        .invitation_id(invitation_id)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_resend(&self) -> builder::InvitationsResend<'_> {
+        builder::InvitationsResend::new(self)
+    }
+    /**Revoke an invitation
+
+    Authorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be revoked (`409 invitation_not_pending` otherwise). Its token stops working at once; an `invited` membership made by `POST /api/users/invite` is removed with it. Revocation is final.
+
+    Sends a `DELETE` request to `/api/invitations/revoke`
+
+    ```ignore
+    let response = client.invitations_revoke()
+        .invitation_id(invitation_id)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_revoke(&self) -> builder::InvitationsRevoke<'_> {
+        builder::InvitationsRevoke::new(self)
+    }
+    /**Check an invitation token
+
+    Public (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{"valid": false, "invitation": null}`, without saying which.
+
+    Sends a `GET` request to `/api/invitations/validate`
+
+    Arguments:
+    - `token`: The token from the invitation e-mail's link.
+    ```ignore
+    let response = client.invitations_validate()
+        .token(token)
+        .send()
+        .await;
+    ```*/
+    pub fn invitations_validate(&self) -> builder::InvitationsValidate<'_> {
+        builder::InvitationsValidate::new(self)
+    }
     /**Add an existing user to an organization
 
     Requires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`404`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user who already has a membership in any state but `deleted` gets `409 already_member`; a `deleted` membership is reactivated with the given role. The membership becomes `active`.
@@ -2989,6 +5401,55 @@ impl Client {
     ```*/
     pub fn roles_update(&self) -> builder::RolesUpdate<'_> {
         builder::RolesUpdate::new(self)
+    }
+    /**Invite a person by name and e-mail (magic link)
+
+    Permission `users:write` (`403 forbidden`). Answers `201` with the invitation's id and the membership the person is invited to.
+
+    In one transaction: pre-creates the user (no password, so they cannot log in yet) unless an account with this e-mail exists, creates an `invited` membership with role `role`, and creates a `pending` invitation (lifetime 7 days). After the commit an e-mail with a magic link (`{mail.public_url}/invite/accept?token=...`) is sent; accepting it is `POST /api/auth/signup_invite`, which sets the names and password and makes the membership `active`. Revoking the invitation removes the `invited` membership.
+
+    Rules, as for `POST /api/invitations/create`: the e-mail must be valid (`400 invalid_email`), names 1 to 100 characters (`400 invalid_name`); `role` must be a role of this organization (`400 invalid_role`), never the owner role nor a role whose `hierarchy_level` is above the caller's (`403 role_not_assignable`); `409 already_member` when the address is an active or suspended member, `409 invitation_pending` when an unexpired invitation for it is pending (an expired one is replaced).
+
+    A failed e-mail delivery does not fail the request (the invitation exists; it is logged, and `POST /api/invitations/resend` retries).
+
+    Sends a `POST` request to `/api/users/invite`
+
+    ```ignore
+    let response = client.users_invite()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn users_invite(&self) -> builder::UsersInvite<'_> {
+        builder::UsersInvite::new(self)
+    }
+    /**List the organization's users and open invitations
+
+    Permission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).
+
+    The list mixes active members (`status` `active`, `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already active members are left out. Invited, suspended and deleted memberships appear only through their invitation row.
+
+    Order: active users first (most recently joined first), then invitations (newest created first); ties by e-mail. `total` counts both kinds over all pages.
+
+    Paging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).
+
+    Sends a `GET` request to `/api/users/list`
+
+    Arguments:
+    - `limit`: Rows per page, 1 to 100. Default 10.
+    - `offset`: A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0.
+    - `org_id`
+    ```ignore
+    let response = client.users_list()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn users_list(&self) -> builder::UsersList<'_> {
+        builder::UsersList::new(self)
     }
     /**Fetch the current user
 
@@ -3203,6 +5664,650 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_signup_invite`]
+
+    [`Client::auth_signup_invite`]: super::Client::auth_signup_invite*/
+    #[derive(Debug, Clone)]
+    pub struct AuthSignupInvite<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::SignupInviteRequest, String>,
+    }
+    impl<'a> AuthSignupInvite<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SignupInviteRequest>,
+            <V as std::convert::TryInto<types::SignupInviteRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SignupInviteRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::SignupInviteRequest,
+                ) -> types::builder::SignupInviteRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/signup_invite`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SignupInviteResponse>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::SignupInviteRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/signup_invite", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_signup_invite",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_bulk_create`]
+
+    [`Client::invitations_bulk_create`]: super::Client::invitations_bulk_create*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsBulkCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::InvitationBulkCreateRequest, String>,
+    }
+    impl<'a> InvitationsBulkCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::InvitationBulkCreateRequest>,
+            <V as std::convert::TryInto<types::InvitationBulkCreateRequest>>::Error:
+                std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `InvitationBulkCreateRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::InvitationBulkCreateRequest,
+                ) -> types::builder::InvitationBulkCreateRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/invitations/bulk_create`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::InvitationBulkCreateResponse>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::InvitationBulkCreateRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/bulk_create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_bulk_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_create`]
+
+    [`Client::invitations_create`]: super::Client::invitations_create*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::InvitationCreateRequest, String>,
+    }
+    impl<'a> InvitationsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::InvitationCreateRequest>,
+            <V as std::convert::TryInto<types::InvitationCreateRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `InvitationCreateRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::InvitationCreateRequest,
+                ) -> types::builder::InvitationCreateRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/invitations/create`
+        pub async fn send(self) -> Result<ResponseValue<types::Invitation>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::InvitationCreateRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_get`]
+
+    [`Client::invitations_get`]: super::Client::invitations_get*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsGet<'a> {
+        client: &'a super::Client,
+        invitation_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> InvitationsGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                invitation_id: Err("invitation_id was not initialized".to_string()),
+            }
+        }
+        pub fn invitation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.invitation_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for invitation_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/invitations/get`
+        pub async fn send(self) -> Result<ResponseValue<types::Invitation>, Error<types::Error>> {
+            let Self {
+                client,
+                invitation_id,
+            } = self;
+            let invitation_id = invitation_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "invitation_id",
+                    &invitation_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_list`]
+
+    [`Client::invitations_list`]: super::Client::invitations_list*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        status: Result<Option<types::InvitationStatus>, String>,
+    }
+    impl<'a> InvitationsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                status: Ok(None),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn status<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::InvitationStatus>,
+        {
+            self.status = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `InvitationStatus` for status failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/invitations/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::InvitationListItem>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                org_id,
+                status,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let status = status.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("status", &status))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_resend`]
+
+    [`Client::invitations_resend`]: super::Client::invitations_resend*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsResend<'a> {
+        client: &'a super::Client,
+        invitation_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> InvitationsResend<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                invitation_id: Err("invitation_id was not initialized".to_string()),
+            }
+        }
+        pub fn invitation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.invitation_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for invitation_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/api/invitations/resend`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::InvitationResendResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                invitation_id,
+            } = self;
+            let invitation_id = invitation_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/resend", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "invitation_id",
+                    &invitation_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_resend",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_revoke`]
+
+    [`Client::invitations_revoke`]: super::Client::invitations_revoke*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsRevoke<'a> {
+        client: &'a super::Client,
+        invitation_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> InvitationsRevoke<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                invitation_id: Err("invitation_id was not initialized".to_string()),
+            }
+        }
+        pub fn invitation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.invitation_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for invitation_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/invitations/revoke`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::InvitationRevokeResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                invitation_id,
+            } = self;
+            let invitation_id = invitation_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/revoke", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "invitation_id",
+                    &invitation_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_revoke",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::invitations_validate`]
+
+    [`Client::invitations_validate`]: super::Client::invitations_validate*/
+    #[derive(Debug, Clone)]
+    pub struct InvitationsValidate<'a> {
+        client: &'a super::Client,
+        token: Result<::std::string::String, String>,
+    }
+    impl<'a> InvitationsValidate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                token: Err("token was not initialized".to_string()),
+            }
+        }
+        pub fn token<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.token = value.try_into().map_err(|_| {
+                "conversion to `:: std :: string :: String` for token failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/invitations/validate`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::InvitationValidation>, Error<types::Error>> {
+            let Self { client, token } = self;
+            let token = token.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/invitations/validate", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("token", &token))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "invitations_validate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
                 400u16..=499u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -4105,6 +7210,201 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "roles_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_invite`]
+
+    [`Client::users_invite`]: super::Client::users_invite*/
+    #[derive(Debug, Clone)]
+    pub struct UsersInvite<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UserInviteRequest, String>,
+    }
+    impl<'a> UsersInvite<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserInviteRequest>,
+            <V as std::convert::TryInto<types::UserInviteRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `UserInviteRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::UserInviteRequest,
+                ) -> types::builder::UserInviteRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/users/invite`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::UserInviteResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::UserInviteRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/invite", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_invite",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_list`]
+
+    [`Client::users_list`]: super::Client::users_list*/
+    #[derive(Debug, Clone)]
+    pub struct UsersList<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UsersList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/users/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::UserListResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_list",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

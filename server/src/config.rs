@@ -19,6 +19,7 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub auth: AuthConfig,
     pub features: FeatureDefaults,
+    pub mail: MailConfig,
     pub log: LogConfig,
 }
 
@@ -80,6 +81,23 @@ pub struct AuthConfig {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub struct MailConfig {
+    /// SMTP server as a URL: `smtp://[user:password@]host[:port]` (plain,
+    /// upgraded with STARTTLS when `?tls=required` or
+    /// `?tls=opportunistic`) or `smtps://...` (implicit TLS). When unset,
+    /// e-mails go to the `email_outbox` table (and a log line) instead.
+    pub smtp_url: Option<String>,
+    /// The `From` header of every e-mail.
+    pub from: String,
+    /// The frontend's base URL; acceptance links are
+    /// `{public_url}/invite/accept?token=...`.
+    pub public_url: String,
+    /// Give up on an SMTP exchange after this many seconds.
+    pub smtp_timeout_secs: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// trace, debug, info, warn, error or critical.
     pub level: String,
@@ -93,6 +111,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
             features: FeatureDefaults::default(),
+            mail: MailConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -116,6 +135,17 @@ impl Default for AuthConfig {
             login_max_failures: 5,
             login_window_secs: 15 * 60,
             system_admins: Vec::new(),
+        }
+    }
+}
+
+impl Default for MailConfig {
+    fn default() -> Self {
+        MailConfig {
+            smtp_url: None,
+            from: "Workspace <no-reply@localhost>".to_string(),
+            public_url: "http://localhost:3000".to_string(),
+            smtp_timeout_secs: 10,
         }
     }
 }
@@ -179,6 +209,15 @@ impl Config {
         if let Some(dir) = get("WORKSPACE_DATA_DIR").filter(|v| !v.is_empty()) {
             self.database.data_dir = Some(PathBuf::from(dir));
         }
+        if let Some(url) = get("WORKSPACE_SMTP_URL").filter(|v| !v.is_empty()) {
+            self.mail.smtp_url = Some(url);
+        }
+        if let Some(from) = get("WORKSPACE_MAIL_FROM").filter(|v| !v.is_empty()) {
+            self.mail.from = from;
+        }
+        if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
+            self.mail.public_url = url;
+        }
         Ok(())
     }
 
@@ -196,6 +235,22 @@ impl Config {
         }
         if self.database.pool_size == 0 {
             bail!("database.pool_size must be positive");
+        }
+        if self.mail.from.parse::<lettre::message::Mailbox>().is_err() {
+            bail!("mail.from {:?} is not an e-mail address", self.mail.from);
+        }
+        if !(self.mail.public_url.starts_with("http://")
+            || self.mail.public_url.starts_with("https://"))
+        {
+            bail!("mail.public_url must start with http:// or https://");
+        }
+        if let Some(url) = &self.mail.smtp_url
+            && !(url.starts_with("smtp://") || url.starts_with("smtps://"))
+        {
+            bail!("mail.smtp_url must start with smtp:// or smtps://");
+        }
+        if self.mail.smtp_timeout_secs == 0 {
+            bail!("mail.smtp_timeout_secs must be positive");
         }
         self.log_level()?;
         Ok(())
@@ -234,12 +289,20 @@ mod tests {
                 "DATABASE_URL" => Some("postgresql://db/x".into()),
                 "BIND_ADDRESS" => Some("0.0.0.0:9000".into()),
                 "WORKSPACE_TOKEN_LIFETIME_SECS" => Some("60".into()),
+                "WORKSPACE_SMTP_URL" => Some("smtp://127.0.0.1:2525".into()),
+                "WORKSPACE_PUBLIC_URL" => Some("https://app.example.com".into()),
                 _ => None,
             })
             .unwrap();
         assert_eq!(config.database.url.as_deref(), Some("postgresql://db/x"));
         assert_eq!(config.bind_address.port(), 9000);
         assert_eq!(config.auth.token_lifetime_secs, 60);
+        assert_eq!(
+            config.mail.smtp_url.as_deref(),
+            Some("smtp://127.0.0.1:2525")
+        );
+        assert_eq!(config.mail.public_url, "https://app.example.com");
+        config.validate().unwrap();
     }
 
     #[test]

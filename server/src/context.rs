@@ -10,6 +10,8 @@ pub struct ServerContext {
     pub config: Config,
     pub datastore: Datastore,
     pub tokens: TokenKeys,
+    /// Outgoing e-mail (SMTP, or the `email_outbox` table by default).
+    pub mailer: std::sync::Arc<dyn crate::mailer::Mailer>,
     pub log: slog::Logger,
 }
 

@@ -27,6 +27,10 @@ pub enum Error {
     /// 409: the request conflicts with existing state.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// 410: the object existed but can no longer be used (e.g. a used,
+    /// revoked or expired invitation token).
+    #[error("{message}")]
+    Gone { code: &'static str, message: String },
     /// 422: well-formed input that fails a validation rule.
     #[error("{message}")]
     Unprocessable { code: &'static str, message: String },
@@ -60,6 +64,12 @@ impl Error {
     }
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Error {
         Error::Conflict {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn gone(code: &'static str, message: impl Into<String>) -> Error {
+        Error::Gone {
             code,
             message: message.into(),
         }
@@ -127,6 +137,7 @@ impl From<Error> for HttpError {
             Error::Conflict { code, message } => {
                 client(code, ClientErrorStatusCode::CONFLICT, message)
             }
+            Error::Gone { code, message } => client(code, ClientErrorStatusCode::GONE, message),
             Error::Unprocessable { code, message } => {
                 client(code, ClientErrorStatusCode::UNPROCESSABLE_ENTITY, message)
             }

@@ -8,6 +8,12 @@ use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 use workspace_api::WorkspaceApi;
 use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
 use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::invitations::{
+    Invitation, InvitationBulkCreateRequest, InvitationBulkCreateResponse, InvitationCreateRequest,
+    InvitationIdQuery, InvitationListItem, InvitationListQuery, InvitationOrgQuery,
+    InvitationResendResponse, InvitationRevokeResponse, InvitationTokenQuery, InvitationValidation,
+    SignupInviteRequest, SignupInviteResponse,
+};
 use workspace_api::orgs::{
     AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
     Organization,
@@ -18,7 +24,10 @@ use workspace_api::roles::{
 };
 use workspace_api::system::HealthStatus;
 use workspace_api::users::CurrentUser;
-use workspace_api::users::{UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser};
+use workspace_api::users::{
+    UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery, UserInviteRequest,
+    UserInviteResponse, UserListQuery, UserListResponse,
+};
 
 pub enum WorkspaceImpl {}
 
@@ -157,6 +166,34 @@ impl WorkspaceApi for WorkspaceImpl {
         ))
     }
 
+    async fn users_list(
+        rqctx: Ctx,
+        query: QueryParams<UserListQuery>,
+    ) -> Result<HttpResponseOk<UserListResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("users:read"))
+            .await?;
+        Ok(HttpResponseOk(app::users::list(cx, &access, &query).await?))
+    }
+
+    async fn users_invite(
+        rqctx: Ctx,
+        query: QueryParams<UserInviteQuery>,
+        body: JsonBody<UserInviteRequest>,
+    ) -> Result<HttpResponseCreated<UserInviteResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, Some("users:write"))
+            .await?;
+        Ok(HttpResponseCreated(
+            app::invitations::invite_user(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
     // ---- Roles area ----
 
     async fn roles_create(
@@ -251,6 +288,108 @@ impl WorkspaceApi for WorkspaceImpl {
     }
 
     // ---- Invitations area ----
+
+    async fn invitations_create(
+        rqctx: Ctx,
+        query: QueryParams<InvitationOrgQuery>,
+        body: JsonBody<InvitationCreateRequest>,
+    ) -> Result<HttpResponseCreated<Invitation>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, None)
+            .await?;
+        Ok(HttpResponseCreated(
+            app::invitations::create(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
+    async fn invitations_list(
+        rqctx: Ctx,
+        query: QueryParams<InvitationListQuery>,
+    ) -> Result<HttpResponseOk<Vec<InvitationListItem>>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx.authorize(&actor, query.org_id, None).await?;
+        Ok(HttpResponseOk(
+            app::invitations::list(cx, &access, query.status).await?,
+        ))
+    }
+
+    async fn invitations_get(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<Invitation>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let id = query.into_inner().invitation_id;
+        let access = app::invitations::authorize_invitation(cx, &actor, id).await?;
+        Ok(HttpResponseOk(
+            app::invitations::get(cx, &access, id).await?,
+        ))
+    }
+
+    async fn invitations_validate(
+        rqctx: Ctx,
+        query: QueryParams<InvitationTokenQuery>,
+    ) -> Result<HttpResponseOk<InvitationValidation>, HttpError> {
+        let cx = rqctx.context();
+        Ok(HttpResponseOk(
+            app::invitations::validate(cx, &query.into_inner().token).await?,
+        ))
+    }
+
+    async fn invitations_resend(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<InvitationResendResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let id = query.into_inner().invitation_id;
+        let access = app::invitations::authorize_invitation(cx, &actor, id).await?;
+        Ok(HttpResponseOk(
+            app::invitations::resend(cx, &access, id).await?,
+        ))
+    }
+
+    async fn invitations_revoke(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<InvitationRevokeResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let id = query.into_inner().invitation_id;
+        let access = app::invitations::authorize_invitation(cx, &actor, id).await?;
+        Ok(HttpResponseOk(
+            app::invitations::revoke(cx, &access, id).await?,
+        ))
+    }
+
+    async fn invitations_bulk_create(
+        rqctx: Ctx,
+        query: QueryParams<InvitationOrgQuery>,
+        body: JsonBody<InvitationBulkCreateRequest>,
+    ) -> Result<HttpResponseOk<InvitationBulkCreateResponse>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, None)
+            .await?;
+        Ok(HttpResponseOk(
+            app::invitations::bulk_create(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
+    async fn auth_signup_invite(
+        rqctx: Ctx,
+        body: JsonBody<SignupInviteRequest>,
+    ) -> Result<HttpResponseCreated<SignupInviteResponse>, HttpError> {
+        let cx = rqctx.context();
+        Ok(HttpResponseCreated(
+            app::invitations::signup_invite(cx, body.into_inner()).await?,
+        ))
+    }
 
     // ---- Conversations area ----
 }

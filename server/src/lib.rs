@@ -9,6 +9,7 @@ pub mod context;
 pub mod db;
 pub mod error;
 mod http_entrypoints;
+pub mod mailer;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -133,6 +134,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         }
     };
     let tokens = authn::TokenKeys::new(&secret, config.auth.token_lifetime_secs);
+    let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
     let api = workspace_api::workspace_api_mod::api_description::<WorkspaceImpl>()
         .map_err(|e| anyhow::anyhow!("building the API description: {e}"))?;
@@ -147,6 +149,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         config,
         datastore,
         tokens,
+        mailer,
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod extract;
+pub mod invitations;
 pub mod orgs;
 pub mod roles;
 pub mod system;
@@ -23,7 +24,14 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 1, 0);
 
 /// Operations that need no `Authorization` header. Every other operation
 /// requires `Authorization: Bearer <access_token>` and answers 401 without it.
-pub const PUBLIC_OPERATIONS: &[&str] = &["healthz", "readyz", "auth_signup", "auth_login"];
+pub const PUBLIC_OPERATIONS: &[&str] = &[
+    "healthz",
+    "readyz",
+    "auth_signup",
+    "auth_login",
+    "auth_signup_invite",
+    "invitations_validate",
+];
 
 /// Operations whose success response is a Server-Sent Events stream
 /// (`text/event-stream`).
@@ -218,6 +226,66 @@ pub trait WorkspaceApi {
         body: JsonBody<users::UpdateUserRoleRequest>,
     ) -> Result<HttpResponseOk<users::UpdatedUser>, HttpError>;
 
+    /// List the organization's users and open invitations.
+    ///
+    /// Permission `users:read` (`403 forbidden` without it, and for callers
+    /// who are not active members of `org_id`).
+    ///
+    /// The list mixes active members (`status` `active`, `id` set,
+    /// `invite_id` null) with open invitations of the organization, from
+    /// both `POST /api/invitations/create` and `POST /api/users/invite`
+    /// (`status` `pending` or `expired`, `id` null, `invite_id` and
+    /// `invited_at` set). Accepted and revoked invitations, invitations
+    /// replaced by a newer one, and invitations of e-mail addresses that
+    /// are already active members are left out. Invited, suspended and
+    /// deleted memberships appear only through their invitation row.
+    ///
+    /// Order: active users first (most recently joined first), then
+    /// invitations (newest created first); ties by e-mail. `total` counts
+    /// both kinds over all pages.
+    ///
+    /// Paging: `offset` is a 0-based page number (default 0), `limit` the
+    /// page size (default 10, 1 to 100, else `400 invalid_pagination`); the
+    /// page holds rows `offset * limit` up to `offset * limit + limit - 1`.
+    /// A page past the end is empty (with the true `total`).
+    #[endpoint { method = GET, path = "/api/users/list", tags = ["users"] }]
+    async fn users_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::UserListQuery>,
+    ) -> Result<HttpResponseOk<users::UserListResponse>, HttpError>;
+
+    /// Invite a person by name and e-mail (magic link).
+    ///
+    /// Permission `users:write` (`403 forbidden`). Answers `201` with the
+    /// invitation's id and the membership the person is invited to.
+    ///
+    /// In one transaction: pre-creates the user (no password, so they
+    /// cannot log in yet) unless an account with this e-mail exists,
+    /// creates an `invited` membership with role `role`, and creates a
+    /// `pending` invitation (lifetime 7 days). After the commit an e-mail
+    /// with a magic link (`{mail.public_url}/invite/accept?token=...`) is
+    /// sent; accepting it is `POST /api/auth/signup_invite`, which sets the
+    /// names and password and makes the membership `active`. Revoking the
+    /// invitation removes the `invited` membership.
+    ///
+    /// Rules, as for `POST /api/invitations/create`: the e-mail must be
+    /// valid (`400 invalid_email`), names 1 to 100 characters
+    /// (`400 invalid_name`); `role` must be a role of this organization
+    /// (`400 invalid_role`), never the owner role nor a role whose
+    /// `hierarchy_level` is above the caller's (`403 role_not_assignable`);
+    /// `409 already_member` when the address is an active or suspended
+    /// member, `409 invitation_pending` when an unexpired invitation for it
+    /// is pending (an expired one is replaced).
+    ///
+    /// A failed e-mail delivery does not fail the request (the invitation
+    /// exists; it is logged, and `POST /api/invitations/resend` retries).
+    #[endpoint { method = POST, path = "/api/users/invite", tags = ["users"] }]
+    async fn users_invite(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::UserInviteQuery>,
+        body: JsonBody<users::UserInviteRequest>,
+    ) -> Result<HttpResponseCreated<users::UserInviteResponse>, HttpError>;
+
     // ---- Roles area (/api/roles) ----
 
     /// Create a custom role.
@@ -312,6 +380,165 @@ pub trait WorkspaceApi {
     ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
 
     // ---- Invitations area (/api/invitations) and signup_invite ----
+
+    /// Invite an e-mail address to the organization.
+    ///
+    /// Needs the admin or owner role: an active membership whose role has
+    /// `hierarchy_level` 80 or more (`403 forbidden` otherwise, also for
+    /// callers who are not members of `org_id`). Answers `201` with the
+    /// invitation, `status` `pending`, expiring 7 days after creation.
+    ///
+    /// The `token` (256 random bits, URL-safe base64) is shown only in this
+    /// response and in the e-mail's link: the server keeps only its SHA-256
+    /// hash. It is single use.
+    ///
+    /// Rules:
+    /// - `email` is trimmed and lower-cased and must look like
+    ///   `local@domain` (`400 invalid_email`); `message` at most 2000
+    ///   characters (`400 invalid_message`).
+    /// - `role_id` must be a role of this organization (`400 invalid_role`
+    ///   otherwise, also for another organization's role). The owner role
+    ///   can never be given by invitation, nor a role whose
+    ///   `hierarchy_level` is above the caller's own
+    ///   (`403 role_not_assignable`).
+    /// - `409 already_member` when the address belongs to an active or
+    ///   suspended member; `409 invitation_pending` when an unexpired
+    ///   invitation for it is pending in this organization. An expired one
+    ///   is replaced (it then no longer shows in the users list).
+    /// - An invitation may be made for an address that already has an
+    ///   account; such a person joins through `POST /api/org/add_member`,
+    ///   since `signup_invite` refuses existing accounts.
+    ///
+    /// The e-mail is sent after the invitation is committed. A failed
+    /// delivery does not fail the request (it is logged;
+    /// `POST /api/invitations/resend` retries).
+    #[endpoint { method = POST, path = "/api/invitations/create", tags = ["invitations"] }]
+    async fn invitations_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationOrgQuery>,
+        body: JsonBody<invitations::InvitationCreateRequest>,
+    ) -> Result<HttpResponseCreated<invitations::Invitation>, HttpError>;
+
+    /// List the organization's invitations.
+    ///
+    /// Admin or owner role (level 80 or more; `403 forbidden`). Newest
+    /// first, all states unless `status` filters (an unknown value is
+    /// `400 invalid_request`). A `pending` invitation past its `expires_at`
+    /// is reported, and filtered, as `expired`. Tokens are never listed.
+    #[endpoint { method = GET, path = "/api/invitations/list", tags = ["invitations"] }]
+    async fn invitations_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationListQuery>,
+    ) -> Result<HttpResponseOk<Vec<invitations::InvitationListItem>>, HttpError>;
+
+    /// Fetch one invitation.
+    ///
+    /// The invitation's organization is looked up first, then the caller is
+    /// authorized there: admin or owner role (level 80 or more). An
+    /// invitation of an organization the caller is not an active member of
+    /// is `404 not_found`, exactly like a missing one; a member below level
+    /// 80 gets `403 forbidden`.
+    ///
+    /// `token` is always null: only its hash is stored (it is shown once,
+    /// by `create`, and sent by e-mail).
+    #[endpoint { method = GET, path = "/api/invitations/get", tags = ["invitations"] }]
+    async fn invitations_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<invitations::Invitation>, HttpError>;
+
+    /// Check an invitation token.
+    ///
+    /// Public (no `Authorization` header). Always `200`: for the token of a
+    /// `pending`, unexpired invitation `valid` is true and `invitation`
+    /// holds only `id`, `email`, `organization`, `role`, `invited_by`,
+    /// `created_at` and `expires_at` (no message, no token). Unknown,
+    /// malformed, accepted, revoked and expired tokens all answer
+    /// `{"valid": false, "invitation": null}`, without saying which.
+    #[endpoint { method = GET, path = "/api/invitations/validate", tags = ["invitations"] }]
+    async fn invitations_validate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationTokenQuery>,
+    ) -> Result<HttpResponseOk<invitations::InvitationValidation>, HttpError>;
+
+    /// Resend an invitation's e-mail, extending its lifetime.
+    ///
+    /// Authorization as for `get` (404 outside the caller's organizations,
+    /// 403 below level 80). Only a `pending`, unexpired invitation can be
+    /// resent (`409 invitation_not_pending` otherwise; an expired
+    /// invitation is replaced by creating a new one). The expiry becomes 7
+    /// days from now.
+    ///
+    /// Because the server keeps only a hash of the token, resending issues
+    /// a new token: the link of earlier e-mails stops working. Here a
+    /// failed delivery fails the request (`503 mail_unavailable`; the
+    /// invitation stays pending with the new expiry, and resending again
+    /// is safe).
+    #[endpoint { method = POST, path = "/api/invitations/resend", tags = ["invitations"] }]
+    async fn invitations_resend(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<invitations::InvitationResendResponse>, HttpError>;
+
+    /// Revoke an invitation.
+    ///
+    /// Authorization as for `get` (404 outside the caller's organizations,
+    /// 403 below level 80). Only a `pending`, unexpired invitation can be
+    /// revoked (`409 invitation_not_pending` otherwise). Its token stops
+    /// working at once; an `invited` membership made by
+    /// `POST /api/users/invite` is removed with it. Revocation is final.
+    #[endpoint { method = DELETE, path = "/api/invitations/revoke", tags = ["invitations"] }]
+    async fn invitations_revoke(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<invitations::InvitationRevokeResponse>, HttpError>;
+
+    /// Invite several e-mail addresses at once.
+    ///
+    /// Admin or owner role (level 80 or more; `403 forbidden`). 1 to 100
+    /// items (`400 invalid_request` otherwise); `message` (at most 2000
+    /// characters, `400 invalid_message`) goes to every invitee.
+    ///
+    /// Each item is checked and created on its own, exactly as
+    /// `POST /api/invitations/create` would (in its own transaction, so an
+    /// item is either wholly created or not at all), and reported in
+    /// request order: `status` `pending` with its `id`, or `failed` with
+    /// the `error_code` and reason `create` would have given (e.g. a second
+    /// item for the same address fails with `invitation_pending`). The
+    /// answer is `200` even when items failed; `success` is true only when
+    /// none did. Tokens are sent by e-mail only.
+    #[endpoint { method = POST, path = "/api/invitations/bulk_create", tags = ["invitations"] }]
+    async fn invitations_bulk_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<invitations::InvitationOrgQuery>,
+        body: JsonBody<invitations::InvitationBulkCreateRequest>,
+    ) -> Result<HttpResponseOk<invitations::InvitationBulkCreateResponse>, HttpError>;
+
+    /// Create an account by accepting an invitation.
+    ///
+    /// Public. Answers `201` with the account and an access token (as from
+    /// `POST /api/auth/login`). The e-mail address is the invitation's.
+    ///
+    /// In one transaction, with the invitation row locked: creates the user
+    /// (or, for a user pre-created by `POST /api/users/invite`, sets their
+    /// names and password), gives them a personal organization like
+    /// `signup` does, makes their membership in the inviting organization
+    /// `active` with the invited role, and marks the invitation `accepted`.
+    /// The token therefore works once, also under concurrent use.
+    ///
+    /// Errors, in the order checked: names 1 to 100 characters
+    /// (`400 invalid_name`); an unknown token `400 invalid_invitation`; an
+    /// accepted, revoked or expired invitation `410` with
+    /// `invitation_used`, `invitation_revoked` or `invitation_expired`; the
+    /// password policy of `signup` (`422 weak_password`); and
+    /// `409 email_taken` when the address already has an account with a
+    /// password (the invitation then stays pending; such accounts join
+    /// through `POST /api/org/add_member`).
+    #[endpoint { method = POST, path = "/api/auth/signup_invite", tags = ["auth"] }]
+    async fn auth_signup_invite(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<invitations::SignupInviteRequest>,
+    ) -> Result<HttpResponseCreated<invitations::SignupInviteResponse>, HttpError>;
 
     // ---- Conversations area (/api/conversation) and models ----
 }

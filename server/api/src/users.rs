@@ -61,3 +61,86 @@ pub struct UpdatedUser {
     /// The membership in the organization of the request, with the new role.
     pub organizations: Vec<Membership>,
 }
+
+/// Query of `GET /api/users/list`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserListQuery {
+    pub org_id: Uuid,
+    /// A 0-based page number (not a row count): the page starts at row
+    /// `offset * limit`. Default 0.
+    pub offset: Option<u32>,
+    /// Rows per page, 1 to 100. Default 10.
+    pub limit: Option<u32>,
+}
+
+/// The state of a row of the users list.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UserListStatus {
+    /// An active member.
+    Active,
+    /// An invitation that can still be accepted.
+    Pending,
+    /// An invitation whose lifetime has passed.
+    Expired,
+}
+
+/// A row of the users list: an active member or an open invitation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserListItem {
+    /// The user's id; null for invitation rows.
+    pub id: Option<Uuid>,
+    pub email: String,
+    /// Empty for an invitation made without names (`/api/invitations/create`).
+    pub first_name: String,
+    pub last_name: String,
+    pub full_name: String,
+    pub status: UserListStatus,
+    /// The invitation's id for invitation rows; null for active users.
+    pub invite_id: Option<Uuid>,
+    /// When the invitation was created; null for active users.
+    pub invited_at: Option<DateTime<Utc>>,
+    /// The last login of an active user; null for invitation rows.
+    pub last_active_at: Option<DateTime<Utc>>,
+    /// One element: this organization, with the member's role (or the
+    /// invited role for invitation rows).
+    pub organizations: Vec<Membership>,
+}
+
+/// A page of the users list.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserListResponse {
+    pub users: Vec<UserListItem>,
+    /// Active users plus open (pending or expired) invitations, over all
+    /// pages.
+    pub total: u64,
+}
+
+/// Query of `POST /api/users/invite`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserInviteQuery {
+    pub org_id: Uuid,
+}
+
+/// Body of `POST /api/users/invite`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserInviteRequest {
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    /// The id of a role of the organization.
+    pub role: Uuid,
+}
+
+/// The invited user, as returned by `POST /api/users/invite`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UserInviteResponse {
+    /// The invitation's id (not a user id).
+    pub id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    pub full_name: String,
+    /// The one organization the user is invited to, with the invited role.
+    pub organizations: Membership,
+}

@@ -2,6 +2,7 @@
 //! authenticating and authorizing; these call the datastore.
 
 pub mod auth;
+pub mod invitations;
 pub mod orgs;
 pub mod roles;
 pub mod users;

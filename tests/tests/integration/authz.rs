@@ -24,6 +24,9 @@ enum Scope {
     /// Organization-scoped; `Some(p)` needs permission `p`, `None` needs
     /// membership only.
     Org(Option<&'static str>),
+    /// Organization-scoped, for roles of at least this level (invitations:
+    /// "admin or owner roles").
+    OrgLevel(i32),
 }
 
 /// Ids a request may refer to: all in the target organization.
@@ -33,6 +36,7 @@ struct Fixture {
     member_role: Uuid,
     member_user: Uuid,
     permission: Uuid,
+    invitation: Uuid,
 }
 
 struct Call {
@@ -180,6 +184,86 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "auth_signup_invite" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/signup_invite", vec![], Some(json!({}))),
+        ),
+        "invitations_validate" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/invitations/validate",
+                vec![("token", "x".into())],
+                None,
+            ),
+        ),
+        "users_list" => (
+            Scope::Org(Some("users:read")),
+            call(M::GET, "/api/users/list", q_org(), None),
+        ),
+        "users_invite" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/users/invite",
+                q_org(),
+                Some(
+                    json!({"email": "probe@example.com", "first_name": "P", "last_name": "R",
+                            "role": f.member_role}),
+                ),
+            ),
+        ),
+        "invitations_create" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/invitations/create",
+                q_org(),
+                Some(json!({"email": "probe2@example.com", "role_id": f.member_role})),
+            ),
+        ),
+        "invitations_bulk_create" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/invitations/bulk_create",
+                q_org(),
+                Some(
+                    json!({"invitations": [{"email": "probe3@example.com", "role_id": f.member_role}]}),
+                ),
+            ),
+        ),
+        "invitations_list" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/invitations/list", q_org(), None),
+        ),
+        "invitations_get" => (
+            Scope::OrgLevel(80),
+            call(
+                M::GET,
+                "/api/invitations/get",
+                vec![("invitation_id", f.invitation.to_string())],
+                None,
+            ),
+        ),
+        "invitations_resend" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/invitations/resend",
+                vec![("invitation_id", f.invitation.to_string())],
+                None,
+            ),
+        ),
+        "invitations_revoke" => (
+            Scope::OrgLevel(80),
+            call(
+                M::DELETE,
+                "/api/invitations/revoke",
+                vec![("invitation_id", f.invitation.to_string())],
+                None,
+            ),
+        ),
         "roles_list_roles" => (
             Scope::Org(Some("roles:read")),
             call(M::GET, "/api/roles/list_roles", q_org(), None),
@@ -262,12 +346,27 @@ async fn every_operation_is_protected() {
         .find(|p| p.name == "kb:read")
         .unwrap()
         .id;
+    let invitation = owner
+        .client
+        .invitations_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::InvitationCreateRequest::builder()
+                .email("invited@example.com".to_string())
+                .role_id(member_role),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
     let fixture = Fixture {
         org,
         custom_role: nothing.id,
         member_role,
         member_user: target.id,
         permission,
+        invitation,
     };
 
     let doc = workspace_api::openapi_document();
@@ -336,6 +435,17 @@ async fn every_operation_is_protected() {
                         )
                     }
                 }
+            }
+            Scope::OrgLevel(level) => {
+                let anon = status(&cx, None, &c).await;
+                let out = status(&cx, Some(&outsider.token), &c).await;
+                let weak = status(&cx, Some(&powerless.token), &c).await;
+                assert_eq!(anon, 401, "{id} unauthenticated");
+                assert!(out == 403 || out == 404, "{id}: a non-member got {out}");
+                assert_eq!(weak, 403, "{id}: a member below level {level} got {weak}");
+                format!(
+                    "org(level>={level}): unauthenticated={anon} non-member={out} member-below-level={weak}"
+                )
             }
         };
         lines.insert(id.clone(), line);

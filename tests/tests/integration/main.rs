@@ -4,7 +4,9 @@
 mod auth;
 mod authz;
 mod contract;
+mod invitations;
 mod orgs;
 mod roles;
 mod system;
 mod tokens;
+mod users_list;

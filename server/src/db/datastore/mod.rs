@@ -1,5 +1,7 @@
 //! Data access, one module per resource.
 
+pub mod email_outbox;
+pub mod invitations;
 pub mod login_failures;
 pub mod organizations;
 pub mod roles;

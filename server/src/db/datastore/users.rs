@@ -165,3 +165,101 @@ impl Datastore {
             .collect())
     }
 }
+
+/// A row of the users list: an active member or an open invitation.
+pub struct UserListRow {
+    pub user_id: Option<Uuid>,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    /// `active`, `pending` or `expired`.
+    pub status: String,
+    pub invite_id: Option<Uuid>,
+    pub invited_at: Option<DateTime<Utc>>,
+    pub last_active_at: Option<DateTime<Utc>>,
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub slug: String,
+    pub role_id: Uuid,
+    pub role_name: String,
+}
+
+/// Active members, then open invitations (stored `pending`, whether or not
+/// expired, and not for an address that is already an active member).
+const USER_LIST_ROWS: &str = "\
+    SELECT 0 AS grp, u.id AS user_id, u.email, u.first_name, u.last_name, \
+           'active' AS status, NULL::uuid AS invite_id, NULL::timestamptz AS invited_at, \
+           u.last_active_at, m.created_at AS sort_at, m.role_id \
+    FROM memberships m JOIN users u ON u.id = m.user_id \
+    WHERE m.organization_id = $1 AND m.status = 'active' \
+    UNION ALL \
+    SELECT 1, NULL, i.email, coalesce(iu.first_name, ''), coalesce(iu.last_name, ''), \
+           CASE WHEN i.expires_at <= now() THEN 'expired' ELSE 'pending' END, \
+           i.id, i.created_at, NULL, i.created_at, i.role_id \
+    FROM invitations i LEFT JOIN users iu ON iu.id = i.invited_user_id \
+    WHERE i.organization_id = $1 AND i.status = 'pending' \
+      AND NOT EXISTS ( \
+          SELECT 1 FROM memberships am JOIN users au ON au.id = am.user_id \
+          WHERE am.organization_id = $1 AND am.status = 'active' \
+            AND au.email_normalized = i.email)";
+
+impl Datastore {
+    /// One page of the users list of `org_id` (see `users_list` in the API)
+    /// and the total number of rows, read in one snapshot.
+    pub async fn users_list(
+        &self,
+        org_id: Uuid,
+        limit: i64,
+        skip: i64,
+    ) -> Result<(Vec<UserListRow>, i64), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let total: i64 = tx
+            .query_one(
+                &format!("SELECT count(*) FROM ({USER_LIST_ROWS}) AS rows"),
+                &[&org_id],
+            )
+            .await?
+            .get(0);
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT l.user_id, l.email, l.first_name, l.last_name, l.status, l.invite_id, \
+                            l.invited_at, l.last_active_at, o.id, o.name, o.slug, r.id, r.name \
+                     FROM ({USER_LIST_ROWS}) AS l \
+                     JOIN organizations o ON o.id = $1 \
+                     JOIN roles r ON r.id = l.role_id AND r.organization_id = $1 \
+                     ORDER BY l.grp, l.sort_at DESC, l.email \
+                     LIMIT $2 OFFSET $3"
+                ),
+                &[&org_id, &limit, &skip],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok((
+            rows.iter()
+                .map(|r| UserListRow {
+                    user_id: r.get(0),
+                    email: r.get(1),
+                    first_name: r.get(2),
+                    last_name: r.get(3),
+                    status: r.get(4),
+                    invite_id: r.get(5),
+                    invited_at: r.get(6),
+                    last_active_at: r.get(7),
+                    organization_id: r.get(8),
+                    organization_name: r.get(9),
+                    slug: r.get(10),
+                    role_id: r.get(11),
+                    role_name: r.get(12),
+                })
+                .collect(),
+            total,
+        ))
+    }
+}

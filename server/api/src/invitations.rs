@@ -1,0 +1,227 @@
+//! Types of the Invitations area (`/api/invitations`) and of
+//! `POST /api/auth/signup_invite`.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The state of an invitation. `expired` is derived from time: a `pending`
+/// invitation whose `expires_at` has passed is reported as `expired`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InvitationStatus {
+    Pending,
+    Accepted,
+    Expired,
+    Revoked,
+}
+
+impl InvitationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvitationStatus::Pending => "pending",
+            InvitationStatus::Accepted => "accepted",
+            InvitationStatus::Expired => "expired",
+            InvitationStatus::Revoked => "revoked",
+        }
+    }
+}
+
+/// An object referenced by id, with its display name.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct NamedRef {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// Query of the operations scoped to one organization.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationOrgQuery {
+    pub org_id: Uuid,
+}
+
+/// Query of `GET /api/invitations/list`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationListQuery {
+    pub org_id: Uuid,
+    /// Only invitations in this state (default: all).
+    pub status: Option<InvitationStatus>,
+}
+
+/// Query of the operations addressed by invitation id.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationIdQuery {
+    pub invitation_id: Uuid,
+}
+
+/// Query of `GET /api/invitations/validate`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationTokenQuery {
+    /// The token from the invitation e-mail's link.
+    pub token: String,
+}
+
+/// Body of `POST /api/invitations/create`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationCreateRequest {
+    /// The invitee's e-mail address (stored normalised: trimmed, lower-cased).
+    pub email: String,
+    /// A role of the organization.
+    pub role_id: Uuid,
+    /// An optional personal message, included in the e-mail (at most 2000
+    /// characters).
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// An invitation, as returned by `create` and `get`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Invitation {
+    pub id: Uuid,
+    pub email: String,
+    pub status: InvitationStatus,
+    pub role: NamedRef,
+    pub organization: NamedRef,
+    /// The inviting user (`name` is their full name); null when that
+    /// account no longer exists.
+    pub invited_by: Option<NamedRef>,
+    /// The acceptance token. Returned only by `create`: the server keeps a
+    /// hash of it, so `get` returns null.
+    pub token: Option<String>,
+    /// The personal message, if any.
+    pub message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// An invitation in a listing (no token, no organization).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationListItem {
+    pub id: Uuid,
+    pub email: String,
+    pub status: InvitationStatus,
+    pub role: NamedRef,
+    pub invited_by: Option<NamedRef>,
+    pub message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What a valid token reveals, to show on an acceptance page.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationPublic {
+    pub id: Uuid,
+    pub email: String,
+    pub organization: NamedRef,
+    pub role: NamedRef,
+    pub invited_by: Option<NamedRef>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Result of `GET /api/invitations/validate`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationValidation {
+    /// Whether the token belongs to a `pending` invitation.
+    pub valid: bool,
+    /// The invitation when `valid`, else null.
+    pub invitation: Option<InvitationPublic>,
+}
+
+/// The invitation part of the resend response.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationResent {
+    pub id: Uuid,
+    pub email: String,
+    pub status: InvitationStatus,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Result of `POST /api/invitations/resend`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationResendResponse {
+    pub success: bool,
+    pub message: String,
+    pub invitation: InvitationResent,
+}
+
+/// Result of `DELETE /api/invitations/revoke`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationRevokeResponse {
+    pub success: bool,
+    pub message: String,
+}
+
+/// One invitee of a bulk creation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationBulkItem {
+    pub email: String,
+    pub role_id: Uuid,
+}
+
+/// Body of `POST /api/invitations/bulk_create`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationBulkCreateRequest {
+    /// 1 to 100 invitees.
+    pub invitations: Vec<InvitationBulkItem>,
+    /// An optional personal message for every invitee.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Outcome of one item of a bulk creation.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InvitationBulkItemStatus {
+    /// Created (the invitation's state).
+    Pending,
+    /// Not created; see `error_code` and `error`.
+    Failed,
+}
+
+/// Result of one item of a bulk creation, in request order.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationBulkResult {
+    /// The new invitation's id; null when the item failed.
+    pub id: Option<Uuid>,
+    pub email: String,
+    pub status: InvitationBulkItemStatus,
+    /// For a failed item: the `error_code` that `create` would have returned.
+    pub error_code: Option<String>,
+    /// For a failed item: the reason, for people.
+    pub error: Option<String>,
+}
+
+/// Result of `POST /api/invitations/bulk_create`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InvitationBulkCreateResponse {
+    /// True when every item was created.
+    pub success: bool,
+    pub created: u32,
+    pub failed: u32,
+    pub invitations: Vec<InvitationBulkResult>,
+}
+
+/// Body of `POST /api/auth/signup_invite`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SignupInviteRequest {
+    pub first_name: String,
+    pub last_name: String,
+    /// See the password policy of `POST /api/auth/signup`.
+    pub password: String,
+    /// The token from the invitation e-mail's link.
+    pub invite_token: String,
+}
+
+/// The account created (or completed) by `POST /api/auth/signup_invite`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct SignupInviteResponse {
+    pub id: Uuid,
+    /// The invitation's e-mail address.
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    /// A JWT access token, as returned by `POST /api/auth/login`.
+    pub access_token: String,
+}

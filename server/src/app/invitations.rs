@@ -1,0 +1,599 @@
+//! Invitations: who may invite whom with which role, tokens, e-mails, and
+//! acceptance (`signup_invite`). `POST /api/users/invite` is an invitation
+//! too and is built here.
+
+use crate::app::auth::{
+    check_password_policy, hash_password, normalize_email, validate_email, validate_name,
+};
+use crate::authn::Actor;
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::db::datastore::invitations::{
+    AcceptOutcome, Acceptance, InvitationRow, NewInvitation, RoleRef,
+};
+use crate::error::Error;
+use crate::mailer::Email;
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+use workspace_api::invitations::{
+    Invitation, InvitationBulkCreateRequest, InvitationBulkCreateResponse,
+    InvitationBulkItemStatus, InvitationBulkResult, InvitationCreateRequest, InvitationListItem,
+    InvitationPublic, InvitationResendResponse, InvitationResent, InvitationRevokeResponse,
+    InvitationStatus, InvitationValidation, NamedRef, SignupInviteRequest, SignupInviteResponse,
+};
+use workspace_api::users::{Membership, UserInviteRequest, UserInviteResponse};
+
+/// Lifetime of an invitation, from creation or the last resend.
+pub const INVITATION_LIFETIME_SECS: i64 = 7 * 24 * 3600;
+/// The lowest role level that creates and manages invitations (admin).
+pub const MANAGER_LEVEL: i32 = 80;
+pub const MESSAGE_MAX_CHARS: usize = 2000;
+pub const BULK_MAX_ITEMS: usize = 100;
+/// Longer "tokens" are not looked up at all.
+const TOKEN_MAX_CHARS: usize = 128;
+
+/// A new token: 256 random bits as URL-safe base64, and its SHA-256 (the
+/// only form stored).
+pub fn new_token() -> (String, Vec<u8>) {
+    let mut bytes = [0u8; 32];
+    rand::fill(&mut bytes);
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let hash = hash_token(&token);
+    (token, hash)
+}
+
+pub fn hash_token(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// `403 forbidden` unless the caller's role is admin-level or above.
+pub fn require_manager(access: &OrgAccess) -> Result<(), Error> {
+    if access.level >= MANAGER_LEVEL {
+        Ok(())
+    } else {
+        Err(Error::forbidden(format!(
+            "managing invitations needs the admin or owner role (level {MANAGER_LEVEL} or more)"
+        )))
+    }
+}
+
+/// Authorizes the caller for an invitation addressed by id: looks up its
+/// organization, then requires an active membership there (else
+/// `404 not_found`, as for a missing invitation) with the admin level
+/// (else `403 forbidden`).
+pub async fn authorize_invitation(
+    cx: &ServerContext,
+    actor: &Actor,
+    invitation_id: Uuid,
+) -> Result<OrgAccess, Error> {
+    let not_found = || Error::NotFound { what: "invitation" };
+    let org_id = cx
+        .datastore
+        .invitation_org(invitation_id)
+        .await?
+        .ok_or_else(not_found)?;
+    let access = match cx.authorize(actor, org_id, None).await {
+        Ok(access) => access,
+        Err(Error::Forbidden { .. }) => return Err(not_found()),
+        Err(e) => return Err(e),
+    };
+    require_manager(&access)?;
+    Ok(access)
+}
+
+fn status_of(status: &str) -> Result<InvitationStatus, Error> {
+    Ok(match status {
+        "pending" => InvitationStatus::Pending,
+        "accepted" => InvitationStatus::Accepted,
+        "expired" => InvitationStatus::Expired,
+        "revoked" => InvitationStatus::Revoked,
+        other => return Err(Error::internal(format!("invitation status {other:?}"))),
+    })
+}
+
+fn inviter(row: &InvitationRow) -> Option<NamedRef> {
+    row.invited_by.map(|id| NamedRef {
+        id,
+        name: row.invited_by_name.clone().unwrap_or_default(),
+    })
+}
+
+fn to_invitation(row: InvitationRow, token: Option<String>) -> Result<Invitation, Error> {
+    Ok(Invitation {
+        id: row.id,
+        status: status_of(&row.status)?,
+        role: NamedRef {
+            id: row.role_id,
+            name: row.role_name.clone(),
+        },
+        organization: NamedRef {
+            id: row.organization_id,
+            name: row.organization_name.clone(),
+        },
+        invited_by: inviter(&row),
+        token,
+        email: row.email,
+        message: row.message,
+        created_at: row.created_at,
+        expires_at: row.expires_at,
+    })
+}
+
+fn validate_message(message: Option<&str>) -> Result<Option<String>, Error> {
+    let Some(message) = message.map(str::trim).filter(|m| !m.is_empty()) else {
+        return Ok(None);
+    };
+    if message.chars().count() > MESSAGE_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_message",
+            format!("message must be at most {MESSAGE_MAX_CHARS} characters"),
+        ));
+    }
+    Ok(Some(message.to_string()))
+}
+
+/// The role must be the organization's (`400 invalid_role`), not the owner
+/// role and not above the caller (`403 role_not_assignable`).
+async fn assignable_role(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    role_id: Uuid,
+) -> Result<RoleRef, Error> {
+    let role = cx
+        .datastore
+        .role_in_org(access.org_id, role_id)
+        .await?
+        .ok_or_else(|| {
+            Error::invalid(
+                "invalid_role",
+                "the role does not exist in this organization",
+            )
+        })?;
+    let not_assignable = |message: &str| Error::Forbidden {
+        code: "role_not_assignable",
+        message: message.to_string(),
+    };
+    if role.is_system_role && role.name == "owner" {
+        return Err(not_assignable(
+            "the owner role cannot be given by invitation",
+        ));
+    }
+    if role.level > access.level {
+        return Err(not_assignable(
+            "you cannot invite with a role above your own",
+        ));
+    }
+    Ok(role)
+}
+
+fn accept_link(cx: &ServerContext, token: &str) -> String {
+    format!(
+        "{}/invite/accept?token={token}",
+        cx.config.mail.public_url.trim_end_matches('/')
+    )
+}
+
+fn invitation_email(cx: &ServerContext, row: &InvitationRow, token: &str) -> Email {
+    let inviter = row
+        .invited_by_name
+        .clone()
+        .unwrap_or_else(|| "Someone".to_string());
+    let greeting = match row.invited_user_id {
+        Some(_) => "Hello,\n\n".to_string(),
+        None => String::new(),
+    };
+    let mut body = format!(
+        "{greeting}{inviter} invited you to join {} on Workspace as {}.\n\n",
+        row.organization_name, row.role_name
+    );
+    if let Some(message) = &row.message {
+        body.push_str(&format!("Their message:\n\n{message}\n\n"));
+    }
+    body.push_str(&format!(
+        "To accept, open this link and choose a password:\n\n{}\n\n\
+         The link works once and expires on {} (UTC). If you did not expect \
+         this invitation, ignore this e-mail.\n",
+        accept_link(cx, token),
+        row.expires_at.format("%Y-%m-%d %H:%M")
+    ));
+    Email {
+        to: row.email.clone(),
+        subject: format!(
+            "You are invited to join {} on Workspace",
+            row.organization_name
+        ),
+        body_text: body,
+        kind: if row.invited_user_id.is_some() {
+            "user_invite"
+        } else {
+            "invitation"
+        },
+    }
+}
+
+/// Sends after the commit; a failure is logged and does not fail the
+/// caller's request (the invitation exists and can be resent).
+async fn send_logged(cx: &ServerContext, email: &Email, invitation_id: Uuid) {
+    if let Err(e) = cx.mailer.send(email).await {
+        slog::error!(cx.log, "invitation e-mail not delivered";
+            "invitation_id" => invitation_id.to_string(), "error" => e.to_string());
+    }
+}
+
+/// Validates and creates one invitation, then e-mails it. Returns the row
+/// and the token.
+async fn create_one(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    email: &str,
+    role_id: Uuid,
+    message: Option<&str>,
+    invitee: Option<(&str, &str)>,
+) -> Result<(InvitationRow, String), Error> {
+    let email = normalize_email(email);
+    validate_email(&email)?;
+    assignable_role(cx, access, role_id).await?;
+    let (token, token_hash) = new_token();
+    let row = cx
+        .datastore
+        .invitation_create(&NewInvitation {
+            organization_id: access.org_id,
+            email: &email,
+            role_id,
+            invited_by: access.user_id,
+            message,
+            token_hash: &token_hash,
+            lifetime_secs: INVITATION_LIFETIME_SECS,
+            invitee,
+        })
+        .await?;
+    send_logged(cx, &invitation_email(cx, &row, &token), row.id).await;
+    Ok((row, token))
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    request: InvitationCreateRequest,
+) -> Result<Invitation, Error> {
+    require_manager(access)?;
+    let message = validate_message(request.message.as_deref())?;
+    let (row, token) = create_one(
+        cx,
+        access,
+        &request.email,
+        request.role_id,
+        message.as_deref(),
+        None,
+    )
+    .await?;
+    to_invitation(row, Some(token))
+}
+
+pub async fn bulk_create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    request: InvitationBulkCreateRequest,
+) -> Result<InvitationBulkCreateResponse, Error> {
+    require_manager(access)?;
+    if request.invitations.is_empty() || request.invitations.len() > BULK_MAX_ITEMS {
+        return Err(Error::invalid(
+            "invalid_request",
+            format!("invitations must hold 1 to {BULK_MAX_ITEMS} items"),
+        ));
+    }
+    let message = validate_message(request.message.as_deref())?;
+    let mut results = Vec::with_capacity(request.invitations.len());
+    for item in &request.invitations {
+        let outcome = create_one(
+            cx,
+            access,
+            &item.email,
+            item.role_id,
+            message.as_deref(),
+            None,
+        )
+        .await;
+        results.push(match outcome {
+            Ok((row, _token)) => InvitationBulkResult {
+                id: Some(row.id),
+                email: row.email,
+                status: InvitationBulkItemStatus::Pending,
+                error_code: None,
+                error: None,
+            },
+            // A broken database fails the whole request.
+            Err(e @ (Error::Internal { .. } | Error::Unavailable { .. })) => return Err(e),
+            Err(e) => {
+                let http = dropshot::HttpError::from(e);
+                InvitationBulkResult {
+                    id: None,
+                    email: item.email.clone(),
+                    status: InvitationBulkItemStatus::Failed,
+                    error_code: http.error_code,
+                    error: Some(http.external_message),
+                }
+            }
+        });
+    }
+    let created = results
+        .iter()
+        .filter(|r| r.status == InvitationBulkItemStatus::Pending)
+        .count() as u32;
+    let failed = results.len() as u32 - created;
+    Ok(InvitationBulkCreateResponse {
+        success: failed == 0,
+        created,
+        failed,
+        invitations: results,
+    })
+}
+
+pub async fn list(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    status: Option<InvitationStatus>,
+) -> Result<Vec<InvitationListItem>, Error> {
+    require_manager(access)?;
+    let rows = cx
+        .datastore
+        .invitation_list(access.org_id, status.map(InvitationStatus::as_str))
+        .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(InvitationListItem {
+                id: row.id,
+                status: status_of(&row.status)?,
+                role: NamedRef {
+                    id: row.role_id,
+                    name: row.role_name.clone(),
+                },
+                invited_by: inviter(&row),
+                email: row.email,
+                message: row.message,
+                created_at: row.created_at,
+                expires_at: row.expires_at,
+            })
+        })
+        .collect()
+}
+
+/// `access` comes from [`authorize_invitation`].
+pub async fn get(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    invitation_id: Uuid,
+) -> Result<Invitation, Error> {
+    let row = cx
+        .datastore
+        .invitation_get(access.org_id, invitation_id)
+        .await?
+        .ok_or(Error::NotFound { what: "invitation" })?;
+    to_invitation(row, None)
+}
+
+pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValidation, Error> {
+    let invalid = InvitationValidation {
+        valid: false,
+        invitation: None,
+    };
+    if token.is_empty() || token.chars().count() > TOKEN_MAX_CHARS {
+        return Ok(invalid);
+    }
+    let Some(row) = cx
+        .datastore
+        .invitation_by_token_hash(&hash_token(token))
+        .await?
+    else {
+        return Ok(invalid);
+    };
+    if row.status != "pending" {
+        return Ok(invalid);
+    }
+    Ok(InvitationValidation {
+        valid: true,
+        invitation: Some(InvitationPublic {
+            id: row.id,
+            invited_by: inviter(&row),
+            email: row.email,
+            organization: NamedRef {
+                id: row.organization_id,
+                name: row.organization_name,
+            },
+            role: NamedRef {
+                id: row.role_id,
+                name: row.role_name,
+            },
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+        }),
+    })
+}
+
+fn not_pending(status: &str) -> Error {
+    Error::conflict(
+        "invitation_not_pending",
+        format!("the invitation is {status}, not pending"),
+    )
+}
+
+async fn current_status(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    invitation_id: Uuid,
+) -> Result<String, Error> {
+    Ok(cx
+        .datastore
+        .invitation_get(access.org_id, invitation_id)
+        .await?
+        .ok_or(Error::NotFound { what: "invitation" })?
+        .status)
+}
+
+/// `access` comes from [`authorize_invitation`].
+pub async fn resend(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    invitation_id: Uuid,
+) -> Result<InvitationResendResponse, Error> {
+    let (token, token_hash) = new_token();
+    let Some(row) = cx
+        .datastore
+        .invitation_renew(
+            access.org_id,
+            invitation_id,
+            &token_hash,
+            INVITATION_LIFETIME_SECS,
+        )
+        .await?
+    else {
+        return Err(not_pending(
+            &current_status(cx, access, invitation_id).await?,
+        ));
+    };
+    cx.mailer
+        .send(&invitation_email(cx, &row, &token))
+        .await
+        .map_err(|e| {
+            slog::error!(cx.log, "invitation e-mail not delivered";
+                "invitation_id" => invitation_id.to_string(), "error" => e.to_string());
+            Error::Unavailable {
+                code: "mail_unavailable",
+                message: format!("the e-mail could not be sent: {e}"),
+            }
+        })?;
+    Ok(InvitationResendResponse {
+        success: true,
+        message: "invitation resent".to_string(),
+        invitation: InvitationResent {
+            id: row.id,
+            status: status_of(&row.status)?,
+            email: row.email,
+            expires_at: row.expires_at,
+        },
+    })
+}
+
+/// `access` comes from [`authorize_invitation`].
+pub async fn revoke(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    invitation_id: Uuid,
+) -> Result<InvitationRevokeResponse, Error> {
+    if !cx
+        .datastore
+        .invitation_revoke(access.org_id, invitation_id)
+        .await?
+    {
+        return Err(not_pending(
+            &current_status(cx, access, invitation_id).await?,
+        ));
+    }
+    Ok(InvitationRevokeResponse {
+        success: true,
+        message: "invitation revoked".to_string(),
+    })
+}
+
+fn unusable(status: &str) -> Error {
+    match status {
+        "accepted" => Error::gone("invitation_used", "the invitation was already accepted"),
+        "revoked" => Error::gone("invitation_revoked", "the invitation was revoked"),
+        "expired" => Error::gone("invitation_expired", "the invitation has expired"),
+        other => Error::internal(format!("invitation status {other:?}")),
+    }
+}
+
+fn unknown_token() -> Error {
+    Error::invalid("invalid_invitation", "the invitation token is not valid")
+}
+
+pub async fn signup_invite(
+    cx: &ServerContext,
+    request: SignupInviteRequest,
+) -> Result<SignupInviteResponse, Error> {
+    let first_name = validate_name("first_name", &request.first_name)?;
+    let last_name = validate_name("last_name", &request.last_name)?;
+    let token = request.invite_token.trim();
+    if token.is_empty() || token.chars().count() > TOKEN_MAX_CHARS {
+        return Err(unknown_token());
+    }
+    let token_hash = hash_token(token);
+    // A first look, to report token problems before the (slow) hashing and
+    // to check the password against the invitation's address. The decisive
+    // check is repeated under a row lock by `invitation_accept`.
+    let invitation = cx
+        .datastore
+        .invitation_by_token_hash(&token_hash)
+        .await?
+        .ok_or_else(unknown_token)?;
+    if invitation.status != "pending" {
+        return Err(unusable(&invitation.status));
+    }
+    check_password_policy(&request.password, &invitation.email)?;
+    let password_hash = hash_password(request.password).await?;
+    let personal_org_name = format!("{first_name} {last_name}'s organization");
+    let outcome = cx
+        .datastore
+        .invitation_accept(&Acceptance {
+            token_hash: &token_hash,
+            first_name: &first_name,
+            last_name: &last_name,
+            password_hash: &password_hash,
+            personal_org_name: &personal_org_name,
+        })
+        .await?;
+    let user = match outcome {
+        AcceptOutcome::Accepted(user) => user,
+        AcceptOutcome::UnknownToken => return Err(unknown_token()),
+        AcceptOutcome::NotPending(status) => return Err(unusable(&status)),
+        AcceptOutcome::EmailTaken => {
+            return Err(Error::conflict(
+                "email_taken",
+                "an account with this e-mail address already exists; \
+                 ask the organization to add it as a member",
+            ));
+        }
+    };
+    Ok(SignupInviteResponse {
+        access_token: cx.tokens.issue(user.id)?,
+        id: user.id,
+        email: user.email,
+        first_name: user.first_name,
+        last_name: user.last_name,
+    })
+}
+
+/// `POST /api/users/invite`: `access` must grant `users:write`.
+pub async fn invite_user(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    request: UserInviteRequest,
+) -> Result<UserInviteResponse, Error> {
+    let first_name = validate_name("first_name", &request.first_name)?;
+    let last_name = validate_name("last_name", &request.last_name)?;
+    let (row, _token) = create_one(
+        cx,
+        access,
+        &request.email,
+        request.role,
+        None,
+        Some((&first_name, &last_name)),
+    )
+    .await?;
+    Ok(UserInviteResponse {
+        id: row.id,
+        email: row.email,
+        full_name: format!("{first_name} {last_name}"),
+        first_name,
+        last_name,
+        organizations: Membership {
+            id: row.organization_id,
+            name: row.organization_name,
+            slug: row.organization_slug,
+            role_id: row.role_id,
+            role_name: row.role_name,
+        },
+    })
+}

@@ -1,0 +1,27 @@
+//! The outbox of the default mailer.
+
+use super::Datastore;
+use crate::error::Error;
+use crate::mailer::Email;
+use uuid::Uuid;
+
+impl Datastore {
+    /// Stores an e-mail; returns its outbox id.
+    pub async fn email_outbox_insert(&self, email: &Email) -> Result<Uuid, Error> {
+        let conn = self.conn().await?;
+        let id = Uuid::new_v4();
+        conn.execute(
+            "INSERT INTO email_outbox (id, to_address, subject, body_text, kind) \
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &id,
+                &email.to,
+                &email.subject,
+                &email.body_text,
+                &email.kind,
+            ],
+        )
+        .await?;
+        Ok(id)
+    }
+}

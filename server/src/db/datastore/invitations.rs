@@ -1,0 +1,497 @@
+//! Invitations, their acceptance, and the roles they may carry.
+//!
+//! The stored `status` is `pending`, `accepted`, `revoked` or (only for an
+//! expired invitation replaced by a newer one) `expired`; every read
+//! derives `expired` for a `pending` row whose `expires_at` has passed, so
+//! no background job is needed.
+
+use super::{Datastore, is_unique_violation};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// The effective status of `invitations i`.
+const STATUS_SQL: &str = "CASE WHEN i.status = 'pending' AND i.expires_at <= now() \
+     THEN 'expired' ELSE i.status END";
+
+fn select_sql(filter: &str) -> String {
+    format!(
+        "SELECT i.id, i.organization_id, o.name AS org_name, o.slug AS org_slug, i.email, \
+                i.role_id, r.name AS role_name, i.invited_by, \
+                CASE WHEN u.id IS NULL THEN NULL ELSE u.first_name || ' ' || u.last_name END \
+                    AS inviter_name, \
+                i.invited_user_id, i.message, {STATUS_SQL} AS status, i.created_at, i.expires_at \
+         FROM invitations i \
+         JOIN organizations o ON o.id = i.organization_id \
+         JOIN roles r ON r.id = i.role_id AND r.organization_id = i.organization_id \
+         LEFT JOIN users u ON u.id = i.invited_by \
+         WHERE {filter}"
+    )
+}
+
+/// An invitation with the names it refers to.
+#[derive(Clone, Debug)]
+pub struct InvitationRow {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub organization_slug: String,
+    pub email: String,
+    pub role_id: Uuid,
+    pub role_name: String,
+    pub invited_by: Option<Uuid>,
+    pub invited_by_name: Option<String>,
+    pub invited_user_id: Option<Uuid>,
+    pub message: Option<String>,
+    /// Effective: `pending`, `accepted`, `expired` or `revoked`.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl InvitationRow {
+    fn from_row(row: &tokio_postgres::Row) -> InvitationRow {
+        InvitationRow {
+            id: row.get("id"),
+            organization_id: row.get("organization_id"),
+            organization_name: row.get("org_name"),
+            organization_slug: row.get("org_slug"),
+            email: row.get("email"),
+            role_id: row.get("role_id"),
+            role_name: row.get("role_name"),
+            invited_by: row.get("invited_by"),
+            invited_by_name: row.get("inviter_name"),
+            invited_user_id: row.get("invited_user_id"),
+            message: row.get("message"),
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+            expires_at: row.get("expires_at"),
+        }
+    }
+}
+
+/// A role of an organization, as invitations need it.
+pub struct RoleRef {
+    pub id: Uuid,
+    pub name: String,
+    pub level: i32,
+    pub is_system_role: bool,
+}
+
+/// A new invitation (already validated by the app layer).
+pub struct NewInvitation<'a> {
+    pub organization_id: Uuid,
+    /// Normalised.
+    pub email: &'a str,
+    pub role_id: Uuid,
+    pub invited_by: Uuid,
+    pub message: Option<&'a str>,
+    pub token_hash: &'a [u8],
+    pub lifetime_secs: i64,
+    /// For `POST /api/users/invite`: the invitee's first and last name. The
+    /// user is pre-created (no password) unless the address has an account,
+    /// and gets an `invited` membership.
+    pub invitee: Option<(&'a str, &'a str)>,
+}
+
+/// What acceptance writes.
+pub struct Acceptance<'a> {
+    pub token_hash: &'a [u8],
+    pub first_name: &'a str,
+    pub last_name: &'a str,
+    pub password_hash: &'a str,
+    pub personal_org_name: &'a str,
+}
+
+/// The account an acceptance created or completed.
+pub struct AcceptedUser {
+    pub id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+}
+
+/// How an acceptance ended.
+pub enum AcceptOutcome {
+    Accepted(AcceptedUser),
+    /// No invitation has this token.
+    UnknownToken,
+    /// The invitation is in this effective state, not `pending`.
+    NotPending(String),
+    /// The address already has an account with a password.
+    EmailTaken,
+}
+
+fn conflict_on_pending(e: tokio_postgres::Error) -> Error {
+    if is_unique_violation(&e, "invitations_pending_email_key") {
+        Error::conflict(
+            "invitation_pending",
+            "an invitation for this e-mail address is already pending in this organization",
+        )
+    } else {
+        e.into()
+    }
+}
+
+fn already_member() -> Error {
+    Error::conflict(
+        "already_member",
+        "this e-mail address belongs to a member of the organization",
+    )
+}
+
+impl Datastore {
+    /// The role `role_id` if it belongs to `org_id`.
+    pub async fn role_in_org(&self, org_id: Uuid, role_id: Uuid) -> Result<Option<RoleRef>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, name, hierarchy_level, is_system_role FROM roles \
+                 WHERE organization_id = $1 AND id = $2",
+                &[&org_id, &role_id],
+            )
+            .await?;
+        Ok(row.map(|r| RoleRef {
+            id: r.get(0),
+            name: r.get(1),
+            level: r.get(2),
+            is_system_role: r.get(3),
+        }))
+    }
+
+    /// Creates an invitation in one transaction: refuses members
+    /// (`409 already_member`) and a pending, unexpired invitation for the
+    /// address (`409 invitation_pending`), marks an expired pending one as
+    /// replaced, and for `users/invite` pre-creates the user and the
+    /// `invited` membership.
+    pub async fn invitation_create(&self, new: &NewInvitation<'_>) -> Result<InvitationRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let member = tx
+            .query_opt(
+                "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id \
+                 WHERE m.organization_id = $1 AND u.email_normalized = $2 \
+                   AND m.status IN ('active', 'suspended')",
+                &[&new.organization_id, &new.email],
+            )
+            .await?;
+        if member.is_some() {
+            return Err(already_member());
+        }
+        tx.execute(
+            "UPDATE invitations SET status = 'expired', updated_at = now() \
+             WHERE organization_id = $1 AND email = $2 AND status = 'pending' \
+               AND expires_at <= now()",
+            &[&new.organization_id, &new.email],
+        )
+        .await?;
+
+        let mut invited_user_id: Option<Uuid> = None;
+        if let Some((first_name, last_name)) = new.invitee {
+            // A pre-created user (no password) takes the latest names; an
+            // existing account keeps its own.
+            let upserted = tx
+                .query_opt(
+                    "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash) \
+                     VALUES ($1, $2, $2, $3, $4, NULL) \
+                     ON CONFLICT ON CONSTRAINT users_email_normalized_key DO UPDATE \
+                        SET first_name = EXCLUDED.first_name, last_name = EXCLUDED.last_name, \
+                            updated_at = now() \
+                        WHERE users.password_hash IS NULL \
+                     RETURNING id",
+                    &[&Uuid::new_v4(), &new.email, &first_name, &last_name],
+                )
+                .await?;
+            let user_id: Uuid = match upserted {
+                Some(row) => row.get(0),
+                None => tx
+                    .query_one(
+                        "SELECT id FROM users WHERE email_normalized = $1",
+                        &[&new.email],
+                    )
+                    .await?
+                    .get(0),
+            };
+            let membership = tx
+                .execute(
+                    "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+                     VALUES ($1, $2, $3, 'invited') \
+                     ON CONFLICT (user_id, organization_id) DO UPDATE \
+                        SET role_id = EXCLUDED.role_id, status = 'invited', updated_at = now() \
+                        WHERE memberships.status IN ('invited', 'deleted')",
+                    &[&user_id, &new.organization_id, &new.role_id],
+                )
+                .await?;
+            if membership == 0 {
+                return Err(already_member());
+            }
+            invited_user_id = Some(user_id);
+        }
+
+        let id = Uuid::new_v4();
+        let lifetime = new.lifetime_secs as f64;
+        tx.execute(
+            "INSERT INTO invitations (id, organization_id, email, role_id, invited_by, \
+                                      invited_user_id, token_hash, message, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))",
+            &[
+                &id,
+                &new.organization_id,
+                &new.email,
+                &new.role_id,
+                &new.invited_by,
+                &invited_user_id,
+                &new.token_hash,
+                &new.message,
+                &lifetime,
+            ],
+        )
+        .await
+        .map_err(conflict_on_pending)?;
+        let row = tx
+            .query_one(&select_sql("i.id = $1"), &[&id])
+            .await
+            .map(|r| InvitationRow::from_row(&r))?;
+        tx.commit().await.map_err(conflict_on_pending)?;
+        Ok(row)
+    }
+
+    /// The organization of an invitation (to authorize the caller there
+    /// before anything else is read).
+    pub async fn invitation_org(&self, invitation_id: Uuid) -> Result<Option<Uuid>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT organization_id FROM invitations WHERE id = $1",
+                &[&invitation_id],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    pub async fn invitation_get(
+        &self,
+        org_id: Uuid,
+        invitation_id: Uuid,
+    ) -> Result<Option<InvitationRow>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &select_sql("i.organization_id = $1 AND i.id = $2"),
+                &[&org_id, &invitation_id],
+            )
+            .await?;
+        Ok(row.as_ref().map(InvitationRow::from_row))
+    }
+
+    /// The organization's invitations, newest first, optionally only those
+    /// in one effective state.
+    pub async fn invitation_list(
+        &self,
+        org_id: Uuid,
+        status: Option<&str>,
+    ) -> Result<Vec<InvitationRow>, Error> {
+        let conn = self.conn().await?;
+        let sql = format!(
+            "{} ORDER BY i.created_at DESC, i.id",
+            select_sql(&format!(
+                "i.organization_id = $1 AND ($2::text IS NULL OR {STATUS_SQL} = $2)"
+            ))
+        );
+        let rows = conn.query(&sql, &[&org_id, &status]).await?;
+        Ok(rows.iter().map(InvitationRow::from_row).collect())
+    }
+
+    /// The invitation holding this token hash (any state).
+    pub async fn invitation_by_token_hash(
+        &self,
+        token_hash: &[u8],
+    ) -> Result<Option<InvitationRow>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(&select_sql("i.token_hash = $1"), &[&token_hash])
+            .await?;
+        Ok(row.as_ref().map(InvitationRow::from_row))
+    }
+
+    /// Gives a pending, unexpired invitation a new token and a new expiry
+    /// `lifetime_secs` from now. `None` when it is not pending.
+    pub async fn invitation_renew(
+        &self,
+        org_id: Uuid,
+        invitation_id: Uuid,
+        token_hash: &[u8],
+        lifetime_secs: i64,
+    ) -> Result<Option<InvitationRow>, Error> {
+        let conn = self.conn().await?;
+        let lifetime = lifetime_secs as f64;
+        let updated = conn
+            .execute(
+                "UPDATE invitations SET token_hash = $3, \
+                        expires_at = now() + make_interval(secs => $4), updated_at = now() \
+                 WHERE organization_id = $1 AND id = $2 \
+                   AND status = 'pending' AND expires_at > now()",
+                &[&org_id, &invitation_id, &token_hash, &lifetime],
+            )
+            .await?;
+        if updated == 0 {
+            return Ok(None);
+        }
+        let row = conn
+            .query_opt(
+                &select_sql("i.organization_id = $1 AND i.id = $2"),
+                &[&org_id, &invitation_id],
+            )
+            .await?;
+        Ok(row.as_ref().map(InvitationRow::from_row))
+    }
+
+    /// Revokes a pending, unexpired invitation and removes the `invited`
+    /// membership it created, in one transaction. False when it was not
+    /// pending.
+    pub async fn invitation_revoke(
+        &self,
+        org_id: Uuid,
+        invitation_id: Uuid,
+    ) -> Result<bool, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_opt(
+                "UPDATE invitations SET status = 'revoked', revoked_at = now(), updated_at = now() \
+                 WHERE organization_id = $1 AND id = $2 \
+                   AND status = 'pending' AND expires_at > now() \
+                 RETURNING invited_user_id",
+                &[&org_id, &invitation_id],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        let invited_user: Option<Uuid> = row.get(0);
+        if let Some(user_id) = invited_user {
+            tx.execute(
+                "DELETE FROM memberships \
+                 WHERE organization_id = $1 AND user_id = $2 AND status = 'invited'",
+                &[&org_id, &user_id],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Accepts the invitation holding `token_hash`, in one transaction with
+    /// the invitation row locked (so concurrent acceptances serialise and
+    /// only the first succeeds): creates the user (or completes a
+    /// pre-created one), their personal organization, the `active`
+    /// membership with the invited role, and marks the invitation accepted.
+    pub async fn invitation_accept(&self, a: &Acceptance<'_>) -> Result<AcceptOutcome, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let Some(inv) = tx
+            .query_opt(
+                &format!(
+                    "SELECT i.id, i.organization_id, i.email, i.role_id, {STATUS_SQL} \
+                     FROM invitations i WHERE i.token_hash = $1 FOR UPDATE"
+                ),
+                &[&a.token_hash],
+            )
+            .await?
+        else {
+            return Ok(AcceptOutcome::UnknownToken);
+        };
+        let invitation_id: Uuid = inv.get(0);
+        let org_id: Uuid = inv.get(1);
+        let email: String = inv.get(2);
+        let role_id: Uuid = inv.get(3);
+        let status: String = inv.get(4);
+        if status != "pending" {
+            return Ok(AcceptOutcome::NotPending(status));
+        }
+
+        let existing = tx
+            .query_opt(
+                "SELECT id, password_hash FROM users WHERE email_normalized = $1 FOR UPDATE",
+                &[&email],
+            )
+            .await?;
+        let user_id = match existing {
+            Some(row) => {
+                let hash: Option<String> = row.get(1);
+                if hash.is_some() {
+                    return Ok(AcceptOutcome::EmailTaken);
+                }
+                let id: Uuid = row.get(0);
+                tx.execute(
+                    "UPDATE users SET first_name = $2, last_name = $3, password_hash = $4, \
+                            last_active_at = now(), updated_at = now() WHERE id = $1",
+                    &[&id, &a.first_name, &a.last_name, &a.password_hash],
+                )
+                .await?;
+                id
+            }
+            None => {
+                let inserted = tx
+                    .query_one(
+                        "INSERT INTO users (id, email, email_normalized, first_name, last_name, \
+                                            password_hash, last_active_at) \
+                         VALUES ($1, $2, $2, $3, $4, $5, now()) RETURNING id",
+                        &[
+                            &Uuid::new_v4(),
+                            &email,
+                            &a.first_name,
+                            &a.last_name,
+                            &a.password_hash,
+                        ],
+                    )
+                    .await;
+                match inserted {
+                    Ok(row) => row.get(0),
+                    Err(e) if is_unique_violation(&e, "users_email_normalized_key") => {
+                        return Ok(AcceptOutcome::EmailTaken);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let slug_base = email.split('@').next().unwrap_or("org").to_string();
+        super::organizations::insert_with_system_roles(
+            &tx,
+            a.personal_org_name,
+            &slug_base,
+            user_id,
+            true,
+        )
+        .await?;
+        let joined = tx
+            .execute(
+                "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+                 VALUES ($1, $2, $3, 'active') \
+                 ON CONFLICT (user_id, organization_id) DO UPDATE \
+                    SET role_id = EXCLUDED.role_id, status = 'active', updated_at = now() \
+                    WHERE memberships.status IN ('invited', 'deleted')",
+                &[&user_id, &org_id, &role_id],
+            )
+            .await?;
+        if joined == 0 {
+            return Err(Error::internal(
+                "a user without a password holds a non-invited membership",
+            ));
+        }
+        tx.execute(
+            "UPDATE invitations SET status = 'accepted', accepted_at = now(), \
+                    accepted_user_id = $2, updated_at = now() \
+             WHERE id = $1",
+            &[&invitation_id, &user_id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(AcceptOutcome::Accepted(AcceptedUser {
+            id: user_id,
+            email,
+            first_name: a.first_name.to_string(),
+            last_name: a.last_name.to_string(),
+        }))
+    }
+}
