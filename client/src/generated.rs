@@ -5054,7 +5054,7 @@ impl Client {
     }
     /**Create an account
 
-    Public. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.
+    Public. An address pre-created by `POST /api/users/invite` (no password yet) is taken over: its names and password are set and its invitations stay open. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.
 
     The e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).
 
@@ -5079,7 +5079,9 @@ impl Client {
 
     In one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.
 
-    Errors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`); and `409 email_taken` when the address already has an account with a password (the invitation then stays pending; such accounts join through `POST /api/org/add_member`).
+    Errors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).
+
+    When the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.
 
     Sends a `POST` request to `/api/auth/signup_invite`
 
@@ -5116,7 +5118,7 @@ impl Client {
 
     The `token` (256 random bits, URL-safe base64) is shown only in this response and in the e-mail's link: the server keeps only its SHA-256 hash. It is single use.
 
-    Rules: - `email` is trimmed and lower-cased and must look like `local@domain` (`400 invalid_email`); `message` at most 2000 characters (`400 invalid_message`). - `role_id` must be a role of this organization (`400 invalid_role` otherwise, also for another organization's role). The owner role can never be given by invitation, nor a role whose `hierarchy_level` is above the caller's own (`403 role_not_assignable`). - `409 already_member` when the address belongs to an active or suspended member; `409 invitation_pending` when an unexpired invitation for it is pending in this organization. An expired one is replaced (it then no longer shows in the users list). - An invitation may be made for an address that already has an account; such a person joins through `POST /api/org/add_member`, since `signup_invite` refuses existing accounts.
+    Rules: - `email` is trimmed and lower-cased and must look like `local@domain` (`400 invalid_email`); `message` at most 2000 characters (`400 invalid_message`). - `role_id` must be a role of this organization (`400 invalid_role` otherwise, also for another organization's role). The owner role can never be given by invitation (`403 owner_role_not_assignable`), nor a role whose `hierarchy_level` is above the caller's own (`403 role_level_too_high`). - `409 already_member` when the address belongs to an active or suspended member; `409 invitation_pending` when an unexpired invitation for it is pending in this organization. An expired one is replaced (it then no longer shows in the users list). - An invitation may be made for an address that already has an account; that person accepts through `POST /api/auth/signup_invite` with their current password.
 
     The e-mail is sent after the invitation is committed. A failed delivery does not fail the request (it is logged; `POST /api/invitations/resend` retries).
 
@@ -5219,7 +5221,7 @@ impl Client {
     }
     /**Add an existing user to an organization
 
-    Requires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`404`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user who already has a membership in any state but `deleted` gets `409 already_member`; a `deleted` membership is reactivated with the given role. The membership becomes `active`.
+    Requires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`400 invalid_role`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user whose membership is `active` or `suspended` gets `409 already_member`; an `invited` or `deleted` membership is activated with the given role. The membership becomes `active`.
 
     Sends a `POST` request to `/api/org/add_member`
 
@@ -5408,7 +5410,7 @@ impl Client {
 
     In one transaction: pre-creates the user (no password, so they cannot log in yet) unless an account with this e-mail exists, creates an `invited` membership with role `role`, and creates a `pending` invitation (lifetime 7 days). After the commit an e-mail with a magic link (`{mail.public_url}/invite/accept?token=...`) is sent; accepting it is `POST /api/auth/signup_invite`, which sets the names and password and makes the membership `active`. Revoking the invitation removes the `invited` membership.
 
-    Rules, as for `POST /api/invitations/create`: the e-mail must be valid (`400 invalid_email`), names 1 to 100 characters (`400 invalid_name`); `role` must be a role of this organization (`400 invalid_role`), never the owner role nor a role whose `hierarchy_level` is above the caller's (`403 role_not_assignable`); `409 already_member` when the address is an active or suspended member, `409 invitation_pending` when an unexpired invitation for it is pending (an expired one is replaced).
+    Rules, as for `POST /api/invitations/create`: the e-mail must be valid (`400 invalid_email`), names 1 to 100 characters (`400 invalid_name`); `role` must be a role of this organization (`400 invalid_role`), never the owner role (`403 owner_role_not_assignable`) nor a role whose `hierarchy_level` is above the caller's (`403 role_level_too_high`); `409 already_member` when the address is an active or suspended member, `409 invitation_pending` when an unexpired invitation for it is pending (an expired one is replaced).
 
     A failed e-mail delivery does not fail the request (the invitation exists; it is logged, and `POST /api/invitations/resend` retries).
 
@@ -5467,7 +5469,7 @@ impl Client {
     }
     /**Change a member's role
 
-    Requires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`404`).
+    Requires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`400 invalid_role`).
 
     Sends a `PUT` request to `/api/users/update`
 

@@ -9,6 +9,7 @@ pub mod context;
 pub mod db;
 pub mod error;
 mod http_entrypoints;
+pub mod logging;
 pub mod mailer;
 
 use anyhow::{Context, Result};
@@ -118,6 +119,7 @@ pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
 
 /// Starts the server on the given database (migrating it first).
 pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
+    let log = logging::redacting(log);
     db::migrate(url).await?;
     let pool = db::pool(url, config.database.pool_size)?;
     let datastore = db::Datastore::new(pool);

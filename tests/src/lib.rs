@@ -122,6 +122,8 @@ pub struct TestContext {
     pub base_url: String,
     pub database: String,
     pub db_url: String,
+    /// The server's log file.
+    pub log_path: std::path::PathBuf,
     admin_url: String,
 }
 
@@ -149,6 +151,7 @@ impl TestContext {
         config.database.pool_size = 8;
         config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
         adjust(&mut config);
+        let log_path = test_log_path(test_name)?;
         let server = workspace_server::start(config, test_logger(test_name)?).await?;
         let base_url = format!("http://{}", server.local_addr());
         Ok(TestContext {
@@ -156,6 +159,7 @@ impl TestContext {
             base_url,
             database,
             db_url,
+            log_path,
             admin_url,
         })
     }
@@ -253,7 +257,7 @@ impl TestContext {
     }
 }
 
-fn test_logger(test_name: &str) -> Result<slog::Logger> {
+fn test_log_path(test_name: &str) -> Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join("workspace-tests");
     std::fs::create_dir_all(&dir)?;
     let safe: String = test_name
@@ -266,7 +270,11 @@ fn test_logger(test_name: &str) -> Result<slog::Logger> {
             }
         })
         .collect();
-    let path = dir.join(format!("{safe}.log"));
+    Ok(dir.join(format!("{safe}.log")))
+}
+
+fn test_logger(test_name: &str) -> Result<slog::Logger> {
+    let path = test_log_path(test_name)?;
     dropshot::ConfigLogging::File {
         level: dropshot::ConfigLoggingLevel::Debug,
         path: path.display().to_string().into(),

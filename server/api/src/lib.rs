@@ -83,7 +83,10 @@ pub trait WorkspaceApi {
 
     /// Create an account.
     ///
-    /// Public. Creates, in one transaction, the user, a personal organization
+    /// Public. An address pre-created by `POST /api/users/invite` (no
+    /// password yet) is taken over: its names and password are set and its
+    /// invitations stay open. Creates, in one transaction, the user, a
+    /// personal organization
     /// (with a unique URL slug), that organization's four system roles
     /// (owner 100, admin 80, member 20, guest 10) and the user's `active`
     /// owner membership.
@@ -171,12 +174,13 @@ pub trait WorkspaceApi {
     /// Requires `users:write` in the organization and the organization's
     /// `team_members` feature (`403 feature_disabled` without it). The user
     /// must have an account (`404 not_found` otherwise; new people are
-    /// invited instead). The role must belong to the organization (`404`),
+    /// invited instead). The role must belong to the organization (`400
+    /// invalid_role`),
     /// may not be above the caller's own level (`403 role_level_too_high`)
     /// and may not be the owner role (`403 owner_role_not_assignable`). A
-    /// user who already has a membership in any state but `deleted` gets
-    /// `409 already_member`; a `deleted` membership is reactivated with the
-    /// given role. The membership becomes `active`.
+    /// user whose membership is `active` or `suspended` gets `409
+    /// already_member`; an `invited` or `deleted` membership is activated
+    /// with the given role. The membership becomes `active`.
     #[endpoint { method = POST, path = "/api/org/add_member", tags = ["orgs"] }]
     async fn org_add_member(
         rqctx: RequestContext<Self::Context>,
@@ -218,7 +222,8 @@ pub trait WorkspaceApi {
     /// operation). The target must be a member: `404 not_found` if they have
     /// no membership, `400 member_not_active` if it is not `active` (e.g.
     /// `invited`, rule 3), `400 role_already_assigned` if they already have
-    /// the role (rule 3). The role must belong to the organization (`404`).
+    /// the role (rule 3). The role must belong to the organization (`400
+    /// invalid_role`).
     #[endpoint { method = PUT, path = "/api/users/update", tags = ["users"] }]
     async fn users_update(
         rqctx: RequestContext<Self::Context>,
@@ -271,8 +276,9 @@ pub trait WorkspaceApi {
     /// Rules, as for `POST /api/invitations/create`: the e-mail must be
     /// valid (`400 invalid_email`), names 1 to 100 characters
     /// (`400 invalid_name`); `role` must be a role of this organization
-    /// (`400 invalid_role`), never the owner role nor a role whose
-    /// `hierarchy_level` is above the caller's (`403 role_not_assignable`);
+    /// (`400 invalid_role`), never the owner role (`403
+    /// owner_role_not_assignable`) nor a role whose `hierarchy_level` is
+    /// above the caller's (`403 role_level_too_high`);
     /// `409 already_member` when the address is an active or suspended
     /// member, `409 invitation_pending` when an unexpired invitation for it
     /// is pending (an expired one is replaced).
@@ -398,16 +404,16 @@ pub trait WorkspaceApi {
     ///   characters (`400 invalid_message`).
     /// - `role_id` must be a role of this organization (`400 invalid_role`
     ///   otherwise, also for another organization's role). The owner role
-    ///   can never be given by invitation, nor a role whose
-    ///   `hierarchy_level` is above the caller's own
-    ///   (`403 role_not_assignable`).
+    ///   can never be given by invitation (`403 owner_role_not_assignable`),
+    ///   nor a role whose `hierarchy_level` is above the caller's own
+    ///   (`403 role_level_too_high`).
     /// - `409 already_member` when the address belongs to an active or
     ///   suspended member; `409 invitation_pending` when an unexpired
     ///   invitation for it is pending in this organization. An expired one
     ///   is replaced (it then no longer shows in the users list).
     /// - An invitation may be made for an address that already has an
-    ///   account; such a person joins through `POST /api/org/add_member`,
-    ///   since `signup_invite` refuses existing accounts.
+    ///   account; that person accepts through `POST /api/auth/signup_invite`
+    ///   with their current password.
     ///
     /// The e-mail is sent after the invitation is committed. A failed
     /// delivery does not fail the request (it is logged;
@@ -530,10 +536,14 @@ pub trait WorkspaceApi {
     /// (`400 invalid_name`); an unknown token `400 invalid_invitation`; an
     /// accepted, revoked or expired invitation `410` with
     /// `invitation_used`, `invitation_revoked` or `invitation_expired`; the
-    /// password policy of `signup` (`422 weak_password`); and
-    /// `409 email_taken` when the address already has an account with a
-    /// password (the invitation then stays pending; such accounts join
-    /// through `POST /api/org/add_member`).
+    /// password policy of `signup` (`422 weak_password`).
+    ///
+    /// When the invited address already has an account with a password, the
+    /// invitation is accepted by that account instead: `password` must be
+    /// its current password (checked like `login`, with the same failed-login
+    /// limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the
+    /// names in the request are ignored, no personal organization is
+    /// created, and the response carries the account's own names.
     #[endpoint { method = POST, path = "/api/auth/signup_invite", tags = ["auth"] }]
     async fn auth_signup_invite(
         rqctx: RequestContext<Self::Context>,

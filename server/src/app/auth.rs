@@ -148,8 +148,16 @@ pub async fn signup(cx: &ServerContext, request: SignupRequest) -> Result<Signup
     })
 }
 
-pub async fn login(cx: &ServerContext, request: LoginRequest) -> Result<LoginResponse, Error> {
-    let email = normalize_email(&request.email);
+/// Checks e-mail and password with the failed-login rate limit: `429
+/// too_many_login_attempts` while the address is locked out, `401
+/// invalid_credentials` (counted) for any wrong credential. Returns the
+/// user id; a success clears the count.
+pub async fn verify_login(
+    cx: &ServerContext,
+    email: &str,
+    password: String,
+) -> Result<uuid::Uuid, Error> {
+    let email = normalize_email(email);
     let limits = &cx.config.auth;
     let recent = cx
         .datastore
@@ -172,7 +180,7 @@ pub async fn login(cx: &ServerContext, request: LoginRequest) -> Result<LoginRes
         Some(c) => (Some(c.id), c.password_hash),
         None => (None, None),
     };
-    let ok = verify_password(request.password, hash).await?;
+    let ok = verify_password(password, hash).await?;
     let Some(user_id) = user_id.filter(|_| ok) else {
         cx.datastore
             .login_failure_record(&email, limits.login_window_secs)
@@ -183,6 +191,11 @@ pub async fn login(cx: &ServerContext, request: LoginRequest) -> Result<LoginRes
         ));
     };
     cx.datastore.login_failures_clear(&email).await?;
+    Ok(user_id)
+}
+
+pub async fn login(cx: &ServerContext, request: LoginRequest) -> Result<LoginResponse, Error> {
+    let user_id = verify_login(cx, &request.email, request.password).await?;
     cx.datastore.user_touch(user_id).await?;
     Ok(LoginResponse {
         access_token: cx.tokens.issue(user_id)?,

@@ -8,9 +8,7 @@ use crate::app::auth::{
 use crate::authn::Actor;
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
-use crate::db::datastore::invitations::{
-    AcceptOutcome, Acceptance, InvitationRow, NewInvitation, RoleRef,
-};
+use crate::db::datastore::invitations::{AcceptOutcome, Acceptance, InvitationRow, NewInvitation};
 use crate::error::Error;
 use crate::mailer::Email;
 use base64::Engine;
@@ -133,40 +131,6 @@ fn validate_message(message: Option<&str>) -> Result<Option<String>, Error> {
     Ok(Some(message.to_string()))
 }
 
-/// The role must be the organization's (`400 invalid_role`), not the owner
-/// role and not above the caller (`403 role_not_assignable`).
-async fn assignable_role(
-    cx: &ServerContext,
-    access: &OrgAccess,
-    role_id: Uuid,
-) -> Result<RoleRef, Error> {
-    let role = cx
-        .datastore
-        .role_in_org(access.org_id, role_id)
-        .await?
-        .ok_or_else(|| {
-            Error::invalid(
-                "invalid_role",
-                "the role does not exist in this organization",
-            )
-        })?;
-    let not_assignable = |message: &str| Error::Forbidden {
-        code: "role_not_assignable",
-        message: message.to_string(),
-    };
-    if role.is_system_role && role.name == "owner" {
-        return Err(not_assignable(
-            "the owner role cannot be given by invitation",
-        ));
-    }
-    if role.level > access.level {
-        return Err(not_assignable(
-            "you cannot invite with a role above your own",
-        ));
-    }
-    Ok(role)
-}
-
 fn accept_link(cx: &ServerContext, token: &str) -> String {
     format!(
         "{}/invite/accept?token={token}",
@@ -233,7 +197,7 @@ async fn create_one(
 ) -> Result<(InvitationRow, String), Error> {
     let email = normalize_email(email);
     validate_email(&email)?;
-    assignable_role(cx, access, role_id).await?;
+    crate::app::orgs::assignable_role(cx, access, role_id).await?;
     let (token, token_hash) = new_token();
     let row = cx
         .datastore
@@ -531,6 +495,18 @@ pub async fn signup_invite(
     if invitation.status != "pending" {
         return Err(unusable(&invitation.status));
     }
+    // An existing account accepts by proving its password (names in the
+    // request are ignored); failures count towards the login rate limit.
+    if let Some(existing) = cx.datastore.user_credentials(&invitation.email).await?
+        && existing.password_hash.is_some()
+    {
+        crate::app::auth::verify_login(cx, &invitation.email, request.password).await?;
+        let outcome = cx
+            .datastore
+            .invitation_accept_existing(&token_hash, existing.id)
+            .await?;
+        return accepted(cx, outcome);
+    }
     check_password_policy(&request.password, &invitation.email)?;
     let password_hash = hash_password(request.password).await?;
     let personal_org_name = format!("{first_name} {last_name}'s organization");
@@ -544,15 +520,21 @@ pub async fn signup_invite(
             personal_org_name: &personal_org_name,
         })
         .await?;
+    accepted(cx, outcome)
+}
+
+fn accepted(cx: &ServerContext, outcome: AcceptOutcome) -> Result<SignupInviteResponse, Error> {
     let user = match outcome {
         AcceptOutcome::Accepted(user) => user,
         AcceptOutcome::UnknownToken => return Err(unknown_token()),
         AcceptOutcome::NotPending(status) => return Err(unusable(&status)),
+        // An account got a password between the first look and the lock:
+        // the caller retries and takes the existing-account path.
         AcceptOutcome::EmailTaken => {
             return Err(Error::conflict(
                 "email_taken",
-                "an account with this e-mail address already exists; \
-                 ask the organization to add it as a member",
+                "an account with this e-mail address was just created; retry to accept \
+                 with its password",
             ));
         }
     };

@@ -119,8 +119,10 @@ pub async fn update_features(
     features(cx, org_id).await
 }
 
-/// Checks that a role may be given by the caller: it belongs to the
-/// organization, is not the owner role and is not above the caller's level.
+/// Checks that a role may be given by the caller (add_member, role change,
+/// invitations): it belongs to the organization (`400 invalid_role`), is
+/// not the owner role (`403 owner_role_not_assignable`) and is not above the
+/// caller's level (`403 role_level_too_high`).
 pub async fn assignable_role(
     cx: &ServerContext,
     access: &OrgAccess,
@@ -130,7 +132,12 @@ pub async fn assignable_role(
         .datastore
         .role_get(access.org_id, role_id)
         .await?
-        .ok_or(Error::NotFound { what: "role" })?;
+        .ok_or_else(|| {
+            Error::invalid(
+                "invalid_role",
+                "the role does not exist in this organization",
+            )
+        })?;
     if role.is_system_role && role.name == "owner" {
         return Err(Error::Forbidden {
             code: "owner_role_not_assignable",

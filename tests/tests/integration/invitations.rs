@@ -670,21 +670,21 @@ async fn create_enforces_every_rule() {
             "x@example.com",
             owner_role,
             403,
-            "role_not_assignable",
+            "owner_role_not_assignable",
         ),
         (
             &admin.client,
             "x@example.com",
             owner_role,
             403,
-            "role_not_assignable",
+            "owner_role_not_assignable",
         ),
         (
             &admin.client,
             "x@example.com",
             senior,
             403,
-            "role_not_assignable",
+            "role_level_too_high",
         ),
         (
             &member.client,
@@ -945,7 +945,7 @@ async fn bulk_create_reports_each_item_and_never_half_creates() {
             (Pending, None),
             (Failed, Some("invalid_email")),
             (Failed, Some("invitation_pending")),
-            (Failed, Some("role_not_assignable")),
+            (Failed, Some("owner_role_not_assignable")),
             (Failed, Some("invalid_role")),
             (Pending, None),
         ]
@@ -1116,7 +1116,7 @@ async fn signup_invite_error_rules() {
             "{weak}"
         );
     }
-    // The address already has an account: refused, invitation stays pending.
+    // The address already has an account: it accepts with its own password.
     let existing_token = owner
         .client
         .invitations_create()
@@ -1135,19 +1135,18 @@ async fn signup_invite_error_rules() {
                 .send()
                 .await
         ),
-        (409, "email_taken".to_string())
+        (401, "invalid_credentials".to_string()),
+        "a password other than the account's"
     );
     assert!(
         anon.invitations_validate()
-            .token(existing_token)
+            .token(existing_token.clone())
             .send()
             .await
             .unwrap()
-            .valid
+            .valid,
+        "a wrong password leaves the invitation pending"
     );
-    // The existing password still works; the names are untouched.
-    let me = existing.client.users_me().send().await.unwrap();
-    assert_eq!(me.first_name, "existing");
     // Nothing was written by the failures.
     let n: i64 = db
         .query_one("SELECT count(*) FROM users", &[])
@@ -1155,6 +1154,39 @@ async fn signup_invite_error_rules() {
         .unwrap()
         .get(0);
     assert_eq!(n, 2);
+    let accepted = anon
+        .auth_signup_invite()
+        .body(accept_body(&existing_token).password(workspace_tests::TEST_PASSWORD.to_string()))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(accepted.id, existing.id);
+    assert_eq!(
+        accepted.first_name, "existing",
+        "the account's names are kept"
+    );
+    let me = cx
+        .client_with_token(&accepted.access_token)
+        .users_me()
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(me.organizations.iter().any(|m| m.id == org), "joined");
+    assert_eq!(me.organizations.len(), 2, "no second personal organization");
+    assert_eq!(
+        error_of(
+            anon.auth_signup_invite()
+                .body(
+                    accept_body(&existing_token)
+                        .password(workspace_tests::TEST_PASSWORD.to_string())
+                )
+                .send()
+                .await
+        ),
+        (410, "invitation_used".to_string())
+    );
     // Malformed body.
     let response = reqwest::Client::new()
         .post(format!("{}/api/auth/signup_invite", cx.base_url))

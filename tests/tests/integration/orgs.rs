@@ -162,7 +162,7 @@ async fn add_member_rules() {
     let cases = [
         (add(org, bob.id, member), 409, "already_member"),
         (add(org, Uuid::new_v4(), member), 404, "not_found"),
-        (add(org, carol.id, Uuid::new_v4()), 404, "not_found"),
+        (add(org, carol.id, Uuid::new_v4()), 400, "invalid_role"),
         (
             add(org, carol.id, role_id(&owner, org, "owner").await),
             403,
@@ -175,8 +175,8 @@ async fn add_member_rules() {
                 carol.id,
                 role_id(&bob, personal_org(&bob).await, "member").await,
             ),
-            404,
-            "not_found",
+            400,
+            "invalid_role",
         ),
     ];
     for (body, status, code) in cases {

@@ -47,3 +47,32 @@ async fn readyz_reports_an_unreachable_database() {
     );
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn secrets_in_query_strings_stay_out_of_the_logs() {
+    let cx = TestContext::new("log_redaction").await;
+    let secret = "s3cr3t-invitation-token-value";
+    let validation = cx
+        .anon()
+        .invitations_validate()
+        .token(secret)
+        .send()
+        .await
+        .unwrap();
+    assert!(!validation.valid);
+    // The request's log line may be written just after the response.
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = std::fs::read_to_string(&cx.log_path).unwrap();
+        if log.contains("/api/invitations/validate?") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        log.contains("/api/invitations/validate?token=[redacted]"),
+        "{log}"
+    );
+    assert!(!log.contains(secret), "the token leaked into the log");
+    cx.teardown().await;
+}

@@ -184,7 +184,7 @@ async fn users_invite_rules_and_revocation() {
         (
             invite_body("a@example.com", owner_role),
             403,
-            "role_not_assignable",
+            "owner_role_not_assignable",
         ),
         (invite_body(&member.email, role), 409, "already_member"),
     ];
@@ -479,5 +479,139 @@ async fn users_list_mixes_orders_and_pages() {
         error_of(cx.anon().users_list().org_id(org).send().await),
         (401, "unauthenticated".to_string())
     );
+    cx.teardown().await;
+}
+
+/// A person pre-created by `users/invite` may sign up normally (taking the
+/// placeholder over) and still accept the invitation with their new
+/// password; an existing account with an `invited` membership can also be
+/// added directly by `add_member`.
+#[tokio::test]
+async fn invited_placeholders_can_sign_up_then_accept() {
+    let cx = TestContext::new("invited_placeholder_signup").await;
+    let owner = cx.user("owner").await;
+    let org = owner.client.users_me().send().await.unwrap().organizations[0].id;
+    let db = cx.db().await;
+    let role: Uuid = db
+        .query_one(
+            "SELECT id FROM roles WHERE organization_id = $1 AND name = 'member'",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    owner
+        .client
+        .users_invite()
+        .org_id(org)
+        .body(invite_body("lin@example.com", role))
+        .send()
+        .await
+        .unwrap();
+    let token: String = {
+        let body: String = db
+            .query_one(
+                "SELECT body_text FROM email_outbox WHERE to_address = 'lin@example.com'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let start = body.find("token=").unwrap() + "token=".len();
+        body[start..]
+            .split(|c: char| c.is_whitespace())
+            .next()
+            .unwrap()
+            .to_string()
+    };
+
+    // Plain signup takes the password-less placeholder over.
+    let anon = cx.anon();
+    let created = workspace_tests::raw(
+        &cx.base_url,
+        None,
+        reqwest::Method::POST,
+        "/api/auth/signup",
+        &[],
+        Some(serde_json::json!({
+            "email": "lin@example.com", "first_name": "Lin", "last_name": "Ok",
+            "password": workspace_tests::TEST_PASSWORD
+        })),
+    )
+    .await;
+    assert_eq!(created.0, 201);
+    let again = workspace_tests::raw(
+        &cx.base_url,
+        None,
+        reqwest::Method::POST,
+        "/api/auth/signup",
+        &[],
+        Some(serde_json::json!({
+            "email": "lin@example.com", "first_name": "Lin", "last_name": "Ok",
+            "password": workspace_tests::TEST_PASSWORD
+        })),
+    )
+    .await;
+    assert_eq!(again, (409, "email_taken".to_string()));
+    let n: i64 = db
+        .query_one(
+            "SELECT count(*) FROM users WHERE email_normalized = 'lin@example.com'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "the placeholder was reused, not duplicated");
+
+    // The invitation is accepted with the account's password.
+    let accepted = anon
+        .auth_signup_invite()
+        .body(
+            workspace_client::types::SignupInviteRequest::builder()
+                .first_name("Ignored".to_string())
+                .last_name("Ignored".to_string())
+                .password(workspace_tests::TEST_PASSWORD.to_string())
+                .invite_token(token),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(accepted.first_name, "Lin");
+    let status: String = db
+        .query_one(
+            "SELECT m.status FROM memberships m JOIN users u ON u.id = m.user_id \
+             WHERE u.email_normalized = 'lin@example.com' AND m.organization_id = $1",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "active");
+
+    // An existing account with an invited membership: add_member activates it.
+    let sam = cx.user("sam").await;
+    owner
+        .client
+        .users_invite()
+        .org_id(org)
+        .body(invite_body(&sam.email, role))
+        .send()
+        .await
+        .unwrap();
+    owner
+        .client
+        .org_add_member()
+        .body(
+            workspace_client::types::AddMemberRequest::builder()
+                .organization_id(org)
+                .user_id(sam.id)
+                .role_id(role),
+        )
+        .send()
+        .await
+        .unwrap();
+    let orgs = sam.client.org_list().send().await.unwrap().into_inner();
+    assert!(orgs.iter().any(|o| o.id == org));
     cx.teardown().await;
 }

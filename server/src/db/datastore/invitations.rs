@@ -70,14 +70,6 @@ impl InvitationRow {
     }
 }
 
-/// A role of an organization, as invitations need it.
-pub struct RoleRef {
-    pub id: Uuid,
-    pub name: String,
-    pub level: i32,
-    pub is_system_role: bool,
-}
-
 /// A new invitation (already validated by the app layer).
 pub struct NewInvitation<'a> {
     pub organization_id: Uuid,
@@ -141,24 +133,6 @@ fn already_member() -> Error {
 }
 
 impl Datastore {
-    /// The role `role_id` if it belongs to `org_id`.
-    pub async fn role_in_org(&self, org_id: Uuid, role_id: Uuid) -> Result<Option<RoleRef>, Error> {
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT id, name, hierarchy_level, is_system_role FROM roles \
-                 WHERE organization_id = $1 AND id = $2",
-                &[&org_id, &role_id],
-            )
-            .await?;
-        Ok(row.map(|r| RoleRef {
-            id: r.get(0),
-            name: r.get(1),
-            level: r.get(2),
-            is_system_role: r.get(3),
-        }))
-    }
-
     /// Creates an invitation in one transaction: refuses members
     /// (`409 already_member`) and a pending, unexpired invitation for the
     /// address (`409 invitation_pending`), marks an expired pending one as
@@ -386,6 +360,69 @@ impl Datastore {
     /// only the first succeeds): creates the user (or completes a
     /// pre-created one), their personal organization, the `active`
     /// membership with the invited role, and marks the invitation accepted.
+    /// Accepts the invitation for `user_id`, an existing account whose
+    /// password the caller has verified: the membership becomes `active`
+    /// with the invited role (unless already active, which keeps its role),
+    /// and the invitation `accepted`, in one transaction under the
+    /// invitation's row lock (so the token is used once).
+    pub async fn invitation_accept_existing(
+        &self,
+        token_hash: &[u8],
+        user_id: Uuid,
+    ) -> Result<AcceptOutcome, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let Some(inv) = tx
+            .query_opt(
+                &format!(
+                    "SELECT i.id, i.organization_id, i.role_id, {STATUS_SQL} \
+                     FROM invitations i WHERE i.token_hash = $1 FOR UPDATE"
+                ),
+                &[&token_hash],
+            )
+            .await?
+        else {
+            return Ok(AcceptOutcome::UnknownToken);
+        };
+        let invitation_id: Uuid = inv.get(0);
+        let org_id: Uuid = inv.get(1);
+        let role_id: Uuid = inv.get(2);
+        let status: String = inv.get(3);
+        if status != "pending" {
+            return Ok(AcceptOutcome::NotPending(status));
+        }
+        tx.execute(
+            "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+             VALUES ($1, $2, $3, 'active') \
+             ON CONFLICT (user_id, organization_id) DO UPDATE \
+                SET role_id = EXCLUDED.role_id, status = 'active', updated_at = now() \
+                WHERE memberships.status IN ('invited', 'deleted')",
+            &[&user_id, &org_id, &role_id],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE invitations SET status = 'accepted', accepted_at = now(), \
+                    accepted_user_id = $2, updated_at = now() \
+             WHERE id = $1",
+            &[&invitation_id, &user_id],
+        )
+        .await?;
+        let user = tx
+            .query_one(
+                "UPDATE users SET last_active_at = now() WHERE id = $1 \
+                 RETURNING email, first_name, last_name",
+                &[&user_id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(AcceptOutcome::Accepted(AcceptedUser {
+            id: user_id,
+            email: user.get(0),
+            first_name: user.get(1),
+            last_name: user.get(2),
+        }))
+    }
+
     pub async fn invitation_accept(&self, a: &Acceptance<'_>) -> Result<AcceptOutcome, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;

@@ -213,8 +213,8 @@ impl Datastore {
     }
 
     /// Adds `user_id` to `org_id` as an active member with `role_id`, or
-    /// reactivates a `deleted` membership. Any other existing membership is
-    /// `409 already_member`.
+    /// activates an `invited` or `deleted` membership with it. An `active`
+    /// or `suspended` membership is `409 already_member`.
     pub async fn membership_add(
         &self,
         org_id: Uuid,
@@ -228,7 +228,7 @@ impl Datastore {
                  VALUES ($1, $2, $3, 'active') \
                  ON CONFLICT (user_id, organization_id) DO UPDATE \
                      SET status = 'active', role_id = EXCLUDED.role_id, updated_at = now() \
-                     WHERE memberships.status = 'deleted'",
+                     WHERE memberships.status IN ('deleted', 'invited')",
                 &[&user_id, &org_id, &role_id],
             )
             .await?;

@@ -1,6 +1,6 @@
 //! Users and their memberships.
 
-use super::{Datastore, is_unique_violation};
+use super::Datastore;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -62,19 +62,19 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
-            .query_one(
+            .query_opt(
                 "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash) \
                  VALUES ($1, $2, $2, $3, $4, $5) \
+                 ON CONFLICT (email_normalized) DO UPDATE \
+                     SET first_name = EXCLUDED.first_name, last_name = EXCLUDED.last_name, \
+                         password_hash = EXCLUDED.password_hash, updated_at = now() \
+                     WHERE users.password_hash IS NULL \
                  RETURNING id, email, first_name, last_name, created_at, last_active_at, is_system_admin",
                 &[&Uuid::new_v4(), &user.email, &user.first_name, &user.last_name, &user.password_hash],
             )
-            .await
-            .map_err(|e| {
-                if is_unique_violation(&e, "users_email_normalized_key") {
-                    Error::conflict("email_taken", "an account with this e-mail address already exists")
-                } else {
-                    e.into()
-                }
+            .await?
+            .ok_or_else(|| {
+                Error::conflict("email_taken", "an account with this e-mail address already exists")
             })?;
         let created = UserRow::from_row(&row);
         super::organizations::insert_with_system_roles(&tx, org_name, slug_base, created.id, true)
