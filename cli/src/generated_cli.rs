@@ -15,6 +15,12 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
+            CliCommand::ConversationCreate => Self::cli_conversation_create(),
+            CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
+            CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
+            CliCommand::ConversationList => Self::cli_conversation_list(),
+            CliCommand::ConversationMessages => Self::cli_conversation_messages(),
+            CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
             CliCommand::Healthz => Self::cli_healthz(),
             CliCommand::Readyz => Self::cli_readyz(),
@@ -100,6 +106,167 @@ impl<T: CliConfig> Cli<T> {
                 "Create an account.\n\nPublic. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.\n\nThe e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).\n\nPassword policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.\n\nPasswords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).",
             )
     }
+    pub fn cli_conversation_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("is-archived")
+                    .long("is-archived")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default false."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("title")
+                    .long("title")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help("1 to 200 characters after trimming."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a conversation.\n\nPermission `conversation:write`. `title` must be 1 to 200 characters after trimming (`400 invalid_title`); `is_archived` defaults to false. A conversation belongs to the organization: every member with `conversation:read` sees it.",
+            )
+    }
+    pub fn cli_conversation_create_session() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("One of the ids listed by `GET /api/models/list`."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Start a model session in a conversation.\n\nPermission `conversation:write`. The session starts `active`. A conversation may hold several sessions, each on its own model (two sessions may also use the same model). `404 not_found` when the conversation is not in the organization, or when `model_id` is not a model offered by this server (see `models_list`).",
+            )
+    }
+    pub fn cli_conversation_get_with_sessions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The conversation."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Fetch a conversation with its sessions.\n\nPermission `conversation:read`. Sessions are oldest first, each with its `model` (`{id, name, provider}`) instead of `model_id` and without `updated_at`. `404 not_found` when the conversation is not in the organization.",
+            )
+    }
+    pub fn cli_conversation_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).",
+            )
+    }
+    pub fn cli_conversation_messages() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The conversation."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Messages per page: 1 to 100, default 20."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Number of messages to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List a conversation's messages, a page at a time.\n\nPermission `conversation:read`. Messages of all the conversation's sessions, oldest first in the order they were stored (stable across pages). `limit` is 1 to 100 (default 20), `offset` the number of messages to skip (default 0); out-of-range values are `400 invalid_pagination`. `total` counts all messages of the conversation. Each message carries `status` (an addition): `complete`, or `cancelled`/`failed` for a partial answer. `404 not_found` when the conversation is not in the organization.",
+            )
+    }
+    pub fn cli_models_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the language models an organization can use.\n\nAn addition to the spec, so that clients can find the `model_id` to pass to `create_session`. Any active member of the organization may call it (no further permission). Every model configured on the server is available to every organization; with no provider configured the list holds only `offline-dev-model` (provider `offline`), a built-in development model that answers without a network. Model ids are stable across restarts (models are keyed by name). Sorted by name.",
+            )
+    }
     pub fn cli_users_me() -> ::clap::Command {
         ::clap::Command::new("")
             .about(
@@ -126,6 +293,16 @@ impl<T: CliConfig> Cli<T> {
         match cmd {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
+            CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
+            CliCommand::ConversationCreateSession => {
+                self.execute_conversation_create_session(matches).await
+            }
+            CliCommand::ConversationGetWithSessions => {
+                self.execute_conversation_get_with_sessions(matches).await
+            }
+            CliCommand::ConversationList => self.execute_conversation_list(matches).await,
+            CliCommand::ConversationMessages => self.execute_conversation_messages(matches).await,
+            CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
@@ -181,6 +358,172 @@ impl<T: CliConfig> Cli<T> {
             request = request.body(body_value);
         }
         self.config.execute_auth_signup(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_create();
+        if let Some(value) = matches.get_one::<bool>("is-archived") {
+            request = request.body_map(|body| body.is_archived(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("title") {
+            request = request.body_map(|body| body.title(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConversationCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_conversation_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_create_session(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_create_session();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.body_map(|body| body.conversation_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConversationSessionCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_conversation_create_session(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_get_with_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_get_with_sessions();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.conversation_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_get_with_sessions(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_messages(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_messages();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.conversation_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_messages(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_models_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.models_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_models_list(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -273,6 +616,48 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_conversation_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_create_session(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationCreateSession,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_get_with_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationGetWithSessions,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_messages(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationMessages,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_models_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ModelsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_me(
         &self,
         matches: &::clap::ArgMatches,
@@ -299,6 +684,12 @@ pub trait CliConfig {
 pub enum CliCommand {
     AuthLogin,
     AuthSignup,
+    ConversationCreate,
+    ConversationCreateSession,
+    ConversationGetWithSessions,
+    ConversationList,
+    ConversationMessages,
+    ModelsList,
     UsersMe,
     Healthz,
     Readyz,
@@ -308,6 +699,12 @@ impl CliCommand {
         vec![
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
+            CliCommand::ConversationCreate,
+            CliCommand::ConversationCreateSession,
+            CliCommand::ConversationGetWithSessions,
+            CliCommand::ConversationList,
+            CliCommand::ConversationMessages,
+            CliCommand::ModelsList,
             CliCommand::UsersMe,
             CliCommand::Healthz,
             CliCommand::Readyz,
@@ -318,6 +715,12 @@ impl CliCommand {
         match self {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
+            CliCommand::ConversationCreate => "conversation_create",
+            CliCommand::ConversationCreateSession => "conversation_create_session",
+            CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",
+            CliCommand::ConversationList => "conversation_list",
+            CliCommand::ConversationMessages => "conversation_messages",
+            CliCommand::ModelsList => "models_list",
             CliCommand::UsersMe => "users_me",
             CliCommand::Healthz => "healthz",
             CliCommand::Readyz => "readyz",

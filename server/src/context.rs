@@ -5,11 +5,14 @@ use crate::authz::OrgAccess;
 use crate::config::Config;
 use crate::db::Datastore;
 use crate::error::Error;
+use crate::providers::ModelRegistry;
 
 pub struct ServerContext {
     pub config: Config,
     pub datastore: Datastore,
     pub tokens: TokenKeys,
+    /// The language models this server offers and their clients.
+    pub models: ModelRegistry,
     pub log: slog::Logger,
 }
 

@@ -2,4 +2,6 @@
 //! authenticating; these call the datastore.
 
 pub mod auth;
+pub mod conversations;
+pub mod models;
 pub mod users;

@@ -3,5 +3,7 @@
 
 mod auth;
 mod contract;
+mod conversations;
+mod providers;
 mod system;
 mod tokens;

@@ -1,6 +1,8 @@
 //! Data access, one module per resource.
 
+pub mod conversations;
 pub mod login_failures;
+pub mod models;
 pub mod organizations;
 pub mod secrets;
 pub mod users;
