@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -302,6 +302,8 @@ struct State {
     script: VecDeque<Reply>,
     default: Reply,
     requests: Vec<Recorded>,
+    /// Per request (in arrival order): when each data part was written.
+    write_times: Vec<Vec<Instant>>,
 }
 
 /// The running fake provider.
@@ -326,6 +328,7 @@ impl FakeProvider {
             script: VecDeque::new(),
             default,
             requests: Vec::new(),
+            write_times: Vec::new(),
         }));
         let shared = state.clone();
         let task = tokio::spawn(async move {
@@ -356,6 +359,12 @@ impl FakeProvider {
 
     pub fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
+    }
+
+    /// For each request so far, when each data part of its reply was
+    /// written (for latency measurements; same clock as the caller).
+    pub fn write_times(&self) -> Vec<Vec<Instant>> {
+        self.lock().write_times.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -417,13 +426,16 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
     let Some(request) = read_request(&mut socket).await? else {
         return Ok(());
     };
-    let reply = {
+    let (reply, index) = {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         state.requests.push(request);
-        match state.script.pop_front() {
+        state.write_times.push(Vec::new());
+        let index = state.write_times.len() - 1;
+        let reply = match state.script.pop_front() {
             Some(r) => r,
             None => state.default.clone(),
-        }
+        };
+        (reply, index)
     };
     let reason = match reply.status {
         200 => "OK",
@@ -447,6 +459,11 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
                 let chunk = format!("{:x}\r\n{text}\r\n", text.len());
                 socket.write_all(chunk.as_bytes()).await?;
                 socket.flush().await?;
+                let now = Instant::now();
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(times) = state.write_times.get_mut(index) {
+                    times.push(now);
+                }
             }
         }
     }

@@ -7,6 +7,8 @@
 //! - `generate` / `check`: all of the above.
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
+//! - `bench [--dev]`: the relay benchmark (`tests/benches/relay.rs`): what
+//!   the server adds to time-to-first-token and per streamed chunk.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -48,6 +50,15 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure what the server adds to time-to-first-token and to each
+    /// relayed chunk, against a local fake provider (prints the figures; not
+    /// a test).
+    Bench {
+        /// Build with the dev profile instead of release (faster to build,
+        /// slower to run).
+        #[arg(long)]
+        dev: bool,
+    },
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -79,6 +90,7 @@ fn main() -> Result<()> {
         Task::Check => check_all(&root),
         Task::Db { action } => db(action),
         Task::Test { args } => test(&root, &args),
+        Task::Bench { dev } => bench(&root, dev),
     }
 }
 
@@ -296,4 +308,24 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         bail!("tests failed");
     }
     checks
+}
+
+fn bench(root: &Path, dev: bool) -> Result<()> {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root)
+        .args(["bench", "-p", "workspace-tests", "--bench", "relay"]);
+    if dev {
+        cmd.args(["--profile", "dev"]);
+    }
+    if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_none() {
+        cmd.env(
+            "WORKSPACE_TEST_DATABASE_URL",
+            test_cluster()?.url("postgres"),
+        );
+    }
+    let status = cmd.status().context("running the benchmark")?;
+    if !status.success() {
+        bail!("the benchmark failed");
+    }
+    Ok(())
 }
