@@ -16,6 +16,11 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::ConversationCreate => Self::cli_conversation_create(),
+            CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
+            CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
+            CliCommand::ConversationList => Self::cli_conversation_list(),
+            CliCommand::ConversationMessages => Self::cli_conversation_messages(),
             CliCommand::InvitationsBulkCreate => Self::cli_invitations_bulk_create(),
             CliCommand::InvitationsCreate => Self::cli_invitations_create(),
             CliCommand::InvitationsGet => Self::cli_invitations_get(),
@@ -23,6 +28,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::InvitationsResend => Self::cli_invitations_resend(),
             CliCommand::InvitationsRevoke => Self::cli_invitations_revoke(),
             CliCommand::InvitationsValidate => Self::cli_invitations_validate(),
+            CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
             CliCommand::OrgFeatures => Self::cli_org_features(),
@@ -167,6 +173,151 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
+            )
+    }
+    pub fn cli_conversation_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("is-archived")
+                    .long("is-archived")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default false."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("title")
+                    .long("title")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help("1 to 200 characters after trimming."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a conversation.\n\nPermission `conversation:write`. `title` must be 1 to 200 characters after trimming (`400 invalid_title`); `is_archived` defaults to false. A conversation belongs to the organization: every member with `conversation:read` sees it.",
+            )
+    }
+    pub fn cli_conversation_create_session() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("One of the ids listed by `GET /api/models/list`."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Start a model session in a conversation.\n\nPermission `conversation:write`. The session starts `active`. A conversation may hold several sessions, each on its own model (two sessions may also use the same model). `404 not_found` when the conversation is not in the organization, or when `model_id` is not a model offered by this server (see `models_list`).",
+            )
+    }
+    pub fn cli_conversation_get_with_sessions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The conversation."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Fetch a conversation with its sessions.\n\nPermission `conversation:read`. Sessions are oldest first, each with its `model` (`{id, name, provider}`) instead of `model_id` and without `updated_at`. `404 not_found` when the conversation is not in the organization.",
+            )
+    }
+    pub fn cli_conversation_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).",
+            )
+    }
+    pub fn cli_conversation_messages() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("conversation-id")
+                    .long("conversation-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The conversation."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Messages per page: 1 to 100, default 20."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Number of messages to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List a conversation's messages, a page at a time.\n\nPermission `conversation:read`. Messages of all the conversation's sessions, oldest first in the order they were stored (stable across pages). `limit` is 1 to 100 (default 20), `offset` the number of messages to skip (default 0); out-of-range values are `400 invalid_pagination`. `total` counts all messages of the conversation. Each message carries `status` (an addition): `complete`, or `cancelled`/`failed` for a partial answer. `404 not_found` when the conversation is not in the organization.",
             )
     }
     pub fn cli_invitations_bulk_create() -> ::clap::Command {
@@ -329,6 +480,18 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Check an invitation token.\n\nPublic (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{\"valid\": false, \"invitation\": null}`, without saying which.",
+            )
+    }
+    pub fn cli_models_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List the language models an organization can use.\n\nAn addition to the spec, so that clients can find the `model_id` to pass to `create_session`. Any active member of the organization may call it (no further permission). Every model configured on the server is available to every organization; with no provider configured the list holds only `offline-dev-model` (provider `offline`), a built-in development model that answers without a network. Model ids are stable across restarts (models are keyed by name). Sorted by name.",
             )
     }
     pub fn cli_org_add_member() -> ::clap::Command {
@@ -787,6 +950,15 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
+            CliCommand::ConversationCreateSession => {
+                self.execute_conversation_create_session(matches).await
+            }
+            CliCommand::ConversationGetWithSessions => {
+                self.execute_conversation_get_with_sessions(matches).await
+            }
+            CliCommand::ConversationList => self.execute_conversation_list(matches).await,
+            CliCommand::ConversationMessages => self.execute_conversation_messages(matches).await,
             CliCommand::InvitationsBulkCreate => {
                 self.execute_invitations_bulk_create(matches).await
             }
@@ -796,6 +968,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::InvitationsResend => self.execute_invitations_resend(matches).await,
             CliCommand::InvitationsRevoke => self.execute_invitations_revoke(matches).await,
             CliCommand::InvitationsValidate => self.execute_invitations_validate(matches).await,
+            CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
             CliCommand::OrgFeatures => self.execute_org_features(matches).await,
@@ -908,6 +1081,154 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_auth_signup_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_create();
+        if let Some(value) = matches.get_one::<bool>("is-archived") {
+            request = request.body_map(|body| body.is_archived(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("title") {
+            request = request.body_map(|body| body.title(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConversationCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_conversation_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_create_session(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_create_session();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.body_map(|body| body.conversation_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConversationSessionCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_conversation_create_session(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_get_with_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_get_with_sessions();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.conversation_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_get_with_sessions(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_messages(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_messages();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
+            request = request.conversation_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_messages(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -1090,6 +1411,24 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_invitations_validate(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_models_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.models_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_models_list(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -1594,6 +1933,41 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_conversation_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_create_session(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationCreateSession,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_get_with_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationGetWithSessions,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_messages(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationMessages,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_invitations_bulk_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -1640,6 +2014,13 @@ pub trait CliConfig {
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::InvitationsValidate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_models_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ModelsList,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -1775,6 +2156,11 @@ pub enum CliCommand {
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
+    ConversationCreate,
+    ConversationCreateSession,
+    ConversationGetWithSessions,
+    ConversationList,
+    ConversationMessages,
     InvitationsBulkCreate,
     InvitationsCreate,
     InvitationsGet,
@@ -1782,6 +2168,7 @@ pub enum CliCommand {
     InvitationsResend,
     InvitationsRevoke,
     InvitationsValidate,
+    ModelsList,
     OrgAddMember,
     OrgCreateOrg,
     OrgFeatures,
@@ -1807,6 +2194,11 @@ impl CliCommand {
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
+            CliCommand::ConversationCreate,
+            CliCommand::ConversationCreateSession,
+            CliCommand::ConversationGetWithSessions,
+            CliCommand::ConversationList,
+            CliCommand::ConversationMessages,
             CliCommand::InvitationsBulkCreate,
             CliCommand::InvitationsCreate,
             CliCommand::InvitationsGet,
@@ -1814,6 +2206,7 @@ impl CliCommand {
             CliCommand::InvitationsResend,
             CliCommand::InvitationsRevoke,
             CliCommand::InvitationsValidate,
+            CliCommand::ModelsList,
             CliCommand::OrgAddMember,
             CliCommand::OrgCreateOrg,
             CliCommand::OrgFeatures,
@@ -1840,6 +2233,11 @@ impl CliCommand {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::ConversationCreate => "conversation_create",
+            CliCommand::ConversationCreateSession => "conversation_create_session",
+            CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",
+            CliCommand::ConversationList => "conversation_list",
+            CliCommand::ConversationMessages => "conversation_messages",
             CliCommand::InvitationsBulkCreate => "invitations_bulk_create",
             CliCommand::InvitationsCreate => "invitations_create",
             CliCommand::InvitationsGet => "invitations_get",
@@ -1847,6 +2245,7 @@ impl CliCommand {
             CliCommand::InvitationsResend => "invitations_resend",
             CliCommand::InvitationsRevoke => "invitations_revoke",
             CliCommand::InvitationsValidate => "invitations_validate",
+            CliCommand::ModelsList => "models_list",
             CliCommand::OrgAddMember => "org_add_member",
             CliCommand::OrgCreateOrg => "org_create_org",
             CliCommand::OrgFeatures => "org_features",

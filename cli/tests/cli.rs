@@ -356,3 +356,104 @@ async fn invitations_and_users_commands() {
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
 }
+
+/// `workspace conversation list|create|create-session` (generated) and
+/// `workspace conversation chat` (hand-written, streams the answer).
+#[tokio::test]
+async fn conversation_commands_and_streamed_chat() {
+    let cx = TestContext::with_config("cli_conversation_chat", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clichat").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let base_url = cx.base_url.clone();
+    let token = user.token.clone();
+    let run = move |args: Vec<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let me = user.client.users_me().send().await.unwrap().into_inner();
+    let org = me.organizations[0].id.to_string();
+
+    let models = json(
+        &run(args(&["models", "list", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let model = models[0]["id"].as_str().unwrap().to_string();
+    let conv = json(
+        &run(args(&[
+            "conversation",
+            "create",
+            "--org-id",
+            &org,
+            "--title",
+            "from the cli",
+        ]))
+        .await
+        .unwrap(),
+    );
+    let conv = conv["id"].as_str().unwrap().to_string();
+    let session = json(
+        &run(args(&[
+            "conversation",
+            "create-session",
+            "--org-id",
+            &org,
+            "--conversation-id",
+            &conv,
+            "--model-id",
+            &model,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let session = session["id"].as_str().unwrap().to_string();
+    let out = run(args(&[
+        "conversation",
+        "chat",
+        "--org-id",
+        &org,
+        "--chat-session-id",
+        &session,
+        "--message",
+        "hello from the shell",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hello from the shell"), "{text}");
+    assert!(text.contains("offline-dev-model"), "{text}");
+
+    let out = run(args(&[
+        "conversation",
+        "chat",
+        "--org-id",
+        &org,
+        "--chat-session-id",
+        &uuid::Uuid::new_v4().to_string(),
+        "--message",
+        "x",
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404 not_found"));
+    cx.teardown().await;
+}

@@ -22,6 +22,191 @@ pub mod types {
             Default::default()
         }
     }
+    ///A conversation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Conversation {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub is_archived: bool,
+        pub title: ::std::string::String,
+        ///Changes when the conversation gets a session or a message.
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Conversation {
+        pub fn builder() -> builder::Conversation {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/conversation/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationCreate {
+        ///Default false.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_archived: ::std::option::Option<bool>,
+        ///1 to 200 characters after trimming.
+        pub title: ::std::string::String,
+    }
+    impl ConversationCreate {
+        pub fn builder() -> builder::ConversationCreate {
+            Default::default()
+        }
+    }
+    ///A message of a conversation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationMessage {
+        ///The session (and so the model) the message belongs to.
+        pub chat_session_id: ::uuid::Uuid,
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Opaque string (currently a UUID). For an assistant answer it is the `message_id` of the stream's `start` event.
+        pub id: ::std::string::String,
+        pub role: MessageRole,
+        ///Addition to the spec: `complete`, or why an answer is partial.
+        pub status: MessageStatus,
+    }
+    impl ConversationMessage {
+        pub fn builder() -> builder::ConversationMessage {
+            Default::default()
+        }
+    }
+    ///One page of a conversation's messages.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationMessagesPage {
+        pub limit: u32,
+        ///Oldest first, across all sessions of the conversation.
+        pub messages: ::std::vec::Vec<ConversationMessage>,
+        pub offset: u32,
+        ///Number of messages in the conversation.
+        pub total: u64,
+    }
+    impl ConversationMessagesPage {
+        pub fn builder() -> builder::ConversationMessagesPage {
+            Default::default()
+        }
+    }
+    ///A conversation chat session: one model's thread in a conversation.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationSession {
+        pub conversation_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub model_id: ::uuid::Uuid,
+        pub status: ConversationSessionStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ConversationSession {
+        pub fn builder() -> builder::ConversationSession {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/conversation/create_session`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationSessionCreate {
+        pub conversation_id: ::uuid::Uuid,
+        ///One of the ids listed by `GET /api/models/list`.
+        pub model_id: ::uuid::Uuid,
+    }
+    impl ConversationSessionCreate {
+        pub fn builder() -> builder::ConversationSessionCreate {
+            Default::default()
+        }
+    }
+    ///The state of a conversation chat session.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationSessionStatus {
+        ///Accepts messages (every session starts here).
+        #[serde(rename = "active")]
+        Active,
+        ///Finished.
+        #[serde(rename = "completed")]
+        Completed,
+    }
+    impl ::std::fmt::Display for ConversationSessionStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Active => f.write_str("active"),
+                Self::Completed => f.write_str("completed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationSessionStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "active" => Ok(Self::Active),
+                "completed" => Ok(Self::Completed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationSessionStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationSessionStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A session in the combined view: `model` instead of `model_id`, no `updated_at`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationSessionView {
+        pub conversation_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub model: Model,
+        pub status: ConversationSessionStatus,
+    }
+    impl ConversationSessionView {
+        pub fn builder() -> builder::ConversationSessionView {
+            Default::default()
+        }
+    }
+    ///A conversation with all its sessions.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationWithSessions {
+        pub conversation: Conversation,
+        ///Oldest first.
+        pub sessions: ::std::vec::Vec<ConversationSessionView>,
+    }
+    impl ConversationWithSessions {
+        pub fn builder() -> builder::ConversationWithSessions {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/roles/permission`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -662,6 +847,134 @@ pub mod types {
             Default::default()
         }
     }
+    ///Who wrote a message.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum MessageRole {
+        #[serde(rename = "user")]
+        User,
+        #[serde(rename = "assistant")]
+        Assistant,
+    }
+    impl ::std::fmt::Display for MessageRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::User => f.write_str("user"),
+                Self::Assistant => f.write_str("assistant"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MessageRole {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "user" => Ok(Self::User),
+                "assistant" => Ok(Self::Assistant),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MessageRole {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MessageRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Whether a message is whole (an addition to the spec's message shape).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum MessageStatus {
+        ///The whole message.
+        #[serde(rename = "complete")]
+        Complete,
+        ///An assistant answer cut short because the client disconnected; the text received until then is kept.
+        #[serde(rename = "cancelled")]
+        Cancelled,
+        ///An assistant answer cut short because the model provider failed; the text received until then is kept.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for MessageStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Complete => f.write_str("complete"),
+                Self::Cancelled => f.write_str("cancelled"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MessageStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "complete" => Ok(Self::Complete),
+                "cancelled" => Ok(Self::Cancelled),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A language model the service can talk to.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Model {
+        ///Stable id of the model (kept across restarts; keyed by `name`).
+        pub id: ::uuid::Uuid,
+        ///The model's name, e.g. `gpt-4o-mini` or `claude-sonnet-4-5`.
+        pub name: ::std::string::String,
+        ///Who serves it: `openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` (any other OpenAI-compatible server) or `offline` (the built-in development model).
+        pub provider: ::std::string::String,
+    }
+    impl Model {
+        pub fn builder() -> builder::Model {
+            Default::default()
+        }
+    }
     ///An object referenced by id, with its display name.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1120,6 +1433,20 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/conversation/stream_chat`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct StreamChatRequest {
+        pub chat_session_id: ::uuid::Uuid,
+        ///The user's message: not blank, at most 100,000 characters.
+        pub message: ::std::string::String,
+    }
+    impl StreamChatRequest {
+        pub fn builder() -> builder::StreamChatRequest {
+            Default::default()
+        }
+    }
     ///The kind of token issued; always `bearer`.
     #[derive(
         ::serde::Deserialize,
@@ -1454,6 +1781,686 @@ pub mod types {
                     organization_id: Ok(value.organization_id),
                     role_id: Ok(value.role_id),
                     user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Conversation {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_archived: ::std::result::Result<bool, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Conversation {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_archived: Err("no value supplied for is_archived".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Conversation {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_archived<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_archived = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_archived: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Conversation> for super::Conversation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Conversation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    is_archived: value.is_archived?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Conversation> for Conversation {
+            fn from(value: super::Conversation) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    is_archived: Ok(value.is_archived),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationCreate {
+            is_archived: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationCreate {
+            fn default() -> Self {
+                Self {
+                    is_archived: Ok(Default::default()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl ConversationCreate {
+            pub fn is_archived<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_archived = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_archived: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationCreate> for super::ConversationCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    is_archived: value.is_archived?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationCreate> for ConversationCreate {
+            fn from(value: super::ConversationCreate) -> Self {
+                Self {
+                    is_archived: Ok(value.is_archived),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationMessage {
+            chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role: ::std::result::Result<super::MessageRole, ::std::string::String>,
+            status: ::std::result::Result<super::MessageStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationMessage {
+            fn default() -> Self {
+                Self {
+                    chat_session_id: Err("no value supplied for chat_session_id".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ConversationMessage {
+            pub fn chat_session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_session_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for chat_session_id: {e}")
+                });
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::MessageRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::MessageStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationMessage> for super::ConversationMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_session_id: value.chat_session_id?,
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationMessage> for ConversationMessage {
+            fn from(value: super::ConversationMessage) -> Self {
+                Self {
+                    chat_session_id: Ok(value.chat_session_id),
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationMessagesPage {
+            limit: ::std::result::Result<u32, ::std::string::String>,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::ConversationMessage>,
+                ::std::string::String,
+            >,
+            offset: ::std::result::Result<u32, ::std::string::String>,
+            total: ::std::result::Result<u64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationMessagesPage {
+            fn default() -> Self {
+                Self {
+                    limit: Err("no value supplied for limit".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    offset: Err("no value supplied for offset".to_string()),
+                    total: Err("no value supplied for total".to_string()),
+                }
+            }
+        }
+        impl ConversationMessagesPage {
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConversationMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn offset<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.offset = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for offset: {e}"));
+                self
+            }
+            pub fn total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationMessagesPage> for super::ConversationMessagesPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationMessagesPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    limit: value.limit?,
+                    messages: value.messages?,
+                    offset: value.offset?,
+                    total: value.total?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationMessagesPage> for ConversationMessagesPage {
+            fn from(value: super::ConversationMessagesPage) -> Self {
+                Self {
+                    limit: Ok(value.limit),
+                    messages: Ok(value.messages),
+                    offset: Ok(value.offset),
+                    total: Ok(value.total),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationSession {
+            conversation_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::ConversationSessionStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationSession {
+            fn default() -> Self {
+                Self {
+                    conversation_id: Err("no value supplied for conversation_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ConversationSession {
+            pub fn conversation_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for conversation_id: {e}")
+                });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationSessionStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationSession> for super::ConversationSession {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationSession,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    conversation_id: value.conversation_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    model_id: value.model_id?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationSession> for ConversationSession {
+            fn from(value: super::ConversationSession) -> Self {
+                Self {
+                    conversation_id: Ok(value.conversation_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    model_id: Ok(value.model_id),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationSessionCreate {
+            conversation_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationSessionCreate {
+            fn default() -> Self {
+                Self {
+                    conversation_id: Err("no value supplied for conversation_id".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                }
+            }
+        }
+        impl ConversationSessionCreate {
+            pub fn conversation_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for conversation_id: {e}")
+                });
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationSessionCreate> for super::ConversationSessionCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationSessionCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    conversation_id: value.conversation_id?,
+                    model_id: value.model_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationSessionCreate> for ConversationSessionCreate {
+            fn from(value: super::ConversationSessionCreate) -> Self {
+                Self {
+                    conversation_id: Ok(value.conversation_id),
+                    model_id: Ok(value.model_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationSessionView {
+            conversation_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model: ::std::result::Result<super::Model, ::std::string::String>,
+            status: ::std::result::Result<super::ConversationSessionStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationSessionView {
+            fn default() -> Self {
+                Self {
+                    conversation_id: Err("no value supplied for conversation_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ConversationSessionView {
+            pub fn conversation_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for conversation_id: {e}")
+                });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Model>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationSessionStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationSessionView> for super::ConversationSessionView {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationSessionView,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    conversation_id: value.conversation_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    model: value.model?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationSessionView> for ConversationSessionView {
+            fn from(value: super::ConversationSessionView) -> Self {
+                Self {
+                    conversation_id: Ok(value.conversation_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationWithSessions {
+            conversation: ::std::result::Result<super::Conversation, ::std::string::String>,
+            sessions: ::std::result::Result<
+                ::std::vec::Vec<super::ConversationSessionView>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationWithSessions {
+            fn default() -> Self {
+                Self {
+                    conversation: Err("no value supplied for conversation".to_string()),
+                    sessions: Err("no value supplied for sessions".to_string()),
+                }
+            }
+        }
+        impl ConversationWithSessions {
+            pub fn conversation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Conversation>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for conversation: {e}"));
+                self
+            }
+            pub fn sessions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConversationSessionView>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sessions = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sessions: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationWithSessions> for super::ConversationWithSessions {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationWithSessions,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    conversation: value.conversation?,
+                    sessions: value.sessions?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationWithSessions> for ConversationWithSessions {
+            fn from(value: super::ConversationWithSessions) -> Self {
+                Self {
+                    conversation: Ok(value.conversation),
+                    sessions: Ok(value.sessions),
                 }
             }
         }
@@ -3198,6 +4205,74 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Model {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            provider: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Model {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    provider: Err("no value supplied for provider".to_string()),
+                }
+            }
+        }
+        impl Model {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn provider<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.provider = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for provider: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Model> for super::Model {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Model,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    name: value.name?,
+                    provider: value.provider?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Model> for Model {
+            fn from(value: super::Model) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    provider: Ok(value.provider),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct NamedRef {
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -4148,6 +5223,60 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct StreamChatRequest {
+            chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for StreamChatRequest {
+            fn default() -> Self {
+                Self {
+                    chat_session_id: Err("no value supplied for chat_session_id".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl StreamChatRequest {
+            pub fn chat_session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_session_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for chat_session_id: {e}")
+                });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<StreamChatRequest> for super::StreamChatRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: StreamChatRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_session_id: value.chat_session_id?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::StreamChatRequest> for StreamChatRequest {
+            fn from(value: super::StreamChatRequest) -> Self {
+                Self {
+                    chat_session_id: Ok(value.chat_session_id),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -5094,6 +6223,119 @@ impl Client {
     pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
         builder::AuthSignupInvite::new(self)
     }
+    /**Create a conversation
+
+    Permission `conversation:write`. `title` must be 1 to 200 characters after trimming (`400 invalid_title`); `is_archived` defaults to false. A conversation belongs to the organization: every member with `conversation:read` sees it.
+
+    Sends a `POST` request to `/api/conversation/create`
+
+    ```ignore
+    let response = client.conversation_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_create(&self) -> builder::ConversationCreate<'_> {
+        builder::ConversationCreate::new(self)
+    }
+    /**Start a model session in a conversation
+
+    Permission `conversation:write`. The session starts `active`. A conversation may hold several sessions, each on its own model (two sessions may also use the same model). `404 not_found` when the conversation is not in the organization, or when `model_id` is not a model offered by this server (see `models_list`).
+
+    Sends a `POST` request to `/api/conversation/create_session`
+
+    ```ignore
+    let response = client.conversation_create_session()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_create_session(&self) -> builder::ConversationCreateSession<'_> {
+        builder::ConversationCreateSession::new(self)
+    }
+    /**Fetch a conversation with its sessions
+
+    Permission `conversation:read`. Sessions are oldest first, each with its `model` (`{id, name, provider}`) instead of `model_id` and without `updated_at`. `404 not_found` when the conversation is not in the organization.
+
+    Sends a `GET` request to `/api/conversation/get_with_sessions`
+
+    Arguments:
+    - `conversation_id`: The conversation.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.conversation_get_with_sessions()
+        .conversation_id(conversation_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_get_with_sessions(&self) -> builder::ConversationGetWithSessions<'_> {
+        builder::ConversationGetWithSessions::new(self)
+    }
+    /**List the organization's conversations
+
+    Permission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).
+
+    Sends a `GET` request to `/api/conversation/list`
+
+    ```ignore
+    let response = client.conversation_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_list(&self) -> builder::ConversationList<'_> {
+        builder::ConversationList::new(self)
+    }
+    /**List a conversation's messages, a page at a time
+
+    Permission `conversation:read`. Messages of all the conversation's sessions, oldest first in the order they were stored (stable across pages). `limit` is 1 to 100 (default 20), `offset` the number of messages to skip (default 0); out-of-range values are `400 invalid_pagination`. `total` counts all messages of the conversation. Each message carries `status` (an addition): `complete`, or `cancelled`/`failed` for a partial answer. `404 not_found` when the conversation is not in the organization.
+
+    Sends a `GET` request to `/api/conversation/messages`
+
+    Arguments:
+    - `conversation_id`: The conversation.
+    - `limit`: Messages per page: 1 to 100, default 20.
+    - `offset`: Number of messages to skip, default 0.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.conversation_messages()
+        .conversation_id(conversation_id)
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_messages(&self) -> builder::ConversationMessages<'_> {
+        builder::ConversationMessages::new(self)
+    }
+    /**Send a message in a session and stream the model's answer
+
+    Permission `conversation:write`. The answer is a Server-Sent Events stream (`text/event-stream`): lines `data: <json>`, each followed by a blank line. Events, in order: `{"type":"start","message_id":ID}` (ID is the assistant message's id), any number of `{"type":"content","content":TEXT}` (pieces of the answer, in order), then `{"type":"end"}`.
+
+    Before anything is streamed, errors are ordinary JSON errors: `400 invalid_message` for a blank message or one over 100,000 characters, `404 not_found` when the session is not in the organization, `400 model_unavailable` when the session's model is no longer configured.
+
+    The user's message is stored (in the session's history) before the model is called, and the model receives the session's whole history (earlier messages of this session only, oldest first, including partial answers), then the new message. The assistant message is stored with its full text before `end` is sent, so a client that saw `end` will find it in `messages`.
+
+    Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`; if the client disconnects the text is kept with `status` `cancelled` and the provider request is abandoned.
+
+    Several answers may stream in one session at once; each sees the history as stored when it started.
+
+    Sends a `POST` request to `/api/conversation/stream_chat`
+
+    ```ignore
+    let response = client.conversation_stream_chat()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_stream_chat(&self) -> builder::ConversationStreamChat<'_> {
+        builder::ConversationStreamChat::new(self)
+    }
     /**Invite several e-mail addresses at once
 
     Admin or owner role (level 80 or more; `403 forbidden`). 1 to 100 items (`400 invalid_request` otherwise); `message` (at most 2000 characters, `400 invalid_message`) goes to every invitee.
@@ -5218,6 +6460,21 @@ impl Client {
     ```*/
     pub fn invitations_validate(&self) -> builder::InvitationsValidate<'_> {
         builder::InvitationsValidate::new(self)
+    }
+    /**List the language models an organization can use
+
+    An addition to the spec, so that clients can find the `model_id` to pass to `create_session`. Any active member of the organization may call it (no further permission). Every model configured on the server is available to every organization; with no provider configured the list holds only `offline-dev-model` (provider `offline`), a built-in development model that answers without a network. Model ids are stable across restarts (models are keyed by name). Sorted by name.
+
+    Sends a `GET` request to `/api/models/list`
+
+    ```ignore
+    let response = client.models_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn models_list(&self) -> builder::ModelsList<'_> {
+        builder::ModelsList::new(self)
     }
     /**Add an existing user to an organization
 
@@ -5745,6 +7002,560 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_create`]
+
+    [`Client::conversation_create`]: super::Client::conversation_create*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ConversationCreate, String>,
+    }
+    impl<'a> ConversationCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationCreate>,
+            <V as std::convert::TryInto<types::ConversationCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ConversationCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ConversationCreate,
+                ) -> types::builder::ConversationCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/conversation/create`
+        pub async fn send(self) -> Result<ResponseValue<types::Conversation>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ConversationCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_create_session`]
+
+    [`Client::conversation_create_session`]: super::Client::conversation_create_session*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationCreateSession<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ConversationSessionCreate, String>,
+    }
+    impl<'a> ConversationCreateSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationSessionCreate>,
+            <V as std::convert::TryInto<types::ConversationSessionCreate>>::Error:
+                std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ConversationSessionCreate` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ConversationSessionCreate,
+                ) -> types::builder::ConversationSessionCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/conversation/create_session`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ConversationSession>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::ConversationSessionCreate::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/create_session", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_create_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_get_with_sessions`]
+
+    [`Client::conversation_get_with_sessions`]: super::Client::conversation_get_with_sessions*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationGetWithSessions<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationGetWithSessions<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for conversation_id failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/conversation/get_with_sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ConversationWithSessions>, Error<types::Error>> {
+            let Self {
+                client,
+                conversation_id,
+                org_id,
+            } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/get_with_sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "conversation_id",
+                    &conversation_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_get_with_sessions",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_list`]
+
+    [`Client::conversation_list`]: super::Client::conversation_list*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/conversation/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Conversation>>, Error<types::Error>>
+        {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_messages`]
+
+    [`Client::conversation_messages`]: super::Client::conversation_messages*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationMessages<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationMessages<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for conversation_id failed".to_string()
+            });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/conversation/messages`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ConversationMessagesPage>, Error<types::Error>> {
+            let Self {
+                client,
+                conversation_id,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/messages", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "conversation_id",
+                    &conversation_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_messages",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_stream_chat`]
+
+    [`Client::conversation_stream_chat`]: super::Client::conversation_stream_chat*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationStreamChat<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::StreamChatRequest, String>,
+    }
+    impl<'a> ConversationStreamChat<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::StreamChatRequest>,
+            <V as std::convert::TryInto<types::StreamChatRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `StreamChatRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::StreamChatRequest,
+                ) -> types::builder::StreamChatRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/conversation/stream_chat`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::StreamChatRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/stream_chat", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_stream_chat",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
                 400u16..=499u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -6303,6 +8114,72 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "invitations_validate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::models_list`]
+
+    [`Client::models_list`]: super::Client::models_list*/
+    #[derive(Debug, Clone)]
+    pub struct ModelsList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ModelsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/models/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Model>>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/models/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "models_list",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

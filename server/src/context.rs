@@ -5,6 +5,7 @@ use crate::authz::OrgAccess;
 use crate::config::Config;
 use crate::db::Datastore;
 use crate::error::Error;
+use crate::providers::ModelRegistry;
 
 pub struct ServerContext {
     pub config: Config,
@@ -12,6 +13,8 @@ pub struct ServerContext {
     pub tokens: TokenKeys,
     /// Outgoing e-mail (SMTP, or the `email_outbox` table by default).
     pub mailer: std::sync::Arc<dyn crate::mailer::Mailer>,
+    /// The language models this server offers and their clients.
+    pub models: ModelRegistry,
     pub log: slog::Logger,
 }
 

@@ -7,6 +7,11 @@ use crate::context::ServerContext;
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 use workspace_api::WorkspaceApi;
 use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
+use workspace_api::conversations::{
+    Conversation, ConversationCreate, ConversationMessagesPage, ConversationQuery,
+    ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
+    StreamChatRequest,
+};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::invitations::{
     Invitation, InvitationBulkCreateRequest, InvitationBulkCreateResponse, InvitationCreateRequest,
@@ -392,4 +397,113 @@ impl WorkspaceApi for WorkspaceImpl {
     }
 
     // ---- Conversations area ----
+
+    async fn models_list(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        cx.authorize(&actor, query.into_inner().org_id, None)
+            .await?;
+        Ok(HttpResponseOk(app::models::list(cx)))
+    }
+
+    async fn conversation_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<ConversationCreate>,
+    ) -> Result<HttpResponseCreated<Conversation>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(
+                &actor,
+                query.into_inner().org_id,
+                Some("conversation:write"),
+            )
+            .await?;
+        Ok(HttpResponseCreated(
+            app::conversations::create(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
+    async fn conversation_create_session(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<ConversationSessionCreate>,
+    ) -> Result<HttpResponseCreated<ConversationSession>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(
+                &actor,
+                query.into_inner().org_id,
+                Some("conversation:write"),
+            )
+            .await?;
+        Ok(HttpResponseCreated(
+            app::conversations::create_session(cx, &access, body.into_inner()).await?,
+        ))
+    }
+
+    async fn conversation_stream_chat(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<StreamChatRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(
+                &actor,
+                query.into_inner().org_id,
+                Some("conversation:write"),
+            )
+            .await?;
+        let events = app::conversations::stream_chat(cx, &access, body.into_inner()).await?;
+        crate::sse::response(events)
+    }
+
+    async fn conversation_list(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let access = cx
+            .authorize(&actor, query.into_inner().org_id, Some("conversation:read"))
+            .await?;
+        Ok(HttpResponseOk(app::conversations::list(cx, &access).await?))
+    }
+
+    async fn conversation_get_with_sessions(
+        rqctx: Ctx,
+        query: QueryParams<ConversationQuery>,
+    ) -> Result<HttpResponseOk<ConversationWithSessions>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("conversation:read"))
+            .await?;
+        Ok(HttpResponseOk(
+            app::conversations::get_with_sessions(cx, &access, query.conversation_id).await?,
+        ))
+    }
+
+    async fn conversation_messages(
+        rqctx: Ctx,
+        query: QueryParams<MessagesQuery>,
+    ) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
+        let cx = rqctx.context();
+        let actor = cx.authenticate(rqctx.request.headers()).await?;
+        let query = query.into_inner();
+        let access = cx
+            .authorize(&actor, query.org_id, Some("conversation:read"))
+            .await?;
+        Ok(HttpResponseOk(
+            app::conversations::messages(cx, &access, query).await?,
+        ))
+    }
 }

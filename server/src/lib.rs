@@ -11,6 +11,8 @@ pub mod error;
 mod http_entrypoints;
 pub mod logging;
 pub mod mailer;
+pub mod providers;
+mod sse;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -138,6 +140,24 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let tokens = authn::TokenKeys::new(&secret, config.auth.token_lifetime_secs);
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
+    // The model catalog: clients for the configured models, stored by name
+    // so that their ids stay stable across restarts.
+    let specs = providers::registry::configured_models(&config)?;
+    let names: Vec<(&str, &str)> = specs
+        .iter()
+        .map(|s| (s.name.as_str(), s.provider.as_str()))
+        .collect();
+    let ids = datastore
+        .models_sync(&names)
+        .await
+        .map_err(|e| anyhow::anyhow!("storing the model catalog: {e}"))?;
+    let models =
+        providers::ModelRegistry::new(specs, ids, providers::RetryPolicy::from_config(&config));
+    for model in models.list() {
+        slog::info!(log, "model offered"; "name" => &model.name, "provider" => &model.provider,
+            "id" => model.id.to_string());
+    }
+
     let api = workspace_api::workspace_api_mod::api_description::<WorkspaceImpl>()
         .map_err(|e| anyhow::anyhow!("building the API description: {e}"))?;
     let dropshot_config = dropshot::ConfigDropshot {
@@ -152,6 +172,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         datastore,
         tokens,
         mailer,
+        models,
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())

@@ -10,6 +10,9 @@
 //! Databases of passing tests are dropped by [`TestContext::teardown`]; a
 //! failing test leaves its database behind for inspection.
 
+pub mod fake_provider;
+pub mod sse;
+
 use anyhow::{Context, Result};
 use std::sync::OnceLock;
 use tokio_postgres::NoTls;

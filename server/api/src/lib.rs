@@ -6,6 +6,7 @@
 //! See [`openapi_document`].
 
 pub mod auth;
+pub mod conversations;
 pub mod extract;
 pub mod invitations;
 pub mod orgs;
@@ -35,7 +36,7 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
 
 /// Operations whose success response is a Server-Sent Events stream
 /// (`text/event-stream`).
-pub const STREAMING_OPERATIONS: &[&str] = &[];
+pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat"];
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -551,6 +552,131 @@ pub trait WorkspaceApi {
     ) -> Result<HttpResponseCreated<invitations::SignupInviteResponse>, HttpError>;
 
     // ---- Conversations area (/api/conversation) and models ----
+
+    /// List the language models an organization can use.
+    ///
+    /// An addition to the spec, so that clients can find the `model_id` to
+    /// pass to `create_session`. Any active member of the organization may
+    /// call it (no further permission). Every model configured on the
+    /// server is available to every organization; with no provider
+    /// configured the list holds only `offline-dev-model` (provider
+    /// `offline`), a built-in development model that answers without a
+    /// network. Model ids are stable across restarts (models are keyed by
+    /// name). Sorted by name.
+    #[endpoint { method = GET, path = "/api/models/list", tags = ["conversations"] }]
+    async fn models_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<conversations::Model>>, HttpError>;
+
+    /// Create a conversation.
+    ///
+    /// Permission `conversation:write`. `title` must be 1 to 200 characters
+    /// after trimming (`400 invalid_title`); `is_archived` defaults to
+    /// false. A conversation belongs to the organization: every member with
+    /// `conversation:read` sees it.
+    #[endpoint { method = POST, path = "/api/conversation/create", tags = ["conversations"] }]
+    async fn conversation_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+        body: JsonBody<conversations::ConversationCreate>,
+    ) -> Result<HttpResponseCreated<conversations::Conversation>, HttpError>;
+
+    /// Start a model session in a conversation.
+    ///
+    /// Permission `conversation:write`. The session starts `active`. A
+    /// conversation may hold several sessions, each on its own model (two
+    /// sessions may also use the same model). `404 not_found` when the
+    /// conversation is not in the organization, or when `model_id` is not a
+    /// model offered by this server (see `models_list`).
+    #[endpoint { method = POST, path = "/api/conversation/create_session", tags = ["conversations"] }]
+    async fn conversation_create_session(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+        body: JsonBody<conversations::ConversationSessionCreate>,
+    ) -> Result<HttpResponseCreated<conversations::ConversationSession>, HttpError>;
+
+    /// Send a message in a session and stream the model's answer.
+    ///
+    /// Permission `conversation:write`. The answer is a Server-Sent Events
+    /// stream (`text/event-stream`): lines `data: <json>`, each followed by
+    /// a blank line. Events, in order: `{"type":"start","message_id":ID}`
+    /// (ID is the assistant message's id), any number of
+    /// `{"type":"content","content":TEXT}` (pieces of the answer, in
+    /// order), then `{"type":"end"}`.
+    ///
+    /// Before anything is streamed, errors are ordinary JSON errors: `400
+    /// invalid_message` for a blank message or one over 100,000 characters,
+    /// `404 not_found` when the session is not in the organization, `400
+    /// model_unavailable` when the session's model is no longer configured.
+    ///
+    /// The user's message is stored (in the session's history) before the
+    /// model is called, and the model receives the session's whole history
+    /// (earlier messages of this session only, oldest first, including
+    /// partial answers), then the new message. The assistant message is
+    /// stored with its full text before `end` is sent, so a client that
+    /// saw `end` will find it in `messages`.
+    ///
+    /// Provider failures: connection errors, 429 and 5xx answers are retried
+    /// with backoff while nothing of the answer has arrived yet. If the
+    /// model still fails, or fails mid-answer (dropped connection, malformed
+    /// data, no data for too long), the stream ends with
+    /// `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an
+    /// addition to the spec). Codes: `provider_unavailable`,
+    /// `provider_rate_limited`, `provider_rejected` (the provider refused
+    /// the request, e.g. a bad key), `provider_stream_interrupted`,
+    /// `provider_timeout`, `internal_error`. The text received until then is
+    /// kept as the assistant message with `status` `failed`; if the client
+    /// disconnects the text is kept with `status` `cancelled` and the
+    /// provider request is abandoned.
+    ///
+    /// Several answers may stream in one session at once; each sees the
+    /// history as stored when it started.
+    #[endpoint { method = POST, path = "/api/conversation/stream_chat", tags = ["conversations"] }]
+    async fn conversation_stream_chat(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+        body: JsonBody<conversations::StreamChatRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// List the organization's conversations.
+    ///
+    /// Permission `conversation:read`. All conversations of the
+    /// organization, archived ones included, most recently updated first
+    /// (ties broken by id, so the order is stable).
+    #[endpoint { method = GET, path = "/api/conversation/list", tags = ["conversations"] }]
+    async fn conversation_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<conversations::Conversation>>, HttpError>;
+
+    /// Fetch a conversation with its sessions.
+    ///
+    /// Permission `conversation:read`. Sessions are oldest first, each with
+    /// its `model` (`{id, name, provider}`) instead of `model_id` and
+    /// without `updated_at`. `404 not_found` when the conversation is not in
+    /// the organization.
+    #[endpoint { method = GET, path = "/api/conversation/get_with_sessions", tags = ["conversations"] }]
+    async fn conversation_get_with_sessions(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::ConversationQuery>,
+    ) -> Result<HttpResponseOk<conversations::ConversationWithSessions>, HttpError>;
+
+    /// List a conversation's messages, a page at a time.
+    ///
+    /// Permission `conversation:read`. Messages of all the conversation's
+    /// sessions, oldest first in the order they were stored (stable across
+    /// pages). `limit` is 1 to 100 (default 20), `offset` the number of
+    /// messages to skip (default 0); out-of-range values are `400
+    /// invalid_pagination`. `total` counts all messages of the conversation.
+    /// Each message carries `status` (an addition): `complete`, or
+    /// `cancelled`/`failed` for a partial answer. `404 not_found` when the
+    /// conversation is not in the organization.
+    #[endpoint { method = GET, path = "/api/conversation/messages", tags = ["conversations"] }]
+    async fn conversation_messages(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::MessagesQuery>,
+    ) -> Result<HttpResponseOk<conversations::ConversationMessagesPage>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

@@ -2,7 +2,9 @@
 //! authenticating and authorizing; these call the datastore.
 
 pub mod auth;
+pub mod conversations;
 pub mod invitations;
+pub mod models;
 pub mod orgs;
 pub mod roles;
 pub mod users;

@@ -37,6 +37,9 @@ struct Fixture {
     member_user: Uuid,
     permission: Uuid,
     invitation: Uuid,
+    model: Uuid,
+    conversation: Uuid,
+    session: Uuid,
 }
 
 struct Call {
@@ -264,6 +267,65 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "models_list" => (
+            Scope::Org(None),
+            call(M::GET, "/api/models/list", q_org(), None),
+        ),
+        "conversation_create" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::POST,
+                "/api/conversation/create",
+                q_org(),
+                Some(json!({"title": "probe"})),
+            ),
+        ),
+        "conversation_create_session" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::POST,
+                "/api/conversation/create_session",
+                q_org(),
+                Some(json!({"conversation_id": f.conversation, "model_id": f.model})),
+            ),
+        ),
+        "conversation_stream_chat" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::POST,
+                "/api/conversation/stream_chat",
+                q_org(),
+                Some(json!({"chat_session_id": f.session, "message": "probe"})),
+            ),
+        ),
+        "conversation_list" => (
+            Scope::Org(Some("conversation:read")),
+            call(M::GET, "/api/conversation/list", q_org(), None),
+        ),
+        "conversation_get_with_sessions" => (
+            Scope::Org(Some("conversation:read")),
+            call(
+                M::GET,
+                "/api/conversation/get_with_sessions",
+                vec![
+                    ("org_id", org.clone()),
+                    ("conversation_id", f.conversation.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "conversation_messages" => (
+            Scope::Org(Some("conversation:read")),
+            call(
+                M::GET,
+                "/api/conversation/messages",
+                vec![
+                    ("org_id", org.clone()),
+                    ("conversation_id", f.conversation.to_string()),
+                ],
+                None,
+            ),
+        ),
         "roles_list_roles" => (
             Scope::Org(Some("roles:read")),
             call(M::GET, "/api/roles/list_roles", q_org(), None),
@@ -360,7 +422,43 @@ async fn every_operation_is_protected() {
         .unwrap()
         .into_inner()
         .id;
+    let model = owner
+        .client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()[0]
+        .id;
+    let conversation = owner
+        .client
+        .conversation_create()
+        .org_id(org)
+        .body(workspace_client::types::ConversationCreate::builder().title("fixture".to_string()))
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let session = owner
+        .client
+        .conversation_create_session()
+        .org_id(org)
+        .body(
+            workspace_client::types::ConversationSessionCreate::builder()
+                .conversation_id(conversation)
+                .model_id(model),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
     let fixture = Fixture {
+        model,
+        conversation,
+        session,
         org,
         custom_role: nothing.id,
         member_role,

@@ -4,8 +4,10 @@
 mod auth;
 mod authz;
 mod contract;
+mod conversations;
 mod invitations;
 mod orgs;
+mod providers;
 mod roles;
 mod system;
 mod tokens;

@@ -1,8 +1,10 @@
 //! Data access, one module per resource.
 
+pub mod conversations;
 pub mod email_outbox;
 pub mod invitations;
 pub mod login_failures;
+pub mod models;
 pub mod organizations;
 pub mod roles;
 pub mod secrets;

@@ -1,0 +1,190 @@
+//! Types of the Conversation area (`/api/conversation`) and of the model
+//! catalog (`/api/models`).
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The default of `limit` in `GET /api/conversation/messages`.
+pub const MESSAGES_DEFAULT_LIMIT: u32 = 20;
+/// The largest accepted `limit` in `GET /api/conversation/messages`.
+pub const MESSAGES_MAX_LIMIT: u32 = 100;
+
+pub use crate::orgs::OrgQuery;
+
+/// Query naming one conversation of an organization.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationQuery {
+    /// The organization.
+    pub org_id: Uuid,
+    /// The conversation.
+    pub conversation_id: Uuid,
+}
+
+/// Query of `GET /api/conversation/messages`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct MessagesQuery {
+    /// The organization.
+    pub org_id: Uuid,
+    /// The conversation.
+    pub conversation_id: Uuid,
+    /// Messages per page: 1 to 100, default 20.
+    pub limit: Option<u32>,
+    /// Number of messages to skip, default 0.
+    pub offset: Option<u32>,
+}
+
+/// A language model the service can talk to.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct Model {
+    /// Stable id of the model (kept across restarts; keyed by `name`).
+    pub id: Uuid,
+    /// The model's name, e.g. `gpt-4o-mini` or `claude-sonnet-4-5`.
+    pub name: String,
+    /// Who serves it: `openai`, `anthropic`, `deepseek`, `gemini`,
+    /// `openai_compatible` (any other OpenAI-compatible server) or `offline`
+    /// (the built-in development model).
+    pub provider: String,
+}
+
+/// Body of `POST /api/conversation/create`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationCreate {
+    /// 1 to 200 characters after trimming.
+    pub title: String,
+    /// Default false.
+    #[serde(default)]
+    pub is_archived: Option<bool>,
+}
+
+/// A conversation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct Conversation {
+    pub id: Uuid,
+    pub title: String,
+    pub is_archived: bool,
+    pub created_at: DateTime<Utc>,
+    /// Changes when the conversation gets a session or a message.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/conversation/create_session`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationSessionCreate {
+    pub conversation_id: Uuid,
+    /// One of the ids listed by `GET /api/models/list`.
+    pub model_id: Uuid,
+}
+
+/// The state of a conversation chat session.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationSessionStatus {
+    /// Accepts messages (every session starts here).
+    Active,
+    /// Finished.
+    Completed,
+}
+
+/// A conversation chat session: one model's thread in a conversation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationSession {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub model_id: Uuid,
+    pub status: ConversationSessionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A session in the combined view: `model` instead of `model_id`, no
+/// `updated_at`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationSessionView {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub model: Model,
+    pub status: ConversationSessionStatus,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A conversation with all its sessions.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationWithSessions {
+    pub conversation: Conversation,
+    /// Oldest first.
+    pub sessions: Vec<ConversationSessionView>,
+}
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    User,
+    Assistant,
+}
+
+/// Whether a message is whole (an addition to the spec's message shape).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    /// The whole message.
+    Complete,
+    /// An assistant answer cut short because the client disconnected; the
+    /// text received until then is kept.
+    Cancelled,
+    /// An assistant answer cut short because the model provider failed; the
+    /// text received until then is kept.
+    Failed,
+}
+
+/// A message of a conversation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationMessage {
+    /// Opaque string (currently a UUID). For an assistant answer it is the
+    /// `message_id` of the stream's `start` event.
+    pub id: String,
+    pub role: MessageRole,
+    pub content: String,
+    pub created_at: DateTime<Utc>,
+    /// The session (and so the model) the message belongs to.
+    pub chat_session_id: Uuid,
+    /// Addition to the spec: `complete`, or why an answer is partial.
+    pub status: MessageStatus,
+}
+
+/// One page of a conversation's messages.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationMessagesPage {
+    /// Oldest first, across all sessions of the conversation.
+    pub messages: Vec<ConversationMessage>,
+    /// Number of messages in the conversation.
+    pub total: u64,
+    pub offset: u32,
+    pub limit: u32,
+}
+
+/// Body of `POST /api/conversation/stream_chat`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct StreamChatRequest {
+    pub chat_session_id: Uuid,
+    /// The user's message: not blank, at most 100,000 characters.
+    pub message: String,
+}
+
+/// One Server-Sent Event of `POST /api/conversation/stream_chat`, sent as
+/// `data: <json>` followed by a blank line.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ConversationStreamEvent {
+    /// The answer begins; `message_id` is the id of the assistant message.
+    Start { message_id: String },
+    /// The next piece of the answer, in order.
+    Content { content: String },
+    /// The answer is complete and stored.
+    End,
+    /// The answer failed (an addition to the spec); the stream ends here,
+    /// without `end`. The text sent so far is stored, marked `failed`.
+    Error { error_code: String, message: String },
+}

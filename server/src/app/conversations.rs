@@ -1,0 +1,360 @@
+//! Conversations, sessions, messages and the streamed answer.
+
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::db::Datastore;
+use crate::db::datastore::conversations::{ConversationRow, MessageRow, NewAnswer, SessionRow};
+use crate::error::Error;
+use crate::providers::{self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+use workspace_api::conversations::{
+    Conversation, ConversationCreate, ConversationMessage, ConversationMessagesPage,
+    ConversationSession, ConversationSessionCreate, ConversationSessionStatus,
+    ConversationSessionView, ConversationStreamEvent, ConversationWithSessions,
+    MESSAGES_DEFAULT_LIMIT, MESSAGES_MAX_LIMIT, MessageRole, MessageStatus, MessagesQuery, Model,
+    StreamChatRequest,
+};
+
+/// Longest title, in characters.
+pub const TITLE_MAX_CHARS: usize = 200;
+/// Longest user message, in characters.
+pub const MESSAGE_MAX_CHARS: usize = 100_000;
+
+fn conversation_view(row: ConversationRow) -> Conversation {
+    Conversation {
+        id: row.id,
+        title: row.title,
+        is_archived: row.is_archived,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+fn session_status(status: &str) -> ConversationSessionStatus {
+    match status {
+        "completed" => ConversationSessionStatus::Completed,
+        _ => ConversationSessionStatus::Active,
+    }
+}
+
+fn message_view(row: MessageRow) -> ConversationMessage {
+    ConversationMessage {
+        id: row.id.to_string(),
+        role: if row.role == "assistant" {
+            MessageRole::Assistant
+        } else {
+            MessageRole::User
+        },
+        content: row.content,
+        created_at: row.created_at,
+        chat_session_id: row.session_id,
+        status: match row.status.as_str() {
+            "cancelled" => MessageStatus::Cancelled,
+            "failed" => MessageStatus::Failed,
+            _ => MessageStatus::Complete,
+        },
+    }
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: ConversationCreate,
+) -> Result<Conversation, Error> {
+    let title = body.title.trim();
+    if title.is_empty() || title.chars().count() > TITLE_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_title",
+            format!("the title must be 1 to {TITLE_MAX_CHARS} characters"),
+        ));
+    }
+    let row = cx
+        .datastore
+        .conversation_create(
+            access.org_id,
+            access.user_id,
+            title,
+            body.is_archived.unwrap_or(false),
+        )
+        .await?;
+    Ok(conversation_view(row))
+}
+
+pub async fn create_session(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: ConversationSessionCreate,
+) -> Result<ConversationSession, Error> {
+    // Only models this server offers; an unknown id is not found.
+    if cx.models.get(body.model_id).is_none() {
+        return Err(Error::NotFound { what: "model" });
+    }
+    let row = cx
+        .datastore
+        .session_create(
+            access.org_id,
+            body.conversation_id,
+            body.model_id,
+            access.user_id,
+        )
+        .await?;
+    Ok(ConversationSession {
+        id: row.id,
+        conversation_id: row.conversation_id,
+        model_id: row.model_id,
+        status: session_status(&row.status),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Conversation>, Error> {
+    let rows = cx.datastore.conversation_list(access.org_id).await?;
+    Ok(rows.into_iter().map(conversation_view).collect())
+}
+
+pub async fn get_with_sessions(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    conversation_id: Uuid,
+) -> Result<ConversationWithSessions, Error> {
+    let conversation = cx
+        .datastore
+        .conversation_get(access.org_id, conversation_id)
+        .await?;
+    let sessions = cx
+        .datastore
+        .sessions_of(access.org_id, conversation_id)
+        .await?;
+    Ok(ConversationWithSessions {
+        conversation: conversation_view(conversation),
+        sessions: sessions
+            .into_iter()
+            .map(|s| ConversationSessionView {
+                id: s.id,
+                conversation_id: s.conversation_id,
+                model: Model {
+                    id: s.model_id,
+                    name: s.model_name,
+                    provider: s.model_provider,
+                },
+                status: session_status(&s.status),
+                created_at: s.created_at,
+            })
+            .collect(),
+    })
+}
+
+pub async fn messages(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    query: MessagesQuery,
+) -> Result<ConversationMessagesPage, Error> {
+    let limit = query.limit.unwrap_or(MESSAGES_DEFAULT_LIMIT);
+    let offset = query.offset.unwrap_or(0);
+    if !(1..=MESSAGES_MAX_LIMIT).contains(&limit) {
+        return Err(Error::invalid(
+            "invalid_pagination",
+            format!("limit must be 1 to {MESSAGES_MAX_LIMIT}"),
+        ));
+    }
+    // 404 for a conversation of another organization.
+    cx.datastore
+        .conversation_get(access.org_id, query.conversation_id)
+        .await?;
+    let (rows, total) = cx
+        .datastore
+        .messages_page(
+            access.org_id,
+            query.conversation_id,
+            i64::from(limit),
+            i64::from(offset),
+        )
+        .await?;
+    Ok(ConversationMessagesPage {
+        messages: rows.into_iter().map(message_view).collect(),
+        total: u64::try_from(total).unwrap_or(0),
+        offset,
+        limit,
+    })
+}
+
+/// Validates the request, stores the user's message and starts the answer.
+/// The returned channel yields the stream's events; the answer is relayed
+/// and stored by a task of its own, which notices when the receiver is
+/// dropped (the client went away).
+pub async fn stream_chat(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: StreamChatRequest,
+) -> Result<mpsc::Receiver<ConversationStreamEvent>, Error> {
+    let length = body.message.chars().count();
+    if body.message.trim().is_empty() || length > MESSAGE_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_message",
+            format!("the message must be 1 to {MESSAGE_MAX_CHARS} characters and not blank"),
+        ));
+    }
+    let session = cx
+        .datastore
+        .session_get(access.org_id, body.chat_session_id)
+        .await?;
+    let model = cx.models.get(session.model_id).cloned().ok_or_else(|| {
+        Error::invalid(
+            "model_unavailable",
+            format!(
+                "the session's model {} is no longer offered by this server",
+                session.model_name
+            ),
+        )
+    })?;
+    let history = cx
+        .datastore
+        .message_append_user(access.org_id, &session, access.user_id, &body.message)
+        .await?;
+    let request = ChatRequest {
+        messages: history
+            .into_iter()
+            .filter(|m| !(m.role == "assistant" && m.content.is_empty()))
+            .map(|m| {
+                ChatMessage::new(
+                    if m.role == "assistant" {
+                        Role::Assistant
+                    } else {
+                        Role::User
+                    },
+                    m.content,
+                )
+            })
+            .collect(),
+        max_tokens: model.max_tokens,
+        ..Default::default()
+    };
+    let (tx, rx) = mpsc::channel(64);
+    let relay = Relay {
+        datastore: cx.datastore.clone(),
+        org_id: access.org_id,
+        session,
+        model,
+        retry: cx.models.retry.clone(),
+        log: cx
+            .log
+            .new(slog::o!("session_id" => body.chat_session_id.to_string())),
+        message_id: Uuid::new_v4(),
+    };
+    tokio::spawn(relay.run(request, tx));
+    Ok(rx)
+}
+
+/// How an answer ended.
+enum Outcome {
+    Complete,
+    /// The client went away.
+    Cancelled,
+    Failed(providers::ProviderError),
+}
+
+struct Relay {
+    datastore: Datastore,
+    org_id: Uuid,
+    session: SessionRow,
+    model: ModelEntry,
+    retry: RetryPolicy,
+    log: slog::Logger,
+    message_id: Uuid,
+}
+
+impl Relay {
+    async fn run(self, request: ChatRequest, tx: mpsc::Sender<ConversationStreamEvent>) {
+        let log = self.log.new(slog::o!(
+            "model" => self.model.name.clone(),
+            "message_id" => self.message_id.to_string(),
+        ));
+        let mut text = String::new();
+        let mut usage = None;
+        let start = ConversationStreamEvent::Start {
+            message_id: self.message_id.to_string(),
+        };
+        let outcome = if tx.send(start).await.is_err() {
+            Outcome::Cancelled
+        } else {
+            let started = tokio::select! {
+                _ = tx.closed() => None,
+                r = providers::start(self.model.chat.as_ref(), &request, &self.retry, &log) => Some(r),
+            };
+            match started {
+                None => Outcome::Cancelled,
+                Some(Err(e)) => Outcome::Failed(e),
+                Some(Ok(mut stream)) => loop {
+                    let item = tokio::select! {
+                        biased;
+                        _ = tx.closed() => break Outcome::Cancelled,
+                        item = stream.next() => item,
+                    };
+                    match item {
+                        None => break Outcome::Complete,
+                        Some(Ok(ChatEvent::Text(piece))) => {
+                            text.push_str(&piece);
+                            let event = ConversationStreamEvent::Content { content: piece };
+                            if tx.send(event).await.is_err() {
+                                break Outcome::Cancelled;
+                            }
+                        }
+                        Some(Ok(ChatEvent::Usage(u))) => usage = Some(u),
+                        Some(Ok(ChatEvent::Finish(reason))) => {
+                            slog::debug!(log, "answer finished"; "reason" => ?reason);
+                        }
+                        Some(Ok(ChatEvent::ToolCall(call))) => {
+                            // No tools are offered in conversations.
+                            slog::debug!(log, "ignoring a tool call"; "tool" => call.name);
+                        }
+                        Some(Err(e)) => {
+                            slog::warn!(log, "model provider failed mid-answer"; "error" => %e);
+                            break Outcome::Failed(e);
+                        }
+                    }
+                },
+            }
+        };
+
+        let (status, error_code) = match &outcome {
+            Outcome::Complete => ("complete", None),
+            Outcome::Cancelled => ("cancelled", None),
+            Outcome::Failed(e) => ("failed", Some(e.error_code())),
+        };
+        let tokens = |n: u32| Some(i32::try_from(n).unwrap_or(i32::MAX));
+        let answer = NewAnswer {
+            id: self.message_id,
+            content: &text,
+            status,
+            error_code,
+            input_tokens: usage.and_then(|u| tokens(u.input_tokens)),
+            output_tokens: usage.and_then(|u| tokens(u.output_tokens)),
+            cached_tokens: usage.and_then(|u| tokens(u.cached_tokens)),
+        };
+        let stored = self
+            .datastore
+            .message_store_answer(self.org_id, &self.session, &answer)
+            .await;
+        slog::info!(log, "answer relayed"; "status" => status,
+            "chars" => text.len(), "stored" => stored.is_ok());
+        let last = match (outcome, stored) {
+            (_, Err(e)) => {
+                slog::error!(log, "storing the answer failed"; "error" => %e);
+                ConversationStreamEvent::Error {
+                    error_code: "internal_error".to_string(),
+                    message: "the answer could not be stored".to_string(),
+                }
+            }
+            (Outcome::Complete, Ok(())) => ConversationStreamEvent::End,
+            (Outcome::Cancelled, Ok(())) => return,
+            (Outcome::Failed(e), Ok(())) => ConversationStreamEvent::Error {
+                error_code: e.error_code().to_string(),
+                message: e.public_message().to_string(),
+            },
+        };
+        let _ = tx.send(last).await;
+    }
+}

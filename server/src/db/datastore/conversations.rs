@@ -1,0 +1,351 @@
+//! Conversations, their model sessions and their messages. Every query is
+//! filtered by organization.
+
+use super::Datastore;
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct ConversationRow {
+    pub id: Uuid,
+    pub title: String,
+    pub is_archived: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ConversationRow {
+    fn from_row(row: &tokio_postgres::Row) -> ConversationRow {
+        ConversationRow {
+            id: row.get("id"),
+            title: row.get("title"),
+            is_archived: row.get("is_archived"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+        }
+    }
+}
+
+pub struct SessionRow {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub model_id: Uuid,
+    pub model_name: String,
+    pub model_provider: String,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const SESSION_COLUMNS: &str = "s.id, s.conversation_id, s.model_id, m.name AS model_name, \
+     m.provider AS model_provider, s.status, s.created_at, s.updated_at";
+
+impl SessionRow {
+    fn from_row(row: &tokio_postgres::Row) -> SessionRow {
+        SessionRow {
+            id: row.get("id"),
+            conversation_id: row.get("conversation_id"),
+            model_id: row.get("model_id"),
+            model_name: row.get("model_name"),
+            model_provider: row.get("model_provider"),
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+        }
+    }
+}
+
+pub struct MessageRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub role: String,
+    pub content: String,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl MessageRow {
+    fn from_row(row: &tokio_postgres::Row) -> MessageRow {
+        MessageRow {
+            id: row.get("id"),
+            session_id: row.get("session_id"),
+            role: row.get("role"),
+            content: row.get("content"),
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+        }
+    }
+}
+
+/// A finished (or cut short) assistant answer to store.
+pub struct NewAnswer<'a> {
+    pub id: Uuid,
+    pub content: &'a str,
+    /// `complete`, `cancelled` or `failed`.
+    pub status: &'a str,
+    pub error_code: Option<&'a str>,
+    pub input_tokens: Option<i32>,
+    pub output_tokens: Option<i32>,
+    pub cached_tokens: Option<i32>,
+}
+
+impl Datastore {
+    pub async fn conversation_create(
+        &self,
+        org_id: Uuid,
+        user_id: Uuid,
+        title: &str,
+        is_archived: bool,
+    ) -> Result<ConversationRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "INSERT INTO conversations (id, organization_id, created_by, title, is_archived) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 RETURNING id, title, is_archived, created_at, updated_at",
+                &[&Uuid::new_v4(), &org_id, &user_id, &title, &is_archived],
+            )
+            .await?;
+        Ok(ConversationRow::from_row(&row))
+    }
+
+    /// Most recently updated first, ties by id.
+    pub async fn conversation_list(&self, org_id: Uuid) -> Result<Vec<ConversationRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, title, is_archived, created_at, updated_at FROM conversations \
+                 WHERE organization_id = $1 ORDER BY updated_at DESC, id",
+                &[&org_id],
+            )
+            .await?;
+        Ok(rows.iter().map(ConversationRow::from_row).collect())
+    }
+
+    /// `404` unless the conversation is in the organization.
+    pub async fn conversation_get(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+    ) -> Result<ConversationRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT id, title, is_archived, created_at, updated_at FROM conversations \
+                 WHERE organization_id = $1 AND id = $2",
+                &[&org_id, &conversation_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "conversation",
+            })?;
+        Ok(ConversationRow::from_row(&row))
+    }
+
+    /// Creates an `active` session and touches the conversation, in one
+    /// transaction. `404` unless the conversation is in the organization.
+    pub async fn session_create(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        model_id: Uuid,
+        user_id: Uuid,
+    ) -> Result<SessionRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let touched = tx
+            .execute(
+                "UPDATE conversations SET updated_at = now() \
+                 WHERE organization_id = $1 AND id = $2",
+                &[&org_id, &conversation_id],
+            )
+            .await?;
+        if touched == 0 {
+            return Err(Error::NotFound {
+                what: "conversation",
+            });
+        }
+        let id = Uuid::new_v4();
+        tx.execute(
+            "INSERT INTO conversation_sessions \
+                (id, organization_id, conversation_id, model_id, created_by) \
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&id, &org_id, &conversation_id, &model_id, &user_id],
+        )
+        .await?;
+        let row = tx
+            .query_one(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM conversation_sessions s \
+                     JOIN models m ON m.id = s.model_id \
+                     WHERE s.organization_id = $1 AND s.id = $2"
+                ),
+                &[&org_id, &id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(SessionRow::from_row(&row))
+    }
+
+    /// The conversation's sessions, oldest first.
+    pub async fn sessions_of(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+    ) -> Result<Vec<SessionRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM conversation_sessions s \
+                     JOIN models m ON m.id = s.model_id \
+                     WHERE s.organization_id = $1 AND s.conversation_id = $2 \
+                     ORDER BY s.created_at, s.id"
+                ),
+                &[&org_id, &conversation_id],
+            )
+            .await?;
+        Ok(rows.iter().map(SessionRow::from_row).collect())
+    }
+
+    /// `404` unless the session is in the organization.
+    pub async fn session_get(&self, org_id: Uuid, session_id: Uuid) -> Result<SessionRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM conversation_sessions s \
+                     JOIN models m ON m.id = s.model_id \
+                     WHERE s.organization_id = $1 AND s.id = $2"
+                ),
+                &[&org_id, &session_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "session" })?;
+        Ok(SessionRow::from_row(&row))
+    }
+
+    /// Stores a user message in the session and touches the session and
+    /// its conversation, in one transaction. Returns the session's history
+    /// up to and including the new message, oldest first.
+    pub async fn message_append_user(
+        &self,
+        org_id: Uuid,
+        session: &SessionRow,
+        user_id: Uuid,
+        content: &str,
+    ) -> Result<Vec<MessageRow>, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let seq: i64 = tx
+            .query_one(
+                "INSERT INTO conversation_messages \
+                    (id, organization_id, conversation_id, session_id, role, content, created_by) \
+                 VALUES ($1, $2, $3, $4, 'user', $5, $6) RETURNING seq",
+                &[
+                    &Uuid::new_v4(),
+                    &org_id,
+                    &session.conversation_id,
+                    &session.id,
+                    &content,
+                    &user_id,
+                ],
+            )
+            .await?
+            .get(0);
+        touch(&tx, org_id, session).await?;
+        let rows = tx
+            .query(
+                "SELECT id, session_id, role, content, status, created_at \
+                 FROM conversation_messages \
+                 WHERE organization_id = $1 AND session_id = $2 AND seq <= $3 \
+                 ORDER BY seq",
+                &[&org_id, &session.id, &seq],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(rows.iter().map(MessageRow::from_row).collect())
+    }
+
+    /// Stores an assistant answer and touches the session and conversation.
+    pub async fn message_store_answer(
+        &self,
+        org_id: Uuid,
+        session: &SessionRow,
+        answer: &NewAnswer<'_>,
+    ) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
+            "INSERT INTO conversation_messages \
+                (id, organization_id, conversation_id, session_id, role, content, status, \
+                 error_code, input_tokens, output_tokens, cached_tokens) \
+             VALUES ($1, $2, $3, $4, 'assistant', $5, $6, $7, $8, $9, $10)",
+            &[
+                &answer.id,
+                &org_id,
+                &session.conversation_id,
+                &session.id,
+                &answer.content,
+                &answer.status,
+                &answer.error_code,
+                &answer.input_tokens,
+                &answer.output_tokens,
+                &answer.cached_tokens,
+            ],
+        )
+        .await?;
+        touch(&tx, org_id, session).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A page of the conversation's messages (all sessions, insertion
+    /// order) and the total count.
+    pub async fn messages_page(
+        &self,
+        org_id: Uuid,
+        conversation_id: Uuid,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<MessageRow>, i64), Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id, session_id, role, content, status, created_at \
+                 FROM conversation_messages \
+                 WHERE organization_id = $1 AND conversation_id = $2 \
+                 ORDER BY seq LIMIT $3 OFFSET $4",
+                &[&org_id, &conversation_id, &limit, &offset],
+            )
+            .await?;
+        let total: i64 = conn
+            .query_one(
+                "SELECT count(*) FROM conversation_messages \
+                 WHERE organization_id = $1 AND conversation_id = $2",
+                &[&org_id, &conversation_id],
+            )
+            .await?
+            .get(0);
+        Ok((rows.iter().map(MessageRow::from_row).collect(), total))
+    }
+}
+
+async fn touch(
+    tx: &deadpool_postgres::Transaction<'_>,
+    org_id: Uuid,
+    session: &SessionRow,
+) -> Result<(), Error> {
+    tx.execute(
+        "UPDATE conversation_sessions SET updated_at = now() \
+         WHERE organization_id = $1 AND id = $2",
+        &[&org_id, &session.id],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE conversations SET updated_at = now() WHERE organization_id = $1 AND id = $2",
+        &[&org_id, &session.conversation_id],
+    )
+    .await?;
+    Ok(())
+}

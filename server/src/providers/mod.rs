@@ -1,0 +1,406 @@
+//! Language-model providers behind one streaming interface, [`ChatModel`].
+//!
+//! - [`openai`]: OpenAI chat completions with `stream: true`, which also
+//!   serves DeepSeek, Gemini's OpenAI-compatible endpoint, Ollama and vLLM;
+//! - [`anthropic`]: Anthropic's Messages API;
+//! - [`offline`]: the built-in development model, which answers without a
+//!   network so the server streams with zero configuration.
+//!
+//! [`registry::ModelRegistry`] holds the configured models; [`start`] opens
+//! an answer with retries (only while nothing of the answer has arrived) and
+//! an idle timeout on every later piece.
+//!
+//! Error messages of this module are safe to log: they never contain an API
+//! key (provider error bodies are scrubbed of the key and truncated). What a
+//! client sees is only [`ProviderError::public_message`].
+
+pub mod anthropic;
+pub mod offline;
+pub mod openai;
+pub mod registry;
+mod sse;
+
+pub use registry::{ModelEntry, ModelRegistry, RetryPolicy};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use std::time::Duration;
+
+/// Who wrote a message of a model's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    /// The result of a tool call (`tool_call_id` names the call).
+    Tool,
+}
+
+/// One message of a model's input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+    /// Tool calls the assistant made in this turn.
+    pub tool_calls: Vec<ToolCall>,
+    /// For [`Role::Tool`]: the call this is the result of.
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn new(role: Role, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+    pub fn system(content: impl Into<String>) -> ChatMessage {
+        ChatMessage::new(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage::new(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> ChatMessage {
+        ChatMessage::new(Role::Assistant, content)
+    }
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A complete tool call (the streamed fragments assembled).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the JSON text the model produced.
+    pub arguments: String,
+}
+
+/// Tokens a provider reported for one answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u32,
+}
+
+impl Usage {
+    pub fn total_tokens(&self) -> u32 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// Why the model stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
+/// What to ask the model.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+/// One piece of a streamed answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatEvent {
+    /// The next piece of text.
+    Text(String),
+    /// A tool call, complete (emitted once its last fragment arrived).
+    ToolCall(ToolCall),
+    /// Token usage (usually once, near the end).
+    Usage(Usage),
+    /// The answer is complete.
+    Finish(FinishReason),
+}
+
+/// A streamed answer. It ends after [`ChatEvent::Finish`], or with an error
+/// when the answer broke off.
+pub type ChatStream = BoxStream<'static, Result<ChatEvent, ProviderError>>;
+
+/// A language model that streams answers.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Sends the request. Resolves when the provider has accepted it (its
+    /// response headers arrived); the stream then yields the answer.
+    async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError>;
+}
+
+/// What went wrong with a provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderErrorKind {
+    /// No connection (refused, DNS, TLS, connect timeout).
+    Connect,
+    /// No response or no next piece within the idle timeout.
+    Timeout,
+    /// 429.
+    RateLimited,
+    /// 5xx (or an overload error event).
+    Server(u16),
+    /// Another 4xx: bad key, unknown model, bad request. Not retried.
+    Rejected(u16),
+    /// Data the client could not understand.
+    Malformed,
+    /// The answer broke off (connection dropped, stream ended early).
+    Interrupted,
+}
+
+/// A provider failure. `detail` is for the log (scrubbed of keys).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind:?}: {detail}")]
+pub struct ProviderError {
+    pub kind: ProviderErrorKind,
+    pub detail: String,
+    /// A `Retry-After` the provider sent.
+    pub retry_after: Option<Duration>,
+}
+
+impl ProviderError {
+    pub fn new(kind: ProviderErrorKind, detail: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Whether a new attempt may succeed, provided nothing of the answer
+    /// was passed on yet.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self.kind,
+            ProviderErrorKind::Connect
+                | ProviderErrorKind::Timeout
+                | ProviderErrorKind::RateLimited
+                | ProviderErrorKind::Server(_)
+                | ProviderErrorKind::Interrupted
+        )
+    }
+
+    /// The stable error code clients see.
+    pub fn error_code(&self) -> &'static str {
+        match self.kind {
+            ProviderErrorKind::Connect | ProviderErrorKind::Server(_) => "provider_unavailable",
+            ProviderErrorKind::RateLimited => "provider_rate_limited",
+            ProviderErrorKind::Rejected(_) => "provider_rejected",
+            ProviderErrorKind::Timeout => "provider_timeout",
+            ProviderErrorKind::Malformed | ProviderErrorKind::Interrupted => {
+                "provider_stream_interrupted"
+            }
+        }
+    }
+
+    /// The message clients see: no provider detail.
+    pub fn public_message(&self) -> &'static str {
+        match self.kind {
+            ProviderErrorKind::Connect | ProviderErrorKind::Server(_) => {
+                "the model provider is unavailable; try again later"
+            }
+            ProviderErrorKind::RateLimited => {
+                "the model provider is rate limiting requests; try again later"
+            }
+            ProviderErrorKind::Rejected(_) => {
+                "the model provider refused the request (check the server's model configuration)"
+            }
+            ProviderErrorKind::Timeout => "the model provider stopped answering",
+            ProviderErrorKind::Malformed | ProviderErrorKind::Interrupted => {
+                "the model provider's answer broke off"
+            }
+        }
+    }
+
+    /// Classifies a transport error of reqwest.
+    pub(crate) fn from_reqwest(error: &reqwest::Error, while_streaming: bool) -> ProviderError {
+        // reqwest's Display never includes headers, so no key can leak.
+        let detail = format!("{error}");
+        let kind = if error.is_timeout() {
+            ProviderErrorKind::Timeout
+        } else if error.is_connect() && !while_streaming {
+            ProviderErrorKind::Connect
+        } else if while_streaming || error.is_body() || error.is_decode() {
+            ProviderErrorKind::Interrupted
+        } else {
+            ProviderErrorKind::Connect
+        };
+        ProviderError::new(kind, detail)
+    }
+}
+
+/// Removes `secret` from `text` and cuts it to a loggable length.
+pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
+    let mut text = match secret {
+        Some(s) if s.len() >= 4 => text.replace(s, "<redacted>"),
+        _ => text.to_string(),
+    };
+    if text.len() > 500 {
+        let mut end = 500;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+/// Turns a non-2xx response into an error (reading a bounded part of the
+/// body for the log).
+pub(crate) async fn error_from_response(
+    response: reqwest::Response,
+    secret: Option<&str>,
+) -> ProviderError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = response.text().await.unwrap_or_default();
+    // Both OpenAI and Anthropic put a message at `error.message`.
+    let message = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or(body);
+    let kind = match status {
+        429 => ProviderErrorKind::RateLimited,
+        408 => ProviderErrorKind::Timeout,
+        500..=599 => ProviderErrorKind::Server(status),
+        _ => ProviderErrorKind::Rejected(status),
+    };
+    ProviderError {
+        kind,
+        detail: format!("HTTP {status}: {}", scrub(&message, secret)),
+        retry_after,
+    }
+}
+
+/// Starts an answer from `model`, retrying while it is safe: a failure of
+/// the request itself or of the stream before its first event (nothing was
+/// passed on yet) is retried up to `policy.max_retries` times with
+/// exponential backoff (or the provider's `Retry-After`, at most 10 s).
+/// Every later event must arrive within `policy.idle_timeout`, else the
+/// stream ends with a [`ProviderErrorKind::Timeout`] error.
+pub async fn start(
+    model: &dyn ChatModel,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    log: &slog::Logger,
+) -> Result<ChatStream, ProviderError> {
+    let mut attempt = 0u32;
+    loop {
+        let error = match tokio::time::timeout(policy.idle_timeout, model.stream(request)).await {
+            Err(_) => ProviderError::new(
+                ProviderErrorKind::Timeout,
+                "no response headers within the idle timeout",
+            ),
+            Ok(Err(e)) => e,
+            Ok(Ok(mut stream)) => {
+                match tokio::time::timeout(policy.idle_timeout, stream.next()).await {
+                    Err(_) => ProviderError::new(
+                        ProviderErrorKind::Timeout,
+                        "no data within the idle timeout",
+                    ),
+                    Ok(Some(Err(e))) => e,
+                    Ok(None) => ProviderError::new(
+                        ProviderErrorKind::Interrupted,
+                        "the answer ended before it began",
+                    ),
+                    Ok(Some(Ok(first))) => {
+                        let rest = with_idle_timeout(stream, policy.idle_timeout);
+                        return Ok(futures::stream::once(async move { Ok(first) })
+                            .chain(rest)
+                            .boxed());
+                    }
+                }
+            }
+        };
+        if !error.retryable() || attempt >= policy.max_retries {
+            slog::warn!(log, "model provider failed"; "error" => %error, "attempts" => attempt + 1);
+            return Err(error);
+        }
+        let backoff = error
+            .retry_after
+            .map(|d| d.min(Duration::from_secs(10)))
+            .unwrap_or_else(|| policy.backoff * 2u32.saturating_pow(attempt));
+        slog::info!(log, "model provider failed; retrying";
+            "error" => %error, "attempt" => attempt + 1, "backoff_ms" => backoff.as_millis() as u64);
+        tokio::time::sleep(backoff).await;
+        attempt += 1;
+    }
+}
+
+/// Ends `stream` with a timeout error when an event takes longer than
+/// `idle` to arrive.
+fn with_idle_timeout(stream: ChatStream, idle: Duration) -> ChatStream {
+    futures::stream::unfold(Some(stream), move |state| async move {
+        let mut stream = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(item)) => Some((item, Some(stream))),
+            Ok(None) => None,
+            Err(_) => Some((
+                Err(ProviderError::new(
+                    ProviderErrorKind::Timeout,
+                    "no data within the idle timeout",
+                )),
+                None,
+            )),
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_keys_and_truncates() {
+        assert_eq!(
+            scrub("bad key sk-secret-123 given", Some("sk-secret-123")),
+            "bad key <redacted> given"
+        );
+        let long = "é".repeat(400);
+        assert!(scrub(&long, None).len() <= 503);
+    }
+
+    #[test]
+    fn codes() {
+        let e = ProviderError::new(ProviderErrorKind::Server(503), "x");
+        assert!(e.retryable());
+        assert_eq!(e.error_code(), "provider_unavailable");
+        let e = ProviderError::new(ProviderErrorKind::Rejected(401), "x");
+        assert!(!e.retryable());
+        assert_eq!(e.error_code(), "provider_rejected");
+    }
+}

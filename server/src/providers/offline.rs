@@ -1,0 +1,109 @@
+//! The offline development model: a deterministic stand-in that needs no
+//! network or key, so a server with zero configuration streams answers.
+//! It is plainly a development aid, named `offline-dev-model`.
+
+use super::{
+    ChatEvent, ChatModel, ChatRequest, ChatStream, FinishReason, ProviderError, Role, Usage,
+};
+use futures::StreamExt;
+use std::time::Duration;
+
+pub struct OfflineModel {
+    /// Pause before each chunk.
+    pub chunk_delay: Duration,
+}
+
+impl OfflineModel {
+    /// The answer to `request`: it names itself, repeats the last user
+    /// message and says how many earlier messages it was given.
+    pub fn answer(request: &ChatRequest) -> String {
+        let last = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.as_str())
+            .unwrap_or("");
+        let earlier = request.messages.len().saturating_sub(1);
+        format!(
+            "This is offline-dev-model, the built-in development model; no language model \
+             provider is configured. You said: \"{last}\". Earlier messages in this session: {earlier}."
+        )
+    }
+}
+
+/// Splits `text` into word-sized chunks that concatenate back to it.
+pub fn chunks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        current.push(c);
+        if c == ' ' {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OfflineModel {
+    async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError> {
+        let answer = Self::answer(request);
+        let pieces = chunks(&answer);
+        let input_tokens: usize = request
+            .messages
+            .iter()
+            .map(|m| m.content.split_whitespace().count())
+            .sum();
+        let usage = Usage {
+            input_tokens: input_tokens as u32,
+            output_tokens: pieces.len() as u32,
+            cached_tokens: 0,
+        };
+        let delay = self.chunk_delay;
+        let text = futures::stream::iter(pieces).then(move |piece| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Ok(ChatEvent::Text(piece))
+        });
+        let tail = futures::stream::iter([
+            Ok(ChatEvent::Usage(usage)),
+            Ok(ChatEvent::Finish(FinishReason::Stop)),
+        ]);
+        Ok(text.chain(tail).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn streams_the_whole_answer() {
+        let model = OfflineModel {
+            chunk_delay: Duration::ZERO,
+        };
+        let request = ChatRequest {
+            messages: vec![super::super::ChatMessage::user("hello there")],
+            ..Default::default()
+        };
+        let events: Vec<_> = model.stream(&request).await.unwrap().collect().await;
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ChatEvent::Text(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, OfflineModel::answer(&request));
+        assert!(text.contains("hello there"));
+        assert_eq!(
+            events.last(),
+            Some(&Ok(ChatEvent::Finish(FinishReason::Stop)))
+        );
+    }
+}

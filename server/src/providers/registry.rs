@@ -1,0 +1,144 @@
+//! The configured models and the clients that serve them.
+
+use super::ChatModel;
+use super::anthropic::AnthropicClient;
+use super::offline::OfflineModel;
+use super::openai::OpenAiClient;
+use crate::config::{Config, OFFLINE_MODEL_NAME, ProviderKind};
+use anyhow::{Context, Result};
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// When and how often to retry a provider, and how long to wait for data.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub backoff: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// A model as configured, before it has its id.
+pub struct ModelSpec {
+    pub name: String,
+    /// `openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` or
+    /// `offline`.
+    pub provider: String,
+    pub max_tokens: Option<u32>,
+    pub chat: Arc<dyn ChatModel>,
+}
+
+/// A model the server offers.
+#[derive(Clone)]
+pub struct ModelEntry {
+    pub id: Uuid,
+    pub name: String,
+    pub provider: String,
+    pub max_tokens: Option<u32>,
+    pub chat: Arc<dyn ChatModel>,
+}
+
+/// The models this server offers, sorted by name.
+pub struct ModelRegistry {
+    entries: Vec<ModelEntry>,
+    pub retry: RetryPolicy,
+}
+
+/// The HTTP client for providers: a connect timeout but no total timeout,
+/// since answers stream as long as they last.
+pub fn http_client(config: &Config) -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(config.providers.connect_timeout_secs))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("workspace-server/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("building the provider HTTP client")
+}
+
+/// Builds a client for every configured model (plus the offline model
+/// unless disabled). The configuration was validated.
+pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
+    let http = http_client(config)?;
+    let mut specs = Vec::new();
+    if config.providers.offline_model {
+        specs.push(ModelSpec {
+            name: OFFLINE_MODEL_NAME.to_string(),
+            provider: "offline".to_string(),
+            max_tokens: None,
+            chat: Arc::new(OfflineModel {
+                chunk_delay: Duration::from_millis(config.providers.offline_chunk_delay_ms),
+            }),
+        });
+    }
+    for model in &config.models {
+        let kind = model
+            .provider_kind()
+            .with_context(|| format!("model {:?} has no provider", model.name))?;
+        let base_url = model
+            .base_url
+            .as_deref()
+            .or(kind.default_base_url())
+            .with_context(|| format!("model {:?} has no base_url", model.name))?;
+        let upstream = model
+            .upstream_model
+            .clone()
+            .unwrap_or_else(|| model.name.clone());
+        let key = model.api_key.clone();
+        let chat: Arc<dyn ChatModel> = match kind {
+            ProviderKind::Anthropic => {
+                Arc::new(AnthropicClient::new(http.clone(), base_url, key, upstream))
+            }
+            ProviderKind::Openai => Arc::new(
+                OpenAiClient::new(http.clone(), base_url, key, upstream)
+                    .with_max_completion_tokens(),
+            ),
+            ProviderKind::Deepseek | ProviderKind::Gemini | ProviderKind::OpenaiCompatible => {
+                Arc::new(OpenAiClient::new(http.clone(), base_url, key, upstream))
+            }
+        };
+        specs.push(ModelSpec {
+            name: model.name.clone(),
+            provider: kind.as_str().to_string(),
+            max_tokens: model.max_tokens,
+            chat,
+        });
+    }
+    Ok(specs)
+}
+
+impl ModelRegistry {
+    /// `ids[i]` is the stored id of `specs[i]`.
+    pub fn new(specs: Vec<ModelSpec>, ids: Vec<Uuid>, retry: RetryPolicy) -> ModelRegistry {
+        let mut entries: Vec<ModelEntry> = specs
+            .into_iter()
+            .zip(ids)
+            .map(|(s, id)| ModelEntry {
+                id,
+                name: s.name,
+                provider: s.provider,
+                max_tokens: s.max_tokens,
+                chat: s.chat,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        ModelRegistry { entries, retry }
+    }
+
+    pub fn list(&self) -> &[ModelEntry] {
+        &self.entries
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<&ModelEntry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+}
+
+impl RetryPolicy {
+    pub fn from_config(config: &Config) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: config.providers.max_retries,
+            backoff: Duration::from_millis(config.providers.retry_backoff_ms),
+            idle_timeout: Duration::from_secs(config.providers.idle_timeout_secs),
+        }
+    }
+}

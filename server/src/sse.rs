@@ -1,0 +1,49 @@
+//! Server-Sent Events responses fed from a channel.
+
+use bytes::Bytes;
+use hyper::body::Frame;
+use serde::Serialize;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// A response body that writes each received item as `data: <json>\n\n`
+/// and ends when the sender is dropped. Dropping the body (the client went
+/// away) closes the channel, which the sender notices.
+struct EventBody<T> {
+    events: mpsc::Receiver<T>,
+}
+
+impl<T: Serialize> hyper::body::Body for EventBody<T> {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.events.poll_recv(cx).map(|event| {
+            event.map(|event| {
+                let json = serde_json::to_string(&event)
+                    .unwrap_or_else(|_| r#"{"type":"error","error_code":"internal_error","message":"unserialisable event"}"#.to_string());
+                Ok(Frame::data(Bytes::from(format!("data: {json}\n\n"))))
+            })
+        })
+    }
+}
+
+/// A `200 text/event-stream` response streaming `events`.
+pub fn response<T: Serialize + Send + Sync + 'static>(
+    events: mpsc::Receiver<T>,
+) -> Result<http::Response<dropshot::Body>, dropshot::HttpError> {
+    http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "text/event-stream")
+        .header(http::header::CACHE_CONTROL, "no-cache")
+        // Ask reverse proxies not to buffer the stream.
+        .header("x-accel-buffering", "no")
+        .body(dropshot::Body::wrap(EventBody { events }))
+        .map_err(|e| {
+            dropshot::HttpError::for_internal_error(format!("building the SSE response: {e}"))
+        })
+}

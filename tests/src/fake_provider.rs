@@ -1,0 +1,487 @@
+//! A scripted model provider on `127.0.0.1:0` that speaks the real wire
+//! formats: OpenAI chat-completions SSE (chunks, tool-call deltas, a usage
+//! chunk, `data: [DONE]`) and Anthropic Messages SSE (named events), over
+//! HTTP/1.1 with chunked transfer encoding, plus error answers and
+//! failures (a connection dropped mid-stream, malformed chunks, stalls).
+//!
+//! Each connection serves one request (`Connection: close`) with the next
+//! scripted [`Reply`], or the default reply when the script is empty. Every
+//! request is recorded for assertions.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A request the fake received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: serde_json::Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `(role, content)` of the request's `messages`.
+    pub fn messages(&self) -> Vec<(String, String)> {
+        self.body["messages"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|m| {
+                        (
+                            m["role"].as_str().unwrap_or("").to_string(),
+                            m["content"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// One step of a streamed body.
+#[derive(Clone, Debug)]
+pub enum Part {
+    /// Bytes written as one HTTP chunk.
+    Data(String),
+    /// A pause.
+    Pause(Duration),
+}
+
+/// A scripted answer.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub parts: Vec<Part>,
+    /// Close the connection without the terminating chunk (a dropped
+    /// stream) instead of ending the body properly.
+    pub drop_at_end: bool,
+}
+
+fn data(json: serde_json::Value) -> Part {
+    Part::Data(format!("data: {json}\n\n"))
+}
+
+fn named(event: &str, json: serde_json::Value) -> Part {
+    Part::Data(format!("event: {event}\ndata: {json}\n\n"))
+}
+
+impl Reply {
+    fn sse(parts: Vec<Part>) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            parts,
+            drop_at_end: false,
+        }
+    }
+
+    /// OpenAI chat-completion chunks: a role chunk, one chunk per piece, a
+    /// finish chunk, a usage chunk, `[DONE]`.
+    pub fn openai_text(pieces: &[&str]) -> Reply {
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+            data(serde_json::json!({
+                "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                "model": "fake", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+            }))
+        };
+        let mut parts = vec![chunk(
+            serde_json::json!({"role": "assistant", "content": ""}),
+            None,
+        )];
+        for p in pieces {
+            parts.push(chunk(serde_json::json!({"content": p}), None));
+        }
+        parts.push(chunk(serde_json::json!({}), Some("stop")));
+        parts.push(data(serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+            "choices": [],
+            "usage": {"prompt_tokens": 11, "completion_tokens": pieces.len(),
+                      "total_tokens": 11 + pieces.len(),
+                      "prompt_tokens_details": {"cached_tokens": 4}}
+        })));
+        parts.push(Part::Data("data: [DONE]\n\n".into()));
+        Reply::sse(parts)
+    }
+
+    /// OpenAI tool-call deltas: `name({"city":"Paris"})` in three fragments.
+    pub fn openai_tool_call(id: &str, name: &str) -> Reply {
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+            data(
+                serde_json::json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+            )
+        };
+        Reply::sse(vec![
+            chunk(
+                serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                None,
+            ),
+            chunk(
+                serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":"}}]}),
+                None,
+            ),
+            chunk(
+                serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                None,
+            ),
+            chunk(serde_json::json!({}), Some("tool_calls")),
+            Part::Data("data: [DONE]\n\n".into()),
+        ])
+    }
+
+    /// Anthropic Messages events with one text block of `pieces`.
+    pub fn anthropic_text(pieces: &[&str]) -> Reply {
+        let mut parts = vec![
+            named(
+                "message_start",
+                serde_json::json!({"type": "message_start", "message": {
+                "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "model": "fake", "stop_reason": null,
+                "usage": {"input_tokens": 21, "output_tokens": 1}}}),
+            ),
+            named(
+                "content_block_start",
+                serde_json::json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            ),
+            named("ping", serde_json::json!({"type": "ping"})),
+        ];
+        for p in pieces {
+            parts.push(named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": p}}),
+            ));
+        }
+        parts.push(named(
+            "content_block_stop",
+            serde_json::json!({"type": "content_block_stop", "index": 0}),
+        ));
+        parts.push(named(
+            "message_delta",
+            serde_json::json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": pieces.len()}}),
+        ));
+        parts.push(named(
+            "message_stop",
+            serde_json::json!({"type": "message_stop"}),
+        ));
+        Reply::sse(parts)
+    }
+
+    /// Anthropic `tool_use` block with streamed `input_json_delta`s.
+    pub fn anthropic_tool_use(id: &str, name: &str) -> Reply {
+        Reply::sse(vec![
+            named(
+                "message_start",
+                serde_json::json!({"type": "message_start", "message": {
+                "id": "msg_2", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ),
+            named(
+                "content_block_start",
+                serde_json::json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ),
+            named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}}),
+            ),
+            named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "\"Paris\"}"}}),
+            ),
+            named(
+                "content_block_stop",
+                serde_json::json!({"type": "content_block_stop", "index": 0}),
+            ),
+            named(
+                "message_delta",
+                serde_json::json!({"type": "message_delta",
+                "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+            ),
+            named("message_stop", serde_json::json!({"type": "message_stop"})),
+        ])
+    }
+
+    /// An error answer with a JSON body as the providers send them.
+    pub fn error(status: u16, message: &str) -> Reply {
+        let body = serde_json::json!({"error": {"message": message, "type": "fake_error"}});
+        Reply {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            parts: vec![Part::Data(body.to_string())],
+            drop_at_end: false,
+        }
+    }
+
+    /// Adds a header (e.g. `retry-after`).
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Pauses `delay` before every data part.
+    pub fn paced(mut self, delay: Duration) -> Reply {
+        self.parts = self
+            .parts
+            .into_iter()
+            .flat_map(|p| [Part::Pause(delay), p])
+            .collect();
+        self
+    }
+
+    /// Keeps the first `n` data parts, then drops the connection.
+    pub fn drop_after(mut self, n: usize) -> Reply {
+        let mut kept = 0;
+        self.parts.retain(|p| match p {
+            Part::Data(_) => {
+                kept += 1;
+                kept <= n
+            }
+            Part::Pause(_) => kept < n,
+        });
+        self.drop_at_end = true;
+        self
+    }
+
+    /// Replaces data part `n` (0-based) and everything after it with a
+    /// malformed chunk, then ends the body.
+    pub fn malformed_at(mut self, n: usize) -> Reply {
+        let mut seen = 0;
+        self.parts.retain(|p| match p {
+            Part::Data(_) => {
+                seen += 1;
+                seen <= n
+            }
+            Part::Pause(_) => true,
+        });
+        self.parts.push(Part::Data(
+            "data: {\"choices\": [{\"delta\": {\"content\": \"x\"\n\n".into(),
+        ));
+        self
+    }
+
+    /// Stalls for `delay` after the first `n` data parts, then goes on.
+    pub fn stall_after(mut self, n: usize, delay: Duration) -> Reply {
+        let mut index = 0;
+        let mut out = Vec::new();
+        for p in self.parts {
+            let is_data = matches!(p, Part::Data(_));
+            out.push(p);
+            if is_data {
+                index += 1;
+                if index == n {
+                    out.push(Part::Pause(delay));
+                }
+            }
+        }
+        self.parts = out;
+        self
+    }
+}
+
+struct State {
+    script: VecDeque<Reply>,
+    default: Reply,
+    requests: Vec<Recorded>,
+    /// Per request (in arrival order): when each data part was written.
+    write_times: Vec<Vec<Instant>>,
+}
+
+/// The running fake provider.
+pub struct FakeProvider {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeProvider {
+    /// Starts with the default reply `Reply::openai_text(["Hello", ", ", "world"])`.
+    pub async fn start() -> FakeProvider {
+        Self::with_default(Reply::openai_text(&["Hello", ", ", "world"])).await
+    }
+
+    pub async fn with_default(default: Reply) -> FakeProvider {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the fake provider");
+        let addr = listener.local_addr().expect("local address");
+        let state = Arc::new(Mutex::new(State {
+            script: VecDeque::new(),
+            default,
+            requests: Vec::new(),
+            write_times: Vec::new(),
+        }));
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let _ = serve(socket, state).await;
+                });
+            }
+        });
+        FakeProvider { addr, state, task }
+    }
+
+    /// `http://127.0.0.1:PORT` (OpenAI clients append `/chat/completions`,
+    /// so configure `base_url()` + `/v1` for realism).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Queues a reply for the next request.
+    pub fn push(&self, reply: Reply) {
+        self.lock().script.push_back(reply);
+    }
+
+    pub fn set_default(&self, reply: Reply) {
+        self.lock().default = reply;
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// For each request so far, when each data part of its reply was
+    /// written (for latency measurements; same clock as the caller).
+    pub fn write_times(&self) -> Vec<Vec<Instant>> {
+        self.lock().write_times.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Recorded>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let header_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos;
+        }
+        let n = socket.read(&mut tmp).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or("");
+    let mut words = request_line.split_whitespace();
+    let method = words.next().unwrap_or("").to_string();
+    let path = words.next().unwrap_or("").to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[header_end + 4..].to_vec();
+    while body.len() < length {
+        let n = socket.read(&mut tmp).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&tmp[..n]);
+    }
+    Ok(Some(Recorded {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    }))
+}
+
+async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
+    let Some(request) = read_request(&mut socket).await? else {
+        return Ok(());
+    };
+    let (reply, index) = {
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        state.requests.push(request);
+        state.write_times.push(Vec::new());
+        let index = state.write_times.len() - 1;
+        let reply = match state.script.pop_front() {
+            Some(r) => r,
+            None => state.default.clone(),
+        };
+        (reply, index)
+    };
+    let reason = match reply.status {
+        200 => "OK",
+        401 => "Unauthorized",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    let mut head = format!("HTTP/1.1 {} {reason}\r\n", reply.status);
+    for (n, v) in &reply.headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    socket.write_all(head.as_bytes()).await?;
+    socket.flush().await?;
+    for part in &reply.parts {
+        match part {
+            Part::Pause(d) => tokio::time::sleep(*d).await,
+            Part::Data(text) => {
+                let chunk = format!("{:x}\r\n{text}\r\n", text.len());
+                socket.write_all(chunk.as_bytes()).await?;
+                socket.flush().await?;
+                let now = Instant::now();
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(times) = state.write_times.get_mut(index) {
+                    times.push(now);
+                }
+            }
+        }
+    }
+    if reply.drop_at_end {
+        // No terminating chunk: the body is cut off.
+        drop(socket);
+        return Ok(());
+    }
+    socket.write_all(b"0\r\n\r\n").await?;
+    socket.flush().await?;
+    let _ = socket.shutdown().await;
+    Ok(())
+}
+
+/// A `127.0.0.1` address on which nothing listens.
+pub async fn closed_port_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("http://{addr}")
+}

@@ -1,0 +1,1089 @@
+//! The Conversation area and the model catalog: CRUD, isolation between
+//! organizations, permissions, pagination, and streamed answers from the
+//! offline model and from a fake provider speaking the real wire formats.
+
+use std::time::Duration;
+use uuid::Uuid;
+use workspace_api::conversations::ConversationStreamEvent as Event;
+use workspace_client::Client;
+use workspace_client::types::{
+    ConversationCreate, ConversationSessionCreate, MessageRole, MessageStatus, StreamChatRequest,
+};
+use workspace_server::config::{Config, ModelConfig, ProviderKind};
+use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
+use workspace_tests::sse::{EventReader, content};
+use workspace_tests::{TestContext, TestUser, error_of};
+
+const KEY: &str = "sk-test-key-do-not-leak-0123456789";
+
+fn fast(config: &mut Config) {
+    config.providers.offline_chunk_delay_ms = 0;
+    config.providers.retry_backoff_ms = 5;
+}
+
+fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: String) {
+    config.models.push(ModelConfig {
+        name: name.to_string(),
+        provider: Some(kind),
+        upstream_model: Some(format!("{name}-upstream")),
+        base_url: Some(base_url),
+        api_key: Some(KEY.to_string()),
+        api_key_env: None,
+        max_tokens: None,
+    });
+}
+
+async fn org_of(user: &TestUser) -> Uuid {
+    user.client
+        .users_me()
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .organizations[0]
+        .id
+}
+
+async fn model_id(client: &Client, org: Uuid, name: &str) -> Uuid {
+    let models = client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    models
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("no model {name} in {models:?}"))
+        .id
+}
+
+async fn conversation(client: &Client, org: Uuid, title: &str) -> Uuid {
+    client
+        .conversation_create()
+        .org_id(org)
+        .body(ConversationCreate::builder().title(title.to_string()))
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+}
+
+async fn session(client: &Client, org: Uuid, conversation_id: Uuid, model: Uuid) -> Uuid {
+    client
+        .conversation_create_session()
+        .org_id(org)
+        .body(
+            ConversationSessionCreate::builder()
+                .conversation_id(conversation_id)
+                .model_id(model),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+}
+
+async fn open_chat(client: &Client, org: Uuid, session: Uuid, message: &str) -> EventReader {
+    let response = client
+        .conversation_stream_chat()
+        .org_id(org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(session)
+                .message(message.to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    EventReader::new(response.into_inner())
+}
+
+async fn chat(client: &Client, org: Uuid, session: Uuid, message: &str) -> Vec<Event> {
+    open_chat(client, org, session, message)
+        .await
+        .collect()
+        .await
+}
+
+/// Checks start ... end and returns the message id.
+fn assert_complete(events: &[Event]) -> String {
+    let Some(Event::Start { message_id }) = events.first() else {
+        panic!("no start event: {events:?}");
+    };
+    assert_eq!(events.last(), Some(&Event::End), "{events:?}");
+    assert!(
+        events[1..events.len() - 1]
+            .iter()
+            .all(|e| matches!(e, Event::Content { .. })),
+        "{events:?}"
+    );
+    message_id.clone()
+}
+
+fn error_code(events: &[Event]) -> Option<String> {
+    match events.last() {
+        Some(Event::Error { error_code, .. }) => Some(error_code.clone()),
+        _ => None,
+    }
+}
+
+async fn all_messages(
+    client: &Client,
+    org: Uuid,
+    conversation_id: Uuid,
+) -> Vec<workspace_client::types::ConversationMessage> {
+    client
+        .conversation_messages()
+        .org_id(org)
+        .conversation_id(conversation_id)
+        .limit(100u32)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .messages
+}
+
+#[tokio::test]
+async fn offline_model_streams_with_zero_configuration() {
+    let cx = TestContext::new("conv_offline").await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+
+    let models = ada
+        .client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(models.len(), 1, "{models:?}");
+    assert_eq!(models[0].name, "offline-dev-model");
+    assert_eq!(models[0].provider, "offline");
+
+    let created = ada
+        .client
+        .conversation_create()
+        .org_id(org)
+        .body(ConversationCreate::builder().title("  First chat ".to_string()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let created = created.into_inner();
+    assert_eq!(created.title, "First chat");
+    assert!(!created.is_archived);
+
+    let s = ada
+        .client
+        .conversation_create_session()
+        .org_id(org)
+        .body(
+            ConversationSessionCreate::builder()
+                .conversation_id(created.id)
+                .model_id(models[0].id),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.conversation_id, created.id);
+    assert_eq!(s.model_id, models[0].id);
+    assert_eq!(
+        s.status,
+        workspace_client::types::ConversationSessionStatus::Active
+    );
+
+    let events = chat(&ada.client, org, s.id, "hello there").await;
+    let message_id = assert_complete(&events);
+    let text = content(&events);
+    assert!(text.contains("offline-dev-model"), "{text}");
+    assert!(text.contains("hello there"), "{text}");
+    assert!(events.len() > 4, "streamed in pieces: {events:?}");
+
+    let messages = all_messages(&ada.client, org, created.id).await;
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].role, MessageRole::User);
+    assert_eq!(messages[0].content, "hello there");
+    assert_eq!(messages[1].role, MessageRole::Assistant);
+    assert_eq!(messages[1].id, message_id);
+    assert_eq!(messages[1].content, text);
+    assert_eq!(messages[1].status, MessageStatus::Complete);
+    assert!(messages.iter().all(|m| m.chat_session_id == s.id));
+
+    // The second answer saw the history (two earlier messages).
+    let events = chat(&ada.client, org, s.id, "again").await;
+    assert_complete(&events);
+    assert!(
+        content(&events).contains("Earlier messages in this session: 2."),
+        "{}",
+        content(&events)
+    );
+
+    let list = ada
+        .client
+        .conversation_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].id, created.id);
+    assert!(list[0].updated_at > created.updated_at);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn model_ids_are_stable_across_restarts() {
+    let cx = TestContext::with_config("conv_model_ids", |c| {
+        add_model(
+            c,
+            "gpt-stable",
+            ProviderKind::Openai,
+            "http://127.0.0.1:9/v1".into(),
+        )
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let first = ada
+        .client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        first.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+        ["gpt-stable", "offline-dev-model"]
+    );
+    let second = cx
+        .second_instance(|c| {
+            add_model(
+                c,
+                "gpt-stable",
+                ProviderKind::Openai,
+                "http://127.0.0.1:9/v1".into(),
+            )
+        })
+        .await;
+    let client =
+        Client::authenticated(&format!("http://{}", second.local_addr()), &ada.token).unwrap();
+    let again = client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first, again);
+    second.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn organizations_are_isolated() {
+    let cx = TestContext::with_config("conv_isolation", fast).await;
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let ada_org = org_of(&ada).await;
+    let bob_org = org_of(&bob).await;
+    let model = model_id(&ada.client, ada_org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, ada_org, "secret plans").await;
+    let sess = session(&ada.client, ada_org, conv, model).await;
+    chat(&ada.client, ada_org, sess, "the secret").await;
+
+    // Bob is not a member of Ada's organization: 403 on every operation.
+    let c = &bob.client;
+    assert_eq!(
+        error_of(c.conversation_list().org_id(ada_org).send().await),
+        (403, "forbidden".into())
+    );
+    assert_eq!(
+        error_of(c.models_list().org_id(ada_org).send().await),
+        (403, "forbidden".into())
+    );
+    assert_eq!(
+        error_of(
+            c.conversation_messages()
+                .org_id(ada_org)
+                .conversation_id(conv)
+                .send()
+                .await
+        ),
+        (403, "forbidden".into())
+    );
+    assert_eq!(
+        error_of(
+            c.conversation_create()
+                .org_id(ada_org)
+                .body(ConversationCreate::builder().title("x".to_string()))
+                .send()
+                .await
+        ),
+        (403, "forbidden".into())
+    );
+    let stream = c
+        .conversation_stream_chat()
+        .org_id(ada_org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(sess)
+                .message("hi".to_string()),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        error_of(stream.map(|r| r.status())),
+        (403, "forbidden".into())
+    );
+
+    // Ada's ids used in Bob's own organization: 404, nothing revealed.
+    let not_found = (404, "not_found".to_string());
+    assert_eq!(
+        error_of(
+            c.conversation_get_with_sessions()
+                .org_id(bob_org)
+                .conversation_id(conv)
+                .send()
+                .await
+        ),
+        not_found
+    );
+    assert_eq!(
+        error_of(
+            c.conversation_messages()
+                .org_id(bob_org)
+                .conversation_id(conv)
+                .send()
+                .await
+        ),
+        not_found
+    );
+    assert_eq!(
+        error_of(
+            c.conversation_create_session()
+                .org_id(bob_org)
+                .body(
+                    ConversationSessionCreate::builder()
+                        .conversation_id(conv)
+                        .model_id(model)
+                )
+                .send()
+                .await
+        ),
+        not_found
+    );
+    let stream = c
+        .conversation_stream_chat()
+        .org_id(bob_org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(sess)
+                .message("hi".to_string()),
+        )
+        .send()
+        .await;
+    assert_eq!(error_of(stream.map(|r| r.status())), not_found);
+    assert!(
+        c.conversation_list()
+            .org_id(bob_org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .is_empty()
+    );
+    // Nothing was written into Ada's conversation by Bob's attempts.
+    assert_eq!(all_messages(&ada.client, ada_org, conv).await.len(), 2);
+
+    // No token: 401.
+    assert_eq!(
+        error_of(cx.anon().conversation_list().org_id(ada_org).send().await).0,
+        401
+    );
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn guests_read_but_do_not_write() {
+    let cx = TestContext::with_config("conv_guest", fast).await;
+    let ada = cx.user("ada").await;
+    let gus = cx.user("gus").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "team notes").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    chat(&ada.client, org, sess, "note one").await;
+
+    let db = cx.db().await;
+    db.execute(
+        "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+         SELECT $1, $2, id, 'active' FROM roles WHERE organization_id = $2 AND name = 'guest'",
+        &[&gus.id, &org],
+    )
+    .await
+    .unwrap();
+
+    let c = &gus.client;
+    let list = c
+        .conversation_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.len(), 1);
+    let view = c
+        .conversation_get_with_sessions()
+        .org_id(org)
+        .conversation_id(conv)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(view.sessions.len(), 1);
+    assert_eq!(all_messages(c, org, conv).await.len(), 2);
+    assert_eq!(model_id(c, org, "offline-dev-model").await, model);
+
+    let forbidden = (403, "forbidden".to_string());
+    assert_eq!(
+        error_of(
+            c.conversation_create()
+                .org_id(org)
+                .body(ConversationCreate::builder().title("x".to_string()))
+                .send()
+                .await
+        ),
+        forbidden
+    );
+    assert_eq!(
+        error_of(
+            c.conversation_create_session()
+                .org_id(org)
+                .body(
+                    ConversationSessionCreate::builder()
+                        .conversation_id(conv)
+                        .model_id(model)
+                )
+                .send()
+                .await
+        ),
+        forbidden
+    );
+    let stream = c
+        .conversation_stream_chat()
+        .org_id(org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(sess)
+                .message("hi".to_string()),
+        )
+        .send()
+        .await;
+    assert_eq!(error_of(stream.map(|r| r.status())), forbidden);
+    assert_eq!(all_messages(c, org, conv).await.len(), 2);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn messages_are_paginated_in_a_stable_order() {
+    let cx = TestContext::with_config("conv_pagination", fast).await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "long").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    for i in 0..13 {
+        assert_complete(&chat(&ada.client, org, sess, &format!("m{i}")).await);
+    }
+
+    let page = ada
+        .client
+        .conversation_messages()
+        .org_id(org)
+        .conversation_id(conv)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((page.limit, page.offset, page.total), (20, 0, 26));
+    assert_eq!(page.messages.len(), 20);
+    for (i, m) in page.messages.iter().enumerate() {
+        let expected = if i % 2 == 0 {
+            MessageRole::User
+        } else {
+            MessageRole::Assistant
+        };
+        assert_eq!(m.role, expected, "message {i}");
+        if i % 2 == 0 {
+            assert_eq!(m.content, format!("m{}", i / 2));
+        }
+    }
+    let rest = ada
+        .client
+        .conversation_messages()
+        .org_id(org)
+        .conversation_id(conv)
+        .offset(20u32)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((rest.offset, rest.total, rest.messages.len()), (20, 26, 6));
+    assert_eq!(rest.messages[0].content, "m10");
+
+    // Pages put together equal the whole list, in the same order.
+    let mut paged = Vec::new();
+    for offset in (0..26u32).step_by(7) {
+        let p = ada
+            .client
+            .conversation_messages()
+            .org_id(org)
+            .conversation_id(conv)
+            .limit(7u32)
+            .offset(offset)
+            .send()
+            .await
+            .unwrap()
+            .into_inner();
+        paged.extend(p.messages.into_iter().map(|m| m.id));
+    }
+    let whole: Vec<String> = all_messages(&ada.client, org, conv)
+        .await
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(paged, whole);
+
+    for limit in [0u32, 101] {
+        assert_eq!(
+            error_of(
+                ada.client
+                    .conversation_messages()
+                    .org_id(org)
+                    .conversation_id(conv)
+                    .limit(limit)
+                    .send()
+                    .await
+            ),
+            (400, "invalid_pagination".into())
+        );
+    }
+    let beyond = ada
+        .client
+        .conversation_messages()
+        .org_id(org)
+        .conversation_id(conv)
+        .offset(500u32)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(beyond.messages.is_empty());
+    assert_eq!(beyond.total, 26);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn invalid_input_is_rejected_before_streaming() {
+    let cx = TestContext::with_config("conv_validation", fast).await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    assert_eq!(
+        error_of(
+            ada.client
+                .conversation_create()
+                .org_id(org)
+                .body(ConversationCreate::builder().title("   ".to_string()))
+                .send()
+                .await
+        ),
+        (400, "invalid_title".into())
+    );
+    let conv = conversation(&ada.client, org, "v").await;
+    assert_eq!(
+        error_of(
+            ada.client
+                .conversation_create_session()
+                .org_id(org)
+                .body(
+                    ConversationSessionCreate::builder()
+                        .conversation_id(conv)
+                        .model_id(Uuid::new_v4())
+                )
+                .send()
+                .await
+        ),
+        (404, "not_found".into())
+    );
+    let sess = session(&ada.client, org, conv, model).await;
+    let blank = ada
+        .client
+        .conversation_stream_chat()
+        .org_id(org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(sess)
+                .message(" \n ".to_string()),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        error_of(blank.map(|r| r.status())),
+        (400, "invalid_message".into())
+    );
+    let unknown = ada
+        .client
+        .conversation_stream_chat()
+        .org_id(org)
+        .body(
+            StreamChatRequest::builder()
+                .chat_session_id(Uuid::new_v4())
+                .message("hi".to_string()),
+        )
+        .send()
+        .await;
+    assert_eq!(
+        error_of(unknown.map(|r| r.status())),
+        (404, "not_found".into())
+    );
+    assert!(all_messages(&ada.client, org, conv).await.is_empty());
+
+    // A malformed body is invalid_request (raw request: the client would
+    // not send one).
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/api/conversation/stream_chat?org_id={org}",
+            cx.base_url
+        ))
+        .bearer_auth(&ada.token)
+        .header("content-type", "application/json")
+        .body("{\"chat_session_id\": 5}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error_code"], "invalid_request");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn openai_provider_gets_the_session_history() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_openai_history", |c| {
+        fast(c);
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "gpt-fake").await;
+    let conv = conversation(&ada.client, org, "h").await;
+    let sess = session(&ada.client, org, conv, model).await;
+
+    let events = chat(&ada.client, org, sess, "first question").await;
+    assert_complete(&events);
+    assert_eq!(
+        events[1..4],
+        [
+            Event::Content {
+                content: "Hello".into()
+            },
+            Event::Content {
+                content: ", ".into()
+            },
+            Event::Content {
+                content: "world".into()
+            },
+        ]
+    );
+    fake.push(Reply::openai_text(&["Second", " answer"]));
+    assert_complete(&chat(&ada.client, org, sess, "second question").await);
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let r = &requests[1];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(r.body["model"], "gpt-fake-upstream");
+    assert_eq!(r.body["stream"], true);
+    assert_eq!(r.body["stream_options"]["include_usage"], true);
+    assert_eq!(
+        r.messages(),
+        [
+            ("user".to_string(), "first question".to_string()),
+            ("assistant".to_string(), "Hello, world".to_string()),
+            ("user".to_string(), "second question".to_string()),
+        ]
+    );
+
+    // Usage from the usage chunk is stored with the answer.
+    let db = cx.db().await;
+    let row = db
+        .query_one(
+            "SELECT input_tokens, output_tokens, cached_tokens FROM conversation_messages \
+             WHERE role = 'assistant' ORDER BY seq LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let usage: (Option<i32>, Option<i32>, Option<i32>) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(usage, (Some(11), Some(3), Some(4)));
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn anthropic_provider_streams() {
+    let fake = FakeProvider::with_default(Reply::anthropic_text(&["Bonjour", " !"])).await;
+    let url = fake.base_url();
+    let cx = TestContext::with_config("conv_anthropic", |c| {
+        fast(c);
+        add_model(c, "claude-fake", ProviderKind::Anthropic, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "claude-fake").await;
+    let conv = conversation(&ada.client, org, "a").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let events = chat(&ada.client, org, sess, "salut").await;
+    assert_complete(&events);
+    assert_eq!(content(&events), "Bonjour !");
+    let r = &fake.requests()[0];
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(r.body["model"], "claude-fake-upstream");
+    assert_eq!(r.body["max_tokens"], 4096);
+    assert_eq!(r.messages(), [("user".to_string(), "salut".to_string())]);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn retries_429_and_5xx_before_the_first_byte() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_retry", |c| {
+        fast(c);
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "gpt-fake").await;
+    let conv = conversation(&ada.client, org, "r").await;
+    let sess = session(&ada.client, org, conv, model).await;
+
+    fake.push(Reply::error(429, "slow down").header("retry-after", "0"));
+    fake.push(Reply::error(503, "overloaded"));
+    let events = chat(&ada.client, org, sess, "hi").await;
+    assert_complete(&events);
+    assert_eq!(content(&events), "Hello, world");
+    assert_eq!(fake.requests().len(), 3);
+
+    // A stream that breaks before its first piece is retried too.
+    fake.push(Reply::openai_text(&["lost"]).drop_after(0));
+    let events = chat(&ada.client, org, sess, "again").await;
+    assert_eq!(content(&events), "Hello, world");
+    assert_eq!(fake.requests().len(), 5);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn provider_failures_end_the_stream_with_an_error_event() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let dead = format!("{}/v1", closed_port_url().await);
+    let cx = TestContext::with_config("conv_provider_failures", |c| {
+        fast(c);
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+        add_model(c, "gpt-dead", ProviderKind::Openai, dead);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let conv = conversation(&ada.client, org, "f").await;
+    let fake_model = model_id(&ada.client, org, "gpt-fake").await;
+    let dead_model = model_id(&ada.client, org, "gpt-dead").await;
+    let sess = session(&ada.client, org, conv, fake_model).await;
+    let dead_sess = session(&ada.client, org, conv, dead_model).await;
+
+    // Connection refused, after the retries.
+    let events = chat(&ada.client, org, dead_sess, "anyone?").await;
+    assert!(matches!(events[0], Event::Start { .. }), "{events:?}");
+    assert_eq!(error_code(&events).as_deref(), Some("provider_unavailable"));
+    assert!(!events.contains(&Event::End));
+
+    // 500 on every attempt (1 + 2 retries).
+    for _ in 0..3 {
+        fake.push(Reply::error(500, "boom"));
+    }
+    let events = chat(&ada.client, org, sess, "q1").await;
+    assert_eq!(error_code(&events).as_deref(), Some("provider_unavailable"));
+    assert_eq!(fake.requests().len(), 3);
+
+    // 401 is not retried, and the key never reaches the client or the log
+    // even though the provider echoes it.
+    fake.push(Reply::error(
+        401,
+        &format!("Incorrect API key provided: {KEY}"),
+    ));
+    let events = chat(&ada.client, org, sess, "q2").await;
+    assert_eq!(error_code(&events).as_deref(), Some("provider_rejected"));
+    assert_eq!(fake.requests().len(), 4);
+    assert!(!format!("{events:?}").contains(KEY));
+
+    // Dropped mid-stream: the partial answer is kept, marked failed.
+    fake.push(Reply::openai_text(&["Part", "ial", " answer", " lost"]).drop_after(3));
+    let events = chat(&ada.client, org, sess, "q3").await;
+    assert_eq!(content(&events), "Partial");
+    assert_eq!(
+        error_code(&events).as_deref(),
+        Some("provider_stream_interrupted")
+    );
+    assert_eq!(fake.requests().len(), 5, "no retry after content was sent");
+
+    // A malformed chunk mid-stream.
+    fake.push(Reply::openai_text(&["Good", " start"]).malformed_at(2));
+    let events = chat(&ada.client, org, sess, "q4").await;
+    assert_eq!(content(&events), "Good");
+    assert_eq!(
+        error_code(&events).as_deref(),
+        Some("provider_stream_interrupted")
+    );
+
+    let messages = all_messages(&ada.client, org, conv).await;
+    let summary: Vec<(MessageRole, &str, MessageStatus)> = messages
+        .iter()
+        .map(|m| (m.role, m.content.as_str(), m.status))
+        .collect();
+    use MessageRole::{Assistant, User};
+    use MessageStatus::{Complete, Failed};
+    assert_eq!(
+        summary,
+        [
+            (User, "anyone?", Complete),
+            (Assistant, "", Failed),
+            (User, "q1", Complete),
+            (Assistant, "", Failed),
+            (User, "q2", Complete),
+            (Assistant, "", Failed),
+            (User, "q3", Complete),
+            (Assistant, "Partial", Failed),
+            (User, "q4", Complete),
+            (Assistant, "Good", Failed),
+        ]
+    );
+    let db = cx.db().await;
+    let codes: Vec<Option<String>> = db
+        .query(
+            "SELECT error_code FROM conversation_messages WHERE role = 'assistant' ORDER BY seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            Some("provider_unavailable".to_string()),
+            Some("provider_unavailable".to_string()),
+            Some("provider_rejected".to_string()),
+            Some("provider_stream_interrupted".to_string()),
+            Some("provider_stream_interrupted".to_string()),
+        ]
+    );
+
+    // The server kept serving, and the next answer works.
+    assert_complete(&chat(&ada.client, org, sess, "q5").await);
+    let log = std::env::temp_dir().join("workspace-tests/conv_provider_failures.log");
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(log.contains("model provider failed"), "failures are logged");
+    assert!(!log.contains(KEY), "the API key is in the log");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn a_stalled_provider_times_out() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_stall", |c| {
+        fast(c);
+        c.providers.idle_timeout_secs = 1;
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "gpt-fake").await;
+    let conv = conversation(&ada.client, org, "s").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    fake.push(Reply::openai_text(&["Slow", " start"]).stall_after(2, Duration::from_secs(5)));
+    let events = chat(&ada.client, org, sess, "hi").await;
+    assert_eq!(content(&events), "Slow");
+    assert_eq!(error_code(&events).as_deref(), Some("provider_timeout"));
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn client_disconnect_keeps_the_partial_answer() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_disconnect", |c| {
+        fast(c);
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "gpt-fake").await;
+    let conv = conversation(&ada.client, org, "d").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let pieces: Vec<String> = (0..50).map(|i| format!("w{i} ")).collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    fake.push(Reply::openai_text(&pieces).paced(Duration::from_millis(50)));
+
+    let mut reader = open_chat(&ada.client, org, sess, "tell me a long story").await;
+    let Some(Event::Start { message_id }) = reader.next().await else {
+        panic!("no start");
+    };
+    let mut received = String::new();
+    for _ in 0..3 {
+        match reader.next().await {
+            Some(Event::Content { content }) => received.push_str(&content),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    drop(reader);
+
+    // The relay notices, stores what it had, marked cancelled.
+    let mut stored = None;
+    for _ in 0..100 {
+        let messages = all_messages(&ada.client, org, conv).await;
+        if let Some(m) = messages.iter().find(|m| m.id == message_id) {
+            stored = Some(m.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stored = stored.expect("the partial answer is stored");
+    assert_eq!(stored.status, MessageStatus::Cancelled);
+    assert!(stored.content.starts_with(&received), "{stored:?}");
+    assert!(stored.content.len() < pieces.concat().len(), "cut short");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn sessions_each_use_their_own_model_and_history() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_sessions", |c| {
+        fast(c);
+        add_model(c, "deepseek-fake", ProviderKind::Deepseek, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_of(&ada).await;
+    let offline = model_id(&ada.client, org, "offline-dev-model").await;
+    let deepseek = model_id(&ada.client, org, "deepseek-fake").await;
+    let conv = conversation(&ada.client, org, "compare").await;
+    let s1 = session(&ada.client, org, conv, offline).await;
+    let s2 = session(&ada.client, org, conv, deepseek).await;
+
+    assert_complete(&chat(&ada.client, org, s1, "to offline").await);
+    assert_complete(&chat(&ada.client, org, s2, "to deepseek").await);
+    assert_complete(&chat(&ada.client, org, s2, "deepseek again").await);
+
+    let view = ada
+        .client
+        .conversation_get_with_sessions()
+        .org_id(org)
+        .conversation_id(conv)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(view.conversation.id, conv);
+    assert_eq!(view.conversation.title, "compare");
+    let sessions: Vec<(Uuid, &str, &str)> = view
+        .sessions
+        .iter()
+        .map(|s| (s.id, s.model.name.as_str(), s.model.provider.as_str()))
+        .collect();
+    assert_eq!(
+        sessions,
+        [
+            (s1, "offline-dev-model", "offline"),
+            (s2, "deepseek-fake", "deepseek")
+        ]
+    );
+    assert_eq!(view.sessions[1].model.id, deepseek);
+
+    // The combined view's session has `model` and no `model_id` or
+    // `updated_at`, exactly as the spec describes.
+    let raw: serde_json::Value = reqwest::Client::new()
+        .get(format!(
+            "{}/api/conversation/get_with_sessions?org_id={org}&conversation_id={conv}",
+            cx.base_url
+        ))
+        .bearer_auth(&ada.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut keys: Vec<&str> = raw["sessions"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["conversation_id", "created_at", "id", "model", "status"]
+    );
+
+    let messages = all_messages(&ada.client, org, conv).await;
+    let by_session: Vec<Uuid> = messages.iter().map(|m| m.chat_session_id).collect();
+    assert_eq!(by_session, [s1, s1, s2, s2, s2, s2]);
+    // The provider saw only its own session's history.
+    let last = fake.requests().pop().unwrap();
+    assert_eq!(
+        last.messages(),
+        [
+            ("user".to_string(), "to deepseek".to_string()),
+            ("assistant".to_string(), "Hello, world".to_string()),
+            ("user".to_string(), "deepseek again".to_string()),
+        ]
+    );
+    cx.teardown().await;
+}
