@@ -135,6 +135,69 @@ pub const TABLES: &[Table] = &[
         ],
         total: None,
     },
+    Table {
+        operation_id: "org_list",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("NAME", "/name"),
+            ("SLUG", "/slug"),
+            ("ROLE", "/user_role/role_name"),
+            ("LEVEL", "/user_role/level"),
+        ],
+        total: None,
+    },
+    Table {
+        operation_id: "roles_list_roles",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("NAME", "/name"),
+            ("LEVEL", "/hierarchy_level"),
+            ("SYSTEM", "/is_system_role"),
+            ("DESCRIPTION", "/description"),
+        ],
+        total: None,
+    },
+    Table {
+        operation_id: "roles_list_permissions",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("NAME", "/name"),
+            ("DESCRIPTION", "/description"),
+        ],
+        total: None,
+    },
+    Table {
+        operation_id: "models_list",
+        rows: "",
+        columns: &[("ID", "/id"), ("NAME", "/name"), ("PROVIDER", "/provider")],
+        total: None,
+    },
+    Table {
+        operation_id: "conversation_list",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("TITLE", "/title"),
+            ("ARCHIVED", "/is_archived"),
+            ("UPDATED", "/updated_at"),
+        ],
+        total: None,
+    },
+    Table {
+        operation_id: "conversation_messages",
+        rows: "/messages",
+        columns: &[
+            ("ID", "/id"),
+            ("ROLE", "/role"),
+            ("STATUS", "/status"),
+            ("CREATED", "/created_at"),
+            ("CONTENT", "/content"),
+        ],
+        total: Some("/total"),
+    },
 ];
 
 pub fn table_for(operation_id: &str) -> Option<&'static Table> {

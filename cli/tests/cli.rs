@@ -117,6 +117,23 @@ async fn signup_login_me() {
     assert_eq!(me["email"], "cli@example.com");
     assert_eq!(me["organizations"][0]["role_name"], "owner");
 
+    // Table output for people.
+    let out = run(vec!["org", "list", "--format", "table"], None)
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("ID") && header.contains("ROLE"),
+        "{table}"
+    );
+    assert!(table.contains("owner"), "{table}");
+    let out = run(vec!["roles", "list-permissions", "--format", "table"], None)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kb:read"));
+
     let status = json(&run(vec!["auth", "status"], None).await.unwrap());
     assert_eq!(status["logged_in"], true);
     json(&run(vec!["system", "ready"], None).await.unwrap());
