@@ -6324,6 +6324,8 @@ impl Client {
 
     Several answers may stream in one session at once; each sees the history as stored when it started.
 
+    Every message counts towards the organization's `daily_chat_limit` (see `GET /api/org/features`; per UTC day, shared by all server instances). At the limit the request is refused before anything is stored: `429 daily_chat_limit_exceeded` with `Retry-After` (seconds until the next UTC day).
+
     Sends a `POST` request to `/api/conversation/stream_chat`
 
     ```ignore

@@ -632,6 +632,12 @@ pub trait WorkspaceApi {
     ///
     /// Several answers may stream in one session at once; each sees the
     /// history as stored when it started.
+    ///
+    /// Every message counts towards the organization's `daily_chat_limit`
+    /// (see `GET /api/org/features`; per UTC day, shared by all server
+    /// instances). At the limit the request is refused before anything is
+    /// stored: `429 daily_chat_limit_exceeded` with `Retry-After` (seconds
+    /// until the next UTC day).
     #[endpoint { method = POST, path = "/api/conversation/stream_chat", tags = ["conversations"] }]
     async fn conversation_stream_chat(
         rqctx: RequestContext<Self::Context>,

@@ -210,9 +210,18 @@ pub async fn stream_chat(
             ),
         )
     })?;
+    let daily_limit = crate::app::orgs::features(cx, access.org_id)
+        .await?
+        .daily_chat_limit;
     let history = cx
         .datastore
-        .message_append_user(access.org_id, &session, access.user_id, &body.message)
+        .message_append_user(
+            access.org_id,
+            &session,
+            access.user_id,
+            &body.message,
+            daily_limit,
+        )
         .await?;
     let request = ChatRequest {
         messages: history

@@ -1087,3 +1087,61 @@ async fn sessions_each_use_their_own_model_and_history() {
     );
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn the_daily_chat_limit_is_enforced_per_organization() {
+    let cx = TestContext::with_config("conv_daily_limit", |c| {
+        fast(c);
+        c.features.daily_chat_limit = 2;
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let org = org_of(&ada).await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "Limited").await;
+    let s = session(&ada.client, org, conv, model).await;
+    for message in ["one", "two"] {
+        assert_complete(&chat(&ada.client, org, s, message).await);
+    }
+    // The third message of the day is refused before anything is stored.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/conversation/stream_chat", cx.base_url))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(&ada.token)
+        .json(&serde_json::json!({"chat_session_id": s, "message": "three"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=86_400).contains(&retry), "{retry}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error_code"], "daily_chat_limit_exceeded");
+    assert_eq!(
+        all_messages(&ada.client, org, conv).await.len(),
+        4,
+        "nothing stored"
+    );
+
+    // Another organization has its own count.
+    let bob_org = org_of(&bob).await;
+    let bob_conv = conversation(&bob.client, bob_org, "Mine").await;
+    let bob_session = session(&bob.client, bob_org, bob_conv, model).await;
+    assert_complete(&chat(&bob.client, bob_org, bob_session, "hi").await);
+
+    // A new UTC day starts a new count.
+    let db = cx.db().await;
+    db.execute(
+        "UPDATE organization_daily_usage SET day = day - 1 WHERE organization_id = $1",
+        &[&org],
+    )
+    .await
+    .unwrap();
+    assert_complete(&chat(&ada.client, org, s, "three").await);
+    cx.teardown().await;
+}

@@ -228,15 +228,47 @@ impl Datastore {
     /// Stores a user message in the session and touches the session and
     /// its conversation, in one transaction. Returns the session's history
     /// up to and including the new message, oldest first.
+    ///
+    /// The message counts towards the organization's `daily_chat_limit`
+    /// (per UTC day), in the same transaction: at the limit nothing is
+    /// written and the error is `429 daily_chat_limit_exceeded`.
     pub async fn message_append_user(
         &self,
         org_id: Uuid,
         session: &SessionRow,
         user_id: Uuid,
         content: &str,
+        daily_limit: u32,
     ) -> Result<Vec<MessageRow>, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
+        let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
+        let counted = tx
+            .query_opt(
+                "INSERT INTO organization_daily_usage (organization_id, day, chat_messages) \
+                 SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 WHERE $2 > 0 \
+                 ON CONFLICT (organization_id, day) DO UPDATE \
+                     SET chat_messages = organization_daily_usage.chat_messages + 1 \
+                     WHERE organization_daily_usage.chat_messages < $2 \
+                 RETURNING chat_messages",
+                &[&org_id, &limit],
+            )
+            .await?;
+        if counted.is_none() {
+            let now = chrono::Utc::now();
+            let midnight = (now.date_naive() + chrono::Days::new(1))
+                .and_hms_opt(0, 0, 0)
+                .map(|t| t.and_utc())
+                .unwrap_or(now);
+            let retry_after_secs = (midnight - now).num_seconds().max(1) as u64;
+            return Err(Error::TooManyRequests {
+                code: "daily_chat_limit_exceeded",
+                message: format!(
+                    "the organization's daily chat limit ({daily_limit} messages) is reached"
+                ),
+                retry_after_secs,
+            });
+        }
         let seq: i64 = tx
             .query_one(
                 "INSERT INTO conversation_messages \
