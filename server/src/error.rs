@@ -95,6 +95,11 @@ impl Error {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(error: tokio_postgres::Error) -> Error {
+        // PostgreSQL text cannot hold NUL characters; any input that carries
+        // one is the client's error, whatever field it came in.
+        if error.code() == Some(&tokio_postgres::error::SqlState::CHARACTER_NOT_IN_REPERTOIRE) {
+            return Error::invalid("invalid_request", "text must not contain NUL characters");
+        }
         Error::internal(format!("database: {error}"))
     }
 }

@@ -80,10 +80,13 @@ pub fn validate_email(email: &str) -> Result<(), Error> {
 
 pub fn validate_name(field: &str, value: &str) -> Result<String, Error> {
     let value = value.trim();
-    if value.is_empty() || value.chars().count() > NAME_MAX_CHARS {
+    if value.is_empty()
+        || value.chars().count() > NAME_MAX_CHARS
+        || value.chars().any(char::is_control)
+    {
         return Err(Error::invalid(
             "invalid_name",
-            format!("{field} must be 1 to {NAME_MAX_CHARS} characters"),
+            format!("{field} must be 1 to {NAME_MAX_CHARS} characters, without control characters"),
         ));
     }
     Ok(value.to_string())

@@ -39,10 +39,15 @@ pub async fn list(cx: &ServerContext, actor: &Actor) -> Result<Vec<Organization>
 
 pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Organization, Error> {
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > ORG_NAME_MAX_CHARS {
+    if name.is_empty()
+        || name.chars().count() > ORG_NAME_MAX_CHARS
+        || name.chars().any(char::is_control)
+    {
         return Err(Error::invalid(
             "invalid_name",
-            format!("the organization name must be 1 to {ORG_NAME_MAX_CHARS} characters"),
+            format!(
+                "the organization name must be 1 to {ORG_NAME_MAX_CHARS} characters, without control characters"
+            ),
         ));
     }
     Ok(view(

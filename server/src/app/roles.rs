@@ -35,10 +35,15 @@ pub fn role_view(r: RoleRow, permissions: Option<Vec<PermissionRow>>) -> Role {
 
 fn check_name(name: &str) -> Result<String, Error> {
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > ROLE_NAME_MAX_CHARS {
+    if name.is_empty()
+        || name.chars().count() > ROLE_NAME_MAX_CHARS
+        || name.chars().any(char::is_control)
+    {
         return Err(Error::invalid(
             "invalid_name",
-            format!("the role name must be 1 to {ROLE_NAME_MAX_CHARS} characters"),
+            format!(
+                "the role name must be 1 to {ROLE_NAME_MAX_CHARS} characters, without control characters"
+            ),
         ));
     }
     Ok(name.to_string())

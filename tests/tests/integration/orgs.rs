@@ -115,7 +115,7 @@ async fn create_org_lists_and_isolates() {
         "unknown orgs look like foreign ones"
     );
 
-    for bad in ["", "   ", &"x".repeat(101)] {
+    for bad in ["", "   ", &"x".repeat(101), "nul\u{0}byte", "bell\u{7}"] {
         let got = workspace_tests::raw(
             &cx.base_url,
             Some(&ada.token),

@@ -137,6 +137,7 @@ async fn create_update_remove_custom_roles() {
         (json("x", -1, vec![]), 400, "invalid_hierarchy_level"),
         (json("", 5, vec![]), 400, "invalid_name"),
         (json("  ", 5, vec![]), 400, "invalid_name"),
+        (json("tab\there", 5, vec![]), 400, "invalid_name"),
         (
             json("x", 5, vec![Uuid::new_v4()]),
             400,

@@ -76,3 +76,25 @@ async fn secrets_in_query_strings_stay_out_of_the_logs() {
     assert!(!log.contains(secret), "the token leaked into the log");
     cx.teardown().await;
 }
+
+/// PostgreSQL text cannot hold NUL: any free-text field carrying one is a
+/// 400, never a 500 (found by the contract fuzz).
+#[tokio::test]
+async fn nul_characters_are_a_client_error() {
+    let cx = TestContext::new("nul_characters").await;
+    let user = cx.user("nul").await;
+    let org = user.client.users_me().send().await.unwrap().organizations[0].id;
+    let got = workspace_tests::raw(
+        &cx.base_url,
+        Some(&user.token),
+        reqwest::Method::POST,
+        "/api/roles/create",
+        &[("org_id", org.to_string())],
+        Some(serde_json::json!({
+            "name": "ok", "description": "a\u{0}b", "hierarchy_level": 1, "permission_ids": []
+        })),
+    )
+    .await;
+    assert_eq!(got, (400, "invalid_request".to_string()));
+    cx.teardown().await;
+}
