@@ -430,6 +430,9 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
                 "--seed",
                 "20261121",
             ])
+            // Deterministic: the same document gives the same examples on
+            // every machine, so CI sees what the developer saw.
+            .args(["--generation-deterministic"])
             .args(["--no-color"])
             .status()?;
         if !status.success() {
