@@ -63,6 +63,10 @@ pub struct DatabaseConfig {
     /// (default: `WORKSPACE_DATA_DIR`, else `/var/lib/workspace` as root,
     /// else `~/.local/share/workspace`).
     pub data_dir: Option<PathBuf>,
+    /// PEM file of extra CA certificates that database server certificates
+    /// may chain to (e.g. a managed database's CA bundle); the system's
+    /// roots are always trusted. TLS itself follows the URL's `sslmode`.
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -304,6 +308,7 @@ impl Default for DatabaseConfig {
             url: None,
             pool_size: 16,
             data_dir: None,
+            ca_file: None,
         }
     }
 }
@@ -363,6 +368,9 @@ impl Config {
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<()> {
         if let Some(url) = get("DATABASE_URL").filter(|v| !v.is_empty()) {
             self.database.url = Some(url);
+        }
+        if let Some(path) = get("DATABASE_CA_FILE").filter(|v| !v.is_empty()) {
+            self.database.ca_file = Some(PathBuf::from(path));
         }
         if let Some(addr) = get("BIND_ADDRESS").filter(|v| !v.is_empty()) {
             self.bind_address = addr

@@ -122,8 +122,9 @@ pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
 /// Starts the server on the given database (migrating it first).
 pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
     let log = logging::redacting(log);
-    db::migrate(url).await?;
-    let pool = db::pool(url, config.database.pool_size)?;
+    let tls = db::tls(config.database.ca_file.as_deref())?;
+    db::migrate(url, &tls).await?;
+    let pool = db::pool(url, config.database.pool_size, tls)?;
     let datastore = db::Datastore::new(pool);
 
     let secret = match &config.auth.jwt_secret {

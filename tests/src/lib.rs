@@ -95,7 +95,11 @@ async fn fresh_database() -> Result<String> {
         client
             .batch_execute(&format!("CREATE DATABASE {building}"))
             .await?;
-        workspace_server::db::migrate(&url_for(&admin, &building)?).await?;
+        workspace_server::db::migrate(
+            &url_for(&admin, &building)?,
+            &workspace_server::db::tls(None)?,
+        )
+        .await?;
         client
             .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {template}"))
             .await?;

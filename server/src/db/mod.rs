@@ -6,7 +6,9 @@ pub mod datastore;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use datastore::Datastore;
 
@@ -14,10 +16,47 @@ mod embedded {
     refinery::embed_migrations!("../migrations");
 }
 
+/// The TLS connector for database connections.
+///
+/// The URL's `sslmode` decides whether TLS is used: `disable`, `prefer` (the
+/// default: TLS when the server offers it) or `require`. Whenever TLS is
+/// used the server's certificate is verified (stricter than libpq's
+/// `require`) against the system's roots plus, when given, the PEM
+/// certificates in `ca_file` (a managed database's private CA bundle).
+pub fn tls(ca_file: Option<&Path>) -> Result<MakeRustlsConnect> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = ca_file {
+        let mut added = 0;
+        for cert in rustls_pki_types::CertificateDer::pem_file_iter(path)
+            .with_context(|| format!("reading database CA file {}", path.display()))?
+        {
+            let cert = cert.with_context(|| format!("parsing {}", path.display()))?;
+            roots
+                .add(cert)
+                .with_context(|| format!("adding a CA from {}", path.display()))?;
+            added += 1;
+        }
+        if added == 0 {
+            anyhow::bail!("{} holds no PEM certificate", path.display());
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("configuring TLS")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
 /// Applies pending migrations, serialised by an advisory lock so that
 /// several instances may start at once.
-pub async fn migrate(url: &str) -> Result<()> {
-    let (mut client, connection) = tokio_postgres::connect(url, NoTls)
+pub async fn migrate(url: &str, tls: &MakeRustlsConnect) -> Result<()> {
+    let (mut client, connection) = tokio_postgres::connect(url, tls.clone())
         .await
         .context("connecting to the database")?;
     let driver = tokio::spawn(connection);
@@ -49,11 +88,11 @@ pub fn migrations_fingerprint() -> String {
 }
 
 /// Builds the connection pool.
-pub fn pool(url: &str, size: usize) -> Result<Pool> {
+pub fn pool(url: &str, size: usize, tls: MakeRustlsConnect) -> Result<Pool> {
     let pg_config: tokio_postgres::Config = url.parse().context("parsing the database URL")?;
     let manager = Manager::from_config(
         pg_config,
-        NoTls,
+        tls,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },

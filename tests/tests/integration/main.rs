@@ -5,6 +5,7 @@ mod auth;
 mod authz;
 mod contract;
 mod conversations;
+mod database_tls;
 mod invitations;
 mod orgs;
 mod providers;
