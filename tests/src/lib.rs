@@ -123,6 +123,19 @@ pub struct TestUser {
     pub client: Client,
 }
 
+impl TestUser {
+    /// The personal organization created at signup.
+    pub async fn personal_org(&self) -> Uuid {
+        self.client
+            .users_me()
+            .send()
+            .await
+            .expect("users_me")
+            .organizations[0]
+            .id
+    }
+}
+
 /// One test's server and database.
 pub struct TestContext {
     pub server: workspace_server::Server,

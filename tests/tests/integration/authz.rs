@@ -370,7 +370,7 @@ async fn every_operation_is_protected() {
     let powerless = cx.user("authz-powerless").await;
     let target = cx.user("authz-target").await;
 
-    let org = owner.client.users_me().send().await.unwrap().organizations[0].id;
+    let org = owner.personal_org().await;
     let roles = owner
         .client
         .roles_list_roles()

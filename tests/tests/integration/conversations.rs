@@ -12,7 +12,7 @@ use workspace_client::types::{
 use workspace_server::config::{Config, ModelConfig, ProviderKind};
 use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
 use workspace_tests::sse::{EventReader, content};
-use workspace_tests::{TestContext, TestUser, error_of};
+use workspace_tests::{TestContext, error_of};
 
 const KEY: &str = "sk-test-key-do-not-leak-0123456789";
 
@@ -31,17 +31,6 @@ fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: Stri
         api_key_env: None,
         max_tokens: None,
     });
-}
-
-async fn org_of(user: &TestUser) -> Uuid {
-    user.client
-        .users_me()
-        .send()
-        .await
-        .unwrap()
-        .into_inner()
-        .organizations[0]
-        .id
 }
 
 async fn model_id(client: &Client, org: Uuid, name: &str) -> Uuid {
@@ -160,7 +149,7 @@ async fn all_messages(
 async fn offline_model_streams_with_zero_configuration() {
     let cx = TestContext::new("conv_offline").await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
 
     let models = ada
         .client
@@ -259,7 +248,7 @@ async fn model_ids_are_stable_across_restarts() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let first = ada
         .client
         .models_list()
@@ -301,8 +290,8 @@ async fn organizations_are_isolated() {
     let cx = TestContext::with_config("conv_isolation", fast).await;
     let ada = cx.user("ada").await;
     let bob = cx.user("bob").await;
-    let ada_org = org_of(&ada).await;
-    let bob_org = org_of(&bob).await;
+    let ada_org = ada.personal_org().await;
+    let bob_org = bob.personal_org().await;
     let model = model_id(&ada.client, ada_org, "offline-dev-model").await;
     let conv = conversation(&ada.client, ada_org, "secret plans").await;
     let sess = session(&ada.client, ada_org, conv, model).await;
@@ -425,7 +414,7 @@ async fn guests_read_but_do_not_write() {
     let cx = TestContext::with_config("conv_guest", fast).await;
     let ada = cx.user("ada").await;
     let gus = cx.user("gus").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "offline-dev-model").await;
     let conv = conversation(&ada.client, org, "team notes").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -505,7 +494,7 @@ async fn guests_read_but_do_not_write() {
 async fn messages_are_paginated_in_a_stable_order() {
     let cx = TestContext::with_config("conv_pagination", fast).await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "offline-dev-model").await;
     let conv = conversation(&ada.client, org, "long").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -604,7 +593,7 @@ async fn messages_are_paginated_in_a_stable_order() {
 async fn invalid_input_is_rejected_before_streaming() {
     let cx = TestContext::with_config("conv_validation", fast).await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "offline-dev-model").await;
     assert_eq!(
         error_of(
@@ -695,7 +684,7 @@ async fn openai_provider_gets_the_session_history() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "gpt-fake").await;
     let conv = conversation(&ada.client, org, "h").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -767,7 +756,7 @@ async fn anthropic_provider_streams() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "claude-fake").await;
     let conv = conversation(&ada.client, org, "a").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -794,7 +783,7 @@ async fn retries_429_and_5xx_before_the_first_byte() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "gpt-fake").await;
     let conv = conversation(&ada.client, org, "r").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -826,7 +815,7 @@ async fn provider_failures_end_the_stream_with_an_error_event() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let conv = conversation(&ada.client, org, "f").await;
     let fake_model = model_id(&ada.client, org, "gpt-fake").await;
     let dead_model = model_id(&ada.client, org, "gpt-dead").await;
@@ -941,7 +930,7 @@ async fn a_stalled_provider_times_out() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "gpt-fake").await;
     let conv = conversation(&ada.client, org, "s").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -962,7 +951,7 @@ async fn client_disconnect_keeps_the_partial_answer() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "gpt-fake").await;
     let conv = conversation(&ada.client, org, "d").await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -1010,7 +999,7 @@ async fn sessions_each_use_their_own_model_and_history() {
     })
     .await;
     let ada = cx.user("ada").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let offline = model_id(&ada.client, org, "offline-dev-model").await;
     let deepseek = model_id(&ada.client, org, "deepseek-fake").await;
     let conv = conversation(&ada.client, org, "compare").await;
@@ -1097,7 +1086,7 @@ async fn the_daily_chat_limit_is_enforced_per_organization() {
     .await;
     let ada = cx.user("ada").await;
     let bob = cx.user("bob").await;
-    let org = org_of(&ada).await;
+    let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "offline-dev-model").await;
     let conv = conversation(&ada.client, org, "Limited").await;
     let s = session(&ada.client, org, conv, model).await;
@@ -1129,7 +1118,7 @@ async fn the_daily_chat_limit_is_enforced_per_organization() {
     );
 
     // Another organization has its own count.
-    let bob_org = org_of(&bob).await;
+    let bob_org = bob.personal_org().await;
     let bob_conv = conversation(&bob.client, bob_org, "Mine").await;
     let bob_session = session(&bob.client, bob_org, bob_conv, model).await;
     assert_complete(&chat(&bob.client, bob_org, bob_session, "hi").await);

@@ -8,14 +8,9 @@ use workspace_client::types::{
     InvitationBulkCreateRequest, InvitationBulkItem, InvitationBulkItemStatus,
     InvitationCreateRequest, InvitationStatus, SignupInviteRequest,
 };
-use workspace_tests::{TEST_PASSWORD, TestContext, TestUser, error_of};
+use workspace_tests::{TEST_PASSWORD, TestContext, error_of};
 
 pub const NEW_PASSWORD: &str = "a fine new password";
-
-/// The first (personal) organization of `user`.
-pub async fn org_of(user: &TestUser) -> Uuid {
-    user.client.users_me().send().await.unwrap().organizations[0].id
-}
 
 /// The id of the role `name` in `org`.
 pub async fn role_id(db: &tokio_postgres::Client, org: Uuid, name: &str) -> Uuid {
@@ -92,7 +87,7 @@ async fn create_get_list_validate_accept() {
     })
     .await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let member_role = role_id(&db, org, "member").await;
 
@@ -305,7 +300,7 @@ async fn create_get_list_validate_accept() {
 async fn resend_extends_expiry_and_replaces_the_token() {
     let cx = TestContext::new("inv_resend").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
     let created = owner
@@ -397,7 +392,7 @@ async fn resend_extends_expiry_and_replaces_the_token() {
 async fn revoke_makes_the_token_unusable() {
     let cx = TestContext::new("inv_revoke").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "guest").await;
     let created = owner
@@ -496,7 +491,7 @@ async fn revoke_makes_the_token_unusable() {
 async fn invitations_expire_by_time_and_are_replaced() {
     let cx = TestContext::new("inv_expiry").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
     let created = owner
@@ -613,8 +608,8 @@ async fn create_enforces_every_rule() {
     let admin = cx.user("admin").await;
     let member = cx.user("member").await;
     let outsider = cx.user("outsider").await;
-    let org = org_of(&owner).await;
-    let other_org = org_of(&outsider).await;
+    let org = owner.personal_org().await;
+    let other_org = outsider.personal_org().await;
     let db = cx.db().await;
     add_member(&db, admin.id, org, "admin").await;
     add_member(&db, member.id, org, "member").await;
@@ -805,7 +800,7 @@ async fn invitations_of_other_organizations_look_missing() {
     let owner = cx.user("owner").await;
     let member = cx.user("member").await;
     let outsider = cx.user("outsider").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     add_member(&db, member.id, org, "member").await;
     let role = role_id(&db, org, "member").await;
@@ -903,7 +898,7 @@ async fn invitations_of_other_organizations_look_missing() {
 async fn bulk_create_reports_each_item_and_never_half_creates() {
     let cx = TestContext::new("inv_bulk").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let member = role_id(&db, org, "member").await;
     let owner_role = role_id(&db, org, "owner").await;
@@ -1011,7 +1006,7 @@ async fn bulk_create_reports_each_item_and_never_half_creates() {
 async fn concurrent_acceptances_succeed_exactly_once() {
     let cx = TestContext::new("inv_concurrent_accept").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
     let token = owner
@@ -1066,7 +1061,7 @@ async fn signup_invite_error_rules() {
     let cx = TestContext::new("inv_signup_errors").await;
     let owner = cx.user("owner").await;
     let existing = cx.user("existing").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
     let anon = cx.anon();
@@ -1304,7 +1299,7 @@ async fn smtp_mailer_delivers_to_a_real_smtp_server() {
     })
     .await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
     let created = owner

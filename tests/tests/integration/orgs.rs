@@ -4,10 +4,6 @@ use uuid::Uuid;
 use workspace_client::types::{AddMemberRequest, OrgFeaturesUpdate, UpdateUserRoleRequest};
 use workspace_tests::{TestContext, TestUser, error_of};
 
-async fn personal_org(user: &TestUser) -> Uuid {
-    user.client.users_me().send().await.unwrap().organizations[0].id
-}
-
 async fn role_id(user: &TestUser, org: Uuid, name: &str) -> Uuid {
     user.client
         .roles_list_roles()
@@ -140,7 +136,7 @@ async fn add_member_rules() {
     let bob = cx.user("bob").await;
     let carol = cx.user("carol").await;
     let root = cx.user("root").await;
-    let org = personal_org(&owner).await;
+    let org = owner.personal_org().await;
     let member = role_id(&owner, org, "member").await;
     let admin = role_id(&owner, org, "admin").await;
 
@@ -173,7 +169,7 @@ async fn add_member_rules() {
             add(
                 org,
                 carol.id,
-                role_id(&bob, personal_org(&bob).await, "member").await,
+                role_id(&bob, bob.personal_org().await, "member").await,
             ),
             400,
             "invalid_role",
@@ -371,7 +367,7 @@ async fn role_update_rules() {
     let owner = cx.user("owner").await;
     let admin = cx.user("admin").await;
     let bob = cx.user("bob").await;
-    let org = personal_org(&owner).await;
+    let org = owner.personal_org().await;
     let roles = |name: &'static str| role_id(&owner, org, name);
     let (member, admin_role, guest, owner_role) = (
         roles("member").await,

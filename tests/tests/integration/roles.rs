@@ -8,7 +8,7 @@ use workspace_tests::{TestContext, TestUser, error_of};
 
 async fn setup(cx: &TestContext) -> (TestUser, Uuid, Vec<workspace_client::types::Permission>) {
     let owner = cx.user("owner").await;
-    let org = owner.client.users_me().send().await.unwrap().organizations[0].id;
+    let org = owner.personal_org().await;
     let catalog = owner
         .client
         .roles_list_permissions()
@@ -251,7 +251,7 @@ async fn create_update_remove_custom_roles() {
 
     // Another organization's role is invisible.
     let other = cx.user("other").await;
-    let other_org = other.client.users_me().send().await.unwrap().organizations[0].id;
+    let other_org = other.personal_org().await;
     let theirs = other
         .client
         .roles_create()

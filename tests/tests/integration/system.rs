@@ -83,7 +83,7 @@ async fn secrets_in_query_strings_stay_out_of_the_logs() {
 async fn nul_characters_are_a_client_error() {
     let cx = TestContext::new("nul_characters").await;
     let user = cx.user("nul").await;
-    let org = user.client.users_me().send().await.unwrap().organizations[0].id;
+    let org = user.personal_org().await;
     let got = workspace_tests::raw(
         &cx.base_url,
         Some(&user.token),

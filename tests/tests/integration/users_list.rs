@@ -1,7 +1,7 @@
 //! `GET /api/users/list` and `POST /api/users/invite`, including the
 //! membership transitions (none) -> invited -> active.
 
-use crate::invitations::{accept_body, add_member, create_body, org_of, outbox, role_id, token_in};
+use crate::invitations::{accept_body, add_member, create_body, outbox, role_id, token_in};
 use uuid::Uuid;
 use workspace_client::types::{UserInviteRequest, UserListStatus};
 use workspace_tests::{TestContext, error_of};
@@ -29,7 +29,7 @@ async fn membership_status(db: &tokio_postgres::Client, email: &str, org: Uuid) 
 async fn users_invite_precreates_an_invited_membership_that_acceptance_activates() {
     let cx = TestContext::new("users_invite_flow").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role = role_id(&db, org, "member").await;
 
@@ -150,7 +150,7 @@ async fn users_invite_rules_and_revocation() {
     let cx = TestContext::new("users_invite_rules").await;
     let owner = cx.user("owner").await;
     let member = cx.user("member").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     add_member(&db, member.id, org, "member").await;
     let role = role_id(&db, org, "member").await;
@@ -278,7 +278,7 @@ async fn users_invite_rules_and_revocation() {
 async fn users_list_mixes_orders_and_pages() {
     let cx = TestContext::new("users_list_order").await;
     let owner = cx.user("owner").await;
-    let org = org_of(&owner).await;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let mut members = Vec::new();
     for name in ["alpha", "beta", "gamma"] {
@@ -490,7 +490,7 @@ async fn users_list_mixes_orders_and_pages() {
 async fn invited_placeholders_can_sign_up_then_accept() {
     let cx = TestContext::new("invited_placeholder_signup").await;
     let owner = cx.user("owner").await;
-    let org = owner.client.users_me().send().await.unwrap().organizations[0].id;
+    let org = owner.personal_org().await;
     let db = cx.db().await;
     let role: Uuid = db
         .query_one(
