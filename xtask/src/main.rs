@@ -336,17 +336,22 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
         .is_ok_and(|o| o.status.success());
     if !have {
         println!("installing {SCHEMATHESIS}");
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                SCHEMATHESIS,
-            ])
-            .status()?;
-        if !status.success() {
+        let pip = |extra: &[&str]| {
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(extra)
+                .arg(SCHEMATHESIS)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        // A distribution's externally managed Python needs the override.
+        if !pip(&[]) && !pip(&["--break-system-packages"]) {
             bail!("installing {SCHEMATHESIS} failed");
         }
     }
