@@ -4,7 +4,6 @@
 //! `exp`, `iss` (`workspace`), `aud` (`workspace-api`) and `jti`. Only
 //! HS256 is accepted, so `alg: none` and algorithm-confusion tokens fail.
 
-use crate::db::Datastore;
 use crate::error::Error;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -88,13 +87,10 @@ impl TokenKeys {
             })
     }
 
-    /// Authenticates a request from its `Authorization: Bearer` header; the
-    /// token's user must still exist.
-    pub async fn authenticate(
-        &self,
-        headers: &http::HeaderMap,
-        datastore: &Datastore,
-    ) -> Result<Actor, Error> {
+    /// Verifies the request's `Authorization: Bearer` token and returns
+    /// its user id. Whether that user still exists is checked by the
+    /// caller, in the same statement as its authorization.
+    pub fn verify_request(&self, headers: &http::HeaderMap) -> Result<Uuid, Error> {
         let value = headers.get(http::header::AUTHORIZATION).ok_or_else(|| {
             Error::unauthenticated(
                 "unauthenticated",
@@ -115,15 +111,11 @@ impl TokenKeys {
                     "the Authorization header must be `Bearer <access_token>`",
                 )
             })?;
-        let claims = self.verify(token)?;
-        if !datastore.user_exists(claims.sub).await? {
-            return Err(Error::unauthenticated(
-                "invalid_token",
-                "the access token is invalid",
-            ));
-        }
-        Ok(Actor {
-            user_id: claims.sub,
-        })
+        Ok(self.verify(token)?.sub)
     }
+}
+
+/// The `401` of a well-formed token whose user no longer exists.
+pub fn invalid_token() -> Error {
+    Error::unauthenticated("invalid_token", "the access token is invalid")
 }

@@ -86,38 +86,249 @@ pub const SYSTEM_ROLES: &[SystemRole] = &[
     },
 ];
 
+/// Typed permission names. Handlers name the permission they require with
+/// one of these constants, never with a string.
+pub mod perm {
+    /// A permission name, `resource:action`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Permission(&'static str);
+
+    impl Permission {
+        pub const fn name(self) -> &'static str {
+            self.0
+        }
+    }
+
+    impl std::fmt::Display for Permission {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    pub const ORGANIZATION_READ: Permission = Permission("organization:read");
+    pub const USERS_READ: Permission = Permission("users:read");
+    pub const USERS_WRITE: Permission = Permission("users:write");
+    pub const ROLES_READ: Permission = Permission("roles:read");
+    pub const ROLES_WRITE: Permission = Permission("roles:write");
+    pub const ROLES_DELETE: Permission = Permission("roles:delete");
+    pub const CONVERSATION_READ: Permission = Permission("conversation:read");
+    pub const CONVERSATION_WRITE: Permission = Permission("conversation:write");
+    pub const CHATS_READ: Permission = Permission("chats:read");
+    pub const CHATS_WRITE: Permission = Permission("chats:write");
+    pub const CHATS_DELETE: Permission = Permission("chats:delete");
+    pub const KB_READ: Permission = Permission("kb:read");
+    pub const KB_WRITE: Permission = Permission("kb:write");
+    pub const KB_DELETE: Permission = Permission("kb:delete");
+    pub const AGENT_READ: Permission = Permission("agent:read");
+    pub const AGENT_WRITE: Permission = Permission("agent:write");
+    pub const AGENT_DELETE: Permission = Permission("agent:delete");
+    pub const AGENT_EXECUTE: Permission = Permission("agent:execute");
+    pub const TOOL_READ: Permission = Permission("tool:read");
+    pub const TOOL_WRITE: Permission = Permission("tool:write");
+    pub const TOOL_DELETE: Permission = Permission("tool:delete");
+    pub const TOOL_EXECUTE: Permission = Permission("tool:execute");
+    pub const MCP_READ: Permission = Permission("mcp:read");
+    pub const MCP_WRITE: Permission = Permission("mcp:write");
+}
+
+use perm::Permission;
+
+/// The level of the admin system role: the lowest that manages invitations.
+pub const ADMIN_LEVEL: i32 = 80;
+/// The level of the owner system role.
+pub const OWNER_LEVEL: i32 = 100;
+
+/// What an operation requires of the caller in an organization, on top of
+/// an active membership. Every org-scoped handler states it in its one call
+/// to [`crate::context::ServerContext::authorize`].
+#[derive(Clone, Copy, Debug)]
+pub enum Require {
+    /// An active membership only.
+    Member,
+    /// A role that grants the permission.
+    Perm(Permission),
+    /// A role that grants every one of the permissions.
+    AllOf(&'static [Permission]),
+    /// The permission, and the owner role (changing a member's role).
+    OwnerWith(Permission),
+    /// A role at or above the level (invitations: [`ADMIN_LEVEL`]).
+    Level(i32),
+}
+
+/// Where the organization of a request comes from: its `org_id`, or the
+/// organization of an object addressed by its own id. For an object the
+/// organization is looked up in the same statement as the membership, and
+/// a caller who is not a member there gets `404 not_found` (as for an
+/// object that does not exist), so ids of other organizations reveal
+/// nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum Scope {
+    Org(uuid::Uuid),
+    Invitation(uuid::Uuid),
+}
+
+impl Scope {
+    /// The `404` of an object scope, `None` for an organization.
+    pub fn not_found(self) -> Option<crate::error::Error> {
+        match self {
+            Scope::Org(_) => None,
+            Scope::Invitation(_) => Some(crate::error::Error::NotFound { what: "invitation" }),
+        }
+    }
+}
+
+/// Whether a role is the owner system role. The one definition of "owner".
+pub fn is_owner_role(is_system_role: bool, name: &str) -> bool {
+    is_system_role && name == "owner"
+}
+
 /// What the caller may do in one organization: their active membership,
-/// role and the role's permission names. Obtained from
-/// [`crate::context::ServerContext::authorize`], which every org-scoped
-/// handler calls before touching data.
+/// role and the role's permission names, and the request's logger.
+///
+/// Only [`crate::context::ServerContext::authorize`] makes one (the fields
+/// are private), after checking the operation's [`Require`]; tenant-scoped
+/// datastore functions take it instead of a bare organization id, so a
+/// query that is not scoped to an authorized organization does not compile.
 #[derive(Clone, Debug)]
 pub struct OrgAccess {
+    org_id: uuid::Uuid,
+    user_id: uuid::Uuid,
+    role_id: uuid::Uuid,
+    role_name: String,
+    role_is_system: bool,
+    level: i32,
+    permissions: Vec<String>,
+    log: slog::Logger,
+}
+
+/// Proof that the caller is a system administrator, made only by
+/// [`crate::context::ServerContext::authorize_system_admin`]. System-level
+/// datastore functions (the permission catalog, any organization's feature
+/// gates) take it.
+#[derive(Clone, Debug)]
+pub struct SystemAdmin {
+    user_id: uuid::Uuid,
+    log: slog::Logger,
+}
+
+impl SystemAdmin {
+    pub(crate) fn grant(user_id: uuid::Uuid, log: &slog::Logger) -> SystemAdmin {
+        SystemAdmin {
+            user_id,
+            log: log.new(slog::o!("user_id" => user_id.to_string(), "system_admin" => true)),
+        }
+    }
+    pub fn user_id(&self) -> uuid::Uuid {
+        self.user_id
+    }
+    pub fn log(&self) -> &slog::Logger {
+        &self.log
+    }
+}
+
+/// The membership row read by the authorization statement.
+pub struct Membership {
     pub org_id: uuid::Uuid,
-    pub user_id: uuid::Uuid,
     pub role_id: uuid::Uuid,
     pub role_name: String,
+    pub role_is_system: bool,
     pub level: i32,
     pub permissions: Vec<String>,
 }
 
 impl OrgAccess {
-    pub fn has(&self, permission: &str) -> bool {
-        permits(&self.permissions, permission)
+    /// Checks `require` against a membership and grants access.
+    pub(crate) fn grant(
+        user_id: uuid::Uuid,
+        membership: Membership,
+        require: Require,
+        log: &slog::Logger,
+    ) -> Result<OrgAccess, crate::error::Error> {
+        let access = OrgAccess {
+            org_id: membership.org_id,
+            user_id,
+            role_id: membership.role_id,
+            role_name: membership.role_name,
+            role_is_system: membership.role_is_system,
+            level: membership.level,
+            permissions: membership.permissions,
+            log: log.new(slog::o!("org_id" => membership.org_id.to_string(),
+                "user_id" => user_id.to_string())),
+        };
+        access.check(require)?;
+        Ok(access)
     }
 
-    /// `403 forbidden` unless the role grants `permission`.
-    pub fn require(&self, permission: &str) -> Result<(), crate::error::Error> {
-        if self.has(permission) {
-            Ok(())
-        } else {
-            Err(crate::error::Error::forbidden(format!(
-                "your role does not grant the {permission} permission"
-            )))
+    fn check(&self, require: Require) -> Result<(), crate::error::Error> {
+        use crate::error::Error;
+        let lacks = |p: Permission| {
+            Error::forbidden(format!("your role does not grant the {p} permission"))
+        };
+        match require {
+            Require::Member => Ok(()),
+            Require::Perm(p) => self.has(p).then_some(()).ok_or_else(|| lacks(p)),
+            Require::AllOf(ps) => match ps.iter().find(|p| !self.has(**p)) {
+                Some(p) => Err(lacks(*p)),
+                None => Ok(()),
+            },
+            Require::OwnerWith(p) => {
+                if !self.has(p) {
+                    Err(lacks(p))
+                } else if !self.is_owner() {
+                    Err(Error::forbidden(
+                        "only the organization's owners can do this",
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Require::Level(level) => {
+                if self.level >= level {
+                    Ok(())
+                } else {
+                    Err(Error::forbidden(format!(
+                        "this needs a role of level {level} or more (admin or owner)"
+                    )))
+                }
+            }
         }
     }
 
+    pub fn org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+    pub fn user_id(&self) -> uuid::Uuid {
+        self.user_id
+    }
+    pub fn role_id(&self) -> uuid::Uuid {
+        self.role_id
+    }
+    pub fn role_name(&self) -> &str {
+        &self.role_name
+    }
+    /// The hierarchy level of the caller's role.
+    pub fn level(&self) -> i32 {
+        self.level
+    }
+    /// The request's logger, with its request id, organization and user.
+    pub fn log(&self) -> &slog::Logger {
+        &self.log
+    }
+
+    /// Whether the caller's role grants `permission`. For rules about
+    /// *what* is granted (a role may only grant what its creator holds),
+    /// not for deciding whether an operation may run: that is [`Require`].
+    pub fn has(&self, permission: Permission) -> bool {
+        permits(&self.permissions, permission.name())
+    }
+
+    /// Whether the caller's role grants the permission named `name`.
+    pub fn grants(&self, name: &str) -> bool {
+        permits(&self.permissions, name)
+    }
+
     pub fn is_owner(&self) -> bool {
-        self.role_name == "owner" && self.level >= 100
+        is_owner_role(self.role_is_system, &self.role_name)
     }
 }
 

@@ -1,9 +1,10 @@
 //! The state shared by every request handler.
 
 use crate::authn::{Actor, TokenKeys};
-use crate::authz::OrgAccess;
+use crate::authz::{OrgAccess, Require, Scope, SystemAdmin};
 use crate::config::Config;
 use crate::db::Datastore;
+use crate::db::datastore::organizations::AccessLookup;
 use crate::error::Error;
 use crate::providers::ModelRegistry;
 
@@ -18,16 +19,53 @@ pub struct ServerContext {
     pub log: slog::Logger,
 }
 
+type Rq = dropshot::RequestContext<ServerContext>;
+
 impl ServerContext {
-    /// Authenticates the request (its bearer token).
-    pub async fn authenticate(&self, headers: &http::HeaderMap) -> Result<Actor, Error> {
-        self.tokens.authenticate(headers, &self.datastore).await
+    /// Authenticates the request (its bearer token; the token's user must
+    /// still exist). For operations on the caller's own account only; every
+    /// org-scoped operation calls [`ServerContext::authorize`] instead.
+    pub async fn authenticate(&self, rqctx: &Rq) -> Result<Actor, Error> {
+        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
+        if !self.datastore.user_exists(user_id).await? {
+            return Err(crate::authn::invalid_token());
+        }
+        Ok(Actor { user_id })
     }
 
-    /// `403 forbidden` unless the actor is a system administrator: flagged
-    /// `is_system_admin` in the database or listed (by e-mail) in the
-    /// configuration's `auth.system_admins`.
-    pub async fn require_system_admin(&self, actor: &Actor) -> Result<(), Error> {
+    /// The one authorization call of an org-scoped handler: authenticates
+    /// the request and checks, in one database statement, that the caller
+    /// is an active member of the scope's organization whose role meets
+    /// `require`.
+    ///
+    /// Not a member (including an organization that does not exist, so
+    /// existence is not revealed): `403 forbidden` for [`Scope::Org`],
+    /// `404 not_found` for an object scope. A member whose role falls
+    /// short: `403 forbidden`.
+    pub async fn authorize(
+        &self,
+        rqctx: &Rq,
+        scope: Scope,
+        require: Require,
+    ) -> Result<OrgAccess, Error> {
+        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
+        match self.datastore.access_lookup(user_id, scope).await? {
+            AccessLookup::NoUser => Err(crate::authn::invalid_token()),
+            AccessLookup::NotMember => Err(scope
+                .not_found()
+                .unwrap_or_else(|| Error::forbidden("you are not a member of this organization"))),
+            AccessLookup::Member(membership) => {
+                OrgAccess::grant(user_id, membership, require, &rqctx.log)
+            }
+        }
+    }
+
+    /// The one authorization call of a system-level operation (the global
+    /// permission catalog, feature gates): `403 forbidden` unless the caller
+    /// is a system administrator, flagged `is_system_admin` in the database
+    /// or listed (by e-mail) in the configuration's `auth.system_admins`.
+    pub async fn authorize_system_admin(&self, rqctx: &Rq) -> Result<SystemAdmin, Error> {
+        let actor = self.authenticate(rqctx).await?;
         let user = self.datastore.user_get(actor.user_id).await?;
         let listed = self
             .config
@@ -36,32 +74,9 @@ impl ServerContext {
             .iter()
             .any(|a| a.eq_ignore_ascii_case(&user.email));
         if user.is_system_admin || listed {
-            Ok(())
+            Ok(SystemAdmin::grant(actor.user_id, &rqctx.log))
         } else {
             Err(Error::forbidden("system administrator access is required"))
         }
-    }
-
-    /// Authorizes `actor` for `permission` in organization `org_id`.
-    ///
-    /// A caller who is not an active member (including when the organization
-    /// does not exist, so existence is not revealed) gets `403 forbidden`, as
-    /// does a member whose role lacks the permission. Pass `None` as the
-    /// permission to require membership only.
-    pub async fn authorize(
-        &self,
-        actor: &Actor,
-        org_id: uuid::Uuid,
-        permission: Option<&str>,
-    ) -> Result<OrgAccess, Error> {
-        let access = self
-            .datastore
-            .org_access(actor.user_id, org_id)
-            .await?
-            .ok_or_else(|| Error::forbidden("you are not a member of this organization"))?;
-        if let Some(permission) = permission {
-            access.require(permission)?;
-        }
-        Ok(access)
     }
 }

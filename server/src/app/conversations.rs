@@ -73,8 +73,8 @@ pub async fn create(
     let row = cx
         .datastore
         .conversation_create(
-            access.org_id,
-            access.user_id,
+            access,
+            access.user_id(),
             title,
             body.is_archived.unwrap_or(false),
         )
@@ -94,10 +94,10 @@ pub async fn create_session(
     let row = cx
         .datastore
         .session_create(
-            access.org_id,
+            access,
             body.conversation_id,
             body.model_id,
-            access.user_id,
+            access.user_id(),
         )
         .await?;
     Ok(ConversationSession {
@@ -111,7 +111,7 @@ pub async fn create_session(
 }
 
 pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Conversation>, Error> {
-    let rows = cx.datastore.conversation_list(access.org_id).await?;
+    let rows = cx.datastore.conversation_list(access).await?;
     Ok(rows.into_iter().map(conversation_view).collect())
 }
 
@@ -122,12 +122,9 @@ pub async fn get_with_sessions(
 ) -> Result<ConversationWithSessions, Error> {
     let conversation = cx
         .datastore
-        .conversation_get(access.org_id, conversation_id)
+        .conversation_get(access, conversation_id)
         .await?;
-    let sessions = cx
-        .datastore
-        .sessions_of(access.org_id, conversation_id)
-        .await?;
+    let sessions = cx.datastore.sessions_of(access, conversation_id).await?;
     Ok(ConversationWithSessions {
         conversation: conversation_view(conversation),
         sessions: sessions
@@ -162,12 +159,12 @@ pub async fn messages(
     }
     // 404 for a conversation of another organization.
     cx.datastore
-        .conversation_get(access.org_id, query.conversation_id)
+        .conversation_get(access, query.conversation_id)
         .await?;
     let (rows, total) = cx
         .datastore
         .messages_page(
-            access.org_id,
+            access,
             query.conversation_id,
             i64::from(limit),
             i64::from(offset),
@@ -199,7 +196,7 @@ pub async fn stream_chat(
     }
     let session = cx
         .datastore
-        .session_get(access.org_id, body.chat_session_id)
+        .session_get(access, body.chat_session_id)
         .await?;
     let model = cx.models.get(session.model_id).cloned().ok_or_else(|| {
         Error::invalid(
@@ -210,15 +207,15 @@ pub async fn stream_chat(
             ),
         )
     })?;
-    let daily_limit = crate::app::orgs::features(cx, access.org_id)
+    let daily_limit = crate::app::orgs::features(cx, access)
         .await?
         .daily_chat_limit;
     let history = cx
         .datastore
         .message_append_user(
-            access.org_id,
+            access,
             &session,
-            access.user_id,
+            access.user_id(),
             &body.message,
             daily_limit,
         )
@@ -244,12 +241,12 @@ pub async fn stream_chat(
     let (tx, rx) = mpsc::channel(64);
     let relay = Relay {
         datastore: cx.datastore.clone(),
-        org_id: access.org_id,
+        access: access.clone(),
         session,
         model,
         retry: cx.models.retry.clone(),
-        log: cx
-            .log
+        log: access
+            .log()
             .new(slog::o!("session_id" => body.chat_session_id.to_string())),
         message_id: Uuid::new_v4(),
     };
@@ -267,7 +264,7 @@ enum Outcome {
 
 struct Relay {
     datastore: Datastore,
-    org_id: Uuid,
+    access: OrgAccess,
     session: SessionRow,
     model: ModelEntry,
     retry: RetryPolicy,
@@ -345,7 +342,7 @@ impl Relay {
         };
         let stored = self
             .datastore
-            .message_store_answer(self.org_id, &self.session, &answer)
+            .message_store_answer(&self.access, &self.session, &answer)
             .await;
         slog::info!(log, "answer relayed"; "status" => status,
             "chars" => text.len(), "stored" => stored.is_ok());

@@ -5,7 +5,6 @@
 use crate::app::auth::{
     check_password_policy, hash_password, normalize_email, validate_email, validate_name,
 };
-use crate::authn::Actor;
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::invitations::{AcceptOutcome, Acceptance, InvitationRow, NewInvitation};
@@ -24,8 +23,6 @@ use workspace_api::users::{Membership, UserInviteRequest, UserInviteResponse};
 
 /// Lifetime of an invitation, from creation or the last resend.
 pub const INVITATION_LIFETIME_SECS: i64 = 7 * 24 * 3600;
-/// The lowest role level that creates and manages invitations (admin).
-pub const MANAGER_LEVEL: i32 = 80;
 pub const MESSAGE_MAX_CHARS: usize = 2000;
 pub const BULK_MAX_ITEMS: usize = 100;
 /// Longer "tokens" are not looked up at all.
@@ -43,41 +40,6 @@ pub fn new_token() -> (String, Vec<u8>) {
 
 pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
-}
-
-/// `403 forbidden` unless the caller's role is admin-level or above.
-pub fn require_manager(access: &OrgAccess) -> Result<(), Error> {
-    if access.level >= MANAGER_LEVEL {
-        Ok(())
-    } else {
-        Err(Error::forbidden(format!(
-            "managing invitations needs the admin or owner role (level {MANAGER_LEVEL} or more)"
-        )))
-    }
-}
-
-/// Authorizes the caller for an invitation addressed by id: looks up its
-/// organization, then requires an active membership there (else
-/// `404 not_found`, as for a missing invitation) with the admin level
-/// (else `403 forbidden`).
-pub async fn authorize_invitation(
-    cx: &ServerContext,
-    actor: &Actor,
-    invitation_id: Uuid,
-) -> Result<OrgAccess, Error> {
-    let not_found = || Error::NotFound { what: "invitation" };
-    let org_id = cx
-        .datastore
-        .invitation_org(invitation_id)
-        .await?
-        .ok_or_else(not_found)?;
-    let access = match cx.authorize(actor, org_id, None).await {
-        Ok(access) => access,
-        Err(Error::Forbidden { .. }) => return Err(not_found()),
-        Err(e) => return Err(e),
-    };
-    require_manager(&access)?;
-    Ok(access)
 }
 
 fn status_of(status: &str) -> Result<InvitationStatus, Error> {
@@ -202,10 +164,10 @@ async fn create_one(
     let row = cx
         .datastore
         .invitation_create(&NewInvitation {
-            organization_id: access.org_id,
+            organization_id: access.org_id(),
             email: &email,
             role_id,
-            invited_by: access.user_id,
+            invited_by: access.user_id(),
             message,
             token_hash: &token_hash,
             lifetime_secs: INVITATION_LIFETIME_SECS,
@@ -221,7 +183,6 @@ pub async fn create(
     access: &OrgAccess,
     request: InvitationCreateRequest,
 ) -> Result<Invitation, Error> {
-    require_manager(access)?;
     let message = validate_message(request.message.as_deref())?;
     let (row, token) = create_one(
         cx,
@@ -240,7 +201,6 @@ pub async fn bulk_create(
     access: &OrgAccess,
     request: InvitationBulkCreateRequest,
 ) -> Result<InvitationBulkCreateResponse, Error> {
-    require_manager(access)?;
     if request.invitations.is_empty() || request.invitations.len() > BULK_MAX_ITEMS {
         return Err(Error::invalid(
             "invalid_request",
@@ -299,10 +259,9 @@ pub async fn list(
     access: &OrgAccess,
     status: Option<InvitationStatus>,
 ) -> Result<Vec<InvitationListItem>, Error> {
-    require_manager(access)?;
     let rows = cx
         .datastore
-        .invitation_list(access.org_id, status.map(InvitationStatus::as_str))
+        .invitation_list(access, status.map(InvitationStatus::as_str))
         .await?;
     rows.into_iter()
         .map(|row| {
@@ -331,7 +290,7 @@ pub async fn get(
 ) -> Result<Invitation, Error> {
     let row = cx
         .datastore
-        .invitation_get(access.org_id, invitation_id)
+        .invitation_get(access, invitation_id)
         .await?
         .ok_or(Error::NotFound { what: "invitation" })?;
     to_invitation(row, None)
@@ -389,7 +348,7 @@ async fn current_status(
 ) -> Result<String, Error> {
     Ok(cx
         .datastore
-        .invitation_get(access.org_id, invitation_id)
+        .invitation_get(access, invitation_id)
         .await?
         .ok_or(Error::NotFound { what: "invitation" })?
         .status)
@@ -404,12 +363,7 @@ pub async fn resend(
     let (token, token_hash) = new_token();
     let Some(row) = cx
         .datastore
-        .invitation_renew(
-            access.org_id,
-            invitation_id,
-            &token_hash,
-            INVITATION_LIFETIME_SECS,
-        )
+        .invitation_renew(access, invitation_id, &token_hash, INVITATION_LIFETIME_SECS)
         .await?
     else {
         return Err(not_pending(
@@ -447,7 +401,7 @@ pub async fn revoke(
 ) -> Result<InvitationRevokeResponse, Error> {
     if !cx
         .datastore
-        .invitation_revoke(access.org_id, invitation_id)
+        .invitation_revoke(access, invitation_id)
         .await?
     {
         return Err(not_pending(

@@ -1,7 +1,7 @@
 //! Organizations, membership and feature gates.
 
 use crate::authn::Actor;
-use crate::authz::OrgAccess;
+use crate::authz::{OrgAccess, SystemAdmin};
 use crate::context::ServerContext;
 use crate::db::datastore::organizations::{FeatureOverrides, OrgRow};
 use crate::error::Error;
@@ -55,32 +55,38 @@ pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Org
     ))
 }
 
-/// The organization's gates with the configured defaults filled in.
-pub async fn features(cx: &ServerContext, org_id: Uuid) -> Result<OrgFeatures, Error> {
-    let o = cx.datastore.org_features(org_id).await?;
+/// The caller's organization's gates with the configured defaults filled
+/// in.
+pub async fn features(cx: &ServerContext, access: &OrgAccess) -> Result<OrgFeatures, Error> {
+    Ok(with_defaults(cx, cx.datastore.org_features(access).await?))
+}
+
+fn with_defaults(cx: &ServerContext, o: FeatureOverrides) -> OrgFeatures {
     let d = &cx.config.features;
     let count = |v: Option<i32>, default: u32| v.map(|v| v.max(0) as u32).unwrap_or(default);
-    Ok(OrgFeatures {
+    OrgFeatures {
         team_members: o.team_members.unwrap_or(d.team_members),
         file_upload: o.file_upload.unwrap_or(d.file_upload),
         chat_uploads: o.chat_uploads.unwrap_or(d.chat_uploads),
         mcp_sessions: count(o.mcp_sessions, d.mcp_sessions),
         daily_chat_limit: count(o.daily_chat_limit, d.daily_chat_limit),
-    })
+    }
 }
 
+/// Sets or resets any organization's gates (system administrators).
 pub async fn update_features(
     cx: &ServerContext,
+    admin: &SystemAdmin,
     org_id: Uuid,
     update: OrgFeaturesUpdate,
 ) -> Result<OrgFeatures, Error> {
-    if !cx.datastore.org_exists(org_id).await? {
+    if !cx.datastore.org_exists(admin, org_id).await? {
         return Err(Error::NotFound {
             what: "organization",
         });
     }
     use workspace_api::orgs::FeatureName as F;
-    let current = cx.datastore.org_features(org_id).await?;
+    let current = cx.datastore.org_features_admin(admin, org_id).await?;
     let reset = |name: F| update.reset.contains(&name);
     let pick = |name: F, given: bool| -> Result<bool, Error> {
         if given && reset(name) {
@@ -120,8 +126,11 @@ pub async fn update_features(
             current.daily_chat_limit,
         )?,
     };
-    cx.datastore.org_features_set(org_id, &merged).await?;
-    features(cx, org_id).await
+    cx.datastore
+        .org_features_set(admin, org_id, &merged)
+        .await?;
+    slog::info!(admin.log(), "feature gates changed"; "org_id" => org_id.to_string());
+    Ok(with_defaults(cx, merged))
 }
 
 /// Checks that a role may be given by the caller (add_member, role change,
@@ -135,7 +144,7 @@ pub async fn assignable_role(
 ) -> Result<crate::db::datastore::roles::RoleRow, Error> {
     let role = cx
         .datastore
-        .role_get(access.org_id, role_id)
+        .role_get(access, role_id)
         .await?
         .ok_or_else(|| {
             Error::invalid(
@@ -149,7 +158,7 @@ pub async fn assignable_role(
             message: "the owner role cannot be assigned".to_string(),
         });
     }
-    if role.hierarchy_level > access.level {
+    if role.hierarchy_level > access.level() {
         return Err(Error::Forbidden {
             code: "role_level_too_high",
             message: "you cannot assign a role above your own level".to_string(),
@@ -163,7 +172,7 @@ pub async fn add_member(
     access: &OrgAccess,
     request: AddMemberRequest,
 ) -> Result<String, Error> {
-    if !features(cx, access.org_id).await?.team_members {
+    if !features(cx, access).await?.team_members {
         return Err(Error::Forbidden {
             code: "feature_disabled",
             message: "the organization's plan does not include the team_members feature"
@@ -177,7 +186,7 @@ pub async fn add_member(
         return Err(Error::NotFound { what: "user" });
     }
     cx.datastore
-        .membership_add(access.org_id, request.user_id, role.id)
+        .membership_add(access, request.user_id, role.id)
         .await?;
     Ok(format!(
         "user added to the organization with the {} role",

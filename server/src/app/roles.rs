@@ -1,6 +1,6 @@
 //! Roles and the permission catalog.
 
-use crate::authz::{OrgAccess, permission_matches};
+use crate::authz::{OrgAccess, SystemAdmin};
 use crate::context::ServerContext;
 use crate::db::datastore::roles::{PermissionRow, RoleRow, RoleValues};
 use crate::error::Error;
@@ -56,12 +56,12 @@ fn check_level(access: &OrgAccess, level: i32) -> Result<(), Error> {
             "hierarchy_level must be 0 to 100",
         ));
     }
-    if level > access.level {
+    if level > access.level() {
         return Err(Error::Forbidden {
             code: "role_level_too_high",
             message: format!(
                 "hierarchy_level may not exceed your own level ({})",
-                access.level
+                access.level()
             ),
         });
     }
@@ -85,12 +85,7 @@ async fn check_permissions(
             "one or more permission ids do not exist",
         ));
     }
-    if let Some(p) = found.iter().find(|p| {
-        !access
-            .permissions
-            .iter()
-            .any(|held| permission_matches(held, &p.name))
-    }) {
+    if let Some(p) = found.iter().find(|p| !access.grants(&p.name)) {
         return Err(Error::Forbidden {
             code: "permission_not_held",
             message: format!(
@@ -110,7 +105,7 @@ async fn modifiable_role(
 ) -> Result<RoleRow, Error> {
     let role = cx
         .datastore
-        .role_get(access.org_id, role_id)
+        .role_get(access, role_id)
         .await?
         .ok_or(Error::NotFound { what: "role" })?;
     if role.is_system_role {
@@ -119,7 +114,7 @@ async fn modifiable_role(
             message: "system roles cannot be changed or deleted".to_string(),
         });
     }
-    if role.hierarchy_level > access.level {
+    if role.hierarchy_level > access.level() {
         return Err(Error::Forbidden {
             code: "role_level_too_high",
             message: "you cannot change a role above your own level".to_string(),
@@ -140,7 +135,7 @@ pub async fn create(
     let role = cx
         .datastore
         .role_create(
-            access.org_id,
+            access,
             &RoleValues {
                 name: &name,
                 description: description.trim(),
@@ -149,10 +144,7 @@ pub async fn create(
             &ids,
         )
         .await?;
-    let permissions = cx
-        .datastore
-        .role_permissions(access.org_id, role.id)
-        .await?;
+    let permissions = cx.datastore.role_permissions(access, role.id).await?;
     Ok(role_view(role, Some(permissions)))
 }
 
@@ -180,7 +172,7 @@ pub async fn update(
     let role = cx
         .datastore
         .role_update(
-            access.org_id,
+            access,
             role_id,
             &RoleValues {
                 name: &name,
@@ -191,10 +183,7 @@ pub async fn update(
         )
         .await?
         .ok_or(Error::NotFound { what: "role" })?;
-    let permissions = cx
-        .datastore
-        .role_permissions(access.org_id, role.id)
-        .await?;
+    let permissions = cx.datastore.role_permissions(access, role.id).await?;
     Ok(role_view(role, Some(permissions)))
 }
 
@@ -204,14 +193,14 @@ pub async fn remove(
     role_id: Uuid,
 ) -> Result<String, Error> {
     let role = modifiable_role(cx, access, role_id).await?;
-    cx.datastore.role_delete(access.org_id, role_id).await?;
+    cx.datastore.role_delete(access, role_id).await?;
     Ok(format!("role {} deleted", role.name))
 }
 
 pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Role>, Error> {
     Ok(cx
         .datastore
-        .roles_list(access.org_id)
+        .roles_list(access)
         .await?
         .into_iter()
         .map(|r| role_view(r, None))
@@ -242,6 +231,7 @@ pub fn valid_permission_name(name: &str) -> bool {
 
 pub async fn create_permission(
     cx: &ServerContext,
+    admin: &SystemAdmin,
     request: CreatePermissionRequest,
 ) -> Result<Permission, Error> {
     let name = request.name.trim();
@@ -254,12 +244,16 @@ pub async fn create_permission(
     let description = request.description.unwrap_or_default();
     Ok(permission_view(
         cx.datastore
-            .permission_create(name, description.trim())
+            .permission_create(admin, name, description.trim())
             .await?,
     ))
 }
 
-pub async fn delete_permission(cx: &ServerContext, id: Uuid) -> Result<String, Error> {
+pub async fn delete_permission(
+    cx: &ServerContext,
+    admin: &SystemAdmin,
+    id: Uuid,
+) -> Result<String, Error> {
     let permission = cx
         .datastore
         .permission_get(id)
@@ -271,7 +265,7 @@ pub async fn delete_permission(cx: &ServerContext, id: Uuid) -> Result<String, E
             "the *:* permission cannot be deleted",
         ));
     }
-    cx.datastore.permission_delete(id).await?;
+    cx.datastore.permission_delete(admin, id).await?;
     Ok(format!("permission {} deleted", permission.name))
 }
 

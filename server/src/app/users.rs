@@ -43,7 +43,7 @@ pub async fn update_role(
     }
     let target = cx
         .datastore
-        .membership_get(access.org_id, user_id)
+        .membership_get(access, user_id)
         .await?
         .ok_or(Error::NotFound { what: "member" })?;
     // Rule 2 (and its mirror: an owner's role is not changed here).
@@ -72,7 +72,7 @@ pub async fn update_role(
     }
     if !cx
         .datastore
-        .membership_set_role(access.org_id, user_id, target.role_id, role.id)
+        .membership_set_role(access, user_id, target.role_id, role.id)
         .await?
     {
         return Err(Error::conflict(
@@ -86,7 +86,7 @@ pub async fn update_role(
         .user_active_memberships(user_id)
         .await?
         .into_iter()
-        .find(|m| m.organization_id == access.org_id)
+        .find(|m| m.organization_id == access.org_id())
         .ok_or(Error::NotFound { what: "member" })?;
     Ok(workspace_api::users::UpdatedUser {
         id: user.id,
@@ -130,7 +130,7 @@ pub async fn list(
     let skip = page * i64::from(limit);
     let (rows, total) = cx
         .datastore
-        .users_list(access.org_id, i64::from(limit), skip)
+        .users_list(access, i64::from(limit), skip)
         .await?;
     let users = rows
         .into_iter()

@@ -2,6 +2,7 @@
 //! filtered by organization.
 
 use super::Datastore;
+use crate::authz::OrgAccess;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -92,11 +93,12 @@ pub struct NewAnswer<'a> {
 impl Datastore {
     pub async fn conversation_create(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         user_id: Uuid,
         title: &str,
         is_archived: bool,
     ) -> Result<ConversationRow, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_one(
@@ -110,7 +112,11 @@ impl Datastore {
     }
 
     /// Most recently updated first, ties by id.
-    pub async fn conversation_list(&self, org_id: Uuid) -> Result<Vec<ConversationRow>, Error> {
+    pub async fn conversation_list(
+        &self,
+        access: &OrgAccess,
+    ) -> Result<Vec<ConversationRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -125,9 +131,10 @@ impl Datastore {
     /// `404` unless the conversation is in the organization.
     pub async fn conversation_get(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         conversation_id: Uuid,
     ) -> Result<ConversationRow, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -146,11 +153,12 @@ impl Datastore {
     /// transaction. `404` unless the conversation is in the organization.
     pub async fn session_create(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         conversation_id: Uuid,
         model_id: Uuid,
         user_id: Uuid,
     ) -> Result<SessionRow, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let touched = tx
@@ -190,9 +198,10 @@ impl Datastore {
     /// The conversation's sessions, oldest first.
     pub async fn sessions_of(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         conversation_id: Uuid,
     ) -> Result<Vec<SessionRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -209,7 +218,12 @@ impl Datastore {
     }
 
     /// `404` unless the session is in the organization.
-    pub async fn session_get(&self, org_id: Uuid, session_id: Uuid) -> Result<SessionRow, Error> {
+    pub async fn session_get(
+        &self,
+        access: &OrgAccess,
+        session_id: Uuid,
+    ) -> Result<SessionRow, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -234,12 +248,13 @@ impl Datastore {
     /// written and the error is `429 daily_chat_limit_exceeded`.
     pub async fn message_append_user(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         session: &SessionRow,
         user_id: Uuid,
         content: &str,
         daily_limit: u32,
     ) -> Result<Vec<MessageRow>, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
@@ -302,10 +317,11 @@ impl Datastore {
     /// Stores an assistant answer and touches the session and conversation.
     pub async fn message_store_answer(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         session: &SessionRow,
         answer: &NewAnswer<'_>,
     ) -> Result<(), Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         tx.execute(
@@ -336,11 +352,12 @@ impl Datastore {
     /// order) and the total count.
     pub async fn messages_page(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         conversation_id: Uuid,
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<MessageRow>, i64), Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -363,11 +380,7 @@ impl Datastore {
     }
 }
 
-async fn touch(
-    tx: &deadpool_postgres::Transaction<'_>,
-    org_id: Uuid,
-    session: &SessionRow,
-) -> Result<(), Error> {
+async fn touch(tx: &super::Tx<'_>, org_id: Uuid, session: &SessionRow) -> Result<(), Error> {
     tx.execute(
         "UPDATE conversation_sessions SET updated_at = now() \
          WHERE organization_id = $1 AND id = $2",

@@ -6,6 +6,7 @@
 //! no background job is needed.
 
 use super::{Datastore, is_unique_violation};
+use crate::authz::OrgAccess;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -245,9 +246,10 @@ impl Datastore {
 
     pub async fn invitation_get(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         invitation_id: Uuid,
     ) -> Result<Option<InvitationRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -262,9 +264,10 @@ impl Datastore {
     /// in one effective state.
     pub async fn invitation_list(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         status: Option<&str>,
     ) -> Result<Vec<InvitationRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let sql = format!(
             "{} ORDER BY i.created_at DESC, i.id",
@@ -292,11 +295,12 @@ impl Datastore {
     /// `lifetime_secs` from now. `None` when it is not pending.
     pub async fn invitation_renew(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         invitation_id: Uuid,
         token_hash: &[u8],
         lifetime_secs: i64,
     ) -> Result<Option<InvitationRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let lifetime = lifetime_secs as f64;
         let updated = conn
@@ -325,9 +329,10 @@ impl Datastore {
     /// pending.
     pub async fn invitation_revoke(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         invitation_id: Uuid,
     ) -> Result<bool, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx

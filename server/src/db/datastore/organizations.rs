@@ -1,7 +1,7 @@
 //! Organizations.
 
 use super::Datastore;
-use crate::authz::{OrgAccess, SYSTEM_ROLES};
+use crate::authz::{Membership, OrgAccess, SYSTEM_ROLES, Scope, SystemAdmin};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -38,6 +38,38 @@ const ORG_WITH_ROLE: &str = "SELECT o.id, o.name, o.slug, o.created_at, o.update
      FROM memberships m \
      JOIN organizations o ON o.id = m.organization_id \
      JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id";
+
+/// What [`Datastore::access_lookup`] found.
+pub enum AccessLookup {
+    /// The token's user does not exist (or has no password yet).
+    NoUser,
+    /// The user is not an active member of the organization (or the
+    /// organization or the addressed object does not exist).
+    NotMember,
+    Member(Membership),
+}
+
+/// The authorization statement; `{org}` is the expression that yields the
+/// organization id from `$2`.
+macro_rules! access_sql {
+    ($org:literal) => {
+        concat!(
+            "SELECT m.organization_id, r.id, r.name, r.is_system_role, r.hierarchy_level, \
+                    ARRAY(SELECT p.name FROM role_permissions rp \
+                          JOIN permissions p ON p.id = rp.permission_id \
+                          WHERE rp.role_id = r.id) \
+             FROM users u \
+             LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
+                  AND m.organization_id = ",
+            $org,
+            " LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+             WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+        )
+    };
+}
+const ACCESS_BY_ORG: &str = access_sql!("$2");
+const ACCESS_BY_INVITATION: &str =
+    access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
 
 /// The per-organization overrides of feature gates and quotas (`None`: use
 /// the configured default).
@@ -136,7 +168,8 @@ impl Datastore {
         Ok(OrgRow::from_row(&row))
     }
 
-    pub async fn org_exists(&self, org_id: Uuid) -> Result<bool, Error> {
+    /// Whether the organization exists (system administrators address any).
+    pub async fn org_exists(&self, _admin: &SystemAdmin, org_id: Uuid) -> Result<bool, Error> {
         let conn = self.conn().await?;
         Ok(conn
             .query_opt("SELECT 1 FROM organizations WHERE id = $1", &[&org_id])
@@ -144,7 +177,21 @@ impl Datastore {
             .is_some())
     }
 
-    pub async fn org_features(&self, org_id: Uuid) -> Result<FeatureOverrides, Error> {
+    /// The caller's organization's overrides.
+    pub async fn org_features(&self, access: &OrgAccess) -> Result<FeatureOverrides, Error> {
+        self.features_of(access.org_id()).await
+    }
+
+    /// Any organization's overrides, for a system administrator.
+    pub async fn org_features_admin(
+        &self,
+        _admin: &SystemAdmin,
+        org_id: Uuid,
+    ) -> Result<FeatureOverrides, Error> {
+        self.features_of(org_id).await
+    }
+
+    async fn features_of(&self, org_id: Uuid) -> Result<FeatureOverrides, Error> {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -165,7 +212,12 @@ impl Datastore {
     }
 
     /// Replaces the organization's overrides.
-    pub async fn org_features_set(&self, org_id: Uuid, f: &FeatureOverrides) -> Result<(), Error> {
+    pub async fn org_features_set(
+        &self,
+        _admin: &SystemAdmin,
+        org_id: Uuid,
+        f: &FeatureOverrides,
+    ) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
             "INSERT INTO organization_features \
@@ -192,9 +244,10 @@ impl Datastore {
     /// `user_id`'s membership in `org_id`, in any status.
     pub async fn membership_get(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         user_id: Uuid,
     ) -> Result<Option<MembershipState>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -217,10 +270,11 @@ impl Datastore {
     /// or `suspended` membership is `409 already_member`.
     pub async fn membership_add(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         user_id: Uuid,
         role_id: Uuid,
     ) -> Result<(), Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let changed = conn
             .execute(
@@ -246,11 +300,12 @@ impl Datastore {
     /// interleave). Returns whether it changed.
     pub async fn membership_set_role(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         user_id: Uuid,
         expected_role: Uuid,
         role_id: Uuid,
     ) -> Result<bool, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let n = conn
             .execute(
@@ -262,34 +317,30 @@ impl Datastore {
         Ok(n == 1)
     }
 
-    /// The caller's active membership in `org_id` with its role and
-    /// permission names, or `None` when there is none.
-    pub async fn org_access(
-        &self,
-        user_id: Uuid,
-        org_id: Uuid,
-    ) -> Result<Option<OrgAccess>, Error> {
+    /// The caller's standing for one request, in one statement: whether
+    /// the token's user still exists (and can log in), their active
+    /// membership in the scope's organization, its role and the role's
+    /// permission names. For an object scope the organization is the
+    /// object's, looked up in the same statement.
+    pub async fn access_lookup(&self, user_id: Uuid, scope: Scope) -> Result<AccessLookup, Error> {
+        let (sql, id) = match scope {
+            Scope::Org(id) => (ACCESS_BY_ORG, id),
+            Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
+        };
         let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT r.id, r.name, r.hierarchy_level, \
-                        coalesce(array_agg(p.name) FILTER (WHERE p.name IS NOT NULL), '{}') \
-                 FROM memberships m \
-                 JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
-                 LEFT JOIN role_permissions rp ON rp.role_id = r.id \
-                 LEFT JOIN permissions p ON p.id = rp.permission_id \
-                 WHERE m.user_id = $1 AND m.organization_id = $2 AND m.status = 'active' \
-                 GROUP BY r.id",
-                &[&user_id, &org_id],
-            )
-            .await?;
-        Ok(row.map(|r| OrgAccess {
+        let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
+            return Ok(AccessLookup::NoUser);
+        };
+        let Some(org_id) = row.get::<_, Option<Uuid>>(0) else {
+            return Ok(AccessLookup::NotMember);
+        };
+        Ok(AccessLookup::Member(Membership {
             org_id,
-            user_id,
-            role_id: r.get(0),
-            role_name: r.get(1),
-            level: r.get(2),
-            permissions: r.get(3),
+            role_id: row.get(1),
+            role_name: row.get(2),
+            role_is_system: row.get(3),
+            level: row.get(4),
+            permissions: row.get(5),
         }))
     }
 }
@@ -299,7 +350,7 @@ impl Datastore {
 /// permissions, and `owner_id`'s active owner membership. Runs inside the
 /// caller's transaction. Returns the organization id and the owner role id.
 pub(crate) async fn insert_with_system_roles(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &super::Tx<'_>,
     name: &str,
     slug_base: &str,
     owner_id: Uuid,

@@ -1,6 +1,7 @@
 //! Roles and the permission catalog.
 
 use super::{Datastore, is_unique_violation};
+use crate::authz::{OrgAccess, SystemAdmin};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -73,7 +74,12 @@ fn map_role_name_conflict(e: tokio_postgres::Error) -> Error {
 
 impl Datastore {
     /// A role of organization `org_id` (never of another organization).
-    pub async fn role_get(&self, org_id: Uuid, role_id: Uuid) -> Result<Option<RoleRow>, Error> {
+    pub async fn role_get(
+        &self,
+        access: &OrgAccess,
+        role_id: Uuid,
+    ) -> Result<Option<RoleRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -85,7 +91,8 @@ impl Datastore {
     }
 
     /// The organization's roles, highest level first, then by name.
-    pub async fn roles_list(&self, org_id: Uuid) -> Result<Vec<RoleRow>, Error> {
+    pub async fn roles_list(&self, access: &OrgAccess) -> Result<Vec<RoleRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -102,9 +109,10 @@ impl Datastore {
     /// The permissions of a role of organization `org_id`, by name.
     pub async fn role_permissions(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         role_id: Uuid,
     ) -> Result<Vec<PermissionRow>, Error> {
+        let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -132,10 +140,11 @@ impl Datastore {
 
     pub async fn role_create(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         values: &RoleValues<'_>,
         permission_ids: &[Uuid],
     ) -> Result<RoleRow, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
@@ -170,11 +179,12 @@ impl Datastore {
     /// replaces its permissions. Returns `None` when no such custom role.
     pub async fn role_update(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         role_id: Uuid,
         values: &RoleValues<'_>,
         permission_ids: Option<&[Uuid]>,
     ) -> Result<Option<RoleRow>, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
@@ -216,7 +226,8 @@ impl Datastore {
     /// Deletes a custom role of `org_id` unless any membership holds it.
     /// The check and the delete are atomic: the role row is locked first, so
     /// a concurrent assignment waits and then fails on the foreign key.
-    pub async fn role_delete(&self, org_id: Uuid, role_id: Uuid) -> Result<(), Error> {
+    pub async fn role_delete(&self, access: &OrgAccess, role_id: Uuid) -> Result<(), Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let locked = tx
@@ -263,6 +274,7 @@ impl Datastore {
 
     pub async fn permission_create(
         &self,
+        _admin: &SystemAdmin,
         name: &str,
         description: &str,
     ) -> Result<PermissionRow, Error> {
@@ -299,7 +311,7 @@ impl Datastore {
     }
 
     /// Deletes a permission; role grants go with it (foreign key cascade).
-    pub async fn permission_delete(&self, id: Uuid) -> Result<bool, Error> {
+    pub async fn permission_delete(&self, _admin: &SystemAdmin, id: Uuid) -> Result<bool, Error> {
         let conn = self.conn().await?;
         Ok(conn
             .execute("DELETE FROM permissions WHERE id = $1", &[&id])

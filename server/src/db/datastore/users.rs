@@ -1,6 +1,7 @@
 //! Users and their memberships.
 
 use super::Datastore;
+use crate::authz::OrgAccess;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -208,17 +209,13 @@ impl Datastore {
     /// and the total number of rows, read in one snapshot.
     pub async fn users_list(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         limit: i64,
         skip: i64,
     ) -> Result<(Vec<UserListRow>, i64), Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
-        let tx = conn
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = conn.snapshot().await?;
         let total: i64 = tx
             .query_one(
                 &format!("SELECT count(*) FROM ({USER_LIST_ROWS}) AS rows"),

@@ -1,0 +1,132 @@
+//! Conversations area (and the model catalog it uses).
+
+use super::Ctx;
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use workspace_api::conversations::{
+    Conversation, ConversationCreate, ConversationMessagesPage, ConversationQuery,
+    ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
+    StreamChatRequest,
+};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::OrgQuery;
+
+pub async fn models_list(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Member,
+        )
+        .await?;
+    Ok(HttpResponseOk(app::models::list(cx, &access)))
+}
+
+pub async fn create(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<ConversationCreate>,
+) -> Result<HttpResponseCreated<Conversation>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CONVERSATION_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::conversations::create(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn create_session(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<ConversationSessionCreate>,
+) -> Result<HttpResponseCreated<ConversationSession>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CONVERSATION_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::conversations::create_session(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn stream_chat(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<StreamChatRequest>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CONVERSATION_WRITE),
+        )
+        .await?;
+    let events = app::conversations::stream_chat(cx, &access, body.into_inner()).await?;
+    crate::sse::response(events)
+}
+
+pub async fn list(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CONVERSATION_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(app::conversations::list(cx, &access).await?))
+}
+
+pub async fn get_with_sessions(
+    rqctx: Ctx,
+    query: QueryParams<ConversationQuery>,
+) -> Result<HttpResponseOk<ConversationWithSessions>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CONVERSATION_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::conversations::get_with_sessions(cx, &access, query.conversation_id).await?,
+    ))
+}
+
+pub async fn messages(
+    rqctx: Ctx,
+    query: QueryParams<MessagesQuery>,
+) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CONVERSATION_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::conversations::messages(cx, &access, query).await?,
+    ))
+}

@@ -1,0 +1,298 @@
+//! The HTTP entry points: the implementation of [`WorkspaceApi`], one
+//! module per API area. Each handler makes one authorization call
+//! (`ServerContext::authorize`, `authorize_system_admin` or, for the
+//! caller's own account, `authenticate`), calls the app layer and maps the
+//! result; no business rule lives here. The trait implementation below only
+//! delegates to the area modules.
+
+mod auth;
+mod conversations;
+mod invitations;
+mod orgs;
+mod roles;
+mod system;
+mod users;
+
+use crate::context::ServerContext;
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
+use workspace_api::WorkspaceApi;
+use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
+use workspace_api::conversations::{
+    Conversation, ConversationCreate, ConversationMessagesPage, ConversationQuery,
+    ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
+    StreamChatRequest,
+};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::invitations::{
+    Invitation, InvitationBulkCreateRequest, InvitationBulkCreateResponse, InvitationCreateRequest,
+    InvitationIdQuery, InvitationListItem, InvitationListQuery, InvitationOrgQuery,
+    InvitationResendResponse, InvitationRevokeResponse, InvitationTokenQuery, InvitationValidation,
+    SignupInviteRequest, SignupInviteResponse,
+};
+use workspace_api::orgs::{
+    AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
+    Organization,
+};
+use workspace_api::roles::{
+    CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
+    UpdateRoleRequest,
+};
+use workspace_api::system::HealthStatus;
+use workspace_api::users::{
+    CurrentUser, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
+    UserInviteRequest, UserInviteResponse, UserListQuery, UserListResponse,
+};
+
+pub enum WorkspaceImpl {}
+
+type Ctx = RequestContext<ServerContext>;
+
+fn message(message: String) -> HttpResponseOk<MessageResponse> {
+    HttpResponseOk(MessageResponse { message })
+}
+
+impl WorkspaceApi for WorkspaceImpl {
+    type Context = ServerContext;
+
+    async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
+        system::healthz(_rqctx).await
+    }
+
+    async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
+        system::readyz(rqctx).await
+    }
+
+    async fn auth_signup(
+        rqctx: Ctx,
+        body: JsonBody<SignupRequest>,
+    ) -> Result<HttpResponseCreated<SignupResponse>, HttpError> {
+        auth::signup(rqctx, body).await
+    }
+
+    async fn auth_login(
+        rqctx: Ctx,
+        body: JsonBody<LoginRequest>,
+    ) -> Result<HttpResponseOk<LoginResponse>, HttpError> {
+        auth::login(rqctx, body).await
+    }
+
+    async fn users_me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
+        users::me(rqctx).await
+    }
+
+    async fn org_list(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
+        orgs::list(rqctx).await
+    }
+
+    async fn org_create_org(
+        rqctx: Ctx,
+        query: QueryParams<CreateOrgQuery>,
+    ) -> Result<HttpResponseCreated<Organization>, HttpError> {
+        orgs::create_org(rqctx, query).await
+    }
+
+    async fn org_add_member(
+        rqctx: Ctx,
+        body: JsonBody<AddMemberRequest>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        orgs::add_member(rqctx, body).await
+    }
+
+    async fn org_features(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+        orgs::features(rqctx, query).await
+    }
+
+    async fn org_update_features(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<OrgFeaturesUpdate>,
+    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+        orgs::update_features(rqctx, query, body).await
+    }
+
+    async fn users_update(
+        rqctx: Ctx,
+        query: QueryParams<UpdateUserQuery>,
+        body: JsonBody<UpdateUserRoleRequest>,
+    ) -> Result<HttpResponseOk<UpdatedUser>, HttpError> {
+        users::update(rqctx, query, body).await
+    }
+
+    async fn users_list(
+        rqctx: Ctx,
+        query: QueryParams<UserListQuery>,
+    ) -> Result<HttpResponseOk<UserListResponse>, HttpError> {
+        users::list(rqctx, query).await
+    }
+
+    async fn users_invite(
+        rqctx: Ctx,
+        query: QueryParams<UserInviteQuery>,
+        body: JsonBody<UserInviteRequest>,
+    ) -> Result<HttpResponseCreated<UserInviteResponse>, HttpError> {
+        users::invite(rqctx, query, body).await
+    }
+
+    async fn roles_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<CreateRoleRequest>,
+    ) -> Result<HttpResponseCreated<Role>, HttpError> {
+        roles::create(rqctx, query, body).await
+    }
+
+    async fn roles_update(
+        rqctx: Ctx,
+        query: QueryParams<RoleQuery>,
+        body: JsonBody<UpdateRoleRequest>,
+    ) -> Result<HttpResponseOk<Role>, HttpError> {
+        roles::update(rqctx, query, body).await
+    }
+
+    async fn roles_remove(
+        rqctx: Ctx,
+        query: QueryParams<RoleQuery>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        roles::remove(rqctx, query).await
+    }
+
+    async fn roles_list_roles(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
+        roles::list_roles(rqctx, query).await
+    }
+
+    async fn roles_list_permissions(
+        rqctx: Ctx,
+    ) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
+        roles::list_permissions(rqctx).await
+    }
+
+    async fn roles_create_permission(
+        rqctx: Ctx,
+        body: JsonBody<CreatePermissionRequest>,
+    ) -> Result<HttpResponseCreated<Permission>, HttpError> {
+        roles::create_permission(rqctx, body).await
+    }
+
+    async fn roles_delete_permission(
+        rqctx: Ctx,
+        query: QueryParams<PermissionQuery>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        roles::delete_permission(rqctx, query).await
+    }
+
+    async fn invitations_create(
+        rqctx: Ctx,
+        query: QueryParams<InvitationOrgQuery>,
+        body: JsonBody<InvitationCreateRequest>,
+    ) -> Result<HttpResponseCreated<Invitation>, HttpError> {
+        invitations::create(rqctx, query, body).await
+    }
+
+    async fn invitations_list(
+        rqctx: Ctx,
+        query: QueryParams<InvitationListQuery>,
+    ) -> Result<HttpResponseOk<Vec<InvitationListItem>>, HttpError> {
+        invitations::list(rqctx, query).await
+    }
+
+    async fn invitations_get(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<Invitation>, HttpError> {
+        invitations::get(rqctx, query).await
+    }
+
+    async fn invitations_validate(
+        rqctx: Ctx,
+        query: QueryParams<InvitationTokenQuery>,
+    ) -> Result<HttpResponseOk<InvitationValidation>, HttpError> {
+        invitations::validate(rqctx, query).await
+    }
+
+    async fn invitations_resend(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<InvitationResendResponse>, HttpError> {
+        invitations::resend(rqctx, query).await
+    }
+
+    async fn invitations_revoke(
+        rqctx: Ctx,
+        query: QueryParams<InvitationIdQuery>,
+    ) -> Result<HttpResponseOk<InvitationRevokeResponse>, HttpError> {
+        invitations::revoke(rqctx, query).await
+    }
+
+    async fn invitations_bulk_create(
+        rqctx: Ctx,
+        query: QueryParams<InvitationOrgQuery>,
+        body: JsonBody<InvitationBulkCreateRequest>,
+    ) -> Result<HttpResponseOk<InvitationBulkCreateResponse>, HttpError> {
+        invitations::bulk_create(rqctx, query, body).await
+    }
+
+    async fn auth_signup_invite(
+        rqctx: Ctx,
+        body: JsonBody<SignupInviteRequest>,
+    ) -> Result<HttpResponseCreated<SignupInviteResponse>, HttpError> {
+        auth::signup_invite(rqctx, body).await
+    }
+
+    async fn models_list(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
+        conversations::models_list(rqctx, query).await
+    }
+
+    async fn conversation_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<ConversationCreate>,
+    ) -> Result<HttpResponseCreated<Conversation>, HttpError> {
+        conversations::create(rqctx, query, body).await
+    }
+
+    async fn conversation_create_session(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<ConversationSessionCreate>,
+    ) -> Result<HttpResponseCreated<ConversationSession>, HttpError> {
+        conversations::create_session(rqctx, query, body).await
+    }
+
+    async fn conversation_stream_chat(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<StreamChatRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        conversations::stream_chat(rqctx, query, body).await
+    }
+
+    async fn conversation_list(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
+        conversations::list(rqctx, query).await
+    }
+
+    async fn conversation_get_with_sessions(
+        rqctx: Ctx,
+        query: QueryParams<ConversationQuery>,
+    ) -> Result<HttpResponseOk<ConversationWithSessions>, HttpError> {
+        conversations::get_with_sessions(rqctx, query).await
+    }
+
+    async fn conversation_messages(
+        rqctx: Ctx,
+        query: QueryParams<MessagesQuery>,
+    ) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
+        conversations::messages(rqctx, query).await
+    }
+}

@@ -1,0 +1,72 @@
+//! Organizations area.
+
+use super::{Ctx, message};
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::{
+    AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
+    Organization,
+};
+
+pub async fn list(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
+    let cx = rqctx.context();
+    let actor = cx.authenticate(&rqctx).await?;
+    Ok(HttpResponseOk(app::orgs::list(cx, &actor).await?))
+}
+
+pub async fn create_org(
+    rqctx: Ctx,
+    query: QueryParams<CreateOrgQuery>,
+) -> Result<HttpResponseCreated<Organization>, HttpError> {
+    let cx = rqctx.context();
+    let actor = cx.authenticate(&rqctx).await?;
+    Ok(HttpResponseCreated(
+        app::orgs::create(cx, &actor, &query.into_inner().name).await?,
+    ))
+}
+
+pub async fn add_member(
+    rqctx: Ctx,
+    body: JsonBody<AddMemberRequest>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let body = body.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(body.organization_id),
+            Require::Perm(perm::USERS_WRITE),
+        )
+        .await?;
+    Ok(message(app::orgs::add_member(cx, &access, body).await?))
+}
+
+pub async fn features(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Member,
+        )
+        .await?;
+    Ok(HttpResponseOk(app::orgs::features(cx, &access).await?))
+}
+
+pub async fn update_features(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<OrgFeaturesUpdate>,
+) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
+    let cx = rqctx.context();
+    let admin = cx.authorize_system_admin(&rqctx).await?;
+    let org_id = query.into_inner().org_id;
+    Ok(HttpResponseOk(
+        app::orgs::update_features(cx, &admin, org_id, body.into_inner()).await?,
+    ))
+}

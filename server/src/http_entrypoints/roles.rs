@@ -1,0 +1,110 @@
+//! Roles area: roles of an organization and the global permission catalog.
+
+use super::{Ctx, message};
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::{MessageResponse, OrgQuery};
+use workspace_api::roles::{
+    CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
+    UpdateRoleRequest,
+};
+
+pub async fn create(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<CreateRoleRequest>,
+) -> Result<HttpResponseCreated<Role>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::ROLES_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::roles::create(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn update(
+    rqctx: Ctx,
+    query: QueryParams<RoleQuery>,
+    body: JsonBody<UpdateRoleRequest>,
+) -> Result<HttpResponseOk<Role>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::ROLES_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::roles::update(cx, &access, query.role_id, body.into_inner()).await?,
+    ))
+}
+
+pub async fn remove(
+    rqctx: Ctx,
+    query: QueryParams<RoleQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::AllOf(&[perm::ROLES_DELETE, perm::ROLES_WRITE]),
+        )
+        .await?;
+    Ok(message(
+        app::roles::remove(cx, &access, query.role_id).await?,
+    ))
+}
+
+pub async fn list_roles(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::ROLES_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(app::roles::list(cx, &access).await?))
+}
+
+pub async fn list_permissions(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
+    let cx = rqctx.context();
+    cx.authenticate(&rqctx).await?;
+    Ok(HttpResponseOk(app::roles::list_permissions(cx).await?))
+}
+
+pub async fn create_permission(
+    rqctx: Ctx,
+    body: JsonBody<CreatePermissionRequest>,
+) -> Result<HttpResponseCreated<Permission>, HttpError> {
+    let cx = rqctx.context();
+    let admin = cx.authorize_system_admin(&rqctx).await?;
+    Ok(HttpResponseCreated(
+        app::roles::create_permission(cx, &admin, body.into_inner()).await?,
+    ))
+}
+
+pub async fn delete_permission(
+    rqctx: Ctx,
+    query: QueryParams<PermissionQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let admin = cx.authorize_system_admin(&rqctx).await?;
+    Ok(message(
+        app::roles::delete_permission(cx, &admin, query.into_inner().permission_id).await?,
+    ))
+}

@@ -1,0 +1,71 @@
+//! Users area.
+
+use super::Ctx;
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::users::{
+    CurrentUser, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
+    UserInviteRequest, UserInviteResponse, UserListQuery, UserListResponse,
+};
+
+pub async fn me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
+    let cx = rqctx.context();
+    let actor = cx.authenticate(&rqctx).await?;
+    Ok(HttpResponseOk(app::users::me(cx, &actor).await?))
+}
+
+pub async fn update(
+    rqctx: Ctx,
+    query: QueryParams<UpdateUserQuery>,
+    body: JsonBody<UpdateUserRoleRequest>,
+) -> Result<HttpResponseOk<UpdatedUser>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::OwnerWith(perm::USERS_WRITE),
+        )
+        .await?;
+    let role_id = body.into_inner().role_id;
+    Ok(HttpResponseOk(
+        app::users::update_role(cx, &access, query.user_id, role_id).await?,
+    ))
+}
+
+pub async fn list(
+    rqctx: Ctx,
+    query: QueryParams<UserListQuery>,
+) -> Result<HttpResponseOk<UserListResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::USERS_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(app::users::list(cx, &access, &query).await?))
+}
+
+pub async fn invite(
+    rqctx: Ctx,
+    query: QueryParams<UserInviteQuery>,
+    body: JsonBody<UserInviteRequest>,
+) -> Result<HttpResponseCreated<UserInviteResponse>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::USERS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::invitations::invite_user(cx, &access, body.into_inner()).await?,
+    ))
+}
