@@ -480,7 +480,7 @@ pub mod types {
         pub organization: NamedRef,
         pub role: NamedRef,
         pub status: InvitationStatus,
-        ///The acceptance token. Returned only by `create`: the server keeps a hash of it, so `get` returns null.
+        ///The acceptance token (single use), issued at creation and kept through `resend`. Null only for invitations created before tokens were kept.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub token: ::std::option::Option<::std::string::String>,
     }
@@ -6382,7 +6382,7 @@ impl Client {
 
     The invitation's organization is looked up first, then the caller is authorized there: admin or owner role (level 80 or more). An invitation of an organization the caller is not an active member of is `404 not_found`, exactly like a missing one; a member below level 80 gets `403 forbidden`.
 
-    `token` is always null: only its hash is stored (it is shown once, by `create`, and sent by e-mail).
+    `token` is the token issued at creation (the one in the e-mail's link; `resend` keeps it). It is stored sealed with the server's secrets key (XChaCha20-Poly1305, bound to the invitation) and looked up by its SHA-256, never kept in clear. It is null only for invitations created before tokens were kept.
 
     Sends a `GET` request to `/api/invitations/get`
 
@@ -6418,7 +6418,7 @@ impl Client {
 
     Authorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be resent (`409 invitation_not_pending` otherwise; an expired invitation is replaced by creating a new one). The expiry becomes 7 days from now.
 
-    Because the server keeps only a hash of the token, resending issues a new token: the link of earlier e-mails stops working. Here a failed delivery fails the request (`503 mail_unavailable`; the invitation stays pending with the new expiry, and resending again is safe).
+    The e-mail carries the same token as the first one (the token is issued at creation only), so every link sent for the invitation works until it is accepted, revoked or expired. Here a failed delivery fails the request (`503 mail_unavailable`; the invitation stays pending with the new expiry, and resending again is safe). An invitation created before tokens were kept cannot be resent (`409 invitation_token_unavailable`: revoke it and create a new one).
 
     Sends a `POST` request to `/api/invitations/resend`
 

@@ -18,6 +18,8 @@ pub struct Config {
     pub request_body_max_bytes: usize,
     pub database: DatabaseConfig,
     pub auth: AuthConfig,
+    /// Keys that encrypt secrets at rest (see `secrets.rs`).
+    pub secrets: SecretsConfig,
     pub features: FeatureDefaults,
     pub mail: MailConfig,
     pub log: LogConfig,
@@ -25,6 +27,47 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// The language models offered, besides the offline development model.
     pub models: Vec<ModelConfig>,
+}
+
+/// Encryption keys for secrets at rest.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// `ID:BASE64` entries (ids 1 to 255, 32-byte keys). Every key opens
+    /// what it sealed. Empty: a key generated once and kept in the
+    /// database.
+    pub keys: Vec<String>,
+    /// The id of the key that seals new values (default: the highest).
+    pub write_key: Option<u8>,
+}
+
+impl std::fmt::Debug for SecretsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretsConfig")
+            .field("keys", &format_args!("[{} redacted]", self.keys.len()))
+            .field("write_key", &self.write_key)
+            .finish()
+    }
+}
+
+impl SecretsConfig {
+    /// The configured keys, parsed, and the writing key id; `None` when no
+    /// key is configured.
+    pub fn parsed(&self) -> Result<Option<(Vec<(u8, [u8; 32])>, u8)>> {
+        if self.keys.is_empty() {
+            return Ok(None);
+        }
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| crate::secrets::parse_key(k))
+            .collect::<Result<Vec<_>>>()?;
+        let write = match self.write_key {
+            Some(id) => id,
+            None => keys.iter().map(|(id, _)| *id).max().unwrap_or_default(),
+        };
+        Ok(Some((keys, write)))
+    }
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -293,6 +336,7 @@ impl Default for Config {
             request_body_max_bytes: 1024 * 1024,
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
+            secrets: SecretsConfig::default(),
             features: FeatureDefaults::default(),
             mail: MailConfig::default(),
             log: LogConfig::default(),
@@ -379,6 +423,19 @@ impl Config {
         }
         if let Some(secret) = get("WORKSPACE_JWT_SECRET").filter(|v| !v.is_empty()) {
             self.auth.jwt_secret = Some(secret);
+        }
+        if let Some(keys) = get("WORKSPACE_SECRET_KEYS").filter(|v| !v.is_empty()) {
+            self.secrets.keys = keys
+                .split(',')
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect();
+        }
+        if let Some(id) = get("WORKSPACE_SECRET_WRITE_KEY").filter(|v| !v.is_empty()) {
+            self.secrets.write_key = Some(
+                id.parse()
+                    .with_context(|| format!("WORKSPACE_SECRET_WRITE_KEY {id:?}"))?,
+            );
         }
         if let Some(secs) = get("WORKSPACE_TOKEN_LIFETIME_SECS").filter(|v| !v.is_empty()) {
             self.auth.token_lifetime_secs = secs
@@ -468,6 +525,9 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if let Some((keys, write)) = self.secrets.parsed()? {
+            crate::secrets::Secrets::new(&keys, write)?;
+        }
         if let Some(secret) = &self.auth.jwt_secret
             && secret.len() < 32
         {

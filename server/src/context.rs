@@ -12,6 +12,8 @@ pub struct ServerContext {
     pub config: Config,
     pub datastore: Datastore,
     pub tokens: TokenKeys,
+    /// Encryption of secrets at rest.
+    pub secrets: crate::secrets::Secrets,
     /// Outgoing e-mail (SMTP, or the `email_outbox` table by default).
     pub mailer: std::sync::Arc<dyn crate::mailer::Mailer>,
     /// The language models this server offers and their clients.

@@ -12,6 +12,7 @@ mod http_entrypoints;
 pub mod logging;
 pub mod mailer;
 pub mod providers;
+pub mod secrets;
 mod sse;
 
 use anyhow::{Context, Result};
@@ -139,6 +140,30 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         }
     };
     let tokens = authn::TokenKeys::new(&secret, config.auth.token_lifetime_secs);
+    let secrets = match config.secrets.parsed()? {
+        Some((keys, write)) => secrets::Secrets::new(&keys, write)?,
+        None => {
+            let mut candidate = [0u8; 32];
+            rand::fill(&mut candidate);
+            let stored = datastore
+                .secret_get_or_insert("secrets_key_0", &candidate)
+                .await
+                .map_err(|e| anyhow::anyhow!("loading the secrets key: {e}"))?;
+            let key: [u8; 32] = stored
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("the stored secrets key is not 32 bytes"))?;
+            slog::warn!(
+                log,
+                "no secrets.keys configured: secrets at rest are sealed with a \
+                generated key kept in the database; configure WORKSPACE_SECRET_KEYS to keep \
+                the key apart from the data"
+            );
+            secrets::Secrets::new(
+                &[(secrets::GENERATED_KEY_ID, key)],
+                secrets::GENERATED_KEY_ID,
+            )?
+        }
+    };
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
     // The model catalog: clients for the configured models, stored by name
@@ -172,6 +197,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         config,
         datastore,
         tokens,
+        secrets,
         mailer,
         models,
         log: log.clone(),

@@ -86,8 +86,9 @@ pub struct Invitation {
     /// The inviting user (`name` is their full name); null when that
     /// account no longer exists.
     pub invited_by: Option<NamedRef>,
-    /// The acceptance token. Returned only by `create`: the server keeps a
-    /// hash of it, so `get` returns null.
+    /// The acceptance token (single use), issued at creation and kept
+    /// through `resend`. Null only for invitations created before tokens
+    /// were kept.
     pub token: Option<String>,
     /// The personal message, if any.
     pub message: Option<String>,

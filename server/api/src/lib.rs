@@ -446,8 +446,11 @@ pub trait WorkspaceApi {
     /// is `404 not_found`, exactly like a missing one; a member below level
     /// 80 gets `403 forbidden`.
     ///
-    /// `token` is always null: only its hash is stored (it is shown once,
-    /// by `create`, and sent by e-mail).
+    /// `token` is the token issued at creation (the one in the e-mail's
+    /// link; `resend` keeps it). It is stored sealed with the server's
+    /// secrets key (XChaCha20-Poly1305, bound to the invitation) and looked
+    /// up by its SHA-256, never kept in clear. It is null only for
+    /// invitations created before tokens were kept.
     #[endpoint { method = GET, path = "/api/invitations/get", tags = ["invitations"] }]
     async fn invitations_get(
         rqctx: RequestContext<Self::Context>,
@@ -476,11 +479,13 @@ pub trait WorkspaceApi {
     /// invitation is replaced by creating a new one). The expiry becomes 7
     /// days from now.
     ///
-    /// Because the server keeps only a hash of the token, resending issues
-    /// a new token: the link of earlier e-mails stops working. Here a
-    /// failed delivery fails the request (`503 mail_unavailable`; the
-    /// invitation stays pending with the new expiry, and resending again
-    /// is safe).
+    /// The e-mail carries the same token as the first one (the token is
+    /// issued at creation only), so every link sent for the invitation
+    /// works until it is accepted, revoked or expired. Here a failed
+    /// delivery fails the request (`503 mail_unavailable`; the invitation
+    /// stays pending with the new expiry, and resending again is safe). An
+    /// invitation created before tokens were kept cannot be resent
+    /// (`409 invitation_token_unavailable`: revoke it and create a new one).
     #[endpoint { method = POST, path = "/api/invitations/resend", tags = ["invitations"] }]
     async fn invitations_resend(
         rqctx: RequestContext<Self::Context>,

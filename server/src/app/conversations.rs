@@ -4,6 +4,7 @@ use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::Datastore;
 use crate::db::datastore::conversations::{ConversationRow, MessageRow, NewAnswer, SessionRow};
+use crate::db::enums as db;
 use crate::error::Error;
 use crate::providers::{self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role};
 use futures::StreamExt;
@@ -32,28 +33,27 @@ fn conversation_view(row: ConversationRow) -> Conversation {
     }
 }
 
-fn session_status(status: &str) -> ConversationSessionStatus {
+fn session_status(status: db::SessionStatus) -> ConversationSessionStatus {
     match status {
-        "completed" => ConversationSessionStatus::Completed,
-        _ => ConversationSessionStatus::Active,
+        db::SessionStatus::Active => ConversationSessionStatus::Active,
+        db::SessionStatus::Completed => ConversationSessionStatus::Completed,
     }
 }
 
 fn message_view(row: MessageRow) -> ConversationMessage {
     ConversationMessage {
         id: row.id.to_string(),
-        role: if row.role == "assistant" {
-            MessageRole::Assistant
-        } else {
-            MessageRole::User
+        role: match row.role {
+            db::MessageRole::Assistant => MessageRole::Assistant,
+            db::MessageRole::User => MessageRole::User,
         },
         content: row.content,
         created_at: row.created_at,
         chat_session_id: row.session_id,
-        status: match row.status.as_str() {
-            "cancelled" => MessageStatus::Cancelled,
-            "failed" => MessageStatus::Failed,
-            _ => MessageStatus::Complete,
+        status: match row.status {
+            db::MessageStatus::Complete => MessageStatus::Complete,
+            db::MessageStatus::Cancelled => MessageStatus::Cancelled,
+            db::MessageStatus::Failed => MessageStatus::Failed,
         },
     }
 }
@@ -104,7 +104,7 @@ pub async fn create_session(
         id: row.id,
         conversation_id: row.conversation_id,
         model_id: row.model_id,
-        status: session_status(&row.status),
+        status: session_status(row.status),
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -137,7 +137,7 @@ pub async fn get_with_sessions(
                     name: s.model_name,
                     provider: s.model_provider,
                 },
-                status: session_status(&s.status),
+                status: session_status(s.status),
                 created_at: s.created_at,
             })
             .collect(),
@@ -223,13 +223,12 @@ pub async fn stream_chat(
     let request = ChatRequest {
         messages: history
             .into_iter()
-            .filter(|m| !(m.role == "assistant" && m.content.is_empty()))
+            .filter(|m| !(m.role == db::MessageRole::Assistant && m.content.is_empty()))
             .map(|m| {
                 ChatMessage::new(
-                    if m.role == "assistant" {
-                        Role::Assistant
-                    } else {
-                        Role::User
+                    match m.role {
+                        db::MessageRole::Assistant => Role::Assistant,
+                        db::MessageRole::User => Role::User,
                     },
                     m.content,
                 )
@@ -326,9 +325,9 @@ impl Relay {
         };
 
         let (status, error_code) = match &outcome {
-            Outcome::Complete => ("complete", None),
-            Outcome::Cancelled => ("cancelled", None),
-            Outcome::Failed(e) => ("failed", Some(e.error_code())),
+            Outcome::Complete => (db::MessageStatus::Complete, None),
+            Outcome::Cancelled => (db::MessageStatus::Cancelled, None),
+            Outcome::Failed(e) => (db::MessageStatus::Failed, Some(e.error_code())),
         };
         let tokens = |n: u32| Some(i32::try_from(n).unwrap_or(i32::MAX));
         let answer = NewAnswer {
@@ -344,7 +343,7 @@ impl Relay {
             .datastore
             .message_store_answer(&self.access, &self.session, &answer)
             .await;
-        slog::info!(log, "answer relayed"; "status" => status,
+        slog::info!(log, "answer relayed"; "status" => status.as_str(),
             "chars" => text.len(), "stored" => stored.is_ok());
         let last = match (outcome, stored) {
             (_, Err(e)) => {

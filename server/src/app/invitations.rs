@@ -8,6 +8,7 @@ use crate::app::auth::{
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::invitations::{AcceptOutcome, Acceptance, InvitationRow, NewInvitation};
+use crate::db::enums::InvitationStatus as DbStatus;
 use crate::error::Error;
 use crate::mailer::Email;
 use base64::Engine;
@@ -42,14 +43,43 @@ pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
-fn status_of(status: &str) -> Result<InvitationStatus, Error> {
-    Ok(match status {
-        "pending" => InvitationStatus::Pending,
-        "accepted" => InvitationStatus::Accepted,
-        "expired" => InvitationStatus::Expired,
-        "revoked" => InvitationStatus::Revoked,
-        other => return Err(Error::internal(format!("invitation status {other:?}"))),
-    })
+fn status_of(status: DbStatus) -> InvitationStatus {
+    match status {
+        DbStatus::Pending => InvitationStatus::Pending,
+        DbStatus::Accepted => InvitationStatus::Accepted,
+        DbStatus::Expired => InvitationStatus::Expired,
+        DbStatus::Revoked => InvitationStatus::Revoked,
+    }
+}
+
+fn db_status(status: InvitationStatus) -> DbStatus {
+    match status {
+        InvitationStatus::Pending => DbStatus::Pending,
+        InvitationStatus::Accepted => DbStatus::Accepted,
+        InvitationStatus::Expired => DbStatus::Expired,
+        InvitationStatus::Revoked => DbStatus::Revoked,
+    }
+}
+
+/// The associated data that binds a sealed token to its invitation.
+fn token_binding(invitation_id: Uuid) -> String {
+    format!("invitation-token:{invitation_id}")
+}
+
+/// The invitation's token, unsealed. `None` for invitations created before
+/// tokens were kept; an error when the keys cannot open it (a key that
+/// sealed it was removed from the configuration).
+fn token_of(cx: &ServerContext, row: &InvitationRow) -> Result<Option<String>, Error> {
+    let Some(sealed) = &row.token_sealed else {
+        return Ok(None);
+    };
+    let bytes = cx
+        .secrets
+        .open(sealed, token_binding(row.id).as_bytes())
+        .map_err(|e| Error::internal(format!("opening the token of invitation {}: {e}", row.id)))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| Error::internal("a sealed invitation token is not UTF-8"))
 }
 
 fn inviter(row: &InvitationRow) -> Option<NamedRef> {
@@ -59,10 +89,10 @@ fn inviter(row: &InvitationRow) -> Option<NamedRef> {
     })
 }
 
-fn to_invitation(row: InvitationRow, token: Option<String>) -> Result<Invitation, Error> {
-    Ok(Invitation {
+fn to_invitation(row: InvitationRow, token: Option<String>) -> Invitation {
+    Invitation {
         id: row.id,
-        status: status_of(&row.status)?,
+        status: status_of(row.status),
         role: NamedRef {
             id: row.role_id,
             name: row.role_name.clone(),
@@ -77,7 +107,7 @@ fn to_invitation(row: InvitationRow, token: Option<String>) -> Result<Invitation
         message: row.message,
         created_at: row.created_at,
         expires_at: row.expires_at,
-    })
+    }
 }
 
 fn validate_message(message: Option<&str>) -> Result<Option<String>, Error> {
@@ -140,9 +170,9 @@ fn invitation_email(cx: &ServerContext, row: &InvitationRow, token: &str) -> Ema
 
 /// Sends after the commit; a failure is logged and does not fail the
 /// caller's request (the invitation exists and can be resent).
-async fn send_logged(cx: &ServerContext, email: &Email, invitation_id: Uuid) {
+async fn send_logged(access: &OrgAccess, cx: &ServerContext, email: &Email, invitation_id: Uuid) {
     if let Err(e) = cx.mailer.send(email).await {
-        slog::error!(cx.log, "invitation e-mail not delivered";
+        slog::error!(access.log(), "invitation e-mail not delivered";
             "invitation_id" => invitation_id.to_string(), "error" => e.to_string());
     }
 }
@@ -161,20 +191,28 @@ async fn create_one(
     validate_email(&email)?;
     crate::app::orgs::assignable_role(cx, access, role_id).await?;
     let (token, token_hash) = new_token();
+    let id = Uuid::new_v4();
+    let token_sealed = cx
+        .secrets
+        .seal(token.as_bytes(), token_binding(id).as_bytes());
     let row = cx
         .datastore
-        .invitation_create(&NewInvitation {
-            organization_id: access.org_id(),
-            email: &email,
-            role_id,
-            invited_by: access.user_id(),
-            message,
-            token_hash: &token_hash,
-            lifetime_secs: INVITATION_LIFETIME_SECS,
-            invitee,
-        })
+        .invitation_create(
+            access,
+            &NewInvitation {
+                id,
+                email: &email,
+                role_id,
+                invited_by: access.user_id(),
+                message,
+                token_hash: &token_hash,
+                token_sealed: &token_sealed,
+                lifetime_secs: INVITATION_LIFETIME_SECS,
+                invitee,
+            },
+        )
         .await?;
-    send_logged(cx, &invitation_email(cx, &row, &token), row.id).await;
+    send_logged(access, cx, &invitation_email(cx, &row, &token), row.id).await;
     Ok((row, token))
 }
 
@@ -193,7 +231,7 @@ pub async fn create(
         None,
     )
     .await?;
-    to_invitation(row, Some(token))
+    Ok(to_invitation(row, Some(token)))
 }
 
 pub async fn bulk_create(
@@ -261,28 +299,27 @@ pub async fn list(
 ) -> Result<Vec<InvitationListItem>, Error> {
     let rows = cx
         .datastore
-        .invitation_list(access, status.map(InvitationStatus::as_str))
+        .invitation_list(access, status.map(db_status))
         .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(InvitationListItem {
-                id: row.id,
-                status: status_of(&row.status)?,
-                role: NamedRef {
-                    id: row.role_id,
-                    name: row.role_name.clone(),
-                },
-                invited_by: inviter(&row),
-                email: row.email,
-                message: row.message,
-                created_at: row.created_at,
-                expires_at: row.expires_at,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|row| InvitationListItem {
+            id: row.id,
+            status: status_of(row.status),
+            role: NamedRef {
+                id: row.role_id,
+                name: row.role_name.clone(),
+            },
+            invited_by: inviter(&row),
+            email: row.email,
+            message: row.message,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
         })
-        .collect()
+        .collect())
 }
 
-/// `access` comes from [`authorize_invitation`].
+/// The invitation with its token (the one issued at creation).
 pub async fn get(
     cx: &ServerContext,
     access: &OrgAccess,
@@ -293,7 +330,8 @@ pub async fn get(
         .invitation_get(access, invitation_id)
         .await?
         .ok_or(Error::NotFound { what: "invitation" })?;
-    to_invitation(row, None)
+    let token = token_of(cx, &row)?;
+    Ok(to_invitation(row, token))
 }
 
 pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValidation, Error> {
@@ -311,7 +349,7 @@ pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValid
     else {
         return Ok(invalid);
     };
-    if row.status != "pending" {
+    if row.status != DbStatus::Pending {
         return Ok(invalid);
     }
     Ok(InvitationValidation {
@@ -334,7 +372,7 @@ pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValid
     })
 }
 
-fn not_pending(status: &str) -> Error {
+fn not_pending(status: DbStatus) -> Error {
     Error::conflict(
         "invitation_not_pending",
         format!("the invitation is {status}, not pending"),
@@ -345,7 +383,7 @@ async fn current_status(
     cx: &ServerContext,
     access: &OrgAccess,
     invitation_id: Uuid,
-) -> Result<String, Error> {
+) -> Result<DbStatus, Error> {
     Ok(cx
         .datastore
         .invitation_get(access, invitation_id)
@@ -354,27 +392,33 @@ async fn current_status(
         .status)
 }
 
-/// `access` comes from [`authorize_invitation`].
+/// Extends a pending invitation's expiry and e-mails the same link again.
 pub async fn resend(
     cx: &ServerContext,
     access: &OrgAccess,
     invitation_id: Uuid,
 ) -> Result<InvitationResendResponse, Error> {
-    let (token, token_hash) = new_token();
     let Some(row) = cx
         .datastore
-        .invitation_renew(access, invitation_id, &token_hash, INVITATION_LIFETIME_SECS)
+        .invitation_extend(access, invitation_id, INVITATION_LIFETIME_SECS)
         .await?
     else {
         return Err(not_pending(
-            &current_status(cx, access, invitation_id).await?,
+            current_status(cx, access, invitation_id).await?,
         ));
     };
+    let token = token_of(cx, &row)?.ok_or_else(|| {
+        Error::conflict(
+            "invitation_token_unavailable",
+            "this invitation predates stored tokens and cannot be resent; revoke it and \
+             create a new one",
+        )
+    })?;
     cx.mailer
         .send(&invitation_email(cx, &row, &token))
         .await
         .map_err(|e| {
-            slog::error!(cx.log, "invitation e-mail not delivered";
+            slog::error!(access.log(), "invitation e-mail not delivered";
                 "invitation_id" => invitation_id.to_string(), "error" => e.to_string());
             Error::Unavailable {
                 code: "mail_unavailable",
@@ -386,14 +430,13 @@ pub async fn resend(
         message: "invitation resent".to_string(),
         invitation: InvitationResent {
             id: row.id,
-            status: status_of(&row.status)?,
+            status: status_of(row.status),
             email: row.email,
             expires_at: row.expires_at,
         },
     })
 }
 
-/// `access` comes from [`authorize_invitation`].
 pub async fn revoke(
     cx: &ServerContext,
     access: &OrgAccess,
@@ -405,7 +448,7 @@ pub async fn revoke(
         .await?
     {
         return Err(not_pending(
-            &current_status(cx, access, invitation_id).await?,
+            current_status(cx, access, invitation_id).await?,
         ));
     }
     Ok(InvitationRevokeResponse {
@@ -414,12 +457,12 @@ pub async fn revoke(
     })
 }
 
-fn unusable(status: &str) -> Error {
+fn unusable(status: DbStatus) -> Error {
     match status {
-        "accepted" => Error::gone("invitation_used", "the invitation was already accepted"),
-        "revoked" => Error::gone("invitation_revoked", "the invitation was revoked"),
-        "expired" => Error::gone("invitation_expired", "the invitation has expired"),
-        other => Error::internal(format!("invitation status {other:?}")),
+        DbStatus::Accepted => Error::gone("invitation_used", "the invitation was already accepted"),
+        DbStatus::Revoked => Error::gone("invitation_revoked", "the invitation was revoked"),
+        DbStatus::Expired => Error::gone("invitation_expired", "the invitation has expired"),
+        DbStatus::Pending => Error::internal("a pending invitation reported as unusable"),
     }
 }
 
@@ -446,8 +489,8 @@ pub async fn signup_invite(
         .invitation_by_token_hash(&token_hash)
         .await?
         .ok_or_else(unknown_token)?;
-    if invitation.status != "pending" {
-        return Err(unusable(&invitation.status));
+    if invitation.status != DbStatus::Pending {
+        return Err(unusable(invitation.status));
     }
     // An existing account accepts by proving its password (names in the
     // request are ignored); failures count towards the login rate limit.
@@ -481,7 +524,7 @@ fn accepted(cx: &ServerContext, outcome: AcceptOutcome) -> Result<SignupInviteRe
     let user = match outcome {
         AcceptOutcome::Accepted(user) => user,
         AcceptOutcome::UnknownToken => return Err(unknown_token()),
-        AcceptOutcome::NotPending(status) => return Err(unusable(&status)),
+        AcceptOutcome::NotPending(status) => return Err(unusable(status)),
         // An account got a password between the first look and the lock:
         // the caller retries and takes the existing-account path.
         AcceptOutcome::EmailTaken => {

@@ -152,7 +152,7 @@ pub async fn assignable_role(
                 "the role does not exist in this organization",
             )
         })?;
-    if role.is_system_role && role.name == "owner" {
+    if crate::authz::is_owner_role(role.is_system_role, &role.name) {
         return Err(Error::Forbidden {
             code: "owner_role_not_assignable",
             message: "the owner role cannot be assigned".to_string(),

@@ -1,7 +1,9 @@
 //! Users.
 
 use crate::authn::Actor;
+use crate::authz::is_owner_role;
 use crate::context::ServerContext;
+use crate::db::enums as db;
 use crate::error::Error;
 use workspace_api::users::{CurrentUser, Membership};
 
@@ -35,12 +37,7 @@ pub async fn update_role(
     user_id: uuid::Uuid,
     role_id: uuid::Uuid,
 ) -> Result<workspace_api::users::UpdatedUser, Error> {
-    // Rule 1: owners only.
-    if !access.is_owner() {
-        return Err(Error::forbidden(
-            "only the organization's owners can change roles",
-        ));
-    }
+    // Rule 1 (owners only) is the handler's `Require::OwnerWith`.
     let target = cx
         .datastore
         .membership_get(access, user_id)
@@ -48,14 +45,14 @@ pub async fn update_role(
         .ok_or(Error::NotFound { what: "member" })?;
     // Rule 2 (and its mirror: an owner's role is not changed here).
     let role = crate::app::orgs::assignable_role(cx, access, role_id).await?;
-    if target.role_name == "owner" && target.role_level >= 100 {
+    if is_owner_role(target.role_is_system, &target.role_name) {
         return Err(Error::Forbidden {
             code: "owner_role_not_assignable",
             message: "an owner's role cannot be changed".to_string(),
         });
     }
     // Rule 3.
-    if target.status != "active" {
+    if target.status != db::MembershipStatus::Active {
         return Err(Error::invalid(
             "member_not_active",
             format!(
@@ -135,11 +132,10 @@ pub async fn list(
     let users = rows
         .into_iter()
         .map(|r| {
-            let status = match r.status.as_str() {
-                "active" => UserListStatus::Active,
-                "pending" => UserListStatus::Pending,
-                "expired" => UserListStatus::Expired,
-                other => return Err(Error::internal(format!("user list status {other:?}"))),
+            let status = match r.status {
+                db::UserListStatus::Active => UserListStatus::Active,
+                db::UserListStatus::Pending => UserListStatus::Pending,
+                db::UserListStatus::Expired => UserListStatus::Expired,
             };
             let full_name = format!("{} {}", r.first_name, r.last_name)
                 .trim()

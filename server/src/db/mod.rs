@@ -3,6 +3,7 @@
 //! parameterised; every tenant-scoped query filters by organization.
 
 pub mod datastore;
+pub mod enums;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};

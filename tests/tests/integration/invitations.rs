@@ -115,18 +115,27 @@ async fn create_get_list_validate_accept() {
     let lifetime = created.expires_at - created.created_at;
     assert_eq!(lifetime.num_seconds(), 7 * 24 * 3600);
 
-    // Only the hash is stored.
+    // Stored as its SHA-256 (for look-ups) and sealed (for get and
+    // resend): never in clear, and the sealed form is bound to this row.
     let row = db
         .query_one(
-            "SELECT token_hash, row_to_json(i)::text FROM invitations i WHERE id = $1",
+            "SELECT token_hash, row_to_json(i)::text, token_sealed FROM invitations i \
+             WHERE id = $1",
             &[&created.id],
         )
         .await
         .unwrap();
     let hash: Vec<u8> = row.get(0);
     let whole_row: String = row.get(1);
+    let sealed: Vec<u8> = row.get(2);
     assert_eq!(hash, Sha256::digest(token.as_bytes()).to_vec());
     assert!(!whole_row.contains(&token));
+    assert!(!String::from_utf8_lossy(&sealed).contains(&token));
+    assert!(
+        sealed.len() >= 2 + 24 + token.len() + 16,
+        "{}",
+        sealed.len()
+    );
 
     // The e-mail carries the link with the token.
     let mails = outbox(&db, "nova@example.com").await;
@@ -141,7 +150,8 @@ async fn create_get_list_validate_accept() {
     );
     assert!(mails[0].1.contains("Welcome aboard!"));
 
-    // get: no token, with organization, invited_by and message.
+    // get: the token of the creation, with organization, invited_by and
+    // message.
     let got = owner
         .client
         .invitations_get()
@@ -150,7 +160,7 @@ async fn create_get_list_validate_accept() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(got.token, None);
+    assert_eq!(got.token.as_deref(), Some(token.as_str()));
     assert_eq!(got.message.as_deref(), Some("Welcome aboard!"));
     assert_eq!(got.organization.id, org);
     assert_eq!(got.invited_by.unwrap().name, "owner Tester");
@@ -297,7 +307,7 @@ async fn create_get_list_validate_accept() {
 }
 
 #[tokio::test]
-async fn resend_extends_expiry_and_replaces_the_token() {
+async fn resend_extends_expiry_and_keeps_the_token() {
     let cx = TestContext::new("inv_resend").await;
     let owner = cx.user("owner").await;
     let org = owner.personal_org().await;
@@ -334,23 +344,16 @@ async fn resend_extends_expiry_and_replaces_the_token() {
     assert_eq!(resent.invitation.status, InvitationStatus::Pending);
     let left = resent.invitation.expires_at - chrono::Utc::now();
     assert!(left.num_hours() >= 7 * 24 - 1, "{left}");
+    // The spec issues the token at creation only: the resent e-mail
+    // carries the same link, so the first e-mail's link still works.
     let mails = outbox(&db, "late@example.com").await;
     assert_eq!(mails.len(), 2);
-    let new_token = token_in(&mails[1].1);
-    assert_ne!(new_token, old_token);
-    assert!(
-        !cx.anon()
-            .invitations_validate()
-            .token(old_token)
-            .send()
-            .await
-            .unwrap()
-            .valid
-    );
+    assert_eq!(token_in(&mails[0].1), old_token);
+    assert_eq!(token_in(&mails[1].1), old_token);
     assert!(
         cx.anon()
             .invitations_validate()
-            .token(new_token.clone())
+            .token(old_token.clone())
             .send()
             .await
             .unwrap()
@@ -358,7 +361,7 @@ async fn resend_extends_expiry_and_replaces_the_token() {
     );
     cx.anon()
         .auth_signup_invite()
-        .body(accept_body(&new_token))
+        .body(accept_body(&old_token))
         .send()
         .await
         .unwrap();
@@ -1334,7 +1337,7 @@ async fn smtp_mailer_delivers_to_a_real_smtp_server() {
         .get(0);
     assert_eq!(queued, 0, "SMTP replaces the outbox");
 
-    // Resend goes over SMTP too, with the new token.
+    // Resend goes over SMTP too, with the same token.
     owner
         .client
         .invitations_resend()
@@ -1344,14 +1347,10 @@ async fn smtp_mailer_delivers_to_a_real_smtp_server() {
         .unwrap();
     let messages = maildir_messages(&smtp);
     assert_eq!(messages.len(), 2);
-    let newest = messages
-        .iter()
-        .find(|m| !m.contains(&token))
-        .expect("a second message");
-    let new_token = token_in(newest);
+    assert!(messages.iter().all(|m| token_in(m) == token));
     cx.anon()
         .auth_signup_invite()
-        .body(accept_body(&new_token))
+        .body(accept_body(&token))
         .send()
         .await
         .unwrap();

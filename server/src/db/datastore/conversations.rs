@@ -3,6 +3,7 @@
 
 use super::Datastore;
 use crate::authz::OrgAccess;
+use crate::db::enums::{MessageRole, MessageStatus, SessionStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -33,7 +34,7 @@ pub struct SessionRow {
     pub model_id: Uuid,
     pub model_name: String,
     pub model_provider: String,
-    pub status: String,
+    pub status: SessionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -59,9 +60,9 @@ impl SessionRow {
 pub struct MessageRow {
     pub id: Uuid,
     pub session_id: Uuid,
-    pub role: String,
+    pub role: MessageRole,
     pub content: String,
-    pub status: String,
+    pub status: MessageStatus,
     pub created_at: DateTime<Utc>,
 }
 
@@ -83,7 +84,7 @@ pub struct NewAnswer<'a> {
     pub id: Uuid,
     pub content: &'a str,
     /// `complete`, `cancelled` or `failed`.
-    pub status: &'a str,
+    pub status: MessageStatus,
     pub error_code: Option<&'a str>,
     pub input_tokens: Option<i32>,
     pub output_tokens: Option<i32>,

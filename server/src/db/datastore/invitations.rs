@@ -7,6 +7,7 @@
 
 use super::{Datastore, is_unique_violation};
 use crate::authz::OrgAccess;
+use crate::db::enums::InvitationStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -21,7 +22,8 @@ fn select_sql(filter: &str) -> String {
                 i.role_id, r.name AS role_name, i.invited_by, \
                 CASE WHEN u.id IS NULL THEN NULL ELSE u.first_name || ' ' || u.last_name END \
                     AS inviter_name, \
-                i.invited_user_id, i.message, {STATUS_SQL} AS status, i.created_at, i.expires_at \
+                i.invited_user_id, i.message, {STATUS_SQL} AS status, i.created_at, i.expires_at, \
+                i.token_sealed \
          FROM invitations i \
          JOIN organizations o ON o.id = i.organization_id \
          JOIN roles r ON r.id = i.role_id AND r.organization_id = i.organization_id \
@@ -44,10 +46,13 @@ pub struct InvitationRow {
     pub invited_by_name: Option<String>,
     pub invited_user_id: Option<Uuid>,
     pub message: Option<String>,
-    /// Effective: `pending`, `accepted`, `expired` or `revoked`.
-    pub status: String,
+    /// Effective: `expired` for a `pending` row past its expiry.
+    pub status: InvitationStatus,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The token, sealed with the server's secrets key (`None` for rows
+    /// created before tokens were kept).
+    pub token_sealed: Option<Vec<u8>>,
 }
 
 impl InvitationRow {
@@ -67,19 +72,22 @@ impl InvitationRow {
             status: row.get("status"),
             created_at: row.get("created_at"),
             expires_at: row.get("expires_at"),
+            token_sealed: row.get("token_sealed"),
         }
     }
 }
 
 /// A new invitation (already validated by the app layer).
 pub struct NewInvitation<'a> {
-    pub organization_id: Uuid,
+    pub id: Uuid,
     /// Normalised.
     pub email: &'a str,
     pub role_id: Uuid,
     pub invited_by: Uuid,
     pub message: Option<&'a str>,
     pub token_hash: &'a [u8],
+    /// The token sealed for this invitation's id.
+    pub token_sealed: &'a [u8],
     pub lifetime_secs: i64,
     /// For `POST /api/users/invite`: the invitee's first and last name. The
     /// user is pre-created (no password) unless the address has an account,
@@ -110,7 +118,7 @@ pub enum AcceptOutcome {
     /// No invitation has this token.
     UnknownToken,
     /// The invitation is in this effective state, not `pending`.
-    NotPending(String),
+    NotPending(InvitationStatus),
     /// The address already has an account with a password.
     EmailTaken,
 }
@@ -139,7 +147,12 @@ impl Datastore {
     /// address (`409 invitation_pending`), marks an expired pending one as
     /// replaced, and for `users/invite` pre-creates the user and the
     /// `invited` membership.
-    pub async fn invitation_create(&self, new: &NewInvitation<'_>) -> Result<InvitationRow, Error> {
+    pub async fn invitation_create(
+        &self,
+        access: &OrgAccess,
+        new: &NewInvitation<'_>,
+    ) -> Result<InvitationRow, Error> {
+        let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let member = tx
@@ -147,7 +160,7 @@ impl Datastore {
                 "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id \
                  WHERE m.organization_id = $1 AND u.email_normalized = $2 \
                    AND m.status IN ('active', 'suspended')",
-                &[&new.organization_id, &new.email],
+                &[&org_id, &new.email],
             )
             .await?;
         if member.is_some() {
@@ -157,7 +170,7 @@ impl Datastore {
             "UPDATE invitations SET status = 'expired', updated_at = now() \
              WHERE organization_id = $1 AND email = $2 AND status = 'pending' \
                AND expires_at <= now()",
-            &[&new.organization_id, &new.email],
+            &[&org_id, &new.email],
         )
         .await?;
 
@@ -194,7 +207,7 @@ impl Datastore {
                      ON CONFLICT (user_id, organization_id) DO UPDATE \
                         SET role_id = EXCLUDED.role_id, status = 'invited', updated_at = now() \
                         WHERE memberships.status IN ('invited', 'deleted')",
-                    &[&user_id, &new.organization_id, &new.role_id],
+                    &[&user_id, &org_id, &new.role_id],
                 )
                 .await?;
             if membership == 0 {
@@ -203,15 +216,16 @@ impl Datastore {
             invited_user_id = Some(user_id);
         }
 
-        let id = Uuid::new_v4();
+        let id = new.id;
         let lifetime = new.lifetime_secs as f64;
         tx.execute(
             "INSERT INTO invitations (id, organization_id, email, role_id, invited_by, \
-                                      invited_user_id, token_hash, message, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))",
+                                      invited_user_id, token_hash, message, expires_at, \
+                                      token_sealed) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9), $10)",
             &[
                 &id,
-                &new.organization_id,
+                &org_id,
                 &new.email,
                 &new.role_id,
                 &new.invited_by,
@@ -219,6 +233,7 @@ impl Datastore {
                 &new.token_hash,
                 &new.message,
                 &lifetime,
+                &new.token_sealed,
             ],
         )
         .await
@@ -229,19 +244,6 @@ impl Datastore {
             .map(|r| InvitationRow::from_row(&r))?;
         tx.commit().await.map_err(conflict_on_pending)?;
         Ok(row)
-    }
-
-    /// The organization of an invitation (to authorize the caller there
-    /// before anything else is read).
-    pub async fn invitation_org(&self, invitation_id: Uuid) -> Result<Option<Uuid>, Error> {
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT organization_id FROM invitations WHERE id = $1",
-                &[&invitation_id],
-            )
-            .await?;
-        Ok(row.map(|r| r.get(0)))
     }
 
     pub async fn invitation_get(
@@ -265,7 +267,7 @@ impl Datastore {
     pub async fn invitation_list(
         &self,
         access: &OrgAccess,
-        status: Option<&str>,
+        status: Option<InvitationStatus>,
     ) -> Result<Vec<InvitationRow>, Error> {
         let org_id = access.org_id();
         let conn = self.conn().await?;
@@ -291,13 +293,12 @@ impl Datastore {
         Ok(row.as_ref().map(InvitationRow::from_row))
     }
 
-    /// Gives a pending, unexpired invitation a new token and a new expiry
-    /// `lifetime_secs` from now. `None` when it is not pending.
-    pub async fn invitation_renew(
+    /// Gives a pending, unexpired invitation a new expiry `lifetime_secs`
+    /// from now (its token stays). `None` when it is not pending.
+    pub async fn invitation_extend(
         &self,
         access: &OrgAccess,
         invitation_id: Uuid,
-        token_hash: &[u8],
         lifetime_secs: i64,
     ) -> Result<Option<InvitationRow>, Error> {
         let org_id = access.org_id();
@@ -305,11 +306,11 @@ impl Datastore {
         let lifetime = lifetime_secs as f64;
         let updated = conn
             .execute(
-                "UPDATE invitations SET token_hash = $3, \
-                        expires_at = now() + make_interval(secs => $4), updated_at = now() \
+                "UPDATE invitations SET \
+                        expires_at = now() + make_interval(secs => $3), updated_at = now() \
                  WHERE organization_id = $1 AND id = $2 \
                    AND status = 'pending' AND expires_at > now()",
-                &[&org_id, &invitation_id, &token_hash, &lifetime],
+                &[&org_id, &invitation_id, &lifetime],
             )
             .await?;
         if updated == 0 {
@@ -392,8 +393,8 @@ impl Datastore {
         let invitation_id: Uuid = inv.get(0);
         let org_id: Uuid = inv.get(1);
         let role_id: Uuid = inv.get(2);
-        let status: String = inv.get(3);
-        if status != "pending" {
+        let status: InvitationStatus = inv.get(3);
+        if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
         tx.execute(
@@ -447,8 +448,8 @@ impl Datastore {
         let org_id: Uuid = inv.get(1);
         let email: String = inv.get(2);
         let role_id: Uuid = inv.get(3);
-        let status: String = inv.get(4);
-        if status != "pending" {
+        let status: InvitationStatus = inv.get(4);
+        if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
 

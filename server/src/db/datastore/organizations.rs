@@ -2,6 +2,7 @@
 
 use super::Datastore;
 use crate::authz::{Membership, OrgAccess, SYSTEM_ROLES, Scope, SystemAdmin};
+use crate::db::enums::MembershipStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -84,10 +85,11 @@ pub struct FeatureOverrides {
 
 /// A membership of one user in one organization, any status.
 pub struct MembershipState {
-    pub status: String,
+    pub status: MembershipStatus,
     pub role_id: Uuid,
     pub role_name: String,
     pub role_level: i32,
+    pub role_is_system: bool,
 }
 
 /// Turns a name into a URL slug: lowercase ASCII letters and digits joined
@@ -251,7 +253,8 @@ impl Datastore {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT m.status, r.id, r.name, r.hierarchy_level FROM memberships m \
+                "SELECT m.status, r.id, r.name, r.hierarchy_level, r.is_system_role \
+                 FROM memberships m \
                  JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
                  WHERE m.organization_id = $1 AND m.user_id = $2",
                 &[&org_id, &user_id],
@@ -262,6 +265,7 @@ impl Datastore {
             role_id: r.get(1),
             role_name: r.get(2),
             role_level: r.get(3),
+            role_is_system: r.get(4),
         }))
     }
 

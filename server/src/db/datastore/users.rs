@@ -2,6 +2,7 @@
 
 use super::Datastore;
 use crate::authz::OrgAccess;
+use crate::db::enums::UserListStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -173,8 +174,7 @@ pub struct UserListRow {
     pub email: String,
     pub first_name: String,
     pub last_name: String,
-    /// `active`, `pending` or `expired`.
-    pub status: String,
+    pub status: UserListStatus,
     pub invite_id: Option<Uuid>,
     pub invited_at: Option<DateTime<Utc>>,
     pub last_active_at: Option<DateTime<Utc>>,
