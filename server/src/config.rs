@@ -599,16 +599,34 @@ impl Config {
         Ok(())
     }
 
+    /// The configured log level. Accepts the usual spellings in any case:
+    /// `trace`, `debug`, `info`, `warn`/`warning`, `error`/`err`,
+    /// `critical`/`crit`/`fatal`.
     pub fn log_level(&self) -> Result<dropshot::ConfigLoggingLevel> {
         use dropshot::ConfigLoggingLevel::*;
-        Ok(match self.log.level.as_str() {
+        Ok(match self.log.level.trim().to_ascii_lowercase().as_str() {
             "trace" => Trace,
             "debug" => Debug,
             "info" => Info,
-            "warn" => Warn,
-            "error" => Error,
-            "critical" => Critical,
-            other => bail!("unknown log level {other:?}"),
+            "warn" | "warning" => Warn,
+            "error" | "err" => Error,
+            "critical" | "crit" | "fatal" => Critical,
+            other => bail!(
+                "unknown log level {other:?} (trace, debug, info, warn, error or critical)"
+            ),
+        })
+    }
+
+    /// The configured log level as slog's.
+    pub fn slog_level(&self) -> Result<slog::Level> {
+        use dropshot::ConfigLoggingLevel::*;
+        Ok(match self.log_level()? {
+            Trace => slog::Level::Trace,
+            Debug => slog::Level::Debug,
+            Info => slog::Level::Info,
+            Warn => slog::Level::Warning,
+            Error => slog::Level::Error,
+            Critical => slog::Level::Critical,
         })
     }
 }
@@ -616,6 +634,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_level_spellings() {
+        let level = |s: &str| {
+            let mut c = Config::default();
+            c.log.level = s.to_string();
+            c.slog_level()
+        };
+        assert_eq!(level("warning").unwrap(), slog::Level::Warning);
+        assert_eq!(level("WARN").unwrap(), slog::Level::Warning);
+        assert_eq!(level(" Error ").unwrap(), slog::Level::Error);
+        assert_eq!(level("err").unwrap(), slog::Level::Error);
+        assert_eq!(level("crit").unwrap(), slog::Level::Critical);
+        assert_eq!(level("fatal").unwrap(), slog::Level::Critical);
+        assert_eq!(level("trace").unwrap(), slog::Level::Trace);
+        assert!(level("verbose").is_err());
+        let mut c = Config::default();
+        c.apply_env(|k| (k == "WORKSPACE_LOG_LEVEL").then(|| "warning".to_string()))
+            .unwrap();
+        c.validate().unwrap();
+    }
 
     #[test]
     fn example_config_parses() {

@@ -122,7 +122,7 @@ pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
 
 /// Starts the server on the given database (migrating it first).
 pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
-    let log = logging::redacting(log);
+    let log = logging::redacting(log, config.slog_level()?);
     let tls = db::tls(config.database.ca_file.as_deref())?;
     db::migrate(url, &tls).await?;
     let pool = db::pool(url, config.database.pool_size, tls)?;

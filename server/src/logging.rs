@@ -11,9 +11,14 @@ use std::fmt;
 /// Query parameters whose values never reach the logs.
 const SECRET_PARAMS: &[&str] = &["token", "invite_token", "access_token", "code", "state"];
 
-/// Wraps `log` so that secrets in logged values are redacted.
-pub fn redacting(log: slog::Logger) -> slog::Logger {
-    slog::Logger::root(Redact { inner: log }, slog::o!())
+/// Wraps `log` so that secrets in logged values are redacted. Records
+/// below `level` are dropped first, before any of their values is
+/// formatted (redaction formats every value of a record it passes on).
+pub fn redacting(log: slog::Logger, level: slog::Level) -> slog::Logger {
+    slog::Logger::root(
+        slog::LevelFilter::new(Redact { inner: log }, level).fuse(),
+        slog::o!(),
+    )
 }
 
 /// Replaces the values of [`SECRET_PARAMS`] in a URI or query string.
