@@ -611,9 +611,9 @@ impl Config {
             "warn" | "warning" => Warn,
             "error" | "err" => Error,
             "critical" | "crit" | "fatal" => Critical,
-            other => bail!(
-                "unknown log level {other:?} (trace, debug, info, warn, error or critical)"
-            ),
+            other => {
+                bail!("unknown log level {other:?} (trace, debug, info, warn, error or critical)")
+            }
         })
     }
 

@@ -11,6 +11,7 @@
 //! failing test leaves its database behind for inspection.
 
 pub mod fake_provider;
+pub mod fixtures;
 pub mod sse;
 
 use anyhow::{Context, Result};
@@ -133,6 +134,35 @@ impl TestUser {
             .expect("users_me")
             .organizations[0]
             .id
+    }
+
+    /// The id of the role `name` in `org`, through `roles/list_roles`.
+    pub async fn role_id(&self, org: Uuid, name: &str) -> Uuid {
+        self.client
+            .roles_list_roles()
+            .org_id(org)
+            .send()
+            .await
+            .expect("roles_list_roles")
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no role {name}"))
+            .id
+    }
+
+    /// Adds `user` to `org` with `role` through `org/add_member`.
+    pub async fn add_member(&self, org: Uuid, user: Uuid, role: Uuid) {
+        self.client
+            .org_add_member()
+            .body(
+                workspace_client::types::AddMemberRequest::builder()
+                    .organization_id(org)
+                    .user_id(user)
+                    .role_id(role),
+            )
+            .send()
+            .await
+            .expect("add_member");
     }
 }
 

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use uuid::Uuid;
-use workspace_tests::{TestContext, TestUser};
+use workspace_tests::TestContext;
 
 /// How an operation is protected.
 #[derive(Clone, Copy)]
@@ -347,21 +347,6 @@ async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
     request.send().await.expect("request").status().as_u16()
 }
 
-async fn add_member(owner: &TestUser, org: Uuid, user: Uuid, role: Uuid) {
-    owner
-        .client
-        .org_add_member()
-        .body(
-            workspace_client::types::AddMemberRequest::builder()
-                .organization_id(org)
-                .user_id(user)
-                .role_id(role),
-        )
-        .send()
-        .await
-        .expect("add_member");
-}
-
 #[tokio::test]
 async fn every_operation_is_protected() {
     let cx = TestContext::new("authz_every_operation").await;
@@ -395,8 +380,8 @@ async fn every_operation_is_protected() {
         .await
         .unwrap()
         .into_inner();
-    add_member(&owner, org, powerless.id, nothing.id).await;
-    add_member(&owner, org, target.id, member_role).await;
+    owner.add_member(org, powerless.id, nothing.id).await;
+    owner.add_member(org, target.id, member_role).await;
     let permission = owner
         .client
         .roles_list_permissions()

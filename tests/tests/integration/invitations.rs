@@ -5,73 +5,12 @@
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use workspace_client::types::{
-    InvitationBulkCreateRequest, InvitationBulkItem, InvitationBulkItemStatus,
-    InvitationCreateRequest, InvitationStatus, SignupInviteRequest,
+    InvitationBulkCreateRequest, InvitationBulkItem, InvitationBulkItemStatus, InvitationStatus,
+};
+use workspace_tests::fixtures::{
+    NEW_PASSWORD, accept_body, add_member, create_body, outbox, role_id, token_in,
 };
 use workspace_tests::{TEST_PASSWORD, TestContext, error_of};
-
-pub const NEW_PASSWORD: &str = "a fine new password";
-
-/// The id of the role `name` in `org`.
-pub async fn role_id(db: &tokio_postgres::Client, org: Uuid, name: &str) -> Uuid {
-    db.query_one(
-        "SELECT id FROM roles WHERE organization_id = $1 AND name = $2",
-        &[&org, &name],
-    )
-    .await
-    .unwrap()
-    .get(0)
-}
-
-/// Makes `user` an active member of `org` with the role `role`.
-pub async fn add_member(db: &tokio_postgres::Client, user: Uuid, org: Uuid, role: &str) {
-    db.execute(
-        "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-         SELECT $1, $2, id, 'active' FROM roles WHERE organization_id = $2 AND name = $3",
-        &[&user, &org, &role],
-    )
-    .await
-    .unwrap();
-}
-
-pub fn create_body(
-    email: &str,
-    role: Uuid,
-) -> workspace_client::types::builder::InvitationCreateRequest {
-    InvitationCreateRequest::builder()
-        .email(email.to_string())
-        .role_id(role)
-}
-
-pub fn accept_body(token: &str) -> workspace_client::types::builder::SignupInviteRequest {
-    SignupInviteRequest::builder()
-        .first_name("Nova".to_string())
-        .last_name("Invitee".to_string())
-        .password(NEW_PASSWORD.to_string())
-        .invite_token(token.to_string())
-}
-
-/// The bodies of the e-mails in the outbox for `to`, oldest first.
-pub async fn outbox(db: &tokio_postgres::Client, to: &str) -> Vec<(String, String)> {
-    db.query(
-        "SELECT kind, body_text FROM email_outbox WHERE to_address = $1 ORDER BY created_at",
-        &[&to],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect()
-}
-
-/// The token in an e-mail body's acceptance link.
-pub fn token_in(body: &str) -> String {
-    let start = body.find("token=").expect("a link with a token") + "token=".len();
-    body[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect()
-}
 
 async fn stored_status(db: &tokio_postgres::Client, id: Uuid) -> String {
     db.query_one("SELECT status FROM invitations WHERE id = $1", &[&id])

@@ -2,20 +2,7 @@
 
 use uuid::Uuid;
 use workspace_client::types::{AddMemberRequest, OrgFeaturesUpdate, UpdateUserRoleRequest};
-use workspace_tests::{TestContext, TestUser, error_of};
-
-async fn role_id(user: &TestUser, org: Uuid, name: &str) -> Uuid {
-    user.client
-        .roles_list_roles()
-        .org_id(org)
-        .send()
-        .await
-        .unwrap()
-        .iter()
-        .find(|r| r.name == name)
-        .unwrap_or_else(|| panic!("no role {name}"))
-        .id
-}
+use workspace_tests::{TestContext, error_of};
 
 fn add(org: Uuid, user: Uuid, role: Uuid) -> workspace_client::types::builder::AddMemberRequest {
     AddMemberRequest::builder()
@@ -137,8 +124,8 @@ async fn add_member_rules() {
     let carol = cx.user("carol").await;
     let root = cx.user("root").await;
     let org = owner.personal_org().await;
-    let member = role_id(&owner, org, "member").await;
-    let admin = role_id(&owner, org, "admin").await;
+    let member = owner.role_id(org, "member").await;
+    let admin = owner.role_id(org, "admin").await;
 
     let response = owner
         .client
@@ -160,7 +147,7 @@ async fn add_member_rules() {
         (add(org, Uuid::new_v4(), member), 404, "not_found"),
         (add(org, carol.id, Uuid::new_v4()), 400, "invalid_role"),
         (
-            add(org, carol.id, role_id(&owner, org, "owner").await),
+            add(org, carol.id, owner.role_id(org, "owner").await),
             403,
             "owner_role_not_assignable",
         ),
@@ -169,7 +156,7 @@ async fn add_member_rules() {
             add(
                 org,
                 carol.id,
-                role_id(&bob, bob.personal_org().await, "member").await,
+                bob.role_id(bob.personal_org().await, "member").await,
             ),
             400,
             "invalid_role",
@@ -368,7 +355,7 @@ async fn role_update_rules() {
     let admin = cx.user("admin").await;
     let bob = cx.user("bob").await;
     let org = owner.personal_org().await;
-    let roles = |name: &'static str| role_id(&owner, org, name);
+    let roles = |name: &'static str| owner.role_id(org, name);
     let (member, admin_role, guest, owner_role) = (
         roles("member").await,
         roles("admin").await,

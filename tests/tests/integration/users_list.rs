@@ -1,9 +1,9 @@
 //! `GET /api/users/list` and `POST /api/users/invite`, including the
 //! membership transitions (none) -> invited -> active.
 
-use crate::invitations::{accept_body, add_member, create_body, outbox, role_id, token_in};
 use uuid::Uuid;
 use workspace_client::types::{UserInviteRequest, UserListStatus};
+use workspace_tests::fixtures::{accept_body, add_member, create_body, outbox, role_id, token_in};
 use workspace_tests::{TestContext, error_of};
 
 fn invite_body(email: &str, role: Uuid) -> workspace_client::types::builder::UserInviteRequest {
