@@ -35,6 +35,16 @@ impl ServerContext {
         Ok(Actor { user_id })
     }
 
+    /// Verifies the request's token only, without a database round trip.
+    /// For operations on the caller's own account whose own statement reads
+    /// the user and answers `401 invalid_token` when it no longer exists
+    /// (`GET /api/users/me`).
+    pub fn authenticate_token(&self, rqctx: &Rq) -> Result<Actor, Error> {
+        Ok(Actor {
+            user_id: self.tokens.verify_request(rqctx.request.headers())?,
+        })
+    }
+
     /// The one authorization call of an org-scoped handler: authenticates
     /// the request and checks, in one database statement, that the caller
     /// is an active member of the scope's organization whose role meets

@@ -7,8 +7,11 @@
 //! - `generate` / `check`: all of the above.
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [--dev]`: the relay benchmark (`tests/benches/relay.rs`): what
-//!   the server adds to time-to-first-token and per streamed chunk.
+//! - `bench [relay|api] [--dev]`: benchmarks (figures printed, not
+//!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
+//!   the server adds to time-to-first-token and per streamed chunk; `api`
+//!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
+//!   pgbench running the same SQL.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -59,15 +62,25 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure what the server adds to time-to-first-token and to each
-    /// relayed chunk, against a local fake provider (prints the figures; not
-    /// a test).
+    /// Run a benchmark (prints figures; not a test).
     Bench {
+        /// `relay`: what the server adds to time-to-first-token and to each
+        /// relayed chunk, against a local fake provider. `api`: requests per
+        /// second and p50/p99 of `conversation/list` and `users/me` at 8 and
+        /// 32 connections, beside pgbench running the same SQL prepared.
+        #[arg(value_enum, default_value_t = BenchName::Relay)]
+        name: BenchName,
         /// Build with the dev profile instead of release (faster to build,
         /// slower to run).
         #[arg(long)]
         dev: bool,
     },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
+enum BenchName {
+    Relay,
+    Api,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -100,7 +113,7 @@ fn main() -> Result<()> {
         Task::Db { action } => db(action),
         Task::Fuzz { max_examples } => fuzz(&root, max_examples),
         Task::Test { args } => test(&root, &args),
-        Task::Bench { dev } => bench(&root, dev),
+        Task::Bench { name, dev } => bench(&root, name, dev),
     }
 }
 
@@ -471,12 +484,38 @@ post("/api/auth/signup", user)
 print(post("/api/auth/login", {"email": user["email"], "password": user["password"]})["access_token"])
 "#;
 
-fn bench(root: &Path, dev: bool) -> Result<()> {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(root)
-        .args(["bench", "-p", "workspace-tests", "--bench", "relay"]);
+fn bench(root: &Path, name: BenchName, dev: bool) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let profile = if dev { "dev" } else { "release" };
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(root).args([
+        "bench",
+        "-p",
+        "workspace-tests",
+        "--bench",
+        match name {
+            BenchName::Relay => "relay",
+            BenchName::Api => "api",
+        },
+    ]);
     if dev {
         cmd.args(["--profile", "dev"]);
+    }
+    if name == BenchName::Api {
+        // The API benchmark drives the real binary as a separate process.
+        let status = Command::new(&cargo)
+            .current_dir(root)
+            .args(["build", "-p", "workspace-server", "--profile", profile])
+            .status()
+            .context("building workspace-server")?;
+        if !status.success() {
+            bail!("building workspace-server failed");
+        }
+        let dir = if dev { "debug" } else { "release" };
+        cmd.env(
+            "WORKSPACE_SERVER_BIN",
+            root.join("target").join(dir).join("workspace-server"),
+        );
     }
     if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_none() {
         cmd.env(

@@ -7,9 +7,15 @@ use crate::db::enums as db;
 use crate::error::Error;
 use workspace_api::users::{CurrentUser, Membership};
 
+/// The caller and their active memberships. `actor` comes from the token
+/// alone: a user that no longer exists is `401 invalid_token` here, from
+/// the same statement that reads the user.
 pub async fn me(cx: &ServerContext, actor: &Actor) -> Result<CurrentUser, Error> {
-    let user = cx.datastore.user_get(actor.user_id).await?;
-    let memberships = cx.datastore.user_active_memberships(actor.user_id).await?;
+    let (user, memberships) = cx
+        .datastore
+        .user_me(actor.user_id)
+        .await?
+        .ok_or_else(crate::authn::invalid_token)?;
     Ok(CurrentUser {
         id: user.id,
         full_name: format!("{} {}", user.first_name, user.last_name),

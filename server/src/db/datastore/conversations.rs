@@ -91,6 +91,11 @@ pub struct NewAnswer<'a> {
     pub cached_tokens: Option<i32>,
 }
 
+/// The conversations of an organization, most recently updated first.
+/// Public for the API benchmark (pgbench runs the same SQL).
+pub const CONVERSATION_LIST: &str = "SELECT id, title, is_archived, created_at, updated_at \
+     FROM conversations WHERE organization_id = $1 ORDER BY updated_at DESC, id";
+
 impl Datastore {
     pub async fn conversation_create(
         &self,
@@ -119,13 +124,7 @@ impl Datastore {
     ) -> Result<Vec<ConversationRow>, Error> {
         let org_id = access.org_id();
         let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                "SELECT id, title, is_archived, created_at, updated_at FROM conversations \
-                 WHERE organization_id = $1 ORDER BY updated_at DESC, id",
-                &[&org_id],
-            )
-            .await?;
+        let rows = conn.query(CONVERSATION_LIST, &[&org_id]).await?;
         Ok(rows.iter().map(ConversationRow::from_row).collect())
     }
 

@@ -68,7 +68,8 @@ macro_rules! access_sql {
         )
     };
 }
-const ACCESS_BY_ORG: &str = access_sql!("$2");
+/// Public for the API benchmark (pgbench runs the same SQL).
+pub const ACCESS_BY_ORG: &str = access_sql!("$2");
 const ACCESS_BY_INVITATION: &str =
     access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
 

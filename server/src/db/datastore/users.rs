@@ -52,6 +52,18 @@ pub struct Credentials {
     pub password_hash: Option<String>,
 }
 
+/// `GET /api/users/me` in one statement: the user, then one row per active
+/// membership (or one row of NULLs when there is none). Public for the API
+/// benchmark, which runs the same SQL through pgbench.
+pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
+            u.last_active_at, u.is_system_admin, o.id, o.name, o.slug, r.id, r.name \
+     FROM users u \
+     LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
+     LEFT JOIN organizations o ON o.id = m.organization_id \
+     LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+     WHERE u.id = $1 AND u.password_hash IS NOT NULL \
+     ORDER BY m.created_at, o.id";
+
 impl Datastore {
     /// Creates the user and their personal organization (with its system
     /// roles and the owner membership) in one transaction.
@@ -136,6 +148,41 @@ impl Datastore {
             .await?
             .ok_or(Error::NotFound { what: "user" })?;
         Ok(UserRow::from_row(&row))
+    }
+
+    /// The user and their active memberships (oldest first), in one
+    /// statement; `None` when the user does not exist or cannot log in.
+    pub async fn user_me(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Option<(UserRow, Vec<MembershipRow>)>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn.query(USER_ME, &[&user_id]).await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let user = UserRow {
+            id: first.get(0),
+            email: first.get(1),
+            first_name: first.get(2),
+            last_name: first.get(3),
+            created_at: first.get(4),
+            last_active_at: first.get(5),
+            is_system_admin: first.get(6),
+        };
+        let memberships = rows
+            .iter()
+            .filter_map(|r| {
+                Some(MembershipRow {
+                    organization_id: r.get::<_, Option<Uuid>>(7)?,
+                    organization_name: r.get(8),
+                    slug: r.get(9),
+                    role_id: r.get(10),
+                    role_name: r.get(11),
+                })
+            })
+            .collect();
+        Ok(Some((user, memberships)))
     }
 
     /// The user's active memberships, oldest first.

@@ -1,0 +1,359 @@
+//! Benchmark (not a test): the server's request throughput and latency
+//! beside PostgreSQL's own for the same SQL.
+//!
+//! For `GET /api/conversation/list` (an organization with 20
+//! conversations) and `GET /api/users/me`, at 8 and 32 concurrent
+//! connections, in one run and interleaved:
+//! - the release `workspace-server` binary (a separate process, default
+//!   configuration but the database URL, logging at `info`), driven by
+//!   keep-alive HTTP clients in this process;
+//! - `pgbench -M prepared` running exactly the statements the server runs
+//!   for that request (the same SQL constants, same parameters), against
+//!   the same database.
+//!
+//! Printed: requests (transactions) per second, p50 and p99 latency, the
+//! server's share of pgbench's throughput, and the server's resident memory
+//! idle and after the load. `BENCH_SECS` sets each measurement's length
+//! (default 10 s).
+//!
+//! Run with `cargo xtask bench api` (builds the release binary first).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use workspace_client::types::ConversationCreate;
+use workspace_server::db::datastore::{conversations, organizations, users};
+use workspace_tests::{TEST_JWT_SECRET, TestContext};
+
+const CONNECTIONS: [usize; 2] = [8, 32];
+const CONVERSATIONS: usize = 20;
+
+struct Figures {
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: usize,
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+fn figures(mut latencies_us: Vec<u32>, elapsed: Duration, errors: usize) -> Figures {
+    latencies_us.sort_unstable();
+    Figures {
+        rate: latencies_us.len() as f64 / elapsed.as_secs_f64(),
+        p50_ms: percentile(&latencies_us, 0.50),
+        p99_ms: percentile(&latencies_us, 0.99),
+        errors,
+    }
+}
+
+/// `connections` keep-alive clients, each sending `url` in a loop.
+async fn drive(url: &str, token: &str, connections: usize, secs: Duration) -> Figures {
+    // Warm-up: open the connections and fill the statement caches.
+    let clients: Vec<reqwest::Client> = (0..connections)
+        .map(|_| {
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .expect("client")
+        })
+        .collect();
+    for c in &clients {
+        let _ = c.get(url).bearer_auth(token).send().await;
+    }
+    let start = Instant::now();
+    let deadline = start + secs;
+    let mut tasks = Vec::new();
+    for client in clients {
+        let url = url.to_string();
+        let token = token.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(100_000);
+            let mut errors = 0;
+            while Instant::now() < deadline {
+                let sent = Instant::now();
+                match client.get(&url).bearer_auth(&token).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        latencies.push(sent.elapsed().as_micros() as u32);
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (latencies, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.expect("driver");
+        all.extend(l);
+        errors += e;
+    }
+    figures(all, start.elapsed(), errors)
+}
+
+struct PgTarget {
+    host: String,
+    port: u16,
+    user: String,
+    dbname: String,
+    password: Option<String>,
+}
+
+fn pg_target(db_url: &str) -> PgTarget {
+    let config: tokio_postgres::Config = db_url.parse().expect("database URL");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    PgTarget {
+        host,
+        port: config.get_ports().first().copied().unwrap_or(5432),
+        user: config.get_user().unwrap_or("postgres").to_string(),
+        dbname: config.get_dbname().expect("dbname").to_string(),
+        password: config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+    }
+}
+
+/// The server's SQL as a pgbench script: `$n` become pgbench variables.
+fn script(statements: &[(&str, &[&str])]) -> String {
+    let mut out = String::new();
+    for (sql, vars) in statements {
+        let mut sql = sql.to_string();
+        for (i, var) in vars.iter().enumerate().rev() {
+            sql = sql.replace(&format!("${}", i + 1), &format!(":{var}"));
+        }
+        out.push_str(&sql);
+        out.push_str(";\n");
+    }
+    out
+}
+
+fn pgbench(
+    bin: &PathBuf,
+    target: &PgTarget,
+    script: &str,
+    vars: &[(&str, String)],
+    connections: usize,
+    secs: Duration,
+) -> Figures {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("script.sql");
+    std::fs::write(&file, script).expect("script");
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(dir.path())
+        .args([
+            "-n",
+            "-M",
+            "prepared",
+            "-j",
+            "2",
+            "--log",
+            "--log-prefix=pgb",
+        ])
+        .args(["-c", &connections.to_string()])
+        .args(["-T", &secs.as_secs().to_string()])
+        .args(["-h", &target.host, "-p", &target.port.to_string()])
+        .args(["-U", &target.user])
+        .arg("-f")
+        .arg(&file);
+    for (k, v) in vars {
+        cmd.args(["-D", &format!("{k}={v}")]);
+    }
+    if let Some(p) = &target.password {
+        cmd.env("PGPASSWORD", p);
+    }
+    cmd.arg(&target.dbname);
+    let output = cmd.output().expect("running pgbench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "pgbench failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tps: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("pgbench tps");
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).expect("logs") {
+        let path = entry.expect("entry").path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("pgb"))
+        {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).expect("log").lines() {
+            if let Some(us) = line.split_whitespace().nth(2).and_then(|v| v.parse().ok()) {
+                latencies.push(us);
+            }
+        }
+    }
+    let mut f = figures(latencies, secs, 0);
+    f.rate = tps;
+    f
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn start_binary(db_url: &str) -> (ServerProcess, String) {
+    let bin = std::env::var("WORKSPACE_SERVER_BIN")
+        .expect("WORKSPACE_SERVER_BIN: the workspace-server binary (cargo xtask bench api)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("port")
+        .port();
+    let child = Command::new(bin)
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", db_url)
+        .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
+        .env("WORKSPACE_LOG_LEVEL", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting workspace-server");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if http
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return (ServerProcess(child), base);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("workspace-server did not start");
+}
+
+fn row(what: &str, conns: usize, s: &Figures, p: &Figures) {
+    println!(
+        "{what:<28} {conns:>5} | {:>9.0} {:>7.2} {:>7.2} {:>6} | {:>9.0} {:>7.2} {:>7.2} | {:>5.0} %",
+        s.rate,
+        s.p50_ms,
+        s.p99_ms,
+        s.errors,
+        p.rate,
+        p.p50_ms,
+        p.p99_ms,
+        100.0 * s.rate / p.rate
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let secs = Duration::from_secs(
+        std::env::var("BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10),
+    );
+    let cx = TestContext::new("bench_api").await;
+    let user = cx.user("bench").await;
+    let org = user.personal_org().await;
+    for i in 0..CONVERSATIONS {
+        user.client
+            .conversation_create()
+            .org_id(org)
+            .body(ConversationCreate::builder().title(format!("Conversation {i}")))
+            .send()
+            .await
+            .expect("conversation");
+    }
+    let (server, base) = start_binary(&cx.db_url).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_rss = rss_mb(server.0.id());
+
+    let root = workspace_embedded_db::data_root();
+    let pgbench_bin = workspace_embedded_db::PgInstall::locate_or_provision(&root)
+        .expect("PostgreSQL binaries")
+        .bin_dir
+        .join("pgbench");
+    let target = pg_target(&cx.db_url);
+    let vars = [
+        ("user_id", user.id.to_string()),
+        ("org_id", org.to_string()),
+    ];
+    let endpoints: [(&str, String, String); 2] = [
+        (
+            "GET /api/conversation/list",
+            format!("{base}/api/conversation/list?org_id={org}"),
+            script(&[
+                (organizations::ACCESS_BY_ORG, &["user_id", "org_id"]),
+                (conversations::CONVERSATION_LIST, &["org_id"]),
+            ]),
+        ),
+        (
+            "GET /api/users/me",
+            format!("{base}/api/users/me"),
+            script(&[(users::USER_ME, &["user_id"])]),
+        ),
+    ];
+
+    println!(
+        "\nworkspace-server (release) vs pgbench -M prepared running the endpoint's own SQL; \
+         {} s each, interleaved",
+        secs.as_secs()
+    );
+    println!(
+        "{:<28} {:>5} | {:>9} {:>7} {:>7} {:>6} | {:>9} {:>7} {:>7} | {:>7}",
+        "endpoint",
+        "conns",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "pgbench",
+        "p50 ms",
+        "p99 ms",
+        "share"
+    );
+    for (what, url, sql) in &endpoints {
+        for conns in CONNECTIONS {
+            let s = drive(url, &user.token, conns, secs).await;
+            let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
+            row(what, conns, &s, &p);
+        }
+    }
+    println!(
+        "\nserver resident memory: {idle_rss:.1} MB idle, {:.1} MB after the load",
+        rss_mb(server.0.id())
+    );
+    drop(server);
+    cx.teardown().await;
+}
