@@ -52,23 +52,91 @@ struct Redact {
     inner: slog::Logger,
 }
 
-/// The logger's key-value pairs, with redacted values.
-struct Collected(Vec<(Key, String)>);
+/// A serializer that redacts values on their way to another serializer:
+/// nothing is collected or allocated for values without a query string.
+struct RedactingSerializer<'a> {
+    inner: &'a mut dyn Serializer,
+}
 
-impl Serializer for Collected {
+impl Serializer for RedactingSerializer<'_> {
     fn emit_arguments(&mut self, key: Key, val: &fmt::Arguments<'_>) -> slog::Result {
+        // Plain text without arguments (most keys' values are formatted
+        // lazily, so this is the usual path only for literals).
+        if let Some(text) = val.as_str() {
+            return match redact_query(text) {
+                Cow::Borrowed(_) => self.inner.emit_arguments(key, val),
+                Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+            };
+        }
         let text = val.to_string();
-        self.0.push((key, redact_query(&text).into_owned()));
-        Ok(())
+        match redact_query(&text) {
+            Cow::Borrowed(_) => self.inner.emit_str(key, &text),
+            Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+        }
+    }
+
+    // Values that cannot hold a query string pass through untouched.
+    fn emit_usize(&mut self, key: Key, val: usize) -> slog::Result {
+        self.inner.emit_usize(key, val)
+    }
+    fn emit_isize(&mut self, key: Key, val: isize) -> slog::Result {
+        self.inner.emit_isize(key, val)
+    }
+    fn emit_bool(&mut self, key: Key, val: bool) -> slog::Result {
+        self.inner.emit_bool(key, val)
+    }
+    fn emit_u8(&mut self, key: Key, val: u8) -> slog::Result {
+        self.inner.emit_u8(key, val)
+    }
+    fn emit_u16(&mut self, key: Key, val: u16) -> slog::Result {
+        self.inner.emit_u16(key, val)
+    }
+    fn emit_u32(&mut self, key: Key, val: u32) -> slog::Result {
+        self.inner.emit_u32(key, val)
+    }
+    fn emit_u64(&mut self, key: Key, val: u64) -> slog::Result {
+        self.inner.emit_u64(key, val)
+    }
+    fn emit_i8(&mut self, key: Key, val: i8) -> slog::Result {
+        self.inner.emit_i8(key, val)
+    }
+    fn emit_i16(&mut self, key: Key, val: i16) -> slog::Result {
+        self.inner.emit_i16(key, val)
+    }
+    fn emit_i32(&mut self, key: Key, val: i32) -> slog::Result {
+        self.inner.emit_i32(key, val)
+    }
+    fn emit_i64(&mut self, key: Key, val: i64) -> slog::Result {
+        self.inner.emit_i64(key, val)
+    }
+    fn emit_f64(&mut self, key: Key, val: f64) -> slog::Result {
+        self.inner.emit_f64(key, val)
+    }
+    fn emit_unit(&mut self, key: Key) -> slog::Result {
+        self.inner.emit_unit(key)
+    }
+    fn emit_none(&mut self, key: Key) -> slog::Result {
+        self.inner.emit_none(key)
+    }
+    fn emit_str(&mut self, key: Key, val: &str) -> slog::Result {
+        match redact_query(val) {
+            Cow::Borrowed(v) => self.inner.emit_str(key, v),
+            Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+        }
     }
 }
 
-impl KV for Collected {
-    fn serialize(&self, _record: &Record<'_>, serializer: &mut dyn Serializer) -> slog::Result {
-        for (key, value) in &self.0 {
-            serializer.emit_str(key.clone(), value)?;
-        }
-        Ok(())
+/// Key-values whose serialization goes through [`RedactingSerializer`].
+struct RedactedKV<T>(T);
+
+impl<T: KV> KV for RedactedKV<T> {
+    fn serialize(&self, record: &Record<'_>, serializer: &mut dyn Serializer) -> slog::Result {
+        self.0.serialize(
+            record,
+            &mut RedactingSerializer {
+                inner: serializer,
+            },
+        )
     }
 }
 
@@ -77,10 +145,18 @@ impl Drain for Redact {
     type Err = slog::Never;
 
     fn log(&self, record: &Record<'_>, values: &OwnedKVList) -> Result<(), slog::Never> {
-        let mut collected = Collected(Vec::new());
-        let _ = values.serialize(record, &mut collected);
-        let values = OwnedKVList::from(slog::OwnedKV(collected));
-        Drain::log(&self.inner, record, &values)
+        // The logger's values (where dropshot puts the URI) and the
+        // record's own, both redacted lazily when the inner drain
+        // serializes them; cloning an OwnedKVList is an Arc clone.
+        let values = OwnedKVList::from(slog::OwnedKV(RedactedKV(values.clone())));
+        let kv = RedactedKV(record.kv());
+        let statics = slog::RecordStatic {
+            location: record.location(),
+            tag: record.tag(),
+            level: record.level(),
+        };
+        let record = Record::new(&statics, record.msg(), slog::BorrowedKV(&kv));
+        Drain::log(&self.inner, &record, &values)
     }
 }
 
@@ -104,5 +180,53 @@ mod tests {
             redact_query("/cb?code=c&state=s"),
             "/cb?code=[redacted]&state=[redacted]"
         );
+    }
+
+    #[test]
+    fn the_drain_redacts_logger_and_record_values() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Capture(Arc<Mutex<Vec<String>>>);
+        struct Collect<'a>(&'a mut Vec<String>);
+        impl slog::Serializer for Collect<'_> {
+            fn emit_arguments(
+                &mut self,
+                key: slog::Key,
+                val: &std::fmt::Arguments<'_>,
+            ) -> slog::Result {
+                self.0.push(format!("{key}={val}"));
+                Ok(())
+            }
+        }
+        impl slog::Drain for Capture {
+            type Ok = ();
+            type Err = slog::Never;
+            fn log(
+                &self,
+                record: &slog::Record<'_>,
+                values: &slog::OwnedKVList,
+            ) -> Result<(), slog::Never> {
+                use slog::KV;
+                let mut out = Vec::new();
+                let _ = record.kv().serialize(record, &mut Collect(&mut out));
+                let _ = values.serialize(record, &mut Collect(&mut out));
+                self.0.lock().unwrap().extend(out);
+                Ok(())
+            }
+        }
+        let capture = Capture::default();
+        let inner = slog::Logger::root(capture.clone(), slog::o!());
+        let log = super::redacting(inner, slog::Level::Info)
+            .new(slog::o!("uri" => "/api/invitations/validate?token=SECRET", "n" => 3u32));
+        slog::info!(log, "request completed"; "path" => "/x?code=SECRET2", "status" => 200u16);
+        slog::debug!(log, "dropped below the level"; "uri" => "/y?token=SECRET3");
+        let lines = capture.0.lock().unwrap().clone();
+        let joined = lines.join(" ");
+        assert!(!joined.contains("SECRET"), "{joined}");
+        assert!(joined.contains("token=[redacted]"), "{joined}");
+        assert!(joined.contains("code=[redacted]"), "{joined}");
+        assert!(joined.contains("status=200"), "{joined}");
+        assert!(joined.contains("n=3"), "{joined}");
+        assert_eq!(lines.len(), 4, "{joined}");
     }
 }
