@@ -188,7 +188,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("title")
@@ -234,7 +235,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -280,7 +282,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).",
@@ -298,16 +301,18 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
-                    .help("Messages per page: 1 to 100, default 20."),
+                    .help(
+                        "Messages per page: 1 to 100 (else `400 invalid_pagination`), default 20.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("offset")
                     .long("offset")
                     .value_parser(::clap::value_parser!(u32))
                     .required(false)
-                    .help("Number of messages to skip, default 0."),
+                    .help("Number of messages to skip (not a page number), default 0."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -333,7 +338,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -377,7 +383,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("role-id")
@@ -410,7 +417,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("invitation-id")
                     .long("invitation-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The invitation's id."),
             )
             .about(
                 "Fetch one invitation.\n\nThe invitation's organization is looked up first, then the caller is authorized there: admin or owner role (level 80 or more). An invitation of an organization the caller is not an active member of is `404 not_found`, exactly like a missing one; a member below level 80 gets `403 forbidden`.\n\n`token` is the token issued at creation (the one in the e-mail's link; `resend` keeps it). It is stored sealed with the server's secrets key (XChaCha20-Poly1305, bound to the invitation) and looked up by its SHA-256, never kept in clear. It is null only for invitations created before tokens were kept.",
@@ -422,7 +430,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("status")
@@ -451,7 +460,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("invitation-id")
                     .long("invitation-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The invitation's id."),
             )
             .about(
                 "Resend an invitation's e-mail, extending its lifetime.\n\nAuthorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be resent (`409 invitation_not_pending` otherwise; an expired invitation is replaced by creating a new one). The expiry becomes 7 days from now.\n\nThe e-mail carries the same token as the first one (the token is issued at creation only), so every link sent for the invitation works until it is accepted, revoked or expired. Here a failed delivery fails the request (`503 mail_unavailable`; the invitation stays pending with the new expiry, and resending again is safe). An invitation created before tokens were kept cannot be resent (`409 invitation_token_unavailable`: revoke it and create a new one).",
@@ -463,7 +473,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("invitation-id")
                     .long("invitation-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The invitation's id."),
             )
             .about(
                 "Revoke an invitation.\n\nAuthorization as for `get` (404 outside the caller's organizations, 403 below level 80). Only a `pending`, unexpired invitation can be revoked (`409 invitation_not_pending` otherwise). Its token stops working at once; an `invited` membership made by `POST /api/users/invite` is removed with it. Revocation is final.",
@@ -488,7 +499,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List the language models an organization can use.\n\nAn addition to the spec, so that clients can find the `model_id` to pass to `create_session`. Any active member of the organization may call it (no further permission). Every model configured on the server is available to every organization; with no provider configured the list holds only `offline-dev-model` (provider `offline`), a built-in development model that answers without a network. Model ids are stable across restarts (models are keyed by name). Sorted by name.",
@@ -553,7 +565,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "Show an organization's feature gates and quotas.\n\nAn addition to the spec. Any active member. Values the organization has not overridden are the server's configured defaults.",
@@ -589,7 +602,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("team-members")
@@ -649,7 +663,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -681,7 +696,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List an organization's roles.\n\nRequires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.",
@@ -731,7 +747,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("permission-id")
                     .long("permission-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The permission's id."),
             )
             .about(
                 "Delete a permission.\n\nSystem administrators only (`403 forbidden`). Query: `permission_id`. The permission is removed from every role that had it. `*:*` (the owner role's grant) is protected: `409 permission_protected`. `404` for an unknown id.",
@@ -743,13 +760,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("role-id")
                     .long("role-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("A role of the organization."),
             )
             .about(
                 "Delete a custom role.\n\nRequires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by any membership in any state (`409 role_in_use`). Deletion is permanent.",
@@ -780,13 +799,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("role-id")
                     .long("role-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("A role of the organization."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -830,7 +851,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("role")
@@ -862,9 +884,11 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
-                    .help("Rows per page, 1 to 100. Default 10."),
+                    .help(
+                        "Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("offset")
@@ -879,7 +903,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes active members (`status` `active`, `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already active members are left out. Invited, suspended and deleted memberships appear only through their invitation row.\n\nOrder: active users first (most recently joined first), then invitations (newest created first); ties by e-mail. `total` counts both kinds over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
@@ -897,7 +922,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("role-id")
@@ -909,7 +935,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("user-id")
                     .long("user-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The member whose role changes (a user id)."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -1218,7 +1245,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("conversation-id") {
             request = request.conversation_id(value.clone());
         }
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<u32>("offset") {
@@ -1793,7 +1820,7 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_users_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_list();
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<u32>("offset") {

@@ -193,6 +193,285 @@ pub mod types {
             Default::default()
         }
     }
+    ///One Server-Sent Event of `POST /api/conversation/stream_chat`, sent as `data: <json>` followed by a blank line.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum ConversationStreamEvent {
+        Start(ConversationStreamEventStart),
+        Content(ConversationStreamEventContent),
+        End(ConversationStreamEventEnd),
+        Error(ConversationStreamEventError),
+    }
+    impl ::std::convert::From<ConversationStreamEventStart> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventStart) -> Self {
+            Self::Start(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventContent> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventContent) -> Self {
+            Self::Content(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventEnd> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventEnd) -> Self {
+            Self::End(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventError> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventError) -> Self {
+            Self::Error(value)
+        }
+    }
+    ///The next piece of the answer, in order.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventContent {
+        pub content: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventContentType,
+    }
+    impl ConversationStreamEventContent {
+        pub fn builder() -> builder::ConversationStreamEventContent {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventContentType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventContentType {
+        #[serde(rename = "content")]
+        Content,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventContentType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Content => f.write_str("content"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventContentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "content" => Ok(Self::Content),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer is complete and stored.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventEnd {
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventEndType,
+    }
+    impl ConversationStreamEventEnd {
+        pub fn builder() -> builder::ConversationStreamEventEnd {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventEndType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventEndType {
+        #[serde(rename = "end")]
+        End,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventEndType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::End => f.write_str("end"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventEndType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "end" => Ok(Self::End),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer failed (an addition to the spec); the stream ends here, without `end`. The text sent so far is stored, marked `failed`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventError {
+        pub error_code: ::std::string::String,
+        pub message: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventErrorType,
+    }
+    impl ConversationStreamEventError {
+        pub fn builder() -> builder::ConversationStreamEventError {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventErrorType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventErrorType {
+        #[serde(rename = "error")]
+        Error,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventErrorType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Error => f.write_str("error"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventErrorType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "error" => Ok(Self::Error),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer begins; `message_id` is the id of the assistant message.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventStart {
+        pub message_id: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventStartType,
+    }
+    impl ConversationStreamEventStart {
+        pub fn builder() -> builder::ConversationStreamEventStart {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventStartType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventStartType {
+        #[serde(rename = "start")]
+        Start,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventStartType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Start => f.write_str("start"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventStartType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "start" => Ok(Self::Start),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///A conversation with all its sessions.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -370,14 +649,16 @@ pub mod types {
             Default::default()
         }
     }
-    ///Error information from a response.
+    ///The body of every error response. `error_code` is stable (match on it); `message` is for people.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct Error {
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub error_code: ::std::option::Option<::std::string::String>,
+        ///A stable snake_case code; each response lists the codes it can carry.
+        pub error_code: ::std::string::String,
+        ///A lowercase sentence for people; never internals.
         pub message: ::std::string::String,
+        ///The request's id, as logged by the server (also in the `x-request-id` header).
         pub request_id: ::std::string::String,
     }
     impl Error {
@@ -472,16 +753,16 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         ///The inviting user (`name` is their full name); null when that account no longer exists.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invited_by: ::std::option::Option<NamedRef>,
-        ///The personal message, if any.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The personal message; null when there is none.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub message: ::std::option::Option<::std::string::String>,
         pub organization: NamedRef,
         pub role: NamedRef,
         pub status: InvitationStatus,
         ///The acceptance token (single use), issued at creation and kept through `resend`. Null only for invitations created before tokens were kept.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub token: ::std::option::Option<::std::string::String>,
     }
     impl Invitation {
@@ -594,14 +875,14 @@ pub mod types {
     )]
     pub struct InvitationBulkResult {
         pub email: ::std::string::String,
-        ///For a failed item: the reason, for people.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///For a failed item: the reason, for people; null for a created one.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub error: ::std::option::Option<::std::string::String>,
-        ///For a failed item: the `error_code` that `create` would have returned.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///For a failed item: the `error_code` that `create` would have returned; null for a created one.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub error_code: ::std::option::Option<::std::string::String>,
         ///The new invitation's id; null when the item failed.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub id: ::std::option::Option<::uuid::Uuid>,
         pub status: InvitationBulkItemStatus,
     }
@@ -637,9 +918,11 @@ pub mod types {
         pub email: ::std::string::String,
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The inviting user (`name` is their full name); null when that account no longer exists.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invited_by: ::std::option::Option<NamedRef>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The personal message; null when there is none.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub message: ::std::option::Option<::std::string::String>,
         pub role: NamedRef,
         pub status: InvitationStatus,
@@ -658,7 +941,8 @@ pub mod types {
         pub email: ::std::string::String,
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The inviting user (`name` is their full name); null when that account no longer exists.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invited_by: ::std::option::Option<NamedRef>,
         pub organization: NamedRef,
         pub role: NamedRef,
@@ -776,7 +1060,7 @@ pub mod types {
     )]
     pub struct InvitationValidation {
         ///The invitation when `valid`, else null.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invitation: ::std::option::Option<InvitationPublic>,
         ///Whether the token belongs to a `pending` invitation.
         pub valid: bool,
@@ -1125,7 +1409,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A role. `permissions` is present in create and update responses only.
+    ///A role, as listed (without its permissions).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -1138,14 +1422,36 @@ pub mod types {
         pub is_system_role: bool,
         pub name: ::std::string::String,
         ///The role's organization; `null` for system roles (every organization has its own copy of the four system roles).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub organization_id: ::std::option::Option<::uuid::Uuid>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub permissions: ::std::option::Option<::std::vec::Vec<Permission>>,
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
     }
     impl Role {
         pub fn builder() -> builder::Role {
+            Default::default()
+        }
+    }
+    ///A custom role with its permissions, as `POST /api/roles/create` and `PUT /api/roles/update` answer it.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct RoleWithPermissions {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///0 to 100, higher means more privileges.
+        pub hierarchy_level: i32,
+        pub id: ::uuid::Uuid,
+        ///Always false.
+        pub is_system_role: bool,
+        pub name: ::std::string::String,
+        ///The role's organization (never null here: system roles are neither created nor updated).
+        pub organization_id: ::uuid::Uuid,
+        ///The role's permissions, sorted by name.
+        pub permissions: ::std::vec::Vec<Permission>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl RoleWithPermissions {
+        pub fn builder() -> builder::RoleWithPermissions {
             Default::default()
         }
     }
@@ -1545,9 +1851,10 @@ pub mod types {
         pub full_name: ::std::string::String,
         pub id: ::uuid::Uuid,
         ///Always `null`: the user is a member, not an invitation.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invite_id: ::std::option::Option<::uuid::Uuid>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The user's last login; null if they never logged in.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub last_name: ::std::string::String,
         ///The membership in the organization of the request, with the new role.
@@ -1605,16 +1912,16 @@ pub mod types {
         pub first_name: ::std::string::String,
         pub full_name: ::std::string::String,
         ///The user's id; null for invitation rows.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub id: ::std::option::Option<::uuid::Uuid>,
         ///The invitation's id for invitation rows; null for active users.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invite_id: ::std::option::Option<::uuid::Uuid>,
         ///When the invitation was created; null for active users.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invited_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        ///The last login of an active user; null for invitation rows.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The last login of an active user; null for invitation rows and for users who never logged in.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub last_name: ::std::string::String,
         ///One element: this organization, with the member's role (or the invited role for invitation rows).
@@ -2408,6 +2715,236 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventContent {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventContentType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventContent {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventContent {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventContentType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventContent>
+            for super::ConversationStreamEventContent
+        {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventContent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventContent>
+            for ConversationStreamEventContent
+        {
+            fn from(value: super::ConversationStreamEventContent) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventEnd {
+            type_:
+                ::std::result::Result<super::ConversationStreamEventEndType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationStreamEventEnd {
+            fn default() -> Self {
+                Self {
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventEnd {
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventEndType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventEnd> for super::ConversationStreamEventEnd {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventEnd,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventEnd> for ConversationStreamEventEnd {
+            fn from(value: super::ConversationStreamEventEnd) -> Self {
+                Self {
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventError {
+            error_code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventErrorType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventError {
+            fn default() -> Self {
+                Self {
+                    error_code: Err("no value supplied for error_code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventError {
+            pub fn error_code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error_code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error_code: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventErrorType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventError> for super::ConversationStreamEventError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error_code: value.error_code?,
+                    message: value.message?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventError> for ConversationStreamEventError {
+            fn from(value: super::ConversationStreamEventError) -> Self {
+                Self {
+                    error_code: Ok(value.error_code),
+                    message: Ok(value.message),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventStart {
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventStartType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventStart {
+            fn default() -> Self {
+                Self {
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventStart {
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventStartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventStart> for super::ConversationStreamEventStart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventStart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message_id: value.message_id?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventStart> for ConversationStreamEventStart {
+            fn from(value: super::ConversationStreamEventStart) -> Self {
+                Self {
+                    message_id: Ok(value.message_id),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ConversationWithSessions {
             conversation: ::std::result::Result<super::Conversation, ::std::string::String>,
             sessions: ::std::result::Result<
@@ -2737,17 +3274,14 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct Error {
-            error_code: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
-                ::std::string::String,
-            >,
+            error_code: ::std::result::Result<::std::string::String, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
             request_id: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
         impl ::std::default::Default for Error {
             fn default() -> Self {
                 Self {
-                    error_code: Ok(Default::default()),
+                    error_code: Err("no value supplied for error_code".to_string()),
                     message: Err("no value supplied for message".to_string()),
                     request_id: Err("no value supplied for request_id".to_string()),
                 }
@@ -2756,7 +3290,7 @@ pub mod types {
         impl Error {
             pub fn error_code<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<::std::string::String>,
                 T::Error: ::std::fmt::Display,
             {
                 self.error_code = value
@@ -2881,12 +3415,12 @@ pub mod types {
                     email: Err("no value supplied for email".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    invited_by: Ok(Default::default()),
-                    message: Ok(Default::default()),
+                    invited_by: Err("no value supplied for invited_by".to_string()),
+                    message: Err("no value supplied for message".to_string()),
                     organization: Err("no value supplied for organization".to_string()),
                     role: Err("no value supplied for role".to_string()),
                     status: Err("no value supplied for status".to_string()),
-                    token: Ok(Default::default()),
+                    token: Err("no value supplied for token".to_string()),
                 }
             }
         }
@@ -3244,9 +3778,9 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     email: Err("no value supplied for email".to_string()),
-                    error: Ok(Default::default()),
-                    error_code: Ok(Default::default()),
-                    id: Ok(Default::default()),
+                    error: Err("no value supplied for error".to_string()),
+                    error_code: Err("no value supplied for error_code".to_string()),
+                    id: Err("no value supplied for id".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
             }
@@ -3429,8 +3963,8 @@ pub mod types {
                     email: Err("no value supplied for email".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    invited_by: Ok(Default::default()),
-                    message: Ok(Default::default()),
+                    invited_by: Err("no value supplied for invited_by".to_string()),
+                    message: Err("no value supplied for message".to_string()),
                     role: Err("no value supplied for role".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
@@ -3575,7 +4109,7 @@ pub mod types {
                     email: Err("no value supplied for email".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    invited_by: Ok(Default::default()),
+                    invited_by: Err("no value supplied for invited_by".to_string()),
                     organization: Err("no value supplied for organization".to_string()),
                     role: Err("no value supplied for role".to_string()),
                 }
@@ -3900,7 +4434,7 @@ pub mod types {
         impl ::std::default::Default for InvitationValidation {
             fn default() -> Self {
                 Self {
-                    invitation: Ok(Default::default()),
+                    invitation: Err("no value supplied for invitation".to_string()),
                     valid: Err("no value supplied for valid".to_string()),
                 }
             }
@@ -4731,10 +5265,6 @@ pub mod types {
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
             organization_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
-            permissions: ::std::result::Result<
-                ::std::option::Option<::std::vec::Vec<super::Permission>>,
-                ::std::string::String,
-            >,
             updated_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
                 ::std::string::String,
@@ -4749,8 +5279,7 @@ pub mod types {
                     id: Err("no value supplied for id".to_string()),
                     is_system_role: Err("no value supplied for is_system_role".to_string()),
                     name: Err("no value supplied for name".to_string()),
-                    organization_id: Ok(Default::default()),
-                    permissions: Ok(Default::default()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
                     updated_at: Err("no value supplied for updated_at".to_string()),
                 }
             }
@@ -4826,18 +5355,6 @@ pub mod types {
                 });
                 self
             }
-            pub fn permissions<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<
-                        ::std::option::Option<::std::vec::Vec<super::Permission>>,
-                    >,
-                T::Error: ::std::fmt::Display,
-            {
-                self.permissions = value
-                    .try_into()
-                    .map_err(|e| format!("error converting supplied value for permissions: {e}"));
-                self
-            }
             pub fn updated_at<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
@@ -4860,13 +5377,170 @@ pub mod types {
                     is_system_role: value.is_system_role?,
                     name: value.name?,
                     organization_id: value.organization_id?,
-                    permissions: value.permissions?,
                     updated_at: value.updated_at?,
                 })
             }
         }
         impl ::std::convert::From<super::Role> for Role {
             fn from(value: super::Role) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    hierarchy_level: Ok(value.hierarchy_level),
+                    id: Ok(value.id),
+                    is_system_role: Ok(value.is_system_role),
+                    name: Ok(value.name),
+                    organization_id: Ok(value.organization_id),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct RoleWithPermissions {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_system_role: ::std::result::Result<bool, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            permissions:
+                ::std::result::Result<::std::vec::Vec<super::Permission>, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for RoleWithPermissions {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    hierarchy_level: Err("no value supplied for hierarchy_level".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_system_role: Err("no value supplied for is_system_role".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    permissions: Err("no value supplied for permissions".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl RoleWithPermissions {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn hierarchy_level<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hierarchy_level = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for hierarchy_level: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_system_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_system_role = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for is_system_role: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn permissions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Permission>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.permissions = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for permissions: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RoleWithPermissions> for super::RoleWithPermissions {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RoleWithPermissions,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    hierarchy_level: value.hierarchy_level?,
+                    id: value.id?,
+                    is_system_role: value.is_system_role?,
+                    name: value.name?,
+                    organization_id: value.organization_id?,
+                    permissions: value.permissions?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RoleWithPermissions> for RoleWithPermissions {
+            fn from(value: super::RoleWithPermissions) -> Self {
                 Self {
                     created_at: Ok(value.created_at),
                     description: Ok(value.description),
@@ -5437,8 +6111,8 @@ pub mod types {
                     first_name: Err("no value supplied for first_name".to_string()),
                     full_name: Err("no value supplied for full_name".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    invite_id: Ok(Default::default()),
-                    last_active_at: Ok(Default::default()),
+                    invite_id: Err("no value supplied for invite_id".to_string()),
+                    last_active_at: Err("no value supplied for last_active_at".to_string()),
                     last_name: Err("no value supplied for last_name".to_string()),
                     organizations: Err("no value supplied for organizations".to_string()),
                     status: Err("no value supplied for status".to_string()),
@@ -5803,10 +6477,10 @@ pub mod types {
                     email: Err("no value supplied for email".to_string()),
                     first_name: Err("no value supplied for first_name".to_string()),
                     full_name: Err("no value supplied for full_name".to_string()),
-                    id: Ok(Default::default()),
-                    invite_id: Ok(Default::default()),
-                    invited_at: Ok(Default::default()),
-                    last_active_at: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    invite_id: Err("no value supplied for invite_id".to_string()),
+                    invited_at: Err("no value supplied for invited_at".to_string()),
+                    last_active_at: Err("no value supplied for last_active_at".to_string()),
                     last_name: Err("no value supplied for last_name".to_string()),
                     organizations: Err("no value supplied for organizations".to_string()),
                     status: Err("no value supplied for status".to_string()),
@@ -6229,6 +6903,9 @@ impl Client {
 
     Sends a `POST` request to `/api/conversation/create`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.conversation_create()
         .org_id(org_id)
@@ -6245,6 +6922,9 @@ impl Client {
 
     Sends a `POST` request to `/api/conversation/create_session`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.conversation_create_session()
         .org_id(org_id)
@@ -6280,6 +6960,8 @@ impl Client {
 
     Sends a `GET` request to `/api/conversation/list`
 
+    Arguments:
+    - `org_id`: The organization.
     ```ignore
     let response = client.conversation_list()
         .org_id(org_id)
@@ -6297,8 +6979,8 @@ impl Client {
 
     Arguments:
     - `conversation_id`: The conversation.
-    - `limit`: Messages per page: 1 to 100, default 20.
-    - `offset`: Number of messages to skip, default 0.
+    - `limit`: Messages per page: 1 to 100 (else `400 invalid_pagination`), default 20.
+    - `offset`: Number of messages to skip (not a page number), default 0.
     - `org_id`: The organization.
     ```ignore
     let response = client.conversation_messages()
@@ -6328,6 +7010,9 @@ impl Client {
 
     Sends a `POST` request to `/api/conversation/stream_chat`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.conversation_stream_chat()
         .org_id(org_id)
@@ -6346,6 +7031,9 @@ impl Client {
 
     Sends a `POST` request to `/api/invitations/bulk_create`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.invitations_bulk_create()
         .org_id(org_id)
@@ -6368,6 +7056,9 @@ impl Client {
 
     Sends a `POST` request to `/api/invitations/create`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.invitations_create()
         .org_id(org_id)
@@ -6386,6 +7077,8 @@ impl Client {
 
     Sends a `GET` request to `/api/invitations/get`
 
+    Arguments:
+    - `invitation_id`: The invitation's id.
     ```ignore
     let response = client.invitations_get()
         .invitation_id(invitation_id)
@@ -6402,7 +7095,7 @@ impl Client {
     Sends a `GET` request to `/api/invitations/list`
 
     Arguments:
-    - `org_id`
+    - `org_id`: The organization.
     - `status`: Only invitations in this state (default: all).
     ```ignore
     let response = client.invitations_list()
@@ -6422,6 +7115,8 @@ impl Client {
 
     Sends a `POST` request to `/api/invitations/resend`
 
+    Arguments:
+    - `invitation_id`: The invitation's id.
     ```ignore
     let response = client.invitations_resend()
         .invitation_id(invitation_id)
@@ -6437,6 +7132,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/invitations/revoke`
 
+    Arguments:
+    - `invitation_id`: The invitation's id.
     ```ignore
     let response = client.invitations_revoke()
         .invitation_id(invitation_id)
@@ -6469,6 +7166,8 @@ impl Client {
 
     Sends a `GET` request to `/api/models/list`
 
+    Arguments:
+    - `org_id`: The organization.
     ```ignore
     let response = client.models_list()
         .org_id(org_id)
@@ -6516,6 +7215,8 @@ impl Client {
 
     Sends a `GET` request to `/api/org/features`
 
+    Arguments:
+    - `org_id`: The organization.
     ```ignore
     let response = client.org_features()
         .org_id(org_id)
@@ -6531,6 +7232,9 @@ impl Client {
 
     Sends a `PUT` request to `/api/org/features`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.org_update_features()
         .org_id(org_id)
@@ -6561,6 +7265,9 @@ impl Client {
 
     Sends a `POST` request to `/api/roles/create`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.roles_create()
         .org_id(org_id)
@@ -6591,6 +7298,8 @@ impl Client {
 
     Sends a `GET` request to `/api/roles/list_roles`
 
+    Arguments:
+    - `org_id`: The organization.
     ```ignore
     let response = client.roles_list_roles()
         .org_id(org_id)
@@ -6621,6 +7330,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/roles/permission`
 
+    Arguments:
+    - `permission_id`: The permission's id.
     ```ignore
     let response = client.roles_delete_permission()
         .permission_id(permission_id)
@@ -6636,6 +7347,9 @@ impl Client {
 
     Sends a `DELETE` request to `/api/roles/remove`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `role_id`: A role of the organization.
     ```ignore
     let response = client.roles_remove()
         .org_id(org_id)
@@ -6652,6 +7366,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/roles/update`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `role_id`: A role of the organization.
+    - `body`
     ```ignore
     let response = client.roles_update()
         .org_id(org_id)
@@ -6675,6 +7393,9 @@ impl Client {
 
     Sends a `POST` request to `/api/users/invite`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.users_invite()
         .org_id(org_id)
@@ -6698,9 +7419,9 @@ impl Client {
     Sends a `GET` request to `/api/users/list`
 
     Arguments:
-    - `limit`: Rows per page, 1 to 100. Default 10.
+    - `limit`: Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
     - `offset`: A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0.
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.users_list()
         .limit(limit)
@@ -6732,6 +7453,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/users/update`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `user_id`: The member whose role changes (a user id).
+    - `body`
     ```ignore
     let response = client.users_update()
         .org_id(org_id)
@@ -6848,10 +7573,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -6925,10 +7659,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7004,10 +7747,28 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                410u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7098,10 +7859,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7199,10 +7969,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7285,10 +8067,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7352,10 +8146,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7369,7 +8172,7 @@ pub mod builder {
     pub struct ConversationMessages<'a> {
         client: &'a super::Client,
         conversation_id: Result<::uuid::Uuid, String>,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
@@ -7394,12 +8197,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self
@@ -7468,10 +8270,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7558,10 +8372,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => Ok(ResponseValue::stream(response)),
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7660,10 +8489,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7758,10 +8596,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7828,10 +8678,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7913,10 +8775,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -7985,10 +8856,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8057,10 +8943,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8123,10 +9024,13 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8189,10 +9093,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8268,10 +9181,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8332,10 +9260,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8396,10 +9333,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8490,10 +9436,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8542,10 +9500,13 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8599,7 +9560,9 @@ pub mod builder {
             self
         }
         ///Sends a `POST` request to `/api/roles/create`
-        pub async fn send(self) -> Result<ResponseValue<types::Role>, Error<types::Error>> {
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::RoleWithPermissions>, Error<types::Error>> {
             let Self {
                 client,
                 org_id,
@@ -8636,10 +9599,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8688,10 +9663,13 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8754,10 +9732,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8835,10 +9822,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8907,10 +9906,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -8990,10 +10004,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9058,7 +10087,9 @@ pub mod builder {
             self
         }
         ///Sends a `PUT` request to `/api/roles/update`
-        pub async fn send(self) -> Result<ResponseValue<types::Role>, Error<types::Error>> {
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::RoleWithPermissions>, Error<types::Error>> {
             let Self {
                 client,
                 org_id,
@@ -9098,10 +10129,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9194,10 +10240,22 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 201u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9210,7 +10268,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct UsersList<'a> {
         client: &'a super::Client,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
@@ -9225,12 +10283,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self
@@ -9293,10 +10350,19 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9342,10 +10408,13 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9452,10 +10521,25 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9501,10 +10585,7 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
-                    ResponseValue::from_response(response).await?,
-                )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),
@@ -9550,10 +10631,10 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
-                400u16..=499u16 => Err(Error::ErrorResponse(
+                500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
-                500u16..=599u16 => Err(Error::ErrorResponse(
+                503u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 _ => Err(Error::UnexpectedResponse(response)),

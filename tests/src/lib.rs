@@ -368,10 +368,9 @@ pub fn error_of<T: std::fmt::Debug>(
 ) -> (u16, String) {
     match result {
         Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(workspace_client::Error::ErrorResponse(resp)) => (
-            resp.status().as_u16(),
-            resp.error_code.clone().unwrap_or_default(),
-        ),
+        Err(workspace_client::Error::ErrorResponse(resp)) => {
+            (resp.status().as_u16(), resp.error_code.clone())
+        }
         Err(other) => panic!("expected an error response, got {other:?}"),
     }
 }

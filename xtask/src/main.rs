@@ -4,7 +4,9 @@
 //!   generated from the API trait alone.
 //! - `client generate|check`: write or verify the progenitor-generated client
 //!   (`client/src/generated.rs`) and CLI (`cli/src/generated_cli.rs`).
-//! - `generate` / `check`: all of the above.
+//! - `generate` / `check`: all of the above; `check` also lints the document
+//!   (redocly) and compiles a TypeScript consumer against types generated
+//!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
 //! - `bench [relay|api] [--dev]`: benchmarks (figures printed, not
@@ -39,7 +41,8 @@ enum Task {
     },
     /// Regenerate every generated artefact.
     Generate,
-    /// Check that no generated artefact drifted from its source.
+    /// Check that no generated artefact drifted from its source, lint the
+    /// document and compile the TypeScript consumer in `contract/`.
     Check,
     /// The private PostgreSQL cluster used by tests.
     Db {
@@ -127,7 +130,84 @@ fn workspace_root() -> PathBuf {
 fn check_all(root: &Path) -> Result<()> {
     let a = openapi(root, Mode::Check);
     let b = client(root, Mode::Check);
-    a.and(b)
+    let c = contract(root);
+    a.and(b).and(c)
+}
+
+// ---------------------------------------------------------------------------
+// The document as a frontend consumes it
+
+/// Checks `openapi/workspace.json` with the tools a frontend uses, pinned in
+/// `contract/package.json` (installed with npm when missing or changed):
+/// `redocly lint` with the recommended ruleset (no errors; warnings are
+/// printed), then `openapi-typescript` types and `tsc --strict` compiling
+/// `contract/consumer.ts` against them.
+fn contract(root: &Path) -> Result<()> {
+    let dir = root.join("contract");
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .context("running node (install Node.js 20.19+ and npm)")?;
+    let version = String::from_utf8_lossy(&node.stdout).trim().to_string();
+    let parts: Vec<u32> = version
+        .trim_start_matches('v')
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    if parts.len() < 2 || (parts[0], parts[1]) < (20, 19) {
+        bail!("contract/ needs Node.js 20.19 or newer (@redocly/cli), found {version:?}");
+    }
+    let manifest = std::fs::read_to_string(dir.join("package.json"))
+        .context("reading contract/package.json")?;
+    // Records which package.json the installed modules belong to.
+    let marker = dir.join("node_modules/.workspace-package.json");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
+        println!("installing contract/package.json with npm");
+        let status = Command::new("npm")
+            .current_dir(&dir)
+            .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
+            .status()
+            .context("running npm (install Node.js 20.19+ and npm)")?;
+        if !status.success() {
+            bail!("npm install in contract/ failed");
+        }
+        std::fs::write(&marker, &manifest)?;
+    }
+    let tool = |name: &str| dir.join("node_modules/.bin").join(name);
+    let run = |what: &str, cmd: &mut Command| -> Result<()> {
+        let status = cmd
+            .current_dir(&dir)
+            .env("REDOCLY_TELEMETRY", "off")
+            .env("REDOCLY_SUPPRESS_UPDATE_NOTICE", "true")
+            .status()
+            .with_context(|| format!("running {what}"))?;
+        if !status.success() {
+            bail!("{what} failed on openapi/workspace.json");
+        }
+        println!("ok: {what}");
+        Ok(())
+    };
+    run(
+        "redocly lint (recommended)",
+        Command::new(tool("redocly")).args([
+            "lint",
+            "--extends",
+            "recommended",
+            "../openapi/workspace.json",
+        ]),
+    )?;
+    run(
+        "openapi-typescript",
+        Command::new(tool("openapi-typescript")).args([
+            "../openapi/workspace.json",
+            "--output",
+            "generated/workspace.d.ts",
+        ]),
+    )?;
+    run(
+        "tsc --strict (contract/consumer.ts)",
+        Command::new(tool("tsc")).args(["-p", "tsconfig.json"]),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -180,12 +260,12 @@ fn openapi(root: &Path, mode: Mode) -> Result<()> {
 /// Operations the Rust generator cannot handle: multipart bodies
 /// (progenitor#402). They stay in the published document; the client has
 /// hand-written methods for them.
-const CLIENT_EXCLUDED_OPERATIONS: &[&str] = &[];
+const CLIENT_EXCLUDED_OPERATIONS: &[&str] = workspace_api::MULTIPART_OPERATIONS;
 
 /// Operations left out of the generated CLI only: progenitor's CLI
 /// generator emits `todo!()` for streaming responses, so these have
 /// hand-written commands in `cli/` (the client still has their methods).
-const CLI_EXCLUDED_OPERATIONS: &[&str] = &["conversation_stream_chat"];
+const CLI_EXCLUDED_OPERATIONS: &[&str] = workspace_api::STREAMING_OPERATIONS;
 
 fn load_spec_for_codegen(root: &Path, excluded: &[&[&str]]) -> Result<openapiv3::OpenAPI> {
     let text = std::fs::read_to_string(openapi_path(root))

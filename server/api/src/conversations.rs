@@ -29,9 +29,11 @@ pub struct MessagesQuery {
     pub org_id: Uuid,
     /// The conversation.
     pub conversation_id: Uuid,
-    /// Messages per page: 1 to 100, default 20.
+    /// Messages per page: 1 to 100 (else `400 invalid_pagination`),
+    /// default 20.
+    #[schemars(range(min = 1, max = "MESSAGES_MAX_LIMIT"))]
     pub limit: Option<u32>,
-    /// Number of messages to skip, default 0.
+    /// Number of messages to skip (not a page number), default 0.
     pub offset: Option<u32>,
 }
 

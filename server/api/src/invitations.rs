@@ -38,12 +38,14 @@ pub struct NamedRef {
 /// Query of the operations scoped to one organization.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationOrgQuery {
+    /// The organization.
     pub org_id: Uuid,
 }
 
 /// Query of `GET /api/invitations/list`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationListQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// Only invitations in this state (default: all).
     pub status: Option<InvitationStatus>,
@@ -52,6 +54,7 @@ pub struct InvitationListQuery {
 /// Query of the operations addressed by invitation id.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationIdQuery {
+    /// The invitation's id.
     pub invitation_id: Uuid,
 }
 
@@ -85,12 +88,15 @@ pub struct Invitation {
     pub organization: NamedRef,
     /// The inviting user (`name` is their full name); null when that
     /// account no longer exists.
+    #[schemars(with = "crate::schema::Nullable<NamedRef>")]
     pub invited_by: Option<NamedRef>,
     /// The acceptance token (single use), issued at creation and kept
     /// through `resend`. Null only for invitations created before tokens
     /// were kept.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub token: Option<String>,
-    /// The personal message, if any.
+    /// The personal message; null when there is none.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -103,7 +109,12 @@ pub struct InvitationListItem {
     pub email: String,
     pub status: InvitationStatus,
     pub role: NamedRef,
+    /// The inviting user (`name` is their full name); null when that
+    /// account no longer exists.
+    #[schemars(with = "crate::schema::Nullable<NamedRef>")]
     pub invited_by: Option<NamedRef>,
+    /// The personal message; null when there is none.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -116,6 +127,9 @@ pub struct InvitationPublic {
     pub email: String,
     pub organization: NamedRef,
     pub role: NamedRef,
+    /// The inviting user (`name` is their full name); null when that
+    /// account no longer exists.
+    #[schemars(with = "crate::schema::Nullable<NamedRef>")]
     pub invited_by: Option<NamedRef>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -127,6 +141,7 @@ pub struct InvitationValidation {
     /// Whether the token belongs to a `pending` invitation.
     pub valid: bool,
     /// The invitation when `valid`, else null.
+    #[schemars(with = "crate::schema::Nullable<InvitationPublic>")]
     pub invitation: Option<InvitationPublic>,
 }
 
@@ -185,12 +200,16 @@ pub enum InvitationBulkItemStatus {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationBulkResult {
     /// The new invitation's id; null when the item failed.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub id: Option<Uuid>,
     pub email: String,
     pub status: InvitationBulkItemStatus,
-    /// For a failed item: the `error_code` that `create` would have returned.
+    /// For a failed item: the `error_code` that `create` would have
+    /// returned; null for a created one.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub error_code: Option<String>,
-    /// For a failed item: the reason, for people.
+    /// For a failed item: the reason, for people; null for a created one.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub error: Option<String>,
 }
 

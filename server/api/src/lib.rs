@@ -7,12 +7,19 @@
 
 pub mod auth;
 pub mod conversations;
+mod document;
 pub mod extract;
 pub mod invitations;
+pub mod operations;
 pub mod orgs;
 pub mod roles;
+pub mod schema;
 pub mod system;
 pub mod users;
+
+pub use operations::{
+    MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
+};
 
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 
@@ -22,21 +29,6 @@ use crate::extract::{JsonBody, QueryParams};
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
 pub const API_VERSION: semver::Version = semver::Version::new(0, 1, 0);
-
-/// Operations that need no `Authorization` header. Every other operation
-/// requires `Authorization: Bearer <access_token>` and answers 401 without it.
-pub const PUBLIC_OPERATIONS: &[&str] = &[
-    "healthz",
-    "readyz",
-    "auth_signup",
-    "auth_login",
-    "auth_signup_invite",
-    "invitations_validate",
-];
-
-/// Operations whose success response is a Server-Sent Events stream
-/// (`text/event-stream`).
-pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat"];
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -691,9 +683,11 @@ pub trait WorkspaceApi {
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches
-/// what dropshot cannot express: the bearer security scheme (with public
-/// operations marked), and `text/event-stream` success responses plus the
-/// error responses of streaming operations.
+/// what dropshot cannot express (see [`operations`]): the server, the bearer
+/// security scheme (with public operations marked), each operation's error
+/// statuses with their `error_code`s and headers (`Retry-After`,
+/// `WWW-Authenticate`), the `text/event-stream` responses with their event
+/// schema, and `type` beside `nullable` references.
 pub fn openapi_document() -> openapiv3::OpenAPI {
     let description =
         workspace_api_mod::stub_api_description().expect("the API trait describes a valid API");
@@ -710,93 +704,6 @@ pub fn openapi_document() -> openapiv3::OpenAPI {
     let json = definition.json().expect("the OpenAPI document serialises");
     let mut doc: openapiv3::OpenAPI =
         serde_json::from_value(json).expect("dropshot emits a valid OpenAPI document");
-    patch_document(&mut doc);
+    document::patch_document(&mut doc);
     doc
-}
-
-fn patch_document(doc: &mut openapiv3::OpenAPI) {
-    use openapiv3::{
-        MediaType, ReferenceOr, Response, Schema, SchemaKind, SecurityRequirement, SecurityScheme,
-        StatusCode, Type,
-    };
-
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.security_schemes.insert(
-        "bearer".to_string(),
-        ReferenceOr::Item(SecurityScheme::HTTP {
-            scheme: "bearer".to_string(),
-            bearer_format: Some("JWT".to_string()),
-            description: Some("The `access_token` returned by `POST /api/auth/login`.".into()),
-            extensions: Default::default(),
-        }),
-    );
-    let bearer: SecurityRequirement = [("bearer".to_string(), Vec::new())].into_iter().collect();
-    doc.security = Some(vec![bearer]);
-
-    let error_response = |description: &str| {
-        let mut response = Response {
-            description: description.to_string(),
-            ..Default::default()
-        };
-        response.content.insert(
-            "application/json".to_string(),
-            MediaType {
-                schema: Some(ReferenceOr::Reference {
-                    reference: "#/components/schemas/Error".to_string(),
-                }),
-                ..Default::default()
-            },
-        );
-        ReferenceOr::Item(response)
-    };
-
-    for (_, path_item) in doc.paths.paths.iter_mut() {
-        let ReferenceOr::Item(item) = path_item else {
-            continue;
-        };
-        let ops = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for op in ops.into_iter().flatten() {
-            let Some(id) = op.operation_id.clone() else {
-                continue;
-            };
-            if PUBLIC_OPERATIONS.contains(&id.as_str()) {
-                op.security = Some(Vec::new());
-            }
-            if STREAMING_OPERATIONS.contains(&id.as_str()) {
-                let mut response = Response {
-                    description: "Server-Sent Events: lines of the form `data: <json>`".to_string(),
-                    ..Default::default()
-                };
-                response.content.insert(
-                    "text/event-stream".to_string(),
-                    MediaType {
-                        schema: Some(ReferenceOr::Item(Schema {
-                            schema_data: Default::default(),
-                            schema_kind: SchemaKind::Type(Type::String(Default::default())),
-                        })),
-                        ..Default::default()
-                    },
-                );
-                op.responses.default = None;
-                op.responses
-                    .responses
-                    .insert(StatusCode::Code(200), ReferenceOr::Item(response));
-            }
-            for range in [4u16, 5] {
-                op.responses
-                    .responses
-                    .entry(StatusCode::Range(range))
-                    .or_insert_with(|| error_response(&format!("{range}XX error")));
-            }
-        }
-    }
 }

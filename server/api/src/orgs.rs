@@ -51,6 +51,7 @@ pub struct MessageResponse {
 /// The `org_id` query parameter of org-scoped operations.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct OrgQuery {
+    /// The organization.
     pub org_id: Uuid,
 }
 

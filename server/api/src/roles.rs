@@ -13,7 +13,7 @@ pub struct Permission {
     pub description: String,
 }
 
-/// A role. `permissions` is present in create and update responses only.
+/// A role, as listed (without its permissions).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct Role {
     pub id: Uuid,
@@ -23,12 +23,55 @@ pub struct Role {
     pub hierarchy_level: i32,
     /// The role's organization; `null` for system roles (every organization
     /// has its own copy of the four system roles).
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub organization_id: Option<Uuid>,
     pub is_system_role: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    // Set by create and update only, whose responses the document describes
+    // as `RoleWithPermissions`; never sent in listings, so not in this schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub permissions: Option<Vec<Permission>>,
+}
+
+/// A custom role with its permissions, as `POST /api/roles/create` and
+/// `PUT /api/roles/update` answer it.
+// The document patcher uses this schema for those two responses: their
+// handlers return a `Role` whose `permissions` is always set, which
+// serialises identically (see the test below).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct RoleWithPermissions {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    /// 0 to 100, higher means more privileges.
+    pub hierarchy_level: i32,
+    /// The role's organization (never null here: system roles are neither
+    /// created nor updated).
+    pub organization_id: Uuid,
+    /// Always false.
+    pub is_system_role: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The role's permissions, sorted by name.
+    pub permissions: Vec<Permission>,
+}
+
+impl From<RoleWithPermissions> for Role {
+    fn from(role: RoleWithPermissions) -> Role {
+        Role {
+            id: role.id,
+            name: role.name,
+            description: role.description,
+            hierarchy_level: role.hierarchy_level,
+            organization_id: Some(role.organization_id),
+            is_system_role: role.is_system_role,
+            created_at: role.created_at,
+            updated_at: role.updated_at,
+            permissions: Some(role.permissions),
+        }
+    }
 }
 
 /// Body of `POST /api/roles/create`.
@@ -64,7 +107,9 @@ pub struct UpdateRoleRequest {
 /// Query of role operations on one role.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct RoleQuery {
+    /// The organization.
     pub org_id: Uuid,
+    /// A role of the organization.
     pub role_id: Uuid,
 }
 
@@ -83,5 +128,6 @@ pub struct CreatePermissionRequest {
 /// Query of `DELETE /api/roles/permission`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct PermissionQuery {
+    /// The permission's id.
     pub permission_id: Uuid,
 }

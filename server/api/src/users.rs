@@ -34,7 +34,9 @@ pub struct CurrentUser {
 /// Query of `PUT /api/users/update`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UpdateUserQuery {
+    /// The organization.
     pub org_id: Uuid,
+    /// The member whose role changes (a user id).
     pub user_id: Uuid,
 }
 
@@ -55,7 +57,10 @@ pub struct UpdatedUser {
     /// Always `active` (only active members can be changed).
     pub status: String,
     /// Always `null`: the user is a member, not an invitation.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub invite_id: Option<Uuid>,
+    /// The user's last login; null if they never logged in.
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
     pub last_active_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     /// The membership in the organization of the request, with the new role.
@@ -65,13 +70,20 @@ pub struct UpdatedUser {
 /// Query of `GET /api/users/list`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserListQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// A 0-based page number (not a row count): the page starts at row
     /// `offset * limit`. Default 0.
     pub offset: Option<u32>,
-    /// Rows per page, 1 to 100. Default 10.
+    /// Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
+    #[schemars(range(min = 1, max = "USERS_LIST_MAX_LIMIT"))]
     pub limit: Option<u32>,
 }
+
+/// The default of `limit` in `GET /api/users/list`.
+pub const USERS_LIST_DEFAULT_LIMIT: u32 = 10;
+/// The largest accepted `limit` in `GET /api/users/list`.
+pub const USERS_LIST_MAX_LIMIT: u32 = 100;
 
 /// The state of a row of the users list.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -89,6 +101,7 @@ pub enum UserListStatus {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserListItem {
     /// The user's id; null for invitation rows.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub id: Option<Uuid>,
     pub email: String,
     /// Empty for an invitation made without names (`/api/invitations/create`).
@@ -97,10 +110,14 @@ pub struct UserListItem {
     pub full_name: String,
     pub status: UserListStatus,
     /// The invitation's id for invitation rows; null for active users.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub invite_id: Option<Uuid>,
     /// When the invitation was created; null for active users.
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
     pub invited_at: Option<DateTime<Utc>>,
-    /// The last login of an active user; null for invitation rows.
+    /// The last login of an active user; null for invitation rows and for
+    /// users who never logged in.
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
     pub last_active_at: Option<DateTime<Utc>>,
     /// One element: this organization, with the member's role (or the
     /// invited role for invitation rows).
@@ -119,6 +136,7 @@ pub struct UserListResponse {
 /// Query of `POST /api/users/invite`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserInviteQuery {
+    /// The organization.
     pub org_id: Uuid,
 }
 

@@ -335,7 +335,7 @@ async fn login_failures_do_not_say_which_part_was_wrong() {
     };
     assert_eq!(a.status().as_u16(), 401);
     assert_eq!(b.status().as_u16(), 401);
-    assert_eq!(a.error_code.as_deref(), Some("invalid_credentials"));
+    assert_eq!(a.error_code, "invalid_credentials");
     assert_eq!(a.error_code, b.error_code);
     assert_eq!(a.message, b.message);
     cx.teardown().await;

@@ -12,8 +12,9 @@ fn openapi_document_is_up_to_date() {
 }
 
 /// Every operation has exactly one tag, a summary and a description, and
-/// declares 4XX/5XX responses with the error schema; every non-public one
-/// requires the bearer scheme.
+/// declares its error statuses (`workspace_api::error_statuses`: at least
+/// 500, 401 unless public, `Retry-After` on 429) with the error schema;
+/// every non-public one requires the bearer scheme.
 #[test]
 fn every_operation_is_documented_and_secured() {
     let doc = workspace_api::openapi_document();
@@ -33,18 +34,42 @@ fn every_operation_is_documented_and_secured() {
                 op.description.as_deref().is_some_and(|s| !s.is_empty()),
                 "{id}: description"
             );
-            for range in [4, 5] {
-                let response = op
-                    .responses
-                    .responses
-                    .get(&openapiv3::StatusCode::Range(range))
-                    .unwrap_or_else(|| panic!("{id}: no {range}XX response"));
+            let has_input = !op.parameters.is_empty() || op.request_body.is_some();
+            let expected = workspace_api::error_statuses(&id, has_input)
+                .unwrap_or_else(|| panic!("{id}: not in OPERATION_ERRORS"));
+            let declared: Vec<u16> = op
+                .responses
+                .responses
+                .keys()
+                .filter_map(|status| match status {
+                    openapiv3::StatusCode::Code(code) if *code >= 400 => Some(*code),
+                    openapiv3::StatusCode::Code(_) => None,
+                    openapiv3::StatusCode::Range(range) => {
+                        panic!("{id}: a {range}XX range instead of exact statuses")
+                    }
+                })
+                .collect();
+            let expected_statuses: Vec<u16> = expected.iter().map(|(s, _)| *s).collect();
+            assert_eq!(declared, expected_statuses, "{id}: error statuses");
+            assert!(declared.contains(&500), "{id}: 500");
+            if !public.contains(&id.as_str()) {
+                assert!(declared.contains(&401), "{id}: 401");
+            }
+            for (status, response) in &op.responses.responses {
+                let openapiv3::StatusCode::Code(code @ 400..) = status else {
+                    continue;
+                };
                 let text = serde_json::to_string(response).unwrap();
                 assert!(
-                    text.contains("#/components/schemas/Error")
-                        || text.contains("#/components/responses/Error"),
-                    "{id}: {range}XX schema: {text}"
+                    text.contains("#/components/schemas/Error"),
+                    "{id}: {code} schema: {text}"
                 );
+                if *code == 429 {
+                    assert!(
+                        text.contains("Retry-After"),
+                        "{id}: 429 without Retry-After"
+                    );
+                }
             }
             match &op.security {
                 Some(s) if s.is_empty() => assert!(public.contains(&id.as_str()), "{id} is public"),

@@ -95,12 +95,11 @@ async fn create_update_remove_custom_roles() {
     assert_eq!(created.status().as_u16(), 201);
     let created = created.into_inner();
     assert_eq!(created.name, "Reviewer");
-    assert_eq!(created.organization_id, Some(org));
+    assert_eq!(created.organization_id, org);
     assert!(!created.is_system_role);
     let names: Vec<String> = created
         .permissions
         .clone()
-        .unwrap()
         .into_iter()
         .map(|p| p.name)
         .collect();
@@ -175,12 +174,7 @@ async fn create_update_remove_custom_roles() {
     assert_eq!(updated.name, "Reviewer");
     assert_eq!(updated.description, "Reads");
     assert_eq!(updated.hierarchy_level, 30);
-    let names: Vec<String> = updated
-        .permissions
-        .unwrap()
-        .into_iter()
-        .map(|p| p.name)
-        .collect();
+    let names: Vec<String> = updated.permissions.into_iter().map(|p| p.name).collect();
     assert_eq!(names, ["conversation:read"]);
     let renamed = owner
         .client
@@ -201,7 +195,7 @@ async fn create_update_remove_custom_roles() {
         ("Auditor", 40)
     );
     assert_eq!(
-        renamed.permissions.unwrap().len(),
+        renamed.permissions.len(),
         1,
         "omitted permission_ids keep the set"
     );

@@ -1,0 +1,655 @@
+//! Patches the document dropshot generates with what the API trait cannot
+//! express. The facts come from [`crate::operations`]; this module only
+//! writes them into the document.
+
+use crate::operations::{
+    PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS, STREAMING_OPERATIONS, error_statuses,
+};
+use openapiv3::{
+    AnySchema, Discriminator, Header, HeaderStyle, MediaType, OpenAPI, Operation, Parameter,
+    ParameterSchemaOrContent, ReferenceOr, Response, Schema, SchemaKind, SecurityRequirement,
+    SecurityScheme, Server, StatusCode, Type,
+};
+
+/// The address the server listens on by default (`bind_address`).
+const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+
+/// Success responses whose schema is more precise than the handler's Rust
+/// type: `roles_create` and `roles_update` return a `Role` whose
+/// `permissions` is always set, which is exactly a `RoleWithPermissions`.
+/// (Once the trait returns `RoleWithPermissions` itself, drop the entry.)
+const RESPONSE_SCHEMAS: &[(&str, &str)] = &[
+    ("roles_create", "RoleWithPermissions"),
+    ("roles_update", "RoleWithPermissions"),
+];
+
+fn schema_ref(name: &str) -> ReferenceOr<Schema> {
+    ReferenceOr::Reference {
+        reference: format!("#/components/schemas/{name}"),
+    }
+}
+
+/// Adds the schema of `T` (and of the types it refers to) to the document's
+/// components, generated like dropshot generates its own.
+fn add_schema<T: schemars::JsonSchema>(doc: &mut OpenAPI) {
+    let mut generator = schemars::r#gen::SchemaSettings::openapi3().into_generator();
+    let root = generator.subschema_for::<T>();
+    let mut schemas: Vec<(String, schemars::schema::Schema)> =
+        generator.take_definitions().into_iter().collect();
+    if let schemars::schema::Schema::Object(o) = &root
+        && o.reference.is_none()
+    {
+        schemas.push((T::schema_name(), root));
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, schema) in schemas {
+        let schema: Schema = serde_json::from_value(
+            serde_json::to_value(&schema).expect("a schemars schema serialises"),
+        )
+        .expect("a schemars schema is an OpenAPI 3.0 schema");
+        components
+            .schemas
+            .entry(name)
+            .or_insert(ReferenceOr::Item(schema));
+    }
+}
+
+/// Turns the `oneOf` of an internally tagged enum (each variant an inline
+/// object whose `tag` property is a one-value string enum) into named
+/// variant schemas `<Name><Variant>` with a discriminator on `tag`, so code
+/// generators can narrow on it.
+fn name_tagged_variants(doc: &mut OpenAPI, name: &str, tag: &str) {
+    let components = doc.components.as_mut().expect("components exist");
+    let Some(ReferenceOr::Item(schema)) = components.schemas.get_mut(name) else {
+        panic!("{name} is an inline schema");
+    };
+    let SchemaKind::OneOf { one_of } = &mut schema.schema_kind else {
+        panic!("{name} is a oneOf");
+    };
+    let mut mapping: Vec<(String, String, Schema)> = Vec::new();
+    for variant in one_of.iter_mut() {
+        let ReferenceOr::Item(item) = variant else {
+            continue;
+        };
+        let SchemaKind::Type(Type::Object(object)) = &item.schema_kind else {
+            panic!("a variant of {name} is an object");
+        };
+        let Some(ReferenceOr::Item(tag_schema)) = object.properties.get(tag) else {
+            panic!("a variant of {name} has a `{tag}` property");
+        };
+        let SchemaKind::Type(Type::String(tag_type)) = &tag_schema.schema_kind else {
+            panic!("`{tag}` of {name} is a string");
+        };
+        let [Some(value)] = tag_type.enumeration.as_slice() else {
+            panic!("`{tag}` of {name} has one value");
+        };
+        let value = value.clone();
+        let mut pascal = String::new();
+        for part in value.split('_') {
+            let mut chars = part.chars();
+            if let Some(first) = chars.next() {
+                pascal.extend(first.to_uppercase());
+                pascal.push_str(chars.as_str());
+            }
+        }
+        let variant_name = format!("{name}{pascal}");
+        let ReferenceOr::Item(item) = std::mem::replace(variant, schema_ref(&variant_name)) else {
+            unreachable!()
+        };
+        mapping.push((value, variant_name, item));
+    }
+    schema.schema_data.discriminator = Some(Discriminator {
+        property_name: tag.to_string(),
+        mapping: mapping
+            .iter()
+            .map(|(value, variant, _)| (value.clone(), format!("#/components/schemas/{variant}")))
+            .collect(),
+        extensions: Default::default(),
+    });
+    for (_, variant, item) in mapping {
+        components.schemas.insert(variant, ReferenceOr::Item(item));
+    }
+}
+
+/// OpenAPI 3.0 requires `type` beside `nullable`. Schemars writes a nullable
+/// reference as `{nullable: true, allOf: [$ref]}`; give it the referenced
+/// schema's type (progenitor still reads it as `Option<T>`).
+fn type_nullable_references(doc: &mut OpenAPI) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let types: std::collections::HashMap<String, &'static str> = components
+        .schemas
+        .iter()
+        .filter_map(|(name, schema)| {
+            let typ = match &schema.as_item()?.schema_kind {
+                SchemaKind::Type(Type::Object(_)) | SchemaKind::OneOf { .. } => "object",
+                SchemaKind::Type(Type::String(_)) => "string",
+                _ => return None,
+            };
+            Some((format!("#/components/schemas/{name}"), typ))
+        })
+        .collect();
+    fn visit(schema: &mut Schema, types: &std::collections::HashMap<String, &'static str>) {
+        match &mut schema.schema_kind {
+            SchemaKind::AllOf { all_of } if schema.schema_data.nullable => {
+                if let [ReferenceOr::Reference { reference }] = all_of.as_slice()
+                    && let Some(typ) = types.get(reference)
+                {
+                    schema.schema_kind = SchemaKind::Any(AnySchema {
+                        typ: Some(typ.to_string()),
+                        all_of: all_of.clone(),
+                        ..Default::default()
+                    });
+                }
+            }
+            SchemaKind::Type(Type::Object(object)) => {
+                for property in object.properties.values_mut() {
+                    if let ReferenceOr::Item(property) = property {
+                        visit(property, types);
+                    }
+                }
+            }
+            SchemaKind::Type(Type::Array(array)) => {
+                if let Some(ReferenceOr::Item(items)) = &mut array.items {
+                    visit(items, types);
+                }
+            }
+            SchemaKind::OneOf { one_of: list }
+            | SchemaKind::AnyOf { any_of: list }
+            | SchemaKind::AllOf { all_of: list } => {
+                for item in list.iter_mut() {
+                    if let ReferenceOr::Item(item) = item {
+                        visit(item, types);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for schema in components.schemas.values_mut() {
+        if let ReferenceOr::Item(schema) = schema {
+            visit(schema, &types);
+        }
+    }
+}
+
+/// Query parameters: a parameter is absent or has a value (`null` cannot
+/// be sent in a query string, so `nullable` from `Option<T>` fields says
+/// nothing), and optional ones get their [`QUERY_DEFAULTS`].
+fn patch_query_parameters(id: &str, op: &mut Operation) {
+    for parameter in &mut op.parameters {
+        if let ReferenceOr::Item(Parameter::Query { parameter_data, .. }) = parameter
+            && let ParameterSchemaOrContent::Schema(ReferenceOr::Item(schema)) =
+                &mut parameter_data.format
+        {
+            schema.schema_data.nullable = false;
+            if let Some((_, _, value)) = QUERY_DEFAULTS
+                .iter()
+                .find(|(op_id, name, _)| *op_id == id && *name == parameter_data.name)
+            {
+                schema.schema_data.default = Some((*value).into());
+            }
+        }
+    }
+}
+
+fn header_ref(name: &str) -> ReferenceOr<Header> {
+    ReferenceOr::Reference {
+        reference: format!("#/components/headers/{name}"),
+    }
+}
+
+fn header(description: &str, schema: Type) -> ReferenceOr<Header> {
+    ReferenceOr::Item(Header {
+        description: Some(description.to_string()),
+        style: HeaderStyle::Simple,
+        required: true,
+        deprecated: None,
+        format: ParameterSchemaOrContent::Schema(ReferenceOr::Item(Schema {
+            schema_data: Default::default(),
+            schema_kind: SchemaKind::Type(schema),
+        })),
+        example: None,
+        examples: Default::default(),
+        extensions: Default::default(),
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        400 => "Bad request",
+        401 => "Not authenticated",
+        403 => "Forbidden",
+        404 => "Not found",
+        409 => "Conflict",
+        410 => "Gone",
+        422 => "Unprocessable",
+        429 => "Too many requests",
+        500 => "Internal error",
+        503 => "Service unavailable",
+        _ => panic!("no reason phrase for {status}: add one"),
+    }
+}
+
+fn error_response(status: u16, codes: &[&str]) -> ReferenceOr<Response> {
+    let codes = codes
+        .iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut response = Response {
+        description: format!("{}. `error_code`: {codes}.", reason(status)),
+        ..Default::default()
+    };
+    response.content.insert(
+        "application/json".to_string(),
+        MediaType {
+            schema: Some(schema_ref("Error")),
+            ..Default::default()
+        },
+    );
+    match status {
+        401 => {
+            response.headers.insert(
+                "WWW-Authenticate".to_string(),
+                header_ref("WwwAuthenticate"),
+            );
+        }
+        429 => {
+            response
+                .headers
+                .insert("Retry-After".to_string(), header_ref("RetryAfter"));
+        }
+        _ => {}
+    }
+    ReferenceOr::Item(response)
+}
+
+/// The Error schema dropshot emits, made precise: the server always sends
+/// `error_code` (see `server/src/error.rs`).
+fn patch_error_schema(doc: &mut OpenAPI) {
+    let components = doc.components.as_mut().expect("components exist");
+    let Some(ReferenceOr::Item(error)) = components.schemas.get_mut("Error") else {
+        panic!("dropshot defines the Error schema");
+    };
+    error.schema_data.description = Some(
+        "The body of every error response. `error_code` is stable (match on it); \
+         `message` is for people."
+            .to_string(),
+    );
+    let SchemaKind::Type(Type::Object(object)) = &mut error.schema_kind else {
+        panic!("Error is an object");
+    };
+    for (name, description) in [
+        (
+            "error_code",
+            "A stable snake_case code; each response lists the codes it can carry.",
+        ),
+        (
+            "message",
+            "A lowercase sentence for people; never internals.",
+        ),
+        (
+            "request_id",
+            "The request's id, as logged by the server (also in the `x-request-id` header).",
+        ),
+    ] {
+        if let Some(ReferenceOr::Item(property)) = object.properties.get_mut(name) {
+            property.schema_data.description = Some(description.to_string());
+        }
+    }
+    object.required = vec![
+        "error_code".to_string(),
+        "message".to_string(),
+        "request_id".to_string(),
+    ];
+    // Replaced by the per-status responses.
+    components.responses.shift_remove("Error");
+    components.headers.insert(
+        "RetryAfter".to_string(),
+        header(
+            "Seconds to wait before retrying.",
+            Type::Integer(openapiv3::IntegerType {
+                minimum: Some(1),
+                ..Default::default()
+            }),
+        ),
+    );
+    components.headers.insert(
+        "WwwAuthenticate".to_string(),
+        header(
+            "The authentication scheme: always `Bearer`.",
+            Type::String(Default::default()),
+        ),
+    );
+}
+
+pub(crate) fn patch_document(doc: &mut OpenAPI) {
+    doc.servers = vec![Server {
+        url: DEFAULT_SERVER.to_string(),
+        description: Some(
+            "A local server with the default `bind_address`; deployments serve the same \
+             paths at their own base URL."
+                .to_string(),
+        ),
+        variables: None,
+        extensions: Default::default(),
+    }];
+    if let Some(license) = doc.info.license.as_mut() {
+        license.url = Some("https://www.mozilla.org/en-US/MPL/2.0/".to_string());
+    }
+
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.security_schemes.insert(
+        "bearer".to_string(),
+        ReferenceOr::Item(SecurityScheme::HTTP {
+            scheme: "bearer".to_string(),
+            bearer_format: Some("JWT".to_string()),
+            description: Some("The `access_token` returned by `POST /api/auth/login`.".into()),
+            extensions: Default::default(),
+        }),
+    );
+    let bearer: SecurityRequirement = [("bearer".to_string(), Vec::new())].into_iter().collect();
+    doc.security = Some(vec![bearer]);
+
+    patch_error_schema(doc);
+    add_schema::<crate::conversations::ConversationStreamEvent>(doc);
+    name_tagged_variants(doc, STREAM_EVENTS, "type");
+    add_schema::<crate::roles::RoleWithPermissions>(doc);
+    type_nullable_references(doc);
+
+    for (_, path_item) in doc.paths.paths.iter_mut() {
+        let ReferenceOr::Item(item) = path_item else {
+            continue;
+        };
+        let ops = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for op in ops.into_iter().flatten() {
+            let Some(id) = op.operation_id.clone() else {
+                continue;
+            };
+            let id = id.as_str();
+            if PUBLIC_OPERATIONS.contains(&id) {
+                op.security = Some(Vec::new());
+            }
+            patch_query_parameters(id, op);
+            if STREAMING_OPERATIONS.contains(&id) {
+                let mut response = Response {
+                    description: format!(
+                        "A Server-Sent Events stream: each event is a line \
+                         `data: <json>` followed by a blank line, the JSON being a \
+                         `{STREAM_EVENTS}`."
+                    ),
+                    ..Default::default()
+                };
+                response.content.insert(
+                    "text/event-stream".to_string(),
+                    MediaType {
+                        schema: Some(schema_ref(STREAM_EVENTS)),
+                        ..Default::default()
+                    },
+                );
+                op.responses.default = None;
+                op.responses
+                    .responses
+                    .insert(StatusCode::Code(200), ReferenceOr::Item(response));
+            }
+            if let Some((_, schema)) = RESPONSE_SCHEMAS.iter().find(|(op_id, _)| *op_id == id) {
+                for (status, response) in op.responses.responses.iter_mut() {
+                    if let (StatusCode::Code(200..=299), ReferenceOr::Item(response)) =
+                        (status, response)
+                    {
+                        for media in response.content.values_mut() {
+                            media.schema = Some(schema_ref(schema));
+                        }
+                    }
+                }
+            }
+            let has_input = !op.parameters.is_empty() || op.request_body.is_some();
+            let statuses = error_statuses(id, has_input)
+                .unwrap_or_else(|| panic!("{id} is missing from OPERATION_ERRORS"));
+            op.responses
+                .responses
+                .retain(|status, _| matches!(status, StatusCode::Code(200..=399)));
+            for (status, codes) in statuses {
+                op.responses
+                    .responses
+                    .insert(StatusCode::Code(status), error_response(status, &codes));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::conversations::ConversationStreamEvent;
+    use crate::operations::{
+        DATABASE_FREE_OPERATIONS, MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS,
+        QUERY_DEFAULTS, STREAM_EVENTS, STREAMING_OPERATIONS,
+    };
+    use openapiv3::{OpenAPI, ReferenceOr, Schema, SchemaKind, Type};
+    use serde_json::{Value, json};
+
+    fn operation_ids(doc: &OpenAPI) -> Vec<String> {
+        doc.paths
+            .paths
+            .values()
+            .flat_map(|item| {
+                item.as_item()
+                    .unwrap()
+                    .iter()
+                    .map(|(_, op)| op.operation_id.clone().unwrap())
+            })
+            .collect()
+    }
+
+    fn component<'a>(doc: &'a OpenAPI, name: &str) -> &'a Schema {
+        doc.components.as_ref().unwrap().schemas[name]
+            .as_item()
+            .unwrap()
+    }
+
+    /// Checks that `value` has every required property of the object schema
+    /// `name` and no property it does not declare.
+    fn assert_shape(doc: &OpenAPI, name: &str, value: &Value) {
+        let SchemaKind::Type(Type::Object(object)) = &component(doc, name).schema_kind else {
+            panic!("{name} is an object");
+        };
+        let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+        for required in &object.required {
+            assert!(
+                keys.contains(&required),
+                "{name}: {required} missing in {value}"
+            );
+        }
+        for key in keys {
+            assert!(
+                object.properties.contains_key(key),
+                "{name}: {key} undeclared"
+            );
+        }
+    }
+
+    #[test]
+    fn operation_lists_name_real_operations() {
+        let doc = crate::openapi_document();
+        let ids = operation_ids(&doc);
+        let table: Vec<&str> = OPERATION_ERRORS.iter().map(|(id, _)| *id).collect();
+        for id in &ids {
+            assert_eq!(
+                table.iter().filter(|t| **t == id.as_str()).count(),
+                1,
+                "{id}: one row in OPERATION_ERRORS"
+            );
+        }
+        let listed = table
+            .iter()
+            .chain(PUBLIC_OPERATIONS)
+            .chain(STREAMING_OPERATIONS)
+            .chain(MULTIPART_OPERATIONS)
+            .chain(DATABASE_FREE_OPERATIONS)
+            .copied()
+            .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id));
+        for id in listed {
+            assert!(ids.iter().any(|i| i == id), "{id} is no operation");
+        }
+    }
+
+    /// The events the server sends (it serialises these very types) match
+    /// the published schemas, variant by variant.
+    #[test]
+    fn stream_events_match_their_schemas() {
+        let doc = crate::openapi_document();
+        let schema = component(&doc, STREAM_EVENTS);
+        let mapping = &schema.schema_data.discriminator.as_ref().unwrap().mapping;
+        let events = [
+            (
+                ConversationStreamEvent::Start {
+                    message_id: "0b4f".into(),
+                },
+                json!({"type": "start", "message_id": "0b4f"}),
+            ),
+            (
+                ConversationStreamEvent::Content {
+                    content: "Hel".into(),
+                },
+                json!({"type": "content", "content": "Hel"}),
+            ),
+            (ConversationStreamEvent::End, json!({"type": "end"})),
+            (
+                ConversationStreamEvent::Error {
+                    error_code: "provider_timeout".into(),
+                    message: "the model did not answer in time".into(),
+                },
+                json!({
+                    "type": "error",
+                    "error_code": "provider_timeout",
+                    "message": "the model did not answer in time"
+                }),
+            ),
+        ];
+        assert_eq!(mapping.len(), events.len());
+        for (event, wire) in events {
+            let value = serde_json::to_value(&event).unwrap();
+            assert_eq!(value, wire);
+            let tag = value["type"].as_str().unwrap();
+            let variant = mapping[tag].trim_start_matches("#/components/schemas/");
+            assert_shape(&doc, variant, &value);
+        }
+        // And the streaming operations reference the event schema.
+        for (_, item) in &doc.paths.paths {
+            for (_, op) in item.as_item().unwrap().iter() {
+                if STREAMING_OPERATIONS.contains(&op.operation_id.as_deref().unwrap()) {
+                    let ok = op.responses.responses[&openapiv3::StatusCode::Code(200)]
+                        .as_item()
+                        .unwrap();
+                    let schema = ok.content["text/event-stream"].schema.as_ref().unwrap();
+                    assert!(matches!(schema, ReferenceOr::Reference { reference }
+                        if reference.ends_with(STREAM_EVENTS)));
+                }
+            }
+        }
+    }
+
+    /// A `Role` with its permissions (what create and update return) is
+    /// exactly a `RoleWithPermissions` on the wire.
+    #[test]
+    fn role_with_permissions_serialises_like_a_role() {
+        let doc = crate::openapi_document();
+        let role: crate::roles::RoleWithPermissions = serde_json::from_value(json!({
+            "id": "6f1c1f4e-8d5a-4c1e-9b59-2a4f3f0b8c11",
+            "name": "Reviewer",
+            "description": "",
+            "hierarchy_level": 30,
+            "organization_id": "0d3f7a0e-3c1b-4b8e-8f57-7a0f4e4b2d10",
+            "is_system_role": false,
+            "created_at": "2026-11-01T10:00:00Z",
+            "updated_at": "2026-11-01T10:00:00Z",
+            "permissions": [{
+                "id": "a5b0e1b2-9c6d-4f3e-8a71-0c2d4e6f8a90",
+                "name": "kb:read",
+                "description": "read knowledge bases"
+            }]
+        }))
+        .unwrap();
+        let direct = serde_json::to_value(&role).unwrap();
+        let as_role = serde_json::to_value(crate::roles::Role::from(role)).unwrap();
+        assert_eq!(direct, as_role);
+        assert_shape(&doc, "RoleWithPermissions", &as_role);
+        // A listed role has no `permissions`.
+        let mut listed: crate::roles::Role = serde_json::from_value(as_role).unwrap();
+        listed.permissions = None;
+        assert_shape(&doc, "Role", &serde_json::to_value(&listed).unwrap());
+    }
+
+    /// Required nullable fields are sent as `null`, not left out.
+    #[test]
+    fn nullable_fields_are_sent_as_null() {
+        let doc = crate::openapi_document();
+        let pending = crate::users::UserListItem {
+            id: None,
+            email: "bob@example.com".into(),
+            first_name: String::new(),
+            last_name: String::new(),
+            full_name: String::new(),
+            status: crate::users::UserListStatus::Pending,
+            invite_id: Some(uuid::Uuid::nil()),
+            invited_at: Some(chrono::Utc::now()),
+            last_active_at: None,
+            organizations: Vec::new(),
+        };
+        let value = serde_json::to_value(&pending).unwrap();
+        assert_eq!(value["id"], Value::Null);
+        assert_eq!(value["last_active_at"], Value::Null);
+        assert_shape(&doc, "UserListItem", &value);
+        let invalid = crate::invitations::InvitationValidation {
+            valid: false,
+            invitation: None,
+        };
+        let value = serde_json::to_value(&invalid).unwrap();
+        assert_eq!(value, json!({"valid": false, "invitation": null}));
+        assert_shape(&doc, "InvitationValidation", &value);
+    }
+
+    /// Every property that is nullable in a response schema is required
+    /// (present, possibly null): the server never leaves such fields out.
+    /// Request schemas may keep optional nullable fields.
+    #[test]
+    fn nullable_response_properties_are_required() {
+        let doc = crate::openapi_document();
+        for (name, schema) in &doc.components.as_ref().unwrap().schemas {
+            let is_request = ["Request", "Update", "Create"]
+                .iter()
+                .any(|s| name.ends_with(s));
+            let Some(Schema {
+                schema_kind: SchemaKind::Type(Type::Object(object)),
+                ..
+            }) = schema.as_item()
+            else {
+                continue;
+            };
+            if is_request {
+                continue;
+            }
+            for (property, schema) in &object.properties {
+                if let ReferenceOr::Item(schema) = schema
+                    && schema.schema_data.nullable
+                {
+                    assert!(
+                        object.required.contains(property),
+                        "{name}.{property} is nullable but optional"
+                    );
+                }
+            }
+        }
+    }
+}

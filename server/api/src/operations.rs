@@ -1,0 +1,368 @@
+//! Facts about operations that the API trait cannot express, in one place:
+//! which are public, which stream, which take multipart bodies, and which
+//! error statuses (with which `error_code`s) each can answer. The document
+//! patcher ([`crate::openapi_document`]), the client generator (`cargo
+//! xtask client`) and the integration tests all read these lists.
+
+/// Operations that need no `Authorization` header. Every other operation
+/// requires `Authorization: Bearer <access_token>` and answers 401 without it.
+pub const PUBLIC_OPERATIONS: &[&str] = &[
+    "healthz",
+    "readyz",
+    "auth_signup",
+    "auth_login",
+    "auth_signup_invite",
+    "invitations_validate",
+];
+
+/// Operations whose success response is a Server-Sent Events stream
+/// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
+/// progenitor's CLI generator cannot handle them (`todo!()`), so the CLI
+/// has hand-written commands for them.
+pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat"];
+
+/// The component schema of the events of [`STREAMING_OPERATIONS`]
+/// ([`crate::conversations::ConversationStreamEvent`]).
+pub const STREAM_EVENTS: &str = "ConversationStreamEvent";
+
+/// Operations with `multipart/form-data` bodies. They stay in the published
+/// document; progenitor cannot generate code for them (progenitor#402), so
+/// they are left out of the generated client and CLI and get hand-written
+/// client methods.
+pub const MULTIPART_OPERATIONS: &[&str] = &[];
+
+/// Operations that never touch the database (so never answer `503
+/// database_unavailable`).
+pub const DATABASE_FREE_OPERATIONS: &[&str] = &["healthz"];
+
+/// Defaults of optional query parameters: (operation, parameter, value).
+/// dropshot leaves a field's schema metadata (and so its `default`) out of
+/// parameters, so the document patcher writes these in.
+pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
+    (
+        "users_list",
+        "limit",
+        crate::users::USERS_LIST_DEFAULT_LIMIT,
+    ),
+    ("users_list", "offset", 0),
+    (
+        "conversation_messages",
+        "limit",
+        crate::conversations::MESSAGES_DEFAULT_LIMIT,
+    ),
+    ("conversation_messages", "offset", 0),
+];
+
+/// The `error_code`s of 401 answers to a missing, malformed, expired or
+/// otherwise invalid bearer token (every operation not in
+/// [`PUBLIC_OPERATIONS`]).
+pub const AUTHENTICATION_ERRORS: &[&str] = &["unauthenticated", "invalid_token", "token_expired"];
+
+/// The `error_code` of a request the server could not parse: malformed
+/// JSON, a missing or mistyped field or query parameter (every operation
+/// with parameters or a body).
+pub const INVALID_REQUEST: &str = crate::extract::INVALID_REQUEST;
+
+/// An error status an operation can answer, with its possible `error_code`s.
+pub type ErrorStatus = (u16, &'static [&'static str]);
+
+/// The error statuses of each operation beyond those every operation shares,
+/// with their `error_code`s, as the server code answers them. Added for every
+/// operation by the document patcher (see [`error_statuses`]):
+/// `400 invalid_request` when it has parameters or a body, `401`
+/// ([`AUTHENTICATION_ERRORS`]) unless public, `503 database_unavailable`
+/// unless database-free, and `500 internal_error`.
+///
+/// Every operation is listed, also those with nothing to add, so a new
+/// operation fails the test that compares this table with the trait.
+pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
+    ("healthz", &[]),
+    ("readyz", &[]),
+    (
+        "auth_signup",
+        &[
+            (400, &["invalid_email", "invalid_name"]),
+            (409, &["email_taken"]),
+            (422, &["weak_password"]),
+        ],
+    ),
+    (
+        "auth_login",
+        &[
+            (401, &["invalid_credentials"]),
+            (429, &["too_many_login_attempts"]),
+        ],
+    ),
+    (
+        "auth_signup_invite",
+        &[
+            (400, &["invalid_name", "invalid_invitation"]),
+            (401, &["invalid_credentials"]),
+            (409, &["email_taken"]),
+            (
+                410,
+                &[
+                    "invitation_used",
+                    "invitation_revoked",
+                    "invitation_expired",
+                ],
+            ),
+            (422, &["weak_password"]),
+            (429, &["too_many_login_attempts"]),
+        ],
+    ),
+    ("users_me", &[]),
+    ("org_list", &[]),
+    (
+        "org_create_org",
+        &[(400, &["invalid_name"]), (409, &["org_name_taken"])],
+    ),
+    (
+        "org_add_member",
+        &[
+            (400, &["invalid_role"]),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "feature_disabled",
+                    "owner_role_not_assignable",
+                    "role_level_too_high",
+                ],
+            ),
+            (404, &["not_found"]),
+            (409, &["already_member"]),
+        ],
+    ),
+    ("org_features", &[(403, &["forbidden"])]),
+    (
+        "org_update_features",
+        &[
+            (400, &["invalid_quota"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "users_update",
+        &[
+            (
+                400,
+                &["invalid_role", "member_not_active", "role_already_assigned"],
+            ),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "owner_role_not_assignable",
+                    "role_level_too_high",
+                ],
+            ),
+            (404, &["not_found"]),
+            (409, &["concurrent_update"]),
+        ],
+    ),
+    (
+        "users_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "users_invite",
+        &[
+            (400, &["invalid_email", "invalid_name", "invalid_role"]),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "owner_role_not_assignable",
+                    "role_level_too_high",
+                ],
+            ),
+            (409, &["already_member", "invitation_pending"]),
+        ],
+    ),
+    (
+        "roles_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_hierarchy_level",
+                    "unknown_permission",
+                ],
+            ),
+            (
+                403,
+                &["forbidden", "role_level_too_high", "permission_not_held"],
+            ),
+            (409, &["role_name_taken"]),
+        ],
+    ),
+    (
+        "roles_update",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_hierarchy_level",
+                    "unknown_permission",
+                ],
+            ),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "system_role_immutable",
+                    "role_level_too_high",
+                    "permission_not_held",
+                ],
+            ),
+            (404, &["not_found"]),
+            (409, &["role_name_taken"]),
+        ],
+    ),
+    (
+        "roles_remove",
+        &[
+            (
+                403,
+                &["forbidden", "system_role_immutable", "role_level_too_high"],
+            ),
+            (404, &["not_found"]),
+            (409, &["role_in_use"]),
+        ],
+    ),
+    ("roles_list_roles", &[(403, &["forbidden"])]),
+    ("roles_list_permissions", &[]),
+    (
+        "roles_create_permission",
+        &[
+            (400, &["invalid_permission_name"]),
+            (403, &["forbidden"]),
+            (409, &["permission_exists"]),
+        ],
+    ),
+    (
+        "roles_delete_permission",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["permission_protected"]),
+        ],
+    ),
+    (
+        "invitations_create",
+        &[
+            (400, &["invalid_email", "invalid_message", "invalid_role"]),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "owner_role_not_assignable",
+                    "role_level_too_high",
+                ],
+            ),
+            (409, &["already_member", "invitation_pending"]),
+        ],
+    ),
+    ("invitations_list", &[(403, &["forbidden"])]),
+    (
+        "invitations_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("invitations_validate", &[]),
+    (
+        "invitations_resend",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (
+                409,
+                &["invitation_not_pending", "invitation_token_unavailable"],
+            ),
+            (503, &["mail_unavailable"]),
+        ],
+    ),
+    (
+        "invitations_revoke",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["invitation_not_pending"]),
+        ],
+    ),
+    (
+        "invitations_bulk_create",
+        &[(400, &["invalid_message"]), (403, &["forbidden"])],
+    ),
+    ("models_list", &[(403, &["forbidden"])]),
+    (
+        "conversation_create",
+        &[(400, &["invalid_title"]), (403, &["forbidden"])],
+    ),
+    (
+        "conversation_create_session",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "conversation_stream_chat",
+        &[
+            (400, &["invalid_message", "model_unavailable"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (429, &["daily_chat_limit_exceeded"]),
+        ],
+    ),
+    ("conversation_list", &[(403, &["forbidden"])]),
+    (
+        "conversation_get_with_sessions",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "conversation_messages",
+        &[
+            (400, &["invalid_pagination"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+];
+
+/// Every error status `operation_id` can answer, ascending, each with its
+/// `error_code`s: the operation's row of [`OPERATION_ERRORS`] plus the
+/// statuses every operation shares. `has_input` says whether the operation
+/// takes parameters or a body (then `400 invalid_request` is possible).
+/// `None` for an operation missing from the table.
+pub fn error_statuses(
+    operation_id: &str,
+    has_input: bool,
+) -> Option<Vec<(u16, Vec<&'static str>)>> {
+    let (_, specific) = OPERATION_ERRORS
+        .iter()
+        .find(|(id, _)| *id == operation_id)?;
+    let mut statuses: std::collections::BTreeMap<u16, Vec<&'static str>> = Default::default();
+    let mut add = |status: u16, codes: &[&'static str]| {
+        let entry = statuses.entry(status).or_default();
+        for code in codes {
+            if !entry.contains(code) {
+                entry.push(code);
+            }
+        }
+    };
+    if has_input {
+        add(400, &[INVALID_REQUEST]);
+    }
+    if !PUBLIC_OPERATIONS.contains(&operation_id) {
+        add(401, AUTHENTICATION_ERRORS);
+    }
+    for (status, codes) in specific.iter() {
+        add(*status, codes);
+    }
+    add(500, &["internal_error"]);
+    if !DATABASE_FREE_OPERATIONS.contains(&operation_id) {
+        add(503, &["database_unavailable"]);
+    }
+    Some(statuses.into_iter().collect())
+}
