@@ -14,15 +14,6 @@ use openapiv3::{
 /// The address the server listens on by default (`bind_address`).
 const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
-/// Success responses whose schema is more precise than the handler's Rust
-/// type: `roles_create` and `roles_update` return a `Role` whose
-/// `permissions` is always set, which is exactly a `RoleWithPermissions`.
-/// (Once the trait returns `RoleWithPermissions` itself, drop the entry.)
-const RESPONSE_SCHEMAS: &[(&str, &str)] = &[
-    ("roles_create", "RoleWithPermissions"),
-    ("roles_update", "RoleWithPermissions"),
-];
-
 fn schema_ref(name: &str) -> ReferenceOr<Schema> {
     ReferenceOr::Reference {
         reference: format!("#/components/schemas/{name}"),
@@ -356,7 +347,6 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     patch_error_schema(doc);
     add_schema::<crate::conversations::ConversationStreamEvent>(doc);
     name_tagged_variants(doc, STREAM_EVENTS, "type");
-    add_schema::<crate::roles::RoleWithPermissions>(doc);
     type_nullable_references(doc);
 
     for (_, path_item) in doc.paths.paths.iter_mut() {
@@ -402,17 +392,6 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                 op.responses
                     .responses
                     .insert(StatusCode::Code(200), ReferenceOr::Item(response));
-            }
-            if let Some((_, schema)) = RESPONSE_SCHEMAS.iter().find(|(op_id, _)| *op_id == id) {
-                for (status, response) in op.responses.responses.iter_mut() {
-                    if let (StatusCode::Code(200..=299), ReferenceOr::Item(response)) =
-                        (status, response)
-                    {
-                        for media in response.content.values_mut() {
-                            media.schema = Some(schema_ref(schema));
-                        }
-                    }
-                }
             }
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
             let statuses = error_statuses(id, has_input)
@@ -558,37 +537,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// A `Role` with its permissions (what create and update return) is
-    /// exactly a `RoleWithPermissions` on the wire.
-    #[test]
-    fn role_with_permissions_serialises_like_a_role() {
-        let doc = crate::openapi_document();
-        let role: crate::roles::RoleWithPermissions = serde_json::from_value(json!({
-            "id": "6f1c1f4e-8d5a-4c1e-9b59-2a4f3f0b8c11",
-            "name": "Reviewer",
-            "description": "",
-            "hierarchy_level": 30,
-            "organization_id": "0d3f7a0e-3c1b-4b8e-8f57-7a0f4e4b2d10",
-            "is_system_role": false,
-            "created_at": "2026-11-01T10:00:00Z",
-            "updated_at": "2026-11-01T10:00:00Z",
-            "permissions": [{
-                "id": "a5b0e1b2-9c6d-4f3e-8a71-0c2d4e6f8a90",
-                "name": "kb:read",
-                "description": "read knowledge bases"
-            }]
-        }))
-        .unwrap();
-        let direct = serde_json::to_value(&role).unwrap();
-        let as_role = serde_json::to_value(crate::roles::Role::from(role)).unwrap();
-        assert_eq!(direct, as_role);
-        assert_shape(&doc, "RoleWithPermissions", &as_role);
-        // A listed role has no `permissions`.
-        let mut listed: crate::roles::Role = serde_json::from_value(as_role).unwrap();
-        listed.permissions = None;
-        assert_shape(&doc, "Role", &serde_json::to_value(&listed).unwrap());
     }
 
     /// Required nullable fields are sent as `null`, not left out.

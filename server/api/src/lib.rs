@@ -304,7 +304,7 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<orgs::OrgQuery>,
         body: JsonBody<roles::CreateRoleRequest>,
-    ) -> Result<HttpResponseCreated<roles::Role>, HttpError>;
+    ) -> Result<HttpResponseCreated<roles::RoleWithPermissions>, HttpError>;
 
     /// Update a custom role.
     ///
@@ -319,7 +319,7 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<roles::RoleQuery>,
         body: JsonBody<roles::UpdateRoleRequest>,
-    ) -> Result<HttpResponseOk<roles::Role>, HttpError>;
+    ) -> Result<HttpResponseOk<roles::RoleWithPermissions>, HttpError>;
 
     /// Delete a custom role.
     ///

@@ -28,18 +28,10 @@ pub struct Role {
     pub is_system_role: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    // Set by create and update only, whose responses the document describes
-    // as `RoleWithPermissions`; never sent in listings, so not in this schema.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
-    pub permissions: Option<Vec<Permission>>,
 }
 
 /// A custom role with its permissions, as `POST /api/roles/create` and
 /// `PUT /api/roles/update` answer it.
-// The document patcher uses this schema for those two responses: their
-// handlers return a `Role` whose `permissions` is always set, which
-// serialises identically (see the test below).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct RoleWithPermissions {
     pub id: Uuid,
@@ -56,22 +48,6 @@ pub struct RoleWithPermissions {
     pub updated_at: DateTime<Utc>,
     /// The role's permissions, sorted by name.
     pub permissions: Vec<Permission>,
-}
-
-impl From<RoleWithPermissions> for Role {
-    fn from(role: RoleWithPermissions) -> Role {
-        Role {
-            id: role.id,
-            name: role.name,
-            description: role.description,
-            hierarchy_level: role.hierarchy_level,
-            organization_id: Some(role.organization_id),
-            is_system_role: role.is_system_role,
-            created_at: role.created_at,
-            updated_at: role.updated_at,
-            permissions: Some(role.permissions),
-        }
-    }
 }
 
 /// Body of `POST /api/roles/create`.

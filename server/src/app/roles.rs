@@ -6,7 +6,8 @@ use crate::db::datastore::roles::{PermissionRow, RoleRow, RoleValues};
 use crate::error::Error;
 use uuid::Uuid;
 use workspace_api::roles::{
-    CreatePermissionRequest, CreateRoleRequest, Permission, Role, UpdateRoleRequest,
+    CreatePermissionRequest, CreateRoleRequest, Permission, Role, RoleWithPermissions,
+    UpdateRoleRequest,
 };
 
 const ROLE_NAME_MAX_CHARS: usize = 64;
@@ -19,7 +20,7 @@ fn permission_view(p: PermissionRow) -> Permission {
     }
 }
 
-pub fn role_view(r: RoleRow, permissions: Option<Vec<PermissionRow>>) -> Role {
+pub fn role_view(r: RoleRow) -> Role {
     Role {
         id: r.id,
         organization_id: (!r.is_system_role).then_some(r.organization_id),
@@ -29,7 +30,21 @@ pub fn role_view(r: RoleRow, permissions: Option<Vec<PermissionRow>>) -> Role {
         is_system_role: r.is_system_role,
         created_at: r.created_at,
         updated_at: r.updated_at,
-        permissions: permissions.map(|ps| ps.into_iter().map(permission_view).collect()),
+    }
+}
+
+/// A custom role with its permissions (create and update answer this).
+fn role_with_permissions(r: RoleRow, permissions: Vec<PermissionRow>) -> RoleWithPermissions {
+    RoleWithPermissions {
+        id: r.id,
+        organization_id: r.organization_id,
+        name: r.name,
+        description: r.description,
+        hierarchy_level: r.hierarchy_level,
+        is_system_role: r.is_system_role,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+        permissions: permissions.into_iter().map(permission_view).collect(),
     }
 }
 
@@ -127,7 +142,7 @@ pub async fn create(
     cx: &ServerContext,
     access: &OrgAccess,
     request: CreateRoleRequest,
-) -> Result<Role, Error> {
+) -> Result<RoleWithPermissions, Error> {
     let name = check_name(&request.name)?;
     check_level(access, request.hierarchy_level)?;
     let ids = check_permissions(cx, access, &request.permission_ids).await?;
@@ -145,7 +160,7 @@ pub async fn create(
         )
         .await?;
     let permissions = cx.datastore.role_permissions(access, role.id).await?;
-    Ok(role_view(role, Some(permissions)))
+    Ok(role_with_permissions(role, permissions))
 }
 
 pub async fn update(
@@ -153,7 +168,7 @@ pub async fn update(
     access: &OrgAccess,
     role_id: Uuid,
     request: UpdateRoleRequest,
-) -> Result<Role, Error> {
+) -> Result<RoleWithPermissions, Error> {
     let current = modifiable_role(cx, access, role_id).await?;
     let name = match &request.name {
         Some(n) => check_name(n)?,
@@ -184,7 +199,7 @@ pub async fn update(
         .await?
         .ok_or(Error::NotFound { what: "role" })?;
     let permissions = cx.datastore.role_permissions(access, role.id).await?;
-    Ok(role_view(role, Some(permissions)))
+    Ok(role_with_permissions(role, permissions))
 }
 
 pub async fn remove(
@@ -203,7 +218,7 @@ pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Role>, E
         .roles_list(access)
         .await?
         .into_iter()
-        .map(|r| role_view(r, None))
+        .map(role_view)
         .collect())
 }
 

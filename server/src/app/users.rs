@@ -5,7 +5,9 @@ use crate::authz::is_owner_role;
 use crate::context::ServerContext;
 use crate::db::enums as db;
 use crate::error::Error;
-use workspace_api::users::{CurrentUser, Membership};
+use workspace_api::users::{
+    CurrentUser, Membership, USERS_LIST_DEFAULT_LIMIT, USERS_LIST_MAX_LIMIT,
+};
 
 /// The caller and their active memberships. `actor` comes from the token
 /// alone: a user that no longer exists is `401 invalid_token` here, from
@@ -110,10 +112,6 @@ pub async fn update_role(
         }],
     })
 }
-
-/// Default and largest page size of the users list.
-pub const USERS_LIST_DEFAULT_LIMIT: u32 = 10;
-pub const USERS_LIST_MAX_LIMIT: u32 = 100;
 
 /// One page of the users list; `access` must grant `users:read`.
 pub async fn list(

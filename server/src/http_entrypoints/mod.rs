@@ -35,7 +35,7 @@ use workspace_api::orgs::{
 };
 use workspace_api::roles::{
     CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
-    UpdateRoleRequest,
+    RoleWithPermissions, UpdateRoleRequest,
 };
 use workspace_api::system::HealthStatus;
 use workspace_api::users::{
@@ -140,7 +140,7 @@ impl WorkspaceApi for WorkspaceImpl {
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
         body: JsonBody<CreateRoleRequest>,
-    ) -> Result<HttpResponseCreated<Role>, HttpError> {
+    ) -> Result<HttpResponseCreated<RoleWithPermissions>, HttpError> {
         roles::create(rqctx, query, body).await
     }
 
@@ -148,7 +148,7 @@ impl WorkspaceApi for WorkspaceImpl {
         rqctx: Ctx,
         query: QueryParams<RoleQuery>,
         body: JsonBody<UpdateRoleRequest>,
-    ) -> Result<HttpResponseOk<Role>, HttpError> {
+    ) -> Result<HttpResponseOk<RoleWithPermissions>, HttpError> {
         roles::update(rqctx, query, body).await
     }
 

@@ -8,14 +8,14 @@ use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{MessageResponse, OrgQuery};
 use workspace_api::roles::{
     CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
-    UpdateRoleRequest,
+    RoleWithPermissions, UpdateRoleRequest,
 };
 
 pub async fn create(
     rqctx: Ctx,
     query: QueryParams<OrgQuery>,
     body: JsonBody<CreateRoleRequest>,
-) -> Result<HttpResponseCreated<Role>, HttpError> {
+) -> Result<HttpResponseCreated<RoleWithPermissions>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
@@ -33,7 +33,7 @@ pub async fn update(
     rqctx: Ctx,
     query: QueryParams<RoleQuery>,
     body: JsonBody<UpdateRoleRequest>,
-) -> Result<HttpResponseOk<Role>, HttpError> {
+) -> Result<HttpResponseOk<RoleWithPermissions>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
