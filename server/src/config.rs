@@ -50,10 +50,13 @@ impl std::fmt::Debug for SecretsConfig {
     }
 }
 
+/// Secret keys by id, and the id of the writing key.
+pub type SecretKeys = (Vec<(u8, [u8; 32])>, u8);
+
 impl SecretsConfig {
     /// The configured keys, parsed, and the writing key id; `None` when no
     /// key is configured.
-    pub fn parsed(&self) -> Result<Option<(Vec<(u8, [u8; 32])>, u8)>> {
+    pub fn parsed(&self) -> Result<Option<SecretKeys>> {
         if self.keys.is_empty() {
             return Ok(None);
         }

@@ -236,18 +236,21 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
         .local_addr()
         .expect("port")
         .port();
-    let child = Command::new(bin)
-        .args(["--bind", &format!("127.0.0.1:{port}")])
-        .env("DATABASE_URL", db_url)
-        .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
-        .env(
-            "WORKSPACE_LOG_LEVEL",
-            std::env::var("BENCH_LOG_LEVEL").unwrap_or_else(|_| "info".to_string()),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting workspace-server");
+    // Killed and waited for by `ServerProcess`'s drop, also on a panic.
+    let child = ServerProcess(
+        Command::new(bin)
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", db_url)
+            .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
+            .env(
+                "WORKSPACE_LOG_LEVEL",
+                std::env::var("BENCH_LOG_LEVEL").unwrap_or_else(|_| "info".to_string()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting workspace-server"),
+    );
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     for _ in 0..200 {
@@ -257,7 +260,7 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
             .await
             .is_ok_and(|r| r.status().is_success())
         {
-            return (ServerProcess(child), base);
+            return (child, base);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
