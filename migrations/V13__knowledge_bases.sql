@@ -37,6 +37,8 @@ CREATE TABLE knowledge_bases (
 );
 CREATE INDEX knowledge_bases_org_idx ON knowledge_bases (organization_id, created_at DESC, id);
 
+-- Sources and documents take `clock_timestamp()`, so that the ones made in
+-- one transaction keep their order (listings are oldest first).
 -- A source of documents. `config` holds the public part of its
 -- configuration only; credentials are sealed in `sealed_credentials`
 -- (server/src/secrets.rs, bound to the source id).
@@ -50,7 +52,7 @@ CREATE TABLE kb_sources (
     status             text NOT NULL DEFAULT 'processing'
         CHECK (status IN ('processing', 'completed', 'failed')),
     error              text,
-    created_at         timestamptz NOT NULL DEFAULT now(),
+    created_at         timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at         timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX kb_sources_kb_idx ON kb_sources (kb_id, created_at, id);
@@ -70,7 +72,7 @@ CREATE TABLE kb_documents (
         CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
     error           text,
     chunk_count     integer NOT NULL DEFAULT 0,
-    created_at      timestamptz NOT NULL DEFAULT now(),
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT kb_documents_locator_key UNIQUE (source_id, locator)
 );

@@ -480,24 +480,54 @@ pub async fn available(
 fn search_unavailable() -> Error {
     Error::Unavailable {
         code: "search_unavailable",
-        message: "search is not available yet".to_string(),
+        message: "retrieval over indexed chunks is not available yet".to_string(),
     }
 }
 
+fn check_query(query: &str, limit: Option<u32>) -> Result<(), Error> {
+    let len = query.trim().chars().count();
+    if len == 0 || query.chars().count() > workspace_api::kb::QUERY_MAX {
+        return Err(Error::invalid(
+            "invalid_query",
+            "the query must be 1 to 2000 characters",
+        ));
+    }
+    if limit.is_some_and(|l| l == 0 || l > workspace_api::kb::SEARCH_LIMIT_MAX) {
+        return Err(Error::invalid("invalid_query", "limit is 1 to 50"));
+    }
+    Ok(())
+}
+
 pub async fn search(
-    _cx: &ServerContext,
-    _access: &OrgAccess,
-    _kb_id: Uuid,
-    _body: workspace_api::kb::KbSearchRequest,
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: workspace_api::kb::KbSearchRequest,
 ) -> Result<workspace_api::kb::KbSearchResponse, Error> {
+    check_query(&body.query, body.limit)?;
+    if body
+        .score_threshold
+        .is_some_and(|t| !(0.0..=1.0).contains(&t))
+    {
+        return Err(Error::invalid("invalid_query", "score_threshold is 0 to 1"));
+    }
+    // A knowledge base without chunks has no hits; retrieval over chunks
+    // lands with the ingestion workers.
+    if cx.datastore.kb_chunk_count(access, kb_id).await? == 0 {
+        return Ok(workspace_api::kb::KbSearchResponse {
+            results: Vec::new(),
+        });
+    }
     Err(search_unavailable())
 }
 
 pub async fn query(
-    _cx: &ServerContext,
-    _access: &OrgAccess,
-    _kb_id: Uuid,
-    _body: workspace_api::kb::KbQueryRequest,
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: workspace_api::kb::KbQueryRequest,
 ) -> Result<http::Response<dropshot::Body>, Error> {
+    check_query(&body.query, body.limit)?;
+    cx.datastore.kb_chunk_count(access, kb_id).await?;
     Err(search_unavailable())
 }

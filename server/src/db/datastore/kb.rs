@@ -437,6 +437,22 @@ impl Datastore {
         Ok(())
     }
 
+    /// The number of chunks of a knowledge base (`404` when not visible).
+    pub async fn kb_chunk_count(&self, access: &OrgAccess, kb_id: Uuid) -> Result<i64, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT (SELECT count(*) FROM kb_chunks c WHERE c.kb_id = k.id) \
+                 FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?;
+        Ok(row.get(0))
+    }
+
     /// Document counts of a knowledge base.
     pub async fn kb_ingestion_counts(
         &self,
