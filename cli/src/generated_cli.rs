@@ -16,6 +16,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::ChatAvailableKnowledgeBases => Self::cli_chat_available_knowledge_bases(),
             CliCommand::ConversationCreate => Self::cli_conversation_create(),
             CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
             CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
@@ -28,6 +29,16 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::InvitationsResend => Self::cli_invitations_resend(),
             CliCommand::InvitationsRevoke => Self::cli_invitations_revoke(),
             CliCommand::InvitationsValidate => Self::cli_invitations_validate(),
+            CliCommand::KbAddSource => Self::cli_kb_add_source(),
+            CliCommand::KbCreate => Self::cli_kb_create(),
+            CliCommand::KbDelete => Self::cli_kb_delete(),
+            CliCommand::KbDeleteDocument => Self::cli_kb_delete_document(),
+            CliCommand::KbGet => Self::cli_kb_get(),
+            CliCommand::KbIngestionStatus => Self::cli_kb_ingestion_status(),
+            CliCommand::KbList => Self::cli_kb_list(),
+            CliCommand::KbListDocuments => Self::cli_kb_list_documents(),
+            CliCommand::KbSearch => Self::cli_kb_search(),
+            CliCommand::KbUpdate => Self::cli_kb_update(),
             CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
@@ -173,6 +184,19 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
+            )
+    }
+    pub fn cli_chat_available_knowledge_bases() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Knowledge bases usable in chat.\n\nPermissions `chats:read` and `kb:read`. The organization's knowledge bases that are `ready` and hold at least one document, by name; at most 100.",
             )
     }
     pub fn cli_conversation_create() -> ::clap::Command {
@@ -491,6 +515,274 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Check an invitation token.\n\nPublic (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{\"valid\": false, \"invitation\": null}`, without saying which.",
+            )
+    }
+    pub fn cli_kb_add_source() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Add a source to a knowledge base.\n\nPermission `kb:write`. The body is one `{type, config}` as in `create` (`400 invalid_source`); at most 100 sources per knowledge base (`400 too_many_sources`). The source starts `processing` and is ingested in the background.",
+            )
+    }
+    pub fn cli_kb_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::KbCreateDescription))
+                    .required_unless_present("json-body")
+                    .help("At most 2000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("embedding-model")
+                    .long("embedding-model")
+                    .value_parser(::clap::value_parser!(types::KbCreateEmbeddingModel))
+                    .required_unless_present("json-body")
+                    .help(
+                        "One of the configured embedders (`all-minilm-l6-v2` by default).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::KbCreateName))
+                    .required_unless_present("json-body")
+                    .help("1 to 200 characters after trimming."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a knowledge base.\n\nPermission `kb:write`. `name` is 1 to 200 characters after trimming (`400 invalid_name`), `description` at most 2000 (`400 invalid_description`). `embedding_model` names one of the configured embedders (`all-minilm-l6-v2`, the local default, and any `[[embedders]]` of the configuration); another name is `400 unknown_embedding_model`. The knowledge base keeps its model.\n\n`sources` (0 to 20) are `{type, config}`: `file` (`file_ids` of uploads of the same organization; `400 invalid_source` for an id that is not one), `web` (`urls`, `http`/`https` only) or `object_store` (`bucket_name`, `prefix`, `cloud_access_key_id`, `cloud_secret_access_key`, `cloud_region`, optional `endpoint_url`). Credentials are stored encrypted and never returned. Every source is ingested in the background by durable jobs (see `GET /api/kb/ingestion_status`); the knowledge base is `processing` until all are done, then `ready`.",
+            )
+    }
+    pub fn cli_kb_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a knowledge base and all its contents.\n\nPermission `kb:delete`. Sources, documents, chunks and pending ingestion jobs go in one transaction; a worker busy with one of its documents notices and stops. Uploaded files stay (they belong to the chat). `404 not_found` as for `get`.",
+            )
+    }
+    pub fn cli_kb_delete_document() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("document-id")
+                    .long("document-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete one document of a knowledge base.\n\nPermission `kb:delete`. Its chunks and pending jobs go with it. `404 not_found` when the knowledge base is not visible or the document is not one of its documents.",
+            )
+    }
+    pub fn cli_kb_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch a knowledge base with its sources.\n\nPermission `kb:read` in the knowledge base's organization; `404 not_found` when it does not exist or belongs to an organization the caller is not a member of. Sources show their public configuration only (never credentials).",
+            )
+    }
+    pub fn cli_kb_ingestion_status() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Ingestion progress of a knowledge base.\n\nPermission `kb:read`. The knowledge base's `status`, document counts (`documents_done` counts completed and failed documents) and each source's progress.",
+            )
+    }
+    pub fn cli_kb_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1 to 100, default 20."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("page")
+                    .long("page")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1-based page, default 1."),
+            )
+            .about(
+                "List the organization's knowledge bases.\n\nPermission `kb:read`. Newest first, a page at a time: `page` from 1, `limit` 1 to 100 (default 20); out-of-range values are `400 invalid_pagination`. Each with `status` and `document_count`.",
+            )
+    }
+    pub fn cli_kb_list_documents() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1 to 100, default 20."),
+            )
+            .arg(
+                ::clap::Arg::new("page")
+                    .long("page")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1-based page, default 1."),
+            )
+            .about(
+                "List a knowledge base's documents, a page at a time.\n\nPermission `kb:read`. Oldest first (stable across pages); `page` from 1, `limit` 1 to 100 (default 20), `400 invalid_pagination` otherwise. Each document shows its source, title (file name, page title or object key), URL, size, `status` (`pending`, `processing`, `completed`, `failed`), `chunk_count` and, when failed, `error`. `total` counts all documents.",
+            )
+    }
+    pub fn cli_kb_search() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1 to 50, default 10."),
+            )
+            .arg(
+                ::clap::Arg::new("query")
+                    .long("query")
+                    .value_parser(::clap::value_parser!(types::KbSearchRequestQuery))
+                    .required_unless_present("json-body")
+                    .help("1 to 2000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("score-threshold")
+                    .long("score-threshold")
+                    .value_parser(::clap::value_parser!(f64))
+                    .required(false)
+                    .help("0 to 1, default 0.1."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Search a knowledge base.\n\nPermission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`) are fused with reciprocal rank fusion (k = 60).\n\n`score` (0 to 1) is the fused score divided by its maximum (both lists ranking the chunk first): 1 means first in both, about 0.5 first in one list only; it is a rank measure, not a similarity. Results below `score_threshold` (default 0.1) are dropped; `limit` 1 to 50 (default 10). `filters` narrow to documents, sources, a source type or chunks whose metadata contains a JSON object. `query` is 1 to 2000 characters (`400 invalid_query`).",
+            )
+    }
+    pub fn cli_kb_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::KbUpdateDescription))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::KbUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rename or describe a knowledge base.\n\nPermission `kb:write`. Absent fields stay; the same limits as `create` (`400 invalid_name`, `400 invalid_description`). `404 not_found` as for `get`.",
             )
     }
     pub fn cli_models_list() -> ::clap::Command {
@@ -977,6 +1269,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::ChatAvailableKnowledgeBases => {
+                self.execute_chat_available_knowledge_bases(matches).await
+            }
             CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
             CliCommand::ConversationCreateSession => {
                 self.execute_conversation_create_session(matches).await
@@ -995,6 +1290,16 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::InvitationsResend => self.execute_invitations_resend(matches).await,
             CliCommand::InvitationsRevoke => self.execute_invitations_revoke(matches).await,
             CliCommand::InvitationsValidate => self.execute_invitations_validate(matches).await,
+            CliCommand::KbAddSource => self.execute_kb_add_source(matches).await,
+            CliCommand::KbCreate => self.execute_kb_create(matches).await,
+            CliCommand::KbDelete => self.execute_kb_delete(matches).await,
+            CliCommand::KbDeleteDocument => self.execute_kb_delete_document(matches).await,
+            CliCommand::KbGet => self.execute_kb_get(matches).await,
+            CliCommand::KbIngestionStatus => self.execute_kb_ingestion_status(matches).await,
+            CliCommand::KbList => self.execute_kb_list(matches).await,
+            CliCommand::KbListDocuments => self.execute_kb_list_documents(matches).await,
+            CliCommand::KbSearch => self.execute_kb_search(matches).await,
+            CliCommand::KbUpdate => self.execute_kb_update(matches).await,
             CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
@@ -1108,6 +1413,28 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_auth_signup_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_available_knowledge_bases(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_available_knowledge_bases();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_available_knowledge_bases(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -1438,6 +1765,265 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_invitations_validate(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_add_source(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_add_source();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SourceInput>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_kb_add_source(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_create();
+        if let Some(value) = matches.get_one::<types::KbCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::KbCreateEmbeddingModel>("embedding-model") {
+            request = request.body_map(|body| body.embedding_model(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::KbCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::KbCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_kb_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        self.config.execute_kb_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_delete_document(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.kb_delete_document();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("document-id") {
+            request = request.document_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        self.config
+            .execute_kb_delete_document(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        self.config.execute_kb_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_ingestion_status(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.kb_ingestion_status();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        self.config
+            .execute_kb_ingestion_status(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_list();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("page") {
+            request = request.page(value.clone());
+        }
+        self.config.execute_kb_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_list_documents(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.kb_list_documents();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("page") {
+            request = request.page(value.clone());
+        }
+        self.config
+            .execute_kb_list_documents(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_search(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_search();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.body_map(|body| body.limit(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::KbSearchRequestQuery>("query") {
+            request = request.body_map(|body| body.query(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<f64>("score-threshold") {
+            request = request.body_map(|body| body.score_threshold(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::KbSearchRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_kb_search(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_kb_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.kb_update();
+        if let Some(value) = matches.get_one::<types::KbUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::KbUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::KbUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_kb_update(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -1960,6 +2546,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_available_knowledge_bases(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatAvailableKnowledgeBases,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_conversation_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -2041,6 +2634,76 @@ pub trait CliConfig {
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::InvitationsValidate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_add_source(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbAddSource,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_delete_document(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbDeleteDocument,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_ingestion_status(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbIngestionStatus,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_list_documents(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbListDocuments,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_search(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbSearch,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_kb_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbUpdate,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -2183,6 +2846,7 @@ pub enum CliCommand {
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
+    ChatAvailableKnowledgeBases,
     ConversationCreate,
     ConversationCreateSession,
     ConversationGetWithSessions,
@@ -2195,6 +2859,16 @@ pub enum CliCommand {
     InvitationsResend,
     InvitationsRevoke,
     InvitationsValidate,
+    KbAddSource,
+    KbCreate,
+    KbDelete,
+    KbDeleteDocument,
+    KbGet,
+    KbIngestionStatus,
+    KbList,
+    KbListDocuments,
+    KbSearch,
+    KbUpdate,
     ModelsList,
     OrgAddMember,
     OrgCreateOrg,
@@ -2221,6 +2895,7 @@ impl CliCommand {
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
+            CliCommand::ChatAvailableKnowledgeBases,
             CliCommand::ConversationCreate,
             CliCommand::ConversationCreateSession,
             CliCommand::ConversationGetWithSessions,
@@ -2233,6 +2908,16 @@ impl CliCommand {
             CliCommand::InvitationsResend,
             CliCommand::InvitationsRevoke,
             CliCommand::InvitationsValidate,
+            CliCommand::KbAddSource,
+            CliCommand::KbCreate,
+            CliCommand::KbDelete,
+            CliCommand::KbDeleteDocument,
+            CliCommand::KbGet,
+            CliCommand::KbIngestionStatus,
+            CliCommand::KbList,
+            CliCommand::KbListDocuments,
+            CliCommand::KbSearch,
+            CliCommand::KbUpdate,
             CliCommand::ModelsList,
             CliCommand::OrgAddMember,
             CliCommand::OrgCreateOrg,
@@ -2260,6 +2945,7 @@ impl CliCommand {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::ChatAvailableKnowledgeBases => "chat_available_knowledge_bases",
             CliCommand::ConversationCreate => "conversation_create",
             CliCommand::ConversationCreateSession => "conversation_create_session",
             CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",
@@ -2272,6 +2958,16 @@ impl CliCommand {
             CliCommand::InvitationsResend => "invitations_resend",
             CliCommand::InvitationsRevoke => "invitations_revoke",
             CliCommand::InvitationsValidate => "invitations_validate",
+            CliCommand::KbAddSource => "kb_add_source",
+            CliCommand::KbCreate => "kb_create",
+            CliCommand::KbDelete => "kb_delete",
+            CliCommand::KbDeleteDocument => "kb_delete_document",
+            CliCommand::KbGet => "kb_get",
+            CliCommand::KbIngestionStatus => "kb_ingestion_status",
+            CliCommand::KbList => "kb_list",
+            CliCommand::KbListDocuments => "kb_list_documents",
+            CliCommand::KbSearch => "kb_search",
+            CliCommand::KbUpdate => "kb_update",
             CliCommand::ModelsList => "models_list",
             CliCommand::OrgAddMember => "org_add_member",
             CliCommand::OrgCreateOrg => "org_create_org",

@@ -19,6 +19,7 @@ mod config;
 mod generated_cli;
 mod output;
 mod tree;
+mod upload;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -76,6 +77,7 @@ async fn run() -> Result<()> {
     root = tree::add_generated_commands(root);
     root = tree::add_auth_commands(root);
     root = tree::add_conversation_commands(root);
+    root = tree::add_upload_command(root);
     let matches = root.get_matches();
 
     let store = config::Store::load()?;
@@ -114,6 +116,9 @@ async fn run() -> Result<()> {
     };
     if path == ["conversation", "chat"] {
         return conversation_chat(&client, leaf).await;
+    }
+    if path == ["chat", "upload"] {
+        return upload::run(&client, leaf).await;
     }
     let Some(cmd) = tree::command_for(&path) else {
         bail!("unknown command: {}", path.join(" "));

@@ -25,6 +25,11 @@ const GROUPS: &[(&str, &str)] = &[
     ("invitations", "Invitations"),
     ("conversation", "Conversations and streamed chat"),
     ("models", "Language models"),
+    (
+        "kb",
+        "Knowledge bases: sources, documents, search, RAG query",
+    ),
+    ("chat", "Chat uploads and knowledge bases usable in chat"),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {
@@ -82,6 +87,12 @@ pub fn add_conversation_commands(root: Command) -> Command {
     insert(root, &path, crate::conversation_chat_command())
 }
 
+/// `workspace chat upload FILE`: hand-written (multipart).
+pub fn add_upload_command(root: Command) -> Command {
+    let path = ["chat".to_string(), "upload".to_string()];
+    insert(root, &path, crate::upload::command())
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -127,8 +138,8 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_conversation_commands(add_auth_commands(add_generated_commands(
-            crate::root_command(),
+        let root = add_upload_command(add_conversation_commands(add_auth_commands(
+            add_generated_commands(crate::root_command()),
         )));
         root.debug_assert();
     }

@@ -22,6 +22,22 @@ pub mod types {
             Default::default()
         }
     }
+    ///A knowledge base usable in chat (`GET /api/chat/available_knowledge_bases`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AvailableKnowledgeBase {
+        pub description: ::std::string::String,
+        pub document_count: i64,
+        pub embedding_model: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl AvailableKnowledgeBase {
+        pub fn builder() -> builder::AvailableKnowledgeBase {
+            Default::default()
+        }
+    }
     ///A conversation.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -649,6 +665,66 @@ pub mod types {
             Default::default()
         }
     }
+    ///A document's state.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum DocumentStatus {
+        #[serde(rename = "pending")]
+        Pending,
+        #[serde(rename = "processing")]
+        Processing,
+        #[serde(rename = "completed")]
+        Completed,
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for DocumentStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Pending => f.write_str("pending"),
+                Self::Processing => f.write_str("processing"),
+                Self::Completed => f.write_str("completed"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for DocumentStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "pending" => Ok(Self::Pending),
+                "processing" => Ok(Self::Processing),
+                "completed" => Ok(Self::Completed),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DocumentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DocumentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///The body of every error response. `error_code` is stable (match on it); `message` is for people.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -728,6 +804,75 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Configuration of a `file` source.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct FileSourceConfig {
+        ///Ids returned by `POST /api/chat/upload_file` in the same organization; 1 to 100.
+        pub file_ids: ::std::vec::Vec<::uuid::Uuid>,
+    }
+    impl FileSourceConfig {
+        pub fn builder() -> builder::FileSourceConfig {
+            Default::default()
+        }
+    }
+    ///`FilesDownloadSignature`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct FilesDownloadSignature(::std::string::String);
+    impl ::std::ops::Deref for FilesDownloadSignature {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FilesDownloadSignature> for ::std::string::String {
+        fn from(value: FilesDownloadSignature) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for FilesDownloadSignature {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 64usize {
+                return Err("shorter than 64 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FilesDownloadSignature {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FilesDownloadSignature {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FilesDownloadSignature {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Result of a health or readiness probe.
@@ -1070,6 +1215,777 @@ pub mod types {
             Default::default()
         }
     }
+    ///A numbered source of an answer: `[n]` in the answer cites it.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbCitation {
+        pub chunk_id: ::uuid::Uuid,
+        pub content: ::std::string::String,
+        pub document_id: ::uuid::Uuid,
+        ///The number the answer cites, from 1.
+        pub index: u32,
+        pub score: f64,
+        pub title: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub url: ::std::option::Option<::std::string::String>,
+    }
+    impl KbCitation {
+        pub fn builder() -> builder::KbCitation {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/kb/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbCreate {
+        ///At most 2000 characters.
+        pub description: KbCreateDescription,
+        ///One of the configured embedders (`all-minilm-l6-v2` by default).
+        pub embedding_model: KbCreateEmbeddingModel,
+        ///1 to 200 characters after trimming.
+        pub name: KbCreateName,
+        ///0 to 20 sources.
+        pub sources: ::std::vec::Vec<SourceInput>,
+    }
+    impl KbCreate {
+        pub fn builder() -> builder::KbCreate {
+            Default::default()
+        }
+    }
+    ///At most 2000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for KbCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbCreateDescription> for ::std::string::String {
+        fn from(value: KbCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///One of the configured embedders (`all-minilm-l6-v2` by default).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbCreateEmbeddingModel(::std::string::String);
+    impl ::std::ops::Deref for KbCreateEmbeddingModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbCreateEmbeddingModel> for ::std::string::String {
+        fn from(value: KbCreateEmbeddingModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbCreateEmbeddingModel {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbCreateEmbeddingModel {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbCreateEmbeddingModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbCreateEmbeddingModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 200 characters after trimming.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbCreateName(::std::string::String);
+    impl ::std::ops::Deref for KbCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbCreateName> for ::std::string::String {
+        fn from(value: KbCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Response of `POST /api/kb/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbCreated {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub status: KbStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl KbCreated {
+        pub fn builder() -> builder::KbCreated {
+            Default::default()
+        }
+    }
+    ///`{success, message}` of the delete operations.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbDeleted {
+        pub message: ::std::string::String,
+        pub success: bool,
+    }
+    impl KbDeleted {
+        pub fn builder() -> builder::KbDeleted {
+            Default::default()
+        }
+    }
+    ///Response of `GET /api/kb/get`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbDetail {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub document_count: i64,
+        pub embedding_model: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        ///Oldest first; at most 20 sources are created at once, and `add_source` refuses more than 100 per knowledge base.
+        pub sources: ::std::vec::Vec<Source>,
+        pub status: KbStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl KbDetail {
+        pub fn builder() -> builder::KbDetail {
+            Default::default()
+        }
+    }
+    ///A document of a knowledge base.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbDocument {
+        pub chunk_count: i32,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub content_type: ::std::option::Option<::std::string::String>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Why ingestion failed (`status` `failed`).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///The uploaded file of a `file` document.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub file_id: ::std::option::Option<::uuid::Uuid>,
+        pub id: ::uuid::Uuid,
+        ///Size of the original in bytes, once fetched.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub size_bytes: ::std::option::Option<i64>,
+        pub source_id: ::uuid::Uuid,
+        pub status: DocumentStatus,
+        ///The file name, the page title or the object key.
+        pub title: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: SourceType,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The URL of a web document (the `s3://bucket/key` of an object).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub url: ::std::option::Option<::std::string::String>,
+    }
+    impl KbDocument {
+        pub fn builder() -> builder::KbDocument {
+            Default::default()
+        }
+    }
+    ///Response of `GET /api/kb/list_documents`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbDocumentsPage {
+        pub documents: ::std::vec::Vec<KbDocument>,
+        pub limit: u32,
+        pub page: u32,
+        pub total: i64,
+    }
+    impl KbDocumentsPage {
+        pub fn builder() -> builder::KbDocumentsPage {
+            Default::default()
+        }
+    }
+    ///Response of `GET /api/kb/ingestion_status`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbIngestionStatus {
+        ///Documents finished, completed or failed.
+        pub documents_done: i64,
+        pub documents_failed: i64,
+        ///Documents known so far (a source still being listed adds more).
+        pub documents_total: i64,
+        pub kb_id: ::uuid::Uuid,
+        pub sources: ::std::vec::Vec<SourceProgress>,
+        pub status: KbStatus,
+    }
+    impl KbIngestionStatus {
+        pub fn builder() -> builder::KbIngestionStatus {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/kb/query`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryRequest {
+        ///Chunks retrieved, 1 to 50, default 10.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub limit: ::std::option::Option<::std::num::NonZeroU32>,
+        ///1 to 32000.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU32>,
+        ///One of `GET /api/models/list` (default: the first offered model).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///1 to 2000 characters.
+        pub query: KbQueryRequestQuery,
+        ///Answer as Server-Sent Events instead of JSON.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stream: ::std::option::Option<bool>,
+        ///0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+    }
+    impl KbQueryRequest {
+        pub fn builder() -> builder::KbQueryRequest {
+            Default::default()
+        }
+    }
+    ///1 to 2000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbQueryRequestQuery(::std::string::String);
+    impl ::std::ops::Deref for KbQueryRequestQuery {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbQueryRequestQuery> for ::std::string::String {
+        fn from(value: KbQueryRequestQuery) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbQueryRequestQuery {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryRequestQuery {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryRequestQuery {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbQueryRequestQuery {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Response of `POST /api/kb/query` (without `stream`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryResponse {
+        pub answer: ::std::string::String,
+        pub sources: ::std::vec::Vec<KbCitation>,
+    }
+    impl KbQueryResponse {
+        pub fn builder() -> builder::KbQueryResponse {
+            Default::default()
+        }
+    }
+    ///Metadata filters of a search; all given ones must hold.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct KbSearchFilters {
+        ///Only chunks of these documents (at most 100).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub document_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///Only chunks whose metadata contains this JSON object (e.g. `{"page": 3}` or `{"sheet": "Q1"}`); at most 20 keys.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata:
+            ::std::option::Option<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        ///Only chunks of these sources (at most 100).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub source_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///Only chunks of sources of this type.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub source_type: ::std::option::Option<SourceType>,
+    }
+    impl KbSearchFilters {
+        pub fn builder() -> builder::KbSearchFilters {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/kb/search`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbSearchRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub filters: ::std::option::Option<KbSearchFilters>,
+        ///1 to 50, default 10.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub limit: ::std::option::Option<::std::num::NonZeroU32>,
+        ///1 to 2000 characters.
+        pub query: KbSearchRequestQuery,
+        ///0 to 1, default 0.1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub score_threshold: ::std::option::Option<f64>,
+    }
+    impl KbSearchRequest {
+        pub fn builder() -> builder::KbSearchRequest {
+            Default::default()
+        }
+    }
+    ///1 to 2000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbSearchRequestQuery(::std::string::String);
+    impl ::std::ops::Deref for KbSearchRequestQuery {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbSearchRequestQuery> for ::std::string::String {
+        fn from(value: KbSearchRequestQuery) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbSearchRequestQuery {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbSearchRequestQuery {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbSearchRequestQuery {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbSearchRequestQuery {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Response of `POST /api/kb/search`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbSearchResponse {
+        pub results: ::std::vec::Vec<KbSearchResult>,
+    }
+    impl KbSearchResponse {
+        pub fn builder() -> builder::KbSearchResponse {
+            Default::default()
+        }
+    }
+    ///One search hit.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbSearchResult {
+        pub chunk_id: ::uuid::Uuid,
+        pub content: ::std::string::String,
+        pub document_id: ::uuid::Uuid,
+        ///`document_id`, `source_id`, `source_type`, `title`, `position`, plus `url`, `page` or `sheet` where known.
+        pub metadata: ::serde_json::Value,
+        ///0 to 1, higher is better: the fused reciprocal-rank score normalised so that a chunk ranked first by both the vector and the full-text search scores 1 (see `POST /api/kb/search`).
+        pub score: f64,
+    }
+    impl KbSearchResult {
+        pub fn builder() -> builder::KbSearchResult {
+            Default::default()
+        }
+    }
+    ///A knowledge base's readiness: `processing` while any of its sources is being ingested, `ready` otherwise.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbStatus {
+        #[serde(rename = "processing")]
+        Processing,
+        #[serde(rename = "ready")]
+        Ready,
+    }
+    impl ::std::fmt::Display for KbStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Processing => f.write_str("processing"),
+                Self::Ready => f.write_str("ready"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "processing" => Ok(Self::Processing),
+                "ready" => Ok(Self::Ready),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A knowledge base in `GET /api/kb/list`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbSummary {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub document_count: i64,
+        pub embedding_model: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub status: KbStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl KbSummary {
+        pub fn builder() -> builder::KbSummary {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/kb/update`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct KbUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<KbUpdateDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<KbUpdateName>,
+    }
+    impl KbUpdate {
+        pub fn builder() -> builder::KbUpdate {
+            Default::default()
+        }
+    }
+    ///`KbUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for KbUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbUpdateDescription> for ::std::string::String {
+        fn from(value: KbUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`KbUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct KbUpdateName(::std::string::String);
+    impl ::std::ops::Deref for KbUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KbUpdateName> for ::std::string::String {
+        fn from(value: KbUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KbUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KbUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Response of `PUT /api/kb/update`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbUpdated {
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl KbUpdated {
+        pub fn builder() -> builder::KbUpdated {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/auth/login`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1270,6 +2186,357 @@ pub mod types {
     impl NamedRef {
         pub fn builder() -> builder::NamedRef {
             Default::default()
+        }
+    }
+    ///Configuration of an `object_store` source (S3-compatible).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ObjectStoreSourceConfig {
+        ///3 to 63 characters.
+        pub bucket_name: ObjectStoreSourceConfigBucketName,
+        ///Write-only: stored encrypted, never returned.
+        pub cloud_access_key_id: ObjectStoreSourceConfigCloudAccessKeyId,
+        ///e.g. `us-east-1`; at most 64 characters.
+        pub cloud_region: ObjectStoreSourceConfigCloudRegion,
+        ///Write-only: stored encrypted, never returned.
+        pub cloud_secret_access_key: ObjectStoreSourceConfigCloudSecretAccessKey,
+        ///An S3-compatible endpoint (MinIO, R2, ...); default: AWS. Addressed path-style when set.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub endpoint_url: ::std::option::Option<ObjectStoreSourceConfigEndpointUrl>,
+        ///Key prefix (empty: the whole bucket); at most 1024 characters.
+        #[serde(default = "defaults::object_store_source_config_prefix")]
+        pub prefix: ObjectStoreSourceConfigPrefix,
+    }
+    impl ObjectStoreSourceConfig {
+        pub fn builder() -> builder::ObjectStoreSourceConfig {
+            Default::default()
+        }
+    }
+    ///3 to 63 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigBucketName(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigBucketName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigBucketName> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigBucketName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigBucketName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            if value.chars().count() < 3usize {
+                return Err("shorter than 3 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigBucketName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectStoreSourceConfigBucketName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigBucketName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Write-only: stored encrypted, never returned.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigCloudAccessKeyId(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigCloudAccessKeyId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigCloudAccessKeyId> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigCloudAccessKeyId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigCloudAccessKeyId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 256usize {
+                return Err("longer than 256 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigCloudAccessKeyId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectStoreSourceConfigCloudAccessKeyId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigCloudAccessKeyId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///e.g. `us-east-1`; at most 64 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigCloudRegion(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigCloudRegion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigCloudRegion> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigCloudRegion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigCloudRegion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigCloudRegion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectStoreSourceConfigCloudRegion {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigCloudRegion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Write-only: stored encrypted, never returned.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigCloudSecretAccessKey(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigCloudSecretAccessKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigCloudSecretAccessKey> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigCloudSecretAccessKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigCloudSecretAccessKey {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 256usize {
+                return Err("longer than 256 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigCloudSecretAccessKey {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+        for ObjectStoreSourceConfigCloudSecretAccessKey
+    {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigCloudSecretAccessKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An S3-compatible endpoint (MinIO, R2, ...); default: AWS. Addressed path-style when set.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigEndpointUrl(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigEndpointUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigEndpointUrl> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigEndpointUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigEndpointUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2048usize {
+                return Err("longer than 2048 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigEndpointUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectStoreSourceConfigEndpointUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigEndpointUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Key prefix (empty: the whole bucket); at most 1024 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ObjectStoreSourceConfigPrefix(::std::string::String);
+    impl ::std::ops::Deref for ObjectStoreSourceConfigPrefix {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfigPrefix> for ::std::string::String {
+        fn from(value: ObjectStoreSourceConfigPrefix) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for ObjectStoreSourceConfigPrefix {
+        fn default() -> Self {
+            ObjectStoreSourceConfigPrefix("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for ObjectStoreSourceConfigPrefix {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1024usize {
+                return Err("longer than 1024 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectStoreSourceConfigPrefix {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectStoreSourceConfigPrefix {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectStoreSourceConfigPrefix {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`OrgCreateOrgName`
@@ -1739,6 +3006,227 @@ pub mod types {
             Default::default()
         }
     }
+    ///A source of a knowledge base.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Source {
+        pub config: SourceConfigView,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub document_count: i64,
+        ///Why the source failed (`status` `failed`).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub id: ::uuid::Uuid,
+        pub status: SourceStatus,
+        #[serde(rename = "type")]
+        pub type_: SourceType,
+    }
+    impl Source {
+        pub fn builder() -> builder::Source {
+            Default::default()
+        }
+    }
+    ///Response of `POST /api/kb/add_source`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SourceAdded {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub kb_id: ::uuid::Uuid,
+        pub source_id: ::uuid::Uuid,
+        pub status: SourceStatus,
+        #[serde(rename = "type")]
+        pub type_: SourceType,
+    }
+    impl SourceAdded {
+        pub fn builder() -> builder::SourceAdded {
+            Default::default()
+        }
+    }
+    ///The public part of a source's configuration: the fields of its type, without credentials.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SourceConfigView {
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub bucket_name: ::std::option::Option<::std::string::String>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub cloud_region: ::std::option::Option<::std::string::String>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub endpoint_url: ::std::option::Option<::std::string::String>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub file_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub prefix: ::std::option::Option<::std::string::String>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub urls: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+    }
+    impl SourceConfigView {
+        pub fn builder() -> builder::SourceConfigView {
+            Default::default()
+        }
+    }
+    ///A source to add: `{type, config}`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(tag = "type", content = "config")]
+    pub enum SourceInput {
+        #[serde(rename = "file")]
+        File(FileSourceConfig),
+        #[serde(rename = "web")]
+        Web(WebSourceConfig),
+        #[serde(rename = "object_store")]
+        ObjectStore(ObjectStoreSourceConfig),
+    }
+    impl ::std::convert::From<FileSourceConfig> for SourceInput {
+        fn from(value: FileSourceConfig) -> Self {
+            Self::File(value)
+        }
+    }
+    impl ::std::convert::From<WebSourceConfig> for SourceInput {
+        fn from(value: WebSourceConfig) -> Self {
+            Self::Web(value)
+        }
+    }
+    impl ::std::convert::From<ObjectStoreSourceConfig> for SourceInput {
+        fn from(value: ObjectStoreSourceConfig) -> Self {
+            Self::ObjectStore(value)
+        }
+    }
+    ///Progress of one source in `GET /api/kb/ingestion_status`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SourceProgress {
+        pub documents_done: i64,
+        pub documents_failed: i64,
+        pub documents_total: i64,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub source_id: ::uuid::Uuid,
+        pub status: SourceStatus,
+        #[serde(rename = "type")]
+        pub type_: SourceType,
+    }
+    impl SourceProgress {
+        pub fn builder() -> builder::SourceProgress {
+            Default::default()
+        }
+    }
+    ///A source's state: `processing` until all its documents are done, `completed` then (a failed document does not fail its source), `failed` when its documents could not be listed at all.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum SourceStatus {
+        #[serde(rename = "processing")]
+        Processing,
+        #[serde(rename = "completed")]
+        Completed,
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for SourceStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Processing => f.write_str("processing"),
+                Self::Completed => f.write_str("completed"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for SourceStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "processing" => Ok(Self::Processing),
+                "completed" => Ok(Self::Completed),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SourceStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SourceStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The kind of a source.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum SourceType {
+        #[serde(rename = "file")]
+        File,
+        #[serde(rename = "web")]
+        Web,
+        #[serde(rename = "object_store")]
+        ObjectStore,
+    }
+    impl ::std::fmt::Display for SourceType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::File => f.write_str("file"),
+                Self::Web => f.write_str("web"),
+                Self::ObjectStore => f.write_str("object_store"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for SourceType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "file" => Ok(Self::File),
+                "web" => Ok(Self::Web),
+                "object_store" => Ok(Self::ObjectStore),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SourceType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SourceType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///Body of `POST /api/conversation/stream_chat`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1864,6 +3352,27 @@ pub mod types {
     }
     impl UpdatedUser {
         pub fn builder() -> builder::UpdatedUser {
+            Default::default()
+        }
+    }
+    ///Response of `POST /api/chat/upload_file`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Upload {
+        ///Decided by content sniffing, not by the client's header.
+        pub content_type: ::std::string::String,
+        pub file_size: i64,
+        pub filename: ::std::string::String,
+        ///The file's id (usable in a `file` knowledge-base source).
+        pub id: ::uuid::Uuid,
+        ///The id of the chat message the upload is attached to.
+        pub message_id: ::uuid::Uuid,
+        ///A download link valid for 7 days.
+        pub url: ::std::string::String,
+    }
+    impl Upload {
+        pub fn builder() -> builder::Upload {
             Default::default()
         }
     }
@@ -2021,6 +3530,20 @@ pub mod types {
             Default::default()
         }
     }
+    ///Configuration of a `web` source.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct WebSourceConfig {
+        ///`http` or `https` URLs, 1 to 100, each at most 2048 characters.
+        pub urls: ::std::vec::Vec<::std::string::String>,
+    }
+    impl WebSourceConfig {
+        pub fn builder() -> builder::WebSourceConfig {
+            Default::default()
+        }
+    }
     /// Types for composing complex structures.
     pub mod builder {
         #[derive(Clone, Debug)]
@@ -2088,6 +3611,102 @@ pub mod types {
                     organization_id: Ok(value.organization_id),
                     role_id: Ok(value.role_id),
                     user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AvailableKnowledgeBase {
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_count: ::std::result::Result<i64, ::std::string::String>,
+            embedding_model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for AvailableKnowledgeBase {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    document_count: Err("no value supplied for document_count".to_string()),
+                    embedding_model: Err("no value supplied for embedding_model".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl AvailableKnowledgeBase {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn document_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for document_count: {e}")
+                });
+                self
+            }
+            pub fn embedding_model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embedding_model = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for embedding_model: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AvailableKnowledgeBase> for super::AvailableKnowledgeBase {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AvailableKnowledgeBase,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    document_count: value.document_count?,
+                    embedding_model: value.embedding_model?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AvailableKnowledgeBase> for AvailableKnowledgeBase {
+            fn from(value: super::AvailableKnowledgeBase) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    document_count: Ok(value.document_count),
+                    embedding_model: Ok(value.embedding_model),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
                 }
             }
         }
@@ -3341,6 +4960,46 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct FileSourceConfig {
+            file_ids: ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
+        }
+        impl ::std::default::Default for FileSourceConfig {
+            fn default() -> Self {
+                Self {
+                    file_ids: Err("no value supplied for file_ids".to_string()),
+                }
+            }
+        }
+        impl FileSourceConfig {
+            pub fn file_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_ids: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FileSourceConfig> for super::FileSourceConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FileSourceConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    file_ids: value.file_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FileSourceConfig> for FileSourceConfig {
+            fn from(value: super::FileSourceConfig) -> Self {
+                Self {
+                    file_ids: Ok(value.file_ids),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct HealthStatus {
             status: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -4481,6 +6140,1796 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct KbCitation {
+            chunk_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            index: ::std::result::Result<u32, ::std::string::String>,
+            score: ::std::result::Result<f64, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbCitation {
+            fn default() -> Self {
+                Self {
+                    chunk_id: Err("no value supplied for chunk_id".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    document_id: Err("no value supplied for document_id".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                    score: Err("no value supplied for score".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl KbCitation {
+            pub fn chunk_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunk_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunk_id: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn document_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for document_id: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+            pub fn score<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for score: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbCitation> for super::KbCitation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbCitation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chunk_id: value.chunk_id?,
+                    content: value.content?,
+                    document_id: value.document_id?,
+                    index: value.index?,
+                    score: value.score?,
+                    title: value.title?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbCitation> for KbCitation {
+            fn from(value: super::KbCitation) -> Self {
+                Self {
+                    chunk_id: Ok(value.chunk_id),
+                    content: Ok(value.content),
+                    document_id: Ok(value.document_id),
+                    index: Ok(value.index),
+                    score: Ok(value.score),
+                    title: Ok(value.title),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbCreate {
+            description: ::std::result::Result<super::KbCreateDescription, ::std::string::String>,
+            embedding_model:
+                ::std::result::Result<super::KbCreateEmbeddingModel, ::std::string::String>,
+            name: ::std::result::Result<super::KbCreateName, ::std::string::String>,
+            sources:
+                ::std::result::Result<::std::vec::Vec<super::SourceInput>, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbCreate {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    embedding_model: Err("no value supplied for embedding_model".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    sources: Err("no value supplied for sources".to_string()),
+                }
+            }
+        }
+        impl KbCreate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbCreateDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn embedding_model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbCreateEmbeddingModel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embedding_model = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for embedding_model: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SourceInput>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbCreate> for super::KbCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    embedding_model: value.embedding_model?,
+                    name: value.name?,
+                    sources: value.sources?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbCreate> for KbCreate {
+            fn from(value: super::KbCreate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    embedding_model: Ok(value.embedding_model),
+                    name: Ok(value.name),
+                    sources: Ok(value.sources),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbCreated {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::KbStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbCreated {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl KbCreated {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbCreated> for super::KbCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbCreated> for KbCreated {
+            fn from(value: super::KbCreated) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbDeleted {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbDeleted {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl KbDeleted {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbDeleted> for super::KbDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbDeleted> for KbDeleted {
+            fn from(value: super::KbDeleted) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbDetail {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_count: ::std::result::Result<i64, ::std::string::String>,
+            embedding_model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            sources: ::std::result::Result<::std::vec::Vec<super::Source>, ::std::string::String>,
+            status: ::std::result::Result<super::KbStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbDetail {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    document_count: Err("no value supplied for document_count".to_string()),
+                    embedding_model: Err("no value supplied for embedding_model".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    sources: Err("no value supplied for sources".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl KbDetail {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn document_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for document_count: {e}")
+                });
+                self
+            }
+            pub fn embedding_model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embedding_model = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for embedding_model: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Source>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbDetail> for super::KbDetail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbDetail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    document_count: value.document_count?,
+                    embedding_model: value.embedding_model?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    sources: value.sources?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbDetail> for KbDetail {
+            fn from(value: super::KbDetail) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    document_count: Ok(value.document_count),
+                    embedding_model: Ok(value.embedding_model),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    sources: Ok(value.sources),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbDocument {
+            chunk_count: ::std::result::Result<i32, ::std::string::String>,
+            content_type: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            file_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            size_bytes: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+            source_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::DocumentStatus, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::SourceType, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbDocument {
+            fn default() -> Self {
+                Self {
+                    chunk_count: Err("no value supplied for chunk_count".to_string()),
+                    content_type: Err("no value supplied for content_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    error: Err("no value supplied for error".to_string()),
+                    file_id: Err("no value supplied for file_id".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    size_bytes: Err("no value supplied for size_bytes".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl KbDocument {
+            pub fn chunk_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunk_count = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunk_count: {e}"));
+                self
+            }
+            pub fn content_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn file_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_id: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn size_bytes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.size_bytes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for size_bytes: {e}"));
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DocumentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbDocument> for super::KbDocument {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbDocument,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chunk_count: value.chunk_count?,
+                    content_type: value.content_type?,
+                    created_at: value.created_at?,
+                    error: value.error?,
+                    file_id: value.file_id?,
+                    id: value.id?,
+                    size_bytes: value.size_bytes?,
+                    source_id: value.source_id?,
+                    status: value.status?,
+                    title: value.title?,
+                    type_: value.type_?,
+                    updated_at: value.updated_at?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbDocument> for KbDocument {
+            fn from(value: super::KbDocument) -> Self {
+                Self {
+                    chunk_count: Ok(value.chunk_count),
+                    content_type: Ok(value.content_type),
+                    created_at: Ok(value.created_at),
+                    error: Ok(value.error),
+                    file_id: Ok(value.file_id),
+                    id: Ok(value.id),
+                    size_bytes: Ok(value.size_bytes),
+                    source_id: Ok(value.source_id),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    type_: Ok(value.type_),
+                    updated_at: Ok(value.updated_at),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbDocumentsPage {
+            documents:
+                ::std::result::Result<::std::vec::Vec<super::KbDocument>, ::std::string::String>,
+            limit: ::std::result::Result<u32, ::std::string::String>,
+            page: ::std::result::Result<u32, ::std::string::String>,
+            total: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbDocumentsPage {
+            fn default() -> Self {
+                Self {
+                    documents: Err("no value supplied for documents".to_string()),
+                    limit: Err("no value supplied for limit".to_string()),
+                    page: Err("no value supplied for page".to_string()),
+                    total: Err("no value supplied for total".to_string()),
+                }
+            }
+        }
+        impl KbDocumentsPage {
+            pub fn documents<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::KbDocument>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for documents: {e}"));
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn page<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.page = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for page: {e}"));
+                self
+            }
+            pub fn total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbDocumentsPage> for super::KbDocumentsPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbDocumentsPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    documents: value.documents?,
+                    limit: value.limit?,
+                    page: value.page?,
+                    total: value.total?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbDocumentsPage> for KbDocumentsPage {
+            fn from(value: super::KbDocumentsPage) -> Self {
+                Self {
+                    documents: Ok(value.documents),
+                    limit: Ok(value.limit),
+                    page: Ok(value.page),
+                    total: Ok(value.total),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbIngestionStatus {
+            documents_done: ::std::result::Result<i64, ::std::string::String>,
+            documents_failed: ::std::result::Result<i64, ::std::string::String>,
+            documents_total: ::std::result::Result<i64, ::std::string::String>,
+            kb_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            sources: ::std::result::Result<
+                ::std::vec::Vec<super::SourceProgress>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::KbStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbIngestionStatus {
+            fn default() -> Self {
+                Self {
+                    documents_done: Err("no value supplied for documents_done".to_string()),
+                    documents_failed: Err("no value supplied for documents_failed".to_string()),
+                    documents_total: Err("no value supplied for documents_total".to_string()),
+                    kb_id: Err("no value supplied for kb_id".to_string()),
+                    sources: Err("no value supplied for sources".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl KbIngestionStatus {
+            pub fn documents_done<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_done = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_done: {e}")
+                });
+                self
+            }
+            pub fn documents_failed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_failed = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_failed: {e}")
+                });
+                self
+            }
+            pub fn documents_total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_total = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_total: {e}")
+                });
+                self
+            }
+            pub fn kb_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.kb_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for kb_id: {e}"));
+                self
+            }
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SourceProgress>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbIngestionStatus> for super::KbIngestionStatus {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbIngestionStatus,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    documents_done: value.documents_done?,
+                    documents_failed: value.documents_failed?,
+                    documents_total: value.documents_total?,
+                    kb_id: value.kb_id?,
+                    sources: value.sources?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbIngestionStatus> for KbIngestionStatus {
+            fn from(value: super::KbIngestionStatus) -> Self {
+                Self {
+                    documents_done: Ok(value.documents_done),
+                    documents_failed: Ok(value.documents_failed),
+                    documents_total: Ok(value.documents_total),
+                    kb_id: Ok(value.kb_id),
+                    sources: Ok(value.sources),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryRequest {
+            limit: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            query: ::std::result::Result<super::KbQueryRequestQuery, ::std::string::String>,
+            stream: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryRequest {
+            fn default() -> Self {
+                Self {
+                    limit: Ok(Default::default()),
+                    max_tokens: Ok(Default::default()),
+                    model_id: Ok(Default::default()),
+                    query: Err("no value supplied for query".to_string()),
+                    stream: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                }
+            }
+        }
+        impl KbQueryRequest {
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn query<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryRequestQuery>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.query = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for query: {e}"));
+                self
+            }
+            pub fn stream<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for stream: {e}"));
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for temperature: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryRequest> for super::KbQueryRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    limit: value.limit?,
+                    max_tokens: value.max_tokens?,
+                    model_id: value.model_id?,
+                    query: value.query?,
+                    stream: value.stream?,
+                    temperature: value.temperature?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryRequest> for KbQueryRequest {
+            fn from(value: super::KbQueryRequest) -> Self {
+                Self {
+                    limit: Ok(value.limit),
+                    max_tokens: Ok(value.max_tokens),
+                    model_id: Ok(value.model_id),
+                    query: Ok(value.query),
+                    stream: Ok(value.stream),
+                    temperature: Ok(value.temperature),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryResponse {
+            answer: ::std::result::Result<::std::string::String, ::std::string::String>,
+            sources:
+                ::std::result::Result<::std::vec::Vec<super::KbCitation>, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryResponse {
+            fn default() -> Self {
+                Self {
+                    answer: Err("no value supplied for answer".to_string()),
+                    sources: Err("no value supplied for sources".to_string()),
+                }
+            }
+        }
+        impl KbQueryResponse {
+            pub fn answer<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.answer = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for answer: {e}"));
+                self
+            }
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::KbCitation>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryResponse> for super::KbQueryResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    answer: value.answer?,
+                    sources: value.sources?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryResponse> for KbQueryResponse {
+            fn from(value: super::KbQueryResponse) -> Self {
+                Self {
+                    answer: Ok(value.answer),
+                    sources: Ok(value.sources),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbSearchFilters {
+            document_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            source_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            source_type: ::std::result::Result<
+                ::std::option::Option<super::SourceType>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbSearchFilters {
+            fn default() -> Self {
+                Self {
+                    document_ids: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    source_ids: Ok(Default::default()),
+                    source_type: Ok(Default::default()),
+                }
+            }
+        }
+        impl KbSearchFilters {
+            pub fn document_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for document_ids: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn source_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_ids: {e}"));
+                self
+            }
+            pub fn source_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::SourceType>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_type: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbSearchFilters> for super::KbSearchFilters {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbSearchFilters,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    document_ids: value.document_ids?,
+                    metadata: value.metadata?,
+                    source_ids: value.source_ids?,
+                    source_type: value.source_type?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbSearchFilters> for KbSearchFilters {
+            fn from(value: super::KbSearchFilters) -> Self {
+                Self {
+                    document_ids: Ok(value.document_ids),
+                    metadata: Ok(value.metadata),
+                    source_ids: Ok(value.source_ids),
+                    source_type: Ok(value.source_type),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbSearchRequest {
+            filters: ::std::result::Result<
+                ::std::option::Option<super::KbSearchFilters>,
+                ::std::string::String,
+            >,
+            limit: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            query: ::std::result::Result<super::KbSearchRequestQuery, ::std::string::String>,
+            score_threshold:
+                ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbSearchRequest {
+            fn default() -> Self {
+                Self {
+                    filters: Ok(Default::default()),
+                    limit: Ok(Default::default()),
+                    query: Err("no value supplied for query".to_string()),
+                    score_threshold: Ok(Default::default()),
+                }
+            }
+        }
+        impl KbSearchRequest {
+            pub fn filters<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::KbSearchFilters>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filters = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for filters: {e}"));
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn query<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbSearchRequestQuery>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.query = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for query: {e}"));
+                self
+            }
+            pub fn score_threshold<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score_threshold = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for score_threshold: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbSearchRequest> for super::KbSearchRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbSearchRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    filters: value.filters?,
+                    limit: value.limit?,
+                    query: value.query?,
+                    score_threshold: value.score_threshold?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbSearchRequest> for KbSearchRequest {
+            fn from(value: super::KbSearchRequest) -> Self {
+                Self {
+                    filters: Ok(value.filters),
+                    limit: Ok(value.limit),
+                    query: Ok(value.query),
+                    score_threshold: Ok(value.score_threshold),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbSearchResponse {
+            results: ::std::result::Result<
+                ::std::vec::Vec<super::KbSearchResult>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbSearchResponse {
+            fn default() -> Self {
+                Self {
+                    results: Err("no value supplied for results".to_string()),
+                }
+            }
+        }
+        impl KbSearchResponse {
+            pub fn results<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::KbSearchResult>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.results = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for results: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbSearchResponse> for super::KbSearchResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbSearchResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    results: value.results?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbSearchResponse> for KbSearchResponse {
+            fn from(value: super::KbSearchResponse) -> Self {
+                Self {
+                    results: Ok(value.results),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbSearchResult {
+            chunk_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            score: ::std::result::Result<f64, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbSearchResult {
+            fn default() -> Self {
+                Self {
+                    chunk_id: Err("no value supplied for chunk_id".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    document_id: Err("no value supplied for document_id".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    score: Err("no value supplied for score".to_string()),
+                }
+            }
+        }
+        impl KbSearchResult {
+            pub fn chunk_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunk_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunk_id: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn document_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for document_id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn score<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for score: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbSearchResult> for super::KbSearchResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbSearchResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chunk_id: value.chunk_id?,
+                    content: value.content?,
+                    document_id: value.document_id?,
+                    metadata: value.metadata?,
+                    score: value.score?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbSearchResult> for KbSearchResult {
+            fn from(value: super::KbSearchResult) -> Self {
+                Self {
+                    chunk_id: Ok(value.chunk_id),
+                    content: Ok(value.content),
+                    document_id: Ok(value.document_id),
+                    metadata: Ok(value.metadata),
+                    score: Ok(value.score),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbSummary {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_count: ::std::result::Result<i64, ::std::string::String>,
+            embedding_model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::KbStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbSummary {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    document_count: Err("no value supplied for document_count".to_string()),
+                    embedding_model: Err("no value supplied for embedding_model".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl KbSummary {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn document_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for document_count: {e}")
+                });
+                self
+            }
+            pub fn embedding_model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embedding_model = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for embedding_model: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbSummary> for super::KbSummary {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbSummary,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    document_count: value.document_count?,
+                    embedding_model: value.embedding_model?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbSummary> for KbSummary {
+            fn from(value: super::KbSummary) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    document_count: Ok(value.document_count),
+                    embedding_model: Ok(value.embedding_model),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbUpdate {
+            description: ::std::result::Result<
+                ::std::option::Option<super::KbUpdateDescription>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::KbUpdateName>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbUpdate {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                }
+            }
+        }
+        impl KbUpdate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::KbUpdateDescription>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::KbUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbUpdate> for super::KbUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbUpdate> for KbUpdate {
+            fn from(value: super::KbUpdate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbUpdated {
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for KbUpdated {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl KbUpdated {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbUpdated> for super::KbUpdated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbUpdated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbUpdated> for KbUpdated {
+            fn from(value: super::KbUpdated) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct LoginRequest {
             email: ::std::result::Result<::std::string::String, ::std::string::String>,
             password: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -4857,6 +8306,138 @@ pub mod types {
                 Self {
                     id: Ok(value.id),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ObjectStoreSourceConfig {
+            bucket_name: ::std::result::Result<
+                super::ObjectStoreSourceConfigBucketName,
+                ::std::string::String,
+            >,
+            cloud_access_key_id: ::std::result::Result<
+                super::ObjectStoreSourceConfigCloudAccessKeyId,
+                ::std::string::String,
+            >,
+            cloud_region: ::std::result::Result<
+                super::ObjectStoreSourceConfigCloudRegion,
+                ::std::string::String,
+            >,
+            cloud_secret_access_key: ::std::result::Result<
+                super::ObjectStoreSourceConfigCloudSecretAccessKey,
+                ::std::string::String,
+            >,
+            endpoint_url: ::std::result::Result<
+                ::std::option::Option<super::ObjectStoreSourceConfigEndpointUrl>,
+                ::std::string::String,
+            >,
+            prefix:
+                ::std::result::Result<super::ObjectStoreSourceConfigPrefix, ::std::string::String>,
+        }
+        impl ::std::default::Default for ObjectStoreSourceConfig {
+            fn default() -> Self {
+                Self {
+                    bucket_name: Err("no value supplied for bucket_name".to_string()),
+                    cloud_access_key_id: Err(
+                        "no value supplied for cloud_access_key_id".to_string()
+                    ),
+                    cloud_region: Err("no value supplied for cloud_region".to_string()),
+                    cloud_secret_access_key: Err(
+                        "no value supplied for cloud_secret_access_key".to_string()
+                    ),
+                    endpoint_url: Ok(Default::default()),
+                    prefix: Ok(super::defaults::object_store_source_config_prefix()),
+                }
+            }
+        }
+        impl ObjectStoreSourceConfig {
+            pub fn bucket_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ObjectStoreSourceConfigBucketName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.bucket_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for bucket_name: {e}"));
+                self
+            }
+            pub fn cloud_access_key_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ObjectStoreSourceConfigCloudAccessKeyId>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cloud_access_key_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for cloud_access_key_id: {e}")
+                });
+                self
+            }
+            pub fn cloud_region<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ObjectStoreSourceConfigCloudRegion>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cloud_region = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cloud_region: {e}"));
+                self
+            }
+            pub fn cloud_secret_access_key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ObjectStoreSourceConfigCloudSecretAccessKey>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cloud_secret_access_key = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for cloud_secret_access_key: {e}")
+                });
+                self
+            }
+            pub fn endpoint_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::ObjectStoreSourceConfigEndpointUrl>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint_url: {e}"));
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ObjectStoreSourceConfigPrefix>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prefix: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ObjectStoreSourceConfig> for super::ObjectStoreSourceConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ObjectStoreSourceConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    bucket_name: value.bucket_name?,
+                    cloud_access_key_id: value.cloud_access_key_id?,
+                    cloud_region: value.cloud_region?,
+                    cloud_secret_access_key: value.cloud_secret_access_key?,
+                    endpoint_url: value.endpoint_url?,
+                    prefix: value.prefix?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ObjectStoreSourceConfig> for ObjectStoreSourceConfig {
+            fn from(value: super::ObjectStoreSourceConfig) -> Self {
+                Self {
+                    bucket_name: Ok(value.bucket_name),
+                    cloud_access_key_id: Ok(value.cloud_access_key_id),
+                    cloud_region: Ok(value.cloud_region),
+                    cloud_secret_access_key: Ok(value.cloud_secret_access_key),
+                    endpoint_url: Ok(value.endpoint_url),
+                    prefix: Ok(value.prefix),
                 }
             }
         }
@@ -5897,6 +9478,492 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Source {
+            config: ::std::result::Result<super::SourceConfigView, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            document_count: ::std::result::Result<i64, ::std::string::String>,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::SourceStatus, ::std::string::String>,
+            type_: ::std::result::Result<super::SourceType, ::std::string::String>,
+        }
+        impl ::std::default::Default for Source {
+            fn default() -> Self {
+                Self {
+                    config: Err("no value supplied for config".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    document_count: Err("no value supplied for document_count".to_string()),
+                    error: Err("no value supplied for error".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl Source {
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceConfigView>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn document_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for document_count: {e}")
+                });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Source> for super::Source {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Source,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    config: value.config?,
+                    created_at: value.created_at?,
+                    document_count: value.document_count?,
+                    error: value.error?,
+                    id: value.id?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Source> for Source {
+            fn from(value: super::Source) -> Self {
+                Self {
+                    config: Ok(value.config),
+                    created_at: Ok(value.created_at),
+                    document_count: Ok(value.document_count),
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SourceAdded {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            kb_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            source_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::SourceStatus, ::std::string::String>,
+            type_: ::std::result::Result<super::SourceType, ::std::string::String>,
+        }
+        impl ::std::default::Default for SourceAdded {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    kb_id: Err("no value supplied for kb_id".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl SourceAdded {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn kb_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.kb_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for kb_id: {e}"));
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SourceAdded> for super::SourceAdded {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SourceAdded,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    kb_id: value.kb_id?,
+                    source_id: value.source_id?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SourceAdded> for SourceAdded {
+            fn from(value: super::SourceAdded) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    kb_id: Ok(value.kb_id),
+                    source_id: Ok(value.source_id),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SourceConfigView {
+            bucket_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            cloud_region: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            endpoint_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            file_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            prefix: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            urls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SourceConfigView {
+            fn default() -> Self {
+                Self {
+                    bucket_name: Err("no value supplied for bucket_name".to_string()),
+                    cloud_region: Err("no value supplied for cloud_region".to_string()),
+                    endpoint_url: Err("no value supplied for endpoint_url".to_string()),
+                    file_ids: Err("no value supplied for file_ids".to_string()),
+                    prefix: Err("no value supplied for prefix".to_string()),
+                    urls: Err("no value supplied for urls".to_string()),
+                }
+            }
+        }
+        impl SourceConfigView {
+            pub fn bucket_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.bucket_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for bucket_name: {e}"));
+                self
+            }
+            pub fn cloud_region<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cloud_region = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cloud_region: {e}"));
+                self
+            }
+            pub fn endpoint_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint_url: {e}"));
+                self
+            }
+            pub fn file_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_ids: {e}"));
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prefix: {e}"));
+                self
+            }
+            pub fn urls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.urls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for urls: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SourceConfigView> for super::SourceConfigView {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SourceConfigView,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    bucket_name: value.bucket_name?,
+                    cloud_region: value.cloud_region?,
+                    endpoint_url: value.endpoint_url?,
+                    file_ids: value.file_ids?,
+                    prefix: value.prefix?,
+                    urls: value.urls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SourceConfigView> for SourceConfigView {
+            fn from(value: super::SourceConfigView) -> Self {
+                Self {
+                    bucket_name: Ok(value.bucket_name),
+                    cloud_region: Ok(value.cloud_region),
+                    endpoint_url: Ok(value.endpoint_url),
+                    file_ids: Ok(value.file_ids),
+                    prefix: Ok(value.prefix),
+                    urls: Ok(value.urls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SourceProgress {
+            documents_done: ::std::result::Result<i64, ::std::string::String>,
+            documents_failed: ::std::result::Result<i64, ::std::string::String>,
+            documents_total: ::std::result::Result<i64, ::std::string::String>,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            source_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<super::SourceStatus, ::std::string::String>,
+            type_: ::std::result::Result<super::SourceType, ::std::string::String>,
+        }
+        impl ::std::default::Default for SourceProgress {
+            fn default() -> Self {
+                Self {
+                    documents_done: Err("no value supplied for documents_done".to_string()),
+                    documents_failed: Err("no value supplied for documents_failed".to_string()),
+                    documents_total: Err("no value supplied for documents_total".to_string()),
+                    error: Err("no value supplied for error".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl SourceProgress {
+            pub fn documents_done<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_done = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_done: {e}")
+                });
+                self
+            }
+            pub fn documents_failed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_failed = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_failed: {e}")
+                });
+                self
+            }
+            pub fn documents_total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.documents_total = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for documents_total: {e}")
+                });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SourceType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SourceProgress> for super::SourceProgress {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SourceProgress,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    documents_done: value.documents_done?,
+                    documents_failed: value.documents_failed?,
+                    documents_total: value.documents_total?,
+                    error: value.error?,
+                    source_id: value.source_id?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SourceProgress> for SourceProgress {
+            fn from(value: super::SourceProgress) -> Self {
+                Self {
+                    documents_done: Ok(value.documents_done),
+                    documents_failed: Ok(value.documents_failed),
+                    documents_total: Ok(value.documents_total),
+                    error: Ok(value.error),
+                    source_id: Ok(value.source_id),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct StreamChatRequest {
             chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -6255,6 +10322,116 @@ pub mod types {
                     last_name: Ok(value.last_name),
                     organizations: Ok(value.organizations),
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Upload {
+            content_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            file_size: ::std::result::Result<i64, ::std::string::String>,
+            filename: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            url: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Upload {
+            fn default() -> Self {
+                Self {
+                    content_type: Err("no value supplied for content_type".to_string()),
+                    file_size: Err("no value supplied for file_size".to_string()),
+                    filename: Err("no value supplied for filename".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl Upload {
+            pub fn content_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content_type: {e}"));
+                self
+            }
+            pub fn file_size<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_size = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_size: {e}"));
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for filename: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Upload> for super::Upload {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Upload,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content_type: value.content_type?,
+                    file_size: value.file_size?,
+                    filename: value.filename?,
+                    id: value.id?,
+                    message_id: value.message_id?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Upload> for Upload {
+            fn from(value: super::Upload) -> Self {
+                Self {
+                    content_type: Ok(value.content_type),
+                    file_size: Ok(value.file_size),
+                    filename: Ok(value.filename),
+                    id: Ok(value.id),
+                    message_id: Ok(value.message_id),
+                    url: Ok(value.url),
                 }
             }
         }
@@ -6751,6 +10928,53 @@ pub mod types {
                 }
             }
         }
+        #[derive(Clone, Debug)]
+        pub struct WebSourceConfig {
+            urls: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for WebSourceConfig {
+            fn default() -> Self {
+                Self {
+                    urls: Err("no value supplied for urls".to_string()),
+                }
+            }
+        }
+        impl WebSourceConfig {
+            pub fn urls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.urls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for urls: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebSourceConfig> for super::WebSourceConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebSourceConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { urls: value.urls? })
+            }
+        }
+        impl ::std::convert::From<super::WebSourceConfig> for WebSourceConfig {
+            fn from(value: super::WebSourceConfig) -> Self {
+                Self {
+                    urls: Ok(value.urls),
+                }
+            }
+        }
+    }
+    /// Generation of default values for serde.
+    pub mod defaults {
+        pub(super) fn object_store_source_config_prefix() -> super::ObjectStoreSourceConfigPrefix {
+            super::ObjectStoreSourceConfigPrefix("".to_string())
+        }
     }
     /// Error types.
     pub mod error {
@@ -6897,6 +11121,23 @@ impl Client {
     pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
         builder::AuthSignupInvite::new(self)
     }
+    /**Knowledge bases usable in chat
+
+    Permissions `chats:read` and `kb:read`. The organization's knowledge bases that are `ready` and hold at least one document, by name; at most 100.
+
+    Sends a `GET` request to `/api/chat/available_knowledge_bases`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_available_knowledge_bases()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_available_knowledge_bases(&self) -> builder::ChatAvailableKnowledgeBases<'_> {
+        builder::ChatAvailableKnowledgeBases::new(self)
+    }
     /**Create a conversation
 
     Permission `conversation:write`. `title` must be 1 to 200 characters after trimming (`400 invalid_title`); `is_archived` defaults to false. A conversation belongs to the organization: every member with `conversation:read` sees it.
@@ -7022,6 +11263,27 @@ impl Client {
     ```*/
     pub fn conversation_stream_chat(&self) -> builder::ConversationStreamChat<'_> {
         builder::ConversationStreamChat::new(self)
+    }
+    /**Download an uploaded file through a signed link
+
+    Public: the signature is the credential. The links handed out by `upload_file` for the local store; `403 invalid_signature` when the signature does not match, `410 link_expired` after its expiry.
+
+    Sends a `GET` request to `/api/files/download`
+
+    Arguments:
+    - `expires`: Expiry, seconds since the Unix epoch.
+    - `file_id`
+    - `signature`: HMAC-SHA256 of the file id and expiry, hex.
+    ```ignore
+    let response = client.files_download()
+        .expires(expires)
+        .file_id(file_id)
+        .signature(signature)
+        .send()
+        .await;
+    ```*/
+    pub fn files_download(&self) -> builder::FilesDownload<'_> {
+        builder::FilesDownload::new(self)
     }
     /**Invite several e-mail addresses at once
 
@@ -7159,6 +11421,180 @@ impl Client {
     ```*/
     pub fn invitations_validate(&self) -> builder::InvitationsValidate<'_> {
         builder::InvitationsValidate::new(self)
+    }
+    /**Add a source to a knowledge base
+
+    Permission `kb:write`. The body is one `{type, config}` as in `create` (`400 invalid_source`); at most 100 sources per knowledge base (`400 too_many_sources`). The source starts `processing` and is ingested in the background.
+
+    Sends a `POST` request to `/api/kb/add_source`
+
+    ```ignore
+    let response = client.kb_add_source()
+        .kb_id(kb_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_add_source(&self) -> builder::KbAddSource<'_> {
+        builder::KbAddSource::new(self)
+    }
+    /**Create a knowledge base
+
+    Permission `kb:write`. `name` is 1 to 200 characters after trimming (`400 invalid_name`), `description` at most 2000 (`400 invalid_description`). `embedding_model` names one of the configured embedders (`all-minilm-l6-v2`, the local default, and any `[[embedders]]` of the configuration); another name is `400 unknown_embedding_model`. The knowledge base keeps its model.
+
+    `sources` (0 to 20) are `{type, config}`: `file` (`file_ids` of uploads of the same organization; `400 invalid_source` for an id that is not one), `web` (`urls`, `http`/`https` only) or `object_store` (`bucket_name`, `prefix`, `cloud_access_key_id`, `cloud_secret_access_key`, `cloud_region`, optional `endpoint_url`). Credentials are stored encrypted and never returned. Every source is ingested in the background by durable jobs (see `GET /api/kb/ingestion_status`); the knowledge base is `processing` until all are done, then `ready`.
+
+    Sends a `POST` request to `/api/kb/create`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.kb_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_create(&self) -> builder::KbCreate<'_> {
+        builder::KbCreate::new(self)
+    }
+    /**Delete a knowledge base and all its contents
+
+    Permission `kb:delete`. Sources, documents, chunks and pending ingestion jobs go in one transaction; a worker busy with one of its documents notices and stops. Uploaded files stay (they belong to the chat). `404 not_found` as for `get`.
+
+    Sends a `DELETE` request to `/api/kb/delete`
+
+    ```ignore
+    let response = client.kb_delete()
+        .kb_id(kb_id)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_delete(&self) -> builder::KbDelete<'_> {
+        builder::KbDelete::new(self)
+    }
+    /**Delete one document of a knowledge base
+
+    Permission `kb:delete`. Its chunks and pending jobs go with it. `404 not_found` when the knowledge base is not visible or the document is not one of its documents.
+
+    Sends a `DELETE` request to `/api/kb/delete_document`
+
+    ```ignore
+    let response = client.kb_delete_document()
+        .document_id(document_id)
+        .kb_id(kb_id)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_delete_document(&self) -> builder::KbDeleteDocument<'_> {
+        builder::KbDeleteDocument::new(self)
+    }
+    /**Fetch a knowledge base with its sources
+
+    Permission `kb:read` in the knowledge base's organization; `404 not_found` when it does not exist or belongs to an organization the caller is not a member of. Sources show their public configuration only (never credentials).
+
+    Sends a `GET` request to `/api/kb/get`
+
+    ```ignore
+    let response = client.kb_get()
+        .kb_id(kb_id)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_get(&self) -> builder::KbGet<'_> {
+        builder::KbGet::new(self)
+    }
+    /**Ingestion progress of a knowledge base
+
+    Permission `kb:read`. The knowledge base's `status`, document counts (`documents_done` counts completed and failed documents) and each source's progress.
+
+    Sends a `GET` request to `/api/kb/ingestion_status`
+
+    ```ignore
+    let response = client.kb_ingestion_status()
+        .kb_id(kb_id)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_ingestion_status(&self) -> builder::KbIngestionStatus<'_> {
+        builder::KbIngestionStatus::new(self)
+    }
+    /**List the organization's knowledge bases
+
+    Permission `kb:read`. Newest first, a page at a time: `page` from 1, `limit` 1 to 100 (default 20); out-of-range values are `400 invalid_pagination`. Each with `status` and `document_count`.
+
+    Sends a `GET` request to `/api/kb/list`
+
+    Arguments:
+    - `limit`: 1 to 100, default 20.
+    - `org_id`: The organization.
+    - `page`: 1-based page, default 1.
+    ```ignore
+    let response = client.kb_list()
+        .limit(limit)
+        .org_id(org_id)
+        .page(page)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_list(&self) -> builder::KbList<'_> {
+        builder::KbList::new(self)
+    }
+    /**List a knowledge base's documents, a page at a time
+
+    Permission `kb:read`. Oldest first (stable across pages); `page` from 1, `limit` 1 to 100 (default 20), `400 invalid_pagination` otherwise. Each document shows its source, title (file name, page title or object key), URL, size, `status` (`pending`, `processing`, `completed`, `failed`), `chunk_count` and, when failed, `error`. `total` counts all documents.
+
+    Sends a `GET` request to `/api/kb/list_documents`
+
+    Arguments:
+    - `kb_id`
+    - `limit`: 1 to 100, default 20.
+    - `page`: 1-based page, default 1.
+    ```ignore
+    let response = client.kb_list_documents()
+        .kb_id(kb_id)
+        .limit(limit)
+        .page(page)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_list_documents(&self) -> builder::KbListDocuments<'_> {
+        builder::KbListDocuments::new(self)
+    }
+    /**Search a knowledge base
+
+    Permission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`) are fused with reciprocal rank fusion (k = 60).
+
+    `score` (0 to 1) is the fused score divided by its maximum (both lists ranking the chunk first): 1 means first in both, about 0.5 first in one list only; it is a rank measure, not a similarity. Results below `score_threshold` (default 0.1) are dropped; `limit` 1 to 50 (default 10). `filters` narrow to documents, sources, a source type or chunks whose metadata contains a JSON object. `query` is 1 to 2000 characters (`400 invalid_query`).
+
+    Sends a `POST` request to `/api/kb/search`
+
+    ```ignore
+    let response = client.kb_search()
+        .kb_id(kb_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_search(&self) -> builder::KbSearch<'_> {
+        builder::KbSearch::new(self)
+    }
+    /**Rename or describe a knowledge base
+
+    Permission `kb:write`. Absent fields stay; the same limits as `create` (`400 invalid_name`, `400 invalid_description`). `404 not_found` as for `get`.
+
+    Sends a `PUT` request to `/api/kb/update`
+
+    ```ignore
+    let response = client.kb_update()
+        .kb_id(kb_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_update(&self) -> builder::KbUpdate<'_> {
+        builder::KbUpdate::new(self)
     }
     /**List the language models an organization can use
 
@@ -7763,6 +12199,84 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_available_knowledge_bases`]
+
+    [`Client::chat_available_knowledge_bases`]: super::Client::chat_available_knowledge_bases*/
+    #[derive(Debug, Clone)]
+    pub struct ChatAvailableKnowledgeBases<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatAvailableKnowledgeBases<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/available_knowledge_bases`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<::std::vec::Vec<types::AvailableKnowledgeBase>>,
+            Error<types::Error>,
+        > {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/available_knowledge_bases", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_available_knowledge_bases",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -8385,6 +12899,109 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::files_download`]
+
+    [`Client::files_download`]: super::Client::files_download*/
+    #[derive(Debug, Clone)]
+    pub struct FilesDownload<'a> {
+        client: &'a super::Client,
+        expires: Result<i64, String>,
+        file_id: Result<::uuid::Uuid, String>,
+        signature: Result<types::FilesDownloadSignature, String>,
+    }
+    impl<'a> FilesDownload<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                expires: Err("expires was not initialized".to_string()),
+                file_id: Err("file_id was not initialized".to_string()),
+                signature: Err("signature was not initialized".to_string()),
+            }
+        }
+        pub fn expires<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.expires = value
+                .try_into()
+                .map_err(|_| "conversion to `i64` for expires failed".to_string());
+            self
+        }
+        pub fn file_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.file_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for file_id failed".to_string());
+            self
+        }
+        pub fn signature<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FilesDownloadSignature>,
+        {
+            self.signature = value.try_into().map_err(|_| {
+                "conversion to `FilesDownloadSignature` for signature failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/files/download`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                expires,
+                file_id,
+                signature,
+            } = self;
+            let expires = expires.map_err(Error::InvalidRequest)?;
+            let file_id = file_id.map_err(Error::InvalidRequest)?;
+            let signature = signature.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/files/download", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new("expires", &expires))
+                .query(&progenitor_client::QueryParam::new("file_id", &file_id))
+                .query(&progenitor_client::QueryParam::new("signature", &signature))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "files_download",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                410u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -9025,6 +13642,951 @@ pub mod builder {
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
                 400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_add_source`]
+
+    [`Client::kb_add_source`]: super::Client::kb_add_source*/
+    #[derive(Debug, Clone)]
+    pub struct KbAddSource<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+        body: Result<types::SourceInput, String>,
+    }
+    impl<'a> KbAddSource<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SourceInput>,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| "conversion to `SourceInput` for body failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/kb/add_source`
+        pub async fn send(self) -> Result<ResponseValue<types::SourceAdded>, Error<types::Error>> {
+            let Self {
+                client,
+                kb_id,
+                body,
+            } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/add_source", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_add_source",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_create`]
+
+    [`Client::kb_create`]: super::Client::kb_create*/
+    #[derive(Debug, Clone)]
+    pub struct KbCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::KbCreate, String>,
+    }
+    impl<'a> KbCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::KbCreate>,
+            <V as std::convert::TryInto<types::KbCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `KbCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::KbCreate) -> types::builder::KbCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/kb/create`
+        pub async fn send(self) -> Result<ResponseValue<types::KbCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::KbCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_delete`]
+
+    [`Client::kb_delete`]: super::Client::kb_delete*/
+    #[derive(Debug, Clone)]
+    pub struct KbDelete<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KbDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/kb/delete`
+        pub async fn send(self) -> Result<ResponseValue<types::KbDeleted>, Error<types::Error>> {
+            let Self { client, kb_id } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_delete_document`]
+
+    [`Client::kb_delete_document`]: super::Client::kb_delete_document*/
+    #[derive(Debug, Clone)]
+    pub struct KbDeleteDocument<'a> {
+        client: &'a super::Client,
+        document_id: Result<::uuid::Uuid, String>,
+        kb_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KbDeleteDocument<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                document_id: Err("document_id was not initialized".to_string()),
+                kb_id: Err("kb_id was not initialized".to_string()),
+            }
+        }
+        pub fn document_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.document_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for document_id failed".to_string());
+            self
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/kb/delete_document`
+        pub async fn send(self) -> Result<ResponseValue<types::KbDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                document_id,
+                kb_id,
+            } = self;
+            let document_id = document_id.map_err(Error::InvalidRequest)?;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/delete_document", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "document_id",
+                    &document_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_delete_document",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_get`]
+
+    [`Client::kb_get`]: super::Client::kb_get*/
+    #[derive(Debug, Clone)]
+    pub struct KbGet<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KbGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/kb/get`
+        pub async fn send(self) -> Result<ResponseValue<types::KbDetail>, Error<types::Error>> {
+            let Self { client, kb_id } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_ingestion_status`]
+
+    [`Client::kb_ingestion_status`]: super::Client::kb_ingestion_status*/
+    #[derive(Debug, Clone)]
+    pub struct KbIngestionStatus<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KbIngestionStatus<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/kb/ingestion_status`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::KbIngestionStatus>, Error<types::Error>> {
+            let Self { client, kb_id } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/ingestion_status", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_ingestion_status",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_list`]
+
+    [`Client::kb_list`]: super::Client::kb_list*/
+    #[derive(Debug, Clone)]
+    pub struct KbList<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        page: Result<Option<::std::num::NonZeroU32>, String>,
+    }
+    impl<'a> KbList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                page: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn page<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.page = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for page failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/kb/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::KbSummary>>, Error<types::Error>> {
+            let Self {
+                client,
+                limit,
+                org_id,
+                page,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let page = page.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("page", &page))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_list_documents`]
+
+    [`Client::kb_list_documents`]: super::Client::kb_list_documents*/
+    #[derive(Debug, Clone)]
+    pub struct KbListDocuments<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        page: Result<Option<::std::num::NonZeroU32>, String>,
+    }
+    impl<'a> KbListDocuments<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+                limit: Ok(None),
+                page: Ok(None),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn page<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.page = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for page failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/kb/list_documents`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::KbDocumentsPage>, Error<types::Error>> {
+            let Self {
+                client,
+                kb_id,
+                limit,
+                page,
+            } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let page = page.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/list_documents", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("page", &page))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_list_documents",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_search`]
+
+    [`Client::kb_search`]: super::Client::kb_search*/
+    #[derive(Debug, Clone)]
+    pub struct KbSearch<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::KbSearchRequest, String>,
+    }
+    impl<'a> KbSearch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::KbSearchRequest>,
+            <V as std::convert::TryInto<types::KbSearchRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `KbSearchRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::KbSearchRequest) -> types::builder::KbSearchRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/kb/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::KbSearchResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                kb_id,
+                body,
+            } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::KbSearchRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/search", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_search",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_update`]
+
+    [`Client::kb_update`]: super::Client::kb_update*/
+    #[derive(Debug, Clone)]
+    pub struct KbUpdate<'a> {
+        client: &'a super::Client,
+        kb_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::KbUpdate, String>,
+    }
+    impl<'a> KbUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                kb_id: Err("kb_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::KbUpdate>,
+            <V as std::convert::TryInto<types::KbUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `KbUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::KbUpdate) -> types::builder::KbUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/kb/update`
+        pub async fn send(self) -> Result<ResponseValue<types::KbUpdated>, Error<types::Error>> {
+            let Self {
+                client,
+                kb_id,
+                body,
+            } = self;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::KbUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

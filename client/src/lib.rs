@@ -10,6 +10,8 @@
 
 include!("generated.rs");
 
+mod handwritten;
+
 use std::time::Duration;
 
 /// How long to wait for a TCP connection to the server.

@@ -165,6 +165,8 @@ pub enum Require {
 pub enum Scope {
     Org(uuid::Uuid),
     Invitation(uuid::Uuid),
+    /// A knowledge base, authorized through its organization.
+    Kb(uuid::Uuid),
 }
 
 impl Scope {
@@ -173,6 +175,9 @@ impl Scope {
         match self {
             Scope::Org(_) => None,
             Scope::Invitation(_) => Some(crate::error::Error::NotFound { what: "invitation" }),
+            Scope::Kb(_) => Some(crate::error::Error::NotFound {
+                what: "knowledge base",
+            }),
         }
     }
 }

@@ -27,6 +27,13 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// The language models offered, besides the offline development model.
     pub models: Vec<ModelConfig>,
+    /// Uploaded files (see `kb_config.rs` for these sections).
+    pub files: crate::kb_config::FilesConfig,
+    pub storage: crate::kb_config::StorageConfig,
+    pub kb: crate::kb_config::KbConfig,
+    pub fetch: crate::kb_config::FetchConfig,
+    /// Embedders besides the local `all-minilm-l6-v2`.
+    pub embedders: Vec<crate::kb_config::EmbedderConfig>,
 }
 
 /// Encryption keys for secrets at rest.
@@ -345,6 +352,11 @@ impl Default for Config {
             log: LogConfig::default(),
             providers: ProvidersConfig::default(),
             models: Vec::new(),
+            files: Default::default(),
+            storage: Default::default(),
+            kb: Default::default(),
+            fetch: Default::default(),
+            embedders: Vec::new(),
         }
     }
 }
@@ -467,6 +479,7 @@ impl Config {
         if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
             self.mail.public_url = url;
         }
+        crate::kb_config::apply_env(self, &get)?;
         self.apply_provider_env(&get)
     }
 

@@ -18,6 +18,12 @@ pub struct ServerContext {
     pub mailer: std::sync::Arc<dyn crate::mailer::Mailer>,
     /// The language models this server offers and their clients.
     pub models: ModelRegistry,
+    /// Where uploaded files live (local directory or S3).
+    pub files: std::sync::Arc<dyn crate::storage::FileStore>,
+    /// Signs the local store's download links (`None` with S3: presigned).
+    pub download_links: Option<std::sync::Arc<crate::storage::LinkSigner>>,
+    /// The embedding models knowledge bases may use.
+    pub embedders: crate::embedder::EmbedderRegistry,
     pub log: slog::Logger,
 }
 

@@ -31,6 +31,12 @@ pub enum Error {
     /// revoked or expired invitation token).
     #[error("{message}")]
     Gone { code: &'static str, message: String },
+    /// 413: the request body (an upload) is larger than allowed.
+    #[error("{message}")]
+    TooLarge { code: &'static str, message: String },
+    /// 415: the content's type is not accepted.
+    #[error("{message}")]
+    UnsupportedType { code: &'static str, message: String },
     /// 422: well-formed input that fails a validation rule.
     #[error("{message}")]
     Unprocessable { code: &'static str, message: String },
@@ -145,6 +151,12 @@ impl From<Error> for HttpError {
             Error::Gone { code, message } => client(code, ClientErrorStatusCode::GONE, message),
             Error::Unprocessable { code, message } => {
                 client(code, ClientErrorStatusCode::UNPROCESSABLE_ENTITY, message)
+            }
+            Error::TooLarge { code, message } => {
+                client(code, ClientErrorStatusCode::PAYLOAD_TOO_LARGE, message)
+            }
+            Error::UnsupportedType { code, message } => {
+                client(code, ClientErrorStatusCode::UNSUPPORTED_MEDIA_TYPE, message)
             }
             Error::TooManyRequests {
                 code,

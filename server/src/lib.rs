@@ -7,13 +7,16 @@ pub mod authz;
 pub mod config;
 pub mod context;
 pub mod db;
+pub mod embedder;
 pub mod error;
 mod http_entrypoints;
+pub mod kb_config;
 pub mod logging;
 pub mod mailer;
 pub mod providers;
 pub mod secrets;
 mod sse;
+pub mod storage;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -184,6 +187,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
             "id" => model.id.to_string());
     }
 
+    let kb = kb_services(&config, &datastore).await?;
+
     let api = workspace_api::workspace_api_mod::api_description::<WorkspaceImpl>()
         .map_err(|e| anyhow::anyhow!("building the API description: {e}"))?;
     let dropshot_config = dropshot::ConfigDropshot {
@@ -200,6 +205,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         secrets,
         mailer,
         models,
+        files: kb.files,
+        download_links: kb.download_links.clone(),
+        embedders: kb.embedders,
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
@@ -207,9 +215,47 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         .start()
         .context("starting the HTTP server")?;
     slog::info!(log, "listening"; "address" => http.local_addr().to_string());
+    if let Some(links) = &kb.download_links {
+        links.default_base_url(format!("http://{}", http.local_addr()));
+    }
     Ok(Server {
         http,
         embedded: None,
         log,
+    })
+}
+
+/// The services of files and knowledge bases.
+struct KbServices {
+    files: std::sync::Arc<dyn storage::FileStore>,
+    download_links: Option<std::sync::Arc<storage::LinkSigner>>,
+    embedders: embedder::EmbedderRegistry,
+}
+
+async fn kb_services(config: &Config, datastore: &db::Datastore) -> Result<KbServices> {
+    let data_dir = config
+        .database
+        .data_dir
+        .clone()
+        .unwrap_or_else(workspace_embedded_db::data_root);
+    let mut candidate = [0u8; 32];
+    rand::fill(&mut candidate);
+    // Shared by every instance, so any of them verifies any link.
+    let link_key = datastore
+        .secret_get_or_insert("download_links_hmac", &candidate)
+        .await
+        .map_err(|e| anyhow::anyhow!("loading the download link key: {e}"))?;
+    let links = std::sync::Arc::new(storage::LinkSigner::new(
+        link_key,
+        config.files.public_base_url.clone(),
+    ));
+    let files = storage::from_config(&config.storage, &data_dir, links.clone())?;
+    let download_links =
+        (config.storage.backend == kb_config::StorageBackend::Local).then_some(links);
+    let embedders = embedder::registry(config, &data_dir)?;
+    Ok(KbServices {
+        files,
+        download_links,
+        embedders,
     })
 }

@@ -260,12 +260,12 @@ fn openapi(root: &Path, mode: Mode) -> Result<()> {
 /// Operations the Rust generator cannot handle: multipart bodies
 /// (progenitor#402). They stay in the published document; the client has
 /// hand-written methods for them.
-const CLIENT_EXCLUDED_OPERATIONS: &[&str] = workspace_api::MULTIPART_OPERATIONS;
+const CLIENT_EXCLUDED_OPERATIONS: &[&str] = workspace_api::CLIENT_HANDWRITTEN_OPERATIONS;
 
 /// Operations left out of the generated CLI only: progenitor's CLI
 /// generator emits `todo!()` for streaming responses, so these have
 /// hand-written commands in `cli/` (the client still has their methods).
-const CLI_EXCLUDED_OPERATIONS: &[&str] = workspace_api::STREAMING_OPERATIONS;
+const CLI_EXCLUDED_OPERATIONS: &[&str] = workspace_api::CLI_HANDWRITTEN_OPERATIONS;
 
 fn load_spec_for_codegen(root: &Path, excluded: &[&[&str]]) -> Result<openapiv3::OpenAPI> {
     let text = std::fs::read_to_string(openapi_path(root))

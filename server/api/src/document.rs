@@ -212,9 +212,12 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad request",
         401 => "Not authenticated",
         403 => "Forbidden",
+        402 => "Payment required",
         404 => "Not found",
         409 => "Conflict",
         410 => "Gone",
+        413 => "Payload too large",
+        415 => "Unsupported media type",
         422 => "Unprocessable",
         429 => "Too many requests",
         500 => "Internal error",
@@ -575,7 +578,7 @@ mod tests {
     fn nullable_response_properties_are_required() {
         let doc = crate::openapi_document();
         for (name, schema) in &doc.components.as_ref().unwrap().schemas {
-            let is_request = ["Request", "Update", "Create"]
+            let is_request = ["Request", "Update", "Create", "Filters", "SourceConfig"]
                 .iter()
                 .any(|s| name.ends_with(s));
             let Some(Schema {

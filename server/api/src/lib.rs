@@ -9,7 +9,9 @@ pub mod auth;
 pub mod conversations;
 mod document;
 pub mod extract;
+pub mod files;
 pub mod invitations;
+pub mod kb;
 pub mod operations;
 pub mod orgs;
 pub mod roles;
@@ -18,7 +20,8 @@ pub mod system;
 pub mod users;
 
 pub use operations::{
-    MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
+    CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, MULTIPART_OPERATIONS,
+    OPERATION_ERRORS, PUBLIC_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
 };
 
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
@@ -680,6 +683,219 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<conversations::MessagesQuery>,
     ) -> Result<HttpResponseOk<conversations::ConversationMessagesPage>, HttpError>;
+
+    // ---- Knowledge base area (/api/kb), chat uploads and downloads ----
+
+    /// Create a knowledge base.
+    ///
+    /// Permission `kb:write`. `name` is 1 to 200 characters after trimming
+    /// (`400 invalid_name`), `description` at most 2000 (`400
+    /// invalid_description`). `embedding_model` names one of the configured
+    /// embedders (`all-minilm-l6-v2`, the local default, and any
+    /// `[[embedders]]` of the configuration); another name is `400
+    /// unknown_embedding_model`. The knowledge base keeps its model.
+    ///
+    /// `sources` (0 to 20) are `{type, config}`: `file` (`file_ids` of
+    /// uploads of the same organization; `400 invalid_source` for an id
+    /// that is not one), `web` (`urls`, `http`/`https` only) or
+    /// `object_store` (`bucket_name`, `prefix`, `cloud_access_key_id`,
+    /// `cloud_secret_access_key`, `cloud_region`, optional `endpoint_url`).
+    /// Credentials are stored encrypted and never returned. Every source is
+    /// ingested in the background by durable jobs (see
+    /// `GET /api/kb/ingestion_status`); the knowledge base is `processing`
+    /// until all are done, then `ready`.
+    #[endpoint { method = POST, path = "/api/kb/create", tags = ["kb"] }]
+    async fn kb_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<kb::KbCreate>,
+    ) -> Result<HttpResponseCreated<kb::KbCreated>, HttpError>;
+
+    /// List the organization's knowledge bases.
+    ///
+    /// Permission `kb:read`. Newest first, a page at a time: `page` from 1,
+    /// `limit` 1 to 100 (default 20); out-of-range values are `400
+    /// invalid_pagination`. Each with `status` and `document_count`.
+    #[endpoint { method = GET, path = "/api/kb/list", tags = ["kb"] }]
+    async fn kb_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbListQuery>,
+    ) -> Result<HttpResponseOk<Vec<kb::KbSummary>>, HttpError>;
+
+    /// Fetch a knowledge base with its sources.
+    ///
+    /// Permission `kb:read` in the knowledge base's organization; `404
+    /// not_found` when it does not exist or belongs to an organization the
+    /// caller is not a member of. Sources show their public configuration
+    /// only (never credentials).
+    #[endpoint { method = GET, path = "/api/kb/get", tags = ["kb"] }]
+    async fn kb_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+    ) -> Result<HttpResponseOk<kb::KbDetail>, HttpError>;
+
+    /// Rename or describe a knowledge base.
+    ///
+    /// Permission `kb:write`. Absent fields stay; the same limits as
+    /// `create` (`400 invalid_name`, `400 invalid_description`). `404
+    /// not_found` as for `get`.
+    #[endpoint { method = PUT, path = "/api/kb/update", tags = ["kb"] }]
+    async fn kb_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+        body: JsonBody<kb::KbUpdate>,
+    ) -> Result<HttpResponseOk<kb::KbUpdated>, HttpError>;
+
+    /// Delete a knowledge base and all its contents.
+    ///
+    /// Permission `kb:delete`. Sources, documents, chunks and pending
+    /// ingestion jobs go in one transaction; a worker busy with one of its
+    /// documents notices and stops. Uploaded files stay (they belong to
+    /// the chat). `404 not_found` as for `get`.
+    #[endpoint { method = DELETE, path = "/api/kb/delete", tags = ["kb"] }]
+    async fn kb_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+    ) -> Result<HttpResponseOk<kb::KbDeleted>, HttpError>;
+
+    /// Add a source to a knowledge base.
+    ///
+    /// Permission `kb:write`. The body is one `{type, config}` as in
+    /// `create` (`400 invalid_source`); at most 100 sources per knowledge
+    /// base (`400 too_many_sources`). The source starts `processing` and is
+    /// ingested in the background.
+    #[endpoint { method = POST, path = "/api/kb/add_source", tags = ["kb"] }]
+    async fn kb_add_source(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+        body: JsonBody<kb::SourceInput>,
+    ) -> Result<HttpResponseCreated<kb::SourceAdded>, HttpError>;
+
+    /// List a knowledge base's documents, a page at a time.
+    ///
+    /// Permission `kb:read`. Oldest first (stable across pages); `page`
+    /// from 1, `limit` 1 to 100 (default 20), `400 invalid_pagination`
+    /// otherwise. Each document shows its source, title (file name, page
+    /// title or object key), URL, size, `status` (`pending`, `processing`,
+    /// `completed`, `failed`), `chunk_count` and, when failed, `error`.
+    /// `total` counts all documents.
+    #[endpoint { method = GET, path = "/api/kb/list_documents", tags = ["kb"] }]
+    async fn kb_list_documents(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbDocumentsQuery>,
+    ) -> Result<HttpResponseOk<kb::KbDocumentsPage>, HttpError>;
+
+    /// Delete one document of a knowledge base.
+    ///
+    /// Permission `kb:delete`. Its chunks and pending jobs go with it. `404
+    /// not_found` when the knowledge base is not visible or the document is
+    /// not one of its documents.
+    #[endpoint { method = DELETE, path = "/api/kb/delete_document", tags = ["kb"] }]
+    async fn kb_delete_document(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbDocumentQuery>,
+    ) -> Result<HttpResponseOk<kb::KbDeleted>, HttpError>;
+
+    /// Search a knowledge base.
+    ///
+    /// Permission `kb:read`. Hybrid retrieval in one SQL statement: the
+    /// query is embedded once with the knowledge base's model; the nearest
+    /// chunks by cosine distance (pgvector HNSW, with iterative scans so
+    /// that filters never yield fewer hits than exist) and the best
+    /// full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`)
+    /// are fused with reciprocal rank fusion (k = 60).
+    ///
+    /// `score` (0 to 1) is the fused score divided by its maximum (both
+    /// lists ranking the chunk first): 1 means first in both, about 0.5
+    /// first in one list only; it is a rank measure, not a similarity.
+    /// Results below `score_threshold` (default 0.1) are dropped; `limit`
+    /// 1 to 50 (default 10). `filters` narrow to documents, sources, a
+    /// source type or chunks whose metadata contains a JSON object.
+    /// `query` is 1 to 2000 characters (`400 invalid_query`).
+    #[endpoint { method = POST, path = "/api/kb/search", tags = ["kb"] }]
+    async fn kb_search(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+        body: JsonBody<kb::KbSearchRequest>,
+    ) -> Result<HttpResponseOk<kb::KbSearchResponse>, HttpError>;
+
+    /// Answer a question from a knowledge base (retrieval-augmented).
+    ///
+    /// Permission `kb:read`. Retrieves as `search` does (`limit`, default
+    /// 10, threshold 0.1), then asks the model (`model_id`, default the
+    /// first of `GET /api/models/list`; `400 model_unavailable`) to answer
+    /// from the numbered excerpts, citing them as `[n]`. Without `stream`
+    /// the answer is JSON `{answer, sources}`; `sources[i].index` is the
+    /// number cited. With `"stream": true` it is Server-Sent Events in the
+    /// conversation stream's vocabulary: `{"type":"sources","sources":[...]}`
+    /// first, then `start`, `content` pieces and `end`
+    /// (`{"type":"error","error_code":...}` if the model fails mid-answer).
+    /// `temperature` 0 to 1, `max_tokens` 1 to 32000.
+    #[endpoint { method = POST, path = "/api/kb/query", tags = ["kb"] }]
+    async fn kb_query(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+        body: JsonBody<kb::KbQueryRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Ingestion progress of a knowledge base.
+    ///
+    /// Permission `kb:read`. The knowledge base's `status`, document counts
+    /// (`documents_done` counts completed and failed documents) and each
+    /// source's progress.
+    #[endpoint { method = GET, path = "/api/kb/ingestion_status", tags = ["kb"] }]
+    async fn kb_ingestion_status(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbQuery>,
+    ) -> Result<HttpResponseOk<kb::KbIngestionStatus>, HttpError>;
+
+    /// Knowledge bases usable in chat.
+    ///
+    /// Permissions `chats:read` and `kb:read`. The organization's knowledge
+    /// bases that are `ready` and hold at least one document, by name; at
+    /// most 100.
+    #[endpoint { method = GET, path = "/api/chat/available_knowledge_bases", tags = ["chat"] }]
+    async fn chat_available_knowledge_bases(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<kb::AvailableKnowledgeBase>>, HttpError>;
+
+    /// Upload a file for a chat.
+    ///
+    /// Permission `chats:write`, and the organization's `file_upload` and
+    /// `chat_uploads` gates (`403 feature_disabled`). A
+    /// `multipart/form-data` body with one part named `file` (`400
+    /// invalid_upload` otherwise). The type is decided by sniffing the
+    /// content, not by the part's header; allowed: PDF, TXT, DOCX, XLSX,
+    /// CSV, MD, JPG, PNG, GIF, WebP, SVG, MP3, WAV, M4A, OGG, FLAC, MP4,
+    /// WebM, MOV, AVI (`415 unsupported_file_type`). Larger than
+    /// `files.max_upload_bytes` (50 MB by default): `413 file_too_large`.
+    /// The bytes stream to the object store; the text of documents is
+    /// extracted. `url` downloads the file for 7 days (presigned for S3, a
+    /// signed server URL for the local store). `filename` is the part's
+    /// file name, reduced to its last path component (at most 255 bytes).
+    #[endpoint {
+        method = POST,
+        path = "/api/chat/upload_file",
+        tags = ["chat"],
+        content_type = "multipart/form-data",
+    }]
+    async fn chat_upload_file(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<files::UploadQuery>,
+        body: files::MultipartForm,
+    ) -> Result<HttpResponseCreated<files::Upload>, HttpError>;
+
+    /// Download an uploaded file through a signed link.
+    ///
+    /// Public: the signature is the credential. The links handed out by
+    /// `upload_file` for the local store; `403 invalid_signature` when the
+    /// signature does not match, `410 link_expired` after its expiry.
+    #[endpoint { method = GET, path = "/api/files/download", tags = ["chat"] }]
+    async fn files_download(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<files::DownloadQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches
@@ -705,5 +921,6 @@ pub fn openapi_document() -> openapiv3::OpenAPI {
     let mut doc: openapiv3::OpenAPI =
         serde_json::from_value(json).expect("dropshot emits a valid OpenAPI document");
     document::patch_document(&mut doc);
+    kb::patch_document(&mut doc);
     doc
 }

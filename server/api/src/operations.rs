@@ -13,13 +13,14 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "auth_login",
     "auth_signup_invite",
     "invitations_validate",
+    "files_download",
 ];
 
 /// Operations whose success response is a Server-Sent Events stream
 /// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
 /// progenitor's CLI generator cannot handle them (`todo!()`), so the CLI
 /// has hand-written commands for them.
-pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat"];
+pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat", "kb_query"];
 
 /// The component schema of the events of [`STREAMING_OPERATIONS`]
 /// ([`crate::conversations::ConversationStreamEvent`]).
@@ -29,7 +30,18 @@ pub const STREAM_EVENTS: &str = "ConversationStreamEvent";
 /// document; progenitor cannot generate code for them (progenitor#402), so
 /// they are left out of the generated client and CLI and get hand-written
 /// client methods.
-pub const MULTIPART_OPERATIONS: &[&str] = &[];
+pub const MULTIPART_OPERATIONS: &[&str] = &["chat_upload_file"];
+
+/// Operations left out of the generated client, with hand-written methods
+/// in `client/src/handwritten.rs`: multipart bodies, and `kb_query`, whose
+/// 200 is JSON or an event stream depending on its `stream` field (one
+/// response type per operation is all progenitor handles).
+pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &["chat_upload_file", "kb_query"];
+
+/// Operations left out of the generated CLI only (the client still has
+/// their methods): progenitor's CLI generator emits `todo!()` for streaming
+/// and binary responses, so these have hand-written commands in `cli/`.
+pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &["conversation_stream_chat", "files_download"];
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
@@ -326,6 +338,97 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (400, &["invalid_pagination"]),
             (403, &["forbidden"]),
             (404, &["not_found"]),
+        ],
+    ),
+    // Knowledge bases. `kb_id`-addressed operations answer 404 for another
+    // organization's knowledge base, like a missing one.
+    (
+        "kb_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_source",
+                    "unknown_embedding_model",
+                ],
+            ),
+            (403, &["forbidden"]),
+        ],
+    ),
+    (
+        "kb_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    ("kb_get", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "kb_update",
+        &[
+            (400, &["invalid_name", "invalid_description"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    ("kb_delete", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "kb_add_source",
+        &[
+            (400, &["invalid_source", "too_many_sources"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "kb_list_documents",
+        &[
+            (400, &["invalid_pagination"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "kb_delete_document",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "kb_search",
+        &[
+            (400, &["invalid_query"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (503, &["search_unavailable"]),
+        ],
+    ),
+    (
+        "kb_query",
+        &[
+            (400, &["invalid_query", "model_unavailable"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (503, &["search_unavailable"]),
+        ],
+    ),
+    (
+        "kb_ingestion_status",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_available_knowledge_bases", &[(403, &["forbidden"])]),
+    (
+        "chat_upload_file",
+        &[
+            (400, &["invalid_upload"]),
+            (403, &["forbidden", "feature_disabled"]),
+            (413, &["file_too_large"]),
+            (415, &["unsupported_file_type"]),
+        ],
+    ),
+    (
+        "files_download",
+        &[
+            (403, &["invalid_signature"]),
+            (404, &["not_found"]),
+            (410, &["link_expired"]),
         ],
     ),
 ];

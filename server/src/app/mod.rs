@@ -3,7 +3,9 @@
 
 pub mod auth;
 pub mod conversations;
+pub mod files;
 pub mod invitations;
+pub mod kb;
 pub mod models;
 pub mod orgs;
 pub mod roles;

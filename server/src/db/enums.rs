@@ -119,6 +119,52 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// The kind of a knowledge-base source.
+    KbSourceType {
+        File = "file",
+        Web = "web",
+        ObjectStore = "object_store",
+    }
+}
+
+text_enum! {
+    /// A knowledge-base source's ingestion state.
+    KbSourceStatus {
+        Processing = "processing",
+        Completed = "completed",
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// A knowledge-base document's ingestion state.
+    KbDocumentStatus {
+        Pending = "pending",
+        Processing = "processing",
+        Completed = "completed",
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// What an ingestion job does: list a source's documents, or ingest one.
+    KbJobKind {
+        Expand = "expand",
+        Ingest = "ingest",
+    }
+}
+
+text_enum! {
+    /// An ingestion job's state.
+    KbJobState {
+        Queued = "queued",
+        Running = "running",
+        Done = "done",
+        Failed = "failed",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

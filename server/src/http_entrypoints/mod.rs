@@ -8,6 +8,7 @@
 mod auth;
 mod conversations;
 mod invitations;
+mod kb;
 mod orgs;
 mod roles;
 mod system;
@@ -294,5 +295,108 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<MessagesQuery>,
     ) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
         conversations::messages(rqctx, query).await
+    }
+    async fn kb_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::kb::KbCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::kb::KbCreated>, HttpError> {
+        kb::create(rqctx, query, body).await
+    }
+
+    async fn kb_list(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::kb::KbSummary>>, HttpError> {
+        kb::list(rqctx, query).await
+    }
+
+    async fn kb_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbDetail>, HttpError> {
+        kb::get(rqctx, query).await
+    }
+
+    async fn kb_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+        body: JsonBody<workspace_api::kb::KbUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbUpdated>, HttpError> {
+        kb::update(rqctx, query, body).await
+    }
+
+    async fn kb_delete(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
+        kb::delete(rqctx, query).await
+    }
+
+    async fn kb_add_source(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+        body: JsonBody<workspace_api::kb::SourceInput>,
+    ) -> Result<HttpResponseCreated<workspace_api::kb::SourceAdded>, HttpError> {
+        kb::add_source(rqctx, query, body).await
+    }
+
+    async fn kb_list_documents(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbDocumentsQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbDocumentsPage>, HttpError> {
+        kb::list_documents(rqctx, query).await
+    }
+
+    async fn kb_delete_document(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbDocumentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
+        kb::delete_document(rqctx, query).await
+    }
+
+    async fn kb_search(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+        body: JsonBody<workspace_api::kb::KbSearchRequest>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbSearchResponse>, HttpError> {
+        kb::search(rqctx, query, body).await
+    }
+
+    async fn kb_query(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+        body: JsonBody<workspace_api::kb::KbQueryRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        kb::query(rqctx, query, body).await
+    }
+
+    async fn kb_ingestion_status(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbIngestionStatus>, HttpError> {
+        kb::ingestion_status(rqctx, query).await
+    }
+
+    async fn chat_available_knowledge_bases(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::kb::AvailableKnowledgeBase>>, HttpError> {
+        kb::available_knowledge_bases(rqctx, query).await
+    }
+
+    async fn chat_upload_file(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::files::UploadQuery>,
+        body: workspace_api::files::MultipartForm,
+    ) -> Result<HttpResponseCreated<workspace_api::files::Upload>, HttpError> {
+        kb::upload_file(rqctx, query, body).await
+    }
+
+    async fn files_download(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::files::DownloadQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        kb::download(rqctx, query).await
     }
 }

@@ -40,6 +40,7 @@ struct Fixture {
     model: Uuid,
     conversation: Uuid,
     session: Uuid,
+    kb: Uuid,
 }
 
 struct Call {
@@ -63,11 +64,16 @@ fn call(
     }
 }
 
+/// The multipart operation: its probe sends a small form.
+const UPLOAD_PATH: &str = "/api/chat/upload_file";
+
 /// The protection and a well-formed request of every operation.
 fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
     use Method as M;
     let org = f.org.to_string();
     let q_org = || vec![("org_id", org.clone())];
+    let kb = f.kb.to_string();
+    let q_kb = || vec![("kb_id", kb.clone())];
     Some(match id {
         "healthz" => (Scope::Public, call(M::GET, "/healthz", vec![], None)),
         "readyz" => (Scope::Public, call(M::GET, "/readyz", vec![], None)),
@@ -326,6 +332,106 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "kb_create" => (
+            Scope::Org(Some("kb:write")),
+            call(
+                M::POST,
+                "/api/kb/create",
+                q_org(),
+                Some(
+                    json!({"name": "probe", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []}),
+                ),
+            ),
+        ),
+        "kb_list" => (
+            Scope::Org(Some("kb:read")),
+            call(M::GET, "/api/kb/list", q_org(), None),
+        ),
+        "kb_get" => (
+            Scope::Org(Some("kb:read")),
+            call(M::GET, "/api/kb/get", q_kb(), None),
+        ),
+        "kb_update" => (
+            Scope::Org(Some("kb:write")),
+            call(
+                M::PUT,
+                "/api/kb/update",
+                q_kb(),
+                Some(json!({"name": "probe"})),
+            ),
+        ),
+        "kb_delete" => (
+            Scope::Org(Some("kb:delete")),
+            call(M::DELETE, "/api/kb/delete", q_kb(), None),
+        ),
+        "kb_add_source" => (
+            Scope::Org(Some("kb:write")),
+            call(
+                M::POST,
+                "/api/kb/add_source",
+                q_kb(),
+                Some(json!({"type": "web", "config": {"urls": ["http://127.0.0.1:9/"]}})),
+            ),
+        ),
+        "kb_list_documents" => (
+            Scope::Org(Some("kb:read")),
+            call(M::GET, "/api/kb/list_documents", q_kb(), None),
+        ),
+        "kb_delete_document" => (
+            Scope::Org(Some("kb:delete")),
+            call(
+                M::DELETE,
+                "/api/kb/delete_document",
+                vec![
+                    ("kb_id", kb.clone()),
+                    ("document_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
+        "kb_search" => (
+            Scope::Org(Some("kb:read")),
+            call(
+                M::POST,
+                "/api/kb/search",
+                q_kb(),
+                Some(json!({"query": "probe"})),
+            ),
+        ),
+        "kb_query" => (
+            Scope::Org(Some("kb:read")),
+            call(
+                M::POST,
+                "/api/kb/query",
+                q_kb(),
+                Some(json!({"query": "probe"})),
+            ),
+        ),
+        "kb_ingestion_status" => (
+            Scope::Org(Some("kb:read")),
+            call(M::GET, "/api/kb/ingestion_status", q_kb(), None),
+        ),
+        "chat_available_knowledge_bases" => (
+            Scope::Org(Some("chats:read+kb:read")),
+            call(M::GET, "/api/chat/available_knowledge_bases", q_org(), None),
+        ),
+        "chat_upload_file" => (
+            Scope::Org(Some("chats:write")),
+            call(M::POST, UPLOAD_PATH, q_org(), None),
+        ),
+        "files_download" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/files/download",
+                vec![
+                    ("file_id", Uuid::nil().to_string()),
+                    ("expires", "0".into()),
+                    ("signature", "0".repeat(64)),
+                ],
+                None,
+            ),
+        ),
         "roles_list_roles" => (
             Scope::Org(Some("roles:read")),
             call(M::GET, "/api/roles/list_roles", q_org(), None),
@@ -343,6 +449,17 @@ async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
     }
     if let Some(body) = &c.body {
         request = request.json(body);
+    }
+    if c.path == UPLOAD_PATH {
+        request = request
+            .header(
+                "content-type",
+                "multipart/form-data; boundary=probe-boundary",
+            )
+            .body(
+                "--probe-boundary\r\nContent-Disposition: form-data; name=\"file\"; \
+                 filename=\"p.txt\"\r\n\r\nprobe\r\n--probe-boundary--\r\n",
+            );
     }
     request.send().await.expect("request").status().as_u16()
 }
@@ -440,7 +557,24 @@ async fn every_operation_is_protected() {
         .unwrap()
         .into_inner()
         .id;
+    let kb = owner
+        .client
+        .kb_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::KbCreate::builder()
+                .name("fixture".to_string())
+                .description(String::new())
+                .embedding_model("all-minilm-l6-v2".to_string())
+                .sources(Vec::new()),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
     let fixture = Fixture {
+        kb,
         model,
         conversation,
         session,

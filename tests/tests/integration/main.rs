@@ -7,6 +7,7 @@ mod contract;
 mod conversations;
 mod database_tls;
 mod invitations;
+mod kb;
 mod orgs;
 mod providers;
 mod roles;

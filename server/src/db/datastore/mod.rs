@@ -2,7 +2,9 @@
 
 pub mod conversations;
 pub mod email_outbox;
+pub mod files;
 pub mod invitations;
+pub mod kb;
 pub mod login_failures;
 pub mod models;
 pub mod organizations;

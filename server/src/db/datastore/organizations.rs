@@ -72,6 +72,8 @@ macro_rules! access_sql {
 pub const ACCESS_BY_ORG: &str = access_sql!("$2");
 const ACCESS_BY_INVITATION: &str =
     access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
+const ACCESS_BY_KB: &str =
+    access_sql!("(SELECT organization_id FROM knowledge_bases WHERE id = $2)");
 
 /// The per-organization overrides of feature gates and quotas (`None`: use
 /// the configured default).
@@ -331,6 +333,7 @@ impl Datastore {
         let (sql, id) = match scope {
             Scope::Org(id) => (ACCESS_BY_ORG, id),
             Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
+            Scope::Kb(id) => (ACCESS_BY_KB, id),
         };
         let conn = self.conn().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {

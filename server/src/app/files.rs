@@ -1,0 +1,363 @@
+//! Chat uploads: sniffing, the allow-list, the size limit, streaming to
+//! the file store, and the signed download links of the local store.
+
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::error::Error;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use uuid::Uuid;
+use workspace_api::files::{DownloadQuery, Upload};
+
+/// Bytes looked at to decide a file's type.
+const SNIFF_BYTES: usize = 64 * 1024;
+/// Longest stored file name, in bytes.
+const FILENAME_MAX: usize = 255;
+
+/// The accepted types: (sniffed MIME type, stored content type).
+const ALLOWED: &[(&str, &str)] = &[
+    ("application/pdf", "application/pdf"),
+    (
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ),
+    (
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ),
+    ("image/jpeg", "image/jpeg"),
+    ("image/png", "image/png"),
+    ("image/gif", "image/gif"),
+    ("image/webp", "image/webp"),
+    ("audio/mpeg", "audio/mpeg"),
+    ("audio/x-wav", "audio/wav"),
+    ("audio/m4a", "audio/mp4"),
+    ("audio/ogg", "audio/ogg"),
+    ("audio/x-flac", "audio/flac"),
+    ("video/mp4", "video/mp4"),
+    ("video/webm", "video/webm"),
+    ("video/quicktime", "video/quicktime"),
+    ("video/x-msvideo", "video/x-msvideo"),
+];
+
+fn unsupported() -> Error {
+    Error::UnsupportedType {
+        code: "unsupported_file_type",
+        message: "allowed: PDF, TXT, DOCX, XLSX, CSV, MD, JPG, PNG, GIF, WebP, SVG, MP3, WAV, \
+                  M4A, OGG, FLAC, MP4, WebM, MOV, AVI"
+            .to_string(),
+    }
+}
+
+/// Decides the content type from the first bytes (and, for plain text,
+/// which cannot be told apart by content, the file name's extension).
+pub fn sniff(head: &[u8], complete: bool, filename: &str) -> Result<&'static str, Error> {
+    if let Some(kind) = infer::get(head) {
+        return ALLOWED
+            .iter()
+            .find(|(sniffed, _)| *sniffed == kind.mime_type())
+            .map(|(_, stored)| *stored)
+            .ok_or_else(unsupported);
+    }
+    // Text: valid UTF-8 (a multi-byte character may be cut at the end of
+    // an incomplete head) without NUL or other binary control bytes.
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if !complete && e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return Err(unsupported()),
+    };
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
+    {
+        return Err(unsupported());
+    }
+    let start = text.trim_start_matches('\u{feff}').trim_start();
+    let lower_start: String = start.chars().take(512).collect::<String>().to_lowercase();
+    if lower_start.starts_with("<svg")
+        || (lower_start.starts_with("<?xml") && lower_start.contains("<svg"))
+    {
+        return Ok("image/svg+xml");
+    }
+    let ext = filename
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    Ok(match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "csv" => "text/csv",
+        _ => "text/plain",
+    })
+}
+
+/// The part's file name reduced to its last path component, without
+/// control characters, at most 255 bytes.
+pub fn clean_filename(raw: Option<&str>) -> String {
+    let raw = raw.unwrap_or("");
+    let last = raw.rsplit(['/', '\\']).next().unwrap_or("");
+    let mut name: String = last.chars().filter(|c| !c.is_control()).collect();
+    name = name.trim().to_string();
+    while name.len() > FILENAME_MAX {
+        name.pop();
+    }
+    if name.is_empty() || name == "." || name == ".." {
+        "upload".to_string()
+    } else {
+        name
+    }
+}
+
+fn invalid_upload(message: impl Into<String>) -> Error {
+    Error::invalid("invalid_upload", message)
+}
+
+fn too_large(max: u64) -> Error {
+    Error::TooLarge {
+        code: "file_too_large",
+        message: format!("files are at most {max} bytes"),
+    }
+}
+
+pub async fn upload(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    chat_id: Option<Uuid>,
+    body: dropshot::MultipartBody,
+) -> Result<Upload, Error> {
+    let features = crate::app::orgs::features(cx, access).await?;
+    for (enabled, name) in [
+        (features.file_upload, "file_upload"),
+        (features.chat_uploads, "chat_uploads"),
+    ] {
+        if !enabled {
+            return Err(Error::Forbidden {
+                code: "feature_disabled",
+                message: format!("the organization's plan does not include the {name} feature"),
+            });
+        }
+    }
+    let max = cx.config.files.max_upload_bytes;
+    let mut multipart = body.content;
+    let mut field = None;
+    // The `file` part; at most a few other parts are skipped.
+    for _ in 0..8 {
+        match multipart
+            .next_field()
+            .await
+            .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
+        {
+            Some(f) if f.name() == Some("file") => {
+                field = Some(f);
+                break;
+            }
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    let mut field = field.ok_or_else(|| invalid_upload("the form has no part named `file`"))?;
+    let filename = clean_filename(field.file_name());
+
+    // Sniff from the head, then stream the head and the rest to the store.
+    let mut head = BytesMut::new();
+    let mut complete = false;
+    while head.len() < SNIFF_BYTES {
+        match field
+            .chunk()
+            .await
+            .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
+        {
+            Some(chunk) => head.extend_from_slice(&chunk),
+            None => {
+                complete = true;
+                break;
+            }
+        }
+        if head.len() as u64 > max {
+            return Err(too_large(max));
+        }
+    }
+    if head.is_empty() {
+        return Err(invalid_upload("the file is empty"));
+    }
+    let content_type = sniff(&head, complete, &filename)?;
+
+    let file_id = Uuid::new_v4();
+    let key = format!("orgs/{}/files/{file_id}", access.org_id());
+    let mut writer = cx.files.writer(&key).await.map_err(Error::internal)?;
+    let mut size = head.len() as u64;
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut hasher, &head);
+    let mut pending: Option<Bytes> = Some(head.freeze());
+    let result: Result<(), Error> = async {
+        loop {
+            if let Some(bytes) = pending.take() {
+                writer.write(bytes).await.map_err(Error::internal)?;
+            }
+            if complete {
+                break;
+            }
+            match field
+                .chunk()
+                .await
+                .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
+            {
+                Some(chunk) => {
+                    size += chunk.len() as u64;
+                    if size > max {
+                        return Err(too_large(max));
+                    }
+                    sha2::Digest::update(&mut hasher, &chunk);
+                    pending = Some(chunk);
+                }
+                None => complete = true,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        writer.abort().await;
+        return Err(e);
+    }
+    writer.finish().await.map_err(Error::internal)?;
+    let sha256: String = sha2::Digest::finalize(hasher)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+
+    let message_id = Uuid::new_v4();
+    let inserted = cx
+        .datastore
+        .file_insert(
+            access,
+            &crate::db::datastore::files::NewFile {
+                id: file_id,
+                chat_id,
+                message_id,
+                filename: filename.clone(),
+                content_type: content_type.to_string(),
+                file_size: size as i64,
+                sha256,
+                storage_key: key.clone(),
+            },
+        )
+        .await;
+    if let Err(e) = inserted {
+        let _ = cx.files.delete(&key).await;
+        return Err(e);
+    }
+    slog::info!(access.log(), "file uploaded"; "file_id" => file_id.to_string(),
+        "content_type" => content_type, "bytes" => size);
+    let url = cx
+        .files
+        .download_url(&key, file_id)
+        .await
+        .map_err(Error::internal)?;
+    Ok(Upload {
+        id: file_id,
+        message_id,
+        filename,
+        file_size: size as i64,
+        content_type: content_type.to_string(),
+        url,
+    })
+}
+
+/// Serves a signed download link of the local store.
+pub async fn download(
+    cx: &ServerContext,
+    query: DownloadQuery,
+) -> Result<http::Response<dropshot::Body>, Error> {
+    let Some(links) = &cx.download_links else {
+        return Err(Error::NotFound { what: "file" });
+    };
+    if !links.verify(query.file_id, query.expires, &query.signature) {
+        return Err(Error::Forbidden {
+            code: "invalid_signature",
+            message: "the download link's signature does not match".to_string(),
+        });
+    }
+    if chrono::Utc::now().timestamp() > query.expires {
+        return Err(Error::gone("link_expired", "the download link has expired"));
+    }
+    let file = cx
+        .datastore
+        .file_for_download(query.file_id)
+        .await?
+        .ok_or(Error::NotFound { what: "file" })?;
+    let stream = cx
+        .files
+        .read(&file.storage_key)
+        .await
+        .map_err(Error::internal)?;
+    // A channel makes the store's stream (Send only) a Sync body.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, crate::storage::StorageError>>(4);
+    tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(item) = stream.next().await {
+            if tx.send(item).await.is_err() {
+                break;
+            }
+        }
+    });
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| {
+            (
+                item.map(hyper::body::Frame::data)
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+                rx,
+            )
+        })
+    });
+    let body = dropshot::Body::wrap(http_body_util::StreamBody::new(frames));
+    let disposition = format!(
+        "attachment; filename=\"{}\"",
+        file.filename.replace(['"', '\\'], "_")
+    );
+    http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, file.content_type)
+        .header(http::header::CONTENT_LENGTH, file.file_size.to_string())
+        .header(http::header::CONTENT_DISPOSITION, disposition)
+        .header("x-content-type-options", "nosniff")
+        .body(body)
+        .map_err(Error::internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffing_decides_by_content() {
+        assert_eq!(
+            sniff(b"%PDF-1.7\n...", true, "x.txt").unwrap(),
+            "application/pdf"
+        );
+        assert_eq!(
+            sniff(b"# Title\n", true, "notes.md").unwrap(),
+            "text/markdown"
+        );
+        assert_eq!(sniff(b"a,b\n1,2\n", true, "t.CSV").unwrap(), "text/csv");
+        assert_eq!(sniff(b"hello", true, "x.pdf").unwrap(), "text/plain");
+        assert_eq!(
+            sniff(b"<svg xmlns='x'/>", true, "a").unwrap(),
+            "image/svg+xml"
+        );
+        assert!(sniff(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0", true, "a.txt").is_err());
+        assert!(sniff(b"MZ\x90\0\x03\0\0\0", true, "a.txt").is_err());
+        assert!(sniff(&[0xff, 0x00, 0x12], true, "a.txt").is_err());
+    }
+
+    #[test]
+    fn filenames_are_reduced() {
+        assert_eq!(clean_filename(Some("../../etc/passwd")), "passwd");
+        assert_eq!(clean_filename(Some("C:\\x\\y.pdf")), "y.pdf");
+        assert_eq!(clean_filename(Some("a\nb.txt")), "ab.txt");
+        assert_eq!(clean_filename(None), "upload");
+        assert_eq!(clean_filename(Some("..")), "upload");
+        assert!(clean_filename(Some(&"é".repeat(300))).len() <= 255);
+    }
+}

@@ -1,0 +1,533 @@
+//! Knowledge bases: validation, sources (credentials sealed), views.
+
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::db::datastore::kb::{DocumentRow, KbRow, NewDocument, NewSource, SourceRow};
+use crate::db::enums as db;
+use crate::error::Error;
+use uuid::Uuid;
+use workspace_api::kb::{
+    AvailableKnowledgeBase, DESCRIPTION_MAX, DocumentStatus, KbCreate, KbCreated, KbDeleted,
+    KbDetail, KbDocument, KbDocumentsPage, KbDocumentsQuery, KbIngestionStatus, KbListQuery,
+    KbStatus, KbSummary, KbUpdate, KbUpdated, NAME_MAX, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX,
+    SOURCE_ITEMS_MAX, SOURCES_MAX, Source, SourceAdded, SourceConfigView, SourceInput,
+    SourceProgress, SourceStatus, SourceType,
+};
+
+/// Longest URL of a web source, in bytes.
+const URL_MAX: usize = 2048;
+
+fn kb_status(processing: bool) -> KbStatus {
+    if processing {
+        KbStatus::Processing
+    } else {
+        KbStatus::Ready
+    }
+}
+
+fn source_type(t: db::KbSourceType) -> SourceType {
+    match t {
+        db::KbSourceType::File => SourceType::File,
+        db::KbSourceType::Web => SourceType::Web,
+        db::KbSourceType::ObjectStore => SourceType::ObjectStore,
+    }
+}
+
+fn source_status(s: db::KbSourceStatus) -> SourceStatus {
+    match s {
+        db::KbSourceStatus::Processing => SourceStatus::Processing,
+        db::KbSourceStatus::Completed => SourceStatus::Completed,
+        db::KbSourceStatus::Failed => SourceStatus::Failed,
+    }
+}
+
+fn document_status(s: db::KbDocumentStatus) -> DocumentStatus {
+    match s {
+        db::KbDocumentStatus::Pending => DocumentStatus::Pending,
+        db::KbDocumentStatus::Processing => DocumentStatus::Processing,
+        db::KbDocumentStatus::Completed => DocumentStatus::Completed,
+        db::KbDocumentStatus::Failed => DocumentStatus::Failed,
+    }
+}
+
+fn source_view(row: SourceRow) -> Source {
+    Source {
+        id: row.id,
+        source_type: source_type(row.source_type),
+        // Only public fields are ever stored in `config`.
+        config: serde_json::from_value(row.config).unwrap_or_default(),
+        status: source_status(row.status),
+        document_count: row.document_count,
+        error: row.error,
+        created_at: row.created_at,
+    }
+}
+
+fn summary(row: KbRow) -> KbSummary {
+    KbSummary {
+        id: row.id,
+        name: row.name,
+        description: row.description,
+        embedding_model: row.embedding_model,
+        status: kb_status(row.processing),
+        document_count: row.document_count,
+        org_id: row.org_id,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+fn document_view(row: DocumentRow) -> KbDocument {
+    let (url, file_id) = match row.source_type {
+        db::KbSourceType::File => (None, row.locator.parse().ok()),
+        db::KbSourceType::Web => (Some(row.locator.clone()), None),
+        db::KbSourceType::ObjectStore => (Some(row.locator.clone()), None),
+    };
+    KbDocument {
+        id: row.id,
+        source_id: row.source_id,
+        source_type: source_type(row.source_type),
+        title: row.title,
+        url,
+        file_id,
+        content_type: row.content_type,
+        size_bytes: row.size_bytes,
+        status: document_status(row.status),
+        chunk_count: row.chunk_count,
+        error: row.error,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+fn name(name: &str) -> Result<&str, Error> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > NAME_MAX {
+        return Err(Error::invalid(
+            "invalid_name",
+            format!("the name must be 1 to {NAME_MAX} characters"),
+        ));
+    }
+    Ok(name)
+}
+
+fn description(description: &str) -> Result<&str, Error> {
+    if description.chars().count() > DESCRIPTION_MAX {
+        return Err(Error::invalid(
+            "invalid_description",
+            format!("the description must be at most {DESCRIPTION_MAX} characters"),
+        ));
+    }
+    Ok(description)
+}
+
+fn invalid_source(message: impl Into<String>) -> Error {
+    Error::invalid("invalid_source", message)
+}
+
+/// Checks a source and turns it into rows: public config apart, the
+/// credentials sealed and bound to the new source's id.
+pub(crate) fn new_source(cx: &ServerContext, input: SourceInput) -> Result<NewSource, Error> {
+    let id = Uuid::new_v4();
+    match input {
+        SourceInput::File(c) => {
+            if c.file_ids.is_empty() || c.file_ids.len() > SOURCE_ITEMS_MAX {
+                return Err(invalid_source(format!(
+                    "a file source has 1 to {SOURCE_ITEMS_MAX} file ids"
+                )));
+            }
+            let view = SourceConfigView {
+                file_ids: Some(c.file_ids.clone()),
+                ..Default::default()
+            };
+            Ok(NewSource {
+                id,
+                source_type: db::KbSourceType::File,
+                config: serde_json::to_value(view).map_err(Error::internal)?,
+                sealed_credentials: None,
+                file_ids: c.file_ids,
+                documents: Vec::new(),
+                expand: false,
+            })
+        }
+        SourceInput::Web(c) => {
+            if c.urls.is_empty() || c.urls.len() > SOURCE_ITEMS_MAX {
+                return Err(invalid_source(format!(
+                    "a web source has 1 to {SOURCE_ITEMS_MAX} URLs"
+                )));
+            }
+            let mut documents = Vec::new();
+            for url in &c.urls {
+                let parsed = reqwest::Url::parse(url.trim())
+                    .map_err(|_| invalid_source(format!("{url:?} is not a URL")))?;
+                if url.len() > URL_MAX
+                    || !matches!(parsed.scheme(), "http" | "https")
+                    || parsed.host_str().is_none()
+                {
+                    return Err(invalid_source(
+                        "web URLs must be http or https with a host, at most 2048 characters",
+                    ));
+                }
+                documents.push(NewDocument {
+                    locator: parsed.to_string(),
+                    title: parsed.to_string(),
+                });
+            }
+            let view = SourceConfigView {
+                urls: Some(documents.iter().map(|d| d.locator.clone()).collect()),
+                ..Default::default()
+            };
+            Ok(NewSource {
+                id,
+                source_type: db::KbSourceType::Web,
+                config: serde_json::to_value(view).map_err(Error::internal)?,
+                sealed_credentials: None,
+                file_ids: Vec::new(),
+                documents,
+                expand: false,
+            })
+        }
+        SourceInput::ObjectStore(c) => {
+            let bucket_ok = (3..=63).contains(&c.bucket_name.len())
+                && c.bucket_name
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ".-".contains(ch));
+            if !bucket_ok {
+                return Err(invalid_source(
+                    "bucket_name must be 3 to 63 lowercase letters, digits, dots or hyphens",
+                ));
+            }
+            if c.prefix.len() > 1024
+                || c.cloud_region.is_empty()
+                || c.cloud_region.len() > 64
+                || c.cloud_access_key_id.len() > 256
+                || c.cloud_secret_access_key.len() > 256
+            {
+                return Err(invalid_source(
+                    "prefix is at most 1024 characters, cloud_region 1 to 64, credentials at most 256",
+                ));
+            }
+            if let Some(endpoint) = &c.endpoint_url {
+                let parsed = reqwest::Url::parse(endpoint)
+                    .map_err(|_| invalid_source("endpoint_url is not a URL"))?;
+                if endpoint.len() > URL_MAX || !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(invalid_source("endpoint_url must be an http or https URL"));
+                }
+            }
+            let credentials = serde_json::json!({
+                "access_key_id": c.cloud_access_key_id,
+                "secret_access_key": c.cloud_secret_access_key,
+            });
+            let sealed = cx.secrets.seal(
+                credentials.to_string().as_bytes(),
+                source_credentials_ad(id).as_bytes(),
+            );
+            let view = SourceConfigView {
+                bucket_name: Some(c.bucket_name),
+                prefix: Some(c.prefix),
+                cloud_region: Some(c.cloud_region),
+                endpoint_url: c.endpoint_url,
+                ..Default::default()
+            };
+            Ok(NewSource {
+                id,
+                source_type: db::KbSourceType::ObjectStore,
+                config: serde_json::to_value(view).map_err(Error::internal)?,
+                sealed_credentials: Some(sealed),
+                file_ids: Vec::new(),
+                documents: Vec::new(),
+                expand: true,
+            })
+        }
+    }
+}
+
+/// The associated data binding sealed credentials to their source.
+pub(crate) fn source_credentials_ad(source_id: Uuid) -> String {
+    format!("kb_source:{source_id}")
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: KbCreate,
+) -> Result<KbCreated, Error> {
+    let name = name(&body.name)?;
+    let description = description(&body.description)?;
+    let embedder = cx.embedders.get(&body.embedding_model).ok_or_else(|| {
+        Error::invalid(
+            "unknown_embedding_model",
+            format!(
+                "embedding_model must be one of: {}",
+                cx.embedders.names().join(", ")
+            ),
+        )
+    })?;
+    if body.sources.len() > SOURCES_MAX {
+        return Err(invalid_source(format!(
+            "at most {SOURCES_MAX} sources at creation"
+        )));
+    }
+    let sources = body
+        .sources
+        .into_iter()
+        .map(|s| new_source(cx, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let row = cx
+        .datastore
+        .kb_create(
+            access,
+            &crate::db::datastore::kb::NewKb {
+                name,
+                description,
+                embedding_model: embedder.name(),
+                dimensions: embedder.dimensions() as i32,
+            },
+            &sources,
+            cx.config.kb.max_attempts,
+        )
+        .await?;
+    slog::info!(access.log(), "knowledge base created"; "kb_id" => row.id.to_string(),
+        "sources" => sources.len());
+    Ok(KbCreated {
+        id: row.id,
+        name: row.name,
+        description: row.description,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        org_id: row.org_id,
+        // A new knowledge base with sources is processing; one without
+        // sources has nothing to ingest.
+        status: kb_status(row.processing),
+    })
+}
+
+/// Checks `page`/`limit` and returns (page, limit, offset).
+fn paging(page: Option<u32>, limit: Option<u32>) -> Result<(u32, u32, i64), Error> {
+    let page = page.unwrap_or(1);
+    let limit = limit.unwrap_or(PAGE_LIMIT_DEFAULT);
+    if page == 0 || page > 100_000 || limit == 0 || limit > PAGE_LIMIT_MAX {
+        return Err(Error::invalid(
+            "invalid_pagination",
+            format!("page is 1 to 100000 and limit 1 to {PAGE_LIMIT_MAX}"),
+        ));
+    }
+    Ok((page, limit, i64::from(page - 1) * i64::from(limit)))
+}
+
+pub async fn list(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    query: KbListQuery,
+) -> Result<Vec<KbSummary>, Error> {
+    let (_, limit, offset) = paging(query.page, query.limit)?;
+    let rows = cx
+        .datastore
+        .kb_list(access, i64::from(limit), offset)
+        .await?;
+    Ok(rows.into_iter().map(summary).collect())
+}
+
+pub async fn get(cx: &ServerContext, access: &OrgAccess, kb_id: Uuid) -> Result<KbDetail, Error> {
+    let row = cx.datastore.kb_get(access, kb_id).await?;
+    let sources = cx.datastore.kb_sources(access, kb_id).await?;
+    let s = summary(row);
+    Ok(KbDetail {
+        id: s.id,
+        name: s.name,
+        description: s.description,
+        embedding_model: s.embedding_model,
+        status: s.status,
+        document_count: s.document_count,
+        org_id: s.org_id,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        sources: sources.into_iter().map(source_view).collect(),
+    })
+}
+
+pub async fn update(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: KbUpdate,
+) -> Result<KbUpdated, Error> {
+    let name = body.name.as_deref().map(name).transpose()?;
+    let description = body.description.as_deref().map(description).transpose()?;
+    let row = cx
+        .datastore
+        .kb_update(access, kb_id, name, description)
+        .await?;
+    Ok(KbUpdated {
+        id: row.id,
+        name: row.name,
+        description: row.description,
+        updated_at: row.updated_at,
+    })
+}
+
+pub async fn delete(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+) -> Result<KbDeleted, Error> {
+    cx.datastore.kb_delete(access, kb_id).await?;
+    slog::info!(access.log(), "knowledge base deleted"; "kb_id" => kb_id.to_string());
+    Ok(KbDeleted {
+        success: true,
+        message: "knowledge base deleted".to_string(),
+    })
+}
+
+pub async fn add_source(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: SourceInput,
+) -> Result<SourceAdded, Error> {
+    let source = new_source(cx, body)?;
+    let row = cx
+        .datastore
+        .kb_add_source(access, kb_id, &source, cx.config.kb.max_attempts)
+        .await?;
+    Ok(SourceAdded {
+        source_id: row.id,
+        kb_id: row.kb_id,
+        source_type: source_type(row.source_type),
+        status: source_status(row.status),
+        created_at: row.created_at,
+    })
+}
+
+pub async fn list_documents(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    query: KbDocumentsQuery,
+) -> Result<KbDocumentsPage, Error> {
+    let (page, limit, offset) = paging(query.page, query.limit)?;
+    let (rows, total) = cx
+        .datastore
+        .kb_documents(access, query.kb_id, i64::from(limit), offset)
+        .await?;
+    Ok(KbDocumentsPage {
+        documents: rows.into_iter().map(document_view).collect(),
+        total,
+        page,
+        limit,
+    })
+}
+
+pub async fn delete_document(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    document_id: Uuid,
+) -> Result<KbDeleted, Error> {
+    cx.datastore
+        .kb_delete_document(access, kb_id, document_id)
+        .await?;
+    Ok(KbDeleted {
+        success: true,
+        message: "document deleted".to_string(),
+    })
+}
+
+pub async fn ingestion_status(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+) -> Result<KbIngestionStatus, Error> {
+    let counts = cx.datastore.kb_ingestion_counts(access, kb_id).await?;
+    let sources = cx.datastore.kb_sources(access, kb_id).await?;
+    Ok(KbIngestionStatus {
+        kb_id,
+        status: kb_status(counts.processing),
+        documents_total: counts.documents_total,
+        documents_done: counts.documents_done,
+        documents_failed: counts.documents_failed,
+        sources: sources
+            .into_iter()
+            .map(|s| SourceProgress {
+                source_id: s.id,
+                source_type: source_type(s.source_type),
+                status: source_status(s.status),
+                documents_total: s.document_count,
+                documents_done: s.documents_done,
+                documents_failed: s.documents_failed,
+                error: s.error,
+            })
+            .collect(),
+    })
+}
+
+pub async fn available(
+    cx: &ServerContext,
+    access: &OrgAccess,
+) -> Result<Vec<AvailableKnowledgeBase>, Error> {
+    let rows = cx.datastore.kb_available(access).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| AvailableKnowledgeBase {
+            id: r.id,
+            name: r.name,
+            description: r.description,
+            embedding_model: r.embedding_model,
+            document_count: r.document_count,
+        })
+        .collect())
+}
+
+fn search_unavailable() -> Error {
+    Error::Unavailable {
+        code: "search_unavailable",
+        message: "retrieval over indexed chunks is not available yet".to_string(),
+    }
+}
+
+fn check_query(query: &str, limit: Option<u32>) -> Result<(), Error> {
+    let len = query.trim().chars().count();
+    if len == 0 || query.chars().count() > workspace_api::kb::QUERY_MAX {
+        return Err(Error::invalid(
+            "invalid_query",
+            "the query must be 1 to 2000 characters",
+        ));
+    }
+    if limit.is_some_and(|l| l == 0 || l > workspace_api::kb::SEARCH_LIMIT_MAX) {
+        return Err(Error::invalid("invalid_query", "limit is 1 to 50"));
+    }
+    Ok(())
+}
+
+pub async fn search(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: workspace_api::kb::KbSearchRequest,
+) -> Result<workspace_api::kb::KbSearchResponse, Error> {
+    check_query(&body.query, body.limit)?;
+    if body
+        .score_threshold
+        .is_some_and(|t| !(0.0..=1.0).contains(&t))
+    {
+        return Err(Error::invalid("invalid_query", "score_threshold is 0 to 1"));
+    }
+    // A knowledge base without chunks has no hits; retrieval over chunks
+    // lands with the ingestion workers.
+    if cx.datastore.kb_chunk_count(access, kb_id).await? == 0 {
+        return Ok(workspace_api::kb::KbSearchResponse {
+            results: Vec::new(),
+        });
+    }
+    Err(search_unavailable())
+}
+
+pub async fn query(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    body: workspace_api::kb::KbQueryRequest,
+) -> Result<http::Response<dropshot::Body>, Error> {
+    check_query(&body.query, body.limit)?;
+    cx.datastore.kb_chunk_count(access, kb_id).await?;
+    Err(search_unavailable())
+}

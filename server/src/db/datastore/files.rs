@@ -1,0 +1,86 @@
+//! Uploaded files.
+
+use super::Datastore;
+use crate::authz::OrgAccess;
+use crate::error::Error;
+use uuid::Uuid;
+
+pub struct NewFile {
+    pub id: Uuid,
+    pub chat_id: Option<Uuid>,
+    pub message_id: Uuid,
+    pub filename: String,
+    pub content_type: String,
+    pub file_size: i64,
+    pub sha256: String,
+    pub storage_key: String,
+}
+
+/// What a download needs.
+pub struct StoredFile {
+    pub filename: String,
+    pub content_type: String,
+    pub file_size: i64,
+    pub storage_key: String,
+}
+
+impl Datastore {
+    pub async fn file_insert(&self, access: &OrgAccess, file: &NewFile) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO files (id, organization_id, uploaded_by, chat_id, message_id, filename, \
+                 content_type, file_size, sha256, storage_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &file.id,
+                &access.org_id(),
+                &access.user_id(),
+                &file.chat_id,
+                &file.message_id,
+                &file.filename,
+                &file.content_type,
+                &file.file_size,
+                &file.sha256,
+                &file.storage_key,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A file by id, for a signed download link (the link's signature,
+    /// checked before, is the authorization: no organization applies).
+    pub async fn file_for_download(&self, file_id: Uuid) -> Result<Option<StoredFile>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                "SELECT filename, content_type, file_size, storage_key FROM files WHERE id = $1",
+                &[&file_id],
+            )
+            .await?
+            .map(|r| StoredFile {
+                filename: r.get(0),
+                content_type: r.get(1),
+                file_size: r.get(2),
+                storage_key: r.get(3),
+            }))
+    }
+
+    /// Stores the text extracted from a file (or why extraction failed).
+    pub async fn file_set_extraction(
+        &self,
+        access: &OrgAccess,
+        file_id: Uuid,
+        text: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE files SET extracted_text = $3, extraction_error = $4 \
+             WHERE organization_id = $1 AND id = $2",
+            &[&access.org_id(), &file_id, &text, &error],
+        )
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,590 @@
+//! Knowledge bases, their sources and documents. Every query is filtered by
+//! the caller's organization (the `OrgAccess`), and by knowledge base.
+
+use super::Datastore;
+use crate::authz::OrgAccess;
+use crate::db::enums::{KbDocumentStatus, KbJobKind, KbSourceStatus, KbSourceType};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// A knowledge base with its derived state.
+pub struct KbRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub embedding_model: String,
+    pub embedding_dimensions: i32,
+    /// Any source still `processing`.
+    pub processing: bool,
+    pub document_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The columns of [`KbRow`] for `knowledge_bases k`.
+const KB_COLUMNS: &str = "k.id, k.organization_id, k.name, k.description, k.embedding_model, \
+     k.embedding_dimensions, k.created_at, k.updated_at, \
+     EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id AND s.status = 'processing') \
+        AS processing, \
+     (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id) AS document_count";
+
+impl KbRow {
+    fn from_row(r: &tokio_postgres::Row) -> KbRow {
+        KbRow {
+            id: r.get("id"),
+            org_id: r.get("organization_id"),
+            name: r.get("name"),
+            description: r.get("description"),
+            embedding_model: r.get("embedding_model"),
+            embedding_dimensions: r.get("embedding_dimensions"),
+            processing: r.get("processing"),
+            document_count: r.get("document_count"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+pub struct SourceRow {
+    pub id: Uuid,
+    pub kb_id: Uuid,
+    pub source_type: KbSourceType,
+    /// The public configuration (no credentials).
+    pub config: serde_json::Value,
+    pub status: KbSourceStatus,
+    pub error: Option<String>,
+    pub document_count: i64,
+    pub documents_done: i64,
+    pub documents_failed: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+const SOURCE_COLUMNS: &str = "s.id, s.kb_id, s.type, s.config, s.status, s.error, s.created_at, \
+     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id) AS document_count, \
+     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id \
+        AND d.status IN ('completed', 'failed')) AS documents_done, \
+     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id \
+        AND d.status = 'failed') AS documents_failed";
+
+impl SourceRow {
+    fn from_row(r: &tokio_postgres::Row) -> SourceRow {
+        SourceRow {
+            id: r.get("id"),
+            kb_id: r.get("kb_id"),
+            source_type: r.get("type"),
+            config: r.get("config"),
+            status: r.get("status"),
+            error: r.get("error"),
+            document_count: r.get("document_count"),
+            documents_done: r.get("documents_done"),
+            documents_failed: r.get("documents_failed"),
+            created_at: r.get("created_at"),
+        }
+    }
+}
+
+pub struct DocumentRow {
+    pub id: Uuid,
+    pub source_id: Uuid,
+    pub source_type: KbSourceType,
+    pub locator: String,
+    pub title: String,
+    pub content_type: Option<String>,
+    pub size_bytes: Option<i64>,
+    pub status: KbDocumentStatus,
+    pub error: Option<String>,
+    pub chunk_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl DocumentRow {
+    fn from_row(r: &tokio_postgres::Row) -> DocumentRow {
+        DocumentRow {
+            id: r.get("id"),
+            source_id: r.get("source_id"),
+            source_type: r.get("type"),
+            locator: r.get("locator"),
+            title: r.get("title"),
+            content_type: r.get("content_type"),
+            size_bytes: r.get("size_bytes"),
+            status: r.get("status"),
+            error: r.get("error"),
+            chunk_count: r.get("chunk_count"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+/// A document known when its source is added (a file or a URL).
+pub struct NewDocument {
+    pub locator: String,
+    pub title: String,
+}
+
+/// A source to insert, with its documents known up front (file and web
+/// sources) or an `expand` job that lists them (object_store sources).
+pub struct NewSource {
+    pub id: Uuid,
+    pub source_type: KbSourceType,
+    pub config: serde_json::Value,
+    pub sealed_credentials: Option<Vec<u8>>,
+    /// File sources: the uploads whose ids these are must exist in the
+    /// organization.
+    pub file_ids: Vec<Uuid>,
+    pub documents: Vec<NewDocument>,
+    pub expand: bool,
+}
+
+/// A knowledge base to create.
+#[derive(Clone, Copy)]
+pub struct NewKb<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub embedding_model: &'a str,
+    pub dimensions: i32,
+}
+
+/// Most sources of one knowledge base.
+pub const SOURCES_PER_KB_MAX: i64 = 100;
+
+/// Progress counts of one knowledge base.
+pub struct IngestionCounts {
+    pub processing: bool,
+    pub documents_total: i64,
+    pub documents_done: i64,
+    pub documents_failed: i64,
+}
+
+impl Datastore {
+    /// Creates a knowledge base with its sources, their documents and their
+    /// jobs, in one transaction.
+    pub async fn kb_create(
+        &self,
+        access: &OrgAccess,
+        kb: &NewKb<'_>,
+        sources: &[NewSource],
+        max_attempts: i32,
+    ) -> Result<KbRow, Error> {
+        let NewKb {
+            name,
+            description,
+            embedding_model,
+            dimensions,
+        } = *kb;
+        let id = Uuid::new_v4();
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
+            "INSERT INTO knowledge_bases (id, organization_id, created_by, name, description, \
+                 embedding_model, embedding_dimensions) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &id,
+                &access.org_id(),
+                &access.user_id(),
+                &name,
+                &description,
+                &embedding_model,
+                &dimensions,
+            ],
+        )
+        .await?;
+        for source in sources {
+            insert_source(&tx, access, id, source, max_attempts).await?;
+        }
+        let row = tx
+            .query_one(
+                &format!("SELECT {KB_COLUMNS} FROM knowledge_bases k WHERE k.id = $1"),
+                &[&id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(KbRow::from_row(&row))
+    }
+
+    /// A page of the organization's knowledge bases, newest first.
+    pub async fn kb_list(
+        &self,
+        access: &OrgAccess,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<KbRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {KB_COLUMNS} FROM knowledge_bases k WHERE k.organization_id = $1 \
+                     ORDER BY k.created_at DESC, k.id LIMIT $2 OFFSET $3"
+                ),
+                &[&access.org_id(), &limit, &offset],
+            )
+            .await?;
+        Ok(rows.iter().map(KbRow::from_row).collect())
+    }
+
+    /// Ready knowledge bases with documents, by name (at most 100).
+    pub async fn kb_available(&self, access: &OrgAccess) -> Result<Vec<KbRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT * FROM (SELECT {KB_COLUMNS} FROM knowledge_bases k \
+                        WHERE k.organization_id = $1) x \
+                     WHERE NOT x.processing AND x.document_count > 0 \
+                     ORDER BY lower(x.name), x.id LIMIT 100"
+                ),
+                &[&access.org_id()],
+            )
+            .await?;
+        Ok(rows.iter().map(KbRow::from_row).collect())
+    }
+
+    /// One knowledge base of the organization.
+    pub async fn kb_get(&self, access: &OrgAccess, kb_id: Uuid) -> Result<KbRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {KB_COLUMNS} FROM knowledge_bases k \
+                     WHERE k.organization_id = $1 AND k.id = $2"
+                ),
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?;
+        Ok(KbRow::from_row(&row))
+    }
+
+    /// The sources of a knowledge base, oldest first.
+    pub async fn kb_sources(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+    ) -> Result<Vec<SourceRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {SOURCE_COLUMNS} FROM kb_sources s \
+                     WHERE s.organization_id = $1 AND s.kb_id = $2 \
+                     ORDER BY s.created_at, s.id LIMIT {SOURCES_PER_KB_MAX}"
+                ),
+                &[&access.org_id(), &kb_id],
+            )
+            .await?;
+        Ok(rows.iter().map(SourceRow::from_row).collect())
+    }
+
+    /// Renames or re-describes a knowledge base.
+    pub async fn kb_update(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+        name: Option<&str>,
+        description: Option<&str>,
+    ) -> Result<KbRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "UPDATE knowledge_bases SET name = COALESCE($3, name), \
+                     description = COALESCE($4, description), updated_at = now() \
+                 WHERE organization_id = $1 AND id = $2 RETURNING id",
+                &[&access.org_id(), &kb_id, &name, &description],
+            )
+            .await?;
+        if row.is_none() {
+            return Err(Error::NotFound {
+                what: "knowledge base",
+            });
+        }
+        drop(conn);
+        self.kb_get(access, kb_id).await
+    }
+
+    /// Deletes a knowledge base; its sources, documents, chunks and jobs go
+    /// with it (foreign keys cascade).
+    pub async fn kb_delete(&self, access: &OrgAccess, kb_id: Uuid) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "DELETE FROM knowledge_bases WHERE organization_id = $1 AND id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound {
+                what: "knowledge base",
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds a source (at most [`SOURCES_PER_KB_MAX`] per knowledge base;
+    /// the knowledge base row is locked for the count).
+    pub async fn kb_add_source(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+        source: &NewSource,
+        max_attempts: i32,
+    ) -> Result<SourceRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let count: i64 = tx
+            .query_opt(
+                "SELECT (SELECT count(*) FROM kb_sources s WHERE s.kb_id = k.id) \
+                 FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2 \
+                 FOR UPDATE",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?
+            .get(0);
+        if count >= SOURCES_PER_KB_MAX {
+            return Err(Error::invalid(
+                "too_many_sources",
+                format!("a knowledge base has at most {SOURCES_PER_KB_MAX} sources"),
+            ));
+        }
+        insert_source(&tx, access, kb_id, source, max_attempts).await?;
+        tx.execute(
+            "UPDATE knowledge_bases SET updated_at = now() WHERE id = $1",
+            &[&kb_id],
+        )
+        .await?;
+        let row = tx
+            .query_one(
+                &format!("SELECT {SOURCE_COLUMNS} FROM kb_sources s WHERE s.id = $1"),
+                &[&source.id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(SourceRow::from_row(&row))
+    }
+
+    /// A page of a knowledge base's documents, oldest first, and the total
+    /// (one snapshot).
+    pub async fn kb_documents(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<DocumentRow>, i64), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.snapshot().await?;
+        let exists = tx
+            .query_opt(
+                "SELECT 1 FROM knowledge_bases WHERE organization_id = $1 AND id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?;
+        if exists.is_none() {
+            return Err(Error::NotFound {
+                what: "knowledge base",
+            });
+        }
+        let rows = tx
+            .query(
+                "SELECT d.id, d.source_id, s.type, d.locator, d.title, d.content_type, \
+                        d.size_bytes, d.status, d.error, d.chunk_count, d.created_at, \
+                        d.updated_at \
+                 FROM kb_documents d JOIN kb_sources s ON s.id = d.source_id \
+                 WHERE d.organization_id = $1 AND d.kb_id = $2 \
+                 ORDER BY d.created_at, d.id LIMIT $3 OFFSET $4",
+                &[&access.org_id(), &kb_id, &limit, &offset],
+            )
+            .await?;
+        let total: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM kb_documents WHERE organization_id = $1 AND kb_id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .get(0);
+        tx.commit().await?;
+        Ok((rows.iter().map(DocumentRow::from_row).collect(), total))
+    }
+
+    /// Deletes one document (its chunks and jobs cascade) and settles its
+    /// source's status.
+    pub async fn kb_delete_document(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+        document_id: Uuid,
+    ) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let source_id: Uuid = tx
+            .query_opt(
+                "DELETE FROM kb_documents WHERE organization_id = $1 AND kb_id = $2 AND id = $3 \
+                 RETURNING source_id",
+                &[&access.org_id(), &kb_id, &document_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "document" })?
+            .get(0);
+        settle_source(&tx, source_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The number of chunks of a knowledge base (`404` when not visible).
+    pub async fn kb_chunk_count(&self, access: &OrgAccess, kb_id: Uuid) -> Result<i64, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT (SELECT count(*) FROM kb_chunks c WHERE c.kb_id = k.id) \
+                 FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?;
+        Ok(row.get(0))
+    }
+
+    /// Document counts of a knowledge base.
+    pub async fn kb_ingestion_counts(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+    ) -> Result<IngestionCounts, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id \
+                            AND s.status = 'processing'), \
+                        (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id), \
+                        (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
+                            AND d.status IN ('completed', 'failed')), \
+                        (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
+                            AND d.status = 'failed') \
+                 FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?;
+        Ok(IngestionCounts {
+            processing: row.get(0),
+            documents_total: row.get(1),
+            documents_done: row.get(2),
+            documents_failed: row.get(3),
+        })
+    }
+}
+
+/// Inserts a source, its known documents and their jobs.
+async fn insert_source(
+    tx: &super::Tx<'_>,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    source: &NewSource,
+    max_attempts: i32,
+) -> Result<(), Error> {
+    let org = access.org_id();
+    tx.execute(
+        "INSERT INTO kb_sources (id, organization_id, kb_id, type, config, sealed_credentials) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &source.id,
+            &org,
+            &kb_id,
+            &source.source_type,
+            &source.config,
+            &source.sealed_credentials,
+        ],
+    )
+    .await?;
+    if !source.file_ids.is_empty() {
+        // Files of the organization only; an id of another organization
+        // looks like a missing one.
+        let n = tx
+            .execute(
+                "INSERT INTO kb_documents (id, organization_id, kb_id, source_id, locator, title, \
+                     content_type, size_bytes) \
+                 SELECT gen_random_uuid(), f.organization_id, $3, $4, f.id::text, f.filename, \
+                        f.content_type, f.file_size \
+                 FROM files f WHERE f.organization_id = $1 AND f.id = ANY($2) \
+                 ON CONFLICT (source_id, locator) DO NOTHING",
+                &[&org, &source.file_ids, &kb_id, &source.id],
+            )
+            .await?;
+        let mut distinct = source.file_ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        if n as usize != distinct.len() {
+            return Err(Error::invalid(
+                "invalid_source",
+                "every file id must be an upload of this organization",
+            ));
+        }
+    }
+    for doc in &source.documents {
+        tx.execute(
+            "INSERT INTO kb_documents (id, organization_id, kb_id, source_id, locator, title) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (source_id, locator) DO NOTHING",
+            &[
+                &Uuid::new_v4(),
+                &org,
+                &kb_id,
+                &source.id,
+                &doc.locator,
+                &doc.title,
+            ],
+        )
+        .await?;
+    }
+    // One ingest job per document, or one expand job.
+    if source.expand {
+        tx.execute(
+            "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, kind, max_attempts) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &Uuid::new_v4(),
+                &org,
+                &kb_id,
+                &source.id,
+                &KbJobKind::Expand,
+                &max_attempts,
+            ],
+        )
+        .await?;
+    } else {
+        tx.execute(
+            "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, document_id, kind, \
+                 max_attempts) \
+             SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.source_id, d.id, $2, $3 \
+             FROM kb_documents d WHERE d.source_id = $1",
+            &[&source.id, &KbJobKind::Ingest, &max_attempts],
+        )
+        .await?;
+    }
+    tx.execute("NOTIFY kb_jobs", &[]).await?;
+    Ok(())
+}
+
+/// Marks a source `completed` once it has no unfinished job left (a
+/// source that failed to list stays `failed`).
+pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result<(), Error> {
+    tx.execute(
+        "UPDATE kb_sources s SET status = 'completed', updated_at = now() \
+         WHERE s.id = $1 AND s.status = 'processing' \
+           AND NOT EXISTS (SELECT 1 FROM kb_jobs j WHERE j.source_id = s.id \
+                           AND j.state IN ('queued', 'running'))",
+        &[&source_id],
+    )
+    .await?;
+    Ok(())
+}

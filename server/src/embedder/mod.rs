@@ -1,0 +1,100 @@
+//! Embedding models behind one trait: the local all-MiniLM-L6-v2 (the
+//! zero-configuration default) and OpenAI-compatible `/v1/embeddings`
+//! endpoints. A knowledge base names one by `embedding_model` and keeps
+//! it.
+
+use std::sync::Arc;
+
+/// Why embedding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// Worth retrying later (network, 429, 5xx, model still provisioning).
+    #[error("{0}")]
+    Transient(String),
+    /// Retrying will not help.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// An embedding model.
+#[async_trait::async_trait]
+pub trait Embedder: Send + Sync {
+    /// The name knowledge bases choose.
+    fn name(&self) -> &str;
+    /// Length of every vector.
+    fn dimensions(&self) -> usize;
+    /// Embeds a batch of texts; one unit-length vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The embedders this server offers, by name.
+#[derive(Clone, Default)]
+pub struct EmbedderRegistry {
+    entries: Vec<Arc<dyn Embedder>>,
+}
+
+impl EmbedderRegistry {
+    pub fn new(entries: Vec<Arc<dyn Embedder>>) -> EmbedderRegistry {
+        EmbedderRegistry { entries }
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Embedder>> {
+        self.entries.iter().find(|e| e.name() == name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.name().to_string()).collect()
+    }
+}
+
+/// The dimensions the chunk table indexes (one partial HNSW index each).
+pub const SUPPORTED_DIMENSIONS: [usize; 4] = [384, 768, 1024, 1536];
+
+/// The local all-MiniLM-L6-v2 (384 dimensions). Its weights are
+/// provisioned into the data directory; until the candle runtime lands
+/// (see the issue), embedding reports a transient failure so ingestion
+/// jobs wait and retry instead of failing.
+pub struct LocalMiniLm {
+    #[allow(dead_code)]
+    model_dir: std::path::PathBuf,
+}
+
+#[async_trait::async_trait]
+impl Embedder for LocalMiniLm {
+    fn name(&self) -> &str {
+        crate::kb_config::LOCAL_EMBEDDER
+    }
+    fn dimensions(&self) -> usize {
+        384
+    }
+    async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError::Transient(
+            "the local embedder is not available yet".to_string(),
+        ))
+    }
+}
+
+/// The configured embedders: the local one, then `[[embedders]]`.
+pub fn registry(
+    config: &crate::config::Config,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<EmbedderRegistry> {
+    let entries: Vec<Arc<dyn Embedder>> = vec![Arc::new(LocalMiniLm {
+        model_dir: data_dir.join("models").join("all-minilm-l6-v2"),
+    })];
+    for e in &config.embedders {
+        if !SUPPORTED_DIMENSIONS.contains(&(e.dimensions as usize)) {
+            anyhow::bail!(
+                "embedder {:?}: dimensions must be one of {SUPPORTED_DIMENSIONS:?}",
+                e.name
+            );
+        }
+        if entries.iter().any(|x| x.name() == e.name) {
+            anyhow::bail!("embedder {:?} is configured twice", e.name);
+        }
+        if e.kind == crate::kb_config::EmbedderKind::Local {
+            anyhow::bail!("embedder {:?}: the local embedder is built in", e.name);
+        }
+    }
+    Ok(EmbedderRegistry::new(entries))
+}
