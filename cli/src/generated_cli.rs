@@ -41,6 +41,16 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
+            CliCommand::ToolsUpdate => Self::cli_tools_update(),
+            CliCommand::ToolsCreate => Self::cli_tools_create(),
+            CliCommand::ToolsCreateCategory => Self::cli_tools_create_category(),
+            CliCommand::ToolsDelete => Self::cli_tools_delete(),
+            CliCommand::ToolsDeleteCategory => Self::cli_tools_delete_category(),
+            CliCommand::ToolsGet => Self::cli_tools_get(),
+            CliCommand::ToolsListAll => Self::cli_tools_list_all(),
+            CliCommand::ToolsListCategories => Self::cli_tools_list_categories(),
+            CliCommand::ToolsTest => Self::cli_tools_test(),
+            CliCommand::ToolsUpdateCategory => Self::cli_tools_update_category(),
             CliCommand::UsersInvite => Self::cli_users_invite(),
             CliCommand::UsersList => Self::cli_users_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
@@ -806,6 +816,389 @@ impl<T: CliConfig> Cli<T> {
                 "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
             )
     }
+    pub fn cli_tools_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateDescription))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-active")
+                    .long("is-active")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("logo-url")
+                    .long("logo-url")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateLogoUrl))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("version")
+                    .long("version")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateVersion))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a tool.\n\nPermission `tool:write`. Accepts every field of `POST /api/tools`; omitted fields keep their value, and the same validation applies (all in one transaction). Only the owning organization updates a tool: a public tool of another organization is `404 not_found` here.",
+            )
+    }
+    pub fn cli_tools_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("A category of the same organization."),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::ToolCreateDescription))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("is-active")
+                    .long("is-active")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default true."),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default false."),
+            )
+            .arg(
+                ::clap::Arg::new("logo-url")
+                    .long("logo-url")
+                    .value_parser(::clap::value_parser!(types::ToolCreateLogoUrl))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ToolCreateName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming; unique in the organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("version")
+                    .long("version")
+                    .value_parser(::clap::value_parser!(types::ToolCreateVersion))
+                    .required_unless_present("json-body")
+                    .help("1 to 32 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a tool.\n\nPermission `tool:write`. The tool belongs to the organization; with `is_public` every organization can see, test and use it (read-only).\n\nValidation (`400`, nothing stored): `invalid_name` (1 to 100 characters), `tool_name_taken` (409, unique per organization, case-insensitively), `invalid_description` (at most 2,000), `invalid_version` (1 to 32), `invalid_logo_url` (at most 2,000, `http(s)://`), `unknown_category` (not a category of this organization), `invalid_parameter` (a name that is not a Python identifier, a description over 2,000 characters, more than 50 parameters), `duplicate_parameter` (two inputs, or two configuration values, with one name), `invalid_default` (a `default` that does not parse as its `type`), `empty_code` (blank `function_info.code`), `invalid_code` (over 100,000 characters), `invalid_function` (`function_info.name` not a Python identifier), `invalid_requirement` (more than 50, or not a package name).\n\nExample body: `{\"name\": \"adder\", \"description\": \"Adds\", \"category_id\": \"…\", \"version\": \"1.0.0\", \"configuration\": [], \"inputs\": [{\"name\": \"a\", \"type\": \"int\", \"description\": \"\", \"required\": true, \"default\": null}], \"outputs\": {\"type\": \"int\", \"description\": \"the sum\"}, \"settings\": {\"function_info\": {\"name\": \"run\", \"is_async\": false, \"description\": \"\", \"code\": \"def run(a):\\n    return a + 1\"}, \"requirements\": [], \"deployment\": {\"framework\": \"python\", \"toolkit_class\": false, \"standalone_function\": true}}}`.",
+            )
+    }
+    pub fn cli_tools_create_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::CategoryCreateDescription),
+                    )
+                    .required_unless_present("json-body")
+                    .help("At most 2,000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::CategoryCreateName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming; unique in the organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a tool category.\n\nPermission `tool:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique in the organization, case-insensitively (`409 category_name_taken`); `description` at most 2,000 characters (`400 invalid_description`).",
+            )
+    }
+    pub fn cli_tools_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a tool.\n\nPermission `tool:delete`. Only the owning organization deletes a tool (`404 not_found` otherwise). A tool that an agent uses is not deleted (`409 tool_in_use`); remove it from the agents first.",
+            )
+    }
+    pub fn cli_tools_delete_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a tool category.\n\nPermission `tool:delete`. A category that still holds tools is not deleted (`409 category_in_use`); move or delete its tools first. `404 not_found` when the category is not the organization's.",
+            )
+    }
+    pub fn cli_tools_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch a tool with its settings.\n\nPermission `tool:read`. A tool of the organization, or a public tool of any organization; anything else is `404 not_found`.",
+            )
+    }
+    pub fn cli_tools_list_all() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items per page: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.",
+                    ),
+            )
+            .about(
+                "List tools.\n\nPermission `tool:read`. Like `list_categories`, `org_id` is optional: with it, the organization's tools plus every public tool; without it, the tools of every organization where the caller may read tools, plus every public tool. Private tools of other organizations never appear. Each item has `category {id, name}` and no `settings`. Ordered by name, then id; `limit` 1 to 500 (default 100), `offset` default 0.",
+            )
+    }
+    pub fn cli_tools_list_categories() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items per page: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.",
+                    ),
+            )
+            .about(
+                "List tool categories.\n\nPermission `tool:read`. The spec gives this operation no `org_id`; it is optional here. With `org_id`: that organization's categories (the caller needs `tool:read` there). Without it: the categories of every organization where the caller is an active member whose role grants `tool:read` (any authenticated user; possibly an empty list). Categories belong to one organization; each carries its `org_id`. Ordered by name, then id. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination` otherwise).",
+            )
+    }
+    pub fn cli_tools_test() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Run a tool once, in the sandbox.\n\nPermission `tool:execute`. A tool of the organization or a public one. The tool's `settings.function_info.code` runs in a `python3` process under bubblewrap (never in the server): no network, a read-only root file system, a private `/tmp`, its own PID namespace, an unprivileged user, and limits of CPU time, memory, processes, output size and wall-clock time (see the README's `[sandbox]` configuration). The function is called with the inputs (defaults filled in) and configuration values as keyword arguments; its return value must be JSON-serialisable.\n\nBefore running: `400 invalid_input` (an unknown input name, a missing required input, a value not of the declared type), `400 tool_inactive` (`is_active` false), `400 tool_requirement_missing` (a package of `requirements` is not installed in the sandbox; nothing is installed at run time), `503 tool_sandbox_unavailable` (bubblewrap or python3 is missing: code never runs unsandboxed). A run that fails is a `200` with `success: false` and `error` naming the cause (see the schema).",
+            )
+    }
+    pub fn cli_tools_update_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::CategoryUpdateDescription),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::CategoryUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a tool category.\n\nPermission `tool:write`. Omitted fields keep their value; the rules of `create_category` apply. `404 not_found` when the category is not the organization's.",
+            )
+    }
     pub fn cli_users_invite() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -985,6 +1378,16 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
+            CliCommand::ToolsUpdate => self.execute_tools_update(matches).await,
+            CliCommand::ToolsCreate => self.execute_tools_create(matches).await,
+            CliCommand::ToolsCreateCategory => self.execute_tools_create_category(matches).await,
+            CliCommand::ToolsDelete => self.execute_tools_delete(matches).await,
+            CliCommand::ToolsDeleteCategory => self.execute_tools_delete_category(matches).await,
+            CliCommand::ToolsGet => self.execute_tools_get(matches).await,
+            CliCommand::ToolsListAll => self.execute_tools_list_all(matches).await,
+            CliCommand::ToolsListCategories => self.execute_tools_list_categories(matches).await,
+            CliCommand::ToolsTest => self.execute_tools_test(matches).await,
+            CliCommand::ToolsUpdateCategory => self.execute_tools_update_category(matches).await,
             CliCommand::UsersInvite => self.execute_users_invite(matches).await,
             CliCommand::UsersList => self.execute_users_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
@@ -1754,6 +2157,321 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_tools_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.body_map(|body| body.category_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-active") {
+            request = request.body_map(|body| body.is_active(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateLogoUrl>("logo-url") {
+            request = request.body_map(|body| body.logo_url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateVersion>("version") {
+            request = request.body_map(|body| body.version(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.body_map(|body| body.category_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-active") {
+            request = request.body_map(|body| body.is_active(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateLogoUrl>("logo-url") {
+            request = request.body_map(|body| body.logo_url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateVersion>("version") {
+            request = request.body_map(|body| body.version(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_create_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_create_category();
+        if let Some(value) = matches.get_one::<types::CategoryCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::CategoryCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CategoryCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_tools_create_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        self.config.execute_tools_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_delete_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_delete_category();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.category_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_tools_delete_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        self.config.execute_tools_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_list_all(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_list_all();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_tools_list_all(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_list_categories(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_list_categories();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_tools_list_categories(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_test(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_test();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolTestRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_test(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_update_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_update_category();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.category_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::CategoryUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::CategoryUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CategoryUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_tools_update_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_users_invite(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_invite();
         if let Some(value) = matches.get_one::<::std::string::String>("email") {
@@ -2108,6 +2826,76 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_tools_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_create_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsCreateCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_delete_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsDeleteCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_list_all(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsListAll,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_list_categories(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsListCategories,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_test(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsTest,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_update_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsUpdateCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_invite(
         &self,
         matches: &::clap::ArgMatches,
@@ -2181,6 +2969,16 @@ pub enum CliCommand {
     RolesDeletePermission,
     RolesRemove,
     RolesUpdate,
+    ToolsUpdate,
+    ToolsCreate,
+    ToolsCreateCategory,
+    ToolsDelete,
+    ToolsDeleteCategory,
+    ToolsGet,
+    ToolsListAll,
+    ToolsListCategories,
+    ToolsTest,
+    ToolsUpdateCategory,
     UsersInvite,
     UsersList,
     UsersMe,
@@ -2219,6 +3017,16 @@ impl CliCommand {
             CliCommand::RolesDeletePermission,
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
+            CliCommand::ToolsUpdate,
+            CliCommand::ToolsCreate,
+            CliCommand::ToolsCreateCategory,
+            CliCommand::ToolsDelete,
+            CliCommand::ToolsDeleteCategory,
+            CliCommand::ToolsGet,
+            CliCommand::ToolsListAll,
+            CliCommand::ToolsListCategories,
+            CliCommand::ToolsTest,
+            CliCommand::ToolsUpdateCategory,
             CliCommand::UsersInvite,
             CliCommand::UsersList,
             CliCommand::UsersMe,
@@ -2258,6 +3066,16 @@ impl CliCommand {
             CliCommand::RolesDeletePermission => "roles_delete_permission",
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
+            CliCommand::ToolsUpdate => "tools_update",
+            CliCommand::ToolsCreate => "tools_create",
+            CliCommand::ToolsCreateCategory => "tools_create_category",
+            CliCommand::ToolsDelete => "tools_delete",
+            CliCommand::ToolsDeleteCategory => "tools_delete_category",
+            CliCommand::ToolsGet => "tools_get",
+            CliCommand::ToolsListAll => "tools_list_all",
+            CliCommand::ToolsListCategories => "tools_list_categories",
+            CliCommand::ToolsTest => "tools_test",
+            CliCommand::ToolsUpdateCategory => "tools_update_category",
             CliCommand::UsersInvite => "users_invite",
             CliCommand::UsersList => "users_list",
             CliCommand::UsersMe => "users_me",

@@ -27,6 +27,8 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// The language models offered, besides the offline development model.
     pub models: Vec<ModelConfig>,
+    /// The sandbox that runs tool code.
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Encryption keys for secrets at rest.
@@ -342,6 +344,7 @@ impl Default for Config {
             log: LogConfig::default(),
             providers: ProvidersConfig::default(),
             models: Vec::new(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }

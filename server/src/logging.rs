@@ -131,12 +131,8 @@ struct RedactedKV<T>(T);
 
 impl<T: KV> KV for RedactedKV<T> {
     fn serialize(&self, record: &Record<'_>, serializer: &mut dyn Serializer) -> slog::Result {
-        self.0.serialize(
-            record,
-            &mut RedactingSerializer {
-                inner: serializer,
-            },
-        )
+        self.0
+            .serialize(record, &mut RedactingSerializer { inner: serializer })
     }
 }
 

@@ -7,4 +7,5 @@ pub mod invitations;
 pub mod models;
 pub mod orgs;
 pub mod roles;
+pub mod tools;
 pub mod users;

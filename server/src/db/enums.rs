@@ -119,6 +119,36 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// The lifecycle state of an agent.
+    AgentStatus {
+        Created = "created",
+        Configured = "configured",
+        Testing = "testing",
+        Ready = "ready",
+        Deployed = "deployed",
+        Active = "active",
+    }
+}
+
+text_enum! {
+    /// Where a deployment of an agent is used.
+    DeploymentChannel {
+        Widget = "widget",
+        Api = "api",
+        Sdk = "sdk",
+        Iframe = "iframe",
+    }
+}
+
+text_enum! {
+    /// Whether a deployment accepts requests.
+    DeploymentStatus {
+        Active = "active",
+        Paused = "paused",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,8 @@ struct Fixture {
     model: Uuid,
     conversation: Uuid,
     session: Uuid,
+    category: Uuid,
+    tool: Uuid,
 }
 
 struct Call {
@@ -330,6 +332,96 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Org(Some("roles:read")),
             call(M::GET, "/api/roles/list_roles", q_org(), None),
         ),
+        "tools_list_categories" => (
+            Scope::Org(Some("tool:read")),
+            call(M::GET, "/api/tools/list_categories", q_org(), None),
+        ),
+        "tools_list_all" => (
+            Scope::Org(Some("tool:read")),
+            call(M::GET, "/api/tools/list_all", q_org(), None),
+        ),
+        "tools_create_category" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::POST,
+                "/api/tools/create_category",
+                q_org(),
+                Some(json!({"name": "probe", "description": ""})),
+            ),
+        ),
+        "tools_update_category" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::PUT,
+                "/api/tools/update_category",
+                vec![
+                    ("org_id", org.clone()),
+                    ("category_id", f.category.to_string()),
+                ],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "tools_delete_category" => (
+            Scope::Org(Some("tool:delete")),
+            call(
+                M::DELETE,
+                "/api/tools/delete_category",
+                vec![
+                    ("org_id", org.clone()),
+                    ("category_id", f.category.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "tools_create" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::POST,
+                "/api/tools",
+                q_org(),
+                Some(crate::tools::tool_body(
+                    "probe",
+                    f.category,
+                    crate::tools::ADDER,
+                )),
+            ),
+        ),
+        "tools_update" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::PUT,
+                "/api/tools",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "tools_get" => (
+            Scope::Org(Some("tool:read")),
+            call(
+                M::GET,
+                "/api/tools/get",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                None,
+            ),
+        ),
+        "tools_delete" => (
+            Scope::Org(Some("tool:delete")),
+            call(
+                M::DELETE,
+                "/api/tools/delete",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                None,
+            ),
+        ),
+        "tools_test" => (
+            Scope::Org(Some("tool:execute")),
+            call(
+                M::POST,
+                "/api/tools/test",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                Some(json!({"inputs": {"a": 1}})),
+            ),
+        ),
         _ => return None,
     })
 }
@@ -440,7 +532,17 @@ async fn every_operation_is_protected() {
         .unwrap()
         .into_inner()
         .id;
+    let category = crate::tools::category(&cx, &owner.token, org, "fixture").await;
+    let tool = crate::tools::tool(
+        &cx,
+        &owner.token,
+        org,
+        crate::tools::tool_body("fixture", category, crate::tools::ADDER),
+    )
+    .await;
     let fixture = Fixture {
+        category,
+        tool,
         model,
         conversation,
         session,

@@ -12,4 +12,5 @@ mod providers;
 mod roles;
 mod system;
 mod tokens;
+mod tools;
 mod users_list;

@@ -8,6 +8,7 @@ pub mod models;
 pub mod organizations;
 pub mod roles;
 pub mod secrets;
+pub mod tools;
 pub mod users;
 
 use crate::error::Error;
