@@ -13,6 +13,12 @@ impl<T: CliConfig> Cli<T> {
     }
     pub fn get_command(cmd: CliCommand) -> ::clap::Command {
         match cmd {
+            CliCommand::AgentsCreate => Self::cli_agents_create(),
+            CliCommand::AgentsDelete => Self::cli_agents_delete(),
+            CliCommand::AgentsGet => Self::cli_agents_get(),
+            CliCommand::AgentsList => Self::cli_agents_list(),
+            CliCommand::AgentsTest => Self::cli_agents_test(),
+            CliCommand::AgentsUpdate => Self::cli_agents_update(),
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
@@ -58,6 +64,203 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::Healthz => Self::cli_healthz(),
             CliCommand::Readyz => Self::cli_readyz(),
         }
+    }
+    pub fn cli_agents_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-type")
+                    .long("agent-type")
+                    .value_parser(::clap::value_parser!(types::AgentCreateAgentType))
+                    .required_unless_present("json-body")
+                    .help("e.g. `chat`, `function`; 1 to 32 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::AgentCreateDescription))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("A model of `GET /api/models/list`."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::AgentCreateName))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create an agent.\n\nPermission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).\n\n`status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.\n\nExample body: `{\"name\": \"helper\", \"description\": \"\", \"agent_type\": \"chat\", \"model_id\": \"…\", \"params\": {\"system_prompt\": \"Be brief\", \"temperature\": 0.2, \"max_tokens\": 512}, \"tools\": [{\"tool_id\": \"…\", \"config\": [{\"name\": \"offset\", \"value\": 1}]}]}`.",
+            )
+    }
+    pub fn cli_agents_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete an agent.\n\nPermission `agent:delete`. Deletes the agent and its deployments (their keys stop working at once), in any state. Returns `{success, message}`. `404 not_found` for another organization's agent.",
+            )
+    }
+    pub fn cli_agents_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch an agent with its tools and deployments.\n\nPermission `agent:read` in the agent's organization; an agent of another organization is `404 not_found`. Tools that are no longer visible to the organization (a public tool made private) are left out.",
+            )
+    }
+    pub fn cli_agents_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List the organization's agents.\n\nPermission `agent:read`. Newest first; each with `model {id, name}` and `deployments_count`. `limit` 1 to 500 (default 100), `offset` default 0.",
+            )
+    }
+    pub fn cli_agents_test() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("message")
+                    .long("message")
+                    .value_parser(::clap::value_parser!(types::AgentTestRequestMessage))
+                    .required_unless_present("json-body")
+                    .help("1 to 100,000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Test an agent with one message.\n\nPermission `agent:execute`. Runs the agent runtime once (model, system prompt, params, tools in the sandbox) and returns the answer with every tool call. A passing run (the model answered) moves the agent to `ready`, a failing one back to `configured` (a deployed or active agent keeps its state). With the offline development model a message `/tool NAME {json}` makes the model call tool NAME with those arguments (see the README).",
+            )
+    }
+    pub fn cli_agents_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("agent-type")
+                    .long("agent-type")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateAgentType))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateDescription))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update an agent.\n\nPermission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.",
+            )
     }
     pub fn cli_auth_login() -> ::clap::Command {
         ::clap::Command::new("")
@@ -1340,6 +1543,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         match cmd {
+            CliCommand::AgentsCreate => self.execute_agents_create(matches).await,
+            CliCommand::AgentsDelete => self.execute_agents_delete(matches).await,
+            CliCommand::AgentsGet => self.execute_agents_get(matches).await,
+            CliCommand::AgentsList => self.execute_agents_list(matches).await,
+            CliCommand::AgentsTest => self.execute_agents_test(matches).await,
+            CliCommand::AgentsUpdate => self.execute_agents_update(matches).await,
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
@@ -1394,6 +1603,174 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
+        }
+    }
+    pub async fn execute_agents_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_create();
+        if let Some(value) = matches.get_one::<types::AgentCreateAgentType>("agent-type") {
+            request = request.body_map(|body| body.agent_type(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        self.config.execute_agents_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        self.config.execute_agents_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_list();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_agents_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_test(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_test();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AgentTestRequestMessage>("message") {
+            request = request.body_map(|body| body.message(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentTestRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_test(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateAgentType>("agent-type") {
+            request = request.body_map(|body| body.agent_type(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
         }
     }
     pub async fn execute_auth_login(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
@@ -2630,6 +3007,48 @@ pub trait CliConfig {
     fn list_end_error<T>(&self, value: &Error<T>)
     where
         T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug;
+    fn execute_agents_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_test(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsTest,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_auth_login(
         &self,
         matches: &::clap::ArgMatches,
@@ -2941,6 +3360,12 @@ pub trait CliConfig {
 }
 #[derive(Copy, Clone, Debug)]
 pub enum CliCommand {
+    AgentsCreate,
+    AgentsDelete,
+    AgentsGet,
+    AgentsList,
+    AgentsTest,
+    AgentsUpdate,
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
@@ -2989,6 +3414,12 @@ pub enum CliCommand {
 impl CliCommand {
     pub fn iter() -> impl Iterator<Item = CliCommand> {
         vec![
+            CliCommand::AgentsCreate,
+            CliCommand::AgentsDelete,
+            CliCommand::AgentsGet,
+            CliCommand::AgentsList,
+            CliCommand::AgentsTest,
+            CliCommand::AgentsUpdate,
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
@@ -3038,6 +3469,12 @@ impl CliCommand {
     }
     pub fn operation_id(&self) -> &'static str {
         match self {
+            CliCommand::AgentsCreate => "agents_create",
+            CliCommand::AgentsDelete => "agents_delete",
+            CliCommand::AgentsGet => "agents_get",
+            CliCommand::AgentsList => "agents_list",
+            CliCommand::AgentsTest => "agents_test",
+            CliCommand::AgentsUpdate => "agents_update",
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",

@@ -25,6 +25,8 @@ const GROUPS: &[(&str, &str)] = &[
     ("invitations", "Invitations"),
     ("conversation", "Conversations and streamed chat"),
     ("models", "Language models"),
+    ("tools", "Tool categories, tools and sandboxed test runs"),
+    ("agents", "Agents and their test runs"),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {

@@ -22,6 +22,743 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/agents`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentCreate {
+        ///e.g. `chat`, `function`; 1 to 32 characters.
+        pub agent_type: AgentCreateAgentType,
+        pub description: AgentCreateDescription,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        ///A model of `GET /api/models/list`.
+        pub model_id: ::uuid::Uuid,
+        pub name: AgentCreateName,
+        pub params: AgentParams,
+        ///At most 20 tools, each once.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<AgentToolRef>>,
+    }
+    impl AgentCreate {
+        pub fn builder() -> builder::AgentCreate {
+            Default::default()
+        }
+    }
+    ///e.g. `chat`, `function`; 1 to 32 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateAgentType(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateAgentType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateAgentType> for ::std::string::String {
+        fn from(value: AgentCreateAgentType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateAgentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateAgentType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentCreateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateDescription> for ::std::string::String {
+        fn from(value: AgentCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentCreateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateName(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateName> for ::std::string::String {
+        fn from(value: AgentCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A deployment in an agent's detail view.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentDeploymentRef {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl AgentDeploymentRef {
+        pub fn builder() -> builder::AgentDeploymentRef {
+            Default::default()
+        }
+    }
+    ///An agent with its tools and deployments.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentDetail {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub deployments: ::std::vec::Vec<AgentDeploymentRef>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model: NamedRef,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub tools: ::std::vec::Vec<AgentToolView>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentDetail {
+        pub fn builder() -> builder::AgentDetail {
+            Default::default()
+        }
+    }
+    ///An agent in a list.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentListItem {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub deployments_count: i64,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model: NamedRef,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentListItem {
+        pub fn builder() -> builder::AgentListItem {
+            Default::default()
+        }
+    }
+    ///An agent's model parameters.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentParams {
+        ///Greater than 0 (at most 1,000,000).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///At most 20,000 characters.
+        #[serde(default = "defaults::agent_params_system_prompt")]
+        pub system_prompt: AgentParamsSystemPrompt,
+        ///0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+    }
+    impl ::std::default::Default for AgentParams {
+        fn default() -> Self {
+            Self {
+                max_tokens: Default::default(),
+                system_prompt: defaults::agent_params_system_prompt(),
+                temperature: Default::default(),
+            }
+        }
+    }
+    impl AgentParams {
+        pub fn builder() -> builder::AgentParams {
+            Default::default()
+        }
+    }
+    ///At most 20,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentParamsSystemPrompt(::std::string::String);
+    impl ::std::ops::Deref for AgentParamsSystemPrompt {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentParamsSystemPrompt> for ::std::string::String {
+        fn from(value: AgentParamsSystemPrompt) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for AgentParamsSystemPrompt {
+        fn default() -> Self {
+            AgentParamsSystemPrompt("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for AgentParamsSystemPrompt {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 20000usize {
+                return Err("longer than 20000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentParamsSystemPrompt {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentParamsSystemPrompt {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentParamsSystemPrompt {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The lifecycle state of an agent (see `POST /api/agents`).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum AgentStatus {
+        #[serde(rename = "created")]
+        Created,
+        #[serde(rename = "configured")]
+        Configured,
+        #[serde(rename = "testing")]
+        Testing,
+        #[serde(rename = "ready")]
+        Ready,
+        #[serde(rename = "deployed")]
+        Deployed,
+        #[serde(rename = "active")]
+        Active,
+    }
+    impl ::std::fmt::Display for AgentStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Created => f.write_str("created"),
+                Self::Configured => f.write_str("configured"),
+                Self::Testing => f.write_str("testing"),
+                Self::Ready => f.write_str("ready"),
+                Self::Deployed => f.write_str("deployed"),
+                Self::Active => f.write_str("active"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for AgentStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "created" => Ok(Self::Created),
+                "configured" => Ok(Self::Configured),
+                "testing" => Ok(Self::Testing),
+                "ready" => Ok(Self::Ready),
+                "deployed" => Ok(Self::Deployed),
+                "active" => Ok(Self::Active),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The response of create and update.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentSummary {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model_id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentSummary {
+        pub fn builder() -> builder::AgentSummary {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/agents/test`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentTestRequest {
+        ///1 to 100,000 characters.
+        pub message: AgentTestRequestMessage,
+    }
+    impl AgentTestRequest {
+        pub fn builder() -> builder::AgentTestRequest {
+            Default::default()
+        }
+    }
+    ///1 to 100,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentTestRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for AgentTestRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentTestRequestMessage> for ::std::string::String {
+        fn from(value: AgentTestRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentTestRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentTestRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentTestRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentTestRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The result of `POST /api/agents/test`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentTestResult {
+        ///`error_code: message` when the run failed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///The agent's answer.
+        pub output: ::std::string::String,
+        ///The agent's state after the test.
+        pub status: AgentStatus,
+        pub success: bool,
+        pub tool_calls: ::std::vec::Vec<ToolCallRecord>,
+        pub usage: RunUsage,
+    }
+    impl AgentTestResult {
+        pub fn builder() -> builder::AgentTestResult {
+            Default::default()
+        }
+    }
+    ///A tool of an agent, as requested.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentToolRef {
+        ///Names must be the tool's `configuration` names.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub config: ::std::vec::Vec<ConfigValue>,
+        ///A tool of the organization or a public tool.
+        pub tool_id: ::uuid::Uuid,
+    }
+    impl AgentToolRef {
+        pub fn builder() -> builder::AgentToolRef {
+            Default::default()
+        }
+    }
+    ///A tool of an agent in the detail view.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentToolView {
+        pub category: NamedRef,
+        pub config: ::std::vec::Vec<ConfigValue>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl AgentToolView {
+        pub fn builder() -> builder::AgentToolView {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/agents/update`: every field of create, all optional.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct AgentUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_type: ::std::option::Option<AgentUpdateAgentType>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<AgentUpdateDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<AgentUpdateName>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub params: ::std::option::Option<AgentParams>,
+        ///Replaces the agent's tools when given.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<AgentToolRef>>,
+    }
+    impl AgentUpdate {
+        pub fn builder() -> builder::AgentUpdate {
+            Default::default()
+        }
+    }
+    ///`AgentUpdateAgentType`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateAgentType(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateAgentType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateAgentType> for ::std::string::String {
+        fn from(value: AgentUpdateAgentType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateAgentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateAgentType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateDescription> for ::std::string::String {
+        fn from(value: AgentUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateName(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateName> for ::std::string::String {
+        fn from(value: AgentUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Body of `POST /api/tools/create_category`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -261,6 +998,74 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for CategoryUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A `{name, value}` configuration value of a tool in an agent.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConfigValue {
+        pub name: ConfigValueName,
+        pub value: ::serde_json::Value,
+    }
+    impl ConfigValue {
+        pub fn builder() -> builder::ConfigValue {
+            Default::default()
+        }
+    }
+    ///`ConfigValueName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConfigValueName(::std::string::String);
+    impl ::std::ops::Deref for ConfigValueName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConfigValueName> for ::std::string::String {
+        fn from(value: ConfigValueName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConfigValueName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConfigValueName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConfigValueName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConfigValueName {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -910,12 +1715,12 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The inviting user (`name` is their full name); null when that account no longer exists.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub invited_by: ::std::option::Option<NamedRef>,
+        pub invited_by: ::std::option::Option<NamedRef2>,
         ///The personal message, if any.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub message: ::std::option::Option<::std::string::String>,
-        pub organization: NamedRef,
-        pub role: NamedRef,
+        pub organization: NamedRef2,
+        pub role: NamedRef2,
         pub status: InvitationStatus,
         ///The acceptance token (single use), issued at creation and kept through `resend`. Null only for invitations created before tokens were kept.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1075,10 +1880,10 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub invited_by: ::std::option::Option<NamedRef>,
+        pub invited_by: ::std::option::Option<NamedRef2>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub message: ::std::option::Option<::std::string::String>,
-        pub role: NamedRef,
+        pub role: NamedRef2,
         pub status: InvitationStatus,
     }
     impl InvitationListItem {
@@ -1096,9 +1901,9 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub invited_by: ::std::option::Option<NamedRef>,
-        pub organization: NamedRef,
-        pub role: NamedRef,
+        pub invited_by: ::std::option::Option<NamedRef2>,
+        pub organization: NamedRef2,
+        pub role: NamedRef2,
     }
     impl InvitationPublic {
         pub fn builder() -> builder::InvitationPublic {
@@ -1412,7 +2217,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An object referenced by id, with its display name.
+    ///`{id, name}` of a related object.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -1425,7 +2230,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///`{id, name}` of a related object.
+    ///An object referenced by id, with its display name.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -1854,6 +2659,20 @@ pub mod types {
             Default::default()
         }
     }
+    ///Token usage of a run (all model steps).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct RunUsage {
+        pub input_tokens: u64,
+        pub output_tokens: u64,
+        pub total_tokens: u64,
+    }
+    impl RunUsage {
+        pub fn builder() -> builder::RunUsage {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/auth/signup_invite`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -2218,7 +3037,7 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct Tool {
-        pub category: NamedRef2,
+        pub category: NamedRef,
         pub category_id: ::uuid::Uuid,
         pub configuration: ::std::vec::Vec<ParamSpec>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -2238,6 +3057,25 @@ pub mod types {
     }
     impl Tool {
         pub fn builder() -> builder::Tool {
+            Default::default()
+        }
+    }
+    ///A tool call the agent made.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolCallRecord {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub id: ::std::string::String,
+        pub input: ::serde_json::Value,
+        pub name: ::std::string::String,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub output: ::std::option::Option<::serde_json::Value>,
+        pub successful: bool,
+    }
+    impl ToolCallRecord {
+        pub fn builder() -> builder::ToolCallRecord {
             Default::default()
         }
     }
@@ -2615,7 +3453,7 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct ToolListItem {
-        pub category: NamedRef2,
+        pub category: NamedRef,
         pub configuration: ::std::vec::Vec<ParamSpec>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub description: ::std::string::String,
@@ -3387,6 +4225,1333 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct AgentCreate {
+            agent_type: ::std::result::Result<super::AgentCreateAgentType, ::std::string::String>,
+            description:
+                ::std::result::Result<super::AgentCreateDescription, ::std::string::String>,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<super::AgentCreateName, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentCreate {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    is_public: Ok(Default::default()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    tools: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentCreate {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateAgentType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentCreate> for super::AgentCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    description: value.description?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    params: value.params?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentCreate> for AgentCreate {
+            fn from(value: super::AgentCreate) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    description: Ok(value.description),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    params: Ok(value.params),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentDeploymentRef {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentDeploymentRef {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl AgentDeploymentRef {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentDeploymentRef> for super::AgentDeploymentRef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentDeploymentRef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentDeploymentRef> for AgentDeploymentRef {
+            fn from(value: super::AgentDeploymentRef) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentDetail {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            deployments: ::std::result::Result<
+                ::std::vec::Vec<super::AgentDeploymentRef>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            tools:
+                ::std::result::Result<::std::vec::Vec<super::AgentToolView>, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentDetail {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    deployments: Err("no value supplied for deployments".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    tools: Err("no value supplied for tools".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentDetail {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn deployments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AgentDeploymentRef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployments = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployments: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AgentToolView>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentDetail> for super::AgentDetail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentDetail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    deployments: value.deployments?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model: value.model?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    tools: value.tools?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentDetail> for AgentDetail {
+            fn from(value: super::AgentDetail) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    deployments: Ok(value.deployments),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model: Ok(value.model),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    tools: Ok(value.tools),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentListItem {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            deployments_count: ::std::result::Result<i64, ::std::string::String>,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentListItem {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    deployments_count: Err("no value supplied for deployments_count".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentListItem {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn deployments_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployments_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for deployments_count: {e}")
+                });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentListItem> for super::AgentListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    deployments_count: value.deployments_count?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model: value.model?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentListItem> for AgentListItem {
+            fn from(value: super::AgentListItem) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    deployments_count: Ok(value.deployments_count),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model: Ok(value.model),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentParams {
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            system_prompt:
+                ::std::result::Result<super::AgentParamsSystemPrompt, ::std::string::String>,
+            temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentParams {
+            fn default() -> Self {
+                Self {
+                    max_tokens: Ok(Default::default()),
+                    system_prompt: Ok(super::defaults::agent_params_system_prompt()),
+                    temperature: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentParams {
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn system_prompt<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParamsSystemPrompt>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_prompt = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for system_prompt: {e}"));
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for temperature: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentParams> for super::AgentParams {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentParams,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    max_tokens: value.max_tokens?,
+                    system_prompt: value.system_prompt?,
+                    temperature: value.temperature?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentParams> for AgentParams {
+            fn from(value: super::AgentParams) -> Self {
+                Self {
+                    max_tokens: Ok(value.max_tokens),
+                    system_prompt: Ok(value.system_prompt),
+                    temperature: Ok(value.temperature),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentSummary {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentSummary {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentSummary {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentSummary> for super::AgentSummary {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentSummary,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentSummary> for AgentSummary {
+            fn from(value: super::AgentSummary) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentTestRequest {
+            message: ::std::result::Result<super::AgentTestRequestMessage, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentTestRequest {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl AgentTestRequest {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentTestRequestMessage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentTestRequest> for super::AgentTestRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentTestRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentTestRequest> for AgentTestRequest {
+            fn from(value: super::AgentTestRequest) -> Self {
+                Self {
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentTestResult {
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+            tool_calls: ::std::result::Result<
+                ::std::vec::Vec<super::ToolCallRecord>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::RunUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentTestResult {
+            fn default() -> Self {
+                Self {
+                    error: Ok(Default::default()),
+                    output: Err("no value supplied for output".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                    tool_calls: Err("no value supplied for tool_calls".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl AgentTestResult {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ToolCallRecord>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tool_calls: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RunUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentTestResult> for super::AgentTestResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentTestResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    output: value.output?,
+                    status: value.status?,
+                    success: value.success?,
+                    tool_calls: value.tool_calls?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentTestResult> for AgentTestResult {
+            fn from(value: super::AgentTestResult) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    output: Ok(value.output),
+                    status: Ok(value.status),
+                    success: Ok(value.success),
+                    tool_calls: Ok(value.tool_calls),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentToolRef {
+            config:
+                ::std::result::Result<::std::vec::Vec<super::ConfigValue>, ::std::string::String>,
+            tool_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentToolRef {
+            fn default() -> Self {
+                Self {
+                    config: Ok(Default::default()),
+                    tool_id: Err("no value supplied for tool_id".to_string()),
+                }
+            }
+        }
+        impl AgentToolRef {
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConfigValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn tool_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tool_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentToolRef> for super::AgentToolRef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentToolRef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    config: value.config?,
+                    tool_id: value.tool_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentToolRef> for AgentToolRef {
+            fn from(value: super::AgentToolRef) -> Self {
+                Self {
+                    config: Ok(value.config),
+                    tool_id: Ok(value.tool_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentToolView {
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            config:
+                ::std::result::Result<::std::vec::Vec<super::ConfigValue>, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentToolView {
+            fn default() -> Self {
+                Self {
+                    category: Err("no value supplied for category".to_string()),
+                    config: Err("no value supplied for config".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl AgentToolView {
+            pub fn category<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category: {e}"));
+                self
+            }
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConfigValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentToolView> for super::AgentToolView {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentToolView,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category: value.category?,
+                    config: value.config?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentToolView> for AgentToolView {
+            fn from(value: super::AgentToolView) -> Self {
+                Self {
+                    category: Ok(value.category),
+                    config: Ok(value.config),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentUpdate {
+            agent_type: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateAgentType>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateDescription>,
+                ::std::string::String,
+            >,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            name: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateName>,
+                ::std::string::String,
+            >,
+            params: ::std::result::Result<
+                ::std::option::Option<super::AgentParams>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentUpdate {
+            fn default() -> Self {
+                Self {
+                    agent_type: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    is_public: Ok(Default::default()),
+                    model_id: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    params: Ok(Default::default()),
+                    tools: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentUpdate {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateAgentType>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateDescription>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentParams>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentUpdate> for super::AgentUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    description: value.description?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    params: value.params?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentUpdate> for AgentUpdate {
+            fn from(value: super::AgentUpdate) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    description: Ok(value.description),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    params: Ok(value.params),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CategoryCreate {
             description:
                 ::std::result::Result<super::CategoryCreateDescription, ::std::string::String>,
@@ -3498,6 +5663,60 @@ pub mod types {
                 Self {
                     description: Ok(value.description),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConfigValue {
+            name: ::std::result::Result<super::ConfigValueName, ::std::string::String>,
+            value: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConfigValue {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl ConfigValue {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConfigValueName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for value: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConfigValue> for super::ConfigValue {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConfigValue,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    name: value.name?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConfigValue> for ConfigValue {
+            fn from(value: super::ConfigValue) -> Self {
+                Self {
+                    name: Ok(value.name),
+                    value: Ok(value.value),
                 }
             }
         }
@@ -4659,15 +6878,15 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
             message: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            organization: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
             status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
             token: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -4733,7 +6952,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -4753,7 +6972,7 @@ pub mod types {
             }
             pub fn organization<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.organization = value
@@ -4763,7 +6982,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -5212,14 +7431,14 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
             message: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
             status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationListItem {
@@ -5279,7 +7498,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -5299,7 +7518,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -5362,11 +7581,11 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
-            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            organization: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationPublic {
             fn default() -> Self {
@@ -5424,7 +7643,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -5434,7 +7653,7 @@ pub mod types {
             }
             pub fn organization<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.organization = value
@@ -5444,7 +7663,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -6834,6 +9053,74 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct RunUsage {
+            input_tokens: ::std::result::Result<u64, ::std::string::String>,
+            output_tokens: ::std::result::Result<u64, ::std::string::String>,
+            total_tokens: ::std::result::Result<u64, ::std::string::String>,
+        }
+        impl ::std::default::Default for RunUsage {
+            fn default() -> Self {
+                Self {
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl RunUsage {
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RunUsage> for super::RunUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RunUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RunUsage> for RunUsage {
+            fn from(value: super::RunUsage) -> Self {
+                Self {
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SignupInviteRequest {
             first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
             invite_token: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -7285,7 +9572,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct Tool {
-            category: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
             category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             configuration:
                 ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
@@ -7337,7 +9624,7 @@ pub mod types {
         impl Tool {
             pub fn category<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef2>,
+                T: ::std::convert::TryInto<super::NamedRef>,
                 T::Error: ::std::fmt::Display,
             {
                 self.category = value
@@ -7538,6 +9825,122 @@ pub mod types {
                     settings: Ok(value.settings),
                     updated_at: Ok(value.updated_at),
                     version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCallRecord {
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            input: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            successful: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolCallRecord {
+            fn default() -> Self {
+                Self {
+                    error: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    output: Ok(Default::default()),
+                    successful: Err("no value supplied for successful".to_string()),
+                }
+            }
+        }
+        impl ToolCallRecord {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn successful<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.successful = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for successful: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCallRecord> for super::ToolCallRecord {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCallRecord,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    id: value.id?,
+                    input: value.input?,
+                    name: value.name?,
+                    output: value.output?,
+                    successful: value.successful?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCallRecord> for ToolCallRecord {
+            fn from(value: super::ToolCallRecord) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    input: Ok(value.input),
+                    name: Ok(value.name),
+                    output: Ok(value.output),
+                    successful: Ok(value.successful),
                 }
             }
         }
@@ -8086,7 +10489,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct ToolListItem {
-            category: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
             configuration:
                 ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
             created_at: ::std::result::Result<
@@ -8134,7 +10537,7 @@ pub mod types {
         impl ToolListItem {
             pub fn category<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef2>,
+                T: ::std::convert::TryInto<super::NamedRef>,
                 T::Error: ::std::fmt::Display,
             {
                 self.category = value
@@ -9769,6 +12172,9 @@ pub mod types {
     }
     /// Generation of default values for serde.
     pub mod defaults {
+        pub(super) fn agent_params_system_prompt() -> super::AgentParamsSystemPrompt {
+            super::AgentParamsSystemPrompt("".to_string())
+        }
         pub(super) fn function_info_description() -> super::FunctionInfoDescription {
             super::FunctionInfoDescription("".to_string())
         }
@@ -9873,6 +12279,109 @@ impl ClientInfo<()> for Client {
 }
 impl ClientHooks<()> for &Client {}
 impl Client {
+    /**Create an agent
+
+    Permission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).
+
+    `status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.
+
+    Example body: `{"name": "helper", "description": "", "agent_type": "chat", "model_id": "…", "params": {"system_prompt": "Be brief", "temperature": 0.2, "max_tokens": 512}, "tools": [{"tool_id": "…", "config": [{"name": "offset", "value": 1}]}]}`.
+
+    Sends a `POST` request to `/api/agents`
+
+    ```ignore
+    let response = client.agents_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_create(&self) -> builder::AgentsCreate<'_> {
+        builder::AgentsCreate::new(self)
+    }
+    /**Delete an agent
+
+    Permission `agent:delete`. Deletes the agent and its deployments (their keys stop working at once), in any state. Returns `{success, message}`. `404 not_found` for another organization's agent.
+
+    Sends a `DELETE` request to `/api/agents/delete`
+
+    ```ignore
+    let response = client.agents_delete()
+        .agent_id(agent_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_delete(&self) -> builder::AgentsDelete<'_> {
+        builder::AgentsDelete::new(self)
+    }
+    /**Fetch an agent with its tools and deployments
+
+    Permission `agent:read` in the agent's organization; an agent of another organization is `404 not_found`. Tools that are no longer visible to the organization (a public tool made private) are left out.
+
+    Sends a `GET` request to `/api/agents/get`
+
+    ```ignore
+    let response = client.agents_get()
+        .agent_id(agent_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_get(&self) -> builder::AgentsGet<'_> {
+        builder::AgentsGet::new(self)
+    }
+    /**List the organization's agents
+
+    Permission `agent:read`. Newest first; each with `model {id, name}` and `deployments_count`. `limit` 1 to 500 (default 100), `offset` default 0.
+
+    Sends a `GET` request to `/api/agents/list`
+
+    Arguments:
+    - `limit`: 1 to 500, default 100.
+    - `offset`: Default 0.
+    - `org_id`
+    ```ignore
+    let response = client.agents_list()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_list(&self) -> builder::AgentsList<'_> {
+        builder::AgentsList::new(self)
+    }
+    /**Test an agent with one message
+
+    Permission `agent:execute`. Runs the agent runtime once (model, system prompt, params, tools in the sandbox) and returns the answer with every tool call. A passing run (the model answered) moves the agent to `ready`, a failing one back to `configured` (a deployed or active agent keeps its state). With the offline development model a message `/tool NAME {json}` makes the model call tool NAME with those arguments (see the README).
+
+    Sends a `POST` request to `/api/agents/test`
+
+    ```ignore
+    let response = client.agents_test()
+        .agent_id(agent_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_test(&self) -> builder::AgentsTest<'_> {
+        builder::AgentsTest::new(self)
+    }
+    /**Update an agent
+
+    Permission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.
+
+    Sends a `PUT` request to `/api/agents/update`
+
+    ```ignore
+    let response = client.agents_update()
+        .agent_id(agent_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_update(&self) -> builder::AgentsUpdate<'_> {
+        builder::AgentsUpdate::new(self)
+    }
     /**Log in with e-mail and password
 
     Public. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).
@@ -10671,6 +13180,516 @@ pub mod builder {
         ByteStream, ClientHooks, ClientInfo, Error, OperationInfo, RequestBuilderExt,
         ResponseValue, encode_path,
     };
+    /**Builder for [`Client::agents_create`]
+
+    [`Client::agents_create`]: super::Client::agents_create*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentCreate, String>,
+    }
+    impl<'a> AgentsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentCreate>,
+            <V as std::convert::TryInto<types::AgentCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::AgentCreate) -> types::builder::AgentCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentSummary>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_delete`]
+
+    [`Client::agents_delete`]: super::Client::agents_delete*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsDelete<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SuccessResponse>, Error<types::Error>> {
+            let Self { client, agent_id } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_get`]
+
+    [`Client::agents_get`]: super::Client::agents_get*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsGet<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/get`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentDetail>, Error<types::Error>> {
+            let Self { client, agent_id } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_list`]
+
+    [`Client::agents_list`]: super::Client::agents_list*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsList<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::AgentListItem>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_test`]
+
+    [`Client::agents_test`]: super::Client::agents_test*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsTest<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentTestRequest, String>,
+    }
+    impl<'a> AgentsTest<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentTestRequest>,
+            <V as std::convert::TryInto<types::AgentTestRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentTestRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::AgentTestRequest,
+                ) -> types::builder::AgentTestRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/test`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AgentTestResult>, Error<types::Error>> {
+            let Self {
+                client,
+                agent_id,
+                body,
+            } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentTestRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/test", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_test",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_update`]
+
+    [`Client::agents_update`]: super::Client::agents_update*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsUpdate<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentUpdate, String>,
+    }
+    impl<'a> AgentsUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentUpdate>,
+            <V as std::convert::TryInto<types::AgentUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::AgentUpdate) -> types::builder::AgentUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agents/update`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentSummary>, Error<types::Error>> {
+            let Self {
+                client,
+                agent_id,
+                body,
+            } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16..=599u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::auth_login`]
 
     [`Client::auth_login`]: super::Client::auth_login*/

@@ -165,6 +165,8 @@ pub enum Require {
 pub enum Scope {
     Org(uuid::Uuid),
     Invitation(uuid::Uuid),
+    Agent(uuid::Uuid),
+    Deployment(uuid::Uuid),
 }
 
 impl Scope {
@@ -173,6 +175,8 @@ impl Scope {
         match self {
             Scope::Org(_) => None,
             Scope::Invitation(_) => Some(crate::error::Error::NotFound { what: "invitation" }),
+            Scope::Agent(_) => Some(crate::error::Error::NotFound { what: "agent" }),
+            Scope::Deployment(_) => Some(crate::error::Error::NotFound { what: "deployment" }),
         }
     }
 }

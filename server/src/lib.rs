@@ -12,6 +12,7 @@ mod http_entrypoints;
 pub mod logging;
 pub mod mailer;
 pub mod providers;
+pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
 mod sse;

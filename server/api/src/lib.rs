@@ -5,6 +5,7 @@
 //! (`openapi/workspace.json`) can be generated without compiling the server.
 //! See [`openapi_document`].
 
+pub mod agents;
 pub mod auth;
 pub mod conversations;
 pub mod extract;
@@ -853,6 +854,109 @@ pub trait WorkspaceApi {
         query: QueryParams<tools::ToolQuery>,
         body: JsonBody<tools::ToolTestRequest>,
     ) -> Result<HttpResponseOk<tools::ToolTestResult>, HttpError>;
+
+    // ---- Agents area (/api/agents) ----
+
+    /// Create an agent.
+    ///
+    /// Permission `agent:write`. Validation (`400`, nothing stored):
+    /// `invalid_name` (1 to 100), `invalid_description` (at most 2,000),
+    /// `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of
+    /// `GET /api/models/list`), `invalid_params` (`temperature` outside 0
+    /// to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt
+    /// over 20,000 characters), `invalid_tools` (more than 20, or one tool
+    /// twice), `unknown_tool` (not a tool of the organization nor a public
+    /// one), `invalid_tool_config` (a config name that is not one of the
+    /// tool's `configuration` names, or a value not of its type).
+    ///
+    /// `status` (an addition; the spec's lifecycle made visible):
+    /// `created` (no tools and no system prompt yet), `configured` (tools
+    /// or settings given), `testing` (while `POST /api/agents/test` runs),
+    /// `ready` (the last test passed), `deployed` (has deployments, none
+    /// has served a request since it was (re)deployed), `active` (a
+    /// deployment is serving requests). Moves: create → created or
+    /// configured; update of a created/configured/testing/ready agent →
+    /// configured (or created); test → testing → ready (passed) or
+    /// configured (failed). `deployed` and `active` are reserved for the
+    /// deployments area (first deployment → deployed, a request through a
+    /// deployment → active, all paused → deployed, last deployment deleted
+    /// → ready), which is not implemented yet: no agent reaches them today.
+    /// Chat will refuse an agent that is not `active`.
+    ///
+    /// Example body: `{"name": "helper", "description": "", "agent_type":
+    /// "chat", "model_id": "…", "params": {"system_prompt": "Be brief",
+    /// "temperature": 0.2, "max_tokens": 512}, "tools": [{"tool_id": "…",
+    /// "config": [{"name": "offset", "value": 1}]}]}`.
+    #[endpoint { method = POST, path = "/api/agents", tags = ["agents"] }]
+    async fn agents_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<agents::AgentCreate>,
+    ) -> Result<HttpResponseCreated<agents::AgentSummary>, HttpError>;
+
+    /// List the organization's agents.
+    ///
+    /// Permission `agent:read`. Newest first; each with `model {id, name}`
+    /// and `deployments_count`. `limit` 1 to 500 (default 100), `offset`
+    /// default 0.
+    #[endpoint { method = GET, path = "/api/agents/list", tags = ["agents"] }]
+    async fn agents_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentListQuery>,
+    ) -> Result<HttpResponseOk<Vec<agents::AgentListItem>>, HttpError>;
+
+    /// Fetch an agent with its tools and deployments.
+    ///
+    /// Permission `agent:read` in the agent's organization; an agent of
+    /// another organization is `404 not_found`. Tools that are no longer
+    /// visible to the organization (a public tool made private) are left
+    /// out.
+    #[endpoint { method = GET, path = "/api/agents/get", tags = ["agents"] }]
+    async fn agents_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<agents::AgentDetail>, HttpError>;
+
+    /// Update an agent.
+    ///
+    /// Permission `agent:write`. Every field of create, all optional;
+    /// `tools`, when given, replaces the agent's tools. The validation of
+    /// create applies, in one transaction. Returns the agent's summary
+    /// (with its new `status`). `404 not_found` for another organization's
+    /// agent.
+    #[endpoint { method = PUT, path = "/api/agents/update", tags = ["agents"] }]
+    async fn agents_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+        body: JsonBody<agents::AgentUpdate>,
+    ) -> Result<HttpResponseOk<agents::AgentSummary>, HttpError>;
+
+    /// Delete an agent.
+    ///
+    /// Permission `agent:delete`. Deletes the agent and its deployments
+    /// (their keys stop working at once), in any state. Returns `{success,
+    /// message}`. `404 not_found` for another organization's agent.
+    #[endpoint { method = DELETE, path = "/api/agents/delete", tags = ["agents"] }]
+    async fn agents_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<tools::SuccessResponse>, HttpError>;
+
+    /// Test an agent with one message.
+    ///
+    /// Permission `agent:execute`. Runs the agent runtime once (model,
+    /// system prompt, params, tools in the sandbox) and returns the answer
+    /// with every tool call. A passing run (the model answered) moves the
+    /// agent to `ready`, a failing one back to `configured` (a deployed or
+    /// active agent keeps its state). With the offline development model a
+    /// message `/tool NAME {json}` makes the model call tool NAME with
+    /// those arguments (see the README).
+    #[endpoint { method = POST, path = "/api/agents/test", tags = ["agents"] }]
+    async fn agents_test(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+        body: JsonBody<agents::AgentTestRequest>,
+    ) -> Result<HttpResponseOk<agents::AgentTestResult>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

@@ -1,6 +1,7 @@
 //! Business rules, one module per resource. Handlers call into these after
 //! authenticating and authorizing; these call the datastore.
 
+pub mod agents;
 pub mod auth;
 pub mod conversations;
 pub mod invitations;

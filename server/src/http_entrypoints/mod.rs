@@ -5,6 +5,7 @@
 //! result; no business rule lives here. The trait implementation below only
 //! delegates to the area modules.
 
+mod agents;
 mod auth;
 mod conversations;
 mod invitations;
@@ -372,5 +373,52 @@ impl WorkspaceApi for WorkspaceImpl {
         body: JsonBody<workspace_api::tools::ToolTestRequest>,
     ) -> Result<HttpResponseOk<workspace_api::tools::ToolTestResult>, HttpError> {
         tools::test(rqctx, query, body).await
+    }
+
+    // ---- Agents area ----
+
+    async fn agents_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::agents::AgentCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::agents::AgentSummary>, HttpError> {
+        agents::create(rqctx, query, body).await
+    }
+
+    async fn agents_list(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::agents::AgentListItem>>, HttpError> {
+        agents::list(rqctx, query).await
+    }
+
+    async fn agents_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentDetail>, HttpError> {
+        agents::get(rqctx, query).await
+    }
+
+    async fn agents_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+        body: JsonBody<workspace_api::agents::AgentUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentSummary>, HttpError> {
+        agents::update(rqctx, query, body).await
+    }
+
+    async fn agents_delete(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
+        agents::delete(rqctx, query).await
+    }
+
+    async fn agents_test(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+        body: JsonBody<workspace_api::agents::AgentTestRequest>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentTestResult>, HttpError> {
+        agents::test(rqctx, query, body).await
     }
 }

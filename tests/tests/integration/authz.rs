@@ -42,6 +42,7 @@ struct Fixture {
     session: Uuid,
     category: Uuid,
     tool: Uuid,
+    agent: Uuid,
 }
 
 struct Call {
@@ -422,6 +423,55 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"inputs": {"a": 1}})),
             ),
         ),
+        "agents_create" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::POST,
+                "/api/agents",
+                q_org(),
+                Some(crate::agents::agent_body(f.model, json!([]))),
+            ),
+        ),
+        "agents_list" => (
+            Scope::Org(Some("agent:read")),
+            call(M::GET, "/api/agents/list", q_org(), None),
+        ),
+        "agents_get" => (
+            Scope::Org(Some("agent:read")),
+            call(
+                M::GET,
+                "/api/agents/get",
+                vec![("agent_id", f.agent.to_string())],
+                None,
+            ),
+        ),
+        "agents_update" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::PUT,
+                "/api/agents/update",
+                vec![("agent_id", f.agent.to_string())],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "agents_delete" => (
+            Scope::Org(Some("agent:delete")),
+            call(
+                M::DELETE,
+                "/api/agents/delete",
+                vec![("agent_id", f.agent.to_string())],
+                None,
+            ),
+        ),
+        "agents_test" => (
+            Scope::Org(Some("agent:execute")),
+            call(
+                M::POST,
+                "/api/agents/test",
+                vec![("agent_id", f.agent.to_string())],
+                Some(json!({"message": "probe"})),
+            ),
+        ),
         _ => return None,
     })
 }
@@ -540,7 +590,15 @@ async fn every_operation_is_protected() {
         crate::tools::tool_body("fixture", category, crate::tools::ADDER),
     )
     .await;
+    let agent = crate::agents::agent(
+        &cx,
+        &owner.token,
+        org,
+        crate::agents::agent_body(model, json!([])),
+    )
+    .await;
     let fixture = Fixture {
+        agent,
         category,
         tool,
         model,

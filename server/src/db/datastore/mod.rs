@@ -1,5 +1,6 @@
 //! Data access, one module per resource.
 
+pub mod agents;
 pub mod conversations;
 pub mod email_outbox;
 pub mod invitations;

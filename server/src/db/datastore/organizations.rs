@@ -72,6 +72,9 @@ macro_rules! access_sql {
 pub const ACCESS_BY_ORG: &str = access_sql!("$2");
 const ACCESS_BY_INVITATION: &str =
     access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
+const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents WHERE id = $2)");
+const ACCESS_BY_DEPLOYMENT: &str =
+    access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
 
 /// The per-organization overrides of feature gates and quotas (`None`: use
 /// the configured default).
@@ -331,6 +334,8 @@ impl Datastore {
         let (sql, id) = match scope {
             Scope::Org(id) => (ACCESS_BY_ORG, id),
             Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
+            Scope::Agent(id) => (ACCESS_BY_AGENT, id),
+            Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
         };
         let conn = self.conn().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
