@@ -169,6 +169,7 @@ pub async fn create(
     access: &OrgAccess,
     body: AgentCreate,
 ) -> Result<AgentSummary, Error> {
+    crate::app::tools::no_nul(&body)?;
     let name = crate::app::tools::valid_name(&body.name)?.to_string();
     let description = crate::app::tools::valid_description(&body.description)?.to_string();
     let agent_type = validate_type(&body.agent_type)?;
@@ -274,6 +275,7 @@ pub async fn update(
     id: Uuid,
     body: workspace_api::agents::AgentUpdate,
 ) -> Result<AgentSummary, Error> {
+    crate::app::tools::no_nul(&body)?;
     // Everything that needs no lock is checked before the transaction.
     let name = body
         .name

@@ -240,6 +240,18 @@ fn validate_tool(
     validate_settings(settings)
 }
 
+/// PostgreSQL's `jsonb` cannot hold NUL characters: refuse them up front.
+pub fn no_nul<T: serde::Serialize>(v: &T) -> Result<(), Error> {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    if text.contains("\\u0000") {
+        return Err(Error::invalid(
+            "invalid_request",
+            "text must not contain NUL characters",
+        ));
+    }
+    Ok(())
+}
+
 fn json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("API types serialise")
 }
@@ -380,6 +392,7 @@ pub async fn create(
     access: &OrgAccess,
     body: ToolCreate,
 ) -> Result<ToolCreated, Error> {
+    no_nul(&body)?;
     let name = valid_name(&body.name)?;
     let description = valid_description(&body.description)?;
     validate_tool(
@@ -442,6 +455,7 @@ pub async fn update(
     id: Uuid,
     body: ToolUpdate,
 ) -> Result<ToolUpdated, Error> {
+    no_nul(&body)?;
     let row = cx
         .datastore
         .tool_update(access, id, |current| {
