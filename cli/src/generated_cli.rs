@@ -13,6 +13,12 @@ impl<T: CliConfig> Cli<T> {
     }
     pub fn get_command(cmd: CliCommand) -> ::clap::Command {
         match cmd {
+            CliCommand::AgentsCreate => Self::cli_agents_create(),
+            CliCommand::AgentsDelete => Self::cli_agents_delete(),
+            CliCommand::AgentsGet => Self::cli_agents_get(),
+            CliCommand::AgentsList => Self::cli_agents_list(),
+            CliCommand::AgentsTest => Self::cli_agents_test(),
+            CliCommand::AgentsUpdate => Self::cli_agents_update(),
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
@@ -52,6 +58,16 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
+            CliCommand::ToolsUpdate => Self::cli_tools_update(),
+            CliCommand::ToolsCreate => Self::cli_tools_create(),
+            CliCommand::ToolsCreateCategory => Self::cli_tools_create_category(),
+            CliCommand::ToolsDelete => Self::cli_tools_delete(),
+            CliCommand::ToolsDeleteCategory => Self::cli_tools_delete_category(),
+            CliCommand::ToolsGet => Self::cli_tools_get(),
+            CliCommand::ToolsListAll => Self::cli_tools_list_all(),
+            CliCommand::ToolsListCategories => Self::cli_tools_list_categories(),
+            CliCommand::ToolsTest => Self::cli_tools_test(),
+            CliCommand::ToolsUpdateCategory => Self::cli_tools_update_category(),
             CliCommand::UsersInvite => Self::cli_users_invite(),
             CliCommand::UsersList => Self::cli_users_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
@@ -59,6 +75,204 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::Healthz => Self::cli_healthz(),
             CliCommand::Readyz => Self::cli_readyz(),
         }
+    }
+    pub fn cli_agents_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-type")
+                    .long("agent-type")
+                    .value_parser(::clap::value_parser!(types::AgentCreateAgentType))
+                    .required_unless_present("json-body")
+                    .help("e.g. `chat`, `function`; 1 to 32 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::AgentCreateDescription))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("A model of `GET /api/models/list`."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::AgentCreateName))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create an agent.\n\nPermission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).\n\n`status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.\n\nExample body: `{\"name\": \"helper\", \"description\": \"\", \"agent_type\": \"chat\", \"model_id\": \"…\", \"params\": {\"system_prompt\": \"Be brief\", \"temperature\": 0.2, \"max_tokens\": 512}, \"tools\": [{\"tool_id\": \"…\", \"config\": [{\"name\": \"offset\", \"value\": 1}]}]}`.",
+            )
+    }
+    pub fn cli_agents_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete an agent.\n\nPermission `agent:delete`. Deletes the agent and its deployments (their keys stop working at once), in any state. Returns `{success, message}`. `404 not_found` for another organization's agent.",
+            )
+    }
+    pub fn cli_agents_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch an agent with its tools and deployments.\n\nPermission `agent:read` in the agent's organization; an agent of another organization is `404 not_found`. Tools that are no longer visible to the organization (a public tool made private) are left out.",
+            )
+    }
+    pub fn cli_agents_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List the organization's agents.\n\nPermission `agent:read`. Newest first; each with `model {id, name}` and `deployments_count`. `limit` 1 to 500 (default 100), `offset` default 0.",
+            )
+    }
+    pub fn cli_agents_test() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("message")
+                    .long("message")
+                    .value_parser(::clap::value_parser!(types::AgentTestRequestMessage))
+                    .required_unless_present("json-body")
+                    .help("1 to 100,000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Test an agent with one message.\n\nPermission `agent:execute`. Runs the agent runtime once (model, system prompt, params, tools in the sandbox) and returns the answer with every tool call. A passing run (the model answered) moves the agent to `ready`, a failing one back to `configured` (a deployed or active agent keeps its state). With the offline development model a message `/tool NAME {json}` makes the model call tool NAME with those arguments (see the README).",
+            )
+    }
+    pub fn cli_agents_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("agent-type")
+                    .long("agent-type")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateAgentType))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateDescription))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::AgentUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update an agent.\n\nPermission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.",
+            )
     }
     pub fn cli_auth_login() -> ::clap::Command {
         ::clap::Command::new("")
@@ -1119,6 +1333,391 @@ impl<T: CliConfig> Cli<T> {
                 "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
             )
     }
+    pub fn cli_tools_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateDescription))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-active")
+                    .long("is-active")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("logo-url")
+                    .long("logo-url")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateLogoUrl))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("version")
+                    .long("version")
+                    .value_parser(::clap::value_parser!(types::ToolUpdateVersion))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a tool.\n\nPermission `tool:write`. Accepts every field of `POST /api/tools`; omitted fields keep their value, and the same validation applies (all in one transaction). Only the owning organization updates a tool: a public tool of another organization is `404 not_found` here.",
+            )
+    }
+    pub fn cli_tools_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("A category of the same organization."),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(::clap::value_parser!(types::ToolCreateDescription))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("is-active")
+                    .long("is-active")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default true."),
+            )
+            .arg(
+                ::clap::Arg::new("is-public")
+                    .long("is-public")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("Default false."),
+            )
+            .arg(
+                ::clap::Arg::new("logo-url")
+                    .long("logo-url")
+                    .value_parser(::clap::value_parser!(types::ToolCreateLogoUrl))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ToolCreateName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming; unique in the organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("version")
+                    .long("version")
+                    .value_parser(::clap::value_parser!(types::ToolCreateVersion))
+                    .required_unless_present("json-body")
+                    .help("1 to 32 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a tool.\n\nPermission `tool:write`. The tool belongs to the organization; with `is_public` every organization can see, test and use it (read-only).\n\nValidation (`400`, nothing stored): `invalid_name` (1 to 100 characters), `tool_name_taken` (409, unique per organization, case-insensitively), `invalid_description` (at most 2,000), `invalid_version` (1 to 32), `invalid_logo_url` (at most 2,000, `http(s)://`), `unknown_category` (not a category of this organization), `invalid_parameter` (a name that is not a Python identifier, a description over 2,000 characters, more than 50 parameters), `duplicate_parameter` (two inputs, or two configuration values, with one name), `invalid_default` (a `default` that does not parse as its `type`), `empty_code` (blank `function_info.code`), `invalid_code` (over 100,000 characters), `invalid_function` (`function_info.name` not a Python identifier), `invalid_requirement` (more than 50, or not a package name).\n\nExample body: `{\"name\": \"adder\", \"description\": \"Adds\", \"category_id\": \"…\", \"version\": \"1.0.0\", \"configuration\": [], \"inputs\": [{\"name\": \"a\", \"type\": \"int\", \"description\": \"\", \"required\": true, \"default\": null}], \"outputs\": {\"type\": \"int\", \"description\": \"the sum\"}, \"settings\": {\"function_info\": {\"name\": \"run\", \"is_async\": false, \"description\": \"\", \"code\": \"def run(a):\\n    return a + 1\"}, \"requirements\": [], \"deployment\": {\"framework\": \"python\", \"toolkit_class\": false, \"standalone_function\": true}}}`.",
+            )
+    }
+    pub fn cli_tools_create_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::CategoryCreateDescription),
+                    )
+                    .required_unless_present("json-body")
+                    .help("At most 2,000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::CategoryCreateName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming; unique in the organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a tool category.\n\nPermission `tool:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique in the organization, case-insensitively (`409 category_name_taken`); `description` at most 2,000 characters (`400 invalid_description`).",
+            )
+    }
+    pub fn cli_tools_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a tool.\n\nPermission `tool:delete`. Only the owning organization deletes a tool (`404 not_found` otherwise). A tool that an agent uses is not deleted (`409 tool_in_use`); remove it from the agents first.",
+            )
+    }
+    pub fn cli_tools_delete_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a tool category.\n\nPermission `tool:delete`. A category that still holds tools is not deleted (`409 category_in_use`); move or delete its tools first. `404 not_found` when the category is not the organization's.",
+            )
+    }
+    pub fn cli_tools_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch a tool with its settings.\n\nPermission `tool:read`. A tool of the organization, or a public tool of any organization; anything else is `404 not_found`.",
+            )
+    }
+    pub fn cli_tools_list_all() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items per page: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.",
+                    ),
+            )
+            .about(
+                "List tools.\n\nPermission `tool:read`. Like `list_categories`, `org_id` is optional: with it, the organization's tools plus every public tool; without it, the tools of every organization where the caller may read tools, plus every public tool. Private tools of other organizations never appear. Each item has `category {id, name}` and no `settings`. Ordered by name, then id; `limit` 1 to 500 (default 100), `offset` default 0.",
+            )
+    }
+    pub fn cli_tools_list_categories() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items per page: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.",
+                    ),
+            )
+            .about(
+                "List tool categories.\n\nPermission `tool:read`. The spec gives this operation no `org_id`; it is optional here. With `org_id`: that organization's categories (the caller needs `tool:read` there). Without it: the categories of every organization where the caller is an active member whose role grants `tool:read` (any authenticated user; possibly an empty list). Categories belong to one organization; each carries its `org_id`. Ordered by name, then id. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination` otherwise).",
+            )
+    }
+    pub fn cli_tools_test() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("tool-id")
+                    .long("tool-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Run a tool once, in the sandbox.\n\nPermission `tool:execute`. A tool of the organization or a public one. The tool's `settings.function_info.code` runs in a `python3` process under bubblewrap (never in the server): no network, a read-only root file system, a private `/tmp`, its own PID namespace, an unprivileged user, and limits of CPU time, memory, processes, output size and wall-clock time (see the README's `[sandbox]` configuration). The function is called with the inputs (defaults filled in) and configuration values as keyword arguments; its return value must be JSON-serialisable.\n\nBefore running: `400 invalid_input` (an unknown input name, a missing required input, a value not of the declared type), `400 tool_inactive` (`is_active` false), `400 tool_requirement_missing` (a package of `requirements` is not installed in the sandbox; nothing is installed at run time), `503 tool_sandbox_unavailable` (bubblewrap or python3 is missing: code never runs unsandboxed). A run that fails is a `200` with `success: false` and `error` naming the cause (see the schema).",
+            )
+    }
+    pub fn cli_tools_update_category() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("category-id")
+                    .long("category-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::CategoryUpdateDescription),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::CategoryUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a tool category.\n\nPermission `tool:write`. Omitted fields keep their value; the rules of `create_category` apply. `404 not_found` when the category is not the organization's.",
+            )
+    }
     pub fn cli_users_invite() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -1266,6 +1865,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         match cmd {
+            CliCommand::AgentsCreate => self.execute_agents_create(matches).await,
+            CliCommand::AgentsDelete => self.execute_agents_delete(matches).await,
+            CliCommand::AgentsGet => self.execute_agents_get(matches).await,
+            CliCommand::AgentsList => self.execute_agents_list(matches).await,
+            CliCommand::AgentsTest => self.execute_agents_test(matches).await,
+            CliCommand::AgentsUpdate => self.execute_agents_update(matches).await,
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
@@ -1317,12 +1922,190 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
+            CliCommand::ToolsUpdate => self.execute_tools_update(matches).await,
+            CliCommand::ToolsCreate => self.execute_tools_create(matches).await,
+            CliCommand::ToolsCreateCategory => self.execute_tools_create_category(matches).await,
+            CliCommand::ToolsDelete => self.execute_tools_delete(matches).await,
+            CliCommand::ToolsDeleteCategory => self.execute_tools_delete_category(matches).await,
+            CliCommand::ToolsGet => self.execute_tools_get(matches).await,
+            CliCommand::ToolsListAll => self.execute_tools_list_all(matches).await,
+            CliCommand::ToolsListCategories => self.execute_tools_list_categories(matches).await,
+            CliCommand::ToolsTest => self.execute_tools_test(matches).await,
+            CliCommand::ToolsUpdateCategory => self.execute_tools_update_category(matches).await,
             CliCommand::UsersInvite => self.execute_users_invite(matches).await,
             CliCommand::UsersList => self.execute_users_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
             CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
+        }
+    }
+    pub async fn execute_agents_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_create();
+        if let Some(value) = matches.get_one::<types::AgentCreateAgentType>("agent-type") {
+            request = request.body_map(|body| body.agent_type(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        self.config.execute_agents_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        self.config.execute_agents_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_list();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_agents_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_test(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_test();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AgentTestRequestMessage>("message") {
+            request = request.body_map(|body| body.message(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentTestRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_test(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_agents_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.agents_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateAgentType>("agent-type") {
+            request = request.body_map(|body| body.agent_type(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.body_map(|body| body.model_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::AgentUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AgentUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_agents_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
         }
     }
     pub async fn execute_auth_login(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
@@ -2367,6 +3150,321 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_tools_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.body_map(|body| body.category_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-active") {
+            request = request.body_map(|body| body.is_active(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateLogoUrl>("logo-url") {
+            request = request.body_map(|body| body.logo_url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ToolUpdateVersion>("version") {
+            request = request.body_map(|body| body.version(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.body_map(|body| body.category_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-active") {
+            request = request.body_map(|body| body.is_active(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("is-public") {
+            request = request.body_map(|body| body.is_public(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateLogoUrl>("logo-url") {
+            request = request.body_map(|body| body.logo_url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ToolCreateVersion>("version") {
+            request = request.body_map(|body| body.version(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_create_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_create_category();
+        if let Some(value) = matches.get_one::<types::CategoryCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::CategoryCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CategoryCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_tools_create_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        self.config.execute_tools_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_delete_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_delete_category();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.category_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_tools_delete_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        self.config.execute_tools_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_list_all(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_list_all();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_tools_list_all(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_list_categories(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_list_categories();
+        if let Some(value) = matches.get_one::<u32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_tools_list_categories(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_test(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.tools_test();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("tool-id") {
+            request = request.tool_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ToolTestRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_tools_test(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_tools_update_category(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.tools_update_category();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
+            request = request.category_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::CategoryUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::CategoryUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CategoryUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_tools_update_category(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_users_invite(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_invite();
         if let Some(value) = matches.get_one::<::std::string::String>("email") {
@@ -2525,6 +3623,48 @@ pub trait CliConfig {
     fn list_end_error<T>(&self, value: &Error<T>)
     where
         T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug;
+    fn execute_agents_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_test(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsTest,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_agents_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AgentsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_auth_login(
         &self,
         matches: &::clap::ArgMatches,
@@ -2798,6 +3938,76 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_tools_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_create_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsCreateCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_delete_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsDeleteCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_list_all(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsListAll,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_list_categories(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsListCategories,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_test(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsTest,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_tools_update_category(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ToolsUpdateCategory,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_invite(
         &self,
         matches: &::clap::ArgMatches,
@@ -2843,6 +4053,12 @@ pub trait CliConfig {
 }
 #[derive(Copy, Clone, Debug)]
 pub enum CliCommand {
+    AgentsCreate,
+    AgentsDelete,
+    AgentsGet,
+    AgentsList,
+    AgentsTest,
+    AgentsUpdate,
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
@@ -2882,6 +4098,16 @@ pub enum CliCommand {
     RolesDeletePermission,
     RolesRemove,
     RolesUpdate,
+    ToolsUpdate,
+    ToolsCreate,
+    ToolsCreateCategory,
+    ToolsDelete,
+    ToolsDeleteCategory,
+    ToolsGet,
+    ToolsListAll,
+    ToolsListCategories,
+    ToolsTest,
+    ToolsUpdateCategory,
     UsersInvite,
     UsersList,
     UsersMe,
@@ -2892,6 +4118,12 @@ pub enum CliCommand {
 impl CliCommand {
     pub fn iter() -> impl Iterator<Item = CliCommand> {
         vec![
+            CliCommand::AgentsCreate,
+            CliCommand::AgentsDelete,
+            CliCommand::AgentsGet,
+            CliCommand::AgentsList,
+            CliCommand::AgentsTest,
+            CliCommand::AgentsUpdate,
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
@@ -2931,6 +4163,16 @@ impl CliCommand {
             CliCommand::RolesDeletePermission,
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
+            CliCommand::ToolsUpdate,
+            CliCommand::ToolsCreate,
+            CliCommand::ToolsCreateCategory,
+            CliCommand::ToolsDelete,
+            CliCommand::ToolsDeleteCategory,
+            CliCommand::ToolsGet,
+            CliCommand::ToolsListAll,
+            CliCommand::ToolsListCategories,
+            CliCommand::ToolsTest,
+            CliCommand::ToolsUpdateCategory,
             CliCommand::UsersInvite,
             CliCommand::UsersList,
             CliCommand::UsersMe,
@@ -2942,6 +4184,12 @@ impl CliCommand {
     }
     pub fn operation_id(&self) -> &'static str {
         match self {
+            CliCommand::AgentsCreate => "agents_create",
+            CliCommand::AgentsDelete => "agents_delete",
+            CliCommand::AgentsGet => "agents_get",
+            CliCommand::AgentsList => "agents_list",
+            CliCommand::AgentsTest => "agents_test",
+            CliCommand::AgentsUpdate => "agents_update",
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
@@ -2981,6 +4229,16 @@ impl CliCommand {
             CliCommand::RolesDeletePermission => "roles_delete_permission",
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
+            CliCommand::ToolsUpdate => "tools_update",
+            CliCommand::ToolsCreate => "tools_create",
+            CliCommand::ToolsCreateCategory => "tools_create_category",
+            CliCommand::ToolsDelete => "tools_delete",
+            CliCommand::ToolsDeleteCategory => "tools_delete_category",
+            CliCommand::ToolsGet => "tools_get",
+            CliCommand::ToolsListAll => "tools_list_all",
+            CliCommand::ToolsListCategories => "tools_list_categories",
+            CliCommand::ToolsTest => "tools_test",
+            CliCommand::ToolsUpdateCategory => "tools_update_category",
             CliCommand::UsersInvite => "users_invite",
             CliCommand::UsersList => "users_list",
             CliCommand::UsersMe => "users_me",

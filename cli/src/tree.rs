@@ -30,6 +30,8 @@ const GROUPS: &[(&str, &str)] = &[
         "Knowledge bases: sources, documents, search, RAG query",
     ),
     ("chat", "Chat uploads and knowledge bases usable in chat"),
+    ("tools", "Tool categories, tools and sandboxed test runs"),
+    ("agents", "Agents and their test runs"),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {

@@ -22,6 +22,743 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/agents`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentCreate {
+        ///e.g. `chat`, `function`; 1 to 32 characters.
+        pub agent_type: AgentCreateAgentType,
+        pub description: AgentCreateDescription,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        ///A model of `GET /api/models/list`.
+        pub model_id: ::uuid::Uuid,
+        pub name: AgentCreateName,
+        pub params: AgentParams,
+        ///At most 20 tools, each once.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<AgentToolRef>>,
+    }
+    impl AgentCreate {
+        pub fn builder() -> builder::AgentCreate {
+            Default::default()
+        }
+    }
+    ///e.g. `chat`, `function`; 1 to 32 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateAgentType(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateAgentType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateAgentType> for ::std::string::String {
+        fn from(value: AgentCreateAgentType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateAgentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateAgentType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentCreateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateDescription> for ::std::string::String {
+        fn from(value: AgentCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentCreateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentCreateName(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateName> for ::std::string::String {
+        fn from(value: AgentCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A deployment in an agent's detail view.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentDeploymentRef {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl AgentDeploymentRef {
+        pub fn builder() -> builder::AgentDeploymentRef {
+            Default::default()
+        }
+    }
+    ///An agent with its tools and deployments.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentDetail {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub deployments: ::std::vec::Vec<AgentDeploymentRef>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model: NamedRef,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub tools: ::std::vec::Vec<AgentToolView>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentDetail {
+        pub fn builder() -> builder::AgentDetail {
+            Default::default()
+        }
+    }
+    ///An agent in a list.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentListItem {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub deployments_count: i64,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model: NamedRef,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentListItem {
+        pub fn builder() -> builder::AgentListItem {
+            Default::default()
+        }
+    }
+    ///An agent's model parameters.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentParams {
+        ///Greater than 0 (at most 1,000,000).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///At most 20,000 characters.
+        #[serde(default = "defaults::agent_params_system_prompt")]
+        pub system_prompt: AgentParamsSystemPrompt,
+        ///0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+    }
+    impl ::std::default::Default for AgentParams {
+        fn default() -> Self {
+            Self {
+                max_tokens: Default::default(),
+                system_prompt: defaults::agent_params_system_prompt(),
+                temperature: Default::default(),
+            }
+        }
+    }
+    impl AgentParams {
+        pub fn builder() -> builder::AgentParams {
+            Default::default()
+        }
+    }
+    ///At most 20,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentParamsSystemPrompt(::std::string::String);
+    impl ::std::ops::Deref for AgentParamsSystemPrompt {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentParamsSystemPrompt> for ::std::string::String {
+        fn from(value: AgentParamsSystemPrompt) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for AgentParamsSystemPrompt {
+        fn default() -> Self {
+            AgentParamsSystemPrompt("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for AgentParamsSystemPrompt {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 20000usize {
+                return Err("longer than 20000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentParamsSystemPrompt {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentParamsSystemPrompt {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentParamsSystemPrompt {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The lifecycle state of an agent (see `POST /api/agents`).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum AgentStatus {
+        #[serde(rename = "created")]
+        Created,
+        #[serde(rename = "configured")]
+        Configured,
+        #[serde(rename = "testing")]
+        Testing,
+        #[serde(rename = "ready")]
+        Ready,
+        #[serde(rename = "deployed")]
+        Deployed,
+        #[serde(rename = "active")]
+        Active,
+    }
+    impl ::std::fmt::Display for AgentStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Created => f.write_str("created"),
+                Self::Configured => f.write_str("configured"),
+                Self::Testing => f.write_str("testing"),
+                Self::Ready => f.write_str("ready"),
+                Self::Deployed => f.write_str("deployed"),
+                Self::Active => f.write_str("active"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for AgentStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "created" => Ok(Self::Created),
+                "configured" => Ok(Self::Configured),
+                "testing" => Ok(Self::Testing),
+                "ready" => Ok(Self::Ready),
+                "deployed" => Ok(Self::Deployed),
+                "active" => Ok(Self::Active),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The response of create and update.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentSummary {
+        pub agent_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_public: bool,
+        pub model_id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub params: AgentParams,
+        pub status: AgentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl AgentSummary {
+        pub fn builder() -> builder::AgentSummary {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/agents/test`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentTestRequest {
+        ///1 to 100,000 characters.
+        pub message: AgentTestRequestMessage,
+    }
+    impl AgentTestRequest {
+        pub fn builder() -> builder::AgentTestRequest {
+            Default::default()
+        }
+    }
+    ///1 to 100,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentTestRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for AgentTestRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentTestRequestMessage> for ::std::string::String {
+        fn from(value: AgentTestRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentTestRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentTestRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentTestRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentTestRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The result of `POST /api/agents/test`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentTestResult {
+        ///`error_code: message` when the run failed.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///The agent's answer.
+        pub output: ::std::string::String,
+        ///The agent's state after the test.
+        pub status: AgentStatus,
+        pub success: bool,
+        pub tool_calls: ::std::vec::Vec<ToolCallRecord>,
+        pub usage: RunUsage,
+    }
+    impl AgentTestResult {
+        pub fn builder() -> builder::AgentTestResult {
+            Default::default()
+        }
+    }
+    ///A tool of an agent, as requested.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentToolRef {
+        ///Names must be the tool's `configuration` names.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub config: ::std::vec::Vec<ConfigValue>,
+        ///A tool of the organization or a public tool.
+        pub tool_id: ::uuid::Uuid,
+    }
+    impl AgentToolRef {
+        pub fn builder() -> builder::AgentToolRef {
+            Default::default()
+        }
+    }
+    ///A tool of an agent in the detail view.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AgentToolView {
+        pub category: NamedRef,
+        pub config: ::std::vec::Vec<ConfigValue>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl AgentToolView {
+        pub fn builder() -> builder::AgentToolView {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/agents/update`: every field of create, all optional.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct AgentUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_type: ::std::option::Option<AgentUpdateAgentType>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<AgentUpdateDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<AgentUpdateName>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub params: ::std::option::Option<AgentParams>,
+        ///Replaces the agent's tools when given.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<AgentToolRef>>,
+    }
+    impl AgentUpdate {
+        pub fn builder() -> builder::AgentUpdate {
+            Default::default()
+        }
+    }
+    ///`AgentUpdateAgentType`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateAgentType(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateAgentType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateAgentType> for ::std::string::String {
+        fn from(value: AgentUpdateAgentType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateAgentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateAgentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateAgentType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateDescription> for ::std::string::String {
+        fn from(value: AgentUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AgentUpdateName(::std::string::String);
+    impl ::std::ops::Deref for AgentUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentUpdateName> for ::std::string::String {
+        fn from(value: AgentUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A knowledge base usable in chat (`GET /api/chat/available_knowledge_bases`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -36,6 +773,324 @@ pub mod types {
     impl AvailableKnowledgeBase {
         pub fn builder() -> builder::AvailableKnowledgeBase {
             Default::default()
+        }
+    }
+    ///Body of `POST /api/tools/create_category`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CategoryCreate {
+        ///At most 2,000 characters.
+        pub description: CategoryCreateDescription,
+        ///1 to 100 characters after trimming; unique in the organization.
+        pub name: CategoryCreateName,
+    }
+    impl CategoryCreate {
+        pub fn builder() -> builder::CategoryCreate {
+            Default::default()
+        }
+    }
+    ///At most 2,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CategoryCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for CategoryCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CategoryCreateDescription> for ::std::string::String {
+        fn from(value: CategoryCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CategoryCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CategoryCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CategoryCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CategoryCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 100 characters after trimming; unique in the organization.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CategoryCreateName(::std::string::String);
+    impl ::std::ops::Deref for CategoryCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CategoryCreateName> for ::std::string::String {
+        fn from(value: CategoryCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CategoryCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CategoryCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CategoryCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CategoryCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `PUT /api/tools/update_category`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct CategoryUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<CategoryUpdateDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<CategoryUpdateName>,
+    }
+    impl CategoryUpdate {
+        pub fn builder() -> builder::CategoryUpdate {
+            Default::default()
+        }
+    }
+    ///`CategoryUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CategoryUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for CategoryUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CategoryUpdateDescription> for ::std::string::String {
+        fn from(value: CategoryUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CategoryUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CategoryUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CategoryUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CategoryUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`CategoryUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CategoryUpdateName(::std::string::String);
+    impl ::std::ops::Deref for CategoryUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CategoryUpdateName> for ::std::string::String {
+        fn from(value: CategoryUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CategoryUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CategoryUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CategoryUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CategoryUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A `{name, value}` configuration value of a tool in an agent.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConfigValue {
+        pub name: ConfigValueName,
+        pub value: ::serde_json::Value,
+    }
+    impl ConfigValue {
+        pub fn builder() -> builder::ConfigValue {
+            Default::default()
+        }
+    }
+    ///`ConfigValueName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConfigValueName(::std::string::String);
+    impl ::std::ops::Deref for ConfigValueName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConfigValueName> for ::std::string::String {
+        fn from(value: ConfigValueName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConfigValueName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConfigValueName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConfigValueName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConfigValueName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A conversation.
@@ -875,6 +1930,193 @@ pub mod types {
                 })
         }
     }
+    ///The tool's code.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FunctionInfo {
+        ///Python source defining the function; 1 to 100,000 characters.
+        pub code: FunctionInfoCode,
+        #[serde(default = "defaults::function_info_description")]
+        pub description: FunctionInfoDescription,
+        ///Whether the function is `async def` (it is then run with `asyncio`).
+        #[serde(default)]
+        pub is_async: bool,
+        ///The Python function to call (an identifier defined by `code`).
+        pub name: FunctionInfoName,
+    }
+    impl FunctionInfo {
+        pub fn builder() -> builder::FunctionInfo {
+            Default::default()
+        }
+    }
+    ///Python source defining the function; 1 to 100,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct FunctionInfoCode(::std::string::String);
+    impl ::std::ops::Deref for FunctionInfoCode {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FunctionInfoCode> for ::std::string::String {
+        fn from(value: FunctionInfoCode) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for FunctionInfoCode {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FunctionInfoCode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FunctionInfoCode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FunctionInfoCode {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`FunctionInfoDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct FunctionInfoDescription(::std::string::String);
+    impl ::std::ops::Deref for FunctionInfoDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FunctionInfoDescription> for ::std::string::String {
+        fn from(value: FunctionInfoDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for FunctionInfoDescription {
+        fn default() -> Self {
+            FunctionInfoDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for FunctionInfoDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FunctionInfoDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FunctionInfoDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FunctionInfoDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The Python function to call (an identifier defined by `code`).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct FunctionInfoName(::std::string::String);
+    impl ::std::ops::Deref for FunctionInfoName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FunctionInfoName> for ::std::string::String {
+        fn from(value: FunctionInfoName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for FunctionInfoName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FunctionInfoName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FunctionInfoName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FunctionInfoName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Result of a health or readiness probe.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -899,12 +2141,12 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The inviting user (`name` is their full name); null when that account no longer exists.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
-        pub invited_by: ::std::option::Option<NamedRef>,
+        pub invited_by: ::std::option::Option<NamedRef2>,
         ///The personal message; null when there is none.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub message: ::std::option::Option<::std::string::String>,
-        pub organization: NamedRef,
-        pub role: NamedRef,
+        pub organization: NamedRef2,
+        pub role: NamedRef2,
         pub status: InvitationStatus,
         ///The acceptance token (single use), issued at creation and kept through `resend`. Null only for invitations created before tokens were kept.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
@@ -1065,11 +2307,11 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The inviting user (`name` is their full name); null when that account no longer exists.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
-        pub invited_by: ::std::option::Option<NamedRef>,
+        pub invited_by: ::std::option::Option<NamedRef2>,
         ///The personal message; null when there is none.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub message: ::std::option::Option<::std::string::String>,
-        pub role: NamedRef,
+        pub role: NamedRef2,
         pub status: InvitationStatus,
     }
     impl InvitationListItem {
@@ -1088,9 +2330,9 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The inviting user (`name` is their full name); null when that account no longer exists.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
-        pub invited_by: ::std::option::Option<NamedRef>,
-        pub organization: NamedRef,
-        pub role: NamedRef,
+        pub invited_by: ::std::option::Option<NamedRef2>,
+        pub organization: NamedRef2,
+        pub role: NamedRef2,
     }
     impl InvitationPublic {
         pub fn builder() -> builder::InvitationPublic {
@@ -2175,7 +3417,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An object referenced by id, with its display name.
+    ///`{id, name}` of a related object.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -2185,6 +3427,19 @@ pub mod types {
     }
     impl NamedRef {
         pub fn builder() -> builder::NamedRef {
+            Default::default()
+        }
+    }
+    ///An object referenced by id, with its display name.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct NamedRef2 {
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl NamedRef2 {
+        pub fn builder() -> builder::NamedRef2 {
             Default::default()
         }
     }
@@ -2662,6 +3917,261 @@ pub mod types {
             Default::default()
         }
     }
+    ///A parameter spec (an input or a configuration value of a tool).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ParamSpec {
+        ///The default as text; it must parse as `type` (`str`: any text, `bool`: `true`/`false`, `int`, `float`, `list`/`dict`: a JSON array / object). At most 10,000 characters.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub default: ::std::option::Option<ParamSpecDefault>,
+        ///At most 2,000 characters.
+        #[serde(default = "defaults::param_spec_description")]
+        pub description: ParamSpecDescription,
+        ///A Python identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 64 characters), unique among the tool's inputs (or configuration).
+        pub name: ParamSpecName,
+        #[serde(default)]
+        pub required: bool,
+        #[serde(rename = "type")]
+        pub type_: ParamType,
+    }
+    impl ParamSpec {
+        pub fn builder() -> builder::ParamSpec {
+            Default::default()
+        }
+    }
+    ///The default as text; it must parse as `type` (`str`: any text, `bool`: `true`/`false`, `int`, `float`, `list`/`dict`: a JSON array / object). At most 10,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ParamSpecDefault(::std::string::String);
+    impl ::std::ops::Deref for ParamSpecDefault {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ParamSpecDefault> for ::std::string::String {
+        fn from(value: ParamSpecDefault) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ParamSpecDefault {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10000usize {
+                return Err("longer than 10000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ParamSpecDefault {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ParamSpecDefault {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ParamSpecDefault {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///At most 2,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ParamSpecDescription(::std::string::String);
+    impl ::std::ops::Deref for ParamSpecDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ParamSpecDescription> for ::std::string::String {
+        fn from(value: ParamSpecDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for ParamSpecDescription {
+        fn default() -> Self {
+            ParamSpecDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for ParamSpecDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ParamSpecDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ParamSpecDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ParamSpecDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A Python identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 64 characters), unique among the tool's inputs (or configuration).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ParamSpecName(::std::string::String);
+    impl ::std::ops::Deref for ParamSpecName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ParamSpecName> for ::std::string::String {
+        fn from(value: ParamSpecName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ParamSpecName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ParamSpecName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ParamSpecName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ParamSpecName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The type of a tool parameter.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ParamType {
+        #[serde(rename = "str")]
+        Str,
+        #[serde(rename = "bool")]
+        Bool,
+        #[serde(rename = "int")]
+        Int,
+        #[serde(rename = "float")]
+        Float,
+        #[serde(rename = "list")]
+        List,
+        #[serde(rename = "dict")]
+        Dict,
+    }
+    impl ::std::fmt::Display for ParamType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Str => f.write_str("str"),
+                Self::Bool => f.write_str("bool"),
+                Self::Int => f.write_str("int"),
+                Self::Float => f.write_str("float"),
+                Self::List => f.write_str("list"),
+                Self::Dict => f.write_str("dict"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ParamType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "str" => Ok(Self::Str),
+                "bool" => Ok(Self::Bool),
+                "int" => Ok(Self::Int),
+                "float" => Ok(Self::Float),
+                "list" => Ok(Self::List),
+                "dict" => Ok(Self::Dict),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ParamType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ParamType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///A permission of the global catalog (`resource:action`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -2719,6 +4229,20 @@ pub mod types {
     }
     impl RoleWithPermissions {
         pub fn builder() -> builder::RoleWithPermissions {
+            Default::default()
+        }
+    }
+    ///Token usage of a run (all model steps).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct RunUsage {
+        pub input_tokens: u64,
+        pub output_tokens: u64,
+        pub total_tokens: u64,
+    }
+    impl RunUsage {
+        pub fn builder() -> builder::RunUsage {
             Default::default()
         }
     }
@@ -3241,6 +4765,19 @@ pub mod types {
             Default::default()
         }
     }
+    ///`{success, message}`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SuccessResponse {
+        pub message: ::std::string::String,
+        pub success: bool,
+    }
+    impl SuccessResponse {
+        pub fn builder() -> builder::SuccessResponse {
+            Default::default()
+        }
+    }
     ///The kind of token issued; always `bearer`.
     #[derive(
         ::serde::Deserialize,
@@ -3287,6 +4824,907 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///A whole tool, with `settings` (`GET /api/tools/get`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Tool {
+        pub category: NamedRef,
+        pub category_id: ::uuid::Uuid,
+        pub configuration: ::std::vec::Vec<ParamSpec>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub inputs: ::std::vec::Vec<ParamSpec>,
+        pub is_active: bool,
+        pub is_public: bool,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub logo_url: ::std::option::Option<::std::string::String>,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub outputs: ToolOutputs,
+        pub settings: ToolSettings,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub version: ::std::string::String,
+    }
+    impl Tool {
+        pub fn builder() -> builder::Tool {
+            Default::default()
+        }
+    }
+    ///A tool call the agent made.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolCallRecord {
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub id: ::std::string::String,
+        pub input: ::serde_json::Value,
+        pub name: ::std::string::String,
+        pub output: ::serde_json::Value,
+        pub successful: bool,
+    }
+    impl ToolCallRecord {
+        pub fn builder() -> builder::ToolCallRecord {
+            Default::default()
+        }
+    }
+    ///A tool category (belongs to one organization).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolCategory {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        ///Addition: the organization that owns the category.
+        pub org_id: ::uuid::Uuid,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ToolCategory {
+        pub fn builder() -> builder::ToolCategory {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/tools`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolCreate {
+        ///A category of the same organization.
+        pub category_id: ::uuid::Uuid,
+        ///At most 50 parameters.
+        pub configuration: ::std::vec::Vec<ParamSpec>,
+        pub description: ToolCreateDescription,
+        ///At most 50 parameters.
+        pub inputs: ::std::vec::Vec<ParamSpec>,
+        ///Default true.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_active: ::std::option::Option<bool>,
+        ///Default false.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logo_url: ::std::option::Option<ToolCreateLogoUrl>,
+        ///1 to 100 characters after trimming; unique in the organization.
+        pub name: ToolCreateName,
+        pub outputs: ToolOutputs,
+        pub settings: ToolSettings,
+        ///1 to 32 characters.
+        pub version: ToolCreateVersion,
+    }
+    impl ToolCreate {
+        pub fn builder() -> builder::ToolCreate {
+            Default::default()
+        }
+    }
+    ///`ToolCreateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for ToolCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCreateDescription> for ::std::string::String {
+        fn from(value: ToolCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ToolCreateLogoUrl`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolCreateLogoUrl(::std::string::String);
+    impl ::std::ops::Deref for ToolCreateLogoUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCreateLogoUrl> for ::std::string::String {
+        fn from(value: ToolCreateLogoUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCreateLogoUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCreateLogoUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCreateLogoUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCreateLogoUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 100 characters after trimming; unique in the organization.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolCreateName(::std::string::String);
+    impl ::std::ops::Deref for ToolCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCreateName> for ::std::string::String {
+        fn from(value: ToolCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 32 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolCreateVersion(::std::string::String);
+    impl ::std::ops::Deref for ToolCreateVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCreateVersion> for ::std::string::String {
+        fn from(value: ToolCreateVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCreateVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCreateVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCreateVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCreateVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The response of `POST /api/tools`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolCreated {
+        pub category_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_active: bool,
+        pub is_public: bool,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub logo_url: ::std::option::Option<::std::string::String>,
+        pub name: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub version: ::std::string::String,
+    }
+    impl ToolCreated {
+        pub fn builder() -> builder::ToolCreated {
+            Default::default()
+        }
+    }
+    ///How the tool is packaged (informational).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolDeployment {
+        #[serde(default = "defaults::tool_deployment_framework")]
+        pub framework: ToolDeploymentFramework,
+        #[serde(default)]
+        pub standalone_function: bool,
+        #[serde(default)]
+        pub toolkit_class: bool,
+    }
+    impl ::std::default::Default for ToolDeployment {
+        fn default() -> Self {
+            Self {
+                framework: defaults::tool_deployment_framework(),
+                standalone_function: Default::default(),
+                toolkit_class: Default::default(),
+            }
+        }
+    }
+    impl ToolDeployment {
+        pub fn builder() -> builder::ToolDeployment {
+            Default::default()
+        }
+    }
+    ///`ToolDeploymentFramework`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolDeploymentFramework(::std::string::String);
+    impl ::std::ops::Deref for ToolDeploymentFramework {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolDeploymentFramework> for ::std::string::String {
+        fn from(value: ToolDeploymentFramework) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for ToolDeploymentFramework {
+        fn default() -> Self {
+            ToolDeploymentFramework("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for ToolDeploymentFramework {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolDeploymentFramework {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolDeploymentFramework {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolDeploymentFramework {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A tool in a list: `category` instead of `category_id`, no `settings`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolListItem {
+        pub category: NamedRef,
+        pub configuration: ::std::vec::Vec<ParamSpec>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub inputs: ::std::vec::Vec<ParamSpec>,
+        pub is_active: bool,
+        pub is_public: bool,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub logo_url: ::std::option::Option<::std::string::String>,
+        pub name: ::std::string::String,
+        ///Addition: the organization that owns the tool.
+        pub org_id: ::uuid::Uuid,
+        pub outputs: ToolOutputs,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub version: ::std::string::String,
+    }
+    impl ToolListItem {
+        pub fn builder() -> builder::ToolListItem {
+            Default::default()
+        }
+    }
+    ///What a tool returns.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolOutputs {
+        #[serde(default = "defaults::tool_outputs_description")]
+        pub description: ToolOutputsDescription,
+        #[serde(rename = "type")]
+        pub type_: ToolOutputsType,
+    }
+    impl ToolOutputs {
+        pub fn builder() -> builder::ToolOutputs {
+            Default::default()
+        }
+    }
+    ///`ToolOutputsDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolOutputsDescription(::std::string::String);
+    impl ::std::ops::Deref for ToolOutputsDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolOutputsDescription> for ::std::string::String {
+        fn from(value: ToolOutputsDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for ToolOutputsDescription {
+        fn default() -> Self {
+            ToolOutputsDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for ToolOutputsDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolOutputsDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolOutputsDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolOutputsDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ToolOutputsType`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolOutputsType(::std::string::String);
+    impl ::std::ops::Deref for ToolOutputsType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolOutputsType> for ::std::string::String {
+        fn from(value: ToolOutputsType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolOutputsType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolOutputsType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolOutputsType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolOutputsType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A tool's `settings`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolSettings {
+        #[serde(default = "defaults::tool_settings_deployment")]
+        pub deployment: ToolDeployment,
+        pub function_info: FunctionInfo,
+        ///Python package names (optionally with a version specifier, which is not checked); at most 50. Each must be importable in the sandbox.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub requirements: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ToolSettings {
+        pub fn builder() -> builder::ToolSettings {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/tools/test`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct ToolTestRequest {
+        ///Values of the tool's configuration by name.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub configuration:
+            ::std::option::Option<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        ///Values of the tool's inputs by name (JSON values of the declared types); missing optional inputs take their `default`.
+        #[serde(default, skip_serializing_if = "::serde_json::Map::is_empty")]
+        pub inputs: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    }
+    impl ToolTestRequest {
+        pub fn builder() -> builder::ToolTestRequest {
+            Default::default()
+        }
+    }
+    ///The result of `POST /api/tools/test`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolTestResult {
+        ///Wall-clock time of the sandboxed run, milliseconds.
+        pub duration_ms: u64,
+        ///Why it failed: `error_code: message` (codes: `tool_error` — the function raised, `tool_timeout`, `tool_cpu_limit`, `tool_memory_limit`, `tool_output_too_large`, `tool_bad_output`, `tool_requirement_missing`), null on success.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///What the function returned (JSON), null on failure.
+        pub output: ::serde_json::Value,
+        ///Whether the function returned.
+        pub success: bool,
+    }
+    impl ToolTestResult {
+        pub fn builder() -> builder::ToolTestResult {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/tools`: any field of [`ToolCreate`]; omitted fields keep their value.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct ToolUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub category_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub configuration: ::std::option::Option<::std::vec::Vec<ParamSpec>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<ToolUpdateDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub inputs: ::std::option::Option<::std::vec::Vec<ParamSpec>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_active: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_public: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logo_url: ::std::option::Option<ToolUpdateLogoUrl>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<ToolUpdateName>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub outputs: ::std::option::Option<ToolOutputs>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub settings: ::std::option::Option<ToolSettings>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub version: ::std::option::Option<ToolUpdateVersion>,
+    }
+    impl ToolUpdate {
+        pub fn builder() -> builder::ToolUpdate {
+            Default::default()
+        }
+    }
+    ///`ToolUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for ToolUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolUpdateDescription> for ::std::string::String {
+        fn from(value: ToolUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ToolUpdateLogoUrl`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolUpdateLogoUrl(::std::string::String);
+    impl ::std::ops::Deref for ToolUpdateLogoUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolUpdateLogoUrl> for ::std::string::String {
+        fn from(value: ToolUpdateLogoUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolUpdateLogoUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolUpdateLogoUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolUpdateLogoUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolUpdateLogoUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ToolUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolUpdateName(::std::string::String);
+    impl ::std::ops::Deref for ToolUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolUpdateName> for ::std::string::String {
+        fn from(value: ToolUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ToolUpdateVersion`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ToolUpdateVersion(::std::string::String);
+    impl ::std::ops::Deref for ToolUpdateVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolUpdateVersion> for ::std::string::String {
+        fn from(value: ToolUpdateVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolUpdateVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32usize {
+                return Err("longer than 32 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolUpdateVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolUpdateVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolUpdateVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The response of `PUT /api/tools` (the spec's four fields plus the rest of the tool's summary).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ToolUpdated {
+        pub category_id: ::uuid::Uuid,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub is_active: bool,
+        pub is_public: bool,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub logo_url: ::std::option::Option<::std::string::String>,
+        pub name: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub version: ::std::string::String,
+    }
+    impl ToolUpdated {
+        pub fn builder() -> builder::ToolUpdated {
+            Default::default()
         }
     }
     ///Body of `PUT /api/roles/update`; omitted fields are unchanged.
@@ -3615,6 +6053,1333 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct AgentCreate {
+            agent_type: ::std::result::Result<super::AgentCreateAgentType, ::std::string::String>,
+            description:
+                ::std::result::Result<super::AgentCreateDescription, ::std::string::String>,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<super::AgentCreateName, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentCreate {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    is_public: Ok(Default::default()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    tools: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentCreate {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateAgentType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentCreate> for super::AgentCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    description: value.description?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    params: value.params?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentCreate> for AgentCreate {
+            fn from(value: super::AgentCreate) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    description: Ok(value.description),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    params: Ok(value.params),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentDeploymentRef {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentDeploymentRef {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl AgentDeploymentRef {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentDeploymentRef> for super::AgentDeploymentRef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentDeploymentRef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentDeploymentRef> for AgentDeploymentRef {
+            fn from(value: super::AgentDeploymentRef) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentDetail {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            deployments: ::std::result::Result<
+                ::std::vec::Vec<super::AgentDeploymentRef>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            tools:
+                ::std::result::Result<::std::vec::Vec<super::AgentToolView>, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentDetail {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    deployments: Err("no value supplied for deployments".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    tools: Err("no value supplied for tools".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentDetail {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn deployments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AgentDeploymentRef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployments = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployments: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AgentToolView>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentDetail> for super::AgentDetail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentDetail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    deployments: value.deployments?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model: value.model?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    tools: value.tools?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentDetail> for AgentDetail {
+            fn from(value: super::AgentDetail) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    deployments: Ok(value.deployments),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model: Ok(value.model),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    tools: Ok(value.tools),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentListItem {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            deployments_count: ::std::result::Result<i64, ::std::string::String>,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentListItem {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    deployments_count: Err("no value supplied for deployments_count".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentListItem {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn deployments_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployments_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for deployments_count: {e}")
+                });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentListItem> for super::AgentListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    deployments_count: value.deployments_count?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model: value.model?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentListItem> for AgentListItem {
+            fn from(value: super::AgentListItem) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    deployments_count: Ok(value.deployments_count),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model: Ok(value.model),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentParams {
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            system_prompt:
+                ::std::result::Result<super::AgentParamsSystemPrompt, ::std::string::String>,
+            temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentParams {
+            fn default() -> Self {
+                Self {
+                    max_tokens: Ok(Default::default()),
+                    system_prompt: Ok(super::defaults::agent_params_system_prompt()),
+                    temperature: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentParams {
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn system_prompt<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParamsSystemPrompt>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_prompt = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for system_prompt: {e}"));
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for temperature: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentParams> for super::AgentParams {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentParams,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    max_tokens: value.max_tokens?,
+                    system_prompt: value.system_prompt?,
+                    temperature: value.temperature?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentParams> for AgentParams {
+            fn from(value: super::AgentParams) -> Self {
+                Self {
+                    max_tokens: Ok(value.max_tokens),
+                    system_prompt: Ok(value.system_prompt),
+                    temperature: Ok(value.temperature),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentSummary {
+            agent_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            params: ::std::result::Result<super::AgentParams, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentSummary {
+            fn default() -> Self {
+                Self {
+                    agent_type: Err("no value supplied for agent_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    params: Err("no value supplied for params".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl AgentSummary {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentParams>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentSummary> for super::AgentSummary {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentSummary,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    params: value.params?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentSummary> for AgentSummary {
+            fn from(value: super::AgentSummary) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    params: Ok(value.params),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentTestRequest {
+            message: ::std::result::Result<super::AgentTestRequestMessage, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentTestRequest {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl AgentTestRequest {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentTestRequestMessage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentTestRequest> for super::AgentTestRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentTestRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentTestRequest> for AgentTestRequest {
+            fn from(value: super::AgentTestRequest) -> Self {
+                Self {
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentTestResult {
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<super::AgentStatus, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+            tool_calls: ::std::result::Result<
+                ::std::vec::Vec<super::ToolCallRecord>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::RunUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentTestResult {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                    tool_calls: Err("no value supplied for tool_calls".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl AgentTestResult {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AgentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ToolCallRecord>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tool_calls: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RunUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentTestResult> for super::AgentTestResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentTestResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    output: value.output?,
+                    status: value.status?,
+                    success: value.success?,
+                    tool_calls: value.tool_calls?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentTestResult> for AgentTestResult {
+            fn from(value: super::AgentTestResult) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    output: Ok(value.output),
+                    status: Ok(value.status),
+                    success: Ok(value.success),
+                    tool_calls: Ok(value.tool_calls),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentToolRef {
+            config:
+                ::std::result::Result<::std::vec::Vec<super::ConfigValue>, ::std::string::String>,
+            tool_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentToolRef {
+            fn default() -> Self {
+                Self {
+                    config: Ok(Default::default()),
+                    tool_id: Err("no value supplied for tool_id".to_string()),
+                }
+            }
+        }
+        impl AgentToolRef {
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConfigValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn tool_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tool_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentToolRef> for super::AgentToolRef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentToolRef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    config: value.config?,
+                    tool_id: value.tool_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentToolRef> for AgentToolRef {
+            fn from(value: super::AgentToolRef) -> Self {
+                Self {
+                    config: Ok(value.config),
+                    tool_id: Ok(value.tool_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentToolView {
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            config:
+                ::std::result::Result<::std::vec::Vec<super::ConfigValue>, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for AgentToolView {
+            fn default() -> Self {
+                Self {
+                    category: Err("no value supplied for category".to_string()),
+                    config: Err("no value supplied for config".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl AgentToolView {
+            pub fn category<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category: {e}"));
+                self
+            }
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConfigValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentToolView> for super::AgentToolView {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentToolView,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category: value.category?,
+                    config: value.config?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentToolView> for AgentToolView {
+            fn from(value: super::AgentToolView) -> Self {
+                Self {
+                    category: Ok(value.category),
+                    config: Ok(value.config),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AgentUpdate {
+            agent_type: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateAgentType>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateDescription>,
+                ::std::string::String,
+            >,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            name: ::std::result::Result<
+                ::std::option::Option<super::AgentUpdateName>,
+                ::std::string::String,
+            >,
+            params: ::std::result::Result<
+                ::std::option::Option<super::AgentParams>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentUpdate {
+            fn default() -> Self {
+                Self {
+                    agent_type: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    is_public: Ok(Default::default()),
+                    model_id: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    params: Ok(Default::default()),
+                    tools: Ok(Default::default()),
+                }
+            }
+        }
+        impl AgentUpdate {
+            pub fn agent_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateAgentType>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_type: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateDescription>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AgentParams>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.params = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for params: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::AgentToolRef>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentUpdate> for super::AgentUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_type: value.agent_type?,
+                    description: value.description?,
+                    is_public: value.is_public?,
+                    model_id: value.model_id?,
+                    name: value.name?,
+                    params: value.params?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentUpdate> for AgentUpdate {
+            fn from(value: super::AgentUpdate) -> Self {
+                Self {
+                    agent_type: Ok(value.agent_type),
+                    description: Ok(value.description),
+                    is_public: Ok(value.is_public),
+                    model_id: Ok(value.model_id),
+                    name: Ok(value.name),
+                    params: Ok(value.params),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct AvailableKnowledgeBase {
             description: ::std::result::Result<::std::string::String, ::std::string::String>,
             document_count: ::std::result::Result<i64, ::std::string::String>,
@@ -3707,6 +7472,175 @@ pub mod types {
                     embedding_model: Ok(value.embedding_model),
                     id: Ok(value.id),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CategoryCreate {
+            description:
+                ::std::result::Result<super::CategoryCreateDescription, ::std::string::String>,
+            name: ::std::result::Result<super::CategoryCreateName, ::std::string::String>,
+        }
+        impl ::std::default::Default for CategoryCreate {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl CategoryCreate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CategoryCreateDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CategoryCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CategoryCreate> for super::CategoryCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CategoryCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CategoryCreate> for CategoryCreate {
+            fn from(value: super::CategoryCreate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CategoryUpdate {
+            description: ::std::result::Result<
+                ::std::option::Option<super::CategoryUpdateDescription>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::CategoryUpdateName>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CategoryUpdate {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                }
+            }
+        }
+        impl CategoryUpdate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::CategoryUpdateDescription>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::CategoryUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CategoryUpdate> for super::CategoryUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CategoryUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CategoryUpdate> for CategoryUpdate {
+            fn from(value: super::CategoryUpdate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConfigValue {
+            name: ::std::result::Result<super::ConfigValueName, ::std::string::String>,
+            value: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConfigValue {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl ConfigValue {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConfigValueName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for value: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConfigValue> for super::ConfigValue {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConfigValue,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    name: value.name?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConfigValue> for ConfigValue {
+            fn from(value: super::ConfigValue) -> Self {
+                Self {
+                    name: Ok(value.name),
+                    value: Ok(value.value),
                 }
             }
         }
@@ -5000,6 +8934,89 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct FunctionInfo {
+            code: ::std::result::Result<super::FunctionInfoCode, ::std::string::String>,
+            description:
+                ::std::result::Result<super::FunctionInfoDescription, ::std::string::String>,
+            is_async: ::std::result::Result<bool, ::std::string::String>,
+            name: ::std::result::Result<super::FunctionInfoName, ::std::string::String>,
+        }
+        impl ::std::default::Default for FunctionInfo {
+            fn default() -> Self {
+                Self {
+                    code: Err("no value supplied for code".to_string()),
+                    description: Ok(super::defaults::function_info_description()),
+                    is_async: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl FunctionInfo {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionInfoCode>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for code: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionInfoDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn is_async<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_async = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_async: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionInfoName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FunctionInfo> for super::FunctionInfo {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FunctionInfo,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    description: value.description?,
+                    is_async: value.is_async?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FunctionInfo> for FunctionInfo {
+            fn from(value: super::FunctionInfo) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    description: Ok(value.description),
+                    is_async: Ok(value.is_async),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct HealthStatus {
             status: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -5052,15 +9069,15 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
             message: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            organization: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
             status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
             token: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -5126,7 +9143,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -5146,7 +9163,7 @@ pub mod types {
             }
             pub fn organization<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.organization = value
@@ -5156,7 +9173,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -5605,14 +9622,14 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
             message: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
             status: ::std::result::Result<super::InvitationStatus, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationListItem {
@@ -5672,7 +9689,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -5692,7 +9709,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -5755,11 +9772,11 @@ pub mod types {
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             invited_by: ::std::result::Result<
-                ::std::option::Option<super::NamedRef>,
+                ::std::option::Option<super::NamedRef2>,
                 ::std::string::String,
             >,
-            organization: ::std::result::Result<super::NamedRef, ::std::string::String>,
-            role: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            organization: ::std::result::Result<super::NamedRef2, ::std::string::String>,
+            role: ::std::result::Result<super::NamedRef2, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationPublic {
             fn default() -> Self {
@@ -5817,7 +9834,7 @@ pub mod types {
             }
             pub fn invited_by<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::NamedRef2>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invited_by = value
@@ -5827,7 +9844,7 @@ pub mod types {
             }
             pub fn organization<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.organization = value
@@ -5837,7 +9854,7 @@ pub mod types {
             }
             pub fn role<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::NamedRef>,
+                T: ::std::convert::TryInto<super::NamedRef2>,
                 T::Error: ::std::fmt::Display,
             {
                 self.role = value
@@ -8310,6 +12327,60 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct NamedRef2 {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for NamedRef2 {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl NamedRef2 {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<NamedRef2> for super::NamedRef2 {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: NamedRef2,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::NamedRef2> for NamedRef2 {
+            fn from(value: super::NamedRef2) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ObjectStoreSourceConfig {
             bucket_name: ::std::result::Result<
                 super::ObjectStoreSourceConfigBucketName,
@@ -8766,6 +12837,105 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ParamSpec {
+            default: ::std::result::Result<
+                ::std::option::Option<super::ParamSpecDefault>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<super::ParamSpecDescription, ::std::string::String>,
+            name: ::std::result::Result<super::ParamSpecName, ::std::string::String>,
+            required: ::std::result::Result<bool, ::std::string::String>,
+            type_: ::std::result::Result<super::ParamType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ParamSpec {
+            fn default() -> Self {
+                Self {
+                    default: Ok(Default::default()),
+                    description: Ok(super::defaults::param_spec_description()),
+                    name: Err("no value supplied for name".to_string()),
+                    required: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ParamSpec {
+            pub fn default<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ParamSpecDefault>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.default = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for default: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ParamSpecDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ParamSpecName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn required<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.required = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for required: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ParamType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ParamSpec> for super::ParamSpec {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ParamSpec,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    default: value.default?,
+                    description: value.description?,
+                    name: value.name?,
+                    required: value.required?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ParamSpec> for ParamSpec {
+            fn from(value: super::ParamSpec) -> Self {
+                Self {
+                    default: Ok(value.default),
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    required: Ok(value.required),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Permission {
             description: ::std::result::Result<::std::string::String, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -9132,6 +13302,74 @@ pub mod types {
                     organization_id: Ok(value.organization_id),
                     permissions: Ok(value.permissions),
                     updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct RunUsage {
+            input_tokens: ::std::result::Result<u64, ::std::string::String>,
+            output_tokens: ::std::result::Result<u64, ::std::string::String>,
+            total_tokens: ::std::result::Result<u64, ::std::string::String>,
+        }
+        impl ::std::default::Default for RunUsage {
+            fn default() -> Self {
+                Self {
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl RunUsage {
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RunUsage> for super::RunUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RunUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RunUsage> for RunUsage {
+            fn from(value: super::RunUsage) -> Self {
+                Self {
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
                 }
             }
         }
@@ -10014,6 +14252,1852 @@ pub mod types {
                 Self {
                     chat_session_id: Ok(value.chat_session_id),
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SuccessResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for SuccessResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl SuccessResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SuccessResponse> for super::SuccessResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SuccessResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SuccessResponse> for SuccessResponse {
+            fn from(value: super::SuccessResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Tool {
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            configuration:
+                ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            inputs: ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            is_active: ::std::result::Result<bool, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            outputs: ::std::result::Result<super::ToolOutputs, ::std::string::String>,
+            settings: ::std::result::Result<super::ToolSettings, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Tool {
+            fn default() -> Self {
+                Self {
+                    category: Err("no value supplied for category".to_string()),
+                    category_id: Err("no value supplied for category_id".to_string()),
+                    configuration: Err("no value supplied for configuration".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    inputs: Err("no value supplied for inputs".to_string()),
+                    is_active: Err("no value supplied for is_active".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    logo_url: Err("no value supplied for logo_url".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    outputs: Err("no value supplied for outputs".to_string()),
+                    settings: Err("no value supplied for settings".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl Tool {
+            pub fn category<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category: {e}"));
+                self
+            }
+            pub fn category_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category_id: {e}"));
+                self
+            }
+            pub fn configuration<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.configuration = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for configuration: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn inputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for inputs: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn outputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolOutputs>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outputs: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolSettings>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Tool> for super::Tool {
+            type Error = super::error::ConversionError;
+            fn try_from(value: Tool) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category: value.category?,
+                    category_id: value.category_id?,
+                    configuration: value.configuration?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    inputs: value.inputs?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    outputs: value.outputs?,
+                    settings: value.settings?,
+                    updated_at: value.updated_at?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Tool> for Tool {
+            fn from(value: super::Tool) -> Self {
+                Self {
+                    category: Ok(value.category),
+                    category_id: Ok(value.category_id),
+                    configuration: Ok(value.configuration),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    inputs: Ok(value.inputs),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    outputs: Ok(value.outputs),
+                    settings: Ok(value.settings),
+                    updated_at: Ok(value.updated_at),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCallRecord {
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            input: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            successful: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolCallRecord {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    successful: Err("no value supplied for successful".to_string()),
+                }
+            }
+        }
+        impl ToolCallRecord {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn successful<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.successful = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for successful: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCallRecord> for super::ToolCallRecord {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCallRecord,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    id: value.id?,
+                    input: value.input?,
+                    name: value.name?,
+                    output: value.output?,
+                    successful: value.successful?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCallRecord> for ToolCallRecord {
+            fn from(value: super::ToolCallRecord) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    input: Ok(value.input),
+                    name: Ok(value.name),
+                    output: Ok(value.output),
+                    successful: Ok(value.successful),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCategory {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ToolCategory {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ToolCategory {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCategory> for super::ToolCategory {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCategory,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCategory> for ToolCategory {
+            fn from(value: super::ToolCategory) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCreate {
+            category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            configuration:
+                ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            description: ::std::result::Result<super::ToolCreateDescription, ::std::string::String>,
+            inputs: ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            is_active: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<super::ToolCreateLogoUrl>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::ToolCreateName, ::std::string::String>,
+            outputs: ::std::result::Result<super::ToolOutputs, ::std::string::String>,
+            settings: ::std::result::Result<super::ToolSettings, ::std::string::String>,
+            version: ::std::result::Result<super::ToolCreateVersion, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolCreate {
+            fn default() -> Self {
+                Self {
+                    category_id: Err("no value supplied for category_id".to_string()),
+                    configuration: Err("no value supplied for configuration".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    inputs: Err("no value supplied for inputs".to_string()),
+                    is_active: Ok(Default::default()),
+                    is_public: Ok(Default::default()),
+                    logo_url: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    outputs: Err("no value supplied for outputs".to_string()),
+                    settings: Err("no value supplied for settings".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl ToolCreate {
+            pub fn category_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category_id: {e}"));
+                self
+            }
+            pub fn configuration<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.configuration = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for configuration: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCreateDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn inputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for inputs: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolCreateLogoUrl>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn outputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolOutputs>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outputs: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolSettings>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCreateVersion>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCreate> for super::ToolCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category_id: value.category_id?,
+                    configuration: value.configuration?,
+                    description: value.description?,
+                    inputs: value.inputs?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    outputs: value.outputs?,
+                    settings: value.settings?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCreate> for ToolCreate {
+            fn from(value: super::ToolCreate) -> Self {
+                Self {
+                    category_id: Ok(value.category_id),
+                    configuration: Ok(value.configuration),
+                    description: Ok(value.description),
+                    inputs: Ok(value.inputs),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    outputs: Ok(value.outputs),
+                    settings: Ok(value.settings),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCreated {
+            category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_active: ::std::result::Result<bool, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolCreated {
+            fn default() -> Self {
+                Self {
+                    category_id: Err("no value supplied for category_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_active: Err("no value supplied for is_active".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    logo_url: Err("no value supplied for logo_url".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl ToolCreated {
+            pub fn category_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category_id: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCreated> for super::ToolCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category_id: value.category_id?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    updated_at: value.updated_at?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCreated> for ToolCreated {
+            fn from(value: super::ToolCreated) -> Self {
+                Self {
+                    category_id: Ok(value.category_id),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    updated_at: Ok(value.updated_at),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolDeployment {
+            framework: ::std::result::Result<super::ToolDeploymentFramework, ::std::string::String>,
+            standalone_function: ::std::result::Result<bool, ::std::string::String>,
+            toolkit_class: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolDeployment {
+            fn default() -> Self {
+                Self {
+                    framework: Ok(super::defaults::tool_deployment_framework()),
+                    standalone_function: Ok(Default::default()),
+                    toolkit_class: Ok(Default::default()),
+                }
+            }
+        }
+        impl ToolDeployment {
+            pub fn framework<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolDeploymentFramework>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.framework = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for framework: {e}"));
+                self
+            }
+            pub fn standalone_function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.standalone_function = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for standalone_function: {e}")
+                });
+                self
+            }
+            pub fn toolkit_class<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_class = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_class: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolDeployment> for super::ToolDeployment {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolDeployment,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    framework: value.framework?,
+                    standalone_function: value.standalone_function?,
+                    toolkit_class: value.toolkit_class?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolDeployment> for ToolDeployment {
+            fn from(value: super::ToolDeployment) -> Self {
+                Self {
+                    framework: Ok(value.framework),
+                    standalone_function: Ok(value.standalone_function),
+                    toolkit_class: Ok(value.toolkit_class),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolListItem {
+            category: ::std::result::Result<super::NamedRef, ::std::string::String>,
+            configuration:
+                ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            inputs: ::std::result::Result<::std::vec::Vec<super::ParamSpec>, ::std::string::String>,
+            is_active: ::std::result::Result<bool, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            outputs: ::std::result::Result<super::ToolOutputs, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolListItem {
+            fn default() -> Self {
+                Self {
+                    category: Err("no value supplied for category".to_string()),
+                    configuration: Err("no value supplied for configuration".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    inputs: Err("no value supplied for inputs".to_string()),
+                    is_active: Err("no value supplied for is_active".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    logo_url: Err("no value supplied for logo_url".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    outputs: Err("no value supplied for outputs".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl ToolListItem {
+            pub fn category<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedRef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category: {e}"));
+                self
+            }
+            pub fn configuration<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.configuration = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for configuration: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn inputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ParamSpec>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for inputs: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn outputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolOutputs>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outputs: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolListItem> for super::ToolListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category: value.category?,
+                    configuration: value.configuration?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    inputs: value.inputs?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    outputs: value.outputs?,
+                    updated_at: value.updated_at?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolListItem> for ToolListItem {
+            fn from(value: super::ToolListItem) -> Self {
+                Self {
+                    category: Ok(value.category),
+                    configuration: Ok(value.configuration),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    inputs: Ok(value.inputs),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    outputs: Ok(value.outputs),
+                    updated_at: Ok(value.updated_at),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolOutputs {
+            description:
+                ::std::result::Result<super::ToolOutputsDescription, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolOutputsType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolOutputs {
+            fn default() -> Self {
+                Self {
+                    description: Ok(super::defaults::tool_outputs_description()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ToolOutputs {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolOutputsDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolOutputsType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolOutputs> for super::ToolOutputs {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolOutputs,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolOutputs> for ToolOutputs {
+            fn from(value: super::ToolOutputs) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolSettings {
+            deployment: ::std::result::Result<super::ToolDeployment, ::std::string::String>,
+            function_info: ::std::result::Result<super::FunctionInfo, ::std::string::String>,
+            requirements: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ToolSettings {
+            fn default() -> Self {
+                Self {
+                    deployment: Ok(super::defaults::tool_settings_deployment()),
+                    function_info: Err("no value supplied for function_info".to_string()),
+                    requirements: Ok(Default::default()),
+                }
+            }
+        }
+        impl ToolSettings {
+            pub fn deployment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolDeployment>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployment: {e}"));
+                self
+            }
+            pub fn function_info<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionInfo>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function_info = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for function_info: {e}"));
+                self
+            }
+            pub fn requirements<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.requirements = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for requirements: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolSettings> for super::ToolSettings {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolSettings,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deployment: value.deployment?,
+                    function_info: value.function_info?,
+                    requirements: value.requirements?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolSettings> for ToolSettings {
+            fn from(value: super::ToolSettings) -> Self {
+                Self {
+                    deployment: Ok(value.deployment),
+                    function_info: Ok(value.function_info),
+                    requirements: Ok(value.requirements),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolTestRequest {
+            configuration: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            inputs: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ToolTestRequest {
+            fn default() -> Self {
+                Self {
+                    configuration: Ok(Default::default()),
+                    inputs: Ok(Default::default()),
+                }
+            }
+        }
+        impl ToolTestRequest {
+            pub fn configuration<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.configuration = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for configuration: {e}"));
+                self
+            }
+            pub fn inputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for inputs: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolTestRequest> for super::ToolTestRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolTestRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    configuration: value.configuration?,
+                    inputs: value.inputs?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolTestRequest> for ToolTestRequest {
+            fn from(value: super::ToolTestRequest) -> Self {
+                Self {
+                    configuration: Ok(value.configuration),
+                    inputs: Ok(value.inputs),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolTestResult {
+            duration_ms: ::std::result::Result<u64, ::std::string::String>,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolTestResult {
+            fn default() -> Self {
+                Self {
+                    duration_ms: Err("no value supplied for duration_ms".to_string()),
+                    error: Err("no value supplied for error".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl ToolTestResult {
+            pub fn duration_ms<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.duration_ms = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for duration_ms: {e}"));
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolTestResult> for super::ToolTestResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolTestResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    duration_ms: value.duration_ms?,
+                    error: value.error?,
+                    output: value.output?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolTestResult> for ToolTestResult {
+            fn from(value: super::ToolTestResult) -> Self {
+                Self {
+                    duration_ms: Ok(value.duration_ms),
+                    error: Ok(value.error),
+                    output: Ok(value.output),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolUpdate {
+            category_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            configuration: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ParamSpec>>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<super::ToolUpdateDescription>,
+                ::std::string::String,
+            >,
+            inputs: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ParamSpec>>,
+                ::std::string::String,
+            >,
+            is_active: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            is_public: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<super::ToolUpdateLogoUrl>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::ToolUpdateName>,
+                ::std::string::String,
+            >,
+            outputs: ::std::result::Result<
+                ::std::option::Option<super::ToolOutputs>,
+                ::std::string::String,
+            >,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ToolSettings>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<
+                ::std::option::Option<super::ToolUpdateVersion>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ToolUpdate {
+            fn default() -> Self {
+                Self {
+                    category_id: Ok(Default::default()),
+                    configuration: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    inputs: Ok(Default::default()),
+                    is_active: Ok(Default::default()),
+                    is_public: Ok(Default::default()),
+                    logo_url: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    outputs: Ok(Default::default()),
+                    settings: Ok(Default::default()),
+                    version: Ok(Default::default()),
+                }
+            }
+        }
+        impl ToolUpdate {
+            pub fn category_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category_id: {e}"));
+                self
+            }
+            pub fn configuration<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::ParamSpec>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.configuration = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for configuration: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolUpdateDescription>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn inputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::ParamSpec>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for inputs: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolUpdateLogoUrl>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn outputs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolOutputs>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outputs = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outputs: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolUpdateVersion>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolUpdate> for super::ToolUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category_id: value.category_id?,
+                    configuration: value.configuration?,
+                    description: value.description?,
+                    inputs: value.inputs?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    outputs: value.outputs?,
+                    settings: value.settings?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolUpdate> for ToolUpdate {
+            fn from(value: super::ToolUpdate) -> Self {
+                Self {
+                    category_id: Ok(value.category_id),
+                    configuration: Ok(value.configuration),
+                    description: Ok(value.description),
+                    inputs: Ok(value.inputs),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    outputs: Ok(value.outputs),
+                    settings: Ok(value.settings),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolUpdated {
+            category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_active: ::std::result::Result<bool, ::std::string::String>,
+            is_public: ::std::result::Result<bool, ::std::string::String>,
+            logo_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolUpdated {
+            fn default() -> Self {
+                Self {
+                    category_id: Err("no value supplied for category_id".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_active: Err("no value supplied for is_active".to_string()),
+                    is_public: Err("no value supplied for is_public".to_string()),
+                    logo_url: Err("no value supplied for logo_url".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl ToolUpdated {
+            pub fn category_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.category_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for category_id: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_active: {e}"));
+                self
+            }
+            pub fn is_public<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_public = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_public: {e}"));
+                self
+            }
+            pub fn logo_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logo_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for logo_url: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolUpdated> for super::ToolUpdated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolUpdated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    category_id: value.category_id?,
+                    description: value.description?,
+                    id: value.id?,
+                    is_active: value.is_active?,
+                    is_public: value.is_public?,
+                    logo_url: value.logo_url?,
+                    name: value.name?,
+                    updated_at: value.updated_at?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolUpdated> for ToolUpdated {
+            fn from(value: super::ToolUpdated) -> Self {
+                Self {
+                    category_id: Ok(value.category_id),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    is_active: Ok(value.is_active),
+                    is_public: Ok(value.is_public),
+                    logo_url: Ok(value.logo_url),
+                    name: Ok(value.name),
+                    updated_at: Ok(value.updated_at),
+                    version: Ok(value.version),
                 }
             }
         }
@@ -10972,8 +17056,30 @@ pub mod types {
     }
     /// Generation of default values for serde.
     pub mod defaults {
+        pub(super) fn agent_params_system_prompt() -> super::AgentParamsSystemPrompt {
+            super::AgentParamsSystemPrompt("".to_string())
+        }
+        pub(super) fn function_info_description() -> super::FunctionInfoDescription {
+            super::FunctionInfoDescription("".to_string())
+        }
         pub(super) fn object_store_source_config_prefix() -> super::ObjectStoreSourceConfigPrefix {
             super::ObjectStoreSourceConfigPrefix("".to_string())
+        }
+        pub(super) fn param_spec_description() -> super::ParamSpecDescription {
+            super::ParamSpecDescription("".to_string())
+        }
+        pub(super) fn tool_deployment_framework() -> super::ToolDeploymentFramework {
+            super::ToolDeploymentFramework("".to_string())
+        }
+        pub(super) fn tool_outputs_description() -> super::ToolOutputsDescription {
+            super::ToolOutputsDescription("".to_string())
+        }
+        pub(super) fn tool_settings_deployment() -> super::ToolDeployment {
+            super::ToolDeployment {
+                framework: super::ToolDeploymentFramework("".to_string()),
+                standalone_function: false,
+                toolkit_class: false,
+            }
         }
     }
     /// Error types.
@@ -11060,6 +17166,112 @@ impl ClientInfo<()> for Client {
 }
 impl ClientHooks<()> for &Client {}
 impl Client {
+    /**Create an agent
+
+    Permission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).
+
+    `status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.
+
+    Example body: `{"name": "helper", "description": "", "agent_type": "chat", "model_id": "…", "params": {"system_prompt": "Be brief", "temperature": 0.2, "max_tokens": 512}, "tools": [{"tool_id": "…", "config": [{"name": "offset", "value": 1}]}]}`.
+
+    Sends a `POST` request to `/api/agents`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.agents_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_create(&self) -> builder::AgentsCreate<'_> {
+        builder::AgentsCreate::new(self)
+    }
+    /**Delete an agent
+
+    Permission `agent:delete`. Deletes the agent and its deployments (their keys stop working at once), in any state. Returns `{success, message}`. `404 not_found` for another organization's agent.
+
+    Sends a `DELETE` request to `/api/agents/delete`
+
+    ```ignore
+    let response = client.agents_delete()
+        .agent_id(agent_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_delete(&self) -> builder::AgentsDelete<'_> {
+        builder::AgentsDelete::new(self)
+    }
+    /**Fetch an agent with its tools and deployments
+
+    Permission `agent:read` in the agent's organization; an agent of another organization is `404 not_found`. Tools that are no longer visible to the organization (a public tool made private) are left out.
+
+    Sends a `GET` request to `/api/agents/get`
+
+    ```ignore
+    let response = client.agents_get()
+        .agent_id(agent_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_get(&self) -> builder::AgentsGet<'_> {
+        builder::AgentsGet::new(self)
+    }
+    /**List the organization's agents
+
+    Permission `agent:read`. Newest first; each with `model {id, name}` and `deployments_count`. `limit` 1 to 500 (default 100), `offset` default 0.
+
+    Sends a `GET` request to `/api/agents/list`
+
+    Arguments:
+    - `limit`: 1 to 500, default 100.
+    - `offset`: Default 0.
+    - `org_id`
+    ```ignore
+    let response = client.agents_list()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_list(&self) -> builder::AgentsList<'_> {
+        builder::AgentsList::new(self)
+    }
+    /**Test an agent with one message
+
+    Permission `agent:execute`. Runs the agent runtime once (model, system prompt, params, tools in the sandbox) and returns the answer with every tool call. A passing run (the model answered) moves the agent to `ready`, a failing one back to `configured` (a deployed or active agent keeps its state). With the offline development model a message `/tool NAME {json}` makes the model call tool NAME with those arguments (see the README).
+
+    Sends a `POST` request to `/api/agents/test`
+
+    ```ignore
+    let response = client.agents_test()
+        .agent_id(agent_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_test(&self) -> builder::AgentsTest<'_> {
+        builder::AgentsTest::new(self)
+    }
+    /**Update an agent
+
+    Permission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.
+
+    Sends a `PUT` request to `/api/agents/update`
+
+    ```ignore
+    let response = client.agents_update()
+        .agent_id(agent_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn agents_update(&self) -> builder::AgentsUpdate<'_> {
+        builder::AgentsUpdate::new(self)
+    }
     /**Log in with e-mail and password
 
     Public. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).
@@ -11817,6 +18029,191 @@ impl Client {
     pub fn roles_update(&self) -> builder::RolesUpdate<'_> {
         builder::RolesUpdate::new(self)
     }
+    /**Update a tool
+
+    Permission `tool:write`. Accepts every field of `POST /api/tools`; omitted fields keep their value, and the same validation applies (all in one transaction). Only the owning organization updates a tool: a public tool of another organization is `404 not_found` here.
+
+    Sends a `PUT` request to `/api/tools`
+
+    ```ignore
+    let response = client.tools_update()
+        .org_id(org_id)
+        .tool_id(tool_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_update(&self) -> builder::ToolsUpdate<'_> {
+        builder::ToolsUpdate::new(self)
+    }
+    /**Create a tool
+
+    Permission `tool:write`. The tool belongs to the organization; with `is_public` every organization can see, test and use it (read-only).
+
+    Validation (`400`, nothing stored): `invalid_name` (1 to 100 characters), `tool_name_taken` (409, unique per organization, case-insensitively), `invalid_description` (at most 2,000), `invalid_version` (1 to 32), `invalid_logo_url` (at most 2,000, `http(s)://`), `unknown_category` (not a category of this organization), `invalid_parameter` (a name that is not a Python identifier, a description over 2,000 characters, more than 50 parameters), `duplicate_parameter` (two inputs, or two configuration values, with one name), `invalid_default` (a `default` that does not parse as its `type`), `empty_code` (blank `function_info.code`), `invalid_code` (over 100,000 characters), `invalid_function` (`function_info.name` not a Python identifier), `invalid_requirement` (more than 50, or not a package name).
+
+    Example body: `{"name": "adder", "description": "Adds", "category_id": "…", "version": "1.0.0", "configuration": [], "inputs": [{"name": "a", "type": "int", "description": "", "required": true, "default": null}], "outputs": {"type": "int", "description": "the sum"}, "settings": {"function_info": {"name": "run", "is_async": false, "description": "", "code": "def run(a):\n    return a + 1"}, "requirements": [], "deployment": {"framework": "python", "toolkit_class": false, "standalone_function": true}}}`.
+
+    Sends a `POST` request to `/api/tools`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.tools_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_create(&self) -> builder::ToolsCreate<'_> {
+        builder::ToolsCreate::new(self)
+    }
+    /**Create a tool category
+
+    Permission `tool:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique in the organization, case-insensitively (`409 category_name_taken`); `description` at most 2,000 characters (`400 invalid_description`).
+
+    Sends a `POST` request to `/api/tools/create_category`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.tools_create_category()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_create_category(&self) -> builder::ToolsCreateCategory<'_> {
+        builder::ToolsCreateCategory::new(self)
+    }
+    /**Delete a tool
+
+    Permission `tool:delete`. Only the owning organization deletes a tool (`404 not_found` otherwise). A tool that an agent uses is not deleted (`409 tool_in_use`); remove it from the agents first.
+
+    Sends a `DELETE` request to `/api/tools/delete`
+
+    ```ignore
+    let response = client.tools_delete()
+        .org_id(org_id)
+        .tool_id(tool_id)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_delete(&self) -> builder::ToolsDelete<'_> {
+        builder::ToolsDelete::new(self)
+    }
+    /**Delete a tool category
+
+    Permission `tool:delete`. A category that still holds tools is not deleted (`409 category_in_use`); move or delete its tools first. `404 not_found` when the category is not the organization's.
+
+    Sends a `DELETE` request to `/api/tools/delete_category`
+
+    ```ignore
+    let response = client.tools_delete_category()
+        .category_id(category_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_delete_category(&self) -> builder::ToolsDeleteCategory<'_> {
+        builder::ToolsDeleteCategory::new(self)
+    }
+    /**Fetch a tool with its settings
+
+    Permission `tool:read`. A tool of the organization, or a public tool of any organization; anything else is `404 not_found`.
+
+    Sends a `GET` request to `/api/tools/get`
+
+    ```ignore
+    let response = client.tools_get()
+        .org_id(org_id)
+        .tool_id(tool_id)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_get(&self) -> builder::ToolsGet<'_> {
+        builder::ToolsGet::new(self)
+    }
+    /**List tools
+
+    Permission `tool:read`. Like `list_categories`, `org_id` is optional: with it, the organization's tools plus every public tool; without it, the tools of every organization where the caller may read tools, plus every public tool. Private tools of other organizations never appear. Each item has `category {id, name}` and no `settings`. Ordered by name, then id; `limit` 1 to 500 (default 100), `offset` default 0.
+
+    Sends a `GET` request to `/api/tools/list_all`
+
+    Arguments:
+    - `limit`: Items per page: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`: Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.
+    ```ignore
+    let response = client.tools_list_all()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_list_all(&self) -> builder::ToolsListAll<'_> {
+        builder::ToolsListAll::new(self)
+    }
+    /**List tool categories
+
+    Permission `tool:read`. The spec gives this operation no `org_id`; it is optional here. With `org_id`: that organization's categories (the caller needs `tool:read` there). Without it: the categories of every organization where the caller is an active member whose role grants `tool:read` (any authenticated user; possibly an empty list). Categories belong to one organization; each carries its `org_id`. Ordered by name, then id. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination` otherwise).
+
+    Sends a `GET` request to `/api/tools/list_categories`
+
+    Arguments:
+    - `limit`: Items per page: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`: Optional: only this organization's items (plus public tools in `list_all`). Without it: every organization where the caller may read tools, plus public tools.
+    ```ignore
+    let response = client.tools_list_categories()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_list_categories(&self) -> builder::ToolsListCategories<'_> {
+        builder::ToolsListCategories::new(self)
+    }
+    /**Run a tool once, in the sandbox
+
+    Permission `tool:execute`. A tool of the organization or a public one. The tool's `settings.function_info.code` runs in a `python3` process under bubblewrap (never in the server): no network, a read-only root file system, a private `/tmp`, its own PID namespace, an unprivileged user, and limits of CPU time, memory, processes, output size and wall-clock time (see the README's `[sandbox]` configuration). The function is called with the inputs (defaults filled in) and configuration values as keyword arguments; its return value must be JSON-serialisable.
+
+    Before running: `400 invalid_input` (an unknown input name, a missing required input, a value not of the declared type), `400 tool_inactive` (`is_active` false), `400 tool_requirement_missing` (a package of `requirements` is not installed in the sandbox; nothing is installed at run time), `503 tool_sandbox_unavailable` (bubblewrap or python3 is missing: code never runs unsandboxed). A run that fails is a `200` with `success: false` and `error` naming the cause (see the schema).
+
+    Sends a `POST` request to `/api/tools/test`
+
+    ```ignore
+    let response = client.tools_test()
+        .org_id(org_id)
+        .tool_id(tool_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_test(&self) -> builder::ToolsTest<'_> {
+        builder::ToolsTest::new(self)
+    }
+    /**Update a tool category
+
+    Permission `tool:write`. Omitted fields keep their value; the rules of `create_category` apply. `404 not_found` when the category is not the organization's.
+
+    Sends a `PUT` request to `/api/tools/update_category`
+
+    ```ignore
+    let response = client.tools_update_category()
+        .category_id(category_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn tools_update_category(&self) -> builder::ToolsUpdateCategory<'_> {
+        builder::ToolsUpdateCategory::new(self)
+    }
     /**Invite a person by name and e-mail (magic link)
 
     Permission `users:write` (`403 forbidden`). Answers `201` with the invitation's id and the membership the person is invited to.
@@ -11942,6 +18339,582 @@ pub mod builder {
         ByteStream, ClientHooks, ClientInfo, Error, OperationInfo, RequestBuilderExt,
         ResponseValue, encode_path,
     };
+    /**Builder for [`Client::agents_create`]
+
+    [`Client::agents_create`]: super::Client::agents_create*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentCreate, String>,
+    }
+    impl<'a> AgentsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentCreate>,
+            <V as std::convert::TryInto<types::AgentCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::AgentCreate) -> types::builder::AgentCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentSummary>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_delete`]
+
+    [`Client::agents_delete`]: super::Client::agents_delete*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsDelete<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SuccessResponse>, Error<types::Error>> {
+            let Self { client, agent_id } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_get`]
+
+    [`Client::agents_get`]: super::Client::agents_get*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsGet<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/get`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentDetail>, Error<types::Error>> {
+            let Self { client, agent_id } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_list`]
+
+    [`Client::agents_list`]: super::Client::agents_list*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsList<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::AgentListItem>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_test`]
+
+    [`Client::agents_test`]: super::Client::agents_test*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsTest<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentTestRequest, String>,
+    }
+    impl<'a> AgentsTest<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentTestRequest>,
+            <V as std::convert::TryInto<types::AgentTestRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentTestRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::AgentTestRequest,
+                ) -> types::builder::AgentTestRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/test`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AgentTestResult>, Error<types::Error>> {
+            let Self {
+                client,
+                agent_id,
+                body,
+            } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentTestRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/test", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_test",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agents_update`]
+
+    [`Client::agents_update`]: super::Client::agents_update*/
+    #[derive(Debug, Clone)]
+    pub struct AgentsUpdate<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::AgentUpdate, String>,
+    }
+    impl<'a> AgentsUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentUpdate>,
+            <V as std::convert::TryInto<types::AgentUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `AgentUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::AgentUpdate) -> types::builder::AgentUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agents/update`
+        pub async fn send(self) -> Result<ResponseValue<types::AgentSummary>, Error<types::Error>> {
+            let Self {
+                client,
+                agent_id,
+                body,
+            } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::AgentUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agents/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agents_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::auth_login`]
 
     [`Client::auth_login`]: super::Client::auth_login*/
@@ -15684,6 +22657,1091 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "roles_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_update`]
+
+    [`Client::tools_update`]: super::Client::tools_update*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsUpdate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ToolUpdate, String>,
+    }
+    impl<'a> ToolsUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for tool_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ToolUpdate>,
+            <V as std::convert::TryInto<types::ToolUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ToolUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ToolUpdate) -> types::builder::ToolUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/tools`
+        pub async fn send(self) -> Result<ResponseValue<types::ToolUpdated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                tool_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ToolUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("tool_id", &tool_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_create`]
+
+    [`Client::tools_create`]: super::Client::tools_create*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ToolCreate, String>,
+    }
+    impl<'a> ToolsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ToolCreate>,
+            <V as std::convert::TryInto<types::ToolCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ToolCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ToolCreate) -> types::builder::ToolCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/tools`
+        pub async fn send(self) -> Result<ResponseValue<types::ToolCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ToolCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_create_category`]
+
+    [`Client::tools_create_category`]: super::Client::tools_create_category*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsCreateCategory<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CategoryCreate, String>,
+    }
+    impl<'a> ToolsCreateCategory<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CategoryCreate>,
+            <V as std::convert::TryInto<types::CategoryCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `CategoryCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::CategoryCreate) -> types::builder::CategoryCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/tools/create_category`
+        pub async fn send(self) -> Result<ResponseValue<types::ToolCategory>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::CategoryCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/create_category", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_create_category",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_delete`]
+
+    [`Client::tools_delete`]: super::Client::tools_delete*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsDelete<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ToolsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for tool_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/tools/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SuccessResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                tool_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("tool_id", &tool_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_delete_category`]
+
+    [`Client::tools_delete_category`]: super::Client::tools_delete_category*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsDeleteCategory<'a> {
+        client: &'a super::Client,
+        category_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ToolsDeleteCategory<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                category_id: Err("category_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn category_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.category_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for category_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/tools/delete_category`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SuccessResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                category_id,
+                org_id,
+            } = self;
+            let category_id = category_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/delete_category", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "category_id",
+                    &category_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_delete_category",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_get`]
+
+    [`Client::tools_get`]: super::Client::tools_get*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsGet<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ToolsGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for tool_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/tools/get`
+        pub async fn send(self) -> Result<ResponseValue<types::Tool>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                tool_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("tool_id", &tool_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_list_all`]
+
+    [`Client::tools_list_all`]: super::Client::tools_list_all*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsListAll<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> ToolsListAll<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/tools/list_all`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ToolListItem>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/list_all", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_list_all",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_list_categories`]
+
+    [`Client::tools_list_categories`]: super::Client::tools_list_categories*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsListCategories<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<u32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> ToolsListCategories<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/tools/list_categories`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ToolCategory>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/list_categories", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_list_categories",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_test`]
+
+    [`Client::tools_test`]: super::Client::tools_test*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsTest<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ToolTestRequest, String>,
+    }
+    impl<'a> ToolsTest<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for tool_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ToolTestRequest>,
+            <V as std::convert::TryInto<types::ToolTestRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ToolTestRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ToolTestRequest) -> types::builder::ToolTestRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/tools/test`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ToolTestResult>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                tool_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ToolTestRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/test", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("tool_id", &tool_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_test",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tools_update_category`]
+
+    [`Client::tools_update_category`]: super::Client::tools_update_category*/
+    #[derive(Debug, Clone)]
+    pub struct ToolsUpdateCategory<'a> {
+        client: &'a super::Client,
+        category_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CategoryUpdate, String>,
+    }
+    impl<'a> ToolsUpdateCategory<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                category_id: Err("category_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn category_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.category_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for category_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CategoryUpdate>,
+            <V as std::convert::TryInto<types::CategoryUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `CategoryUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::CategoryUpdate) -> types::builder::CategoryUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/tools/update_category`
+        pub async fn send(self) -> Result<ResponseValue<types::ToolCategory>, Error<types::Error>> {
+            let Self {
+                client,
+                category_id,
+                org_id,
+                body,
+            } = self;
+            let category_id = category_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::CategoryUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/tools/update_category", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new(
+                    "category_id",
+                    &category_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tools_update_category",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

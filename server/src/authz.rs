@@ -167,6 +167,8 @@ pub enum Scope {
     Invitation(uuid::Uuid),
     /// A knowledge base, authorized through its organization.
     Kb(uuid::Uuid),
+    Agent(uuid::Uuid),
+    Deployment(uuid::Uuid),
 }
 
 impl Scope {
@@ -178,6 +180,8 @@ impl Scope {
             Scope::Kb(_) => Some(crate::error::Error::NotFound {
                 what: "knowledge base",
             }),
+            Scope::Agent(_) => Some(crate::error::Error::NotFound { what: "agent" }),
+            Scope::Deployment(_) => Some(crate::error::Error::NotFound { what: "deployment" }),
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct Config {
     pub fetch: crate::kb_config::FetchConfig,
     /// Embedders besides the local `all-minilm-l6-v2`.
     pub embedders: Vec<crate::kb_config::EmbedderConfig>,
+    /// The sandbox that runs tool code.
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Encryption keys for secrets at rest.
@@ -357,6 +359,7 @@ impl Default for Config {
             kb: Default::default(),
             fetch: Default::default(),
             embedders: Vec::new(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }

@@ -14,6 +14,8 @@ pub mod kb_config;
 pub mod logging;
 pub mod mailer;
 pub mod providers;
+pub mod runtime;
+pub mod sandbox;
 pub mod secrets;
 mod sse;
 pub mod storage;

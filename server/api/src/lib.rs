@@ -5,6 +5,7 @@
 //! (`openapi/workspace.json`) can be generated without compiling the server.
 //! See [`openapi_document`].
 
+pub mod agents;
 pub mod auth;
 pub mod conversations;
 mod document;
@@ -17,6 +18,7 @@ pub mod orgs;
 pub mod roles;
 pub mod schema;
 pub mod system;
+pub mod tools;
 pub mod users;
 
 pub use operations::{
@@ -896,6 +898,273 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<files::DownloadQuery>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // ---- Tools area (/api/tools) ----
+
+    /// List tool categories.
+    ///
+    /// Permission `tool:read`. The spec gives this operation no `org_id`;
+    /// it is optional here. With `org_id`: that organization's categories
+    /// (the caller needs `tool:read` there). Without it: the categories of
+    /// every organization where the caller is an active member whose role
+    /// grants `tool:read` (any authenticated user; possibly an empty list).
+    /// Categories belong to one organization; each carries its `org_id`.
+    /// Ordered by name, then id. `limit` 1 to 500 (default 100), `offset`
+    /// default 0 (`400 invalid_pagination` otherwise).
+    #[endpoint { method = GET, path = "/api/tools/list_categories", tags = ["tools"] }]
+    async fn tools_list_categories(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolListQuery>,
+    ) -> Result<HttpResponseOk<Vec<tools::ToolCategory>>, HttpError>;
+
+    /// Create a tool category.
+    ///
+    /// Permission `tool:write`. `name` 1 to 100 characters after trimming
+    /// (`400 invalid_name`), unique in the organization, case-insensitively
+    /// (`409 category_name_taken`); `description` at most 2,000 characters
+    /// (`400 invalid_description`).
+    #[endpoint { method = POST, path = "/api/tools/create_category", tags = ["tools"] }]
+    async fn tools_create_category(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<tools::CategoryCreate>,
+    ) -> Result<HttpResponseCreated<tools::ToolCategory>, HttpError>;
+
+    /// Update a tool category.
+    ///
+    /// Permission `tool:write`. Omitted fields keep their value; the rules
+    /// of `create_category` apply. `404 not_found` when the category is not
+    /// the organization's.
+    #[endpoint { method = PUT, path = "/api/tools/update_category", tags = ["tools"] }]
+    async fn tools_update_category(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::CategoryQuery>,
+        body: JsonBody<tools::CategoryUpdate>,
+    ) -> Result<HttpResponseOk<tools::ToolCategory>, HttpError>;
+
+    /// Delete a tool category.
+    ///
+    /// Permission `tool:delete`. A category that still holds tools is not
+    /// deleted (`409 category_in_use`); move or delete its tools first.
+    /// `404 not_found` when the category is not the organization's.
+    #[endpoint { method = DELETE, path = "/api/tools/delete_category", tags = ["tools"] }]
+    async fn tools_delete_category(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::CategoryQuery>,
+    ) -> Result<HttpResponseOk<tools::SuccessResponse>, HttpError>;
+
+    /// Create a tool.
+    ///
+    /// Permission `tool:write`. The tool belongs to the organization; with
+    /// `is_public` every organization can see, test and use it (read-only).
+    ///
+    /// Validation (`400`, nothing stored): `invalid_name` (1 to 100
+    /// characters), `tool_name_taken` (409, unique per organization,
+    /// case-insensitively), `invalid_description` (at most 2,000),
+    /// `invalid_version` (1 to 32), `invalid_logo_url` (at most 2,000,
+    /// `http(s)://`), `unknown_category` (not a category of this
+    /// organization), `invalid_parameter` (a name that is not a Python
+    /// identifier, a description over 2,000 characters, more than 50
+    /// parameters), `duplicate_parameter` (two inputs, or two configuration
+    /// values, with one name), `invalid_default` (a `default` that does not
+    /// parse as its `type`), `empty_code` (blank `function_info.code`),
+    /// `invalid_code` (over 100,000 characters), `invalid_function`
+    /// (`function_info.name` not a Python identifier),
+    /// `invalid_requirement` (more than 50, or not a package name).
+    ///
+    /// Example body: `{"name": "adder", "description": "Adds", "category_id":
+    /// "…", "version": "1.0.0", "configuration": [], "inputs": [{"name":
+    /// "a", "type": "int", "description": "", "required": true, "default":
+    /// null}], "outputs": {"type": "int", "description": "the sum"},
+    /// "settings": {"function_info": {"name": "run", "is_async": false,
+    /// "description": "", "code": "def run(a):\n    return a + 1"},
+    /// "requirements": [], "deployment": {"framework": "python",
+    /// "toolkit_class": false, "standalone_function": true}}}`.
+    #[endpoint { method = POST, path = "/api/tools", tags = ["tools"] }]
+    async fn tools_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<tools::ToolCreate>,
+    ) -> Result<HttpResponseCreated<tools::ToolCreated>, HttpError>;
+
+    /// List tools.
+    ///
+    /// Permission `tool:read`. Like `list_categories`, `org_id` is
+    /// optional: with it, the organization's tools plus every public tool;
+    /// without it, the tools of every organization where the caller may read
+    /// tools, plus every public tool. Private tools of other organizations
+    /// never appear. Each item has `category {id, name}` and no `settings`.
+    /// Ordered by name, then id; `limit` 1 to 500 (default 100), `offset`
+    /// default 0.
+    #[endpoint { method = GET, path = "/api/tools/list_all", tags = ["tools"] }]
+    async fn tools_list_all(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolListQuery>,
+    ) -> Result<HttpResponseOk<Vec<tools::ToolListItem>>, HttpError>;
+
+    /// Update a tool.
+    ///
+    /// Permission `tool:write`. Accepts every field of `POST /api/tools`;
+    /// omitted fields keep their value, and the same validation applies
+    /// (all in one transaction). Only the owning organization updates a
+    /// tool: a public tool of another organization is `404 not_found` here.
+    #[endpoint { method = PUT, path = "/api/tools", tags = ["tools"] }]
+    async fn tools_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolQuery>,
+        body: JsonBody<tools::ToolUpdate>,
+    ) -> Result<HttpResponseOk<tools::ToolUpdated>, HttpError>;
+
+    /// Fetch a tool with its settings.
+    ///
+    /// Permission `tool:read`. A tool of the organization, or a public tool
+    /// of any organization; anything else is `404 not_found`.
+    #[endpoint { method = GET, path = "/api/tools/get", tags = ["tools"] }]
+    async fn tools_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolQuery>,
+    ) -> Result<HttpResponseOk<tools::Tool>, HttpError>;
+
+    /// Delete a tool.
+    ///
+    /// Permission `tool:delete`. Only the owning organization deletes a
+    /// tool (`404 not_found` otherwise). A tool that an agent uses is not
+    /// deleted (`409 tool_in_use`); remove it from the agents first.
+    #[endpoint { method = DELETE, path = "/api/tools/delete", tags = ["tools"] }]
+    async fn tools_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolQuery>,
+    ) -> Result<HttpResponseOk<tools::SuccessResponse>, HttpError>;
+
+    /// Run a tool once, in the sandbox.
+    ///
+    /// Permission `tool:execute`. A tool of the organization or a public
+    /// one. The tool's `settings.function_info.code` runs in a `python3`
+    /// process under bubblewrap (never in the server): no network, a
+    /// read-only root file system, a private `/tmp`, its own PID namespace,
+    /// an unprivileged user, and limits of CPU time, memory, processes,
+    /// output size and wall-clock time (see the README's `[sandbox]`
+    /// configuration). The function is called with the inputs (defaults
+    /// filled in) and configuration values as keyword arguments; its
+    /// return value must be JSON-serialisable.
+    ///
+    /// Before running: `400 invalid_input` (an unknown input name, a missing
+    /// required input, a value not of the declared type), `400
+    /// tool_inactive` (`is_active` false), `400 tool_requirement_missing`
+    /// (a package of `requirements` is not installed in the sandbox; nothing
+    /// is installed at run time), `503 tool_sandbox_unavailable`
+    /// (bubblewrap or python3 is missing: code never runs unsandboxed).
+    /// A run that fails is a `200` with `success: false` and `error` naming
+    /// the cause (see the schema).
+    #[endpoint { method = POST, path = "/api/tools/test", tags = ["tools"] }]
+    async fn tools_test(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tools::ToolQuery>,
+        body: JsonBody<tools::ToolTestRequest>,
+    ) -> Result<HttpResponseOk<tools::ToolTestResult>, HttpError>;
+
+    // ---- Agents area (/api/agents) ----
+
+    /// Create an agent.
+    ///
+    /// Permission `agent:write`. Validation (`400`, nothing stored):
+    /// `invalid_name` (1 to 100), `invalid_description` (at most 2,000),
+    /// `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of
+    /// `GET /api/models/list`), `invalid_params` (`temperature` outside 0
+    /// to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt
+    /// over 20,000 characters), `invalid_tools` (more than 20, or one tool
+    /// twice), `unknown_tool` (not a tool of the organization nor a public
+    /// one), `invalid_tool_config` (a config name that is not one of the
+    /// tool's `configuration` names, or a value not of its type).
+    ///
+    /// `status` (an addition; the spec's lifecycle made visible):
+    /// `created` (no tools and no system prompt yet), `configured` (tools
+    /// or settings given), `testing` (while `POST /api/agents/test` runs),
+    /// `ready` (the last test passed), `deployed` (has deployments, none
+    /// has served a request since it was (re)deployed), `active` (a
+    /// deployment is serving requests). Moves: create → created or
+    /// configured; update of a created/configured/testing/ready agent →
+    /// configured (or created); test → testing → ready (passed) or
+    /// configured (failed). `deployed` and `active` are reserved for the
+    /// deployments area (first deployment → deployed, a request through a
+    /// deployment → active, all paused → deployed, last deployment deleted
+    /// → ready), which is not implemented yet: no agent reaches them today.
+    /// Chat will refuse an agent that is not `active`.
+    ///
+    /// Example body: `{"name": "helper", "description": "", "agent_type":
+    /// "chat", "model_id": "…", "params": {"system_prompt": "Be brief",
+    /// "temperature": 0.2, "max_tokens": 512}, "tools": [{"tool_id": "…",
+    /// "config": [{"name": "offset", "value": 1}]}]}`.
+    #[endpoint { method = POST, path = "/api/agents", tags = ["agents"] }]
+    async fn agents_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<agents::AgentCreate>,
+    ) -> Result<HttpResponseCreated<agents::AgentSummary>, HttpError>;
+
+    /// List the organization's agents.
+    ///
+    /// Permission `agent:read`. Newest first; each with `model {id, name}`
+    /// and `deployments_count`. `limit` 1 to 500 (default 100), `offset`
+    /// default 0.
+    #[endpoint { method = GET, path = "/api/agents/list", tags = ["agents"] }]
+    async fn agents_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentListQuery>,
+    ) -> Result<HttpResponseOk<Vec<agents::AgentListItem>>, HttpError>;
+
+    /// Fetch an agent with its tools and deployments.
+    ///
+    /// Permission `agent:read` in the agent's organization; an agent of
+    /// another organization is `404 not_found`. Tools that are no longer
+    /// visible to the organization (a public tool made private) are left
+    /// out.
+    #[endpoint { method = GET, path = "/api/agents/get", tags = ["agents"] }]
+    async fn agents_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<agents::AgentDetail>, HttpError>;
+
+    /// Update an agent.
+    ///
+    /// Permission `agent:write`. Every field of create, all optional;
+    /// `tools`, when given, replaces the agent's tools. The validation of
+    /// create applies, in one transaction. Returns the agent's summary
+    /// (with its new `status`). `404 not_found` for another organization's
+    /// agent.
+    #[endpoint { method = PUT, path = "/api/agents/update", tags = ["agents"] }]
+    async fn agents_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+        body: JsonBody<agents::AgentUpdate>,
+    ) -> Result<HttpResponseOk<agents::AgentSummary>, HttpError>;
+
+    /// Delete an agent.
+    ///
+    /// Permission `agent:delete`. Deletes the agent and its deployments
+    /// (their keys stop working at once), in any state. Returns `{success,
+    /// message}`. `404 not_found` for another organization's agent.
+    #[endpoint { method = DELETE, path = "/api/agents/delete", tags = ["agents"] }]
+    async fn agents_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<tools::SuccessResponse>, HttpError>;
+
+    /// Test an agent with one message.
+    ///
+    /// Permission `agent:execute`. Runs the agent runtime once (model,
+    /// system prompt, params, tools in the sandbox) and returns the answer
+    /// with every tool call. A passing run (the model answered) moves the
+    /// agent to `ready`, a failing one back to `configured` (a deployed or
+    /// active agent keeps its state). With the offline development model a
+    /// message `/tool NAME {json}` makes the model call tool NAME with
+    /// those arguments (see the README).
+    #[endpoint { method = POST, path = "/api/agents/test", tags = ["agents"] }]
+    async fn agents_test(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+        body: JsonBody<agents::AgentTestRequest>,
+    ) -> Result<HttpResponseOk<agents::AgentTestResult>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

@@ -431,6 +431,178 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (410, &["link_expired"]),
         ],
     ),
+    // Tools and agents. Operations addressed by their own id answer 404 for
+    // another organization's object, like a missing one.
+    (
+        "tools_list_categories",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "tools_create_category",
+        &[
+            (400, &["invalid_name", "invalid_description"]),
+            (403, &["forbidden"]),
+            (409, &["category_name_taken"]),
+        ],
+    ),
+    (
+        "tools_update_category",
+        &[
+            (400, &["invalid_name", "invalid_description"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["category_name_taken"]),
+        ],
+    ),
+    (
+        "tools_delete_category",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["category_in_use"]),
+        ],
+    ),
+    (
+        "tools_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_version",
+                    "invalid_logo_url",
+                    "unknown_category",
+                    "invalid_parameter",
+                    "duplicate_parameter",
+                    "invalid_default",
+                    "invalid_function",
+                    "empty_code",
+                    "invalid_code",
+                    "invalid_requirement",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (409, &["tool_name_taken"]),
+        ],
+    ),
+    (
+        "tools_list_all",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "tools_update",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_version",
+                    "invalid_logo_url",
+                    "unknown_category",
+                    "invalid_parameter",
+                    "duplicate_parameter",
+                    "invalid_default",
+                    "invalid_function",
+                    "empty_code",
+                    "invalid_code",
+                    "invalid_requirement",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["tool_name_taken"]),
+        ],
+    ),
+    ("tools_get", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "tools_delete",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["tool_in_use"]),
+        ],
+    ),
+    (
+        "tools_test",
+        &[
+            (
+                400,
+                &["invalid_input", "tool_inactive", "tool_requirement_missing"],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (503, &["tool_sandbox_unavailable"]),
+        ],
+    ),
+    (
+        "agents_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_agent_type",
+                    "invalid_params",
+                    "invalid_tools",
+                    "unknown_tool",
+                    "invalid_tool_config",
+                    "model_unavailable",
+                ],
+            ),
+            (403, &["forbidden"]),
+        ],
+    ),
+    (
+        "agents_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "agents_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "agents_update",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_agent_type",
+                    "invalid_params",
+                    "invalid_tools",
+                    "unknown_tool",
+                    "invalid_tool_config",
+                    "model_unavailable",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "agents_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "agents_test",
+        &[
+            (
+                400,
+                &[
+                    "invalid_message",
+                    "model_unavailable",
+                    "tool_requirement_missing",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (503, &["tool_sandbox_unavailable"]),
+        ],
+    ),
 ];
 
 /// Every error status `operation_id` can answer, ascending, each with its

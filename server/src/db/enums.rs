@@ -129,11 +129,33 @@ text_enum! {
 }
 
 text_enum! {
+    /// The lifecycle state of an agent.
+    AgentStatus {
+        Created = "created",
+        Configured = "configured",
+        Testing = "testing",
+        Ready = "ready",
+        Deployed = "deployed",
+        Active = "active",
+    }
+}
+
+text_enum! {
     /// A knowledge-base source's ingestion state.
     KbSourceStatus {
         Processing = "processing",
         Completed = "completed",
         Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// Where a deployment of an agent is used.
+    DeploymentChannel {
+        Widget = "widget",
+        Api = "api",
+        Sdk = "sdk",
+        Iframe = "iframe",
     }
 }
 
@@ -162,6 +184,14 @@ text_enum! {
         Running = "running",
         Done = "done",
         Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// Whether a deployment accepts requests.
+    DeploymentStatus {
+        Active = "active",
+        Paused = "paused",
     }
 }
 

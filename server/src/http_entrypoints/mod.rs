@@ -5,6 +5,7 @@
 //! result; no business rule lives here. The trait implementation below only
 //! delegates to the area modules.
 
+mod agents;
 mod auth;
 mod conversations;
 mod invitations;
@@ -12,6 +13,7 @@ mod kb;
 mod orgs;
 mod roles;
 mod system;
+mod tools;
 mod users;
 
 use crate::context::ServerContext;
@@ -398,5 +400,129 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::files::DownloadQuery>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         kb::download(rqctx, query).await
+    }
+
+    // ---- Tools area ----
+
+    async fn tools_list_categories(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolCategory>>, HttpError> {
+        tools::list_categories(rqctx, query).await
+    }
+
+    async fn tools_create_category(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::tools::CategoryCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCategory>, HttpError> {
+        tools::create_category(rqctx, query, body).await
+    }
+
+    async fn tools_update_category(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::CategoryQuery>,
+        body: JsonBody<workspace_api::tools::CategoryUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::ToolCategory>, HttpError> {
+        tools::update_category(rqctx, query, body).await
+    }
+
+    async fn tools_delete_category(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::CategoryQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
+        tools::delete_category(rqctx, query).await
+    }
+
+    async fn tools_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::tools::ToolCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCreated>, HttpError> {
+        tools::create(rqctx, query, body).await
+    }
+
+    async fn tools_list_all(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolListItem>>, HttpError> {
+        tools::list_all(rqctx, query).await
+    }
+
+    async fn tools_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolQuery>,
+        body: JsonBody<workspace_api::tools::ToolUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::ToolUpdated>, HttpError> {
+        tools::update(rqctx, query, body).await
+    }
+
+    async fn tools_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::Tool>, HttpError> {
+        tools::get(rqctx, query).await
+    }
+
+    async fn tools_delete(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
+        tools::delete(rqctx, query).await
+    }
+
+    async fn tools_test(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::tools::ToolQuery>,
+        body: JsonBody<workspace_api::tools::ToolTestRequest>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::ToolTestResult>, HttpError> {
+        tools::test(rqctx, query, body).await
+    }
+
+    // ---- Agents area ----
+
+    async fn agents_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::agents::AgentCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::agents::AgentSummary>, HttpError> {
+        agents::create(rqctx, query, body).await
+    }
+
+    async fn agents_list(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::agents::AgentListItem>>, HttpError> {
+        agents::list(rqctx, query).await
+    }
+
+    async fn agents_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentDetail>, HttpError> {
+        agents::get(rqctx, query).await
+    }
+
+    async fn agents_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+        body: JsonBody<workspace_api::agents::AgentUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentSummary>, HttpError> {
+        agents::update(rqctx, query, body).await
+    }
+
+    async fn agents_delete(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
+        agents::delete(rqctx, query).await
+    }
+
+    async fn agents_test(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+        body: JsonBody<workspace_api::agents::AgentTestRequest>,
+    ) -> Result<HttpResponseOk<workspace_api::agents::AgentTestResult>, HttpError> {
+        agents::test(rqctx, query, body).await
     }
 }

@@ -48,9 +48,68 @@ pub fn chunks(text: &str) -> Vec<String> {
     out
 }
 
+/// The offline model's tool convention, so the agent runtime's whole loop
+/// runs with zero configuration: when tools are offered and the last
+/// message is a user message `/tool NAME {json}`, the model calls tool NAME
+/// with those arguments (`{}` when omitted); after a tool result it answers
+/// `Tool NAME returned: RESULT`.
+fn tool_turn(request: &ChatRequest) -> Option<Vec<ChatEvent>> {
+    let last = request.messages.last()?;
+    if last.role == Role::Tool {
+        let id = last.tool_call_id.as_deref().unwrap_or_default();
+        let name = request
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .find(|c| c.id == id)
+            .map(|c| c.name.as_str())
+            .unwrap_or("unknown");
+        return Some(vec![ChatEvent::Text(format!(
+            "Tool {name} returned: {}",
+            last.content
+        ))]);
+    }
+    if last.role != Role::User || request.tools.is_empty() {
+        return None;
+    }
+    let rest = last.content.trim().strip_prefix("/tool ")?.trim();
+    let (name, args) = match rest.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (rest, "{}"),
+    };
+    let calls = request
+        .messages
+        .iter()
+        .filter(|m| !m.tool_calls.is_empty())
+        .count();
+    Some(vec![ChatEvent::ToolCall(super::ToolCall {
+        id: format!("call_offline_{calls}"),
+        name: name.to_string(),
+        arguments: args.to_string(),
+    })])
+}
+
 #[async_trait::async_trait]
 impl ChatModel for OfflineModel {
     async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError> {
+        if let Some(events) = tool_turn(request) {
+            let finish = if matches!(events.first(), Some(ChatEvent::ToolCall(_))) {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            };
+            let usage = Usage {
+                input_tokens: request
+                    .messages
+                    .iter()
+                    .map(|m| m.content.split_whitespace().count() as u32)
+                    .sum(),
+                output_tokens: 1,
+                cached_tokens: 0,
+            };
+            let tail = [ChatEvent::Usage(usage), ChatEvent::Finish(finish)];
+            return Ok(futures::stream::iter(events.into_iter().chain(tail).map(Ok)).boxed());
+        }
         let answer = Self::answer(request);
         let pieces = chunks(&answer);
         let input_tokens: usize = request

@@ -41,6 +41,9 @@ struct Fixture {
     conversation: Uuid,
     session: Uuid,
     kb: Uuid,
+    category: Uuid,
+    tool: Uuid,
+    agent: Uuid,
 }
 
 struct Call {
@@ -436,6 +439,145 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Org(Some("roles:read")),
             call(M::GET, "/api/roles/list_roles", q_org(), None),
         ),
+        "tools_list_categories" => (
+            Scope::Org(Some("tool:read")),
+            call(M::GET, "/api/tools/list_categories", q_org(), None),
+        ),
+        "tools_list_all" => (
+            Scope::Org(Some("tool:read")),
+            call(M::GET, "/api/tools/list_all", q_org(), None),
+        ),
+        "tools_create_category" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::POST,
+                "/api/tools/create_category",
+                q_org(),
+                Some(json!({"name": "probe", "description": ""})),
+            ),
+        ),
+        "tools_update_category" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::PUT,
+                "/api/tools/update_category",
+                vec![
+                    ("org_id", org.clone()),
+                    ("category_id", f.category.to_string()),
+                ],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "tools_delete_category" => (
+            Scope::Org(Some("tool:delete")),
+            call(
+                M::DELETE,
+                "/api/tools/delete_category",
+                vec![
+                    ("org_id", org.clone()),
+                    ("category_id", f.category.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "tools_create" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::POST,
+                "/api/tools",
+                q_org(),
+                Some(crate::tools::tool_body(
+                    "probe",
+                    f.category,
+                    crate::tools::ADDER,
+                )),
+            ),
+        ),
+        "tools_update" => (
+            Scope::Org(Some("tool:write")),
+            call(
+                M::PUT,
+                "/api/tools",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "tools_get" => (
+            Scope::Org(Some("tool:read")),
+            call(
+                M::GET,
+                "/api/tools/get",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                None,
+            ),
+        ),
+        "tools_delete" => (
+            Scope::Org(Some("tool:delete")),
+            call(
+                M::DELETE,
+                "/api/tools/delete",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                None,
+            ),
+        ),
+        "tools_test" => (
+            Scope::Org(Some("tool:execute")),
+            call(
+                M::POST,
+                "/api/tools/test",
+                vec![("org_id", org.clone()), ("tool_id", f.tool.to_string())],
+                Some(json!({"inputs": {"a": 1}})),
+            ),
+        ),
+        "agents_create" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::POST,
+                "/api/agents",
+                q_org(),
+                Some(crate::agents::agent_body(f.model, json!([]))),
+            ),
+        ),
+        "agents_list" => (
+            Scope::Org(Some("agent:read")),
+            call(M::GET, "/api/agents/list", q_org(), None),
+        ),
+        "agents_get" => (
+            Scope::Org(Some("agent:read")),
+            call(
+                M::GET,
+                "/api/agents/get",
+                vec![("agent_id", f.agent.to_string())],
+                None,
+            ),
+        ),
+        "agents_update" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::PUT,
+                "/api/agents/update",
+                vec![("agent_id", f.agent.to_string())],
+                Some(json!({"description": "probe"})),
+            ),
+        ),
+        "agents_delete" => (
+            Scope::Org(Some("agent:delete")),
+            call(
+                M::DELETE,
+                "/api/agents/delete",
+                vec![("agent_id", f.agent.to_string())],
+                None,
+            ),
+        ),
+        "agents_test" => (
+            Scope::Org(Some("agent:execute")),
+            call(
+                M::POST,
+                "/api/agents/test",
+                vec![("agent_id", f.agent.to_string())],
+                Some(json!({"message": "probe"})),
+            ),
+        ),
         _ => return None,
     })
 }
@@ -573,8 +715,26 @@ async fn every_operation_is_protected() {
         .unwrap()
         .into_inner()
         .id;
+    let category = crate::tools::category(&cx, &owner.token, org, "fixture").await;
+    let tool = crate::tools::tool(
+        &cx,
+        &owner.token,
+        org,
+        crate::tools::tool_body("fixture", category, crate::tools::ADDER),
+    )
+    .await;
+    let agent = crate::agents::agent(
+        &cx,
+        &owner.token,
+        org,
+        crate::agents::agent_body(model, json!([])),
+    )
+    .await;
     let fixture = Fixture {
         kb,
+        agent,
+        category,
+        tool,
         model,
         conversation,
         session,

@@ -1,6 +1,7 @@
 //! The one integration-test binary: every test starts a real server on a
 //! fresh PostgreSQL database and talks to it through the generated client.
 
+mod agents;
 mod auth;
 mod authz;
 mod contract;
@@ -13,4 +14,5 @@ mod providers;
 mod roles;
 mod system;
 mod tokens;
+mod tools;
 mod users_list;

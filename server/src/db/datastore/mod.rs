@@ -1,5 +1,6 @@
 //! Data access, one module per resource.
 
+pub mod agents;
 pub mod conversations;
 pub mod email_outbox;
 pub mod files;
@@ -10,6 +11,7 @@ pub mod models;
 pub mod organizations;
 pub mod roles;
 pub mod secrets;
+pub mod tools;
 pub mod users;
 
 use crate::error::Error;

@@ -74,6 +74,9 @@ const ACCESS_BY_INVITATION: &str =
     access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
 const ACCESS_BY_KB: &str =
     access_sql!("(SELECT organization_id FROM knowledge_bases WHERE id = $2)");
+const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents WHERE id = $2)");
+const ACCESS_BY_DEPLOYMENT: &str =
+    access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
 
 /// The per-organization overrides of feature gates and quotas (`None`: use
 /// the configured default).
@@ -334,6 +337,8 @@ impl Datastore {
             Scope::Org(id) => (ACCESS_BY_ORG, id),
             Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
             Scope::Kb(id) => (ACCESS_BY_KB, id),
+            Scope::Agent(id) => (ACCESS_BY_AGENT, id),
+            Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
         };
         let conn = self.conn().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {

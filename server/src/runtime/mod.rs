@@ -1,0 +1,298 @@
+//! The agent runtime: runs a model with tools until it answers.
+//!
+//! Given a model, a system prompt, params, a history and tools, [`run`]
+//! streams [`RuntimeEvent`]s: text deltas, tool calls started and finished,
+//! usage, and the end. It loops model → tool calls → tool results → model
+//! until the model answers without calling a tool, at most
+//! [`RunLimits::max_steps`] model calls; each tool call has
+//! [`RunLimits::tool_timeout`]. A tool error (or timeout, or an unknown
+//! tool) goes back to the model as the tool's result, never as a crash.
+//! Every user of a model with tools (agent tests, deployments, chat, the
+//! MCP playground) runs through here; sandboxed code tools implement
+//! [`RuntimeTool`] now, MCP tools and knowledge-base retrieval later.
+
+use crate::providers::{
+    self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role, ToolCall, ToolSpec,
+    Usage,
+};
+use crate::sandbox::{ExecRequest, ToolExecutor};
+use futures::StreamExt;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// What a run streams.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RuntimeEvent {
+    Text(String),
+    ToolStarted {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolFinished {
+        id: String,
+        name: String,
+        input: Value,
+        output: Option<Value>,
+        error: Option<String>,
+        successful: bool,
+    },
+    /// Usage of one model step.
+    Usage(Usage),
+    /// The model answered.
+    End,
+    /// The run failed (the model provider, or the step limit).
+    Error {
+        code: String,
+        message: String,
+    },
+}
+
+/// A tool the runtime can offer to a model.
+#[async_trait::async_trait]
+pub trait RuntimeTool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    /// Runs the tool; `Err` is a message for the model.
+    async fn call(&self, input: Value) -> Result<Value, String>;
+}
+
+/// Limits of one run.
+#[derive(Clone, Debug)]
+pub struct RunLimits {
+    pub max_steps: usize,
+    pub tool_timeout: Duration,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            max_steps: 8,
+            tool_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What to run.
+pub struct RunSpec {
+    pub model: ModelEntry,
+    pub retry: RetryPolicy,
+    pub system_prompt: String,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    /// Earlier messages and the new one, oldest first (no system message).
+    pub history: Vec<ChatMessage>,
+    pub tools: Vec<Arc<dyn RuntimeTool>>,
+    pub limits: RunLimits,
+    pub log: slog::Logger,
+}
+
+/// Starts a run; the receiver yields its events and ends after `End` or
+/// `Error`. Dropping the receiver stops the run.
+pub fn run(spec: RunSpec) -> mpsc::Receiver<RuntimeEvent> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(run_loop(spec, tx));
+    rx
+}
+
+async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
+    let mut messages = Vec::new();
+    if !spec.system_prompt.is_empty() {
+        messages.push(ChatMessage::system(spec.system_prompt.clone()));
+    }
+    messages.extend(spec.history.iter().cloned());
+    let specs: Vec<ToolSpec> = spec.tools.iter().map(|t| t.spec()).collect();
+    for step in 0..spec.limits.max_steps {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: specs.clone(),
+            max_tokens: spec.max_tokens.or(spec.model.max_tokens),
+            temperature: spec.temperature,
+        };
+        let mut stream = match providers::start(
+            spec.model.chat.as_ref(),
+            &request,
+            &spec.retry,
+            &spec.log,
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx
+                    .send(RuntimeEvent::Error {
+                        code: e.error_code().into(),
+                        message: e.public_message().into(),
+                    })
+                    .await;
+                return;
+            }
+        };
+        let mut text = String::new();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(ChatEvent::Text(t)) => {
+                    text.push_str(&t);
+                    if tx.send(RuntimeEvent::Text(t)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(ChatEvent::ToolCall(c)) => calls.push(c),
+                Ok(ChatEvent::Usage(u)) => {
+                    let _ = tx.send(RuntimeEvent::Usage(u)).await;
+                }
+                Ok(ChatEvent::Finish(_)) => {}
+                Err(e) => {
+                    let _ = tx
+                        .send(RuntimeEvent::Error {
+                            code: e.error_code().into(),
+                            message: e.public_message().into(),
+                        })
+                        .await;
+                    return;
+                }
+            }
+        }
+        if calls.is_empty() {
+            let _ = tx.send(RuntimeEvent::End).await;
+            return;
+        }
+        slog::debug!(spec.log, "model called tools"; "step" => step, "calls" => calls.len());
+        messages.push(ChatMessage {
+            role: Role::Assistant,
+            content: text,
+            tool_calls: calls.clone(),
+            tool_call_id: None,
+        });
+        for call in calls {
+            let input: Value = serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            let started = RuntimeEvent::ToolStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                input: input.clone(),
+            };
+            if tx.send(started).await.is_err() {
+                return;
+            }
+            let tool = spec.tools.iter().find(|t| t.spec().name == call.name);
+            let result = match tool {
+                None => Err(format!("there is no tool named {}", call.name)),
+                Some(tool) => {
+                    match tokio::time::timeout(spec.limits.tool_timeout, tool.call(input.clone()))
+                        .await
+                    {
+                        Ok(r) => r,
+                        Err(_) => Err(format!(
+                            "tool_timeout: the tool did not finish within {} s",
+                            spec.limits.tool_timeout.as_secs()
+                        )),
+                    }
+                }
+            };
+            let content = match &result {
+                Ok(v) => v.to_string(),
+                Err(e) => format!("error: {e}"),
+            };
+            let (output, error) = match result {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(e)),
+            };
+            let finished = RuntimeEvent::ToolFinished {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                input,
+                successful: error.is_none(),
+                output,
+                error,
+            };
+            if tx.send(finished).await.is_err() {
+                return;
+            }
+            messages.push(ChatMessage::tool_result(call.id, content));
+        }
+    }
+    let _ = tx
+        .send(RuntimeEvent::Error {
+            code: "agent_step_limit".into(),
+            message: format!(
+                "the model kept calling tools for {} steps",
+                spec.limits.max_steps
+            ),
+        })
+        .await;
+}
+
+/// A tool whose code runs in the sandbox.
+pub struct CodeTool {
+    pub tool: workspace_api::tools::Tool,
+    /// The agent's configuration values for it.
+    pub config: std::collections::BTreeMap<String, Value>,
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+/// A tool name as models accept it (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn model_tool_name(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    s.truncate(64);
+    s
+}
+
+#[async_trait::async_trait]
+impl RuntimeTool for CodeTool {
+    fn spec(&self) -> ToolSpec {
+        use workspace_api::tools::ParamType;
+        let mut properties = serde_json::Map::new();
+        let mut required = Vec::new();
+        for p in &self.tool.inputs {
+            let t = match p.type_ {
+                ParamType::Str => "string",
+                ParamType::Bool => "boolean",
+                ParamType::Int => "integer",
+                ParamType::Float => "number",
+                ParamType::List => "array",
+                ParamType::Dict => "object",
+            };
+            properties.insert(
+                p.name.clone(),
+                serde_json::json!({"type": t, "description": p.description}),
+            );
+            if p.required {
+                required.push(Value::String(p.name.clone()));
+            }
+        }
+        ToolSpec {
+            name: model_tool_name(&self.tool.name),
+            description: self.tool.description.clone(),
+            parameters: serde_json::json!({
+                "type": "object", "properties": properties, "required": required,
+            }),
+        }
+    }
+
+    async fn call(&self, input: Value) -> Result<Value, String> {
+        let inputs = match input {
+            Value::Object(m) => m.into_iter().collect(),
+            Value::Null => Default::default(),
+            _ => return Err("the arguments must be a JSON object".into()),
+        };
+        let request: ExecRequest =
+            crate::app::tools::exec_request(&self.tool, &inputs, &self.config)
+                .map_err(|e| e.to_string())?;
+        match self.executor.execute(&request).await {
+            Err(e) => Err(e.to_string()),
+            Ok(outcome) => outcome.result.map_err(|f| f.to_string()),
+        }
+    }
+}
