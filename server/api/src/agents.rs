@@ -188,7 +188,8 @@ pub struct ToolCallRecord {
     pub id: String,
     pub name: String,
     pub input: serde_json::Value,
-    #[schemars(with = "crate::schema::Nullable<serde_json::Value>")]
+    // Any JSON value, null included: required, no `nullable` needed.
+    #[schemars(with = "serde_json::Value", required)]
     pub output: Option<serde_json::Value>,
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub error: Option<String>,

@@ -315,7 +315,8 @@ pub struct ToolTestResult {
     /// Whether the function returned.
     pub success: bool,
     /// What the function returned (JSON), null on failure.
-    #[schemars(with = "crate::schema::Nullable<serde_json::Value>")]
+    // Any JSON value, null included: required, no `nullable` needed.
+    #[schemars(with = "serde_json::Value", required)]
     pub output: Option<serde_json::Value>,
     /// Why it failed: `error_code: message` (codes: `tool_error` — the
     /// function raised, `tool_timeout`, `tool_cpu_limit`,

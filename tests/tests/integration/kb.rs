@@ -359,7 +359,9 @@ async fn knowledge_bases_are_isolated() {
     use reqwest::Method as M;
     let q = vec![("kb_id", kb.to_string())];
     let qd = vec![("kb_id", kb.to_string()), ("document_id", doc.to_string())];
-    let calls: Vec<(M, &str, Vec<(&str, String)>, Option<Value>)> = vec![
+    // (method, path, query, body)
+    type Call<'a> = (M, &'a str, Vec<(&'a str, String)>, Option<Value>);
+    let calls: Vec<Call> = vec![
         (M::GET, "/api/kb/get", q.clone(), None),
         (
             M::PUT,
