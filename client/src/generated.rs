@@ -48,11 +48,66 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub is_archived: ::std::option::Option<bool>,
         ///1 to 200 characters after trimming.
-        pub title: ::std::string::String,
+        pub title: ConversationCreateTitle,
     }
     impl ConversationCreate {
         pub fn builder() -> builder::ConversationCreate {
             Default::default()
+        }
+    }
+    ///1 to 200 characters after trimming.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationCreateTitle(::std::string::String);
+    impl ::std::ops::Deref for ConversationCreateTitle {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationCreateTitle> for ::std::string::String {
+        fn from(value: ConversationCreateTitle) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationCreateTitle {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationCreateTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationCreateTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationCreateTitle {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A message of a conversation.
@@ -212,15 +267,67 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct CreatePermissionRequest {
-        ///Optional; defaults to the empty string.
+        ///Optional; defaults to the empty string. At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<CreatePermissionRequestDescription>,
         ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
         pub name: CreatePermissionRequestName,
     }
     impl CreatePermissionRequest {
         pub fn builder() -> builder::CreatePermissionRequest {
             Default::default()
+        }
+    }
+    ///Optional; defaults to the empty string. At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreatePermissionRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreatePermissionRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreatePermissionRequestDescription> for ::std::string::String {
+        fn from(value: CreatePermissionRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreatePermissionRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreatePermissionRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreatePermissionRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreatePermissionRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
@@ -283,17 +390,71 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct CreateRoleRequest {
+        ///At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<CreateRoleRequestDescription>,
         ///0 to 100, at most the caller's own level.
         pub hierarchy_level: i32,
         ///Unique within the organization (case-insensitive), 1 to 64 characters.
         pub name: CreateRoleRequestName,
+        ///At most 500 permissions.
         pub permission_ids: ::std::vec::Vec<::uuid::Uuid>,
     }
     impl CreateRoleRequest {
         pub fn builder() -> builder::CreateRoleRequest {
             Default::default()
+        }
+    }
+    ///At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreateRoleRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreateRoleRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateRoleRequestDescription> for ::std::string::String {
+        fn from(value: CreateRoleRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateRoleRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateRoleRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Unique within the organization (case-insensitive), 1 to 64 characters.
@@ -496,13 +657,65 @@ pub mod types {
     pub struct InvitationBulkCreateRequest {
         ///1 to 100 invitees.
         pub invitations: ::std::vec::Vec<InvitationBulkItem>,
-        ///An optional personal message for every invitee.
+        ///An optional personal message for every invitee (at most 2000 characters).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub message: ::std::option::Option<::std::string::String>,
+        pub message: ::std::option::Option<InvitationBulkCreateRequestMessage>,
     }
     impl InvitationBulkCreateRequest {
         pub fn builder() -> builder::InvitationBulkCreateRequest {
             Default::default()
+        }
+    }
+    ///An optional personal message for every invitee (at most 2000 characters).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationBulkCreateRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for InvitationBulkCreateRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationBulkCreateRequestMessage> for ::std::string::String {
+        fn from(value: InvitationBulkCreateRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationBulkCreateRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationBulkCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationBulkCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationBulkCreateRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Result of `POST /api/invitations/bulk_create`.
@@ -526,12 +739,64 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct InvitationBulkItem {
-        pub email: ::std::string::String,
+        pub email: InvitationBulkItemEmail,
         pub role_id: ::uuid::Uuid,
     }
     impl InvitationBulkItem {
         pub fn builder() -> builder::InvitationBulkItem {
             Default::default()
+        }
+    }
+    ///`InvitationBulkItemEmail`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationBulkItemEmail(::std::string::String);
+    impl ::std::ops::Deref for InvitationBulkItemEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationBulkItemEmail> for ::std::string::String {
+        fn from(value: InvitationBulkItemEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationBulkItemEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationBulkItemEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationBulkItemEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationBulkItemEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Outcome of one item of a bulk creation.
@@ -616,16 +881,120 @@ pub mod types {
     )]
     pub struct InvitationCreateRequest {
         ///The invitee's e-mail address (stored normalised: trimmed, lower-cased).
-        pub email: ::std::string::String,
+        pub email: InvitationCreateRequestEmail,
         ///An optional personal message, included in the e-mail (at most 2000 characters).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub message: ::std::option::Option<::std::string::String>,
+        pub message: ::std::option::Option<InvitationCreateRequestMessage>,
         ///A role of the organization.
         pub role_id: ::uuid::Uuid,
     }
     impl InvitationCreateRequest {
         pub fn builder() -> builder::InvitationCreateRequest {
             Default::default()
+        }
+    }
+    ///The invitee's e-mail address (stored normalised: trimmed, lower-cased).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationCreateRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for InvitationCreateRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationCreateRequestEmail> for ::std::string::String {
+        fn from(value: InvitationCreateRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationCreateRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationCreateRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationCreateRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationCreateRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An optional personal message, included in the e-mail (at most 2000 characters).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationCreateRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for InvitationCreateRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationCreateRequestMessage> for ::std::string::String {
+        fn from(value: InvitationCreateRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationCreateRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationCreateRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///An invitation in a listing (no token, no organization).
@@ -786,17 +1155,175 @@ pub mod types {
             Default::default()
         }
     }
+    ///`InvitationsValidateToken`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationsValidateToken(::std::string::String);
+    impl ::std::ops::Deref for InvitationsValidateToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationsValidateToken> for ::std::string::String {
+        fn from(value: InvitationsValidateToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationsValidateToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 512usize {
+                return Err("longer than 512 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationsValidateToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationsValidateToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationsValidateToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Body of `POST /api/auth/login`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct LoginRequest {
-        pub email: ::std::string::String,
-        pub password: ::std::string::String,
+        ///At most 254 characters (RFC 5321).
+        pub email: LoginRequestEmail,
+        ///At most 128 characters (the password policy's limit).
+        pub password: LoginRequestPassword,
     }
     impl LoginRequest {
         pub fn builder() -> builder::LoginRequest {
             Default::default()
+        }
+    }
+    ///At most 254 characters (RFC 5321).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct LoginRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for LoginRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LoginRequestEmail> for ::std::string::String {
+        fn from(value: LoginRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LoginRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LoginRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LoginRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LoginRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///At most 128 characters (the password policy's limit).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct LoginRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for LoginRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LoginRequestPassword> for ::std::string::String {
+        fn from(value: LoginRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LoginRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LoginRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LoginRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LoginRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A bearer access token.
@@ -923,6 +1450,9 @@ pub mod types {
         ///An assistant answer cut short because the model provider failed; the text received until then is kept.
         #[serde(rename = "failed")]
         Failed,
+        ///An assistant answer still being streamed: the text so far (saved about once a second). It stays so if the server stopped mid-answer.
+        #[serde(rename = "streaming")]
+        Streaming,
     }
     impl ::std::fmt::Display for MessageStatus {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -930,6 +1460,7 @@ pub mod types {
                 Self::Complete => f.write_str("complete"),
                 Self::Cancelled => f.write_str("cancelled"),
                 Self::Failed => f.write_str("failed"),
+                Self::Streaming => f.write_str("streaming"),
             }
         }
     }
@@ -940,6 +1471,7 @@ pub mod types {
                 "complete" => Ok(Self::Complete),
                 "cancelled" => Ok(Self::Cancelled),
                 "failed" => Ok(Self::Failed),
+                "streaming" => Ok(Self::Streaming),
                 _ => Err("invalid value".into()),
             }
         }
@@ -1154,16 +1686,230 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct SignupInviteRequest {
-        pub first_name: ::std::string::String,
+        pub first_name: SignupInviteRequestFirstName,
         ///The token from the invitation e-mail's link.
-        pub invite_token: ::std::string::String,
-        pub last_name: ::std::string::String,
+        pub invite_token: SignupInviteRequestInviteToken,
+        pub last_name: SignupInviteRequestLastName,
         ///See the password policy of `POST /api/auth/signup`.
-        pub password: ::std::string::String,
+        pub password: SignupInviteRequestPassword,
     }
     impl SignupInviteRequest {
         pub fn builder() -> builder::SignupInviteRequest {
             Default::default()
+        }
+    }
+    ///`SignupInviteRequestFirstName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestFirstName(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestFirstName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestFirstName> for ::std::string::String {
+        fn from(value: SignupInviteRequestFirstName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestFirstName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestFirstName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The token from the invitation e-mail's link.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestInviteToken(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestInviteToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestInviteToken> for ::std::string::String {
+        fn from(value: SignupInviteRequestInviteToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestInviteToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 512usize {
+                return Err("longer than 512 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestInviteToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestInviteToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestInviteToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SignupInviteRequestLastName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestLastName(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestLastName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestLastName> for ::std::string::String {
+        fn from(value: SignupInviteRequestLastName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestLastName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestLastName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///See the password policy of `POST /api/auth/signup`.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestPassword> for ::std::string::String {
+        fn from(value: SignupInviteRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The account created (or completed) by `POST /api/auth/signup_invite`.
@@ -1440,11 +2186,66 @@ pub mod types {
     pub struct StreamChatRequest {
         pub chat_session_id: ::uuid::Uuid,
         ///The user's message: not blank, at most 100,000 characters.
-        pub message: ::std::string::String,
+        pub message: StreamChatRequestMessage,
     }
     impl StreamChatRequest {
         pub fn builder() -> builder::StreamChatRequest {
             Default::default()
+        }
+    }
+    ///The user's message: not blank, at most 100,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct StreamChatRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for StreamChatRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<StreamChatRequestMessage> for ::std::string::String {
+        fn from(value: StreamChatRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for StreamChatRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for StreamChatRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for StreamChatRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for StreamChatRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The kind of token issued; always `bearer`.
@@ -1506,20 +2307,128 @@ pub mod types {
         schemars::JsonSchema,
     )]
     pub struct UpdateRoleRequest {
+        ///At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<UpdateRoleRequestDescription>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub hierarchy_level: ::std::option::Option<i32>,
         ///1 to 64 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub name: ::std::option::Option<::std::string::String>,
-        ///A given list replaces the role's permissions.
+        pub name: ::std::option::Option<UpdateRoleRequestName>,
+        ///A given list replaces the role's permissions (at most 500).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub permission_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
     }
     impl UpdateRoleRequest {
         pub fn builder() -> builder::UpdateRoleRequest {
             Default::default()
+        }
+    }
+    ///At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UpdateRoleRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for UpdateRoleRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateRoleRequestDescription> for ::std::string::String {
+        fn from(value: UpdateRoleRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateRoleRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateRoleRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 64 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UpdateRoleRequestName(::std::string::String);
+    impl ::std::ops::Deref for UpdateRoleRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateRoleRequestName> for ::std::string::String {
+        fn from(value: UpdateRoleRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateRoleRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateRoleRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Body of `PUT /api/users/update`.
@@ -1565,15 +2474,177 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct UserInviteRequest {
-        pub email: ::std::string::String,
-        pub first_name: ::std::string::String,
-        pub last_name: ::std::string::String,
+        pub email: UserInviteRequestEmail,
+        pub first_name: UserInviteRequestFirstName,
+        pub last_name: UserInviteRequestLastName,
         ///The id of a role of the organization.
         pub role: ::uuid::Uuid,
     }
     impl UserInviteRequest {
         pub fn builder() -> builder::UserInviteRequest {
             Default::default()
+        }
+    }
+    ///`UserInviteRequestEmail`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestEmail> for ::std::string::String {
+        fn from(value: UserInviteRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserInviteRequestFirstName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestFirstName(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestFirstName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestFirstName> for ::std::string::String {
+        fn from(value: UserInviteRequestFirstName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestFirstName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestFirstName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserInviteRequestLastName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestLastName(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestLastName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestLastName> for ::std::string::String {
+        fn from(value: UserInviteRequestLastName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestLastName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestLastName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The invited user, as returned by `POST /api/users/invite`.
@@ -1889,7 +2960,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct ConversationCreate {
             is_archived: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
-            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title: ::std::result::Result<super::ConversationCreateTitle, ::std::string::String>,
         }
         impl ::std::default::Default for ConversationCreate {
             fn default() -> Self {
@@ -1912,7 +2983,7 @@ pub mod types {
             }
             pub fn title<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::ConversationCreateTitle>,
                 T::Error: ::std::fmt::Display,
             {
                 self.title = value
@@ -2467,7 +3538,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct CreatePermissionRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::CreatePermissionRequestDescription>,
                 ::std::string::String,
             >,
             name: ::std::result::Result<super::CreatePermissionRequestName, ::std::string::String>,
@@ -2483,7 +3554,9 @@ pub mod types {
         impl CreatePermissionRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::CreatePermissionRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -2524,7 +3597,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct CreateRoleRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::CreateRoleRequestDescription>,
                 ::std::string::String,
             >,
             hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
@@ -2545,7 +3618,9 @@ pub mod types {
         impl CreateRoleRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::CreateRoleRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -3034,7 +4109,7 @@ pub mod types {
                 ::std::string::String,
             >,
             message: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::InvitationBulkCreateRequestMessage>,
                 ::std::string::String,
             >,
         }
@@ -3059,7 +4134,9 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::InvitationBulkCreateRequestMessage>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -3174,7 +4251,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct InvitationBulkItem {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::InvitationBulkItemEmail, ::std::string::String>,
             role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationBulkItem {
@@ -3188,7 +4265,7 @@ pub mod types {
         impl InvitationBulkItem {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::InvitationBulkItemEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -3330,9 +4407,10 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct InvitationCreateRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email:
+                ::std::result::Result<super::InvitationCreateRequestEmail, ::std::string::String>,
             message: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::InvitationCreateRequestMessage>,
                 ::std::string::String,
             >,
             role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -3349,7 +4427,7 @@ pub mod types {
         impl InvitationCreateRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::InvitationCreateRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -3359,7 +4437,9 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::InvitationCreateRequestMessage>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -3948,8 +5028,8 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct LoginRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
-            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::LoginRequestEmail, ::std::string::String>,
+            password: ::std::result::Result<super::LoginRequestPassword, ::std::string::String>,
         }
         impl ::std::default::Default for LoginRequest {
             fn default() -> Self {
@@ -3962,7 +5042,7 @@ pub mod types {
         impl LoginRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::LoginRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -3972,7 +5052,7 @@ pub mod types {
             }
             pub fn password<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::LoginRequestPassword>,
                 T::Error: ::std::fmt::Display,
             {
                 self.password = value
@@ -4882,10 +5962,14 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct SignupInviteRequest {
-            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            invite_token: ::std::result::Result<::std::string::String, ::std::string::String>,
-            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name:
+                ::std::result::Result<super::SignupInviteRequestFirstName, ::std::string::String>,
+            invite_token:
+                ::std::result::Result<super::SignupInviteRequestInviteToken, ::std::string::String>,
+            last_name:
+                ::std::result::Result<super::SignupInviteRequestLastName, ::std::string::String>,
+            password:
+                ::std::result::Result<super::SignupInviteRequestPassword, ::std::string::String>,
         }
         impl ::std::default::Default for SignupInviteRequest {
             fn default() -> Self {
@@ -4900,7 +5984,7 @@ pub mod types {
         impl SignupInviteRequest {
             pub fn first_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestFirstName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.first_name = value
@@ -4910,7 +5994,7 @@ pub mod types {
             }
             pub fn invite_token<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestInviteToken>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invite_token = value
@@ -4920,7 +6004,7 @@ pub mod types {
             }
             pub fn last_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestLastName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.last_name = value
@@ -4930,7 +6014,7 @@ pub mod types {
             }
             pub fn password<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestPassword>,
                 T::Error: ::std::fmt::Display,
             {
                 self.password = value
@@ -5225,7 +6309,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct StreamChatRequest {
             chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
-            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<super::StreamChatRequestMessage, ::std::string::String>,
         }
         impl ::std::default::Default for StreamChatRequest {
             fn default() -> Self {
@@ -5248,7 +6332,7 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::StreamChatRequestMessage>,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -5279,13 +6363,13 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::UpdateRoleRequestDescription>,
                 ::std::string::String,
             >,
             hierarchy_level:
                 ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
             name: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::UpdateRoleRequestName>,
                 ::std::string::String,
             >,
             permission_ids: ::std::result::Result<
@@ -5306,7 +6390,9 @@ pub mod types {
         impl UpdateRoleRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::UpdateRoleRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -5326,7 +6412,7 @@ pub mod types {
             }
             pub fn name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::UpdateRoleRequestName>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.name = value
@@ -5586,9 +6672,11 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct UserInviteRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
-            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::UserInviteRequestEmail, ::std::string::String>,
+            first_name:
+                ::std::result::Result<super::UserInviteRequestFirstName, ::std::string::String>,
+            last_name:
+                ::std::result::Result<super::UserInviteRequestLastName, ::std::string::String>,
             role: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
         }
         impl ::std::default::Default for UserInviteRequest {
@@ -5604,7 +6692,7 @@ pub mod types {
         impl UserInviteRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -5614,7 +6702,7 @@ pub mod types {
             }
             pub fn first_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestFirstName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.first_name = value
@@ -5624,7 +6712,7 @@ pub mod types {
             }
             pub fn last_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestLastName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.last_name = value
@@ -6168,7 +7256,9 @@ impl Client {
 
     Any wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.
 
-    Failed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count.
+    Failed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.
+
+    Overload: logins are also limited per client address and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.
 
     Sends a `POST` request to `/api/auth/login`
 
@@ -6190,6 +7280,8 @@ impl Client {
     Password policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.
 
     Passwords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).
+
+    The address is also NFC-normalised; control and format characters (zero-width space, soft hyphen, bidirectional overrides) and local parts or domain labels whose letters mix scripts (Latin, Greek, Cyrillic, any other block) are `400 invalid_email`. Signups are limited per client address and in total (`429 rate_limited`, shared with `signup_invite`); a hashing backlog is `503 server_busy`.
 
     Sends a `POST` request to `/api/auth/signup`
 
@@ -6278,10 +7370,18 @@ impl Client {
 
     Permission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/conversation/list`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`
     ```ignore
     let response = client.conversation_list()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .send()
         .await;
@@ -6323,6 +7423,8 @@ impl Client {
     Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`; if the client disconnects the text is kept with `status` `cancelled` and the provider request is abandoned.
 
     Several answers may stream in one session at once; each sees the history as stored when it started.
+
+    The assistant message is stored with the user's message, empty and `streaming`, and its text is saved about once a second while it streams. An answer that reached the client is stored even if the database is unavailable when it ends: the write is retried until the database is back. When that takes more than 30 seconds, the stream ends with an `error` event `database_unavailable` instead of `end` (the answer is still stored later).
 
     Every message counts towards the organization's `daily_chat_limit` (see `GET /api/org/features`; per UTC day, shared by all server instances). At the limit the request is refused before anything is stored: `429 daily_chat_limit_exceeded` with `Retry-After` (seconds until the next UTC day).
 
@@ -6399,13 +7501,19 @@ impl Client {
 
     Admin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/invitations/list`
 
     Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     - `org_id`
     - `status`: Only invitations in this state (default: all).
     ```ignore
     let response = client.invitations_list()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .status(status)
         .send()
@@ -6545,10 +7653,17 @@ impl Client {
 
     Every organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/org/list`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     ```ignore
     let response = client.org_list()
+        .limit(limit)
+        .offset(offset)
         .send()
         .await;
     ```*/
@@ -6575,10 +7690,17 @@ impl Client {
 
     Any authenticated user: the catalog is global, not per organization. Sorted by name.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/roles/list_permissions`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     ```ignore
     let response = client.roles_list_permissions()
+        .limit(limit)
+        .offset(offset)
         .send()
         .await;
     ```*/
@@ -6589,10 +7711,18 @@ impl Client {
 
     Requires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/roles/list_roles`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`
     ```ignore
     let response = client.roles_list_roles()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .send()
         .await;
@@ -7301,14 +8431,37 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ConversationList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
     impl<'a> ConversationList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -7324,7 +8477,14 @@ pub mod builder {
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Conversation>>, Error<types::Error>>
         {
-            let Self { client, org_id } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/conversation/list", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -7340,6 +8500,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .headers(header_map)
                 .build()?;
@@ -7369,7 +8531,7 @@ pub mod builder {
     pub struct ConversationMessages<'a> {
         client: &'a super::Client,
         conversation_id: Result<::uuid::Uuid, String>,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
@@ -7394,12 +8556,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self
@@ -7844,6 +9005,8 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct InvitationsList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
         status: Result<Option<types::InvitationStatus>, String>,
     }
@@ -7851,9 +9014,30 @@ pub mod builder {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
                 status: Ok(None),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -7881,9 +9065,13 @@ pub mod builder {
         {
             let Self {
                 client,
+                limit,
+                offset,
                 org_id,
                 status,
             } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let status = status.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/invitations/list", client.baseurl,);
@@ -7900,6 +9088,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .query(&progenitor_client::QueryParam::new("status", &status))
                 .headers(header_map)
@@ -8073,7 +9263,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct InvitationsValidate<'a> {
         client: &'a super::Client,
-        token: Result<::std::string::String, String>,
+        token: Result<types::InvitationsValidateToken, String>,
     }
     impl<'a> InvitationsValidate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -8084,10 +9274,10 @@ pub mod builder {
         }
         pub fn token<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::std::string::String>,
+            V: std::convert::TryInto<types::InvitationsValidateToken>,
         {
             self.token = value.try_into().map_err(|_| {
-                "conversion to `:: std :: string :: String` for token failed".to_string()
+                "conversion to `InvitationsValidateToken` for token failed".to_string()
             });
             self
         }
@@ -8506,17 +9696,48 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OrgList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
     }
     impl<'a> OrgList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
-            Self { client: client }
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         ///Sends a `GET` request to `/api/org/list`
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Organization>>, Error<types::Error>>
         {
-            let Self { client } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/org/list", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
             header_map.append(
@@ -8531,6 +9752,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {
@@ -8652,17 +9875,48 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct RolesListPermissions<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
     }
     impl<'a> RolesListPermissions<'a> {
         pub fn new(client: &'a super::Client) -> Self {
-            Self { client: client }
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         ///Sends a `GET` request to `/api/roles/list_permissions`
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Permission>>, Error<types::Error>>
         {
-            let Self { client } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/roles/list_permissions", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
             header_map.append(
@@ -8677,6 +9931,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {
@@ -8704,14 +9960,37 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct RolesListRoles<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
     impl<'a> RolesListRoles<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -8726,7 +10005,14 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Role>>, Error<types::Error>> {
-            let Self { client, org_id } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/roles/list_roles", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -8742,6 +10028,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .headers(header_map)
                 .build()?;
@@ -9210,7 +10498,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct UsersList<'a> {
         client: &'a super::Client,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
@@ -9225,12 +10513,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self

@@ -18,6 +18,10 @@ pub struct ServerContext {
     pub mailer: std::sync::Arc<dyn crate::mailer::Mailer>,
     /// The language models this server offers and their clients.
     pub models: ModelRegistry,
+    /// The bounded password-hashing pool.
+    pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
+    /// Request, database, hashing and stream metrics (`/metrics`).
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
     pub log: slog::Logger,
 }
 

@@ -236,15 +236,18 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
         .local_addr()
         .expect("port")
         .port();
-    let child = Command::new(bin)
-        .args(["--bind", &format!("127.0.0.1:{port}")])
-        .env("DATABASE_URL", db_url)
-        .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
-        .env("WORKSPACE_LOG_LEVEL", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting workspace-server");
+    // Wrapped at once: ServerProcess kills and waits for it when dropped.
+    let child = ServerProcess(
+        Command::new(bin)
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", db_url)
+            .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
+            .env("WORKSPACE_LOG_LEVEL", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting workspace-server"),
+    );
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     for _ in 0..200 {
@@ -254,7 +257,7 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
             .await
             .is_ok_and(|r| r.status().is_success())
         {
-            return (ServerProcess(child), base);
+            return (child, base);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -308,6 +311,8 @@ async fn main() {
     let vars = [
         ("user_id", user.id.to_string()),
         ("org_id", org.to_string()),
+        ("limit", "100".to_string()),
+        ("offset", "0".to_string()),
     ];
     let endpoints: [(&str, String, String); 2] = [
         (
@@ -315,7 +320,10 @@ async fn main() {
             format!("{base}/api/conversation/list?org_id={org}"),
             script(&[
                 (organizations::ACCESS_BY_ORG, &["user_id", "org_id"]),
-                (conversations::CONVERSATION_LIST, &["org_id"]),
+                (
+                    conversations::CONVERSATION_LIST,
+                    &["org_id", "limit", "offset"],
+                ),
             ]),
         ),
         (

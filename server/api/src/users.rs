@@ -70,6 +70,7 @@ pub struct UserListQuery {
     /// `offset * limit`. Default 0.
     pub offset: Option<u32>,
     /// Rows per page, 1 to 100. Default 10.
+    #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u32>,
 }
 
@@ -125,8 +126,11 @@ pub struct UserInviteQuery {
 /// Body of `POST /api/users/invite`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserInviteRequest {
+    #[schemars(email, length(max = 254))]
     pub email: String,
+    #[schemars(length(min = 1, max = 100))]
     pub first_name: String,
+    #[schemars(length(min = 1, max = 100))]
     pub last_name: String,
     /// The id of a role of the organization.
     pub role: Uuid,

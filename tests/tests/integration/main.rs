@@ -6,6 +6,7 @@ mod authz;
 mod contract;
 mod conversations;
 mod database_tls;
+mod hardening;
 mod invitations;
 mod orgs;
 mod providers;

@@ -87,7 +87,7 @@ async fn create_update_remove_custom_roles() {
                 30,
                 vec![perm(&catalog, "kb:read"), perm(&catalog, "chats:*")],
             )
-            .description(Some("Reads".into())),
+            .description(Some("Reads".parse().unwrap())),
         )
         .send()
         .await
@@ -189,7 +189,7 @@ async fn create_update_remove_custom_roles() {
         .role_id(created.id)
         .body(
             UpdateRoleRequest::builder()
-                .name(Some("Auditor".into()))
+                .name(Some("Auditor".parse().unwrap()))
                 .hierarchy_level(Some(40)),
         )
         .send()
@@ -211,7 +211,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(created.id)
-            .body(UpdateRoleRequest::builder().name(Some("Admin".into())))
+            .body(UpdateRoleRequest::builder().name(Some("Admin".parse().unwrap())))
             .send()
             .await,
     );
@@ -233,7 +233,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(member)
-            .body(UpdateRoleRequest::builder().description(Some("x".into())))
+            .body(UpdateRoleRequest::builder().description(Some("x".parse().unwrap())))
             .send()
             .await,
     );
@@ -276,7 +276,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(theirs.id)
-            .body(UpdateRoleRequest::builder().name(Some("Mine".into())))
+            .body(UpdateRoleRequest::builder().name(Some("Mine".parse().unwrap())))
             .send()
             .await,
     );
@@ -423,7 +423,7 @@ async fn nobody_grants_above_themselves() {
             .roles_update()
             .org_id(org)
             .role_id(high.id)
-            .body(UpdateRoleRequest::builder().description(Some("x".into())))
+            .body(UpdateRoleRequest::builder().description(Some("x".parse().unwrap())))
             .send()
             .await,
     );
@@ -518,7 +518,7 @@ async fn system_admins_manage_the_catalog() {
     flagged
         .client
         .roles_create_permission()
-        .body(new("budget:read").description(Some("Read budgets".into())))
+        .body(new("budget:read").description(Some("Read budgets".parse().unwrap())))
         .send()
         .await
         .unwrap();
