@@ -279,14 +279,16 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("email")
                     .long("email")
-                    .value_parser(::clap::value_parser!(::std::string::String))
-                    .required_unless_present("json-body"),
+                    .value_parser(::clap::value_parser!(types::LoginRequestEmail))
+                    .required_unless_present("json-body")
+                    .help("At most 254 characters (RFC 5321)."),
             )
             .arg(
                 ::clap::Arg::new("password")
                     .long("password")
-                    .value_parser(::clap::value_parser!(::std::string::String))
-                    .required_unless_present("json-body"),
+                    .value_parser(::clap::value_parser!(types::LoginRequestPassword))
+                    .required_unless_present("json-body")
+                    .help("At most 128 characters (the password policy's limit)."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -303,7 +305,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Log in with e-mail and password.\n\nPublic. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).\n\nAny wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.\n\nFailed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count.",
+                "Log in with e-mail and password.\n\nPublic. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).\n\nAny wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.\n\nFailed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.\n\nOverload: logins are also limited per client address and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.",
             )
     }
     pub fn cli_auth_signup() -> ::clap::Command {
@@ -351,7 +353,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create an account.\n\nPublic. An address pre-created by `POST /api/users/invite` (no password yet) is taken over: its names and password are set and its invitations stay open. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.\n\nThe e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).\n\nPassword policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.\n\nPasswords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).",
+                "Create an account.\n\nPublic. An address pre-created by `POST /api/users/invite` (no password yet) is taken over: its names and password are set and its invitations stay open. Creates, in one transaction, the user, a personal organization (with a unique URL slug), that organization's four system roles (owner 100, admin 80, member 20, guest 10) and the user's `active` owner membership.\n\nThe e-mail address is trimmed and lower-cased; it must look like `local@domain` (`400 invalid_email`) and be unused, compared case-insensitively (`409 email_taken`). `first_name` and `last_name` must be non-empty after trimming and at most 100 characters (`400 invalid_name`).\n\nPassword policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.\n\nPasswords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).\n\nThe address is also NFC-normalised; control and format characters (zero-width space, soft hyphen, bidirectional overrides) and local parts or domain labels whose letters mix scripts (Latin, Greek, Cyrillic, any other block) are `400 invalid_email`. Signups are limited per client address and in total (`429 rate_limited`, shared with `signup_invite`); a hashing backlog is `503 server_busy`.",
             )
     }
     pub fn cli_auth_signup_invite() -> ::clap::Command {
@@ -359,26 +361,34 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("first-name")
                     .long("first-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::SignupInviteRequestFirstName),
+                    )
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("invite-token")
                     .long("invite-token")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::SignupInviteRequestInviteToken),
+                    )
                     .required_unless_present("json-body")
                     .help("The token from the invitation e-mail's link."),
             )
             .arg(
                 ::clap::Arg::new("last-name")
                     .long("last-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::SignupInviteRequestLastName),
+                    )
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("password")
                     .long("password")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::SignupInviteRequestPassword),
+                    )
                     .required_unless_present("json-body")
                     .help("See the password policy of `POST /api/auth/signup`."),
             )
@@ -432,7 +442,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("title")
                     .long("title")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::ConversationCreateTitle))
                     .required_unless_present("json-body")
                     .help("1 to 200 characters after trimming."),
             )
@@ -517,14 +527,27 @@ impl<T: CliConfig> Cli<T> {
     pub fn cli_conversation_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(true),
             )
             .about(
-                "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).",
+                "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
     pub fn cli_conversation_messages() -> ::clap::Command {
@@ -568,9 +591,13 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("message")
                     .long("message")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::InvitationBulkCreateRequestMessage),
+                    )
                     .required(false)
-                    .help("An optional personal message for every invitee."),
+                    .help(
+                        "An optional personal message for every invitee (at most 2000 characters).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -602,7 +629,9 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("email")
                     .long("email")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::InvitationCreateRequestEmail),
+                    )
                     .required_unless_present("json-body")
                     .help(
                         "The invitee's e-mail address (stored normalised: trimmed, lower-cased).",
@@ -611,7 +640,9 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("message")
                     .long("message")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::InvitationCreateRequestMessage),
+                    )
                     .required(false)
                     .help(
                         "An optional personal message, included in the e-mail (at most 2000 characters).",
@@ -665,6 +696,20 @@ impl<T: CliConfig> Cli<T> {
     pub fn cli_invitations_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
@@ -689,7 +734,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("Only invitations in this state (default: all)."),
             )
             .about(
-                "List the organization's invitations.\n\nAdmin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.",
+                "List the organization's invitations.\n\nAdmin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
     pub fn cli_invitations_resend() -> ::clap::Command {
@@ -723,7 +768,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("token")
                     .long("token")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::InvitationsValidateToken))
                     .required(true)
                     .help("The token from the invitation e-mail's link."),
             )
@@ -1137,8 +1182,22 @@ impl<T: CliConfig> Cli<T> {
     }
     pub fn cli_org_list() -> ::clap::Command {
         ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
             .about(
-                "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.",
+                "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
     pub fn cli_roles_create() -> ::clap::Command {
@@ -1146,8 +1205,11 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("description")
                     .long("description")
-                    .value_parser(::clap::value_parser!(::std::string::String))
-                    .required(false),
+                    .value_parser(
+                        ::clap::value_parser!(types::CreateRoleRequestDescription),
+                    )
+                    .required(false)
+                    .help("At most 1000 characters."),
             )
             .arg(
                 ::clap::Arg::new("hierarchy-level")
@@ -1192,21 +1254,48 @@ impl<T: CliConfig> Cli<T> {
     }
     pub fn cli_roles_list_permissions() -> ::clap::Command {
         ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
             .about(
-                "List the permission catalog.\n\nAny authenticated user: the catalog is global, not per organization. Sorted by name.",
+                "List the permission catalog.\n\nAny authenticated user: the catalog is global, not per organization. Sorted by name.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
     pub fn cli_roles_list_roles() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(true),
             )
             .about(
-                "List an organization's roles.\n\nRequires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.",
+                "List an organization's roles.\n\nRequires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
     pub fn cli_roles_create_permission() -> ::clap::Command {
@@ -1214,9 +1303,13 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("description")
                     .long("description")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::CreatePermissionRequestDescription),
+                    )
                     .required(false)
-                    .help("Optional; defaults to the empty string."),
+                    .help(
+                        "Optional; defaults to the empty string. At most 1000 characters.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -1285,8 +1378,11 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("description")
                     .long("description")
-                    .value_parser(::clap::value_parser!(::std::string::String))
-                    .required(false),
+                    .value_parser(
+                        ::clap::value_parser!(types::UpdateRoleRequestDescription),
+                    )
+                    .required(false)
+                    .help("At most 1000 characters."),
             )
             .arg(
                 ::clap::Arg::new("hierarchy-level")
@@ -1297,7 +1393,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("name")
                     .long("name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::UpdateRoleRequestName))
                     .required(false)
                     .help("1 to 64 characters."),
             )
@@ -1723,19 +1819,23 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("email")
                     .long("email")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::UserInviteRequestEmail))
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("first-name")
                     .long("first-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::UserInviteRequestFirstName),
+                    )
                     .required_unless_present("json-body"),
             )
             .arg(
                 ::clap::Arg::new("last-name")
                     .long("last-name")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(
+                        ::clap::value_parser!(types::UserInviteRequestLastName),
+                    )
                     .required_unless_present("json-body"),
             )
             .arg(
@@ -2110,10 +2210,10 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_auth_login(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.auth_login();
-        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+        if let Some(value) = matches.get_one::<types::LoginRequestEmail>("email") {
             request = request.body_map(|body| body.email(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("password") {
+        if let Some(value) = matches.get_one::<types::LoginRequestPassword>("password") {
             request = request.body_map(|body| body.password(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
@@ -2175,16 +2275,18 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.auth_signup_invite();
-        if let Some(value) = matches.get_one::<::std::string::String>("first-name") {
+        if let Some(value) = matches.get_one::<types::SignupInviteRequestFirstName>("first-name") {
             request = request.body_map(|body| body.first_name(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("invite-token") {
+        if let Some(value) =
+            matches.get_one::<types::SignupInviteRequestInviteToken>("invite-token")
+        {
             request = request.body_map(|body| body.invite_token(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("last-name") {
+        if let Some(value) = matches.get_one::<types::SignupInviteRequestLastName>("last-name") {
             request = request.body_map(|body| body.last_name(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("password") {
+        if let Some(value) = matches.get_one::<types::SignupInviteRequestPassword>("password") {
             request = request.body_map(|body| body.password(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
@@ -2241,7 +2343,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("title") {
+        if let Some(value) = matches.get_one::<types::ConversationCreateTitle>("title") {
             request = request.body_map(|body| body.title(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
@@ -2330,6 +2432,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.conversation_list();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
@@ -2383,7 +2491,8 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.invitations_bulk_create();
-        if let Some(value) = matches.get_one::<::std::string::String>("message") {
+        if let Some(value) = matches.get_one::<types::InvitationBulkCreateRequestMessage>("message")
+        {
             request = request.body_map(|body| body.message(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -2415,10 +2524,10 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.invitations_create();
-        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+        if let Some(value) = matches.get_one::<types::InvitationCreateRequestEmail>("email") {
             request = request.body_map(|body| body.email(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("message") {
+        if let Some(value) = matches.get_one::<types::InvitationCreateRequestMessage>("message") {
             request = request.body_map(|body| body.message(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -2474,6 +2583,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.invitations_list();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
@@ -2543,7 +2658,7 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.invitations_validate();
-        if let Some(value) = matches.get_one::<::std::string::String>("token") {
+        if let Some(value) = matches.get_one::<types::InvitationsValidateToken>("token") {
             request = request.token(value.clone());
         }
         self.config
@@ -2950,6 +3065,12 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_org_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.org_list();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
         self.config.execute_org_list(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -2965,7 +3086,7 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_roles_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.roles_create();
-        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+        if let Some(value) = matches.get_one::<types::CreateRoleRequestDescription>("description") {
             request = request.body_map(|body| body.description(value.clone()));
         }
         if let Some(value) = matches.get_one::<i32>("hierarchy-level") {
@@ -3002,6 +3123,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.roles_list_permissions();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
         self.config
             .execute_roles_list_permissions(matches, &mut request)?;
         let result = request.send().await;
@@ -3021,6 +3148,12 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.roles_list_roles();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
@@ -3043,7 +3176,9 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.roles_create_permission();
-        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+        if let Some(value) =
+            matches.get_one::<types::CreatePermissionRequestDescription>("description")
+        {
             request = request.body_map(|body| body.description(value.clone()));
         }
         if let Some(value) = matches.get_one::<types::CreatePermissionRequestName>("name") {
@@ -3115,13 +3250,13 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_roles_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.roles_update();
-        if let Some(value) = matches.get_one::<::std::string::String>("description") {
+        if let Some(value) = matches.get_one::<types::UpdateRoleRequestDescription>("description") {
             request = request.body_map(|body| body.description(value.clone()));
         }
         if let Some(value) = matches.get_one::<i32>("hierarchy-level") {
             request = request.body_map(|body| body.hierarchy_level(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("name") {
+        if let Some(value) = matches.get_one::<types::UpdateRoleRequestName>("name") {
             request = request.body_map(|body| body.name(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -3467,13 +3602,13 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_users_invite(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_invite();
-        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+        if let Some(value) = matches.get_one::<types::UserInviteRequestEmail>("email") {
             request = request.body_map(|body| body.email(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("first-name") {
+        if let Some(value) = matches.get_one::<types::UserInviteRequestFirstName>("first-name") {
             request = request.body_map(|body| body.first_name(value.clone()));
         }
-        if let Some(value) = matches.get_one::<::std::string::String>("last-name") {
+        if let Some(value) = matches.get_one::<types::UserInviteRequestLastName>("last-name") {
             request = request.body_map(|body| body.last_name(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {

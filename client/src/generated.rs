@@ -1119,11 +1119,66 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub is_archived: ::std::option::Option<bool>,
         ///1 to 200 characters after trimming.
-        pub title: ::std::string::String,
+        pub title: ConversationCreateTitle,
     }
     impl ConversationCreate {
         pub fn builder() -> builder::ConversationCreate {
             Default::default()
+        }
+    }
+    ///1 to 200 characters after trimming.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationCreateTitle(::std::string::String);
+    impl ::std::ops::Deref for ConversationCreateTitle {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationCreateTitle> for ::std::string::String {
+        fn from(value: ConversationCreateTitle) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationCreateTitle {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationCreateTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationCreateTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationCreateTitle {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A message of a conversation.
@@ -1562,15 +1617,67 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct CreatePermissionRequest {
-        ///Optional; defaults to the empty string.
+        ///Optional; defaults to the empty string. At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<CreatePermissionRequestDescription>,
         ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
         pub name: CreatePermissionRequestName,
     }
     impl CreatePermissionRequest {
         pub fn builder() -> builder::CreatePermissionRequest {
             Default::default()
+        }
+    }
+    ///Optional; defaults to the empty string. At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreatePermissionRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreatePermissionRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreatePermissionRequestDescription> for ::std::string::String {
+        fn from(value: CreatePermissionRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreatePermissionRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreatePermissionRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreatePermissionRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreatePermissionRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`resource:action`, lowercase letters and underscores, `*` allowed as either half.
@@ -1633,17 +1740,71 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct CreateRoleRequest {
+        ///At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<CreateRoleRequestDescription>,
         ///0 to 100, at most the caller's own level.
         pub hierarchy_level: i32,
         ///Unique within the organization (case-insensitive), 1 to 64 characters.
         pub name: CreateRoleRequestName,
+        ///At most 500 permissions.
         pub permission_ids: ::std::vec::Vec<::uuid::Uuid>,
     }
     impl CreateRoleRequest {
         pub fn builder() -> builder::CreateRoleRequest {
             Default::default()
+        }
+    }
+    ///At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct CreateRoleRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreateRoleRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateRoleRequestDescription> for ::std::string::String {
+        fn from(value: CreateRoleRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateRoleRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateRoleRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Unique within the organization (case-insensitive), 1 to 64 characters.
@@ -2164,13 +2325,65 @@ pub mod types {
     pub struct InvitationBulkCreateRequest {
         ///1 to 100 invitees.
         pub invitations: ::std::vec::Vec<InvitationBulkItem>,
-        ///An optional personal message for every invitee.
+        ///An optional personal message for every invitee (at most 2000 characters).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub message: ::std::option::Option<::std::string::String>,
+        pub message: ::std::option::Option<InvitationBulkCreateRequestMessage>,
     }
     impl InvitationBulkCreateRequest {
         pub fn builder() -> builder::InvitationBulkCreateRequest {
             Default::default()
+        }
+    }
+    ///An optional personal message for every invitee (at most 2000 characters).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationBulkCreateRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for InvitationBulkCreateRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationBulkCreateRequestMessage> for ::std::string::String {
+        fn from(value: InvitationBulkCreateRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationBulkCreateRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationBulkCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationBulkCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationBulkCreateRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Result of `POST /api/invitations/bulk_create`.
@@ -2194,12 +2407,64 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct InvitationBulkItem {
-        pub email: ::std::string::String,
+        pub email: InvitationBulkItemEmail,
         pub role_id: ::uuid::Uuid,
     }
     impl InvitationBulkItem {
         pub fn builder() -> builder::InvitationBulkItem {
             Default::default()
+        }
+    }
+    ///`InvitationBulkItemEmail`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationBulkItemEmail(::std::string::String);
+    impl ::std::ops::Deref for InvitationBulkItemEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationBulkItemEmail> for ::std::string::String {
+        fn from(value: InvitationBulkItemEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationBulkItemEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationBulkItemEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationBulkItemEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationBulkItemEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Outcome of one item of a bulk creation.
@@ -2284,16 +2549,120 @@ pub mod types {
     )]
     pub struct InvitationCreateRequest {
         ///The invitee's e-mail address (stored normalised: trimmed, lower-cased).
-        pub email: ::std::string::String,
+        pub email: InvitationCreateRequestEmail,
         ///An optional personal message, included in the e-mail (at most 2000 characters).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub message: ::std::option::Option<::std::string::String>,
+        pub message: ::std::option::Option<InvitationCreateRequestMessage>,
         ///A role of the organization.
         pub role_id: ::uuid::Uuid,
     }
     impl InvitationCreateRequest {
         pub fn builder() -> builder::InvitationCreateRequest {
             Default::default()
+        }
+    }
+    ///The invitee's e-mail address (stored normalised: trimmed, lower-cased).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationCreateRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for InvitationCreateRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationCreateRequestEmail> for ::std::string::String {
+        fn from(value: InvitationCreateRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationCreateRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationCreateRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationCreateRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationCreateRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An optional personal message, included in the e-mail (at most 2000 characters).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationCreateRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for InvitationCreateRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationCreateRequestMessage> for ::std::string::String {
+        fn from(value: InvitationCreateRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationCreateRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationCreateRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationCreateRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///An invitation in a listing (no token, no organization).
@@ -2455,6 +2824,58 @@ pub mod types {
     impl InvitationValidation {
         pub fn builder() -> builder::InvitationValidation {
             Default::default()
+        }
+    }
+    ///`InvitationsValidateToken`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InvitationsValidateToken(::std::string::String);
+    impl ::std::ops::Deref for InvitationsValidateToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InvitationsValidateToken> for ::std::string::String {
+        fn from(value: InvitationsValidateToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InvitationsValidateToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 512usize {
+                return Err("longer than 512 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InvitationsValidateToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InvitationsValidateToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InvitationsValidateToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A numbered source of an answer: `[n]` in the answer cites it.
@@ -3233,12 +3654,118 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct LoginRequest {
-        pub email: ::std::string::String,
-        pub password: ::std::string::String,
+        ///At most 254 characters (RFC 5321).
+        pub email: LoginRequestEmail,
+        ///At most 128 characters (the password policy's limit).
+        pub password: LoginRequestPassword,
     }
     impl LoginRequest {
         pub fn builder() -> builder::LoginRequest {
             Default::default()
+        }
+    }
+    ///At most 254 characters (RFC 5321).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct LoginRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for LoginRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LoginRequestEmail> for ::std::string::String {
+        fn from(value: LoginRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LoginRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LoginRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LoginRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LoginRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///At most 128 characters (the password policy's limit).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct LoginRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for LoginRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LoginRequestPassword> for ::std::string::String {
+        fn from(value: LoginRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LoginRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LoginRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LoginRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LoginRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A bearer access token.
@@ -3365,6 +3892,9 @@ pub mod types {
         ///An assistant answer cut short because the model provider failed; the text received until then is kept.
         #[serde(rename = "failed")]
         Failed,
+        ///An assistant answer still being streamed: the text so far (saved about once a second). It stays so if the server stopped mid-answer.
+        #[serde(rename = "streaming")]
+        Streaming,
     }
     impl ::std::fmt::Display for MessageStatus {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -3372,6 +3902,7 @@ pub mod types {
                 Self::Complete => f.write_str("complete"),
                 Self::Cancelled => f.write_str("cancelled"),
                 Self::Failed => f.write_str("failed"),
+                Self::Streaming => f.write_str("streaming"),
             }
         }
     }
@@ -3382,6 +3913,7 @@ pub mod types {
                 "complete" => Ok(Self::Complete),
                 "cancelled" => Ok(Self::Cancelled),
                 "failed" => Ok(Self::Failed),
+                "streaming" => Ok(Self::Streaming),
                 _ => Err("invalid value".into()),
             }
         }
@@ -4251,16 +4783,230 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct SignupInviteRequest {
-        pub first_name: ::std::string::String,
+        pub first_name: SignupInviteRequestFirstName,
         ///The token from the invitation e-mail's link.
-        pub invite_token: ::std::string::String,
-        pub last_name: ::std::string::String,
+        pub invite_token: SignupInviteRequestInviteToken,
+        pub last_name: SignupInviteRequestLastName,
         ///See the password policy of `POST /api/auth/signup`.
-        pub password: ::std::string::String,
+        pub password: SignupInviteRequestPassword,
     }
     impl SignupInviteRequest {
         pub fn builder() -> builder::SignupInviteRequest {
             Default::default()
+        }
+    }
+    ///`SignupInviteRequestFirstName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestFirstName(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestFirstName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestFirstName> for ::std::string::String {
+        fn from(value: SignupInviteRequestFirstName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestFirstName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestFirstName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The token from the invitation e-mail's link.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestInviteToken(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestInviteToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestInviteToken> for ::std::string::String {
+        fn from(value: SignupInviteRequestInviteToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestInviteToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 512usize {
+                return Err("longer than 512 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestInviteToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestInviteToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestInviteToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SignupInviteRequestLastName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestLastName(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestLastName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestLastName> for ::std::string::String {
+        fn from(value: SignupInviteRequestLastName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestLastName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestLastName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///See the password policy of `POST /api/auth/signup`.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct SignupInviteRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for SignupInviteRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SignupInviteRequestPassword> for ::std::string::String {
+        fn from(value: SignupInviteRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SignupInviteRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SignupInviteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SignupInviteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SignupInviteRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The account created (or completed) by `POST /api/auth/signup_invite`.
@@ -4758,11 +5504,66 @@ pub mod types {
     pub struct StreamChatRequest {
         pub chat_session_id: ::uuid::Uuid,
         ///The user's message: not blank, at most 100,000 characters.
-        pub message: ::std::string::String,
+        pub message: StreamChatRequestMessage,
     }
     impl StreamChatRequest {
         pub fn builder() -> builder::StreamChatRequest {
             Default::default()
+        }
+    }
+    ///The user's message: not blank, at most 100,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct StreamChatRequestMessage(::std::string::String);
+    impl ::std::ops::Deref for StreamChatRequestMessage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<StreamChatRequestMessage> for ::std::string::String {
+        fn from(value: StreamChatRequestMessage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for StreamChatRequestMessage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for StreamChatRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for StreamChatRequestMessage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for StreamChatRequestMessage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`{success, message}`.
@@ -5738,20 +6539,128 @@ pub mod types {
         schemars::JsonSchema,
     )]
     pub struct UpdateRoleRequest {
+        ///At most 1000 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub description: ::std::option::Option<::std::string::String>,
+        pub description: ::std::option::Option<UpdateRoleRequestDescription>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub hierarchy_level: ::std::option::Option<i32>,
         ///1 to 64 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub name: ::std::option::Option<::std::string::String>,
-        ///A given list replaces the role's permissions.
+        pub name: ::std::option::Option<UpdateRoleRequestName>,
+        ///A given list replaces the role's permissions (at most 500).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub permission_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
     }
     impl UpdateRoleRequest {
         pub fn builder() -> builder::UpdateRoleRequest {
             Default::default()
+        }
+    }
+    ///At most 1000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UpdateRoleRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for UpdateRoleRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateRoleRequestDescription> for ::std::string::String {
+        fn from(value: UpdateRoleRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateRoleRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateRoleRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateRoleRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 64 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UpdateRoleRequestName(::std::string::String);
+    impl ::std::ops::Deref for UpdateRoleRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateRoleRequestName> for ::std::string::String {
+        fn from(value: UpdateRoleRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateRoleRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateRoleRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateRoleRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Body of `PUT /api/users/update`.
@@ -5819,15 +6728,177 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct UserInviteRequest {
-        pub email: ::std::string::String,
-        pub first_name: ::std::string::String,
-        pub last_name: ::std::string::String,
+        pub email: UserInviteRequestEmail,
+        pub first_name: UserInviteRequestFirstName,
+        pub last_name: UserInviteRequestLastName,
         ///The id of a role of the organization.
         pub role: ::uuid::Uuid,
     }
     impl UserInviteRequest {
         pub fn builder() -> builder::UserInviteRequest {
             Default::default()
+        }
+    }
+    ///`UserInviteRequestEmail`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestEmail> for ::std::string::String {
+        fn from(value: UserInviteRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserInviteRequestFirstName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestFirstName(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestFirstName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestFirstName> for ::std::string::String {
+        fn from(value: UserInviteRequestFirstName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestFirstName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestFirstName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestFirstName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserInviteRequestLastName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UserInviteRequestLastName(::std::string::String);
+    impl ::std::ops::Deref for UserInviteRequestLastName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserInviteRequestLastName> for ::std::string::String {
+        fn from(value: UserInviteRequestLastName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserInviteRequestLastName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserInviteRequestLastName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserInviteRequestLastName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The invited user, as returned by `POST /api/users/invite`.
@@ -7749,7 +8820,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct ConversationCreate {
             is_archived: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
-            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title: ::std::result::Result<super::ConversationCreateTitle, ::std::string::String>,
         }
         impl ::std::default::Default for ConversationCreate {
             fn default() -> Self {
@@ -7772,7 +8843,7 @@ pub mod types {
             }
             pub fn title<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::ConversationCreateTitle>,
                 T::Error: ::std::fmt::Display,
             {
                 self.title = value
@@ -8557,7 +9628,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct CreatePermissionRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::CreatePermissionRequestDescription>,
                 ::std::string::String,
             >,
             name: ::std::result::Result<super::CreatePermissionRequestName, ::std::string::String>,
@@ -8573,7 +9644,9 @@ pub mod types {
         impl CreatePermissionRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::CreatePermissionRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -8614,7 +9687,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct CreateRoleRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::CreateRoleRequestDescription>,
                 ::std::string::String,
             >,
             hierarchy_level: ::std::result::Result<i32, ::std::string::String>,
@@ -8635,7 +9708,9 @@ pub mod types {
         impl CreateRoleRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::CreateRoleRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -9244,7 +10319,7 @@ pub mod types {
                 ::std::string::String,
             >,
             message: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::InvitationBulkCreateRequestMessage>,
                 ::std::string::String,
             >,
         }
@@ -9269,7 +10344,9 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::InvitationBulkCreateRequestMessage>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -9384,7 +10461,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct InvitationBulkItem {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::InvitationBulkItemEmail, ::std::string::String>,
             role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
         }
         impl ::std::default::Default for InvitationBulkItem {
@@ -9398,7 +10475,7 @@ pub mod types {
         impl InvitationBulkItem {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::InvitationBulkItemEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -9540,9 +10617,10 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct InvitationCreateRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email:
+                ::std::result::Result<super::InvitationCreateRequestEmail, ::std::string::String>,
             message: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::InvitationCreateRequestMessage>,
                 ::std::string::String,
             >,
             role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -9559,7 +10637,7 @@ pub mod types {
         impl InvitationCreateRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::InvitationCreateRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -9569,7 +10647,9 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::InvitationCreateRequestMessage>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -11948,8 +13028,8 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct LoginRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
-            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::LoginRequestEmail, ::std::string::String>,
+            password: ::std::result::Result<super::LoginRequestPassword, ::std::string::String>,
         }
         impl ::std::default::Default for LoginRequest {
             fn default() -> Self {
@@ -11962,7 +13042,7 @@ pub mod types {
         impl LoginRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::LoginRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -11972,7 +13052,7 @@ pub mod types {
             }
             pub fn password<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::LoginRequestPassword>,
                 T::Error: ::std::fmt::Display,
             {
                 self.password = value
@@ -13375,10 +14455,14 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct SignupInviteRequest {
-            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            invite_token: ::std::result::Result<::std::string::String, ::std::string::String>,
-            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            password: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name:
+                ::std::result::Result<super::SignupInviteRequestFirstName, ::std::string::String>,
+            invite_token:
+                ::std::result::Result<super::SignupInviteRequestInviteToken, ::std::string::String>,
+            last_name:
+                ::std::result::Result<super::SignupInviteRequestLastName, ::std::string::String>,
+            password:
+                ::std::result::Result<super::SignupInviteRequestPassword, ::std::string::String>,
         }
         impl ::std::default::Default for SignupInviteRequest {
             fn default() -> Self {
@@ -13393,7 +14477,7 @@ pub mod types {
         impl SignupInviteRequest {
             pub fn first_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestFirstName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.first_name = value
@@ -13403,7 +14487,7 @@ pub mod types {
             }
             pub fn invite_token<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestInviteToken>,
                 T::Error: ::std::fmt::Display,
             {
                 self.invite_token = value
@@ -13413,7 +14497,7 @@ pub mod types {
             }
             pub fn last_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestLastName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.last_name = value
@@ -13423,7 +14507,7 @@ pub mod types {
             }
             pub fn password<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::SignupInviteRequestPassword>,
                 T::Error: ::std::fmt::Display,
             {
                 self.password = value
@@ -14204,7 +15288,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct StreamChatRequest {
             chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
-            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<super::StreamChatRequestMessage, ::std::string::String>,
         }
         impl ::std::default::Default for StreamChatRequest {
             fn default() -> Self {
@@ -14227,7 +15311,7 @@ pub mod types {
             }
             pub fn message<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::StreamChatRequestMessage>,
                 T::Error: ::std::fmt::Display,
             {
                 self.message = value
@@ -16104,13 +17188,13 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::UpdateRoleRequestDescription>,
                 ::std::string::String,
             >,
             hierarchy_level:
                 ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
             name: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::UpdateRoleRequestName>,
                 ::std::string::String,
             >,
             permission_ids: ::std::result::Result<
@@ -16131,7 +17215,9 @@ pub mod types {
         impl UpdateRoleRequest {
             pub fn description<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::UpdateRoleRequestDescription>,
+                    >,
                 T::Error: ::std::fmt::Display,
             {
                 self.description = value
@@ -16151,7 +17237,7 @@ pub mod types {
             }
             pub fn name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::UpdateRoleRequestName>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.name = value
@@ -16521,9 +17607,11 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct UserInviteRequest {
-            email: ::std::result::Result<::std::string::String, ::std::string::String>,
-            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
-            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            email: ::std::result::Result<super::UserInviteRequestEmail, ::std::string::String>,
+            first_name:
+                ::std::result::Result<super::UserInviteRequestFirstName, ::std::string::String>,
+            last_name:
+                ::std::result::Result<super::UserInviteRequestLastName, ::std::string::String>,
             role: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
         }
         impl ::std::default::Default for UserInviteRequest {
@@ -16539,7 +17627,7 @@ pub mod types {
         impl UserInviteRequest {
             pub fn email<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestEmail>,
                 T::Error: ::std::fmt::Display,
             {
                 self.email = value
@@ -16549,7 +17637,7 @@ pub mod types {
             }
             pub fn first_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestFirstName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.first_name = value
@@ -16559,7 +17647,7 @@ pub mod types {
             }
             pub fn last_name<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::UserInviteRequestLastName>,
                 T::Error: ::std::fmt::Display,
             {
                 self.last_name = value
@@ -17278,7 +18366,9 @@ impl Client {
 
     Any wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.
 
-    Failed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count.
+    Failed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.
+
+    Overload: logins are also limited per client address and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.
 
     Sends a `POST` request to `/api/auth/login`
 
@@ -17300,6 +18390,8 @@ impl Client {
     Password policy (`422 weak_password`, the message names the rule): 1. at least 10 and at most 128 characters; 2. not one character repeated (`aaaaaaaaaa`); 3. not the e-mail address, nor its part before `@`, in any case.
 
     Passwords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).
+
+    The address is also NFC-normalised; control and format characters (zero-width space, soft hyphen, bidirectional overrides) and local parts or domain labels whose letters mix scripts (Latin, Greek, Cyrillic, any other block) are `400 invalid_email`. Signups are limited per client address and in total (`429 rate_limited`, shared with `signup_invite`); a hashing backlog is `503 server_busy`.
 
     Sends a `POST` request to `/api/auth/signup`
 
@@ -17411,12 +18503,18 @@ impl Client {
 
     Permission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/conversation/list`
 
     Arguments:
-    - `org_id`: The organization.
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`
     ```ignore
     let response = client.conversation_list()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .send()
         .await;
@@ -17458,6 +18556,8 @@ impl Client {
     Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`; if the client disconnects the text is kept with `status` `cancelled` and the provider request is abandoned.
 
     Several answers may stream in one session at once; each sees the history as stored when it started.
+
+    The assistant message is stored with the user's message, empty and `streaming`, and its text is saved about once a second while it streams. An answer that reached the client is stored even if the database is unavailable when it ends: the write is retried until the database is back. When that takes more than 30 seconds, the stream ends with an `error` event `database_unavailable` instead of `end` (the answer is still stored later).
 
     Every message counts towards the organization's `daily_chat_limit` (see `GET /api/org/features`; per UTC day, shared by all server instances). At the limit the request is refused before anything is stored: `429 daily_chat_limit_exceeded` with `Retry-After` (seconds until the next UTC day).
 
@@ -17566,13 +18666,19 @@ impl Client {
 
     Admin or owner role (level 80 or more; `403 forbidden`). Newest first, all states unless `status` filters (an unknown value is `400 invalid_request`). A `pending` invitation past its `expires_at` is reported, and filtered, as `expired`. Tokens are never listed.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/invitations/list`
 
     Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     - `org_id`: The organization.
     - `status`: Only invitations in this state (default: all).
     ```ignore
     let response = client.invitations_list()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .status(status)
         .send()
@@ -17897,10 +19003,17 @@ impl Client {
 
     Every organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/org/list`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     ```ignore
     let response = client.org_list()
+        .limit(limit)
+        .offset(offset)
         .send()
         .await;
     ```*/
@@ -17930,10 +19043,17 @@ impl Client {
 
     Any authenticated user: the catalog is global, not per organization. Sorted by name.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/roles/list_permissions`
 
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
     ```ignore
     let response = client.roles_list_permissions()
+        .limit(limit)
+        .offset(offset)
         .send()
         .await;
     ```*/
@@ -17944,12 +19064,18 @@ impl Client {
 
     Requires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.
 
+    Paged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).
+
     Sends a `GET` request to `/api/roles/list_roles`
 
     Arguments:
-    - `org_id`: The organization.
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`
     ```ignore
     let response = client.roles_list_roles()
+        .limit(limit)
+        .offset(offset)
         .org_id(org_id)
         .send()
         .await;
@@ -18430,6 +19556,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -18801,6 +19930,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -18905,6 +20037,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -18986,6 +20121,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
@@ -19071,10 +20209,16 @@ pub mod builder {
                 400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -19160,6 +20304,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
@@ -19355,6 +20502,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -19466,6 +20616,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -19582,14 +20735,37 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ConversationList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
     impl<'a> ConversationList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -19605,7 +20781,14 @@ pub mod builder {
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Conversation>>, Error<types::Error>>
         {
-            let Self { client, org_id } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/conversation/list", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -19621,6 +20804,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .headers(header_map)
                 .build()?;
@@ -19871,6 +21056,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -20088,6 +21276,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -20195,6 +21386,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -20296,6 +21490,8 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct InvitationsList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
         status: Result<Option<types::InvitationStatus>, String>,
     }
@@ -20303,9 +21499,30 @@ pub mod builder {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
                 status: Ok(None),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -20333,9 +21550,13 @@ pub mod builder {
         {
             let Self {
                 client,
+                limit,
+                offset,
                 org_id,
                 status,
             } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let status = status.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/invitations/list", client.baseurl,);
@@ -20352,6 +21573,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .query(&progenitor_client::QueryParam::new("status", &status))
                 .headers(header_map)
@@ -20564,7 +21787,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct InvitationsValidate<'a> {
         client: &'a super::Client,
-        token: Result<::std::string::String, String>,
+        token: Result<types::InvitationsValidateToken, String>,
     }
     impl<'a> InvitationsValidate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -20575,10 +21798,10 @@ pub mod builder {
         }
         pub fn token<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::std::string::String>,
+            V: std::convert::TryInto<types::InvitationsValidateToken>,
         {
             self.token = value.try_into().map_err(|_| {
-                "conversion to `:: std :: string :: String` for token failed".to_string()
+                "conversion to `InvitationsValidateToken` for token failed".to_string()
             });
             self
         }
@@ -20710,6 +21933,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -20809,6 +22035,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -21458,6 +22687,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -21560,6 +22792,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -21726,6 +22961,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
@@ -21983,6 +23221,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -21999,17 +23240,48 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OrgList<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
     }
     impl<'a> OrgList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
-            Self { client: client }
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         ///Sends a `GET` request to `/api/org/list`
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Organization>>, Error<types::Error>>
         {
-            let Self { client } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/org/list", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
             header_map.append(
@@ -22024,6 +23296,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {
@@ -22035,6 +23309,9 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 401u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -22143,6 +23420,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -22162,17 +23442,48 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct RolesListPermissions<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
     }
     impl<'a> RolesListPermissions<'a> {
         pub fn new(client: &'a super::Client) -> Self {
-            Self { client: client }
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         ///Sends a `GET` request to `/api/roles/list_permissions`
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Permission>>, Error<types::Error>>
         {
-            let Self { client } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/roles/list_permissions", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
             header_map.append(
@@ -22187,6 +23498,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {
@@ -22198,6 +23511,9 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 401u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -22217,14 +23533,37 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct RolesListRoles<'a> {
         client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
     impl<'a> RolesListRoles<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                limit: Ok(None),
+                offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
         }
         pub fn org_id<V>(mut self, value: V) -> Self
         where
@@ -22239,7 +23578,14 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<::std::vec::Vec<types::Role>>, Error<types::Error>> {
-            let Self { client, org_id } = self;
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/roles/list_roles", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -22255,6 +23601,8 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
                 .headers(header_map)
                 .build()?;
@@ -22364,6 +23712,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
@@ -22676,6 +24027,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -22797,6 +24151,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -22901,6 +24258,9 @@ pub mod builder {
                 403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -23003,6 +24363,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
@@ -23640,6 +25003,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 500u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -23761,6 +25127,9 @@ pub mod builder {
                 404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
                 409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
@@ -23867,6 +25236,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
@@ -24151,6 +25523,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(

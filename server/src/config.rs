@@ -18,6 +18,12 @@ pub struct Config {
     pub request_body_max_bytes: usize,
     pub database: DatabaseConfig,
     pub auth: AuthConfig,
+    /// Login and signup rate limits, shared by every instance.
+    pub rate_limits: RateLimitsConfig,
+    /// Server-side limits of HTTP connections and request bodies.
+    pub http: HttpConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
     /// Keys that encrypt secrets at rest (see `secrets.rs`).
     pub secrets: SecretsConfig,
     pub features: FeatureDefaults,
@@ -122,6 +128,22 @@ pub struct DatabaseConfig {
     /// may chain to (e.g. a managed database's CA bundle); the system's
     /// roots are always trusted. TLS itself follows the URL's `sslmode`.
     pub ca_file: Option<PathBuf>,
+    /// After a failed connection attempt, the first wait before the next
+    /// one, in milliseconds; doubles per failure (jittered), up to
+    /// `reconnect_backoff_max_ms`. Meanwhile requests that need the
+    /// database fail fast with `503 database_unavailable`.
+    pub reconnect_backoff_initial_ms: u64,
+    /// The longest wait between connection attempts, in milliseconds.
+    pub reconnect_backoff_max_ms: u64,
+}
+
+impl DatabaseConfig {
+    pub fn backoff(&self) -> crate::db::health::Backoff {
+        crate::db::health::Backoff {
+            initial: std::time::Duration::from_millis(self.reconnect_backoff_initial_ms),
+            max: std::time::Duration::from_millis(self.reconnect_backoff_max_ms),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -140,6 +162,82 @@ pub struct AuthConfig {
     /// E-mail addresses of system administrators (who manage the global
     /// permission catalog and organizations' feature gates).
     pub system_admins: Vec<String>,
+    /// Password hashes (argon2id, 19 MiB each) computed at once. Default:
+    /// the number of CPU cores.
+    pub hash_concurrency: Option<usize>,
+    /// Requests that may wait for a hashing slot; beyond that they are
+    /// answered `503 server_busy` with `Retry-After` at once.
+    pub hash_queue: usize,
+    /// Longest wait for a hashing slot, in milliseconds (then `503`).
+    pub hash_max_wait_ms: u64,
+}
+
+/// Fixed-window request limits per client address (the TCP peer) and for
+/// all clients together; counted in PostgreSQL so that they hold across
+/// instances. `0` disables a limit. Beyond a limit: `429 rate_limited`
+/// with `Retry-After`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitsConfig {
+    /// The window, in seconds.
+    pub window_secs: u64,
+    /// `POST /api/auth/login` per client address and window.
+    pub login_per_address: u32,
+    /// `POST /api/auth/login` for all clients, per window.
+    pub login_global: u32,
+    /// `POST /api/auth/signup` and `signup_invite` per client address.
+    pub signup_per_address: u32,
+    /// `POST /api/auth/signup` and `signup_invite` for all clients.
+    pub signup_global: u32,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        RateLimitsConfig {
+            window_secs: 60,
+            login_per_address: 30,
+            login_global: 1200,
+            signup_per_address: 10,
+            signup_global: 300,
+        }
+    }
+}
+
+/// Limits of the HTTP server itself.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Longest time to receive a request body once its headers arrived, in
+    /// seconds (then `408 request_timeout`).
+    pub body_read_timeout_secs: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            body_read_timeout_secs: 30,
+        }
+    }
+}
+
+/// The Prometheus text endpoint `GET /metrics`, on a listener of its own.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where `/metrics` is served. Unset (the default): not served.
+    /// Keep it on a private address (e.g. `127.0.0.1:9090`).
+    pub bind_address: Option<SocketAddr>,
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsConfig")
+            .field("bind_address", &self.bind_address)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -348,6 +446,9 @@ impl Default for Config {
             request_body_max_bytes: 1024 * 1024,
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
+            rate_limits: RateLimitsConfig::default(),
+            http: HttpConfig::default(),
+            metrics: MetricsConfig::default(),
             secrets: SecretsConfig::default(),
             features: FeatureDefaults::default(),
             mail: MailConfig::default(),
@@ -371,6 +472,8 @@ impl Default for DatabaseConfig {
             pool_size: 16,
             data_dir: None,
             ca_file: None,
+            reconnect_backoff_initial_ms: 100,
+            reconnect_backoff_max_ms: 2000,
         }
     }
 }
@@ -383,6 +486,9 @@ impl Default for AuthConfig {
             login_max_failures: 5,
             login_window_secs: 15 * 60,
             system_admins: Vec::new(),
+            hash_concurrency: None,
+            hash_queue: 64,
+            hash_max_wait_ms: 10_000,
         }
     }
 }
@@ -403,6 +509,17 @@ impl Default for LogConfig {
         LogConfig {
             level: "info".to_string(),
         }
+    }
+}
+
+impl AuthConfig {
+    /// The configured hashing concurrency, or the number of CPU cores.
+    pub fn hash_concurrency(&self) -> usize {
+        self.hash_concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        })
     }
 }
 
@@ -469,6 +586,15 @@ impl Config {
                 .map(|a| a.trim().to_lowercase())
                 .filter(|a| !a.is_empty())
                 .collect();
+        }
+        if let Some(addr) = get("WORKSPACE_METRICS_BIND").filter(|v| !v.is_empty()) {
+            self.metrics.bind_address = Some(
+                addr.parse()
+                    .with_context(|| format!("WORKSPACE_METRICS_BIND {addr:?}"))?,
+            );
+        }
+        if let Some(token) = get("WORKSPACE_METRICS_TOKEN").filter(|v| !v.is_empty()) {
+            self.metrics.token = Some(token);
         }
         if let Some(dir) = get("WORKSPACE_DATA_DIR").filter(|v| !v.is_empty()) {
             self.database.data_dir = Some(PathBuf::from(dir));
@@ -558,8 +684,25 @@ impl Config {
         if self.auth.login_max_failures == 0 || self.auth.login_window_secs == 0 {
             bail!("auth.login_max_failures and auth.login_window_secs must be positive");
         }
+        if self.auth.hash_concurrency == Some(0) || self.auth.hash_max_wait_ms == 0 {
+            bail!("auth.hash_concurrency and auth.hash_max_wait_ms must be positive");
+        }
+        if self.rate_limits.window_secs == 0 {
+            bail!("rate_limits.window_secs must be positive");
+        }
+        if self.http.body_read_timeout_secs == 0 {
+            bail!("http.body_read_timeout_secs must be positive");
+        }
         if self.database.pool_size == 0 {
             bail!("database.pool_size must be positive");
+        }
+        if self.database.reconnect_backoff_initial_ms == 0
+            || self.database.reconnect_backoff_max_ms < self.database.reconnect_backoff_initial_ms
+        {
+            bail!(
+                "database.reconnect_backoff_initial_ms must be positive and at most \
+                 database.reconnect_backoff_max_ms"
+            );
         }
         if self.mail.from.parse::<lettre::message::Mailbox>().is_err() {
             bail!("mail.from {:?} is not an e-mail address", self.mail.from);

@@ -24,6 +24,10 @@ pub struct ServerContext {
     pub download_links: Option<std::sync::Arc<crate::storage::LinkSigner>>,
     /// The embedding models knowledge bases may use.
     pub embedders: crate::embedder::EmbedderRegistry,
+    /// The bounded password-hashing pool.
+    pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
+    /// Request, database, hashing and stream metrics (`/metrics`).
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
     pub log: slog::Logger,
 }
 

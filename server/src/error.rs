@@ -47,9 +47,17 @@ pub enum Error {
         message: String,
         retry_after_secs: u64,
     },
-    /// 503: a dependency (the database) is unavailable.
+    /// 503: a dependency (the database) is unavailable; retry later.
     #[error("{message}")]
     Unavailable { code: &'static str, message: String },
+    /// 503: the server is overloaded (e.g. the password-hashing queue is
+    /// full); retry after the given number of seconds.
+    #[error("{message}")]
+    Busy {
+        code: &'static str,
+        message: String,
+        retry_after_secs: u64,
+    },
     /// 500: a bug or an unexpected failure; `internal` is only logged.
     #[error("internal error: {internal}")]
     Internal { internal: String },
@@ -99,6 +107,69 @@ impl Error {
     }
 }
 
+/// The message of an error and of every error in its `source()` chain,
+/// joined by `: ` (tokio-postgres' own message is only "db error").
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// SQLSTATEs that mean the database server is going away or cannot take
+/// the connection: class 08 (connection exception), 57P01-57P03 (admin or
+/// crash shutdown, cannot connect now), 53300 (too many connections).
+fn is_unavailable_state(code: &tokio_postgres::error::SqlState) -> bool {
+    use tokio_postgres::error::SqlState;
+    code.code().starts_with("08")
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+        || *code == SqlState::TOO_MANY_CONNECTIONS
+}
+
+/// Whether a database error means "the database is unreachable" (the
+/// connection closed, an I/O error, a timeout, a shutdown), as opposed to a
+/// statement that failed.
+pub fn is_connection_error(error: &tokio_postgres::Error) -> bool {
+    if let Some(db) = error.as_db_error() {
+        return is_unavailable_state(db.code());
+    }
+    if error.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        if e.is::<std::io::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    // The kinds without a public predicate; their messages are fixed.
+    matches!(
+        error.to_string().as_str(),
+        "timeout waiting for server"
+            | "error connecting to server"
+            | "error communicating with the server"
+            | "error performing TLS handshake"
+    )
+}
+
+/// The `503 database_unavailable` error.
+pub fn database_unavailable(internal: impl Into<String>) -> Error {
+    Error::Unavailable {
+        code: "database_unavailable",
+        message: internal.into(),
+    }
+}
+
 impl From<tokio_postgres::Error> for Error {
     fn from(error: tokio_postgres::Error) -> Error {
         // PostgreSQL text cannot hold NUL characters; any input that carries
@@ -106,16 +177,16 @@ impl From<tokio_postgres::Error> for Error {
         if error.code() == Some(&tokio_postgres::error::SqlState::CHARACTER_NOT_IN_REPERTOIRE) {
             return Error::invalid("invalid_request", "text must not contain NUL characters");
         }
-        Error::internal(format!("database: {error}"))
+        if is_connection_error(&error) {
+            return database_unavailable(format!("database: {}", chain(&error)));
+        }
+        Error::internal(format!("database: {}", chain(&error)))
     }
 }
 
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(error: deadpool_postgres::PoolError) -> Error {
-        Error::Unavailable {
-            code: "database_unavailable",
-            message: format!("database unavailable: {error}"),
-        }
+        database_unavailable(format!("database unavailable: {}", chain(&error)))
     }
 }
 
@@ -167,13 +238,32 @@ impl From<Error> for HttpError {
                 let _ = e.add_header(http::header::RETRY_AFTER, retry_after_secs.to_string());
                 e
             }
-            Error::Unavailable { code, message } => HttpError {
-                status_code: ErrorStatusCode::SERVICE_UNAVAILABLE,
-                error_code: Some(code.to_string()),
-                external_message: "service unavailable".to_string(),
-                internal_message: message,
-                headers: None,
-            },
+            Error::Unavailable { code, message } => {
+                let mut e = HttpError {
+                    status_code: ErrorStatusCode::SERVICE_UNAVAILABLE,
+                    error_code: Some(code.to_string()),
+                    external_message: "service unavailable".to_string(),
+                    internal_message: message,
+                    headers: None,
+                };
+                let _ = e.add_header(http::header::RETRY_AFTER, "1");
+                e
+            }
+            Error::Busy {
+                code,
+                message,
+                retry_after_secs,
+            } => {
+                let mut e = HttpError {
+                    status_code: ErrorStatusCode::SERVICE_UNAVAILABLE,
+                    error_code: Some(code.to_string()),
+                    external_message: message.clone(),
+                    internal_message: message,
+                    headers: None,
+                };
+                let _ = e.add_header(http::header::RETRY_AFTER, retry_after_secs.to_string());
+                e
+            }
             Error::Internal { internal } => HttpError {
                 status_code: ErrorStatusCode::INTERNAL_SERVER_ERROR,
                 error_code: Some("internal_error".to_string()),
@@ -182,5 +272,75 @@ impl From<Error> for HttpError {
                 headers: None,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_unavailable(e: &Error) -> bool {
+        matches!(
+            e,
+            Error::Unavailable {
+                code: "database_unavailable",
+                ..
+            }
+        )
+    }
+
+    #[test]
+    fn timeouts_are_unavailable() {
+        let e = Error::from(tokio_postgres::Error::__private_api_timeout());
+        assert!(is_unavailable(&e), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn refused_and_closed_connections_are_unavailable() {
+        // Nothing listens on a port we bound and released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let refused = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={port} user=x connect_timeout=2"),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .err()
+        .expect("nothing listens");
+        let e = Error::from(refused);
+        assert!(is_unavailable(&e), "{e:?}");
+
+        // A server that accepts and hangs up mid-handshake.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                drop(socket);
+            }
+        });
+        let closed = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={} user=x", addr.port()),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .err()
+        .expect("the peer hangs up");
+        let e = Error::from(closed);
+        assert!(is_unavailable(&e), "{e:?}");
+        let http = HttpError::from(e);
+        assert_eq!(http.status_code.as_u16(), 503);
+        assert_eq!(http.error_code.as_deref(), Some("database_unavailable"));
+    }
+
+    #[test]
+    fn chain_joins_sources() {
+        let io = std::io::Error::other("connection reset");
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        assert_eq!(chain(&Outer(io)), "outer: connection reset");
     }
 }

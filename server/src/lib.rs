@@ -9,10 +9,13 @@ pub mod context;
 pub mod db;
 pub mod embedder;
 pub mod error;
+pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;
 pub mod logging;
 pub mod mailer;
+pub mod metrics;
+mod metrics_server;
 pub mod providers;
 pub mod runtime;
 pub mod sandbox;
@@ -35,6 +38,10 @@ pub const EMBEDDED_DATABASE: &str = "workspace";
 pub struct Server {
     pub http: dropshot::HttpServer<ServerContext>,
     embedded: Option<Cluster>,
+    /// Background tasks (expiry of counters, the metrics listener), stopped
+    /// at shutdown.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
     log: slog::Logger,
 }
 
@@ -43,9 +50,17 @@ impl Server {
         self.http.local_addr()
     }
 
+    /// Where `/metrics` is served, when it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
     /// Stops accepting requests, lets in-flight ones finish, then stops the
     /// private cluster if the server started it.
     pub async fn shutdown(self) -> Result<()> {
+        for task in &self.tasks {
+            task.abort();
+        }
         self.http.close().await.map_err(|e| anyhow::anyhow!(e))?;
         if let Some(cluster) = self.embedded {
             slog::info!(self.log, "stopping the embedded PostgreSQL cluster");
@@ -131,7 +146,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let tls = db::tls(config.database.ca_file.as_deref())?;
     db::migrate(url, &tls).await?;
     let pool = db::pool(url, config.database.pool_size, tls)?;
-    let datastore = db::Datastore::new(pool);
+    let datastore = db::Datastore::new(pool, config.database.backoff());
 
     let secret = match &config.auth.jwt_secret {
         Some(secret) => secret.as_bytes().to_vec(),
@@ -191,6 +206,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
 
     let kb = kb_services(&config, &datastore).await?;
 
+    workspace_api::extract::set_body_read_timeout(std::time::Duration::from_secs(
+        config.http.body_read_timeout_secs,
+    ));
     let api = workspace_api::workspace_api_mod::api_description::<WorkspaceImpl>()
         .map_err(|e| anyhow::anyhow!("building the API description: {e}"))?;
     let dropshot_config = dropshot::ConfigDropshot {
@@ -200,6 +218,25 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         log_headers: Vec::new(),
         ..Default::default()
     };
+    let hashing = std::sync::Arc::new(hashing::PasswordHashing::new(
+        config.auth.hash_concurrency(),
+        config.auth.hash_queue,
+        std::time::Duration::from_millis(config.auth.hash_max_wait_ms),
+    ));
+    let metrics: std::sync::Arc<metrics::Metrics> = Default::default();
+    let metrics_source = metrics::Source {
+        metrics: metrics.clone(),
+        datastore: datastore.clone(),
+        hashing: hashing.clone(),
+    };
+    let metrics_bind = config.metrics.bind_address;
+    let metrics_token = config.metrics.token.clone();
+    let login_window_secs = config.auth.login_window_secs;
+    let janitor = tokio::spawn(expire_counters(
+        datastore.clone(),
+        login_window_secs,
+        log.clone(),
+    ));
     let context = ServerContext {
         config,
         datastore,
@@ -210,6 +247,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         files: kb.files,
         download_links: kb.download_links.clone(),
         embedders: kb.embedders,
+        hashing,
+        metrics,
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
@@ -220,9 +259,21 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
+    let mut tasks = vec![janitor];
+    let mut metrics_addr = None;
+    if let Some(bind) = metrics_bind {
+        let (addr, task) = metrics_server::start(bind, metrics_source, metrics_token, log.clone())
+            .await
+            .context("starting the metrics listener")?;
+        slog::info!(log, "metrics listening"; "address" => addr.to_string());
+        metrics_addr = Some(addr);
+        tasks.push(task);
+    }
     Ok(Server {
         http,
         embedded: None,
+        tasks,
+        metrics_addr,
         log,
     })
 }
@@ -260,4 +311,17 @@ async fn kb_services(config: &Config, datastore: &db::Datastore) -> Result<KbSer
         download_links,
         embedders,
     })
+}
+
+/// Deletes expired rate-limit windows and failed logins once a minute.
+async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: slog::Logger) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match datastore.expire_counters(login_window_secs).await {
+            Ok(0) => {}
+            Ok(n) => slog::debug!(log, "expired rate-limit counters"; "rows" => n),
+            Err(e) => slog::warn!(log, "expiring rate-limit counters failed"; "error" => %e),
+        }
+    }
 }

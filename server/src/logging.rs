@@ -21,12 +21,50 @@ pub fn redacting(log: slog::Logger, level: slog::Level) -> slog::Logger {
     )
 }
 
-/// Replaces the values of [`SECRET_PARAMS`] in a URI or query string.
+/// Percent-decodes (lossily) and lower-cases, for comparisons only.
+fn decoded_lower(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .to_lowercase()
+}
+
+/// Whether a query parameter's name, as it may be garbled by a mangled
+/// link, names a secret: compared case-insensitively (`Token`), after
+/// percent-decoding (`%74oken`) and after the last `;` (`&amp;token`
+/// splits into `amp;token`).
+fn is_secret_name(raw: &str) -> bool {
+    let name = decoded_lower(raw);
+    let name = name.rsplit(';').next().unwrap_or_default().trim();
+    SECRET_PARAMS.contains(&name)
+}
+
+/// Redacts one `name=value` pair of a query string, or `None` to keep it.
+fn redact_pair(pair: &str) -> Option<String> {
+    if let Some((name, _)) = pair.split_once('=') {
+        return is_secret_name(name).then(|| format!("{name}=[redacted]"));
+    }
+    // An encoded `=` (`token%3Dabc`): the name is what precedes it.
+    let decoded = decoded_lower(pair);
+    let (name, _) = decoded.split_once('=')?;
+    let name = name.rsplit(';').next().unwrap_or_default().trim();
+    SECRET_PARAMS
+        .contains(&name)
+        .then(|| "[redacted]".to_string())
+}
+
+/// Replaces the values of [`SECRET_PARAMS`] in a URI or query string:
+/// names compared case-insensitively and percent-decoded, pairs split on
+/// `&` (and on an encoded `%26`), the query starting at `?` or at an
+/// encoded `%3F`.
 pub fn redact_query(value: &str) -> Cow<'_, str> {
-    let Some(q) = value.find('?') else {
-        return Cow::Borrowed(value);
+    let lower = value.to_ascii_lowercase();
+    let start = match (value.find('?'), lower.find("%3f")) {
+        (Some(q), Some(e)) if e < q => e + 3,
+        (Some(q), _) => q + 1,
+        (None, Some(e)) => e + 3,
+        (None, None) => return Cow::Borrowed(value),
     };
-    let (head, query) = value.split_at(q + 1);
+    let (head, query) = value.split_at(start);
     let (query, fragment) = match query.find('#') {
         Some(f) => query.split_at(f),
         None => (query, ""),
@@ -34,18 +72,38 @@ pub fn redact_query(value: &str) -> Cow<'_, str> {
     let mut changed = false;
     let parts: Vec<String> = query
         .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if SECRET_PARAMS.contains(&k) => {
-                changed = true;
-                format!("{k}=[redacted]")
-            }
-            _ => pair.to_string(),
+        .map(|pair| {
+            // `%26` is an encoded `&`: redact inside it too.
+            let pieces: Vec<String> = split_encoded_amp(pair)
+                .into_iter()
+                .map(|piece| match redact_pair(piece) {
+                    Some(r) => {
+                        changed = true;
+                        r
+                    }
+                    None => piece.to_string(),
+                })
+                .collect();
+            pieces.join("%26")
         })
         .collect();
     if !changed {
         return Cow::Borrowed(value);
     }
     Cow::Owned(format!("{head}{}{fragment}", parts.join("&")))
+}
+
+/// Splits on `%26` in any case.
+fn split_encoded_amp(pair: &str) -> Vec<&str> {
+    let lower = pair.to_ascii_lowercase();
+    let mut pieces = Vec::new();
+    let mut last = 0;
+    for (i, _) in lower.match_indices("%26") {
+        pieces.push(&pair[last..i]);
+        last = i + 3;
+    }
+    pieces.push(&pair[last..]);
+    pieces
 }
 
 struct Redact {
@@ -224,5 +282,30 @@ mod tests {
         assert!(joined.contains("status=200"), "{joined}");
         assert!(joined.contains("n=3"), "{joined}");
         assert_eq!(lines.len(), 4, "{joined}");
+    }
+
+    #[test]
+    fn mangled_links_are_redacted_too() {
+        let secret = "s3cr3tT0ken";
+        for uri in [
+            "/api/invitations/validate?a=1&amp;token=s3cr3tT0ken",
+            "/api/invitations/validate?Token=s3cr3tT0ken",
+            "/api/invitations/validate?TOKEN=s3cr3tT0ken",
+            "/api/invitations/validate?token%3Ds3cr3tT0ken",
+            "/api/invitations/validate?token%3ds3cr3tT0ken&x=1",
+            "/api/invitations/validate?%74oken=s3cr3tT0ken",
+            "/api/invitations/validate%3Ftoken=s3cr3tT0ken",
+            "/api/invitations/validate?x=1%26token%3Ds3cr3tT0ken",
+            "/api/invitations/validate?x=1%26token=s3cr3tT0ken",
+            "/api/auth/x?Invite_Token=s3cr3tT0ken",
+        ] {
+            let out = redact_query(uri);
+            assert!(!out.contains(secret), "{uri} -> {out}");
+            assert!(out.contains("[redacted]"), "{uri} -> {out}");
+        }
+        assert_eq!(
+            redact_query("/x?tokens=1&mytoken=2"),
+            "/x?tokens=1&mytoken=2"
+        );
     }
 }

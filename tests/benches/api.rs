@@ -314,6 +314,8 @@ async fn main() {
     let vars = [
         ("user_id", user.id.to_string()),
         ("org_id", org.to_string()),
+        ("limit", "100".to_string()),
+        ("offset", "0".to_string()),
     ];
     let endpoints: [(&str, String, String); 2] = [
         (
@@ -321,7 +323,10 @@ async fn main() {
             format!("{base}/api/conversation/list?org_id={org}"),
             script(&[
                 (organizations::ACCESS_BY_ORG, &["user_id", "org_id"]),
-                (conversations::CONVERSATION_LIST, &["org_id"]),
+                (
+                    conversations::CONVERSATION_LIST,
+                    &["org_id", "limit", "offset"],
+                ),
             ]),
         ),
         (

@@ -200,6 +200,9 @@ impl TestContext {
         config.database.url = Some(db_url.clone());
         config.database.pool_size = 8;
         config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+        // Tests sign up and log in many users from one address; the rate
+        // limit tests set their own limits.
+        config.rate_limits = unlimited();
         adjust(&mut config);
         let log_path = test_log_path(test_name)?;
         let server = workspace_server::start(config, test_logger(test_name)?).await?;
@@ -226,6 +229,7 @@ impl TestContext {
         };
         config.database.url = Some(self.db_url.clone());
         config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+        config.rate_limits = unlimited();
         adjust(&mut config);
         workspace_server::start(config, test_logger("second").expect("logger"))
             .await
@@ -304,6 +308,17 @@ impl TestContext {
             ))
             .await
             .expect("dropping the test database");
+    }
+}
+
+/// Rate limits that never apply.
+pub fn unlimited() -> workspace_server::config::RateLimitsConfig {
+    workspace_server::config::RateLimitsConfig {
+        login_per_address: 0,
+        login_global: 0,
+        signup_per_address: 0,
+        signup_global: 0,
+        ..Default::default()
     }
 }
 

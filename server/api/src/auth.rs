@@ -32,7 +32,11 @@ pub struct SignupResponse {
 /// Body of `POST /api/auth/login`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct LoginRequest {
+    /// At most 254 characters (RFC 5321).
+    #[schemars(length(max = 254))]
     pub email: String,
+    /// At most 128 characters (the password policy's limit).
+    #[schemars(length(max = 128))]
     pub password: String,
 }
 

@@ -11,7 +11,7 @@ pub const MESSAGES_DEFAULT_LIMIT: u32 = 20;
 /// The largest accepted `limit` in `GET /api/conversation/messages`.
 pub const MESSAGES_MAX_LIMIT: u32 = 100;
 
-pub use crate::orgs::OrgQuery;
+pub use crate::orgs::{OrgPageQuery, OrgQuery};
 
 /// Query naming one conversation of an organization.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -54,6 +54,7 @@ pub struct Model {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ConversationCreate {
     /// 1 to 200 characters after trimming.
+    #[schemars(length(min = 1, max = 200))]
     pub title: String,
     /// Default false.
     #[serde(default)]
@@ -139,6 +140,9 @@ pub enum MessageStatus {
     /// An assistant answer cut short because the model provider failed; the
     /// text received until then is kept.
     Failed,
+    /// An assistant answer still being streamed: the text so far (saved
+    /// about once a second). It stays so if the server stopped mid-answer.
+    Streaming,
 }
 
 /// A message of a conversation.
@@ -172,6 +176,7 @@ pub struct ConversationMessagesPage {
 pub struct StreamChatRequest {
     pub chat_session_id: Uuid,
     /// The user's message: not blank, at most 100,000 characters.
+    #[schemars(length(min = 1, max = 100000))]
     pub message: String,
 }
 

@@ -214,6 +214,7 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         402 => "Payment required",
         404 => "Not found",
+        408 => "Request timeout",
         409 => "Conflict",
         410 => "Gone",
         413 => "Payload too large",
@@ -397,7 +398,8 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                     .insert(StatusCode::Code(200), ReferenceOr::Item(response));
             }
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
-            let statuses = error_statuses(id, has_input)
+            let has_body = op.request_body.is_some();
+            let statuses = error_statuses(id, has_input, has_body)
                 .unwrap_or_else(|| panic!("{id} is missing from OPERATION_ERRORS"));
             op.responses
                 .responses

@@ -15,6 +15,37 @@ use serde::de::DeserializeOwned;
 /// (malformed JSON, a missing or mistyped field or query parameter).
 pub const INVALID_REQUEST: &str = "invalid_request";
 
+/// How long a request body may take to arrive, in seconds (see
+/// [`set_body_read_timeout`]).
+static BODY_READ_TIMEOUT_SECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(30);
+
+/// Sets the longest time a request body may take to arrive once its
+/// headers are in (process-wide; the server sets it from its
+/// configuration). A slower body is answered `408 request_timeout` and
+/// its connection is closed.
+pub fn set_body_read_timeout(timeout: std::time::Duration) {
+    BODY_READ_TIMEOUT_SECS.store(
+        timeout.as_secs().max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+fn body_read_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(
+        BODY_READ_TIMEOUT_SECS.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// Whether every percent-decoded part of a query string is UTF-8.
+/// (dropshot decodes lossily: `%FF` would silently become U+FFFD.)
+pub fn query_is_utf8(query: &str) -> bool {
+    query.split('&').all(|pair| {
+        percent_encoding::percent_decode_str(&pair.replace('+', " "))
+            .decode_utf8()
+            .is_ok()
+    })
+}
+
 fn tag(mut error: HttpError) -> HttpError {
     if error.error_code.is_none() {
         error.error_code = Some(INVALID_REQUEST.to_string());
@@ -40,10 +71,19 @@ where
         rqctx: &RequestContext<Context>,
         request: hyper::Request<dropshot::Body>,
     ) -> Result<Self, HttpError> {
-        <TypedBody<T> as ExclusiveExtractor>::from_request(rqctx, request)
-            .await
-            .map(|body| JsonBody(body.into_inner()))
-            .map_err(tag)
+        let read = <TypedBody<T> as ExclusiveExtractor>::from_request(rqctx, request);
+        match tokio::time::timeout(body_read_timeout(), read).await {
+            Ok(result) => result.map(|body| JsonBody(body.into_inner())).map_err(tag),
+            Err(_elapsed) => {
+                let mut error = HttpError::for_client_error(
+                    Some("request_timeout".to_string()),
+                    dropshot::ClientErrorStatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive in time".to_string(),
+                );
+                let _ = error.add_header(http::header::CONNECTION, "close");
+                Err(error)
+            }
+        }
     }
 
     fn metadata(content_type: ApiEndpointBodyContentType) -> ExtractorMetadata {
@@ -68,6 +108,14 @@ where
     async fn from_request<Context: ServerContext>(
         rqctx: &RequestContext<Context>,
     ) -> Result<Self, HttpError> {
+        if let Some(query) = rqctx.request.uri().query()
+            && !query_is_utf8(query)
+        {
+            return Err(HttpError::for_bad_request(
+                Some(INVALID_REQUEST.to_string()),
+                "the query string is not valid UTF-8 once percent-decoded".to_string(),
+            ));
+        }
         <Query<T> as SharedExtractor>::from_request(rqctx)
             .await
             .map(|query| QueryParams(query.into_inner()))
@@ -76,5 +124,16 @@ where
 
     fn metadata(content_type: ApiEndpointBodyContentType) -> ExtractorMetadata {
         <Query<T> as SharedExtractor>::metadata(content_type)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_utf8() {
+        assert!(super::query_is_utf8("name=caf%C3%A9&x=1+2"));
+        assert!(super::query_is_utf8(""));
+        assert!(!super::query_is_utf8("name=%FF%FE"));
+        assert!(!super::query_is_utf8("a=1&%C3=2"));
     }
 }

@@ -49,6 +49,11 @@ pub struct InvitationListQuery {
     pub org_id: Uuid,
     /// Only invitations in this state (default: all).
     pub status: Option<InvitationStatus>,
+    /// Items to return: 1 to 500, default 100.
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+    /// Items to skip, default 0.
+    pub offset: Option<u32>,
 }
 
 /// Query of the operations addressed by invitation id.
@@ -62,6 +67,7 @@ pub struct InvitationIdQuery {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationTokenQuery {
     /// The token from the invitation e-mail's link.
+    #[schemars(length(max = 512))]
     pub token: String,
 }
 
@@ -69,12 +75,14 @@ pub struct InvitationTokenQuery {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationCreateRequest {
     /// The invitee's e-mail address (stored normalised: trimmed, lower-cased).
+    #[schemars(email, length(max = 254))]
     pub email: String,
     /// A role of the organization.
     pub role_id: Uuid,
     /// An optional personal message, included in the e-mail (at most 2000
     /// characters).
     #[serde(default)]
+    #[schemars(length(max = 2000))]
     pub message: Option<String>,
 }
 
@@ -172,6 +180,7 @@ pub struct InvitationRevokeResponse {
 /// One invitee of a bulk creation.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationBulkItem {
+    #[schemars(email, length(max = 254))]
     pub email: String,
     pub role_id: Uuid,
 }
@@ -180,9 +189,12 @@ pub struct InvitationBulkItem {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationBulkCreateRequest {
     /// 1 to 100 invitees.
+    #[schemars(length(min = 1, max = 100))]
     pub invitations: Vec<InvitationBulkItem>,
-    /// An optional personal message for every invitee.
+    /// An optional personal message for every invitee (at most 2000
+    /// characters).
     #[serde(default)]
+    #[schemars(length(max = 2000))]
     pub message: Option<String>,
 }
 
@@ -226,11 +238,15 @@ pub struct InvitationBulkCreateResponse {
 /// Body of `POST /api/auth/signup_invite`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct SignupInviteRequest {
+    #[schemars(length(min = 1, max = 100))]
     pub first_name: String,
+    #[schemars(length(min = 1, max = 100))]
     pub last_name: String,
     /// See the password policy of `POST /api/auth/signup`.
+    #[schemars(length(max = 128))]
     pub password: String,
     /// The token from the invitation e-mail's link.
+    #[schemars(length(max = 512))]
     pub invite_token: String,
 }
 

@@ -102,6 +102,13 @@ pub trait WorkspaceApi {
     ///
     /// Passwords are stored only as argon2id hashes (OWASP parameters:
     /// 19 MiB memory, 2 iterations, 1 lane).
+    ///
+    /// The address is also NFC-normalised; control and format characters
+    /// (zero-width space, soft hyphen, bidirectional overrides) and local
+    /// parts or domain labels whose letters mix scripts (Latin, Greek,
+    /// Cyrillic, any other block) are `400 invalid_email`. Signups are
+    /// limited per client address and in total (`429 rate_limited`, shared
+    /// with `signup_invite`); a hashing backlog is `503 server_busy`.
     #[endpoint { method = POST, path = "/api/auth/signup", tags = ["auth"] }]
     async fn auth_signup(
         rqctx: RequestContext<Self::Context>,
@@ -124,6 +131,14 @@ pub trait WorkspaceApi {
     /// too_many_login_attempts` with a `Retry-After` header (seconds) until
     /// the oldest failure leaves the window. A successful login clears the
     /// count.
+    /// Attempts are counted before the password is checked, so concurrent
+    /// attempts verify at most that many passwords.
+    ///
+    /// Overload: logins are also limited per client address and in total
+    /// (`429 rate_limited` with `Retry-After`), and password checks run a
+    /// few at a time: when too many wait, `503 server_busy` with
+    /// `Retry-After`. An e-mail over 254 characters is `400 invalid_email`,
+    /// a password over 128 characters `400 invalid_request`.
     #[endpoint { method = POST, path = "/api/auth/login", tags = ["auth"] }]
     async fn auth_login(
         rqctx: RequestContext<Self::Context>,
@@ -146,9 +161,13 @@ pub trait WorkspaceApi {
     ///
     /// Every organization where the caller has an `active` membership, with
     /// the caller's role (`user_role`), oldest membership first.
+    ///
+    /// Paged by `limit` (1 to 500, default 100; `400 invalid_pagination`
+    /// outside) and `offset` (items to skip, default 0).
     #[endpoint { method = GET, path = "/api/org/list", tags = ["orgs"] }]
     async fn org_list(
         rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::PageQuery>,
     ) -> Result<HttpResponseOk<Vec<orgs::Organization>>, HttpError>;
 
     /// Create an organization.
@@ -342,19 +361,26 @@ pub trait WorkspaceApi {
     ///
     /// Requires `roles:read`. System and custom roles, highest level first,
     /// then by name; without `permissions`.
+    ///
+    /// Paged by `limit` (1 to 500, default 100; `400 invalid_pagination`
+    /// outside) and `offset` (items to skip, default 0).
     #[endpoint { method = GET, path = "/api/roles/list_roles", tags = ["roles"] }]
     async fn roles_list_roles(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::OrgPageQuery>,
     ) -> Result<HttpResponseOk<Vec<roles::Role>>, HttpError>;
 
     /// List the permission catalog.
     ///
     /// Any authenticated user: the catalog is global, not per organization.
     /// Sorted by name.
+    ///
+    /// Paged by `limit` (1 to 500, default 100; `400 invalid_pagination`
+    /// outside) and `offset` (items to skip, default 0).
     #[endpoint { method = GET, path = "/api/roles/list_permissions", tags = ["roles"] }]
     async fn roles_list_permissions(
         rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::PageQuery>,
     ) -> Result<HttpResponseOk<Vec<roles::Permission>>, HttpError>;
 
     /// Create a permission.
@@ -429,6 +455,9 @@ pub trait WorkspaceApi {
     /// first, all states unless `status` filters (an unknown value is
     /// `400 invalid_request`). A `pending` invitation past its `expires_at`
     /// is reported, and filtered, as `expired`. Tokens are never listed.
+    ///
+    /// Paged by `limit` (1 to 500, default 100; `400 invalid_pagination`
+    /// outside) and `offset` (items to skip, default 0).
     #[endpoint { method = GET, path = "/api/invitations/list", tags = ["invitations"] }]
     async fn invitations_list(
         rqctx: RequestContext<Self::Context>,
@@ -635,6 +664,14 @@ pub trait WorkspaceApi {
     /// Several answers may stream in one session at once; each sees the
     /// history as stored when it started.
     ///
+    /// The assistant message is stored with the user's message, empty and
+    /// `streaming`, and its text is saved about once a second while it
+    /// streams. An answer that reached the client is stored even if the
+    /// database is unavailable when it ends: the write is retried until
+    /// the database is back. When that takes more than 30 seconds, the
+    /// stream ends with an `error` event `database_unavailable` instead of
+    /// `end` (the answer is still stored later).
+    ///
     /// Every message counts towards the organization's `daily_chat_limit`
     /// (see `GET /api/org/features`; per UTC day, shared by all server
     /// instances). At the limit the request is refused before anything is
@@ -652,10 +689,13 @@ pub trait WorkspaceApi {
     /// Permission `conversation:read`. All conversations of the
     /// organization, archived ones included, most recently updated first
     /// (ties broken by id, so the order is stable).
+    ///
+    /// Paged by `limit` (1 to 500, default 100; `400 invalid_pagination`
+    /// outside) and `offset` (items to skip, default 0).
     #[endpoint { method = GET, path = "/api/conversation/list", tags = ["conversations"] }]
     async fn conversation_list(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<conversations::OrgQuery>,
+        query: QueryParams<conversations::OrgPageQuery>,
     ) -> Result<HttpResponseOk<Vec<conversations::Conversation>>, HttpError>;
 
     /// Fetch a conversation with its sessions.

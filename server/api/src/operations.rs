@@ -93,6 +93,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "auth_signup",
         &[
+            (503, &["server_busy"]),
+            (429, &["rate_limited"]),
             (400, &["invalid_email", "invalid_name"]),
             (409, &["email_taken"]),
             (422, &["weak_password"]),
@@ -101,6 +103,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "auth_login",
         &[
+            (503, &["server_busy"]),
+            (429, &["rate_limited"]),
             (401, &["invalid_credentials"]),
             (429, &["too_many_login_attempts"]),
         ],
@@ -108,6 +112,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "auth_signup_invite",
         &[
+            (503, &["server_busy"]),
+            (429, &["rate_limited"]),
             (400, &["invalid_name", "invalid_invitation"]),
             (401, &["invalid_credentials"]),
             (409, &["email_taken"]),
@@ -124,7 +130,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     ("users_me", &[]),
-    ("org_list", &[]),
+    ("org_list", &[(400, &["invalid_pagination"])]),
     (
         "org_create_org",
         &[(400, &["invalid_name"]), (409, &["org_name_taken"])],
@@ -246,8 +252,11 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (409, &["role_in_use"]),
         ],
     ),
-    ("roles_list_roles", &[(403, &["forbidden"])]),
-    ("roles_list_permissions", &[]),
+    (
+        "roles_list_roles",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    ("roles_list_permissions", &[(400, &["invalid_pagination"])]),
     (
         "roles_create_permission",
         &[
@@ -279,7 +288,10 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (409, &["already_member", "invitation_pending"]),
         ],
     ),
-    ("invitations_list", &[(403, &["forbidden"])]),
+    (
+        "invitations_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
     (
         "invitations_get",
         &[(403, &["forbidden"]), (404, &["not_found"])],
@@ -327,7 +339,10 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (429, &["daily_chat_limit_exceeded"]),
         ],
     ),
-    ("conversation_list", &[(403, &["forbidden"])]),
+    (
+        "conversation_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
     (
         "conversation_get_with_sessions",
         &[(403, &["forbidden"]), (404, &["not_found"])],
@@ -613,6 +628,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
 pub fn error_statuses(
     operation_id: &str,
     has_input: bool,
+    has_body: bool,
 ) -> Option<Vec<(u16, Vec<&'static str>)>> {
     let (_, specific) = OPERATION_ERRORS
         .iter()
@@ -628,6 +644,10 @@ pub fn error_statuses(
     };
     if has_input {
         add(400, &[INVALID_REQUEST]);
+    }
+    if has_body {
+        // A body that does not arrive within `http.body_read_timeout_secs`.
+        add(408, &["request_timeout"]);
     }
     if !PUBLIC_OPERATIONS.contains(&operation_id) {
         add(401, AUTHENTICATION_ERRORS);

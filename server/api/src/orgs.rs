@@ -48,6 +48,32 @@ pub struct MessageResponse {
     pub message: String,
 }
 
+/// The default number of items of a list operation (`limit`).
+pub const LIST_DEFAULT_LIMIT: u32 = 100;
+/// The largest `limit` of a list operation.
+pub const LIST_MAX_LIMIT: u32 = 500;
+
+/// Paging of a list operation that is not scoped to an organization.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct PageQuery {
+    /// Items to return: 1 to 500, default 100.
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+    /// Items to skip, default 0.
+    pub offset: Option<u32>,
+}
+
+/// An organization and the paging of a list operation in it.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct OrgPageQuery {
+    pub org_id: Uuid,
+    /// Items to return: 1 to 500, default 100.
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+    /// Items to skip, default 0.
+    pub offset: Option<u32>,
+}
+
 /// The `org_id` query parameter of org-scoped operations.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct OrgQuery {

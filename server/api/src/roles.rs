@@ -56,11 +56,15 @@ pub struct CreateRoleRequest {
     /// Unique within the organization (case-insensitive), 1 to 64 characters.
     #[schemars(length(min = 1, max = 64))]
     pub name: String,
+    /// At most 1000 characters.
     #[serde(default)]
+    #[schemars(length(max = 1000))]
     pub description: Option<String>,
     /// 0 to 100, at most the caller's own level.
     #[schemars(range(min = 0, max = 100))]
     pub hierarchy_level: i32,
+    /// At most 500 permissions.
+    #[schemars(length(max = 500))]
     pub permission_ids: Vec<Uuid>,
 }
 
@@ -69,14 +73,18 @@ pub struct CreateRoleRequest {
 pub struct UpdateRoleRequest {
     /// 1 to 64 characters.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
     pub name: Option<String>,
+    /// At most 1000 characters.
     #[serde(default)]
+    #[schemars(length(max = 1000))]
     pub description: Option<String>,
     #[serde(default)]
     #[schemars(range(min = 0, max = 100))]
     pub hierarchy_level: Option<i32>,
-    /// A given list replaces the role's permissions.
+    /// A given list replaces the role's permissions (at most 500).
     #[serde(default)]
+    #[schemars(length(max = 500))]
     pub permission_ids: Option<Vec<Uuid>>,
 }
 
@@ -96,8 +104,9 @@ pub struct CreatePermissionRequest {
     /// either half.
     #[schemars(length(min = 3, max = 64))]
     pub name: String,
-    /// Optional; defaults to the empty string.
+    /// Optional; defaults to the empty string. At most 1000 characters.
     #[serde(default)]
+    #[schemars(length(max = 1000))]
     pub description: Option<String>,
 }
 

@@ -143,8 +143,11 @@ pub struct UserInviteQuery {
 /// Body of `POST /api/users/invite`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserInviteRequest {
+    #[schemars(email, length(max = 254))]
     pub email: String,
+    #[schemars(length(min = 1, max = 100))]
     pub first_name: String,
+    #[schemars(length(min = 1, max = 100))]
     pub last_name: String,
     /// The id of a role of the organization.
     pub role: Uuid,

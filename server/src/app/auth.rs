@@ -1,16 +1,19 @@
 //! Registration and login.
 
 use crate::context::ServerContext;
+use crate::db::datastore::login_failures::LoginAttempt;
 use crate::db::datastore::users::NewUser;
 use crate::error::Error;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::{Algorithm, Argon2, Params, Version};
+use std::net::IpAddr;
 use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse, TokenType};
 
 pub const PASSWORD_MIN_CHARS: usize = 10;
 pub const PASSWORD_MAX_CHARS: usize = 128;
-const NAME_MAX_CHARS: usize = 100;
-const EMAIL_MAX_CHARS: usize = 254;
+pub const NAME_MAX_CHARS: usize = 100;
+/// RFC 5321's limit on a forward path.
+pub const EMAIL_MAX_CHARS: usize = 254;
 
 /// argon2id with OWASP's first recommended configuration: m = 19 MiB,
 /// t = 2, p = 1.
@@ -19,49 +22,113 @@ fn argon2() -> Argon2<'static> {
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
 }
 
-/// Hashes on the blocking pool: argon2 takes tens of milliseconds of CPU.
-pub async fn hash_password(password: String) -> Result<String, Error> {
-    tokio::task::spawn_blocking(move || {
-        argon2()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| Error::internal(format!("hashing password: {e}")))
-    })
-    .await
-    .map_err(|e| Error::internal(format!("hashing task: {e}")))?
+/// Hashes a password (blocking: run it through
+/// [`crate::hashing::HashPermit::hash`]).
+pub fn hash_password_blocking(password: &str) -> Result<String, Error> {
+    argon2()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| Error::internal(format!("hashing password: {e}")))
 }
 
-/// Verifies on the blocking pool. With no stored hash (unknown user) it
-/// verifies against a fixed dummy hash so that timing does not reveal
-/// whether the account exists.
-pub async fn verify_password(password: String, hash: Option<String>) -> Result<bool, Error> {
-    tokio::task::spawn_blocking(move || {
-        let known = hash.is_some();
-        let hash = hash.unwrap_or_else(|| DUMMY_HASH.to_string());
-        let ok = argon2()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok();
-        Ok(ok && known)
-    })
-    .await
-    .map_err(|e| Error::internal(format!("verifying task: {e}")))?
+/// Verifies a password (blocking: run it through
+/// [`crate::hashing::HashPermit::verify`]). With no stored hash (unknown
+/// user) it verifies against a fixed dummy hash so that timing does not
+/// reveal whether the account exists.
+pub fn verify_password_blocking(password: &str, hash: Option<&str>) -> bool {
+    let known = hash.is_some();
+    let ok = argon2()
+        .verify_password(password.as_bytes(), hash.unwrap_or(DUMMY_HASH))
+        .is_ok();
+    ok && known
+}
+
+/// Hashes a password in a slot of the bounded hashing pool.
+pub async fn hash_password(cx: &ServerContext, password: String) -> Result<String, Error> {
+    cx.hashing.permit().await?.hash(password).await
 }
 
 /// argon2id hash of a random string, same parameters as real hashes.
 const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Gu7mEyeGOY3KYcFe7cmwrKsIgcaQpyTaOsFfoSHKj/A";
 
-/// Trims and lower-cases an e-mail address.
+/// Trims, lower-cases and NFC-normalises an e-mail address, so that the
+/// composed and decomposed spellings of `é` are one address.
 pub fn normalize_email(email: &str) -> String {
-    email.trim().to_lowercase()
+    use unicode_normalization::UnicodeNormalization;
+    // Bounded before any work: no valid address is longer.
+    let email: String = email.trim().chars().take(EMAIL_MAX_CHARS * 2).collect();
+    email.nfc().collect::<String>().to_lowercase()
 }
 
-/// A deliberately simple syntax check: one `@`, a non-empty local part, a
-/// dotted domain, no whitespace or control characters, at most 254
-/// characters. Deliverability is proven by invitation e-mails, not here.
+/// Characters never accepted in an address or a name: controls, format
+/// characters (zero-width space, soft hyphen, bidirectional overrides),
+/// line and paragraph separators, private-use, surrogate and unassigned
+/// code points.
+pub fn is_forbidden_char(c: char) -> bool {
+    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        G::Control
+            | G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::PrivateUse
+            | G::Surrogate
+            | G::Unassigned
+    )
+}
+
+/// The writing system of a letter, coarsely: Latin, Greek and Cyrillic
+/// (the scripts whose letters look alike) by their blocks; every other
+/// letter by its 256-code-point block. `None` for what is not a letter or
+/// belongs to every script (digits, punctuation, combining marks).
+fn script_of(c: char) -> Option<u32> {
+    if !c.is_alphabetic() {
+        return None;
+    }
+    use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
+    if c.general_category_group() == GeneralCategoryGroup::Mark {
+        return None;
+    }
+    let cp = c as u32;
+    Some(match cp {
+        0x41..=0x5A
+        | 0x61..=0x7A
+        | 0xAA
+        | 0xBA
+        | 0xC0..=0x24F
+        | 0x1E00..=0x1EFF
+        | 0x2C60..=0x2C7F
+        | 0xA720..=0xA7FF
+        | 0xFF21..=0xFF3A
+        | 0xFF41..=0xFF5A => 1,
+        0x370..=0x3FF | 0x1F00..=0x1FFF => 2,
+        0x400..=0x52F | 0x1C80..=0x1C8F | 0x2DE0..=0x2DFF | 0xA640..=0xA69F => 3,
+        _ => 0x100 + (cp >> 8),
+    })
+}
+
+/// Whether every letter of `text` belongs to one script (see
+/// [`script_of`]): `ada` and `ада` pass, `аda` (Cyrillic а, Latin d) not.
+pub fn is_single_script(text: &str) -> bool {
+    let mut scripts = text.chars().filter_map(script_of);
+    match scripts.next() {
+        None => true,
+        Some(first) => scripts.all(|s| s == first),
+    }
+}
+
+/// A deliberately simple syntax check on a normalised address: one `@`, a
+/// non-empty local part, a dotted domain, at most 254 characters (RFC
+/// 5321), no whitespace and no [forbidden](is_forbidden_char) characters,
+/// and neither the local part nor any domain label mixing scripts.
+/// Deliverability is proven by invitation e-mails, not here.
 pub fn validate_email(email: &str) -> Result<(), Error> {
     let invalid = || Error::invalid("invalid_email", "the e-mail address is not valid");
     if email.chars().count() > EMAIL_MAX_CHARS
-        || email.chars().any(|c| c.is_whitespace() || c.is_control())
+        || email
+            .chars()
+            .any(|c| c.is_whitespace() || is_forbidden_char(c))
     {
         return Err(invalid());
     }
@@ -72,6 +139,8 @@ pub fn validate_email(email: &str) -> Result<(), Error> {
         || domain.starts_with('.')
         || domain.ends_with('.')
         || domain.contains("..")
+        || !is_single_script(local)
+        || !domain.split('.').all(is_single_script)
     {
         return Err(invalid());
     }
@@ -82,11 +151,14 @@ pub fn validate_name(field: &str, value: &str) -> Result<String, Error> {
     let value = value.trim();
     if value.is_empty()
         || value.chars().count() > NAME_MAX_CHARS
-        || value.chars().any(char::is_control)
+        || value.chars().any(is_forbidden_char)
     {
         return Err(Error::invalid(
             "invalid_name",
-            format!("{field} must be 1 to {NAME_MAX_CHARS} characters, without control characters"),
+            format!(
+                "{field} must be 1 to {NAME_MAX_CHARS} characters, without control or \
+                 format characters"
+            ),
         ));
     }
     Ok(value.to_string())
@@ -121,13 +193,18 @@ pub fn check_password_policy(password: &str, email_normalized: &str) -> Result<(
     Ok(())
 }
 
-pub async fn signup(cx: &ServerContext, request: SignupRequest) -> Result<SignupResponse, Error> {
+pub async fn signup(
+    cx: &ServerContext,
+    request: SignupRequest,
+    client: IpAddr,
+) -> Result<SignupResponse, Error> {
     let email = normalize_email(&request.email);
     validate_email(&email)?;
     let first_name = validate_name("first_name", &request.first_name)?;
     let last_name = validate_name("last_name", &request.last_name)?;
     check_password_policy(&request.password, &email)?;
-    let password_hash = hash_password(request.password).await?;
+    rate_limit(cx, Limited::Signup, client).await?;
+    let password_hash = hash_password(cx, request.password).await?;
     let org_name = format!("{first_name} {last_name}'s organization");
     let slug_base = email.split('@').next().unwrap_or("org").to_string();
     let user = cx
@@ -151,24 +228,97 @@ pub async fn signup(cx: &ServerContext, request: SignupRequest) -> Result<Signup
     })
 }
 
-/// Checks e-mail and password with the failed-login rate limit: `429
+/// What a rate limit applies to.
+#[derive(Clone, Copy, Debug)]
+pub enum Limited {
+    /// `POST /api/auth/login`.
+    Login,
+    /// `POST /api/auth/signup` and `POST /api/auth/signup_invite`.
+    Signup,
+}
+
+/// Counts the request against the per-address and global limits of
+/// `what` (shared by every instance): `429 rate_limited` with
+/// `Retry-After` (the end of the window) beyond either.
+pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Result<(), Error> {
+    let limits = &cx.config.rate_limits;
+    let (name, per_address, global) = match what {
+        Limited::Login => ("login", limits.login_per_address, limits.login_global),
+        Limited::Signup => ("signup", limits.signup_per_address, limits.signup_global),
+    };
+    let mut buckets = Vec::with_capacity(2);
+    if per_address > 0 {
+        buckets.push((format!("{name}:addr:{client}"), per_address));
+    }
+    if global > 0 {
+        buckets.push((format!("{name}:all"), global));
+    }
+    if buckets.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = buckets.iter().map(|(b, _)| b.clone()).collect();
+    let hits = cx
+        .datastore
+        .rate_limit_hit(&names, limits.window_secs)
+        .await?;
+    for hit in hits {
+        let limit = buckets
+            .iter()
+            .find(|(b, _)| *b == hit.bucket)
+            .map(|(_, l)| *l)
+            .unwrap_or(u32::MAX);
+        if u32::try_from(hit.hits).unwrap_or(0) > limit {
+            let retry_after_secs =
+                (hit.window_end - chrono::Utc::now()).num_seconds().max(1) as u64;
+            return Err(Error::TooManyRequests {
+                code: "rate_limited",
+                message: format!("too many requests; retry in {retry_after_secs} seconds"),
+                retry_after_secs,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn invalid_credentials() -> Error {
+    Error::unauthenticated("invalid_credentials", "invalid e-mail address or password")
+}
+
+/// Checks e-mail and password with the failed-login limit: `429
 /// too_many_login_attempts` while the address is locked out, `401
 /// invalid_credentials` (counted) for any wrong credential. Returns the
 /// user id; a success clears the count.
+///
+/// The attempt is counted before the password is verified, atomically
+/// with the check (see `login_attempt_begin`), so that concurrent attempts
+/// verify at most `login_max_failures` passwords per window.
 pub async fn verify_login(
     cx: &ServerContext,
     email: &str,
     password: String,
 ) -> Result<uuid::Uuid, Error> {
+    if email.chars().count() > EMAIL_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_email",
+            format!("the e-mail address must be at most {EMAIL_MAX_CHARS} characters"),
+        ));
+    }
+    if password.chars().count() > PASSWORD_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_request",
+            format!("the password must be at most {PASSWORD_MAX_CHARS} characters"),
+        ));
+    }
     let email = normalize_email(email);
     let limits = &cx.config.auth;
-    let recent = cx
+    // A slot first, so that a busy server does not count the attempt.
+    let permit = cx.hashing.permit().await?;
+    let attempt = cx
         .datastore
-        .login_failures_recent(&email, limits.login_window_secs)
+        .login_attempt_begin(&email, limits.login_max_failures, limits.login_window_secs)
         .await?;
-    if recent.count >= i64::from(limits.login_max_failures) {
-        let elapsed = recent
-            .oldest
+    if let LoginAttempt::Locked { oldest } = attempt {
+        let elapsed = oldest
             .map(|t| (chrono::Utc::now() - t).num_seconds().max(0) as u64)
             .unwrap_or(0);
         let retry_after_secs = limits.login_window_secs.saturating_sub(elapsed).max(1);
@@ -183,21 +333,21 @@ pub async fn verify_login(
         Some(c) => (Some(c.id), c.password_hash),
         None => (None, None),
     };
-    let ok = verify_password(password, hash).await?;
+    let ok = permit.verify(password, hash).await?;
     let Some(user_id) = user_id.filter(|_| ok) else {
-        cx.datastore
-            .login_failure_record(&email, limits.login_window_secs)
-            .await?;
-        return Err(Error::unauthenticated(
-            "invalid_credentials",
-            "invalid e-mail address or password",
-        ));
+        // The attempt stays counted as a failure.
+        return Err(invalid_credentials());
     };
     cx.datastore.login_failures_clear(&email).await?;
     Ok(user_id)
 }
 
-pub async fn login(cx: &ServerContext, request: LoginRequest) -> Result<LoginResponse, Error> {
+pub async fn login(
+    cx: &ServerContext,
+    request: LoginRequest,
+    client: IpAddr,
+) -> Result<LoginResponse, Error> {
+    rate_limit(cx, Limited::Login, client).await?;
     let user_id = verify_login(cx, &request.email, request.password).await?;
     cx.datastore.user_touch(user_id).await?;
     Ok(LoginResponse {
@@ -269,20 +419,61 @@ mod tests {
         assert!(argon2().verify_password(b"anything", DUMMY_HASH).is_err());
     }
 
-    #[tokio::test]
-    async fn hash_then_verify() {
-        let hash = hash_password("correct horse battery".into()).await.unwrap();
+    #[test]
+    fn hash_then_verify() {
+        let hash = hash_password_blocking("correct horse battery").unwrap();
         assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
-        assert!(
-            verify_password("correct horse battery".into(), Some(hash.clone()))
-                .await
-                .unwrap()
+        assert!(verify_password_blocking(
+            "correct horse battery",
+            Some(&hash)
+        ));
+        assert!(!verify_password_blocking(
+            "wrong horse battery",
+            Some(&hash)
+        ));
+        assert!(!verify_password_blocking("anything", None));
+    }
+
+    #[test]
+    fn look_alike_addresses_are_refused_or_merged() {
+        let check = |raw: &str| validate_email(&normalize_email(raw));
+        // Format characters: zero-width space, soft hyphen, RTL override.
+        for bad in [
+            "ada\u{200b}@example.com",
+            "a\u{ad}da@example.com",
+            "\u{202e}ada@example.com",
+            "ada@exa\u{200d}mple.com",
+            "ada\u{0}@example.com",
+            "ada\u{e000}@example.com",
+        ] {
+            assert!(check(bad).is_err(), "{bad:?} accepted");
+        }
+        // Mixed scripts in the local part (Cyrillic а, Greek ο) or a label.
+        assert!(check("\u{430}da@example.com").is_err());
+        assert!(check("b\u{3bf}b@example.com").is_err());
+        assert!(check("ada@ex\u{430}mple.com").is_err());
+        // One script is fine, whichever it is.
+        assert!(check("\u{430}\u{434}\u{430}@example.com").is_ok());
+        assert!(check("ren\u{e9}e@example.com").is_ok());
+        assert!(check("j.doe+tag_1@example.co.uk").is_ok());
+        // NFD and NFC spellings are one address.
+        assert_eq!(
+            normalize_email("Rene\u{301}e@Example.com"),
+            normalize_email("ren\u{e9}e@example.com")
         );
-        assert!(
-            !verify_password("wrong horse battery".into(), Some(hash))
-                .await
-                .unwrap()
-        );
-        assert!(!verify_password("anything".into(), None).await.unwrap());
+        // Names: no format or control characters either.
+        assert!(validate_name("first_name", "Ada\u{200b}").is_err());
+        assert!(validate_name("first_name", "Ad\u{202e}a").is_err());
+        assert!(validate_name("first_name", "Zo\u{eb}").is_ok());
+    }
+
+    #[test]
+    fn over_long_addresses_are_invalid() {
+        let local = "a".repeat(64);
+        let long = format!("{local}@{}.com", "b".repeat(250));
+        assert!(validate_email(&normalize_email(&long)).is_err());
+        let huge = "x".repeat(3000) + "@example.com";
+        assert!(normalize_email(&huge).chars().count() <= 2 * EMAIL_MAX_CHARS);
+        assert!(validate_email(&normalize_email(&huge)).is_err());
     }
 }

@@ -8,6 +8,7 @@ use crate::db::enums as db;
 use crate::error::Error;
 use crate::providers::{self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role};
 use futures::StreamExt;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 use workspace_api::conversations::{
@@ -54,6 +55,7 @@ fn message_view(row: MessageRow) -> ConversationMessage {
             db::MessageStatus::Complete => MessageStatus::Complete,
             db::MessageStatus::Cancelled => MessageStatus::Cancelled,
             db::MessageStatus::Failed => MessageStatus::Failed,
+            db::MessageStatus::Streaming => MessageStatus::Streaming,
         },
     }
 }
@@ -110,8 +112,12 @@ pub async fn create_session(
     })
 }
 
-pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Conversation>, Error> {
-    let rows = cx.datastore.conversation_list(access).await?;
+pub async fn list(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    page: crate::db::datastore::Page,
+) -> Result<Vec<Conversation>, Error> {
+    let rows = cx.datastore.conversation_list(access, page).await?;
     Ok(rows.into_iter().map(conversation_view).collect())
 }
 
@@ -210,6 +216,7 @@ pub async fn stream_chat(
     let daily_limit = crate::app::orgs::features(cx, access)
         .await?
         .daily_chat_limit;
+    let message_id = Uuid::new_v4();
     let history = cx
         .datastore
         .message_append_user(
@@ -218,6 +225,7 @@ pub async fn stream_chat(
             access.user_id(),
             &body.message,
             daily_limit,
+            message_id,
         )
         .await?;
     let request = ChatRequest {
@@ -247,7 +255,8 @@ pub async fn stream_chat(
         log: access
             .log()
             .new(slog::o!("session_id" => body.chat_session_id.to_string())),
-        message_id: Uuid::new_v4(),
+        message_id,
+        metrics: cx.metrics.clone(),
     };
     tokio::spawn(relay.run(request, tx));
     Ok(rx)
@@ -269,16 +278,101 @@ struct Relay {
     retry: RetryPolicy,
     log: slog::Logger,
     message_id: Uuid,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+}
+
+/// How often the text of a streaming answer is saved.
+const SAVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long the client waits for a finished answer to be stored before it
+/// is told that storing goes on in the background.
+const STORE_WAIT: Duration = Duration::from_secs(30);
+/// The longest pause between two attempts to store an answer.
+const STORE_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Stores the answer, retrying with backoff (100 ms doubling to 5 s) for
+/// as long as the database is unavailable: an answer that reached the
+/// client must reach the database. Other errors are logged and end the
+/// attempts.
+async fn store_until_stored(
+    datastore: Datastore,
+    access: OrgAccess,
+    session: SessionRow,
+    answer: NewAnswer<'static>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    log: slog::Logger,
+) -> Result<(), Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut backoff = Duration::from_millis(100);
+    let mut pending = false;
+    let result = loop {
+        match datastore
+            .message_store_answer(&access, &session, &answer)
+            .await
+        {
+            Ok(()) => break Ok(()),
+            Err(e @ Error::Unavailable { .. }) => {
+                if !pending {
+                    pending = true;
+                    metrics.answers_pending_store.fetch_add(1, Relaxed);
+                    slog::warn!(log, "storing the answer failed; retrying until the database is back";
+                        "error" => %e);
+                }
+                metrics.answers_store_retries.fetch_add(1, Relaxed);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(STORE_BACKOFF_MAX);
+            }
+            Err(e) => {
+                slog::error!(log, "storing the answer failed"; "error" => %e);
+                break Err(e);
+            }
+        }
+    };
+    if pending {
+        metrics.answers_pending_store.fetch_sub(1, Relaxed);
+        if result.is_ok() {
+            slog::info!(log, "answer stored after the database came back");
+        }
+    }
+    result
 }
 
 impl Relay {
+    /// Saves the text so far, at most once per [`SAVE_INTERVAL`] and one
+    /// save at a time, without holding up the stream (a save that fails,
+    /// e.g. while the database is down, is simply superseded).
+    fn save_partial(
+        &self,
+        text: &str,
+        saving: &mut Option<tokio::task::JoinHandle<()>>,
+        saved_at: &mut Instant,
+    ) {
+        if saved_at.elapsed() < SAVE_INTERVAL || saving.as_ref().is_some_and(|s| !s.is_finished()) {
+            return;
+        }
+        *saved_at = Instant::now();
+        let datastore = self.datastore.clone();
+        let access = self.access.clone();
+        let id = self.message_id;
+        let text = text.to_string();
+        let log = self.log.clone();
+        *saving = Some(tokio::spawn(async move {
+            if let Err(e) = datastore.message_save_partial(&access, id, &text).await {
+                slog::debug!(log, "saving the partial answer failed"; "error" => %e);
+            }
+        }));
+    }
+
     async fn run(self, request: ChatRequest, tx: mpsc::Sender<ConversationStreamEvent>) {
         let log = self.log.new(slog::o!(
             "model" => self.model.name.clone(),
             "message_id" => self.message_id.to_string(),
         ));
+        use std::sync::atomic::Ordering::Relaxed;
+        self.metrics.streams_active.fetch_add(1, Relaxed);
         let mut text = String::new();
         let mut usage = None;
+        let mut saving: Option<tokio::task::JoinHandle<()>> = None;
+        let mut saved_at = Instant::now();
         let start = ConversationStreamEvent::Start {
             message_id: self.message_id.to_string(),
         };
@@ -306,6 +400,7 @@ impl Relay {
                             if tx.send(event).await.is_err() {
                                 break Outcome::Cancelled;
                             }
+                            self.save_partial(&text, &mut saving, &mut saved_at);
                         }
                         Some(Ok(ChatEvent::Usage(u))) => usage = Some(u),
                         Some(Ok(ChatEvent::Finish(reason))) => {
@@ -324,38 +419,56 @@ impl Relay {
             }
         };
 
+        if let Some(saving) = saving {
+            saving.abort();
+        }
         let (status, error_code) = match &outcome {
             Outcome::Complete => (db::MessageStatus::Complete, None),
             Outcome::Cancelled => (db::MessageStatus::Cancelled, None),
             Outcome::Failed(e) => (db::MessageStatus::Failed, Some(e.error_code())),
         };
+        self.metrics.streams_active.fetch_sub(1, Relaxed);
+        self.metrics.stream_finished(status.as_str());
         let tokens = |n: u32| Some(i32::try_from(n).unwrap_or(i32::MAX));
+        let chars = text.len();
         let answer = NewAnswer {
             id: self.message_id,
-            content: &text,
+            content: std::borrow::Cow::Owned(text),
             status,
             error_code,
             input_tokens: usage.and_then(|u| tokens(u.input_tokens)),
             output_tokens: usage.and_then(|u| tokens(u.output_tokens)),
             cached_tokens: usage.and_then(|u| tokens(u.cached_tokens)),
         };
-        let stored = self
-            .datastore
-            .message_store_answer(&self.access, &self.session, &answer)
-            .await;
-        slog::info!(log, "answer relayed"; "status" => status.as_str(),
-            "chars" => text.len(), "stored" => stored.is_ok());
+        // Stored by a task of its own, which outlives the client's wait.
+        let mut store = tokio::spawn(store_until_stored(
+            self.datastore.clone(),
+            self.access.clone(),
+            self.session,
+            answer,
+            self.metrics.clone(),
+            log.clone(),
+        ));
+        let stored = match &outcome {
+            Outcome::Cancelled => None,
+            _ => Some(tokio::time::timeout(STORE_WAIT, &mut store).await),
+        };
+        slog::info!(log, "answer relayed"; "status" => status.as_str(), "chars" => chars,
+            "stored" => matches!(stored, Some(Ok(Ok(Ok(()))))));
         let last = match (outcome, stored) {
-            (_, Err(e)) => {
-                slog::error!(log, "storing the answer failed"; "error" => %e);
-                ConversationStreamEvent::Error {
-                    error_code: "internal_error".to_string(),
-                    message: "the answer could not be stored".to_string(),
-                }
-            }
-            (Outcome::Complete, Ok(())) => ConversationStreamEvent::End,
-            (Outcome::Cancelled, Ok(())) => return,
-            (Outcome::Failed(e), Ok(())) => ConversationStreamEvent::Error {
+            (Outcome::Cancelled, _) => return,
+            (_, Some(Err(_elapsed))) => ConversationStreamEvent::Error {
+                error_code: "database_unavailable".to_string(),
+                message: "the answer was delivered but not yet stored; it will be stored \
+                    when the database is back"
+                    .to_string(),
+            },
+            (_, None | Some(Ok(Err(_))) | Some(Ok(Ok(Err(_))))) => ConversationStreamEvent::Error {
+                error_code: "internal_error".to_string(),
+                message: "the answer could not be stored".to_string(),
+            },
+            (Outcome::Complete, Some(Ok(Ok(Ok(()))))) => ConversationStreamEvent::End,
+            (Outcome::Failed(e), Some(Ok(Ok(Ok(()))))) => ConversationStreamEvent::Error {
                 error_code: e.error_code().to_string(),
                 message: e.public_message().to_string(),
             },

@@ -266,7 +266,9 @@ pub async fn bulk_create(
                 error: None,
             },
             // A broken database fails the whole request.
-            Err(e @ (Error::Internal { .. } | Error::Unavailable { .. })) => return Err(e),
+            Err(e @ (Error::Internal { .. } | Error::Unavailable { .. } | Error::Busy { .. })) => {
+                return Err(e);
+            }
             Err(e) => {
                 let http = dropshot::HttpError::from(e);
                 InvitationBulkResult {
@@ -296,10 +298,11 @@ pub async fn list(
     cx: &ServerContext,
     access: &OrgAccess,
     status: Option<InvitationStatus>,
+    page: crate::db::datastore::Page,
 ) -> Result<Vec<InvitationListItem>, Error> {
     let rows = cx
         .datastore
-        .invitation_list(access, status.map(db_status))
+        .invitation_list(access, status.map(db_status), page)
         .await?;
     Ok(rows
         .into_iter()
@@ -473,7 +476,9 @@ fn unknown_token() -> Error {
 pub async fn signup_invite(
     cx: &ServerContext,
     request: SignupInviteRequest,
+    client: std::net::IpAddr,
 ) -> Result<SignupInviteResponse, Error> {
+    crate::app::auth::rate_limit(cx, crate::app::auth::Limited::Signup, client).await?;
     let first_name = validate_name("first_name", &request.first_name)?;
     let last_name = validate_name("last_name", &request.last_name)?;
     let token = request.invite_token.trim();
@@ -505,7 +510,7 @@ pub async fn signup_invite(
         return accepted(cx, outcome);
     }
     check_password_policy(&request.password, &invitation.email)?;
-    let password_hash = hash_password(request.password).await?;
+    let password_hash = hash_password(cx, request.password).await?;
     let personal_org_name = format!("{first_name} {last_name}'s organization");
     let outcome = cx
         .datastore

@@ -12,3 +12,23 @@ pub mod orgs;
 pub mod roles;
 pub mod tools;
 pub mod users;
+
+use crate::db::datastore::Page;
+use crate::error::Error;
+use workspace_api::orgs::{LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
+
+/// The page of a list operation: `limit` 1 to [`LIST_MAX_LIMIT`] (default
+/// [`LIST_DEFAULT_LIMIT`]), `offset` default 0.
+pub fn page(limit: Option<u32>, offset: Option<u32>) -> Result<Page, Error> {
+    let limit = limit.unwrap_or(LIST_DEFAULT_LIMIT);
+    if !(1..=LIST_MAX_LIMIT).contains(&limit) {
+        return Err(Error::invalid(
+            "invalid_pagination",
+            format!("limit must be 1 to {LIST_MAX_LIMIT}"),
+        ));
+    }
+    Ok(Page {
+        limit: i64::from(limit),
+        offset: i64::from(offset.unwrap_or(0)),
+    })
+}

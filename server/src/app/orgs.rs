@@ -27,10 +27,14 @@ fn view(row: OrgRow) -> Organization {
     }
 }
 
-pub async fn list(cx: &ServerContext, actor: &Actor) -> Result<Vec<Organization>, Error> {
+pub async fn list(
+    cx: &ServerContext,
+    actor: &Actor,
+    page: crate::db::datastore::Page,
+) -> Result<Vec<Organization>, Error> {
     Ok(cx
         .datastore
-        .org_list_for_user(actor.user_id)
+        .org_list_for_user(actor.user_id, page)
         .await?
         .into_iter()
         .map(view)

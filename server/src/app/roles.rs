@@ -138,22 +138,53 @@ async fn modifiable_role(
     Ok(role)
 }
 
+/// Longest role or permission description, in characters.
+pub const DESCRIPTION_MAX_CHARS: usize = 1000;
+/// Most permissions named in one role request.
+pub const PERMISSION_IDS_MAX: usize = 500;
+
+/// Trims a description and checks its length (before any SQL).
+fn check_description(description: Option<String>) -> Result<Option<String>, Error> {
+    let Some(d) = description else {
+        return Ok(None);
+    };
+    let d = d.trim();
+    if d.chars().count() > DESCRIPTION_MAX_CHARS {
+        return Err(Error::invalid(
+            "invalid_description",
+            format!("the description must be at most {DESCRIPTION_MAX_CHARS} characters"),
+        ));
+    }
+    Ok(Some(d.to_string()))
+}
+
+fn check_permission_count(ids: &[Uuid]) -> Result<(), Error> {
+    if ids.len() > PERMISSION_IDS_MAX {
+        return Err(Error::invalid(
+            "invalid_request",
+            format!("at most {PERMISSION_IDS_MAX} permissions may be named"),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn create(
     cx: &ServerContext,
     access: &OrgAccess,
     request: CreateRoleRequest,
 ) -> Result<RoleWithPermissions, Error> {
     let name = check_name(&request.name)?;
+    let description = check_description(request.description)?.unwrap_or_default();
+    check_permission_count(&request.permission_ids)?;
     check_level(access, request.hierarchy_level)?;
     let ids = check_permissions(cx, access, &request.permission_ids).await?;
-    let description = request.description.unwrap_or_default();
     let role = cx
         .datastore
         .role_create(
             access,
             &RoleValues {
                 name: &name,
-                description: description.trim(),
+                description: &description,
                 hierarchy_level: request.hierarchy_level,
             },
             &ids,
@@ -169,6 +200,10 @@ pub async fn update(
     role_id: Uuid,
     request: UpdateRoleRequest,
 ) -> Result<RoleWithPermissions, Error> {
+    let new_description = check_description(request.description)?;
+    if let Some(ids) = &request.permission_ids {
+        check_permission_count(ids)?;
+    }
     let current = modifiable_role(cx, access, role_id).await?;
     let name = match &request.name {
         Some(n) => check_name(n)?,
@@ -180,10 +215,7 @@ pub async fn update(
         Some(ids) => Some(check_permissions(cx, access, ids).await?),
         None => None,
     };
-    let description = request
-        .description
-        .map(|d| d.trim().to_string())
-        .unwrap_or(current.description);
+    let description = new_description.unwrap_or(current.description);
     let role = cx
         .datastore
         .role_update(
@@ -212,20 +244,27 @@ pub async fn remove(
     Ok(format!("role {} deleted", role.name))
 }
 
-pub async fn list(cx: &ServerContext, access: &OrgAccess) -> Result<Vec<Role>, Error> {
+pub async fn list(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    page: crate::db::datastore::Page,
+) -> Result<Vec<Role>, Error> {
     Ok(cx
         .datastore
-        .roles_list(access)
+        .roles_list(access, page)
         .await?
         .into_iter()
         .map(role_view)
         .collect())
 }
 
-pub async fn list_permissions(cx: &ServerContext) -> Result<Vec<Permission>, Error> {
+pub async fn list_permissions(
+    cx: &ServerContext,
+    page: crate::db::datastore::Page,
+) -> Result<Vec<Permission>, Error> {
     Ok(cx
         .datastore
-        .permissions_list()
+        .permissions_list(page)
         .await?
         .into_iter()
         .map(permission_view)
@@ -256,10 +295,10 @@ pub async fn create_permission(
             "a permission name is resource:action (lowercase letters and underscores, or *)",
         ));
     }
-    let description = request.description.unwrap_or_default();
+    let description = check_description(request.description)?.unwrap_or_default();
     Ok(permission_view(
         cx.datastore
-            .permission_create(admin, name, description.trim())
+            .permission_create(admin, name, &description)
             .await?,
     ))
 }

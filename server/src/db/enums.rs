@@ -116,6 +116,7 @@ text_enum! {
         Complete = "complete",
         Cancelled = "cancelled",
         Failed = "failed",
+        Streaming = "streaming",
     }
 }
 

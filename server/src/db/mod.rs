@@ -4,6 +4,7 @@
 
 pub mod datastore;
 pub mod enums;
+pub mod health;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};

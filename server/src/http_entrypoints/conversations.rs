@@ -82,17 +82,21 @@ pub async fn stream_chat(
 
 pub async fn list(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<workspace_api::orgs::OrgPageQuery>,
 ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
     let cx = rqctx.context();
+    let query = query.into_inner();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::Org(query.org_id),
             Require::Perm(perm::CONVERSATION_READ),
         )
         .await?;
-    Ok(HttpResponseOk(app::conversations::list(cx, &access).await?))
+    let page = app::page(query.limit, query.offset)?;
+    Ok(HttpResponseOk(
+        app::conversations::list(cx, &access, page).await?,
+    ))
 }
 
 pub async fn get_with_sessions(

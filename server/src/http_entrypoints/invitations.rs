@@ -38,8 +38,9 @@ pub async fn list(
     let access = cx
         .authorize(&rqctx, Scope::Org(query.org_id), MANAGE)
         .await?;
+    let page = app::page(query.limit, query.offset)?;
     Ok(HttpResponseOk(
-        app::invitations::list(cx, &access, query.status).await?,
+        app::invitations::list(cx, &access, query.status, page).await?,
     ))
 }
 

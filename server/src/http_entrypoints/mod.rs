@@ -33,8 +33,8 @@ use workspace_api::invitations::{
     SignupInviteRequest, SignupInviteResponse,
 };
 use workspace_api::orgs::{
-    AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
-    Organization,
+    AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate,
+    OrgPageQuery, OrgQuery, Organization, PageQuery,
 };
 use workspace_api::roles::{
     CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
@@ -50,6 +50,74 @@ pub enum WorkspaceImpl {}
 
 type Ctx = RequestContext<ServerContext>;
 
+/// Watches one request: records its status and latency in the metrics and
+/// logs every 5xx at error level, with its `error_code`, the whole
+/// internal error chain and (through the request's logger) its request id.
+struct Probe {
+    started: std::time::Instant,
+    operation: String,
+    log: slog::Logger,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+}
+
+/// The status of a handler's result.
+trait Status {
+    fn status(&self) -> u16;
+}
+
+impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
+    for HttpResponseOk<T>
+{
+    fn status(&self) -> u16 {
+        200
+    }
+}
+
+impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
+    for HttpResponseCreated<T>
+{
+    fn status(&self) -> u16 {
+        201
+    }
+}
+
+impl Status for http::Response<dropshot::Body> {
+    fn status(&self) -> u16 {
+        http::Response::status(self).as_u16()
+    }
+}
+
+impl Probe {
+    fn new(rqctx: &Ctx) -> Probe {
+        Probe {
+            started: std::time::Instant::now(),
+            operation: rqctx.endpoint.operation_id.clone(),
+            log: rqctx.log.clone(),
+            metrics: rqctx.context().metrics.clone(),
+        }
+    }
+
+    fn done<T: Status>(self, result: Result<T, HttpError>) -> Result<T, HttpError> {
+        let status = match &result {
+            Ok(response) => response.status(),
+            Err(error) => {
+                let status = error.status_code.as_u16();
+                if status >= 500 {
+                    slog::error!(self.log, "request failed";
+                        "operation" => &self.operation,
+                        "status" => status,
+                        "error_code" => error.error_code.as_deref().unwrap_or_default(),
+                        "error" => &error.internal_message);
+                }
+                status
+            }
+        };
+        self.metrics
+            .request(&self.operation, status, self.started.elapsed());
+        result
+    }
+}
+
 fn message(message: String) -> HttpResponseOk<MessageResponse> {
     HttpResponseOk(MessageResponse { message })
 }
@@ -58,54 +126,66 @@ impl WorkspaceApi for WorkspaceImpl {
     type Context = ServerContext;
 
     async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
-        system::healthz(_rqctx).await
+        let probe = Probe::new(&_rqctx);
+        probe.done(system::healthz(_rqctx).await)
     }
 
     async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
-        system::readyz(rqctx).await
+        let probe = Probe::new(&rqctx);
+        probe.done(system::readyz(rqctx).await)
     }
 
     async fn auth_signup(
         rqctx: Ctx,
         body: JsonBody<SignupRequest>,
     ) -> Result<HttpResponseCreated<SignupResponse>, HttpError> {
-        auth::signup(rqctx, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(auth::signup(rqctx, body).await)
     }
 
     async fn auth_login(
         rqctx: Ctx,
         body: JsonBody<LoginRequest>,
     ) -> Result<HttpResponseOk<LoginResponse>, HttpError> {
-        auth::login(rqctx, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(auth::login(rqctx, body).await)
     }
 
     async fn users_me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
-        users::me(rqctx).await
+        let probe = Probe::new(&rqctx);
+        probe.done(users::me(rqctx).await)
     }
 
-    async fn org_list(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
-        orgs::list(rqctx).await
+    async fn org_list(
+        rqctx: Ctx,
+        query: QueryParams<PageQuery>,
+    ) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(orgs::list(rqctx, query).await)
     }
 
     async fn org_create_org(
         rqctx: Ctx,
         query: QueryParams<CreateOrgQuery>,
     ) -> Result<HttpResponseCreated<Organization>, HttpError> {
-        orgs::create_org(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(orgs::create_org(rqctx, query).await)
     }
 
     async fn org_add_member(
         rqctx: Ctx,
         body: JsonBody<AddMemberRequest>,
     ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        orgs::add_member(rqctx, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(orgs::add_member(rqctx, body).await)
     }
 
     async fn org_features(
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
     ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
-        orgs::features(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(orgs::features(rqctx, query).await)
     }
 
     async fn org_update_features(
@@ -113,7 +193,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<OrgFeaturesUpdate>,
     ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
-        orgs::update_features(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(orgs::update_features(rqctx, query, body).await)
     }
 
     async fn users_update(
@@ -121,14 +202,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<UpdateUserQuery>,
         body: JsonBody<UpdateUserRoleRequest>,
     ) -> Result<HttpResponseOk<UpdatedUser>, HttpError> {
-        users::update(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(users::update(rqctx, query, body).await)
     }
 
     async fn users_list(
         rqctx: Ctx,
         query: QueryParams<UserListQuery>,
     ) -> Result<HttpResponseOk<UserListResponse>, HttpError> {
-        users::list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(users::list(rqctx, query).await)
     }
 
     async fn users_invite(
@@ -136,7 +219,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<UserInviteQuery>,
         body: JsonBody<UserInviteRequest>,
     ) -> Result<HttpResponseCreated<UserInviteResponse>, HttpError> {
-        users::invite(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(users::invite(rqctx, query, body).await)
     }
 
     async fn roles_create(
@@ -144,7 +228,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<CreateRoleRequest>,
     ) -> Result<HttpResponseCreated<RoleWithPermissions>, HttpError> {
-        roles::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::create(rqctx, query, body).await)
     }
 
     async fn roles_update(
@@ -152,41 +237,48 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<RoleQuery>,
         body: JsonBody<UpdateRoleRequest>,
     ) -> Result<HttpResponseOk<RoleWithPermissions>, HttpError> {
-        roles::update(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::update(rqctx, query, body).await)
     }
 
     async fn roles_remove(
         rqctx: Ctx,
         query: QueryParams<RoleQuery>,
     ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        roles::remove(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::remove(rqctx, query).await)
     }
 
     async fn roles_list_roles(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<OrgPageQuery>,
     ) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
-        roles::list_roles(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::list_roles(rqctx, query).await)
     }
 
     async fn roles_list_permissions(
         rqctx: Ctx,
+        query: QueryParams<PageQuery>,
     ) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
-        roles::list_permissions(rqctx).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::list_permissions(rqctx, query).await)
     }
 
     async fn roles_create_permission(
         rqctx: Ctx,
         body: JsonBody<CreatePermissionRequest>,
     ) -> Result<HttpResponseCreated<Permission>, HttpError> {
-        roles::create_permission(rqctx, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::create_permission(rqctx, body).await)
     }
 
     async fn roles_delete_permission(
         rqctx: Ctx,
         query: QueryParams<PermissionQuery>,
     ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        roles::delete_permission(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(roles::delete_permission(rqctx, query).await)
     }
 
     async fn invitations_create(
@@ -194,42 +286,48 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<InvitationOrgQuery>,
         body: JsonBody<InvitationCreateRequest>,
     ) -> Result<HttpResponseCreated<Invitation>, HttpError> {
-        invitations::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::create(rqctx, query, body).await)
     }
 
     async fn invitations_list(
         rqctx: Ctx,
         query: QueryParams<InvitationListQuery>,
     ) -> Result<HttpResponseOk<Vec<InvitationListItem>>, HttpError> {
-        invitations::list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::list(rqctx, query).await)
     }
 
     async fn invitations_get(
         rqctx: Ctx,
         query: QueryParams<InvitationIdQuery>,
     ) -> Result<HttpResponseOk<Invitation>, HttpError> {
-        invitations::get(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::get(rqctx, query).await)
     }
 
     async fn invitations_validate(
         rqctx: Ctx,
         query: QueryParams<InvitationTokenQuery>,
     ) -> Result<HttpResponseOk<InvitationValidation>, HttpError> {
-        invitations::validate(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::validate(rqctx, query).await)
     }
 
     async fn invitations_resend(
         rqctx: Ctx,
         query: QueryParams<InvitationIdQuery>,
     ) -> Result<HttpResponseOk<InvitationResendResponse>, HttpError> {
-        invitations::resend(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::resend(rqctx, query).await)
     }
 
     async fn invitations_revoke(
         rqctx: Ctx,
         query: QueryParams<InvitationIdQuery>,
     ) -> Result<HttpResponseOk<InvitationRevokeResponse>, HttpError> {
-        invitations::revoke(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::revoke(rqctx, query).await)
     }
 
     async fn invitations_bulk_create(
@@ -237,21 +335,24 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<InvitationOrgQuery>,
         body: JsonBody<InvitationBulkCreateRequest>,
     ) -> Result<HttpResponseOk<InvitationBulkCreateResponse>, HttpError> {
-        invitations::bulk_create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(invitations::bulk_create(rqctx, query, body).await)
     }
 
     async fn auth_signup_invite(
         rqctx: Ctx,
         body: JsonBody<SignupInviteRequest>,
     ) -> Result<HttpResponseCreated<SignupInviteResponse>, HttpError> {
-        auth::signup_invite(rqctx, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(auth::signup_invite(rqctx, body).await)
     }
 
     async fn models_list(
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
     ) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
-        conversations::models_list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::models_list(rqctx, query).await)
     }
 
     async fn conversation_create(
@@ -259,7 +360,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<ConversationCreate>,
     ) -> Result<HttpResponseCreated<Conversation>, HttpError> {
-        conversations::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::create(rqctx, query, body).await)
     }
 
     async fn conversation_create_session(
@@ -267,7 +369,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<ConversationSessionCreate>,
     ) -> Result<HttpResponseCreated<ConversationSession>, HttpError> {
-        conversations::create_session(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::create_session(rqctx, query, body).await)
     }
 
     async fn conversation_stream_chat(
@@ -275,49 +378,56 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<StreamChatRequest>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        conversations::stream_chat(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::stream_chat(rqctx, query, body).await)
     }
 
     async fn conversation_list(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<OrgPageQuery>,
     ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
-        conversations::list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::list(rqctx, query).await)
     }
 
     async fn conversation_get_with_sessions(
         rqctx: Ctx,
         query: QueryParams<ConversationQuery>,
     ) -> Result<HttpResponseOk<ConversationWithSessions>, HttpError> {
-        conversations::get_with_sessions(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::get_with_sessions(rqctx, query).await)
     }
 
     async fn conversation_messages(
         rqctx: Ctx,
         query: QueryParams<MessagesQuery>,
     ) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
-        conversations::messages(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::messages(rqctx, query).await)
     }
     async fn kb_create(
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
         body: JsonBody<workspace_api::kb::KbCreate>,
     ) -> Result<HttpResponseCreated<workspace_api::kb::KbCreated>, HttpError> {
-        kb::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::create(rqctx, query, body).await)
     }
 
     async fn kb_list(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbListQuery>,
     ) -> Result<HttpResponseOk<Vec<workspace_api::kb::KbSummary>>, HttpError> {
-        kb::list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::list(rqctx, query).await)
     }
 
     async fn kb_get(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbQuery>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbDetail>, HttpError> {
-        kb::get(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::get(rqctx, query).await)
     }
 
     async fn kb_update(
@@ -325,14 +435,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::kb::KbQuery>,
         body: JsonBody<workspace_api::kb::KbUpdate>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbUpdated>, HttpError> {
-        kb::update(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::update(rqctx, query, body).await)
     }
 
     async fn kb_delete(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbQuery>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
-        kb::delete(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::delete(rqctx, query).await)
     }
 
     async fn kb_add_source(
@@ -340,21 +452,24 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::kb::KbQuery>,
         body: JsonBody<workspace_api::kb::SourceInput>,
     ) -> Result<HttpResponseCreated<workspace_api::kb::SourceAdded>, HttpError> {
-        kb::add_source(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::add_source(rqctx, query, body).await)
     }
 
     async fn kb_list_documents(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbDocumentsQuery>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbDocumentsPage>, HttpError> {
-        kb::list_documents(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::list_documents(rqctx, query).await)
     }
 
     async fn kb_delete_document(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbDocumentQuery>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
-        kb::delete_document(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::delete_document(rqctx, query).await)
     }
 
     async fn kb_search(
@@ -362,7 +477,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::kb::KbQuery>,
         body: JsonBody<workspace_api::kb::KbSearchRequest>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbSearchResponse>, HttpError> {
-        kb::search(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::search(rqctx, query, body).await)
     }
 
     async fn kb_query(
@@ -370,21 +486,24 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::kb::KbQuery>,
         body: JsonBody<workspace_api::kb::KbQueryRequest>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        kb::query(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::query(rqctx, query, body).await)
     }
 
     async fn kb_ingestion_status(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbQuery>,
     ) -> Result<HttpResponseOk<workspace_api::kb::KbIngestionStatus>, HttpError> {
-        kb::ingestion_status(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::ingestion_status(rqctx, query).await)
     }
 
     async fn chat_available_knowledge_bases(
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
     ) -> Result<HttpResponseOk<Vec<workspace_api::kb::AvailableKnowledgeBase>>, HttpError> {
-        kb::available_knowledge_bases(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::available_knowledge_bases(rqctx, query).await)
     }
 
     async fn chat_upload_file(
@@ -392,14 +511,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::files::UploadQuery>,
         body: workspace_api::files::MultipartForm,
     ) -> Result<HttpResponseCreated<workspace_api::files::Upload>, HttpError> {
-        kb::upload_file(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::upload_file(rqctx, query, body).await)
     }
 
     async fn files_download(
         rqctx: Ctx,
         query: QueryParams<workspace_api::files::DownloadQuery>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        kb::download(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::download(rqctx, query).await)
     }
 
     // ---- Tools area ----
@@ -408,7 +529,8 @@ impl WorkspaceApi for WorkspaceImpl {
         rqctx: Ctx,
         query: QueryParams<workspace_api::tools::ToolListQuery>,
     ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolCategory>>, HttpError> {
-        tools::list_categories(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::list_categories(rqctx, query).await)
     }
 
     async fn tools_create_category(
@@ -416,7 +538,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<workspace_api::tools::CategoryCreate>,
     ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCategory>, HttpError> {
-        tools::create_category(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::create_category(rqctx, query, body).await)
     }
 
     async fn tools_update_category(
@@ -424,14 +547,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::tools::CategoryQuery>,
         body: JsonBody<workspace_api::tools::CategoryUpdate>,
     ) -> Result<HttpResponseOk<workspace_api::tools::ToolCategory>, HttpError> {
-        tools::update_category(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::update_category(rqctx, query, body).await)
     }
 
     async fn tools_delete_category(
         rqctx: Ctx,
         query: QueryParams<workspace_api::tools::CategoryQuery>,
     ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        tools::delete_category(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::delete_category(rqctx, query).await)
     }
 
     async fn tools_create(
@@ -439,14 +564,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<workspace_api::tools::ToolCreate>,
     ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCreated>, HttpError> {
-        tools::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::create(rqctx, query, body).await)
     }
 
     async fn tools_list_all(
         rqctx: Ctx,
         query: QueryParams<workspace_api::tools::ToolListQuery>,
     ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolListItem>>, HttpError> {
-        tools::list_all(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::list_all(rqctx, query).await)
     }
 
     async fn tools_update(
@@ -454,21 +581,24 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::tools::ToolQuery>,
         body: JsonBody<workspace_api::tools::ToolUpdate>,
     ) -> Result<HttpResponseOk<workspace_api::tools::ToolUpdated>, HttpError> {
-        tools::update(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::update(rqctx, query, body).await)
     }
 
     async fn tools_get(
         rqctx: Ctx,
         query: QueryParams<workspace_api::tools::ToolQuery>,
     ) -> Result<HttpResponseOk<workspace_api::tools::Tool>, HttpError> {
-        tools::get(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::get(rqctx, query).await)
     }
 
     async fn tools_delete(
         rqctx: Ctx,
         query: QueryParams<workspace_api::tools::ToolQuery>,
     ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        tools::delete(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::delete(rqctx, query).await)
     }
 
     async fn tools_test(
@@ -476,7 +606,8 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::tools::ToolQuery>,
         body: JsonBody<workspace_api::tools::ToolTestRequest>,
     ) -> Result<HttpResponseOk<workspace_api::tools::ToolTestResult>, HttpError> {
-        tools::test(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(tools::test(rqctx, query, body).await)
     }
 
     // ---- Agents area ----
@@ -486,21 +617,24 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<OrgQuery>,
         body: JsonBody<workspace_api::agents::AgentCreate>,
     ) -> Result<HttpResponseCreated<workspace_api::agents::AgentSummary>, HttpError> {
-        agents::create(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::create(rqctx, query, body).await)
     }
 
     async fn agents_list(
         rqctx: Ctx,
         query: QueryParams<workspace_api::agents::AgentListQuery>,
     ) -> Result<HttpResponseOk<Vec<workspace_api::agents::AgentListItem>>, HttpError> {
-        agents::list(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::list(rqctx, query).await)
     }
 
     async fn agents_get(
         rqctx: Ctx,
         query: QueryParams<workspace_api::agents::AgentQuery>,
     ) -> Result<HttpResponseOk<workspace_api::agents::AgentDetail>, HttpError> {
-        agents::get(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::get(rqctx, query).await)
     }
 
     async fn agents_update(
@@ -508,14 +642,16 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::agents::AgentQuery>,
         body: JsonBody<workspace_api::agents::AgentUpdate>,
     ) -> Result<HttpResponseOk<workspace_api::agents::AgentSummary>, HttpError> {
-        agents::update(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::update(rqctx, query, body).await)
     }
 
     async fn agents_delete(
         rqctx: Ctx,
         query: QueryParams<workspace_api::agents::AgentQuery>,
     ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        agents::delete(rqctx, query).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::delete(rqctx, query).await)
     }
 
     async fn agents_test(
@@ -523,6 +659,7 @@ impl WorkspaceApi for WorkspaceImpl {
         query: QueryParams<workspace_api::agents::AgentQuery>,
         body: JsonBody<workspace_api::agents::AgentTestRequest>,
     ) -> Result<HttpResponseOk<workspace_api::agents::AgentTestResult>, HttpError> {
-        agents::test(rqctx, query, body).await
+        let probe = Probe::new(&rqctx);
+        probe.done(agents::test(rqctx, query, body).await)
     }
 }

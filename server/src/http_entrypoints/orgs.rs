@@ -10,10 +10,15 @@ use workspace_api::orgs::{
     Organization,
 };
 
-pub async fn list(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
+pub async fn list(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::orgs::PageQuery>,
+) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
     let cx = rqctx.context();
+    let query = query.into_inner();
     let actor = cx.authenticate(&rqctx).await?;
-    Ok(HttpResponseOk(app::orgs::list(cx, &actor).await?))
+    let page = app::page(query.limit, query.offset)?;
+    Ok(HttpResponseOk(app::orgs::list(cx, &actor, page).await?))
 }
 
 pub async fn create_org(

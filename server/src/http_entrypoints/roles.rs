@@ -68,23 +68,32 @@ pub async fn remove(
 
 pub async fn list_roles(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<workspace_api::orgs::OrgPageQuery>,
 ) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
     let cx = rqctx.context();
+    let query = query.into_inner();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::Org(query.org_id),
             Require::Perm(perm::ROLES_READ),
         )
         .await?;
-    Ok(HttpResponseOk(app::roles::list(cx, &access).await?))
+    let page = app::page(query.limit, query.offset)?;
+    Ok(HttpResponseOk(app::roles::list(cx, &access, page).await?))
 }
 
-pub async fn list_permissions(rqctx: Ctx) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
+pub async fn list_permissions(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::orgs::PageQuery>,
+) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
     let cx = rqctx.context();
+    let query = query.into_inner();
     cx.authenticate(&rqctx).await?;
-    Ok(HttpResponseOk(app::roles::list_permissions(cx).await?))
+    let page = app::page(query.limit, query.offset)?;
+    Ok(HttpResponseOk(
+        app::roles::list_permissions(cx, page).await?,
+    ))
 }
 
 pub async fn create_permission(

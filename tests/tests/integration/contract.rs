@@ -35,7 +35,7 @@ fn every_operation_is_documented_and_secured() {
                 "{id}: description"
             );
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
-            let expected = workspace_api::error_statuses(&id, has_input)
+            let expected = workspace_api::error_statuses(&id, has_input, op.request_body.is_some())
                 .unwrap_or_else(|| panic!("{id}: not in OPERATION_ERRORS"));
             let declared: Vec<u16> = op
                 .responses

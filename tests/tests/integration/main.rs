@@ -7,6 +7,7 @@ mod authz;
 mod contract;
 mod conversations;
 mod database_tls;
+mod hardening;
 mod invitations;
 mod kb;
 mod orgs;

@@ -87,7 +87,7 @@ async fn create_update_remove_custom_roles() {
                 30,
                 vec![perm(&catalog, "kb:read"), perm(&catalog, "chats:*")],
             )
-            .description(Some("Reads".into())),
+            .description(Some("Reads".parse().unwrap())),
         )
         .send()
         .await
@@ -183,7 +183,7 @@ async fn create_update_remove_custom_roles() {
         .role_id(created.id)
         .body(
             UpdateRoleRequest::builder()
-                .name(Some("Auditor".into()))
+                .name(Some("Auditor".parse().unwrap()))
                 .hierarchy_level(Some(40)),
         )
         .send()
@@ -205,7 +205,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(created.id)
-            .body(UpdateRoleRequest::builder().name(Some("Admin".into())))
+            .body(UpdateRoleRequest::builder().name(Some("Admin".parse().unwrap())))
             .send()
             .await,
     );
@@ -227,7 +227,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(member)
-            .body(UpdateRoleRequest::builder().description(Some("x".into())))
+            .body(UpdateRoleRequest::builder().description(Some("x".parse().unwrap())))
             .send()
             .await,
     );
@@ -270,7 +270,7 @@ async fn create_update_remove_custom_roles() {
             .roles_update()
             .org_id(org)
             .role_id(theirs.id)
-            .body(UpdateRoleRequest::builder().name(Some("Mine".into())))
+            .body(UpdateRoleRequest::builder().name(Some("Mine".parse().unwrap())))
             .send()
             .await,
     );
@@ -417,7 +417,7 @@ async fn nobody_grants_above_themselves() {
             .roles_update()
             .org_id(org)
             .role_id(high.id)
-            .body(UpdateRoleRequest::builder().description(Some("x".into())))
+            .body(UpdateRoleRequest::builder().description(Some("x".parse().unwrap())))
             .send()
             .await,
     );
@@ -512,7 +512,7 @@ async fn system_admins_manage_the_catalog() {
     flagged
         .client
         .roles_create_permission()
-        .body(new("budget:read").description(Some("Read budgets".into())))
+        .body(new("budget:read").description(Some("Read budgets".parse().unwrap())))
         .send()
         .await
         .unwrap();

@@ -172,7 +172,7 @@ async fn users_invite_rules_and_revocation() {
     let cases = [
         (invite_body("bad", role), 400, "invalid_email"),
         (
-            invite_body("a@example.com", role).first_name("".to_string()),
+            invite_body("a@example.com", role).first_name(" ".to_string()),
             400,
             "invalid_name",
         ),

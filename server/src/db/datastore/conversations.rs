@@ -82,7 +82,7 @@ impl MessageRow {
 /// A finished (or cut short) assistant answer to store.
 pub struct NewAnswer<'a> {
     pub id: Uuid,
-    pub content: &'a str,
+    pub content: std::borrow::Cow<'a, str>,
     /// `complete`, `cancelled` or `failed`.
     pub status: MessageStatus,
     pub error_code: Option<&'a str>,
@@ -94,7 +94,8 @@ pub struct NewAnswer<'a> {
 /// The conversations of an organization, most recently updated first.
 /// Public for the API benchmark (pgbench runs the same SQL).
 pub const CONVERSATION_LIST: &str = "SELECT id, title, is_archived, created_at, updated_at \
-     FROM conversations WHERE organization_id = $1 ORDER BY updated_at DESC, id";
+     FROM conversations WHERE organization_id = $1 ORDER BY updated_at DESC, id \
+     LIMIT $2 OFFSET $3";
 
 impl Datastore {
     pub async fn conversation_create(
@@ -121,10 +122,13 @@ impl Datastore {
     pub async fn conversation_list(
         &self,
         access: &OrgAccess,
+        page: super::Page,
     ) -> Result<Vec<ConversationRow>, Error> {
         let org_id = access.org_id();
         let conn = self.conn().await?;
-        let rows = conn.query(CONVERSATION_LIST, &[&org_id]).await?;
+        let rows = conn
+            .query(CONVERSATION_LIST, &[&org_id, &page.limit, &page.offset])
+            .await?;
         Ok(rows.iter().map(ConversationRow::from_row).collect())
     }
 
@@ -243,6 +247,10 @@ impl Datastore {
     /// its conversation, in one transaction. Returns the session's history
     /// up to and including the new message, oldest first.
     ///
+    /// The assistant's answer is inserted in the same transaction, empty and
+    /// `streaming`, with the id `answer_id` (see [`Self::message_save_partial`]
+    /// and [`Self::message_store_answer`]).
+    ///
     /// The message counts towards the organization's `daily_chat_limit`
     /// (per UTC day), in the same transaction: at the limit nothing is
     /// written and the error is `429 daily_chat_limit_exceeded`.
@@ -253,6 +261,7 @@ impl Datastore {
         user_id: Uuid,
         content: &str,
         daily_limit: u32,
+        answer_id: Uuid,
     ) -> Result<Vec<MessageRow>, Error> {
         let org_id = access.org_id();
         let mut conn = self.conn().await?;
@@ -300,6 +309,13 @@ impl Datastore {
             )
             .await?
             .get(0);
+        tx.execute(
+            "INSERT INTO conversation_messages \
+                (id, organization_id, conversation_id, session_id, role, content, status) \
+             VALUES ($1, $2, $3, $4, 'assistant', '', 'streaming')",
+            &[&answer_id, &org_id, &session.conversation_id, &session.id],
+        )
+        .await?;
         touch(&tx, org_id, session).await?;
         let rows = tx
             .query(
@@ -314,7 +330,28 @@ impl Datastore {
         Ok(rows.iter().map(MessageRow::from_row).collect())
     }
 
-    /// Stores an assistant answer and touches the session and conversation.
+    /// Saves the text of an answer that is still streaming (no-op once it
+    /// is finished).
+    pub async fn message_save_partial(
+        &self,
+        access: &OrgAccess,
+        answer_id: Uuid,
+        content: &str,
+    ) -> Result<(), Error> {
+        let org_id = access.org_id();
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE conversation_messages SET content = $3, updated_at = now() \
+             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
+            &[&org_id, &answer_id, &content],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Stores the finished (or cut short) answer over its `streaming` row
+    /// and touches the session and conversation. Idempotent, so it may be
+    /// retried.
     pub async fn message_store_answer(
         &self,
         access: &OrgAccess,
@@ -325,16 +362,13 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         tx.execute(
-            "INSERT INTO conversation_messages \
-                (id, organization_id, conversation_id, session_id, role, content, status, \
-                 error_code, input_tokens, output_tokens, cached_tokens) \
-             VALUES ($1, $2, $3, $4, 'assistant', $5, $6, $7, $8, $9, $10)",
+            "UPDATE conversation_messages SET content = $3, status = $4, error_code = $5, \
+                 input_tokens = $6, output_tokens = $7, cached_tokens = $8, updated_at = now() \
+             WHERE organization_id = $1 AND id = $2",
             &[
-                &answer.id,
                 &org_id,
-                &session.conversation_id,
-                &session.id,
-                &answer.content,
+                &answer.id,
+                &answer.content.as_ref(),
                 &answer.status,
                 &answer.error_code,
                 &answer.input_tokens,

@@ -268,16 +268,19 @@ impl Datastore {
         &self,
         access: &OrgAccess,
         status: Option<InvitationStatus>,
+        page: super::Page,
     ) -> Result<Vec<InvitationRow>, Error> {
         let org_id = access.org_id();
         let conn = self.conn().await?;
         let sql = format!(
-            "{} ORDER BY i.created_at DESC, i.id",
+            "{} ORDER BY i.created_at DESC, i.id LIMIT $3 OFFSET $4",
             select_sql(&format!(
                 "i.organization_id = $1 AND ($2::text IS NULL OR {STATUS_SQL} = $2)"
             ))
         );
-        let rows = conn.query(&sql, &[&org_id, &status]).await?;
+        let rows = conn
+            .query(&sql, &[&org_id, &status, &page.limit, &page.offset])
+            .await?;
         Ok(rows.iter().map(InvitationRow::from_row).collect())
     }
 

@@ -1,24 +1,44 @@
 //! Failed-login bookkeeping for rate limiting (shared across instances).
+//!
+//! Every login attempt is counted *before* its password is verified, under
+//! a per-address lock, so that concurrent attempts cannot all pass the
+//! check: at most `login_max_failures` passwords are ever verified per
+//! address and window. A successful login clears the address's count
+//! (its own attempt included); a failed one leaves its attempt counted.
 
 use super::Datastore;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 
-/// Failures of one e-mail address inside the window.
-pub struct RecentFailures {
-    pub count: i64,
-    pub oldest: Option<DateTime<Utc>>,
+/// The outcome of counting an attempt.
+pub enum LoginAttempt {
+    /// Counted; the password may be verified.
+    Counted,
+    /// The address is locked out: its failures in the window reached the
+    /// limit. `oldest` is the oldest failure still in the window.
+    Locked { oldest: Option<DateTime<Utc>> },
 }
 
 impl Datastore {
-    pub async fn login_failures_recent(
+    /// Counts an attempt for the address unless it is locked out, in one
+    /// transaction serialised per address (a transaction-level advisory
+    /// lock on the address's hash).
+    pub async fn login_attempt_begin(
         &self,
         email_normalized: &str,
+        max_failures: u32,
         window_secs: u64,
-    ) -> Result<RecentFailures, Error> {
-        let conn = self.conn().await?;
+    ) -> Result<LoginAttempt, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
         let window = window_secs as f64;
-        let row = conn
+        // A fixed key space for "login attempts", then the address's hash.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(7262533, hashtext($1))",
+            &[&email_normalized],
+        )
+        .await?;
+        let row = tx
             .query_one(
                 "SELECT count(*), min(failed_at) FROM login_failures \
                  WHERE email_normalized = $1 \
@@ -26,33 +46,17 @@ impl Datastore {
                 &[&email_normalized, &window],
             )
             .await?;
-        Ok(RecentFailures {
-            count: row.get(0),
-            oldest: row.get(1),
-        })
-    }
-
-    /// Records a failure and drops this address's failures that left the
-    /// window, so the table stays small.
-    pub async fn login_failure_record(
-        &self,
-        email_normalized: &str,
-        window_secs: u64,
-    ) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        let window = window_secs as f64;
-        conn.execute(
-            "DELETE FROM login_failures WHERE email_normalized = $1 \
-               AND failed_at <= now() - make_interval(secs => $2)",
-            &[&email_normalized, &window],
-        )
-        .await?;
-        conn.execute(
+        let count: i64 = row.get(0);
+        if count >= i64::from(max_failures) {
+            return Ok(LoginAttempt::Locked { oldest: row.get(1) });
+        }
+        tx.execute(
             "INSERT INTO login_failures (email_normalized) VALUES ($1)",
             &[&email_normalized],
         )
         .await?;
-        Ok(())
+        tx.commit().await?;
+        Ok(LoginAttempt::Counted)
     }
 
     pub async fn login_failures_clear(&self, email_normalized: &str) -> Result<(), Error> {

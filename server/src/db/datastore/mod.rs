@@ -9,13 +9,25 @@ pub mod kb;
 pub mod login_failures;
 pub mod models;
 pub mod organizations;
+pub mod rate_limits;
 pub mod roles;
 pub mod secrets;
 pub mod tools;
 pub mod users;
 
+use crate::db::health::DbHealth;
 use crate::error::Error;
 use deadpool_postgres::Pool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One page of a list: `LIMIT` and `OFFSET`, validated by
+/// [`crate::app::page`].
+#[derive(Clone, Copy, Debug)]
+pub struct Page {
+    pub limit: i64,
+    pub offset: i64,
+}
 
 /// SQLSTATE of a unique violation.
 pub(crate) fn is_unique_violation(error: &tokio_postgres::Error, constraint: &str) -> bool {
@@ -29,6 +41,7 @@ pub(crate) fn is_unique_violation(error: &tokio_postgres::Error, constraint: &st
 #[derive(Clone)]
 pub struct Datastore {
     pool: Pool,
+    health: Arc<DbHealth>,
 }
 
 type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
@@ -39,14 +52,27 @@ type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
 /// neither parses nor plans a statement again on that connection.
 macro_rules! cached_statements {
     ($inner:ident) => {
+        /// Tells the breaker about a failed statement.
+        fn seen(&self, error: tokio_postgres::Error) -> tokio_postgres::Error {
+            self.health.observe(&error);
+            error
+        }
+
         /// Runs a statement and returns its rows.
         pub async fn query(
             &self,
             sql: &str,
             params: Params<'_>,
         ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
-            let statement = self.$inner.prepare_cached(sql).await?;
-            self.$inner.query(&statement, params).await
+            let statement = self
+                .$inner
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.seen(e))?;
+            self.$inner
+                .query(&statement, params)
+                .await
+                .map_err(|e| self.seen(e))
         }
 
         /// Runs a statement that returns exactly one row.
@@ -55,8 +81,15 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
-            let statement = self.$inner.prepare_cached(sql).await?;
-            self.$inner.query_one(&statement, params).await
+            let statement = self
+                .$inner
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.seen(e))?;
+            self.$inner
+                .query_one(&statement, params)
+                .await
+                .map_err(|e| self.seen(e))
         }
 
         /// Runs a statement that returns at most one row.
@@ -65,8 +98,15 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
-            let statement = self.$inner.prepare_cached(sql).await?;
-            self.$inner.query_opt(&statement, params).await
+            let statement = self
+                .$inner
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.seen(e))?;
+            self.$inner
+                .query_opt(&statement, params)
+                .await
+                .map_err(|e| self.seen(e))
         }
 
         /// Runs a statement and returns the number of rows it changed.
@@ -75,8 +115,15 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<u64, tokio_postgres::Error> {
-            let statement = self.$inner.prepare_cached(sql).await?;
-            self.$inner.execute(&statement, params).await
+            let statement = self
+                .$inner
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.seen(e))?;
+            self.$inner
+                .execute(&statement, params)
+                .await
+                .map_err(|e| self.seen(e))
         }
     };
 }
@@ -86,6 +133,7 @@ macro_rules! cached_statements {
 /// database.
 pub(crate) struct Conn {
     client: deadpool_postgres::Object,
+    health: Arc<DbHealth>,
 }
 
 impl Conn {
@@ -93,48 +141,91 @@ impl Conn {
 
     /// Starts a transaction (rolled back when dropped without `commit`).
     pub async fn transaction(&mut self) -> Result<Tx<'_>, tokio_postgres::Error> {
-        Ok(Tx {
-            tx: self.client.transaction().await?,
-        })
+        let health = &self.health;
+        let tx = self
+            .client
+            .transaction()
+            .await
+            .inspect_err(|e| health.observe(e))?;
+        Ok(Tx { tx, health })
     }
 
     /// Starts a read-only, repeatable-read transaction: every statement in
     /// it sees the same snapshot (a page and its total agree).
     pub async fn snapshot(&mut self) -> Result<Tx<'_>, tokio_postgres::Error> {
-        Ok(Tx {
-            tx: self
-                .client
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?,
-        })
+        let health = &self.health;
+        let tx = self
+            .client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .inspect_err(|e| health.observe(e))?;
+        Ok(Tx { tx, health })
     }
 }
 
 /// A transaction on a [`Conn`], with the same cached statements.
 pub(crate) struct Tx<'a> {
     tx: deadpool_postgres::Transaction<'a>,
+    health: &'a DbHealth,
 }
 
 impl Tx<'_> {
     cached_statements!(tx);
 
     pub async fn commit(self) -> Result<(), tokio_postgres::Error> {
-        self.tx.commit().await
+        let health = self.health;
+        self.tx.commit().await.inspect_err(|e| health.observe(e))
     }
 }
 
 impl Datastore {
-    pub fn new(pool: Pool) -> Datastore {
-        Datastore { pool }
+    pub fn new(pool: Pool, backoff: crate::db::health::Backoff) -> Datastore {
+        Datastore {
+            pool,
+            health: Arc::new(DbHealth::new(backoff)),
+        }
     }
 
+    /// The database's availability, as this instance sees it.
+    pub fn health(&self) -> &DbHealth {
+        &self.health
+    }
+
+    /// The pool's size and idle connections.
+    pub fn pool_status(&self) -> deadpool_postgres::Status {
+        self.pool.status()
+    }
+
+    /// A pooled connection. While the database is known to be down (see
+    /// [`DbHealth`]) this fails fast with `503 database_unavailable`,
+    /// without a connection attempt.
     pub(crate) async fn conn(&self) -> Result<Conn, Error> {
-        Ok(Conn {
-            client: self.pool.get().await?,
-        })
+        use deadpool_postgres::{PoolError, TimeoutType};
+        if !self.health.admit(Instant::now()) {
+            return Err(crate::error::database_unavailable(
+                "database unavailable: waiting before reconnecting",
+            ));
+        }
+        match self.pool.get().await {
+            Ok(client) => {
+                self.health.succeeded(Instant::now());
+                Ok(Conn {
+                    client,
+                    health: self.health.clone(),
+                })
+            }
+            Err(error) => {
+                // Waiting for a free connection of a busy pool says
+                // nothing about the database; failing to connect does.
+                if !matches!(error, PoolError::Timeout(TimeoutType::Wait)) {
+                    self.health.failed(Instant::now());
+                }
+                Err(error.into())
+            }
+        }
     }
 
     /// Checks that the database answers.

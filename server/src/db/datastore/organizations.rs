@@ -123,15 +123,19 @@ pub fn slugify(name: &str) -> String {
 impl Datastore {
     /// Organizations where `user_id` is an active member, oldest membership
     /// first.
-    pub async fn org_list_for_user(&self, user_id: Uuid) -> Result<Vec<OrgRow>, Error> {
+    pub async fn org_list_for_user(
+        &self,
+        user_id: Uuid,
+        page: super::Page,
+    ) -> Result<Vec<OrgRow>, Error> {
         let conn = self.conn().await?;
         let rows = conn
             .query(
                 &format!(
                     "{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.status = 'active' \
-                     ORDER BY m.created_at, o.id"
+                     ORDER BY m.created_at, o.id LIMIT $2 OFFSET $3"
                 ),
-                &[&user_id],
+                &[&user_id, &page.limit, &page.offset],
             )
             .await?;
         Ok(rows.iter().map(OrgRow::from_row).collect())

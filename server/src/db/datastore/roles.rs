@@ -91,16 +91,20 @@ impl Datastore {
     }
 
     /// The organization's roles, highest level first, then by name.
-    pub async fn roles_list(&self, access: &OrgAccess) -> Result<Vec<RoleRow>, Error> {
+    pub async fn roles_list(
+        &self,
+        access: &OrgAccess,
+        page: super::Page,
+    ) -> Result<Vec<RoleRow>, Error> {
         let org_id = access.org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
                 &format!(
                     "SELECT {ROLE_COLUMNS} FROM roles WHERE organization_id = $1 \
-                     ORDER BY hierarchy_level DESC, lower(name), id"
+                     ORDER BY hierarchy_level DESC, lower(name), id LIMIT $2 OFFSET $3"
                 ),
-                &[&org_id],
+                &[&org_id, &page.limit, &page.offset],
             )
             .await?;
         Ok(rows.iter().map(RoleRow::from_row).collect())
@@ -261,12 +265,12 @@ impl Datastore {
         Ok(())
     }
 
-    pub async fn permissions_list(&self) -> Result<Vec<PermissionRow>, Error> {
+    pub async fn permissions_list(&self, page: super::Page) -> Result<Vec<PermissionRow>, Error> {
         let conn = self.conn().await?;
         let rows = conn
             .query(
-                "SELECT id, name, description FROM permissions ORDER BY name",
-                &[],
+                "SELECT id, name, description FROM permissions ORDER BY name LIMIT $1 OFFSET $2",
+                &[&page.limit, &page.offset],
             )
             .await?;
         Ok(rows.iter().map(PermissionRow::from_row).collect())

@@ -1,0 +1,330 @@
+//! Counters and histograms, rendered in the Prometheus text format by
+//! [`render`] (served on `metrics.bind_address`, see `lib.rs`).
+//!
+//! Recorded: every API request (per operation and status: a count and a
+//! latency histogram), database connection pool usage, database errors,
+//! the password-hashing queue, and streamed answers.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    /// Non-cumulative counts per bucket; the last is `+Inf`.
+    buckets: [u64; BUCKETS.len() + 1],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, secs: f64) {
+        let i = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.buckets[i] += 1;
+        self.sum += secs;
+        self.count += 1;
+    }
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, u16), Histogram>>,
+    /// Streamed answers now relaying.
+    pub streams_active: AtomicI64,
+    /// Streamed answers by outcome.
+    streams: Mutex<BTreeMap<&'static str, u64>>,
+    /// Answers delivered whose storing had to be retried, and those still
+    /// waiting to be stored.
+    pub answers_store_retries: AtomicU64,
+    pub answers_pending_store: AtomicI64,
+}
+
+impl Metrics {
+    pub fn request(&self, operation: &str, status: u16, latency: Duration) {
+        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        requests
+            .entry((operation.to_string(), status))
+            .or_default()
+            .observe(latency.as_secs_f64());
+    }
+
+    pub fn stream_finished(&self, outcome: &'static str) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        *streams.entry(outcome).or_default() += 1;
+    }
+}
+
+/// The values that live elsewhere (pool, database health, hashing queue).
+pub struct Gauges {
+    pub pool_size: usize,
+    pub pool_max_size: usize,
+    pub pool_available: usize,
+    pub pool_waiting: usize,
+    pub db_connection_errors: u64,
+    pub db_statement_errors: u64,
+    pub db_fast_failures: u64,
+    pub db_down: bool,
+    pub hash_running: usize,
+    pub hash_waiting: usize,
+    pub hash_rejected: u64,
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// What `/metrics` reads: the server's metrics and the live gauges.
+#[derive(Clone)]
+pub struct Source {
+    pub metrics: std::sync::Arc<Metrics>,
+    pub datastore: crate::db::Datastore,
+    pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
+}
+
+impl Source {
+    /// The current values of every metric, in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let pool = self.datastore.pool_status();
+        let health = self.datastore.health();
+        render(
+            &self.metrics,
+            &Gauges {
+                pool_size: pool.size,
+                pool_max_size: pool.max_size,
+                pool_available: pool.available,
+                pool_waiting: pool.waiting,
+                db_connection_errors: health.connection_errors.load(Ordering::Relaxed),
+                db_statement_errors: health.statement_errors.load(Ordering::Relaxed),
+                db_fast_failures: health.fast_failures.load(Ordering::Relaxed),
+                db_down: health.is_down(),
+                hash_running: self.hashing.running(),
+                hash_waiting: self.hashing.waiting(),
+                hash_rejected: self.hashing.rejected(),
+            },
+        )
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4).
+pub fn render(metrics: &Metrics, g: &Gauges) -> String {
+    let mut out = String::new();
+    let requests = metrics
+        .requests
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    out.push_str("# HELP workspace_http_requests_total API requests by operation and status.\n");
+    out.push_str("# TYPE workspace_http_requests_total counter\n");
+    for ((op, status), h) in &requests {
+        let _ = writeln!(
+            out,
+            "workspace_http_requests_total{{operation=\"{}\",status=\"{status}\"}} {}",
+            escape(op),
+            h.count
+        );
+    }
+    out.push_str(
+        "# HELP workspace_http_request_duration_seconds API request latency (to the response \
+         head) by operation and status.\n",
+    );
+    out.push_str("# TYPE workspace_http_request_duration_seconds histogram\n");
+    for ((op, status), h) in &requests {
+        let labels = format!("operation=\"{}\",status=\"{status}\"", escape(op));
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            cumulative += h.buckets[i];
+            let _ = writeln!(
+                out,
+                "workspace_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "workspace_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(
+            out,
+            "workspace_http_request_duration_seconds_sum{{{labels}}} {}",
+            h.sum
+        );
+        let _ = writeln!(
+            out,
+            "workspace_http_request_duration_seconds_count{{{labels}}} {}",
+            h.count
+        );
+    }
+    let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: String| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    };
+    gauge(
+        &mut out,
+        "workspace_db_pool_connections",
+        "Open pooled database connections.",
+        "gauge",
+        g.pool_size.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_pool_max_connections",
+        "Configured pool size.",
+        "gauge",
+        g.pool_max_size.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_pool_idle_connections",
+        "Idle pooled connections.",
+        "gauge",
+        g.pool_available.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_pool_waiting",
+        "Requests waiting for a pooled connection.",
+        "gauge",
+        g.pool_waiting.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_connection_errors_total",
+        "Connections or statements that failed because the database was unreachable.",
+        "counter",
+        g.db_connection_errors.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_statement_errors_total",
+        "Statements that failed otherwise.",
+        "counter",
+        g.db_statement_errors.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_fast_failures_total",
+        "Requests answered 503 without a connection attempt while the database was down.",
+        "counter",
+        g.db_fast_failures.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_down",
+        "1 while the database is believed unreachable.",
+        "gauge",
+        u8::from(g.db_down).to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_password_hash_running",
+        "Password hashes being computed.",
+        "gauge",
+        g.hash_running.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_password_hash_queue_depth",
+        "Requests waiting to hash a password.",
+        "gauge",
+        g.hash_waiting.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_password_hash_rejected_total",
+        "Requests refused (503) because the hashing queue was full.",
+        "counter",
+        g.hash_rejected.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_streams_active",
+        "Streamed answers being relayed.",
+        "gauge",
+        metrics.streams_active.load(Ordering::Relaxed).to_string(),
+    );
+    out.push_str("# HELP workspace_streams_total Streamed answers by outcome.\n");
+    out.push_str("# TYPE workspace_streams_total counter\n");
+    for (outcome, n) in metrics
+        .streams
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        let _ = writeln!(out, "workspace_streams_total{{outcome=\"{outcome}\"}} {n}");
+    }
+    gauge(
+        &mut out,
+        "workspace_answers_store_retries_total",
+        "Retried writes of delivered answers.",
+        "counter",
+        metrics
+            .answers_store_retries
+            .load(Ordering::Relaxed)
+            .to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_answers_pending_store",
+        "Delivered answers not yet stored (waiting for the database).",
+        "gauge",
+        metrics
+            .answers_pending_store
+            .load(Ordering::Relaxed)
+            .to_string(),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative() {
+        let m = Metrics::default();
+        m.request("auth_login", 200, Duration::from_millis(3));
+        m.request("auth_login", 200, Duration::from_millis(300));
+        m.request("auth_login", 503, Duration::from_millis(1));
+        let g = Gauges {
+            pool_size: 1,
+            pool_max_size: 8,
+            pool_available: 1,
+            pool_waiting: 0,
+            db_connection_errors: 0,
+            db_statement_errors: 0,
+            db_fast_failures: 0,
+            db_down: false,
+            hash_running: 0,
+            hash_waiting: 0,
+            hash_rejected: 0,
+        };
+        let text = render(&m, &g);
+        assert!(
+            text.contains(
+                "workspace_http_requests_total{operation=\"auth_login\",status=\"200\"} 2"
+            )
+        );
+        assert!(text.contains(
+            "workspace_http_request_duration_seconds_bucket{operation=\"auth_login\",status=\"200\",le=\"0.005\"} 1"
+        ));
+        assert!(text.contains(
+            "workspace_http_request_duration_seconds_bucket{operation=\"auth_login\",status=\"200\",le=\"0.5\"} 2"
+        ));
+        assert!(text.contains("workspace_db_pool_max_connections 8"));
+    }
+}
