@@ -2826,58 +2826,6 @@ pub mod types {
             Default::default()
         }
     }
-    ///`InvitationsValidateToken`
-    #[derive(
-        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
-    )]
-    #[serde(transparent)]
-    pub struct InvitationsValidateToken(::std::string::String);
-    impl ::std::ops::Deref for InvitationsValidateToken {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<InvitationsValidateToken> for ::std::string::String {
-        fn from(value: InvitationsValidateToken) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for InvitationsValidateToken {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 512usize {
-                return Err("longer than 512 characters".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for InvitationsValidateToken {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for InvitationsValidateToken {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for InvitationsValidateToken {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
     ///A numbered source of an answer: `[n]` in the answer cites it.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -18730,7 +18678,7 @@ impl Client {
     Sends a `GET` request to `/api/invitations/validate`
 
     Arguments:
-    - `token`: The token from the invitation e-mail's link.
+    - `token`: The token from the invitation e-mail's link (any other string, however long, is answered `valid: false` without a lookup).
     ```ignore
     let response = client.invitations_validate()
         .token(token)
@@ -21787,7 +21735,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct InvitationsValidate<'a> {
         client: &'a super::Client,
-        token: Result<types::InvitationsValidateToken, String>,
+        token: Result<::std::string::String, String>,
     }
     impl<'a> InvitationsValidate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -21798,10 +21746,10 @@ pub mod builder {
         }
         pub fn token<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<types::InvitationsValidateToken>,
+            V: std::convert::TryInto<::std::string::String>,
         {
             self.token = value.try_into().map_err(|_| {
-                "conversion to `InvitationsValidateToken` for token failed".to_string()
+                "conversion to `:: std :: string :: String` for token failed".to_string()
             });
             self
         }

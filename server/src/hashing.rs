@@ -172,8 +172,10 @@ impl HashPermit {
         let permit = self.permit;
         self.jobs
             .send(Box::new(move || {
-                let _permit = permit;
-                let _ = tx.send(work());
+                let result = work();
+                // The slot is free before the answer is delivered.
+                drop(permit);
+                let _ = tx.send(result);
             }))
             .map_err(|_| Error::internal("the password-hashing threads are gone"))?;
         rx.await

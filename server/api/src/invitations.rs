@@ -66,8 +66,8 @@ pub struct InvitationIdQuery {
 /// Query of `GET /api/invitations/validate`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InvitationTokenQuery {
-    /// The token from the invitation e-mail's link.
-    #[schemars(length(max = 512))]
+    /// The token from the invitation e-mail's link (any other string,
+    /// however long, is answered `valid: false` without a lookup).
     pub token: String,
 }
 
