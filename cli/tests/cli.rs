@@ -229,7 +229,7 @@ async fn invitations_and_users_commands() {
     );
     assert_eq!(got["message"], "hello");
     let valid = json(
-        &run(args(&format!("invitations validate --token {token}")), None)
+        &run(args(&format!("invitations validate --token={token}")), None)
             .await
             .unwrap(),
     );
@@ -261,7 +261,7 @@ async fn invitations_and_users_commands() {
     let account = json(
         &run(
             args(&format!(
-                "auth signup-invite --invite-token {token} --first-name Cli --last-name Invitee --password correct-horse-battery"
+                "auth signup-invite --invite-token={token} --first-name Cli --last-name Invitee --password correct-horse-battery"
             )),
             None,
         )
