@@ -53,6 +53,45 @@ fn figures(mut latencies_us: Vec<u32>, elapsed: Duration, errors: usize) -> Figu
     }
 }
 
+/// Drives the server with `wrk` (a C load generator, far lighter than
+/// this process's HTTP clients, so less of the 2 cores goes to the client
+/// side, as with pgbench). Used when installed (`apt-get install wrk`)
+/// unless `BENCH_DRIVER=reqwest`.
+fn wrk(url: &str, token: &str, connections: usize, secs: Duration) -> Option<Figures> {
+    let output = Command::new("wrk")
+        .args(["-t", "2", "-c", &connections.to_string()])
+        .args(["-d", &format!("{}s", secs.as_secs()), "--latency"])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(url)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let ms = |v: &str| -> f64 {
+        let (n, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len()));
+        let n: f64 = n.parse().unwrap_or(f64::NAN);
+        match unit {
+            "us" => n / 1000.0,
+            "ms" => n,
+            "s" => n * 1000.0,
+            _ => f64::NAN,
+        }
+    };
+    let field = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|v| v.trim().to_string())
+    };
+    Some(Figures {
+        rate: field("Requests/sec:")?.parse().ok()?,
+        p50_ms: ms(&field("50%")?),
+        p99_ms: ms(&field("99%")?),
+        errors: field("Non-2xx or 3xx responses:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    })
+}
+
 /// `connections` keep-alive clients, each sending `url` in a loop.
 async fn drive(url: &str, token: &str, connections: usize, secs: Duration) -> Figures {
     // Warm-up: open the connections and fill the statement caches.
@@ -336,9 +375,16 @@ async fn main() {
         ),
     ];
 
+    let use_wrk = !std::env::var("BENCH_DRIVER").is_ok_and(|d| d == "reqwest")
+        && Command::new("wrk").arg("--version").output().is_ok();
+    let driver = if use_wrk {
+        "wrk"
+    } else {
+        "in-process reqwest clients"
+    };
     println!(
-        "\nworkspace-server (release) vs pgbench -M prepared running the endpoint's own SQL; \
-         {} s each, interleaved",
+        "\nworkspace-server (release, driven by {driver}) vs pgbench -M prepared running the \
+         endpoint's own SQL; {} s each, interleaved",
         secs.as_secs()
     );
     println!(
@@ -356,7 +402,11 @@ async fn main() {
     );
     for (what, url, sql) in &endpoints {
         for conns in CONNECTIONS {
-            let s = drive(url, &user.token, conns, secs).await;
+            let s = if use_wrk {
+                wrk(url, &user.token, conns, secs).expect("wrk's report")
+            } else {
+                drive(url, &user.token, conns, secs).await
+            };
             let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
             row(what, conns, &s, &p);
         }
