@@ -58,17 +58,24 @@ macro_rules! cached_statements {
             error
         }
 
+        /// The statement for `sql`, prepared once per connection.
+        async fn prepare(
+            &self,
+            sql: &str,
+        ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+            self.$inner
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.seen(e))
+        }
+
         /// Runs a statement and returns its rows.
         pub async fn query(
             &self,
             sql: &str,
             params: Params<'_>,
         ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
-            let statement = self
-                .$inner
-                .prepare_cached(sql)
-                .await
-                .map_err(|e| self.seen(e))?;
+            let statement = self.prepare(sql).await?;
             self.$inner
                 .query(&statement, params)
                 .await
@@ -81,11 +88,7 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
-            let statement = self
-                .$inner
-                .prepare_cached(sql)
-                .await
-                .map_err(|e| self.seen(e))?;
+            let statement = self.prepare(sql).await?;
             self.$inner
                 .query_one(&statement, params)
                 .await
@@ -98,11 +101,7 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
-            let statement = self
-                .$inner
-                .prepare_cached(sql)
-                .await
-                .map_err(|e| self.seen(e))?;
+            let statement = self.prepare(sql).await?;
             self.$inner
                 .query_opt(&statement, params)
                 .await
@@ -115,11 +114,7 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<u64, tokio_postgres::Error> {
-            let statement = self
-                .$inner
-                .prepare_cached(sql)
-                .await
-                .map_err(|e| self.seen(e))?;
+            let statement = self.prepare(sql).await?;
             self.$inner
                 .execute(&statement, params)
                 .await
