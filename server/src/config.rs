@@ -210,13 +210,47 @@ pub struct HttpConfig {
     /// Longest time to receive a request body once its headers arrived, in
     /// seconds (then `408 request_timeout`).
     pub body_read_timeout_secs: u64,
+    /// Most client connections open at once (at the limit, new connections
+    /// wait in the kernel's backlog until one closes). Unset: 8192, or the
+    /// process's open-file limit less 256 when that is lower.
+    pub max_connections: Option<usize>,
+    /// A new connection that sends nothing for this long is closed, in
+    /// seconds.
+    pub first_byte_timeout_secs: u64,
+    /// Request headers must arrive within this time once a request began,
+    /// and an idle keep-alive connection is closed after it, in seconds.
+    pub header_read_timeout_secs: u64,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             body_read_timeout_secs: 30,
+            max_connections: None,
+            first_byte_timeout_secs: 10,
+            header_read_timeout_secs: 30,
         }
+    }
+}
+
+impl HttpConfig {
+    /// The connection cap: the configured one, else 8192 or the open-file
+    /// limit less 256 (room for database connections and files).
+    pub fn max_connections(&self) -> usize {
+        if let Some(n) = self.max_connections {
+            return n.max(1);
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given.
+        let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+            usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+        } else {
+            usize::MAX
+        };
+        8192.min(files.saturating_sub(256)).max(16)
     }
 }
 

@@ -251,8 +251,18 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         metrics,
         log: log.clone(),
     };
+    let connection_limits = dropshot::ConnectionLimits {
+        max_connections: Some(context.config.http.max_connections()),
+        first_byte_timeout: Some(std::time::Duration::from_secs(
+            context.config.http.first_byte_timeout_secs.max(1),
+        )),
+        header_read_timeout: Some(std::time::Duration::from_secs(
+            context.config.http.header_read_timeout_secs.max(1),
+        )),
+    };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
         .config(dropshot_config)
+        .connection_limits(connection_limits)
         .start()
         .context("starting the HTTP server")?;
     slog::info!(log, "listening"; "address" => http.local_addr().to_string());

@@ -413,6 +413,98 @@ async fn a_body_that_never_arrives_times_out() {
     ctx.teardown().await;
 }
 
+/// Reads until the peer closes; `None` if it is still open after `wait`.
+async fn closed_within(socket: &mut tokio::net::TcpStream, wait: Duration) -> Option<Vec<u8>> {
+    let mut seen = Vec::new();
+    tokio::time::timeout(wait, socket.read_to_end(&mut seen))
+        .await
+        .ok()
+        .map(|_| seen)
+}
+
+/// One keep-alive request on `socket`; returns the response head.
+async fn keep_alive_request(socket: &mut tokio::net::TcpStream) -> String {
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf))
+        .await
+        .expect("no response")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed() {
+    let ctx = TestContext::with_config("hardening_silent_connection", |c| {
+        c.http.first_byte_timeout_secs = 1;
+    })
+    .await;
+    let started = Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(ctx.server.local_addr())
+        .await
+        .unwrap();
+    let seen = closed_within(&mut silent, Duration::from_secs(10))
+        .await
+        .expect("a connection that never sent a byte stayed open");
+    assert!(seen.is_empty(), "{seen:?}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    ctx.teardown().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let ctx = TestContext::with_config("hardening_idle_keep_alive", |c| {
+        c.http.header_read_timeout_secs = 1;
+    })
+    .await;
+    let mut socket = tokio::net::TcpStream::connect(ctx.server.local_addr())
+        .await
+        .unwrap();
+    let head = keep_alive_request(&mut socket).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    closed_within(&mut socket, Duration::from_secs(10))
+        .await
+        .expect("an idle keep-alive connection stayed open");
+    ctx.teardown().await;
+}
+
+#[tokio::test]
+async fn connections_are_capped() {
+    let ctx = TestContext::with_config("hardening_connection_cap", |c| {
+        c.http.max_connections = Some(3);
+    })
+    .await;
+    let addr = ctx.server.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = keep_alive_request(&mut socket).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(socket);
+    }
+    // A fourth connection is not served while three are open...
+    let mut fourth = tokio::net::TcpStream::connect(addr).await.unwrap();
+    fourth
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let early = tokio::time::timeout(Duration::from_millis(800), fourth.read(&mut buf)).await;
+    assert!(early.is_err(), "served beyond the connection cap");
+    // ...and is served as soon as one of them closes.
+    drop(held.pop());
+    let n = tokio::time::timeout(Duration::from_secs(5), fourth.read(&mut buf))
+        .await
+        .expect("not served after a slot freed")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    ctx.teardown().await;
+}
+
 /// Closes this test's database to new connections and ends its sessions
 /// (except `keep`), like a database server going away.
 async fn database_down(ctx: &TestContext, keep: Option<i32>) {

@@ -237,7 +237,12 @@ impl<C: ServerContext> HttpServerStarter<C> {
             );
         }
 
-        let http_acceptor = HttpAcceptor { tcp, log: log.clone() };
+        let http_acceptor = HttpAcceptor {
+            tcp,
+            log: log.clone(),
+            limits: ConnectionLimits::default(),
+            permits: None,
+        };
 
         Ok(HttpServerStarter {
             app_state,
@@ -268,6 +273,9 @@ impl<C: ServerContext> HttpServerStarter<C> {
             let mut builder = auto::Builder::new(TokioExecutor::new());
             // http/1 settings
             builder.http1().timer(TokioTimer::new());
+            if let Some(timeout) = http_acceptor.limits.header_read_timeout {
+                builder.http1().header_read_timeout(timeout);
+            }
             // http/2 settings
             builder.http2().timer(TokioTimer::new());
 
@@ -312,16 +320,37 @@ impl<C: ServerContext> HttpServerStarter<C> {
                 }
                 None => loop {
                     tokio::select! {
-                        (sock, remote_addr) = http_acceptor.accept() => {
+                        (sock, remote_addr, permit) = http_acceptor.accept() => {
                             let handler = make_service
                                 .make_http_request_handler(remote_addr);
-                            let fut = builder
-                                .serve_connection_with_upgrades(
-                                    TokioIo::new(sock),
-                                    handler,
-                                );
-                            let fut = graceful.watch(fut.into_owned());
-                            tokio::spawn(fut);
+                            // Workspace patch: the connection holds its
+                            // permit until it closes, and is dropped if
+                            // its first byte does not arrive in time.
+                            let first_byte =
+                                http_acceptor.limits.first_byte_timeout;
+                            let builder = builder.clone();
+                            let watcher = graceful.watcher();
+                            tokio::spawn(async move {
+                                let _permit = permit;
+                                if let Some(limit) = first_byte {
+                                    let mut byte = [0u8; 1];
+                                    match tokio::time::timeout(
+                                        limit,
+                                        sock.peek(&mut byte),
+                                    )
+                                    .await
+                                    {
+                                        Ok(Ok(n)) if n > 0 => {}
+                                        _ => return,
+                                    }
+                                }
+                                let fut = builder
+                                    .serve_connection_with_upgrades(
+                                        TokioIo::new(sock),
+                                        handler,
+                                    );
+                                let _ = watcher.watch(fut.into_owned()).await;
+                            });
                         },
 
                         _ = &mut rx => {
@@ -381,13 +410,41 @@ impl<C: ServerContext> HttpServerStarter<C> {
 struct HttpAcceptor {
     tcp: TcpListener,
     log: slog::Logger,
+    // Workspace patch: see `ConnectionLimits`.
+    limits: ConnectionLimits,
+    permits: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// Workspace patch (not in upstream dropshot 0.18.0): limits on plain-HTTP
+/// connections, set with [`ServerBuilder::connection_limits`].
+#[derive(Clone, Debug, Default)]
+pub struct ConnectionLimits {
+    /// Most connections open at once; at the limit the server stops
+    /// accepting (new clients wait in the kernel's backlog) until one
+    /// closes. `None`: no limit.
+    pub max_connections: Option<usize>,
+    /// A new connection that has not sent its first byte within this time
+    /// is closed. `None`: no limit.
+    pub first_byte_timeout: Option<std::time::Duration>,
+    /// hyper's HTTP/1 header read timeout: the request headers must arrive
+    /// within this time once a request began, and an idle keep-alive
+    /// connection is closed after it. `None`: hyper's default (30 s).
+    pub header_read_timeout: Option<std::time::Duration>,
 }
 
 impl HttpAcceptor {
-    async fn accept(&self) -> (TcpStream, SocketAddr) {
+    async fn accept(
+        &self,
+    ) -> (TcpStream, SocketAddr, Option<tokio::sync::OwnedSemaphorePermit>)
+    {
+        // At the connection limit, wait for a slot before accepting.
+        let permit = match &self.permits {
+            Some(permits) => Arc::clone(permits).acquire_owned().await.ok(),
+            None => None,
+        };
         loop {
             match self.tcp.accept().await {
-                Ok((socket, addr)) => return (socket, addr),
+                Ok((socket, addr)) => return (socket, addr, permit),
                 Err(e) => match e.kind() {
                     // These are errors on the individual socket that we
                     // tried to accept, and so can be ignored.
@@ -527,7 +584,7 @@ impl HttpsAcceptor {
                             },
                         }
                     },
-                    (socket, addr) = http_acceptor.accept() => {
+                    (socket, addr, _permit) = http_acceptor.accept() => {
                         let tls_negotiation = tls_acceptor
                             .lock()
                             .await
@@ -1158,6 +1215,7 @@ pub struct ServerBuilder<C: ServerContext> {
     config: ConfigDropshot,
     version_policy: VersionPolicy,
     tls: Option<ConfigTls>,
+    connection_limits: ConnectionLimits,
 }
 
 impl<C: ServerContext> ServerBuilder<C> {
@@ -1179,7 +1237,15 @@ impl<C: ServerContext> ServerBuilder<C> {
             config: Default::default(),
             version_policy: VersionPolicy::Unversioned,
             tls: Default::default(),
+            connection_limits: ConnectionLimits::default(),
         }
+    }
+
+    /// Workspace patch: limits on plain-HTTP connections (see
+    /// [`ConnectionLimits`]).
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.connection_limits = limits;
+        self
     }
 
     /// Specify the server configuration
@@ -1232,14 +1298,20 @@ impl<C: ServerContext> ServerBuilder<C> {
     ///   `ApiEndpointVersions::All)`.  Versioned routes are not supported with
     ///   unversioned servers.
     pub fn build_starter(self) -> Result<HttpServerStarter<C>, BuildError> {
-        HttpServerStarter::new_internal(
+        let mut starter = HttpServerStarter::new_internal(
             &self.config,
             self.api.0,
             self.private,
             &self.log,
             self.tls,
             self.version_policy,
-        )
+        )?;
+        starter.http_acceptor.permits = self
+            .connection_limits
+            .max_connections
+            .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+        starter.http_acceptor.limits = self.connection_limits;
+        Ok(starter)
     }
 }
 
