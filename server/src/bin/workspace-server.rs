@@ -4,7 +4,7 @@
 //! at all it runs on an embedded PostgreSQL cluster and the offline
 //! providers. Stops gracefully on SIGTERM or Ctrl-C.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,11 +29,13 @@ async fn main() -> Result<()> {
     if let Some(bind) = args.bind {
         config.bind_address = bind;
     }
-    let log = dropshot::ConfigLogging::StderrTerminal {
-        level: config.log_level()?,
-    }
-    .to_logger("workspace")
-    .context("creating the logger")?;
+    // The buffered stderr drain, written out when `_flusher` drops at the
+    // end of `main`.
+    let (log, _flusher) = workspace_server::logging::stderr_logger();
+    let log = slog::Logger::root(
+        slog::Drain::fuse(slog::LevelFilter::new(log, config.slog_level()?)),
+        slog::o!(),
+    );
 
     let server = workspace_server::start(config, log.clone()).await?;
 
