@@ -505,6 +505,50 @@ async fn connections_are_capped() {
     ctx.teardown().await;
 }
 
+/// The response to `request`, read until the server closes.
+async fn raw_exchange(ctx: &TestContext, request: &[u8]) -> String {
+    let mut socket = tokio::net::TcpStream::connect(ctx.server.local_addr())
+        .await
+        .unwrap();
+    // The server may answer (and close) before it read everything.
+    let _ = socket.write_all(request).await;
+    let mut seen = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut seen)).await;
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[tokio::test]
+async fn requests_the_http_layer_refuses_get_json_error_bodies() {
+    let ctx = TestContext::new("hardening_http_layer_errors").await;
+    let long_uri = format!(
+        "GET /healthz?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let mut many_headers = b"GET /healthz HTTP/1.1\r\nHost: x\r\n".to_vec();
+    for i in 0..200 {
+        many_headers.extend_from_slice(format!("X-H{i}: v\r\n").as_bytes());
+    }
+    many_headers.extend_from_slice(b"\r\n");
+    for (request, status, code) in [
+        (long_uri.into_bytes(), "414", "uri_too_long"),
+        (many_headers, "431", "headers_too_large"),
+        (b"NOT HTTP\r\n\r\n".to_vec(), "400", "invalid_request"),
+    ] {
+        let response = raw_exchange(&ctx, &request).await;
+        assert!(
+            response.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{response}"
+        );
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["error_code"], code, "{body}");
+        assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(body["request_id"].as_str().is_some());
+    }
+    ctx.teardown().await;
+}
+
 /// Closes this test's database to new connections and ends its sessions
 /// (except `keep`), like a database server going away.
 async fn database_down(ctx: &TestContext, keep: Option<i32>) {

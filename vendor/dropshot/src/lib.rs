@@ -872,6 +872,7 @@ mod body;
 mod compression;
 mod config;
 mod error;
+mod error_bodies;
 mod error_status_code;
 mod extractor;
 mod from_map;

@@ -346,7 +346,11 @@ impl<C: ServerContext> HttpServerStarter<C> {
                                 }
                                 let fut = builder
                                     .serve_connection_with_upgrades(
-                                        TokioIo::new(sock),
+                                        TokioIo::new(
+                                            crate::error_bodies::ErrorBodies::new(
+                                                sock,
+                                            ),
+                                        ),
                                         handler,
                                     );
                                 let _ = watcher.watch(fut.into_owned()).await;
