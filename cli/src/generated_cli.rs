@@ -13,6 +13,12 @@ impl<T: CliConfig> Cli<T> {
     }
     pub fn get_command(cmd: CliCommand) -> ::clap::Command {
         match cmd {
+            CliCommand::DeploymentsCreate => Self::cli_deployments_create(),
+            CliCommand::DeploymentsDelete => Self::cli_deployments_delete(),
+            CliCommand::DeploymentsGet => Self::cli_deployments_get(),
+            CliCommand::DeploymentsList => Self::cli_deployments_list(),
+            CliCommand::DeploymentsRegenerateKey => Self::cli_deployments_regenerate_key(),
+            CliCommand::DeploymentsUpdate => Self::cli_deployments_update(),
             CliCommand::AgentsCreate => Self::cli_agents_create(),
             CliCommand::AgentsDelete => Self::cli_agents_delete(),
             CliCommand::AgentsGet => Self::cli_agents_get(),
@@ -76,6 +82,213 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::Readyz => Self::cli_readyz(),
         }
     }
+    pub fn cli_deployments_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("channel")
+                    .long("channel")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::DeploymentChannel::Widget.to_string(),
+                                types::DeploymentChannel::Api.to_string(),
+                                types::DeploymentChannel::Sdk.to_string(),
+                                types::DeploymentChannel::Iframe.to_string(),
+                            ]),
+                            |s| types::DeploymentChannel::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::DeploymentCreateDescription),
+                    )
+                    .required(false)
+                    .help("At most 2,000 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("expires-at")
+                    .long("expires-at")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help(
+                        "When the key stops working (must be in the future); unset: never.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::DeploymentCreateName))
+                    .required_unless_present("json-body")
+                    .help("1 to 100 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("rate-limit-per-minute")
+                    .long("rate-limit-per-minute")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help(
+                        "Requests per minute through this deployment's key, counted across every server instance: 1 to 100,000, default 60.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Deploy an agent.\n\nPermission `agent:write` in the agent's organization (`404 not_found` elsewhere). The agent must have passed a test (`status` `ready`, `deployed` or `active`; else `409 agent_not_ready`): the spec's lifecycle moves a `ready` agent to `deployed`.\n\nBody: `name` (1 to 100), `description` (at most 2,000), `channel` (`widget`, `api`, `sdk`, `iframe`), `allowed_origins` (web origins allowed to call from a browser, CORS; at least one for `widget` and `iframe`, at most 20), `rate_limit_per_minute` (1 to 100,000, default 60, shared by every server instance), `expires_at` (the key's expiry, in the future; unset: never). Validation: `400 invalid_name`, `invalid_description`, `invalid_origins`, `invalid_rate_limit`, `invalid_expiry`.\n\nThe response carries `api_key` (`wsk_live_` + 256 random bits, base64url): it is stored only as its SHA-256 and never shown again (`regenerate_key` issues a new one). `embed` shows how to use the channel. Example body: `{\"name\": \"site widget\", \"channel\": \"widget\", \"allowed_origins\": [\"https://example.com\"], \"rate_limit_per_minute\": 30}`.",
+            )
+    }
+    pub fn cli_deployments_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("deployment-id")
+                    .long("deployment-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a deployment.\n\nPermission `agent:delete`. Its key stops working at once. When it was the agent's last deployment, the agent goes back to `ready`. Returns `{success, message}`.",
+            )
+    }
+    pub fn cli_deployments_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("deployment-id")
+                    .long("deployment-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch a deployment with its usage.\n\nPermission `agent:read` in the deployment's organization (`404 not_found` elsewhere). `usage` counts requests and tokens served through the deployment; `last_used_at` is the last accepted request.",
+            )
+    }
+    pub fn cli_deployments_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("agent-id")
+                    .long("agent-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "List an agent's deployments.\n\nPermission `agent:read`. Oldest first; keys are never shown (see `key_prefix`).",
+            )
+    }
+    pub fn cli_deployments_regenerate_key() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("deployment-id")
+                    .long("deployment-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Issue a new key for a deployment.\n\nPermission `agent:write`. The old key stops working at once; the new one (in `api_key`, shown only here) keeps the deployment's expiry setting unless the deployment had expired, in which case it never expires until `update` sets `expires_at`.",
+            )
+    }
+    pub fn cli_deployments_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("clear-expiry")
+                    .long("clear-expiry")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help("`true`: the current key never expires."),
+            )
+            .arg(
+                ::clap::Arg::new("deployment-id")
+                    .long("deployment-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::DeploymentUpdateDescription),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("expires-at")
+                    .long("expires-at")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("A new expiry of the current key (in the future)."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::DeploymentUpdateName))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("rate-limit-per-minute")
+                    .long("rate-limit-per-minute")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::DeploymentStatus::Active.to_string(),
+                                types::DeploymentStatus::Paused.to_string(),
+                            ]),
+                            |s| types::DeploymentStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("`paused` refuses the key at once; `active` accepts it again."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Update a deployment (pause or resume it).\n\nPermission `agent:write`. Every field optional: `name`, `description`, `allowed_origins` (replaced), `rate_limit_per_minute`, `status` (`paused`: the key is refused at once with `401`; `active`: accepted again), `expires_at` (a new expiry in the future) or `clear_expiry: true`. The validation of create applies. When no deployment of the agent is active any more, an `active` agent goes back to `deployed` (the spec's \"pause or stop\").",
+            )
+    }
     pub fn cli_agents_create() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -132,7 +345,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create an agent.\n\nPermission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).\n\n`status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.\n\nExample body: `{\"name\": \"helper\", \"description\": \"\", \"agent_type\": \"chat\", \"model_id\": \"…\", \"params\": {\"system_prompt\": \"Be brief\", \"temperature\": 0.2, \"max_tokens\": 512}, \"tools\": [{\"tool_id\": \"…\", \"config\": [{\"name\": \"offset\", \"value\": 1}]}]}`.",
+                "Create an agent.\n\nPermission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).\n\n`status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed); deployments (`/api/agent_deploy`): the first deployment of a `ready` agent → deployed (an agent must be `ready` to be deployed), a request through a deployment's key → active, every deployment paused → deployed, the last deployment deleted → ready. A deployed or active agent keeps its state when updated or tested.\n\nExample body: `{\"name\": \"helper\", \"description\": \"\", \"agent_type\": \"chat\", \"model_id\": \"…\", \"params\": {\"system_prompt\": \"Be brief\", \"temperature\": 0.2, \"max_tokens\": 512}, \"tools\": [{\"tool_id\": \"…\", \"config\": [{\"name\": \"offset\", \"value\": 1}]}]}`.",
             )
     }
     pub fn cli_agents_delete() -> ::clap::Command {
@@ -1967,6 +2180,14 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         match cmd {
+            CliCommand::DeploymentsCreate => self.execute_deployments_create(matches).await,
+            CliCommand::DeploymentsDelete => self.execute_deployments_delete(matches).await,
+            CliCommand::DeploymentsGet => self.execute_deployments_get(matches).await,
+            CliCommand::DeploymentsList => self.execute_deployments_list(matches).await,
+            CliCommand::DeploymentsRegenerateKey => {
+                self.execute_deployments_regenerate_key(matches).await
+            }
+            CliCommand::DeploymentsUpdate => self.execute_deployments_update(matches).await,
             CliCommand::AgentsCreate => self.execute_agents_create(matches).await,
             CliCommand::AgentsDelete => self.execute_agents_delete(matches).await,
             CliCommand::AgentsGet => self.execute_agents_get(matches).await,
@@ -2040,6 +2261,188 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
+        }
+    }
+    pub async fn execute_deployments_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentChannel>("channel") {
+            request = request.body_map(|body| body.channel(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentCreateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) =
+            matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("expires-at")
+        {
+            request = request.body_map(|body| body.expires_at(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("rate-limit-per-minute") {
+            request = request.body_map(|body| body.rate_limit_per_minute(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::DeploymentCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_deployments_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_deployments_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("deployment-id") {
+            request = request.deployment_id(value.clone());
+        }
+        self.config
+            .execute_deployments_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_deployments_get(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("deployment-id") {
+            request = request.deployment_id(value.clone());
+        }
+        self.config.execute_deployments_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_deployments_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("agent-id") {
+            request = request.agent_id(value.clone());
+        }
+        self.config
+            .execute_deployments_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_deployments_regenerate_key(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_regenerate_key();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("deployment-id") {
+            request = request.deployment_id(value.clone());
+        }
+        self.config
+            .execute_deployments_regenerate_key(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_deployments_update(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.deployments_update();
+        if let Some(value) = matches.get_one::<bool>("clear-expiry") {
+            request = request.body_map(|body| body.clear_expiry(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("deployment-id") {
+            request = request.deployment_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentUpdateDescription>("description") {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) =
+            matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("expires-at")
+        {
+            request = request.body_map(|body| body.expires_at(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentUpdateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("rate-limit-per-minute") {
+            request = request.body_map(|body| body.rate_limit_per_minute(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::DeploymentStatus>("status") {
+            request = request.body_map(|body| body.status(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::DeploymentUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_deployments_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
         }
     }
     pub async fn execute_agents_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
@@ -3760,6 +4163,48 @@ pub trait CliConfig {
     fn list_end_error<T>(&self, value: &Error<T>)
     where
         T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug;
+    fn execute_deployments_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_deployments_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_deployments_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_deployments_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_deployments_regenerate_key(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsRegenerateKey,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_deployments_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::DeploymentsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_agents_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -4190,6 +4635,12 @@ pub trait CliConfig {
 }
 #[derive(Copy, Clone, Debug)]
 pub enum CliCommand {
+    DeploymentsCreate,
+    DeploymentsDelete,
+    DeploymentsGet,
+    DeploymentsList,
+    DeploymentsRegenerateKey,
+    DeploymentsUpdate,
     AgentsCreate,
     AgentsDelete,
     AgentsGet,
@@ -4255,6 +4706,12 @@ pub enum CliCommand {
 impl CliCommand {
     pub fn iter() -> impl Iterator<Item = CliCommand> {
         vec![
+            CliCommand::DeploymentsCreate,
+            CliCommand::DeploymentsDelete,
+            CliCommand::DeploymentsGet,
+            CliCommand::DeploymentsList,
+            CliCommand::DeploymentsRegenerateKey,
+            CliCommand::DeploymentsUpdate,
             CliCommand::AgentsCreate,
             CliCommand::AgentsDelete,
             CliCommand::AgentsGet,
@@ -4321,6 +4778,12 @@ impl CliCommand {
     }
     pub fn operation_id(&self) -> &'static str {
         match self {
+            CliCommand::DeploymentsCreate => "deployments_create",
+            CliCommand::DeploymentsDelete => "deployments_delete",
+            CliCommand::DeploymentsGet => "deployments_get",
+            CliCommand::DeploymentsList => "deployments_list",
+            CliCommand::DeploymentsRegenerateKey => "deployments_regenerate_key",
+            CliCommand::DeploymentsUpdate => "deployments_update",
             CliCommand::AgentsCreate => "agents_create",
             CliCommand::AgentsDelete => "agents_delete",
             CliCommand::AgentsGet => "agents_get",

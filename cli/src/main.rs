@@ -17,6 +17,7 @@
 mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
+mod invoke;
 mod output;
 mod tree;
 mod upload;
@@ -78,6 +79,7 @@ async fn run() -> Result<()> {
     root = tree::add_auth_commands(root);
     root = tree::add_conversation_commands(root);
     root = tree::add_upload_command(root);
+    root = tree::add_invoke_command(root);
     let matches = root.get_matches();
 
     let store = config::Store::load()?;
@@ -119,6 +121,9 @@ async fn run() -> Result<()> {
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;
+    }
+    if path == ["deployments", "invoke"] {
+        return invoke::run(&url, leaf).await;
     }
     let Some(cmd) = tree::command_for(&path) else {
         bail!("unknown command: {}", path.join(" "));

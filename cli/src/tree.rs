@@ -32,6 +32,10 @@ const GROUPS: &[(&str, &str)] = &[
     ("chat", "Chat uploads and knowledge bases usable in chat"),
     ("tools", "Tool categories, tools and sandboxed test runs"),
     ("agents", "Agents and their test runs"),
+    (
+        "deployments",
+        "Agent deployments, their keys, and invoking a deployed agent",
+    ),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {
@@ -95,6 +99,13 @@ pub fn add_upload_command(root: Command) -> Command {
     insert(root, &path, crate::upload::command())
 }
 
+/// `workspace deployments invoke`: hand-written (a deployment key, and a
+/// streamed OpenAI-compatible answer).
+pub fn add_invoke_command(root: Command) -> Command {
+    let path = ["deployments".to_string(), "invoke".to_string()];
+    insert(root, &path, crate::invoke::command())
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -140,8 +151,8 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_upload_command(add_conversation_commands(add_auth_commands(
-            add_generated_commands(crate::root_command()),
+        let root = add_invoke_command(add_upload_command(add_conversation_commands(
+            add_auth_commands(add_generated_commands(crate::root_command())),
         )));
         root.debug_assert();
     }

@@ -474,3 +474,134 @@ async fn conversation_commands_and_streamed_chat() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("404 not_found"));
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn deployments_commands_and_invoke() {
+    let cx = TestContext::with_config("cli_deployments", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clideploy").await;
+    let me = user.client.users_me().send().await.unwrap().into_inner();
+    let org = me.organizations[0].id;
+    let http = reqwest::Client::new();
+    let api = |path: &str| format!("{}{path}", cx.base_url);
+    let models: serde_json::Value = http
+        .get(api("/api/models/list"))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(&user.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent: serde_json::Value = http
+        .post(api("/api/agents"))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(&user.token)
+        .json(
+            &serde_json::json!({"name": "cli", "description": "", "agent_type": "chat",
+            "model_id": models[0]["id"], "params": {"system_prompt": "Be brief"}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let agent_id = agent["id"].as_str().unwrap().to_string();
+    http.post(api("/api/agents/test"))
+        .query(&[("agent_id", &agent_id)])
+        .bearer_auth(&user.token)
+        .json(&serde_json::json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    let deployment: serde_json::Value = http
+        .post(api("/api/agent_deploy/create"))
+        .query(&[("agent_id", &agent_id)])
+        .bearer_auth(&user.token)
+        .json(&serde_json::json!({"name": "cli", "channel": "api"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = deployment["api_key"].as_str().unwrap().to_string();
+
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let (base_url, token) = (cx.base_url.clone(), user.token.clone());
+    let run = move |args: Vec<String>, stdin: Option<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .env_remove("WORKSPACE_DEPLOYMENT_KEY")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut input = child.stdin.take().unwrap();
+            if let Some(text) = stdin {
+                input.write_all(text.as_bytes()).unwrap();
+            }
+            drop(input);
+            child.wait_with_output().unwrap()
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let list = json(
+        &run(
+            args(&["deployments", "list", "--agent-id", &agent_id]),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(list[0]["name"], "cli");
+    assert!(list[0].get("api_key").is_none());
+
+    // The answer streams to stdout; the message comes from stdin.
+    let out = run(
+        args(&["deployments", "invoke", "--key", &key]),
+        Some("say something\n".to_string()),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
+
+    // A wrong key: a clear error and a non-zero exit.
+    let out = run(
+        args(&[
+            "deployments",
+            "invoke",
+            "--key",
+            "wsk_live_nope",
+            "--message",
+            "hi",
+        ]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid_api_key"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}

@@ -1025,6 +1025,97 @@ pub mod types {
                 })
         }
     }
+    ///A chat completion (`object` is `chat.completion`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatCompletion {
+        pub choices: ::std::vec::Vec<CompletionChoice>,
+        ///Unix seconds.
+        pub created: i64,
+        pub id: ::std::string::String,
+        ///The deployment's model name (`agent-<agent id>`).
+        pub model: ::std::string::String,
+        pub object: ::std::string::String,
+        pub usage: CompletionUsage,
+    }
+    impl ChatCompletion {
+        pub fn builder() -> builder::ChatCompletion {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat Completions request; fields not listed are accepted and ignored).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatCompletionRequest {
+        ///The newer name of `max_tokens`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_completion_tokens: ::std::option::Option<u32>,
+        ///Overrides the agent's `max_tokens` when lower.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<u32>,
+        ///1 to 200 messages; the last must be a `user` message.
+        pub messages: ::std::vec::Vec<OpenAiMessage>,
+        ///Ignored: a deployment serves its one agent (see `v1/models`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stream: ::std::option::Option<bool>,
+        ///`include_usage` adds a last chunk with `usage` (always sent).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stream_options: ::std::option::Option<::serde_json::Value>,
+        ///0 to 2, overrides the agent's (values above 1 are taken as 1).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+    }
+    impl ChatCompletionRequest {
+        pub fn builder() -> builder::ChatCompletionRequest {
+            Default::default()
+        }
+    }
+    ///One choice of a completion.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CompletionChoice {
+        ///`stop`, or `length` when `max_tokens` cut the answer.
+        pub finish_reason: ::std::string::String,
+        pub index: u32,
+        pub message: CompletionMessage,
+    }
+    impl CompletionChoice {
+        pub fn builder() -> builder::CompletionChoice {
+            Default::default()
+        }
+    }
+    ///An assistant message of a completion.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CompletionMessage {
+        pub content: ::std::string::String,
+        pub role: ::std::string::String,
+    }
+    impl CompletionMessage {
+        pub fn builder() -> builder::CompletionMessage {
+            Default::default()
+        }
+    }
+    ///Token usage in OpenAI's names.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct CompletionUsage {
+        pub completion_tokens: u64,
+        pub prompt_tokens: u64,
+        pub total_tokens: u64,
+    }
+    impl CompletionUsage {
+        pub fn builder() -> builder::CompletionUsage {
+            Default::default()
+        }
+    }
     ///A `{name, value}` configuration value of a tool in an agent.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1878,6 +1969,476 @@ pub mod types {
     }
     impl CurrentUser {
         pub fn builder() -> builder::CurrentUser {
+            Default::default()
+        }
+    }
+    ///A deployment (its key is never shown again after create or regenerate_key; `key_prefix` identifies it).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Deployment {
+        pub agent_id: ::uuid::Uuid,
+        pub allowed_origins: ::std::vec::Vec<::std::string::String>,
+        pub channel: DeploymentChannel,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///How to use the deployment on its channel: an HTML snippet for `widget` and `iframe`, a curl command for `api` and `sdk` (the placeholder `$WORKSPACE_DEPLOYMENT_KEY` stands for the key).
+        pub embed: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub id: ::uuid::Uuid,
+        ///The first characters of the key (`wsk_live_` and 6 more).
+        pub key_prefix: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub rate_limit_per_minute: u32,
+        pub status: DeploymentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub usage: DeploymentUsage,
+    }
+    impl Deployment {
+        pub fn builder() -> builder::Deployment {
+            Default::default()
+        }
+    }
+    ///Where a deployment is used.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum DeploymentChannel {
+        ///A chat widget script on web pages of `allowed_origins`.
+        #[serde(rename = "widget")]
+        Widget,
+        ///Server-to-server calls (any OpenAI client).
+        #[serde(rename = "api")]
+        Api,
+        ///An SDK in an application (any OpenAI SDK).
+        #[serde(rename = "sdk")]
+        Sdk,
+        ///An embedded frame on web pages of `allowed_origins`.
+        #[serde(rename = "iframe")]
+        Iframe,
+    }
+    impl ::std::fmt::Display for DeploymentChannel {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Widget => f.write_str("widget"),
+                Self::Api => f.write_str("api"),
+                Self::Sdk => f.write_str("sdk"),
+                Self::Iframe => f.write_str("iframe"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for DeploymentChannel {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "widget" => Ok(Self::Widget),
+                "api" => Ok(Self::Api),
+                "sdk" => Ok(Self::Sdk),
+                "iframe" => Ok(Self::Iframe),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentChannel {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentChannel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `POST /api/agent_deploy/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct DeploymentCreate {
+        ///Web origins (`scheme://host[:port]`) allowed to call the deployment from a browser (CORS). At most 20. Required (at least one) for `widget` and `iframe`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub allowed_origins: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        pub channel: DeploymentChannel,
+        ///At most 2,000 characters.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<DeploymentCreateDescription>,
+        ///When the key stops working (must be in the future); unset: never.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///1 to 100 characters.
+        pub name: DeploymentCreateName,
+        ///Requests per minute through this deployment's key, counted across every server instance: 1 to 100,000, default 60.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub rate_limit_per_minute: ::std::option::Option<::std::num::NonZeroU32>,
+    }
+    impl DeploymentCreate {
+        pub fn builder() -> builder::DeploymentCreate {
+            Default::default()
+        }
+    }
+    ///At most 2,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct DeploymentCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for DeploymentCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DeploymentCreateDescription> for ::std::string::String {
+        fn from(value: DeploymentCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DeploymentCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DeploymentCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 100 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct DeploymentCreateName(::std::string::String);
+    impl ::std::ops::Deref for DeploymentCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DeploymentCreateName> for ::std::string::String {
+        fn from(value: DeploymentCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DeploymentCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DeploymentCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Whether a deployment accepts requests.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum DeploymentStatus {
+        #[serde(rename = "active")]
+        Active,
+        ///Its key is refused (`401`) until the deployment is active again.
+        #[serde(rename = "paused")]
+        Paused,
+    }
+    impl ::std::fmt::Display for DeploymentStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Active => f.write_str("active"),
+                Self::Paused => f.write_str("paused"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for DeploymentStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "active" => Ok(Self::Active),
+                "paused" => Ok(Self::Paused),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `PUT /api/agent_deploy/update`: every field optional.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct DeploymentUpdate {
+        ///Replaces the allowed origins.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub allowed_origins: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        ///`true`: the current key never expires.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub clear_expiry: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<DeploymentUpdateDescription>,
+        ///A new expiry of the current key (in the future).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<DeploymentUpdateName>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub rate_limit_per_minute: ::std::option::Option<::std::num::NonZeroU32>,
+        ///`paused` refuses the key at once; `active` accepts it again.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub status: ::std::option::Option<DeploymentStatus>,
+    }
+    impl DeploymentUpdate {
+        pub fn builder() -> builder::DeploymentUpdate {
+            Default::default()
+        }
+    }
+    ///`DeploymentUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct DeploymentUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for DeploymentUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DeploymentUpdateDescription> for ::std::string::String {
+        fn from(value: DeploymentUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DeploymentUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DeploymentUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`DeploymentUpdateName`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct DeploymentUpdateName(::std::string::String);
+    impl ::std::ops::Deref for DeploymentUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DeploymentUpdateName> for ::std::string::String {
+        fn from(value: DeploymentUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DeploymentUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DeploymentUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Requests and tokens served through a deployment.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct DeploymentUsage {
+        pub input_tokens: i64,
+        pub output_tokens: i64,
+        pub requests: i64,
+    }
+    impl DeploymentUsage {
+        pub fn builder() -> builder::DeploymentUsage {
+            Default::default()
+        }
+    }
+    ///A deployment with its new key: the only time the key is shown.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct DeploymentWithKey {
+        pub agent_id: ::uuid::Uuid,
+        pub allowed_origins: ::std::vec::Vec<::std::string::String>,
+        ///`wsk_live_` and 43 base64url characters (256 random bits). Send it as `Authorization: Bearer <key>` or `X-API-Key: <key>` to `/api/agent_deploy/v1/...`. Stored only as a hash: keep it now.
+        pub api_key: ::std::string::String,
+        pub channel: DeploymentChannel,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///How to use the deployment on its channel: an HTML snippet for `widget` and `iframe`, a curl command for `api` and `sdk` (the placeholder `$WORKSPACE_DEPLOYMENT_KEY` stands for the key).
+        pub embed: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub id: ::uuid::Uuid,
+        ///The first characters of the key (`wsk_live_` and 6 more).
+        pub key_prefix: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub rate_limit_per_minute: u32,
+        pub status: DeploymentStatus,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub usage: DeploymentUsage,
+    }
+    impl DeploymentWithKey {
+        pub fn builder() -> builder::DeploymentWithKey {
             Default::default()
         }
     }
@@ -4272,6 +4833,81 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///Message content: a string or content parts.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum OpenAiContent {
+        String(::std::string::String),
+        Array(::std::vec::Vec<OpenAiContentPart>),
+    }
+    impl ::std::convert::From<::std::vec::Vec<OpenAiContentPart>> for OpenAiContent {
+        fn from(value: ::std::vec::Vec<OpenAiContentPart>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///A content part (`{"type": "text", "text": …}`; others are ignored).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiContentPart {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub text: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl OpenAiContentPart {
+        pub fn builder() -> builder::OpenAiContentPart {
+            Default::default()
+        }
+    }
+    ///One message of an OpenAI chat completion request.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiMessage {
+        ///Text, or an array of parts of which the `text` parts are used.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<OpenAiContent>,
+        ///`system`, `developer`, `user` or `assistant` (`tool` messages are ignored: the agent runs its own tools).
+        pub role: ::std::string::String,
+    }
+    impl OpenAiMessage {
+        pub fn builder() -> builder::OpenAiMessage {
+            Default::default()
+        }
+    }
+    ///A model of `GET /api/agent_deploy/v1/models`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiModel {
+        pub created: i64,
+        ///`agent-<agent id>`.
+        pub id: ::std::string::String,
+        ///`model`.
+        pub object: ::std::string::String,
+        pub owned_by: ::std::string::String,
+    }
+    impl OpenAiModel {
+        pub fn builder() -> builder::OpenAiModel {
+            Default::default()
+        }
+    }
+    ///The model list (`object` is `list`): the deployment's agent.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiModelList {
+        pub data: ::std::vec::Vec<OpenAiModel>,
+        pub object: ::std::string::String,
+    }
+    impl OpenAiModelList {
+        pub fn builder() -> builder::OpenAiModelList {
+            Default::default()
         }
     }
     ///`OrgCreateOrgName`
@@ -8610,6 +9246,441 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatCompletion {
+            choices: ::std::result::Result<
+                ::std::vec::Vec<super::CompletionChoice>,
+                ::std::string::String,
+            >,
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<super::CompletionUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatCompletion {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl ChatCompletion {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CompletionChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for choices: {e}"));
+                self
+            }
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for object: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CompletionUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletion> for super::ChatCompletion {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletion,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    created: value.created?,
+                    id: value.id?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletion> for ChatCompletion {
+            fn from(value: super::ChatCompletion) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatCompletionRequest {
+            max_completion_tokens:
+                ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            max_tokens: ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            messages:
+                ::std::result::Result<::std::vec::Vec<super::OpenAiMessage>, ::std::string::String>,
+            model: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            stream: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            stream_options: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatCompletionRequest {
+            fn default() -> Self {
+                Self {
+                    max_completion_tokens: Ok(Default::default()),
+                    max_tokens: Ok(Default::default()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    model: Ok(Default::default()),
+                    stream: Ok(Default::default()),
+                    stream_options: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatCompletionRequest {
+            pub fn max_completion_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_completion_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for max_completion_tokens: {e}")
+                });
+                self
+            }
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::OpenAiMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn stream<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for stream: {e}"));
+                self
+            }
+            pub fn stream_options<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream_options = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for stream_options: {e}")
+                });
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for temperature: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletionRequest> for super::ChatCompletionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    max_completion_tokens: value.max_completion_tokens?,
+                    max_tokens: value.max_tokens?,
+                    messages: value.messages?,
+                    model: value.model?,
+                    stream: value.stream?,
+                    stream_options: value.stream_options?,
+                    temperature: value.temperature?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletionRequest> for ChatCompletionRequest {
+            fn from(value: super::ChatCompletionRequest) -> Self {
+                Self {
+                    max_completion_tokens: Ok(value.max_completion_tokens),
+                    max_tokens: Ok(value.max_tokens),
+                    messages: Ok(value.messages),
+                    model: Ok(value.model),
+                    stream: Ok(value.stream),
+                    stream_options: Ok(value.stream_options),
+                    temperature: Ok(value.temperature),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionChoice {
+            finish_reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            index: ::std::result::Result<u32, ::std::string::String>,
+            message: ::std::result::Result<super::CompletionMessage, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompletionChoice {
+            fn default() -> Self {
+                Self {
+                    finish_reason: Err("no value supplied for finish_reason".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl CompletionChoice {
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for finish_reason: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CompletionMessage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionChoice> for super::CompletionChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionChoice> for CompletionChoice {
+            fn from(value: super::CompletionChoice) -> Self {
+                Self {
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionMessage {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompletionMessage {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl CompletionMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionMessage> for super::CompletionMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionMessage> for CompletionMessage {
+            fn from(value: super::CompletionMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionUsage {
+            completion_tokens: ::std::result::Result<u64, ::std::string::String>,
+            prompt_tokens: ::std::result::Result<u64, ::std::string::String>,
+            total_tokens: ::std::result::Result<u64, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompletionUsage {
+            fn default() -> Self {
+                Self {
+                    completion_tokens: Err("no value supplied for completion_tokens".to_string()),
+                    prompt_tokens: Err("no value supplied for prompt_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl CompletionUsage {
+            pub fn completion_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.completion_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for completion_tokens: {e}")
+                });
+                self
+            }
+            pub fn prompt_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prompt_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionUsage> for super::CompletionUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    completion_tokens: value.completion_tokens?,
+                    prompt_tokens: value.prompt_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionUsage> for CompletionUsage {
+            fn from(value: super::CompletionUsage) -> Self {
+                Self {
+                    completion_tokens: Ok(value.completion_tokens),
+                    prompt_tokens: Ok(value.prompt_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ConfigValue {
             name: ::std::result::Result<super::ConfigValueName, ::std::string::String>,
             value: ::std::result::Result<::serde_json::Value, ::std::string::String>,
@@ -9845,6 +10916,906 @@ pub mod types {
                     id: Ok(value.id),
                     last_name: Ok(value.last_name),
                     organizations: Ok(value.organizations),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Deployment {
+            agent_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            allowed_origins: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            channel: ::std::result::Result<super::DeploymentChannel, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            embed: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            key_prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+            last_used_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            rate_limit_per_minute: ::std::result::Result<u32, ::std::string::String>,
+            status: ::std::result::Result<super::DeploymentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::DeploymentUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for Deployment {
+            fn default() -> Self {
+                Self {
+                    agent_id: Err("no value supplied for agent_id".to_string()),
+                    allowed_origins: Err("no value supplied for allowed_origins".to_string()),
+                    channel: Err("no value supplied for channel".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    embed: Err("no value supplied for embed".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    key_prefix: Err("no value supplied for key_prefix".to_string()),
+                    last_used_at: Err("no value supplied for last_used_at".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    rate_limit_per_minute: Err(
+                        "no value supplied for rate_limit_per_minute".to_string()
+                    ),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl Deployment {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn allowed_origins<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_origins = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for allowed_origins: {e}")
+                });
+                self
+            }
+            pub fn channel<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentChannel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.channel = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for channel: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn embed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embed = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for embed: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn key_prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.key_prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for key_prefix: {e}"));
+                self
+            }
+            pub fn last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_used_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_used_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn rate_limit_per_minute<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rate_limit_per_minute = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for rate_limit_per_minute: {e}")
+                });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Deployment> for super::Deployment {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Deployment,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    allowed_origins: value.allowed_origins?,
+                    channel: value.channel?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    embed: value.embed?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    key_prefix: value.key_prefix?,
+                    last_used_at: value.last_used_at?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    rate_limit_per_minute: value.rate_limit_per_minute?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Deployment> for Deployment {
+            fn from(value: super::Deployment) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    allowed_origins: Ok(value.allowed_origins),
+                    channel: Ok(value.channel),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    embed: Ok(value.embed),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    key_prefix: Ok(value.key_prefix),
+                    last_used_at: Ok(value.last_used_at),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    rate_limit_per_minute: Ok(value.rate_limit_per_minute),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DeploymentCreate {
+            allowed_origins: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+            channel: ::std::result::Result<super::DeploymentChannel, ::std::string::String>,
+            description: ::std::result::Result<
+                ::std::option::Option<super::DeploymentCreateDescription>,
+                ::std::string::String,
+            >,
+            expires_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::DeploymentCreateName, ::std::string::String>,
+            rate_limit_per_minute: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for DeploymentCreate {
+            fn default() -> Self {
+                Self {
+                    allowed_origins: Ok(Default::default()),
+                    channel: Err("no value supplied for channel".to_string()),
+                    description: Ok(Default::default()),
+                    expires_at: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    rate_limit_per_minute: Ok(Default::default()),
+                }
+            }
+        }
+        impl DeploymentCreate {
+            pub fn allowed_origins<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_origins = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for allowed_origins: {e}")
+                });
+                self
+            }
+            pub fn channel<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentChannel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.channel = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for channel: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::DeploymentCreateDescription>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn rate_limit_per_minute<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rate_limit_per_minute = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for rate_limit_per_minute: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DeploymentCreate> for super::DeploymentCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DeploymentCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    allowed_origins: value.allowed_origins?,
+                    channel: value.channel?,
+                    description: value.description?,
+                    expires_at: value.expires_at?,
+                    name: value.name?,
+                    rate_limit_per_minute: value.rate_limit_per_minute?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DeploymentCreate> for DeploymentCreate {
+            fn from(value: super::DeploymentCreate) -> Self {
+                Self {
+                    allowed_origins: Ok(value.allowed_origins),
+                    channel: Ok(value.channel),
+                    description: Ok(value.description),
+                    expires_at: Ok(value.expires_at),
+                    name: Ok(value.name),
+                    rate_limit_per_minute: Ok(value.rate_limit_per_minute),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DeploymentUpdate {
+            allowed_origins: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+            clear_expiry: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            description: ::std::result::Result<
+                ::std::option::Option<super::DeploymentUpdateDescription>,
+                ::std::string::String,
+            >,
+            expires_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::DeploymentUpdateName>,
+                ::std::string::String,
+            >,
+            rate_limit_per_minute: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<
+                ::std::option::Option<super::DeploymentStatus>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for DeploymentUpdate {
+            fn default() -> Self {
+                Self {
+                    allowed_origins: Ok(Default::default()),
+                    clear_expiry: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    expires_at: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    rate_limit_per_minute: Ok(Default::default()),
+                    status: Ok(Default::default()),
+                }
+            }
+        }
+        impl DeploymentUpdate {
+            pub fn allowed_origins<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_origins = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for allowed_origins: {e}")
+                });
+                self
+            }
+            pub fn clear_expiry<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.clear_expiry = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for clear_expiry: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::DeploymentUpdateDescription>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::DeploymentUpdateName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn rate_limit_per_minute<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rate_limit_per_minute = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for rate_limit_per_minute: {e}")
+                });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::DeploymentStatus>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DeploymentUpdate> for super::DeploymentUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DeploymentUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    allowed_origins: value.allowed_origins?,
+                    clear_expiry: value.clear_expiry?,
+                    description: value.description?,
+                    expires_at: value.expires_at?,
+                    name: value.name?,
+                    rate_limit_per_minute: value.rate_limit_per_minute?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DeploymentUpdate> for DeploymentUpdate {
+            fn from(value: super::DeploymentUpdate) -> Self {
+                Self {
+                    allowed_origins: Ok(value.allowed_origins),
+                    clear_expiry: Ok(value.clear_expiry),
+                    description: Ok(value.description),
+                    expires_at: Ok(value.expires_at),
+                    name: Ok(value.name),
+                    rate_limit_per_minute: Ok(value.rate_limit_per_minute),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DeploymentUsage {
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            requests: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for DeploymentUsage {
+            fn default() -> Self {
+                Self {
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    requests: Err("no value supplied for requests".to_string()),
+                }
+            }
+        }
+        impl DeploymentUsage {
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn requests<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.requests = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for requests: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DeploymentUsage> for super::DeploymentUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DeploymentUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    requests: value.requests?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DeploymentUsage> for DeploymentUsage {
+            fn from(value: super::DeploymentUsage) -> Self {
+                Self {
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    requests: Ok(value.requests),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DeploymentWithKey {
+            agent_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            allowed_origins: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            api_key: ::std::result::Result<::std::string::String, ::std::string::String>,
+            channel: ::std::result::Result<super::DeploymentChannel, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            embed: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            key_prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+            last_used_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            rate_limit_per_minute: ::std::result::Result<u32, ::std::string::String>,
+            status: ::std::result::Result<super::DeploymentStatus, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::DeploymentUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for DeploymentWithKey {
+            fn default() -> Self {
+                Self {
+                    agent_id: Err("no value supplied for agent_id".to_string()),
+                    allowed_origins: Err("no value supplied for allowed_origins".to_string()),
+                    api_key: Err("no value supplied for api_key".to_string()),
+                    channel: Err("no value supplied for channel".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    embed: Err("no value supplied for embed".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    key_prefix: Err("no value supplied for key_prefix".to_string()),
+                    last_used_at: Err("no value supplied for last_used_at".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    rate_limit_per_minute: Err(
+                        "no value supplied for rate_limit_per_minute".to_string()
+                    ),
+                    status: Err("no value supplied for status".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl DeploymentWithKey {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn allowed_origins<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_origins = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for allowed_origins: {e}")
+                });
+                self
+            }
+            pub fn api_key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.api_key = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for api_key: {e}"));
+                self
+            }
+            pub fn channel<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentChannel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.channel = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for channel: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn embed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embed = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for embed: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn key_prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.key_prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for key_prefix: {e}"));
+                self
+            }
+            pub fn last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_used_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_used_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn rate_limit_per_minute<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rate_limit_per_minute = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for rate_limit_per_minute: {e}")
+                });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DeploymentWithKey> for super::DeploymentWithKey {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DeploymentWithKey,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    allowed_origins: value.allowed_origins?,
+                    api_key: value.api_key?,
+                    channel: value.channel?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    embed: value.embed?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    key_prefix: value.key_prefix?,
+                    last_used_at: value.last_used_at?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    rate_limit_per_minute: value.rate_limit_per_minute?,
+                    status: value.status?,
+                    updated_at: value.updated_at?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DeploymentWithKey> for DeploymentWithKey {
+            fn from(value: super::DeploymentWithKey) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    allowed_origins: Ok(value.allowed_origins),
+                    api_key: Ok(value.api_key),
+                    channel: Ok(value.channel),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    embed: Ok(value.embed),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    key_prefix: Ok(value.key_prefix),
+                    last_used_at: Ok(value.last_used_at),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    rate_limit_per_minute: Ok(value.rate_limit_per_minute),
+                    status: Ok(value.status),
+                    updated_at: Ok(value.updated_at),
+                    usage: Ok(value.usage),
                 }
             }
         }
@@ -13537,6 +15508,256 @@ pub mod types {
                     cloud_secret_access_key: Ok(value.cloud_secret_access_key),
                     endpoint_url: Ok(value.endpoint_url),
                     prefix: Ok(value.prefix),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiContentPart {
+            text: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiContentPart {
+            fn default() -> Self {
+                Self {
+                    text: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl OpenAiContentPart {
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for text: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiContentPart> for super::OpenAiContentPart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiContentPart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    text: value.text?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiContentPart> for OpenAiContentPart {
+            fn from(value: super::OpenAiContentPart) -> Self {
+                Self {
+                    text: Ok(value.text),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiMessage {
+            content: ::std::result::Result<
+                ::std::option::Option<super::OpenAiContent>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiMessage {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl OpenAiMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::OpenAiContent>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiMessage> for super::OpenAiMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiMessage> for OpenAiMessage {
+            fn from(value: super::OpenAiMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiModel {
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            owned_by: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiModel {
+            fn default() -> Self {
+                Self {
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    owned_by: Err("no value supplied for owned_by".to_string()),
+                }
+            }
+        }
+        impl OpenAiModel {
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for object: {e}"));
+                self
+            }
+            pub fn owned_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owned_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for owned_by: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiModel> for super::OpenAiModel {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiModel,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created: value.created?,
+                    id: value.id?,
+                    object: value.object?,
+                    owned_by: value.owned_by?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiModel> for OpenAiModel {
+            fn from(value: super::OpenAiModel) -> Self {
+                Self {
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    object: Ok(value.object),
+                    owned_by: Ok(value.owned_by),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiModelList {
+            data: ::std::result::Result<::std::vec::Vec<super::OpenAiModel>, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiModelList {
+            fn default() -> Self {
+                Self {
+                    data: Err("no value supplied for data".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl OpenAiModelList {
+            pub fn data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::OpenAiModel>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.data = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for data: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for object: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiModelList> for super::OpenAiModelList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiModelList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    data: value.data?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiModelList> for OpenAiModelList {
+            fn from(value: super::OpenAiModelList) -> Self {
+                Self {
+                    data: Ok(value.data),
+                    object: Ok(value.object),
                 }
             }
         }
@@ -18202,11 +20423,107 @@ impl ClientInfo<()> for Client {
 }
 impl ClientHooks<()> for &Client {}
 impl Client {
+    /**Deploy an agent
+
+    Permission `agent:write` in the agent's organization (`404 not_found` elsewhere). The agent must have passed a test (`status` `ready`, `deployed` or `active`; else `409 agent_not_ready`): the spec's lifecycle moves a `ready` agent to `deployed`.
+
+    Body: `name` (1 to 100), `description` (at most 2,000), `channel` (`widget`, `api`, `sdk`, `iframe`), `allowed_origins` (web origins allowed to call from a browser, CORS; at least one for `widget` and `iframe`, at most 20), `rate_limit_per_minute` (1 to 100,000, default 60, shared by every server instance), `expires_at` (the key's expiry, in the future; unset: never). Validation: `400 invalid_name`, `invalid_description`, `invalid_origins`, `invalid_rate_limit`, `invalid_expiry`.
+
+    The response carries `api_key` (`wsk_live_` + 256 random bits, base64url): it is stored only as its SHA-256 and never shown again (`regenerate_key` issues a new one). `embed` shows how to use the channel. Example body: `{"name": "site widget", "channel": "widget", "allowed_origins": ["https://example.com"], "rate_limit_per_minute": 30}`.
+
+    Sends a `POST` request to `/api/agent_deploy/create`
+
+    ```ignore
+    let response = client.deployments_create()
+        .agent_id(agent_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_create(&self) -> builder::DeploymentsCreate<'_> {
+        builder::DeploymentsCreate::new(self)
+    }
+    /**Delete a deployment
+
+    Permission `agent:delete`. Its key stops working at once. When it was the agent's last deployment, the agent goes back to `ready`. Returns `{success, message}`.
+
+    Sends a `DELETE` request to `/api/agent_deploy/delete`
+
+    ```ignore
+    let response = client.deployments_delete()
+        .deployment_id(deployment_id)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_delete(&self) -> builder::DeploymentsDelete<'_> {
+        builder::DeploymentsDelete::new(self)
+    }
+    /**Fetch a deployment with its usage
+
+    Permission `agent:read` in the deployment's organization (`404 not_found` elsewhere). `usage` counts requests and tokens served through the deployment; `last_used_at` is the last accepted request.
+
+    Sends a `GET` request to `/api/agent_deploy/get`
+
+    ```ignore
+    let response = client.deployments_get()
+        .deployment_id(deployment_id)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_get(&self) -> builder::DeploymentsGet<'_> {
+        builder::DeploymentsGet::new(self)
+    }
+    /**List an agent's deployments
+
+    Permission `agent:read`. Oldest first; keys are never shown (see `key_prefix`).
+
+    Sends a `GET` request to `/api/agent_deploy/list`
+
+    ```ignore
+    let response = client.deployments_list()
+        .agent_id(agent_id)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_list(&self) -> builder::DeploymentsList<'_> {
+        builder::DeploymentsList::new(self)
+    }
+    /**Issue a new key for a deployment
+
+    Permission `agent:write`. The old key stops working at once; the new one (in `api_key`, shown only here) keeps the deployment's expiry setting unless the deployment had expired, in which case it never expires until `update` sets `expires_at`.
+
+    Sends a `POST` request to `/api/agent_deploy/regenerate_key`
+
+    ```ignore
+    let response = client.deployments_regenerate_key()
+        .deployment_id(deployment_id)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_regenerate_key(&self) -> builder::DeploymentsRegenerateKey<'_> {
+        builder::DeploymentsRegenerateKey::new(self)
+    }
+    /**Update a deployment (pause or resume it)
+
+    Permission `agent:write`. Every field optional: `name`, `description`, `allowed_origins` (replaced), `rate_limit_per_minute`, `status` (`paused`: the key is refused at once with `401`; `active`: accepted again), `expires_at` (a new expiry in the future) or `clear_expiry: true`. The validation of create applies. When no deployment of the agent is active any more, an `active` agent goes back to `deployed` (the spec's "pause or stop").
+
+    Sends a `PUT` request to `/api/agent_deploy/update`
+
+    ```ignore
+    let response = client.deployments_update()
+        .deployment_id(deployment_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn deployments_update(&self) -> builder::DeploymentsUpdate<'_> {
+        builder::DeploymentsUpdate::new(self)
+    }
     /**Create an agent
 
     Permission `agent:write`. Validation (`400`, nothing stored): `invalid_name` (1 to 100), `invalid_description` (at most 2,000), `invalid_agent_type` (1 to 32), `model_unavailable` (not a model of `GET /api/models/list`), `invalid_params` (`temperature` outside 0 to 1, `max_tokens` not above 0 or above 1,000,000, a system prompt over 20,000 characters), `invalid_tools` (more than 20, or one tool twice), `unknown_tool` (not a tool of the organization nor a public one), `invalid_tool_config` (a config name that is not one of the tool's `configuration` names, or a value not of its type).
 
-    `status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed). `deployed` and `active` are reserved for the deployments area (first deployment → deployed, a request through a deployment → active, all paused → deployed, last deployment deleted → ready), which is not implemented yet: no agent reaches them today. Chat will refuse an agent that is not `active`.
+    `status` (an addition; the spec's lifecycle made visible): `created` (no tools and no system prompt yet), `configured` (tools or settings given), `testing` (while `POST /api/agents/test` runs), `ready` (the last test passed), `deployed` (has deployments, none has served a request since it was (re)deployed), `active` (a deployment is serving requests). Moves: create → created or configured; update of a created/configured/testing/ready agent → configured (or created); test → testing → ready (passed) or configured (failed); deployments (`/api/agent_deploy`): the first deployment of a `ready` agent → deployed (an agent must be `ready` to be deployed), a request through a deployment's key → active, every deployment paused → deployed, the last deployment deleted → ready. A deployed or active agent keeps its state when updated or tested.
 
     Example body: `{"name": "helper", "description": "", "agent_type": "chat", "model_id": "…", "params": {"system_prompt": "Be brief", "temperature": 0.2, "max_tokens": 512}, "tools": [{"tool_id": "…", "config": [{"name": "offset", "value": 1}]}]}`.
 
@@ -19413,6 +21730,561 @@ pub mod builder {
         ByteStream, ClientHooks, ClientInfo, Error, OperationInfo, RequestBuilderExt,
         ResponseValue, encode_path,
     };
+    /**Builder for [`Client::deployments_create`]
+
+    [`Client::deployments_create`]: super::Client::deployments_create*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsCreate<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::DeploymentCreate, String>,
+    }
+    impl<'a> DeploymentsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::DeploymentCreate>,
+            <V as std::convert::TryInto<types::DeploymentCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `DeploymentCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::DeploymentCreate,
+                ) -> types::builder::DeploymentCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agent_deploy/create`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DeploymentWithKey>, Error<types::Error>> {
+            let Self {
+                client,
+                agent_id,
+                body,
+            } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::DeploymentCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::deployments_delete`]
+
+    [`Client::deployments_delete`]: super::Client::deployments_delete*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsDelete<'a> {
+        client: &'a super::Client,
+        deployment_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> DeploymentsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                deployment_id: Err("deployment_id was not initialized".to_string()),
+            }
+        }
+        pub fn deployment_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.deployment_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for deployment_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agent_deploy/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SuccessResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                deployment_id,
+            } = self;
+            let deployment_id = deployment_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "deployment_id",
+                    &deployment_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::deployments_get`]
+
+    [`Client::deployments_get`]: super::Client::deployments_get*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsGet<'a> {
+        client: &'a super::Client,
+        deployment_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> DeploymentsGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                deployment_id: Err("deployment_id was not initialized".to_string()),
+            }
+        }
+        pub fn deployment_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.deployment_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for deployment_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/agent_deploy/get`
+        pub async fn send(self) -> Result<ResponseValue<types::Deployment>, Error<types::Error>> {
+            let Self {
+                client,
+                deployment_id,
+            } = self;
+            let deployment_id = deployment_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "deployment_id",
+                    &deployment_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::deployments_list`]
+
+    [`Client::deployments_list`]: super::Client::deployments_list*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsList<'a> {
+        client: &'a super::Client,
+        agent_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> DeploymentsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                agent_id: Err("agent_id was not initialized".to_string()),
+            }
+        }
+        pub fn agent_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.agent_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for agent_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agent_deploy/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Deployment>>, Error<types::Error>>
+        {
+            let Self { client, agent_id } = self;
+            let agent_id = agent_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("agent_id", &agent_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::deployments_regenerate_key`]
+
+    [`Client::deployments_regenerate_key`]: super::Client::deployments_regenerate_key*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsRegenerateKey<'a> {
+        client: &'a super::Client,
+        deployment_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> DeploymentsRegenerateKey<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                deployment_id: Err("deployment_id was not initialized".to_string()),
+            }
+        }
+        pub fn deployment_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.deployment_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for deployment_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `POST` request to `/api/agent_deploy/regenerate_key`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DeploymentWithKey>, Error<types::Error>> {
+            let Self {
+                client,
+                deployment_id,
+            } = self;
+            let deployment_id = deployment_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/regenerate_key", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "deployment_id",
+                    &deployment_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_regenerate_key",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::deployments_update`]
+
+    [`Client::deployments_update`]: super::Client::deployments_update*/
+    #[derive(Debug, Clone)]
+    pub struct DeploymentsUpdate<'a> {
+        client: &'a super::Client,
+        deployment_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::DeploymentUpdate, String>,
+    }
+    impl<'a> DeploymentsUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                deployment_id: Err("deployment_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn deployment_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.deployment_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for deployment_id failed".to_string()
+            });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::DeploymentUpdate>,
+            <V as std::convert::TryInto<types::DeploymentUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `DeploymentUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::DeploymentUpdate,
+                ) -> types::builder::DeploymentUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agent_deploy/update`
+        pub async fn send(self) -> Result<ResponseValue<types::Deployment>, Error<types::Error>> {
+            let Self {
+                client,
+                deployment_id,
+                body,
+            } = self;
+            let deployment_id = deployment_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::DeploymentUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/agent_deploy/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new(
+                    "deployment_id",
+                    &deployment_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "deployments_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::agents_create`]
 
     [`Client::agents_create`]: super::Client::agents_create*/

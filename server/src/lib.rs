@@ -333,5 +333,8 @@ async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: 
             Ok(n) => slog::debug!(log, "expired rate-limit counters"; "rows" => n),
             Err(e) => slog::warn!(log, "expiring rate-limit counters failed"; "error" => %e),
         }
+        if let Err(e) = datastore.deployment_rate_windows_expire().await {
+            slog::warn!(log, "expiring deployment rate windows failed"; "error" => %e);
+        }
     }
 }

@@ -47,3 +47,31 @@ pub fn response<T: Serialize + Send + Sync + 'static>(
             dropshot::HttpError::for_internal_error(format!("building the SSE response: {e}"))
         })
 }
+
+/// A body writing each received string as it is (each a complete SSE
+/// frame, e.g. `data: [DONE]\n\n`), ending when the sender is dropped.
+struct RawBody {
+    frames: mpsc::Receiver<String>,
+}
+
+impl hyper::body::Body for RawBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.frames
+            .poll_recv(cx)
+            .map(|frame| frame.map(|f| Ok(Frame::data(Bytes::from(f)))))
+    }
+}
+
+/// A response (status and headers from `builder`) streaming `frames`.
+pub fn raw_response(
+    builder: http::response::Builder,
+    frames: mpsc::Receiver<String>,
+) -> Result<http::Response<dropshot::Body>, http::Error> {
+    builder.body(dropshot::Body::wrap(RawBody { frames }))
+}

@@ -280,7 +280,10 @@ fn openapi(root: &Path, mode: Mode) -> Result<()> {
 /// Operations the Rust generator cannot handle: multipart bodies
 /// (progenitor#402). They stay in the published document; the client has
 /// hand-written methods for them.
-const CLIENT_EXCLUDED_OPERATIONS: &[&str] = workspace_api::CLIENT_HANDWRITTEN_OPERATIONS;
+const CLIENT_EXCLUDED_OPERATIONS: &[&[&str]] = &[
+    workspace_api::CLIENT_HANDWRITTEN_OPERATIONS,
+    workspace_api::CLIENT_SKIPPED_OPERATIONS,
+];
 
 /// Operations left out of the generated CLI only: progenitor's CLI
 /// generator emits `todo!()` for streaming responses, so these have
@@ -300,6 +303,7 @@ fn load_spec_for_codegen(root: &Path, excluded: &[&[&str]]) -> Result<openapiv3:
             &mut item.put,
             &mut item.post,
             &mut item.delete,
+            &mut item.options,
         ] {
             if slot
                 .as_ref()
@@ -341,7 +345,7 @@ fn generated_header(what: &str) -> String {
 }
 
 fn client(root: &Path, mode: Mode) -> Result<()> {
-    let spec = load_spec_for_codegen(root, &[CLIENT_EXCLUDED_OPERATIONS])?;
+    let spec = load_spec_for_codegen(root, CLIENT_EXCLUDED_OPERATIONS)?;
     let settings = progenitor::GenerationSettings::default()
         .with_interface(progenitor::InterfaceStyle::Builder)
         .with_tag(progenitor::TagStyle::Merged)
@@ -362,8 +366,14 @@ fn client(root: &Path, mode: Mode) -> Result<()> {
         "cargo xtask client generate",
     )?;
 
-    let cli_spec =
-        load_spec_for_codegen(root, &[CLIENT_EXCLUDED_OPERATIONS, CLI_EXCLUDED_OPERATIONS])?;
+    let cli_spec = load_spec_for_codegen(
+        root,
+        &[
+            workspace_api::CLIENT_HANDWRITTEN_OPERATIONS,
+            workspace_api::CLIENT_SKIPPED_OPERATIONS,
+            CLI_EXCLUDED_OPERATIONS,
+        ],
+    )?;
     let mut generator = progenitor::Generator::new(&settings);
     let tokens = generator
         .cli(&cli_spec, "workspace_client")

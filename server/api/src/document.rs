@@ -3,7 +3,8 @@
 //! writes them into the document.
 
 use crate::operations::{
-    PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS, STREAMING_OPERATIONS, error_statuses,
+    DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS,
+    STREAMING_OPERATIONS, error_statuses,
 };
 use openapiv3::{
     AnySchema, Discriminator, Header, HeaderStyle, MediaType, OpenAPI, Operation, Parameter,
@@ -222,12 +223,66 @@ fn reason(status: u16) -> &'static str {
         422 => "Unprocessable",
         429 => "Too many requests",
         500 => "Internal error",
+        502 => "The model provider failed",
         503 => "Service unavailable",
         _ => panic!("no reason phrase for {status}: add one"),
     }
 }
 
-fn error_response(status: u16, codes: &[&str]) -> ReferenceOr<Response> {
+/// The success responses of the OpenAI-compatible operations and of their
+/// CORS preflights (their handlers build raw responses).
+fn patch_deployment_responses(id: &str, op: &mut Operation) {
+    let json = |schema: &str| MediaType {
+        schema: Some(schema_ref(schema)),
+        ..Default::default()
+    };
+    let mut response = match id {
+        "deployments_chat_completions" => {
+            let mut r = Response {
+                description: "`stream: false`: a `chat.completion` object. `stream: true`: \
+                    Server-Sent Events, each `data: <chat.completion.chunk JSON>`, ending \
+                    with `data: [DONE]`."
+                    .to_string(),
+                ..Default::default()
+            };
+            r.content
+                .insert("application/json".to_string(), json("ChatCompletion"));
+            r.content.insert(
+                "text/event-stream".to_string(),
+                MediaType {
+                    schema: Some(ReferenceOr::Item(Schema {
+                        schema_data: Default::default(),
+                        schema_kind: SchemaKind::Type(Type::String(Default::default())),
+                    })),
+                    ..Default::default()
+                },
+            );
+            r
+        }
+        "deployments_models" => {
+            let mut r = Response {
+                description: "The deployment's model.".to_string(),
+                ..Default::default()
+            };
+            r.content
+                .insert("application/json".to_string(), json("OpenAiModelList"));
+            r
+        }
+        "deployments_chat_completions_preflight" | "deployments_models_preflight" => Response {
+            description: "The preflight is answered, allowing the request's `Origin`.".to_string(),
+            ..Default::default()
+        },
+        _ => return,
+    };
+    let status = if id.ends_with("_preflight") { 204 } else { 200 };
+    response.extensions = Default::default();
+    op.responses.default = None;
+    op.responses
+        .responses
+        .insert(StatusCode::Code(status), ReferenceOr::Item(response));
+}
+
+fn error_response(status: u16, codes: &[&str], schema: &str) -> ReferenceOr<Response> {
     let codes = codes
         .iter()
         .map(|c| format!("`{c}`"))
@@ -240,7 +295,7 @@ fn error_response(status: u16, codes: &[&str]) -> ReferenceOr<Response> {
     response.content.insert(
         "application/json".to_string(),
         MediaType {
-            schema: Some(schema_ref("Error")),
+            schema: Some(schema_ref(schema)),
             ..Default::default()
         },
     );
@@ -345,11 +400,29 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             extensions: Default::default(),
         }),
     );
+    components.security_schemes.insert(
+        "deploymentKey".to_string(),
+        ReferenceOr::Item(SecurityScheme::HTTP {
+            scheme: "bearer".to_string(),
+            bearer_format: Some("wsk_live_…".to_string()),
+            description: Some(
+                "A deployment's `api_key` (`POST /api/agent_deploy/create`), for the \
+                 OpenAI-compatible operations only; `X-API-Key: <key>` works too."
+                    .into(),
+            ),
+            extensions: Default::default(),
+        }),
+    );
+    let deployment_key: SecurityRequirement = [("deploymentKey".to_string(), Vec::new())]
+        .into_iter()
+        .collect();
     let bearer: SecurityRequirement = [("bearer".to_string(), Vec::new())].into_iter().collect();
     doc.security = Some(vec![bearer]);
 
     patch_error_schema(doc);
     add_schema::<crate::conversations::ConversationStreamEvent>(doc);
+    add_schema::<crate::deployments::ChatCompletion>(doc);
+    add_schema::<crate::deployments::OpenAiModelList>(doc);
     name_tagged_variants(doc, STREAM_EVENTS, "type");
     type_nullable_references(doc);
 
@@ -375,6 +448,12 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             if PUBLIC_OPERATIONS.contains(&id) {
                 op.security = Some(Vec::new());
             }
+            let schema = if DEPLOYMENT_KEY_OPERATIONS.contains(&id) {
+                op.security = Some(vec![deployment_key.clone()]);
+                "OpenAiError"
+            } else {
+                "Error"
+            };
             patch_query_parameters(id, op);
             if STREAMING_OPERATIONS.contains(&id) {
                 let mut response = Response {
@@ -397,6 +476,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                     .responses
                     .insert(StatusCode::Code(200), ReferenceOr::Item(response));
             }
+            patch_deployment_responses(id, op);
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
             let has_body = op.request_body.is_some();
             let statuses = error_statuses(id, has_input, has_body)
@@ -405,9 +485,10 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                 .responses
                 .retain(|status, _| matches!(status, StatusCode::Code(200..=399)));
             for (status, codes) in statuses {
-                op.responses
-                    .responses
-                    .insert(StatusCode::Code(status), error_response(status, &codes));
+                op.responses.responses.insert(
+                    StatusCode::Code(status),
+                    error_response(status, &codes, schema),
+                );
             }
         }
     }

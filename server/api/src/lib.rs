@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod auth;
 pub mod conversations;
+pub mod deployments;
 mod document;
 pub mod extract;
 pub mod files;
@@ -22,8 +23,9 @@ pub mod tools;
 pub mod users;
 
 pub use operations::{
-    CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, MULTIPART_OPERATIONS,
-    OPERATION_ERRORS, PUBLIC_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
+    CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, CLIENT_SKIPPED_OPERATIONS,
+    DEPLOYMENT_KEY_OPERATIONS, MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS,
+    STREAMING_OPERATIONS, error_statuses,
 };
 
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
@@ -1125,11 +1127,12 @@ pub trait WorkspaceApi {
     /// deployment is serving requests). Moves: create → created or
     /// configured; update of a created/configured/testing/ready agent →
     /// configured (or created); test → testing → ready (passed) or
-    /// configured (failed). `deployed` and `active` are reserved for the
-    /// deployments area (first deployment → deployed, a request through a
-    /// deployment → active, all paused → deployed, last deployment deleted
-    /// → ready), which is not implemented yet: no agent reaches them today.
-    /// Chat will refuse an agent that is not `active`.
+    /// configured (failed); deployments (`/api/agent_deploy`): the first
+    /// deployment of a `ready` agent → deployed (an agent must be `ready`
+    /// to be deployed), a request through a deployment's key → active,
+    /// every deployment paused → deployed, the last deployment deleted →
+    /// ready. A deployed or active agent keeps its state when updated or
+    /// tested.
     ///
     /// Example body: `{"name": "helper", "description": "", "agent_type":
     /// "chat", "model_id": "…", "params": {"system_prompt": "Be brief",
@@ -1205,6 +1208,169 @@ pub trait WorkspaceApi {
         query: QueryParams<agents::AgentQuery>,
         body: JsonBody<agents::AgentTestRequest>,
     ) -> Result<HttpResponseOk<agents::AgentTestResult>, HttpError>;
+
+    // ---- Agent deployments area (/api/agent_deploy) ----
+
+    /// Deploy an agent.
+    ///
+    /// Permission `agent:write` in the agent's organization (`404
+    /// not_found` elsewhere). The agent must have passed a test (`status`
+    /// `ready`, `deployed` or `active`; else `409 agent_not_ready`): the
+    /// spec's lifecycle moves a `ready` agent to `deployed`.
+    ///
+    /// Body: `name` (1 to 100), `description` (at most 2,000), `channel`
+    /// (`widget`, `api`, `sdk`, `iframe`), `allowed_origins` (web origins
+    /// allowed to call from a browser, CORS; at least one for `widget` and
+    /// `iframe`, at most 20), `rate_limit_per_minute` (1 to 100,000,
+    /// default 60, shared by every server instance), `expires_at` (the
+    /// key's expiry, in the future; unset: never). Validation: `400
+    /// invalid_name`, `invalid_description`, `invalid_origins`,
+    /// `invalid_rate_limit`, `invalid_expiry`.
+    ///
+    /// The response carries `api_key` (`wsk_live_` + 256 random bits,
+    /// base64url): it is stored only as its SHA-256 and never shown again
+    /// (`regenerate_key` issues a new one). `embed` shows how to use the
+    /// channel. Example body: `{"name": "site widget", "channel":
+    /// "widget", "allowed_origins": ["https://example.com"],
+    /// "rate_limit_per_minute": 30}`.
+    #[endpoint { method = POST, path = "/api/agent_deploy/create", tags = ["deployments"] }]
+    async fn deployments_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+        body: JsonBody<deployments::DeploymentCreate>,
+    ) -> Result<HttpResponseCreated<deployments::DeploymentWithKey>, HttpError>;
+
+    /// List an agent's deployments.
+    ///
+    /// Permission `agent:read`. Oldest first; keys are never shown (see
+    /// `key_prefix`).
+    #[endpoint { method = GET, path = "/api/agent_deploy/list", tags = ["deployments"] }]
+    async fn deployments_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<Vec<deployments::Deployment>>, HttpError>;
+
+    /// Fetch a deployment with its usage.
+    ///
+    /// Permission `agent:read` in the deployment's organization (`404
+    /// not_found` elsewhere). `usage` counts requests and tokens served
+    /// through the deployment; `last_used_at` is the last accepted request.
+    #[endpoint { method = GET, path = "/api/agent_deploy/get", tags = ["deployments"] }]
+    async fn deployments_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<deployments::Deployment>, HttpError>;
+
+    /// Update a deployment (pause or resume it).
+    ///
+    /// Permission `agent:write`. Every field optional: `name`,
+    /// `description`, `allowed_origins` (replaced), `rate_limit_per_minute`,
+    /// `status` (`paused`: the key is refused at once with `401`; `active`:
+    /// accepted again), `expires_at` (a new expiry in the future) or
+    /// `clear_expiry: true`. The validation of create applies. When no
+    /// deployment of the agent is active any more, an `active` agent goes
+    /// back to `deployed` (the spec's "pause or stop").
+    #[endpoint { method = PUT, path = "/api/agent_deploy/update", tags = ["deployments"] }]
+    async fn deployments_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<deployments::DeploymentQuery>,
+        body: JsonBody<deployments::DeploymentUpdate>,
+    ) -> Result<HttpResponseOk<deployments::Deployment>, HttpError>;
+
+    /// Delete a deployment.
+    ///
+    /// Permission `agent:delete`. Its key stops working at once. When it
+    /// was the agent's last deployment, the agent goes back to `ready`.
+    /// Returns `{success, message}`.
+    #[endpoint { method = DELETE, path = "/api/agent_deploy/delete", tags = ["deployments"] }]
+    async fn deployments_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<tools::SuccessResponse>, HttpError>;
+
+    /// Issue a new key for a deployment.
+    ///
+    /// Permission `agent:write`. The old key stops working at once; the new
+    /// one (in `api_key`, shown only here) keeps the deployment's expiry
+    /// setting unless the deployment had expired, in which case it never
+    /// expires until `update` sets `expires_at`.
+    #[endpoint { method = POST, path = "/api/agent_deploy/regenerate_key", tags = ["deployments"] }]
+    async fn deployments_regenerate_key(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<deployments::DeploymentWithKey>, HttpError>;
+
+    /// Chat with a deployed agent (OpenAI Chat Completions).
+    ///
+    /// Authenticated by a deployment key only (`Authorization: Bearer
+    /// wsk_live_…` or `X-API-Key: wsk_live_…`); a user's access token is
+    /// refused (`401`), and a deployment key is refused by every other
+    /// operation. Any OpenAI SDK works with `base_url` set to
+    /// `<server>/api/agent_deploy/v1` and the key as its API key.
+    ///
+    /// The agent runs through the agent runtime with its model, system
+    /// prompt, params and tools (tool calls happen on the server; the
+    /// client sees the answer). `messages`: the conversation, oldest first;
+    /// `system`/`developer` messages are added to the agent's system
+    /// prompt; the last message must be `user`. `model` is ignored (the
+    /// deployment serves one agent). `temperature` and `max_tokens`
+    /// override the agent's params within its limits.
+    ///
+    /// `stream: false` (default): a `chat.completion` JSON object. `stream:
+    /// true`: `text/event-stream` of `data: <chat.completion.chunk>` lines,
+    /// the first with `delta.role`, then `delta.content` pieces, a chunk
+    /// with `finish_reason`, a last chunk with `usage` and empty `choices`,
+    /// then `data: [DONE]`. A failure mid-stream sends `data: {"error":
+    /// {...}}` and ends without `[DONE]`.
+    ///
+    /// Errors have OpenAI's shape `{"error": {message, type, param, code}}`:
+    /// `401 invalid_api_key` (missing, unknown, paused, deleted or expired
+    /// key), `403 origin_not_allowed` (a browser `Origin` not in the
+    /// deployment's `allowed_origins`), `429 rate_limited` with
+    /// `Retry-After` (the deployment's per-minute limit, counted across
+    /// instances), `400 invalid_request`/`invalid_messages`, `503
+    /// agent_unavailable` (the agent's model is no longer offered). Every
+    /// accepted request counts in the deployment's `usage`, sets
+    /// `last_used_at` and makes a `deployed` agent `active`.
+    ///
+    /// CORS: for a request with an `Origin` in `allowed_origins` the answer
+    /// carries `Access-Control-Allow-Origin: <origin>`; preflights are
+    /// answered by the `OPTIONS` operations of these paths.
+    #[endpoint { method = POST, path = "/api/agent_deploy/v1/chat/completions", tags = ["deployments"] }]
+    async fn deployments_chat_completions(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<deployments::ChatCompletionRequest>,
+    ) -> Result<http::Response<dropshot::Body>, deployments::OpenAiHttpError>;
+
+    /// List the deployment's model (OpenAI Models).
+    ///
+    /// Authenticated by a deployment key (as `chat/completions`). One
+    /// model, `agent-<agent id>`, owned by the agent's organization. Errors
+    /// in OpenAI's shape.
+    #[endpoint { method = GET, path = "/api/agent_deploy/v1/models", tags = ["deployments"] }]
+    async fn deployments_models(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, deployments::OpenAiHttpError>;
+
+    /// CORS preflight of `chat/completions`.
+    ///
+    /// Public (browsers send preflights without credentials). Answers `204`
+    /// allowing the request's `Origin`, methods `GET, POST, OPTIONS` and
+    /// headers `authorization, x-api-key, content-type`; whether the origin
+    /// may really call is decided on the request itself, by the
+    /// deployment's `allowed_origins` (`403 origin_not_allowed`).
+    #[endpoint { method = OPTIONS, path = "/api/agent_deploy/v1/chat/completions", tags = ["deployments"] }]
+    async fn deployments_chat_completions_preflight(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// CORS preflight of `models`.
+    ///
+    /// Public; as the preflight of `chat/completions`.
+    #[endpoint { method = OPTIONS, path = "/api/agent_deploy/v1/models", tags = ["deployments"] }]
+    async fn deployments_models_preflight(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

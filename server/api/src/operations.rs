@@ -14,7 +14,16 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "auth_signup_invite",
     "invitations_validate",
     "files_download",
+    "deployments_chat_completions_preflight",
+    "deployments_models_preflight",
 ];
+
+/// Operations authenticated by a deployment key (`wsk_live_…`) instead of
+/// a user's access token, whose errors have OpenAI's shape (the
+/// `OpenAiError` schema). Left out of the generated client and CLI: any
+/// OpenAI SDK is their client.
+pub const DEPLOYMENT_KEY_OPERATIONS: &[&str] =
+    &["deployments_chat_completions", "deployments_models"];
 
 /// Operations whose success response is a Server-Sent Events stream
 /// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
@@ -38,6 +47,16 @@ pub const MULTIPART_OPERATIONS: &[&str] = &["chat_upload_file"];
 /// response type per operation is all progenitor handles).
 pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &["chat_upload_file", "kb_query"];
 
+/// Operations left out of the generated client without a hand-written
+/// method: the OpenAI-compatible surface (OpenAI SDKs are its clients) and
+/// the CORS preflights.
+pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
+    "deployments_chat_completions",
+    "deployments_models",
+    "deployments_chat_completions_preflight",
+    "deployments_models_preflight",
+];
+
 /// Operations left out of the generated CLI only (the client still has
 /// their methods): progenitor's CLI generator emits `todo!()` for streaming
 /// and binary responses, so these have hand-written commands in `cli/`.
@@ -45,7 +64,11 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &["conversation_stream_chat", "f
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
-pub const DATABASE_FREE_OPERATIONS: &[&str] = &["healthz"];
+pub const DATABASE_FREE_OPERATIONS: &[&str] = &[
+    "healthz",
+    "deployments_chat_completions_preflight",
+    "deployments_models_preflight",
+];
 
 /// Defaults of optional query parameters: (operation, parameter, value).
 /// dropshot leaves a field's schema metadata (and so its `default`) out of
@@ -425,6 +448,83 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     (
+        "deployments_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_origins",
+                    "invalid_rate_limit",
+                    "invalid_expiry",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["agent_not_ready"]),
+        ],
+    ),
+    (
+        "deployments_list",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "deployments_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "deployments_update",
+        &[
+            (
+                400,
+                &[
+                    "invalid_name",
+                    "invalid_description",
+                    "invalid_origins",
+                    "invalid_rate_limit",
+                    "invalid_expiry",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "deployments_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "deployments_regenerate_key",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "deployments_chat_completions",
+        &[
+            (400, &["invalid_messages"]),
+            (403, &["origin_not_allowed"]),
+            (429, &["rate_limited"]),
+            (
+                502,
+                &[
+                    "provider_unavailable",
+                    "provider_rate_limited",
+                    "provider_rejected",
+                    "provider_timeout",
+                    "provider_stream_interrupted",
+                    "agent_step_limit",
+                ],
+            ),
+            (503, &["agent_unavailable"]),
+        ],
+    ),
+    (
+        "deployments_models",
+        &[(403, &["origin_not_allowed"]), (429, &["rate_limited"])],
+    ),
+    ("deployments_chat_completions_preflight", &[]),
+    ("deployments_models_preflight", &[]),
+    (
         "kb_ingestion_status",
         &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
@@ -649,7 +749,9 @@ pub fn error_statuses(
         // A body that does not arrive within `http.body_read_timeout_secs`.
         add(408, &["request_timeout"]);
     }
-    if !PUBLIC_OPERATIONS.contains(&operation_id) {
+    if DEPLOYMENT_KEY_OPERATIONS.contains(&operation_id) {
+        add(401, &["invalid_api_key"]);
+    } else if !PUBLIC_OPERATIONS.contains(&operation_id) {
         add(401, AUTHENTICATION_ERRORS);
     }
     for (status, codes) in specific.iter() {

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod auth;
 pub mod conversations;
+pub mod deployments;
 pub mod files;
 pub mod invitations;
 pub mod kb;

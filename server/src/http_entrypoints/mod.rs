@@ -8,6 +8,7 @@
 mod agents;
 mod auth;
 mod conversations;
+mod deployments;
 mod invitations;
 mod kb;
 mod orgs;
@@ -108,6 +109,30 @@ impl Probe {
                         "status" => status,
                         "error_code" => error.error_code.as_deref().unwrap_or_default(),
                         "error" => &error.internal_message);
+                }
+                status
+            }
+        };
+        self.metrics
+            .request(&self.operation, status, self.started.elapsed());
+        result
+    }
+
+    /// [`Probe::done`] for the OpenAI-compatible operations.
+    fn done_openai<T: Status>(
+        self,
+        result: Result<T, workspace_api::deployments::OpenAiHttpError>,
+    ) -> Result<T, workspace_api::deployments::OpenAiHttpError> {
+        let status = match &result {
+            Ok(response) => response.status(),
+            Err(error) => {
+                let status = error.status.as_u16();
+                if status >= 500 {
+                    slog::error!(self.log, "request failed";
+                        "operation" => &self.operation,
+                        "status" => status,
+                        "error_code" => &error.error.code,
+                        "error" => &error.error.message);
                 }
                 status
             }
@@ -661,5 +686,84 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> Result<HttpResponseOk<workspace_api::agents::AgentTestResult>, HttpError> {
         let probe = Probe::new(&rqctx);
         probe.done(agents::test(rqctx, query, body).await)
+    }
+
+    async fn deployments_create(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+        body: JsonBody<workspace_api::deployments::DeploymentCreate>,
+    ) -> Result<HttpResponseCreated<workspace_api::deployments::DeploymentWithKey>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::create(rqctx, query, body).await)
+    }
+
+    async fn deployments_list(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::agents::AgentQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::deployments::Deployment>>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::list(rqctx, query).await)
+    }
+
+    async fn deployments_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::deployments::Deployment>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::get(rqctx, query).await)
+    }
+
+    async fn deployments_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
+        body: JsonBody<workspace_api::deployments::DeploymentUpdate>,
+    ) -> Result<HttpResponseOk<workspace_api::deployments::Deployment>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::update(rqctx, query, body).await)
+    }
+
+    async fn deployments_delete(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::delete(rqctx, query).await)
+    }
+
+    async fn deployments_regenerate_key(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::deployments::DeploymentWithKey>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::regenerate_key(rqctx, query).await)
+    }
+
+    async fn deployments_chat_completions(
+        rqctx: Ctx,
+        body: JsonBody<workspace_api::deployments::ChatCompletionRequest>,
+    ) -> Result<http::Response<dropshot::Body>, workspace_api::deployments::OpenAiHttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done_openai(deployments::chat_completions(rqctx, body).await)
+    }
+
+    async fn deployments_models(
+        rqctx: Ctx,
+    ) -> Result<http::Response<dropshot::Body>, workspace_api::deployments::OpenAiHttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done_openai(deployments::models(rqctx).await)
+    }
+
+    async fn deployments_chat_completions_preflight(
+        rqctx: Ctx,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::preflight(rqctx).await)
+    }
+
+    async fn deployments_models_preflight(
+        rqctx: Ctx,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(deployments::preflight(rqctx).await)
     }
 }

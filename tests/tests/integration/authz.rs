@@ -17,6 +17,8 @@ use workspace_tests::TestContext;
 enum Scope {
     /// No token needed.
     Public,
+    /// A deployment key only: no token and a user's token are both 401.
+    DeploymentKey,
     /// Any authenticated user; not organization-scoped.
     Authenticated,
     /// System administrators only.
@@ -44,6 +46,7 @@ struct Fixture {
     category: Uuid,
     tool: Uuid,
     agent: Uuid,
+    deployment: Uuid,
 }
 
 struct Call {
@@ -578,6 +581,86 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"message": "probe"})),
             ),
         ),
+        "deployments_create" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::POST,
+                "/api/agent_deploy/create",
+                vec![("agent_id", f.agent.to_string())],
+                Some(json!({"name": "authz", "channel": "api"})),
+            ),
+        ),
+        "deployments_list" => (
+            Scope::Org(Some("agent:read")),
+            call(
+                M::GET,
+                "/api/agent_deploy/list",
+                vec![("agent_id", f.agent.to_string())],
+                None,
+            ),
+        ),
+        "deployments_get" => (
+            Scope::Org(Some("agent:read")),
+            call(
+                M::GET,
+                "/api/agent_deploy/get",
+                vec![("deployment_id", f.deployment.to_string())],
+                None,
+            ),
+        ),
+        "deployments_update" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::PUT,
+                "/api/agent_deploy/update",
+                vec![("deployment_id", f.deployment.to_string())],
+                Some(json!({"name": "renamed"})),
+            ),
+        ),
+        "deployments_delete" => (
+            Scope::Org(Some("agent:delete")),
+            call(
+                M::DELETE,
+                "/api/agent_deploy/delete",
+                vec![("deployment_id", f.deployment.to_string())],
+                None,
+            ),
+        ),
+        "deployments_regenerate_key" => (
+            Scope::Org(Some("agent:write")),
+            call(
+                M::POST,
+                "/api/agent_deploy/regenerate_key",
+                vec![("deployment_id", f.deployment.to_string())],
+                None,
+            ),
+        ),
+        "deployments_chat_completions" => (
+            Scope::DeploymentKey,
+            call(
+                M::POST,
+                "/api/agent_deploy/v1/chat/completions",
+                vec![],
+                Some(json!({"messages": [{"role": "user", "content": "hi"}]})),
+            ),
+        ),
+        "deployments_models" => (
+            Scope::DeploymentKey,
+            call(M::GET, "/api/agent_deploy/v1/models", vec![], None),
+        ),
+        "deployments_chat_completions_preflight" => (
+            Scope::Public,
+            call(
+                M::OPTIONS,
+                "/api/agent_deploy/v1/chat/completions",
+                vec![],
+                None,
+            ),
+        ),
+        "deployments_models_preflight" => (
+            Scope::Public,
+            call(M::OPTIONS, "/api/agent_deploy/v1/models", vec![], None),
+        ),
         _ => return None,
     })
 }
@@ -730,9 +813,31 @@ async fn every_operation_is_protected() {
         crate::agents::agent_body(model, json!([])),
     )
     .await;
+    let (s, tested) = crate::tools::req(
+        &cx,
+        &owner.token,
+        Method::POST,
+        "/api/agents/test",
+        &[("agent_id", agent.to_string())],
+        Some(json!({"message": "hello"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{tested}");
+    let (s, deployed) = crate::tools::req(
+        &cx,
+        &owner.token,
+        Method::POST,
+        "/api/agent_deploy/create",
+        &[("agent_id", agent.to_string())],
+        Some(json!({"name": "fixture", "channel": "api"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{deployed}");
+    let deployment: Uuid = deployed["id"].as_str().unwrap().parse().unwrap();
     let fixture = Fixture {
         kb,
         agent,
+        deployment,
         category,
         tool,
         model,
@@ -776,6 +881,13 @@ async fn every_operation_is_protected() {
                     "{id} is not public"
                 );
                 "public".to_string()
+            }
+            Scope::DeploymentKey => {
+                let anon = status(&cx, None, &c).await;
+                let user = status(&cx, Some(&owner.token), &c).await;
+                assert_eq!(anon, 401, "{id} without a key");
+                assert_eq!(user, 401, "{id} with a user's token");
+                format!("deployment-key: unauthenticated={anon} user-token={user}")
             }
             Scope::Authenticated => {
                 let anon = status(&cx, None, &c).await;

@@ -60,10 +60,12 @@ fn every_operation_is_documented_and_secured() {
                     continue;
                 };
                 let text = serde_json::to_string(response).unwrap();
-                assert!(
-                    text.contains("#/components/schemas/Error"),
-                    "{id}: {code} schema: {text}"
-                );
+                let schema = if workspace_api::DEPLOYMENT_KEY_OPERATIONS.contains(&id.as_str()) {
+                    "#/components/schemas/OpenAiError\""
+                } else {
+                    "#/components/schemas/Error\""
+                };
+                assert!(text.contains(schema), "{id}: {code} schema: {text}");
                 if *code == 429 {
                     assert!(
                         text.contains("Retry-After"),
@@ -74,6 +76,10 @@ fn every_operation_is_documented_and_secured() {
             match &op.security {
                 Some(s) if s.is_empty() => assert!(public.contains(&id.as_str()), "{id} is public"),
                 None => assert!(!public.contains(&id.as_str()), "{id} should be public"),
+                Some(s) if workspace_api::DEPLOYMENT_KEY_OPERATIONS.contains(&id.as_str()) => {
+                    assert_eq!(s.len(), 1, "{id}");
+                    assert!(s[0].contains_key("deploymentKey"), "{id}: {s:?}");
+                }
                 Some(other) => panic!("{id}: unexpected security {other:?}"),
             }
         }

@@ -7,6 +7,7 @@ mod authz;
 mod contract;
 mod conversations;
 mod database_tls;
+mod deployments;
 mod hardening;
 mod invitations;
 mod kb;

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod conversations;
+pub mod deployments;
 pub mod email_outbox;
 pub mod files;
 pub mod invitations;

@@ -1,0 +1,107 @@
+//! `workspace deployments invoke`: talks to a deployed agent through its
+//! OpenAI-compatible surface with the deployment's key (not the profile's
+//! token), streaming the answer.
+
+use anyhow::{Context, Result, bail};
+use clap::{Arg, ArgMatches, Command};
+
+pub fn command() -> Command {
+    Command::new("invoke")
+        .about("Send a message to a deployed agent with its key and print the streamed answer")
+        .arg(
+            Arg::new("key")
+                .long("key")
+                .env("WORKSPACE_DEPLOYMENT_KEY")
+                .required(true)
+                .hide_env_values(true)
+                .help("The deployment's key (wsk_live_…); also WORKSPACE_DEPLOYMENT_KEY"),
+        )
+        .arg(
+            Arg::new("message")
+                .long("message")
+                .help("The message (default: standard input, without its trailing newline)"),
+        )
+        .arg(
+            Arg::new("no-stream")
+                .long("no-stream")
+                .action(clap::ArgAction::SetTrue)
+                .help("Wait for the whole answer and print the chat.completion JSON"),
+        )
+}
+
+pub async fn run(url: &str, m: &ArgMatches) -> Result<()> {
+    use futures::StreamExt;
+    use std::io::Write;
+    let key = m.get_one::<String>("key").context("--key")?;
+    let message = match m.get_one::<String>("message") {
+        Some(text) => text.clone(),
+        None => {
+            let text = std::io::read_to_string(std::io::stdin())?;
+            text.strip_suffix('\n').unwrap_or(&text).to_string()
+        }
+    };
+    if message.trim().is_empty() {
+        bail!("the message is empty (give --message or standard input)");
+    }
+    let stream = !m.get_flag("no-stream");
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/api/agent_deploy/v1/chat/completions",
+            url.trim_end_matches('/')
+        ))
+        .bearer_auth(key)
+        .json(&serde_json::json!({
+            "messages": [{"role": "user", "content": message}],
+            "stream": stream,
+        }))
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the server at {url}"))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        bail!(
+            "{status}: {}: {}",
+            body["error"]["code"].as_str().unwrap_or("error"),
+            body["error"]["message"].as_str().unwrap_or("")
+        );
+    }
+    if !stream {
+        let body: serde_json::Value = response.json().await?;
+        println!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(());
+    }
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut stdout = std::io::stdout();
+    while let Some(bytes) = body.next().await {
+        buffer.push_str(&String::from_utf8_lossy(
+            &bytes.context("reading the stream")?,
+        ));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
+                let data = data.trim();
+                if data == "[DONE]" {
+                    println!();
+                    return Ok(());
+                }
+                let chunk: serde_json::Value = serde_json::from_str(data)?;
+                if let Some(error) = chunk.get("error") {
+                    println!();
+                    bail!(
+                        "{}: {}",
+                        error["code"].as_str().unwrap_or("error"),
+                        error["message"].as_str().unwrap_or("")
+                    );
+                }
+                if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str() {
+                    print!("{text}");
+                    stdout.flush()?;
+                }
+            }
+        }
+    }
+    println!();
+    bail!("the stream ended before the answer was complete")
+}

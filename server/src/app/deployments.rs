@@ -1,0 +1,717 @@
+//! Agent deployments: validation, keys, views, and the OpenAI-compatible
+//! invocation surface (`/api/agent_deploy/v1`), which runs the agent
+//! through the agent runtime.
+
+use crate::app::agents::{Collected, collect, run_spec};
+use crate::authz::OrgAccess;
+use crate::context::ServerContext;
+use crate::db::datastore::deployments::{
+    DeploymentChanges, DeploymentRow, NewDeployment, RateDecision,
+};
+use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
+use crate::error::Error;
+use crate::providers::ChatMessage;
+use crate::runtime::RuntimeEvent;
+use base64::Engine;
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+use workspace_api::deployments::{
+    ChatCompletion, ChatCompletionRequest, CompletionChoice, CompletionMessage, CompletionUsage,
+    Deployment, DeploymentChannel, DeploymentCreate, DeploymentStatus, DeploymentUpdate,
+    DeploymentUsage, DeploymentWithKey, KEY_PREFIX, ORIGINS_MAX, OpenAiHttpError, OpenAiModel,
+    OpenAiModelList, RATE_LIMIT_DEFAULT, RATE_LIMIT_MAX,
+};
+use workspace_api::tools::SuccessResponse;
+
+/// A new key and its SHA-256 (the only form stored).
+fn new_key() -> (String, Vec<u8>) {
+    let mut bytes = [0u8; 32];
+    rand::fill(&mut bytes);
+    let key = format!(
+        "{KEY_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let hash = hash_key(&key);
+    (key, hash)
+}
+
+pub fn hash_key(key: &str) -> Vec<u8> {
+    Sha256::digest(key.as_bytes()).to_vec()
+}
+
+/// What identifies a key in views: the prefix and 6 characters.
+fn key_prefix(key: &str) -> String {
+    key.chars().take(KEY_PREFIX.len() + 6).collect()
+}
+
+fn channel_db(c: DeploymentChannel) -> DbChannel {
+    match c {
+        DeploymentChannel::Widget => DbChannel::Widget,
+        DeploymentChannel::Api => DbChannel::Api,
+        DeploymentChannel::Sdk => DbChannel::Sdk,
+        DeploymentChannel::Iframe => DbChannel::Iframe,
+    }
+}
+
+fn channel_view(c: DbChannel) -> DeploymentChannel {
+    match c {
+        DbChannel::Widget => DeploymentChannel::Widget,
+        DbChannel::Api => DeploymentChannel::Api,
+        DbChannel::Sdk => DeploymentChannel::Sdk,
+        DbChannel::Iframe => DeploymentChannel::Iframe,
+    }
+}
+
+fn check_name(name: &str) -> Result<String, Error> {
+    let name = name.trim();
+    let n = name.chars().count();
+    if n == 0 || n > 100 {
+        return Err(Error::invalid(
+            "invalid_name",
+            "the name must be 1 to 100 characters",
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn check_description(d: &str) -> Result<String, Error> {
+    if d.chars().count() > 2000 {
+        return Err(Error::invalid(
+            "invalid_description",
+            "the description is at most 2,000 characters",
+        ));
+    }
+    Ok(d.to_string())
+}
+
+/// Normalises origins (`scheme://host[:port]`, lowercase, no path).
+fn check_origins(origins: &[String]) -> Result<Vec<String>, Error> {
+    if origins.len() > ORIGINS_MAX {
+        return Err(Error::invalid(
+            "invalid_origins",
+            "at most 20 allowed origins",
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for o in origins {
+        let bad = || {
+            Error::invalid(
+                "invalid_origins",
+                format!("{o:?} is not a web origin (scheme://host[:port])"),
+            )
+        };
+        let url = reqwest::Url::parse(o).map_err(|_| bad())?;
+        if !matches!(url.scheme(), "http" | "https")
+            || url.host_str().is_none()
+            || !matches!(url.path(), "" | "/")
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+        {
+            return Err(bad());
+        }
+        let origin = url.origin().ascii_serialization();
+        if !out.contains(&origin) {
+            out.push(origin);
+        }
+    }
+    Ok(out)
+}
+
+fn check_rate(r: u32) -> Result<i32, Error> {
+    if r == 0 || r > RATE_LIMIT_MAX {
+        return Err(Error::invalid(
+            "invalid_rate_limit",
+            "rate_limit_per_minute is 1 to 100,000",
+        ));
+    }
+    Ok(r as i32)
+}
+
+fn check_expiry(at: chrono::DateTime<Utc>) -> Result<chrono::DateTime<Utc>, Error> {
+    if at <= Utc::now() {
+        return Err(Error::invalid(
+            "invalid_expiry",
+            "expires_at must be in the future",
+        ));
+    }
+    Ok(at)
+}
+
+/// The base URL of the OpenAI-compatible surface, for `embed`.
+fn api_base(cx: &ServerContext) -> String {
+    let base = cx
+        .config
+        .files
+        .public_base_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", cx.config.bind_address));
+    format!("{}/api/agent_deploy/v1", base.trim_end_matches('/'))
+}
+
+fn embed(cx: &ServerContext, row: &DeploymentRow) -> String {
+    let api = api_base(cx);
+    let frontend = cx.config.mail.public_url.trim_end_matches('/');
+    match row.channel {
+        DbChannel::Widget => format!(
+            "<script src=\"{frontend}/widget.js\" data-api-base=\"{api}\" \
+             data-deployment-id=\"{}\" data-api-key=\"$WORKSPACE_DEPLOYMENT_KEY\" defer></script>",
+            row.id
+        ),
+        DbChannel::Iframe => format!(
+            "<iframe src=\"{frontend}/embed/agent?deployment_id={}&api_base={api}\" \
+             title=\"{}\" style=\"border:0;width:100%;height:600px\" \
+             allow=\"clipboard-write\"></iframe>",
+            row.id,
+            row.name.replace('"', "&quot;")
+        ),
+        DbChannel::Api | DbChannel::Sdk => format!(
+            "curl {api}/chat/completions -H \"Authorization: Bearer $WORKSPACE_DEPLOYMENT_KEY\" \
+             -H 'Content-Type: application/json' \
+             -d '{{\"model\":\"agent-{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello\"}}]}}'",
+            row.agent_id
+        ),
+    }
+}
+
+fn view(cx: &ServerContext, row: DeploymentRow) -> Deployment {
+    Deployment {
+        embed: embed(cx, &row),
+        id: row.id,
+        agent_id: row.agent_id,
+        org_id: row.org_id,
+        name: row.name,
+        description: row.description,
+        channel: channel_view(row.channel),
+        status: match row.status {
+            DbStatus::Active => DeploymentStatus::Active,
+            DbStatus::Paused => DeploymentStatus::Paused,
+        },
+        allowed_origins: row.allowed_origins,
+        rate_limit_per_minute: u32::try_from(row.rate_limit_per_minute).unwrap_or(0),
+        key_prefix: row.key_prefix,
+        expires_at: row.key_expires_at,
+        last_used_at: row.last_used_at,
+        usage: DeploymentUsage {
+            requests: row.request_count,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+        },
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    agent_id: Uuid,
+    body: DeploymentCreate,
+) -> Result<DeploymentWithKey, Error> {
+    let name = check_name(&body.name)?;
+    let description = check_description(body.description.as_deref().unwrap_or_default())?;
+    let allowed_origins = check_origins(body.allowed_origins.as_deref().unwrap_or_default())?;
+    if matches!(
+        body.channel,
+        DeploymentChannel::Widget | DeploymentChannel::Iframe
+    ) && allowed_origins.is_empty()
+    {
+        return Err(Error::invalid(
+            "invalid_origins",
+            "widget and iframe deployments need at least one allowed origin",
+        ));
+    }
+    let rate = check_rate(body.rate_limit_per_minute.unwrap_or(RATE_LIMIT_DEFAULT))?;
+    let expires = body.expires_at.map(check_expiry).transpose()?;
+    let (key, hash) = new_key();
+    let row = cx
+        .datastore
+        .deployment_create(
+            access,
+            agent_id,
+            NewDeployment {
+                name,
+                description,
+                channel: channel_db(body.channel),
+                allowed_origins,
+                rate_limit_per_minute: rate,
+                key_prefix: key_prefix(&key),
+                key_hash: hash,
+                key_expires_at: expires,
+            },
+        )
+        .await?;
+    slog::info!(access.log(), "deployment created"; "deployment_id" => row.id.to_string(),
+        "agent_id" => agent_id.to_string());
+    Ok(DeploymentWithKey {
+        deployment: view(cx, row),
+        api_key: key,
+    })
+}
+
+pub async fn list(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    agent_id: Uuid,
+) -> Result<Vec<Deployment>, Error> {
+    Ok(cx
+        .datastore
+        .deployment_list(access, agent_id)
+        .await?
+        .into_iter()
+        .map(|r| view(cx, r))
+        .collect())
+}
+
+pub async fn get(cx: &ServerContext, access: &OrgAccess, id: Uuid) -> Result<Deployment, Error> {
+    Ok(view(cx, cx.datastore.deployment_get(access, id).await?))
+}
+
+pub async fn update(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    id: Uuid,
+    body: DeploymentUpdate,
+) -> Result<Deployment, Error> {
+    let current = cx.datastore.deployment_get(access, id).await?;
+    let allowed_origins = body
+        .allowed_origins
+        .as_deref()
+        .map(check_origins)
+        .transpose()?;
+    if let Some(origins) = &allowed_origins
+        && origins.is_empty()
+        && matches!(current.channel, DbChannel::Widget | DbChannel::Iframe)
+    {
+        return Err(Error::invalid(
+            "invalid_origins",
+            "widget and iframe deployments need at least one allowed origin",
+        ));
+    }
+    if body.clear_expiry == Some(true) && body.expires_at.is_some() {
+        return Err(Error::invalid(
+            "invalid_expiry",
+            "give either expires_at or clear_expiry",
+        ));
+    }
+    let changes = DeploymentChanges {
+        name: body.name.as_deref().map(check_name).transpose()?,
+        description: body
+            .description
+            .as_deref()
+            .map(check_description)
+            .transpose()?,
+        allowed_origins,
+        rate_limit_per_minute: body.rate_limit_per_minute.map(check_rate).transpose()?,
+        status: body.status.map(|s| match s {
+            DeploymentStatus::Active => DbStatus::Active,
+            DeploymentStatus::Paused => DbStatus::Paused,
+        }),
+        key_expires_at: if body.clear_expiry == Some(true) {
+            Some(None)
+        } else {
+            body.expires_at.map(check_expiry).transpose()?.map(Some)
+        },
+    };
+    Ok(view(
+        cx,
+        cx.datastore.deployment_update(access, id, changes).await?,
+    ))
+}
+
+pub async fn delete(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    id: Uuid,
+) -> Result<SuccessResponse, Error> {
+    cx.datastore.deployment_delete(access, id).await?;
+    Ok(SuccessResponse {
+        success: true,
+        message: "deployment deleted".into(),
+    })
+}
+
+pub async fn regenerate_key(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    id: Uuid,
+) -> Result<DeploymentWithKey, Error> {
+    let (key, hash) = new_key();
+    let row = cx
+        .datastore
+        .deployment_rekey(access, id, &hash, &key_prefix(&key))
+        .await?;
+    slog::info!(access.log(), "deployment key regenerated"; "deployment_id" => id.to_string());
+    Ok(DeploymentWithKey {
+        deployment: view(cx, row),
+        api_key: key,
+    })
+}
+
+// ---- The OpenAI-compatible surface ----
+
+/// A request authenticated by a deployment key.
+pub struct KeyCaller {
+    pub deployment: DeploymentRow,
+    /// The request's `Origin`, when it is an allowed one (for CORS).
+    pub cors_origin: Option<String>,
+}
+
+fn openai_error(e: Error) -> OpenAiHttpError {
+    let http: dropshot::HttpError = e.into();
+    http.into()
+}
+
+/// Authenticates a deployment key (`Authorization: Bearer` or
+/// `X-API-Key`), checks the browser origin and the rate limit, and records
+/// the use. The caller's one authorization step for the v1 operations.
+pub async fn authenticate_key(
+    cx: &ServerContext,
+    headers: &http::HeaderMap,
+) -> Result<KeyCaller, OpenAiHttpError> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    let key = bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|k| k.starts_with(KEY_PREFIX) && k.len() <= 128);
+    let unauthorized = || {
+        OpenAiHttpError::new(
+            401,
+            "invalid_api_key",
+            "a valid deployment key is required (Authorization: Bearer wsk_live_…)",
+        )
+    };
+    let Some(key) = key else {
+        return Err(unauthorized());
+    };
+    let access = cx
+        .datastore
+        .deployment_by_key(&hash_key(key))
+        .await
+        .map_err(openai_error)?
+        .ok_or_else(unauthorized)?;
+    let deployment = access.deployment;
+    let origin = headers
+        .get(http::header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(|o| o.trim_end_matches('/').to_ascii_lowercase());
+    let cors_origin = match origin {
+        None => None,
+        Some(o) if deployment.allowed_origins.contains(&o) => Some(o),
+        Some(o) => {
+            return Err(OpenAiHttpError::new(
+                403,
+                "origin_not_allowed",
+                format!("origin {o} is not allowed to use this deployment"),
+            ));
+        }
+    };
+    if let RateDecision::Limited { retry_after_secs } = cx
+        .datastore
+        .deployment_rate_check(deployment.id, deployment.rate_limit_per_minute)
+        .await
+        .map_err(openai_error)?
+    {
+        let mut e = OpenAiHttpError::new(
+            429,
+            "rate_limited",
+            format!(
+                "this deployment allows {} requests per minute; retry in {retry_after_secs} s",
+                deployment.rate_limit_per_minute
+            ),
+        );
+        e.retry_after = Some(retry_after_secs);
+        return Err(e);
+    }
+    cx.datastore
+        .deployment_record_use(deployment.id)
+        .await
+        .map_err(openai_error)?;
+    Ok(KeyCaller {
+        deployment,
+        cors_origin,
+    })
+}
+
+fn model_name(agent_id: Uuid) -> String {
+    format!("agent-{agent_id}")
+}
+
+fn with_cors(
+    mut builder: http::response::Builder,
+    origin: &Option<String>,
+) -> http::response::Builder {
+    if let Some(o) = origin {
+        builder = builder
+            .header("access-control-allow-origin", o.as_str())
+            .header("vary", "Origin");
+    }
+    builder
+}
+
+fn json_response<T: serde::Serialize>(
+    value: &T,
+    origin: &Option<String>,
+) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
+    let body = serde_json::to_vec(value)
+        .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))?;
+    with_cors(http::Response::builder().status(200), origin)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(dropshot::Body::from(body))
+        .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))
+}
+
+pub async fn models(
+    cx: &ServerContext,
+    caller: KeyCaller,
+) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
+    let d = &caller.deployment;
+    let _ = cx;
+    json_response(
+        &OpenAiModelList {
+            object: "list".into(),
+            data: vec![OpenAiModel {
+                id: model_name(d.agent_id),
+                object: "model".into(),
+                created: d.created_at.timestamp(),
+                owned_by: d.org_id.to_string(),
+            }],
+        },
+        &caller.cors_origin,
+    )
+}
+
+pub async fn chat_completions(
+    cx: &ServerContext,
+    caller: KeyCaller,
+    body: ChatCompletionRequest,
+    log: &slog::Logger,
+) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
+    let d = &caller.deployment;
+    let invalid = |m: &str| OpenAiHttpError::new(400, "invalid_messages", m);
+    if body.messages.is_empty() || body.messages.len() > 200 {
+        return Err(invalid("messages must hold 1 to 200 messages"));
+    }
+    let mut system = Vec::new();
+    let mut history = Vec::new();
+    for m in &body.messages {
+        let text = m.content.as_ref().map(|c| c.text()).unwrap_or_default();
+        if text.chars().count() > 100_000 {
+            return Err(invalid("a message is over 100,000 characters"));
+        }
+        match m.role.as_str() {
+            "system" | "developer" => system.push(text),
+            "user" => history.push(ChatMessage::user(text)),
+            "assistant" => history.push(ChatMessage::assistant(text)),
+            "tool" | "function" => {}
+            other => {
+                return Err(invalid(&format!("unknown message role {other:?}")));
+            }
+        }
+    }
+    let last_is_user = body.messages.last().is_some_and(|m| m.role == "user");
+    if !last_is_user {
+        return Err(invalid("the last message must be a user message"));
+    }
+    let agent = cx
+        .datastore
+        .agent_of_org(d.org_id, d.agent_id)
+        .await
+        .map_err(openai_error)?;
+    let mut spec = run_spec(cx, d.org_id, &agent, history, log)
+        .await
+        .map_err(|e| match e {
+            Error::InvalidRequest { message, .. } => {
+                OpenAiHttpError::new(503, "agent_unavailable", message)
+            }
+            other => openai_error(other),
+        })?;
+    if !system.is_empty() {
+        spec.system_prompt = format!("{}\n\n{}", spec.system_prompt, system.join("\n\n"))
+            .trim()
+            .to_string();
+    }
+    if let Some(t) = body.temperature {
+        spec.temperature = Some(t.clamp(0.0, 1.0) as f32);
+    }
+    let cap = body.max_completion_tokens.or(body.max_tokens);
+    if let Some(cap) = cap {
+        spec.max_tokens = Some(spec.max_tokens.map_or(cap, |m| m.min(cap)).max(1));
+    }
+    let id = format!("chatcmpl-{}", Uuid::new_v4().simple());
+    let created = Utc::now().timestamp();
+    let model = model_name(d.agent_id);
+    let events = crate::runtime::run(spec);
+    if body.stream == Some(true) {
+        return stream(cx, caller, events, id, created, model);
+    }
+    let Collected {
+        text, usage, error, ..
+    } = collect(events).await;
+    let _ = cx
+        .datastore
+        .deployment_add_usage(d.id, usage.input_tokens as i64, usage.output_tokens as i64)
+        .await;
+    if let Some((code, message)) = error {
+        return Err(OpenAiHttpError::new(502, &code, message));
+    }
+    json_response(
+        &ChatCompletion {
+            id,
+            object: "chat.completion".into(),
+            created,
+            model,
+            choices: vec![CompletionChoice {
+                index: 0,
+                message: CompletionMessage {
+                    role: "assistant".into(),
+                    content: text,
+                },
+                finish_reason: "stop".into(),
+            }],
+            usage: CompletionUsage {
+                prompt_tokens: usage.input_tokens,
+                completion_tokens: usage.output_tokens,
+                total_tokens: usage.total_tokens,
+            },
+        },
+        &caller.cors_origin,
+    )
+}
+
+fn chunk(
+    id: &str,
+    created: i64,
+    model: &str,
+    delta: serde_json::Value,
+    finish: Option<&str>,
+) -> String {
+    let value = serde_json::json!({
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    format!("data: {value}\n\n")
+}
+
+/// Streams OpenAI `chat.completion.chunk`s, then `data: [DONE]`.
+fn stream(
+    cx: &ServerContext,
+    caller: KeyCaller,
+    mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>,
+    id: String,
+    created: i64,
+    model: String,
+) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
+    let datastore = cx.datastore.clone();
+    let deployment_id = caller.deployment.id;
+    tokio::spawn(async move {
+        let mut usage = CompletionUsage::default();
+        let mut ok = tx
+            .send(chunk(
+                &id,
+                created,
+                &model,
+                serde_json::json!({"role": "assistant", "content": ""}),
+                None,
+            ))
+            .await
+            .is_ok();
+        while ok {
+            let Some(event) = events.recv().await else {
+                break;
+            };
+            match event {
+                RuntimeEvent::Text(t) => {
+                    ok = tx
+                        .send(chunk(
+                            &id,
+                            created,
+                            &model,
+                            serde_json::json!({"content": t}),
+                            None,
+                        ))
+                        .await
+                        .is_ok();
+                }
+                RuntimeEvent::Usage(u) => {
+                    usage.prompt_tokens += u64::from(u.input_tokens);
+                    usage.completion_tokens += u64::from(u.output_tokens);
+                    usage.total_tokens += u64::from(u.total_tokens());
+                }
+                RuntimeEvent::End => {
+                    let _ = tx
+                        .send(chunk(
+                            &id,
+                            created,
+                            &model,
+                            serde_json::json!({}),
+                            Some("stop"),
+                        ))
+                        .await;
+                    let last = serde_json::json!({
+                        "id": id, "object": "chat.completion.chunk", "created": created,
+                        "model": model, "choices": [], "usage": usage,
+                    });
+                    let _ = tx.send(format!("data: {last}\n\n")).await;
+                    let _ = tx.send("data: [DONE]\n\n".to_string()).await;
+                    break;
+                }
+                RuntimeEvent::Error { code, message } => {
+                    let e = OpenAiHttpError::new(502, &code, message);
+                    let body = serde_json::json!({"error": e.error});
+                    let _ = tx.send(format!("data: {body}\n\n")).await;
+                    break;
+                }
+                RuntimeEvent::ToolStarted { .. } | RuntimeEvent::ToolFinished { .. } => {}
+            }
+        }
+        let _ = datastore
+            .deployment_add_usage(
+                deployment_id,
+                usage.prompt_tokens as i64,
+                usage.completion_tokens as i64,
+            )
+            .await;
+    });
+    let builder = with_cors(http::Response::builder().status(200), &caller.cors_origin)
+        .header(http::header::CONTENT_TYPE, "text/event-stream")
+        .header(http::header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no");
+    crate::sse::raw_response(builder, rx)
+        .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))
+}
+
+/// A CORS preflight answer for the v1 operations.
+pub fn preflight(
+    headers: &http::HeaderMap,
+) -> Result<http::Response<dropshot::Body>, dropshot::HttpError> {
+    let mut builder = http::Response::builder().status(204);
+    if let Some(origin) = headers
+        .get(http::header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    {
+        builder = builder
+            .header("access-control-allow-origin", origin)
+            .header("access-control-allow-methods", "GET, POST, OPTIONS")
+            .header(
+                "access-control-allow-headers",
+                "authorization, x-api-key, content-type",
+            )
+            .header("access-control-max-age", "600")
+            .header("vary", "Origin");
+    }
+    builder
+        .body(dropshot::Body::empty())
+        .map_err(|e| dropshot::HttpError::for_internal_error(format!("preflight: {e}")))
+}

@@ -1,0 +1,391 @@
+//! Agent deployments: their keys (stored as SHA-256 only), the per-minute
+//! rate windows shared by every server instance, and usage.
+
+use super::Datastore;
+use crate::authz::OrgAccess;
+use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct DeploymentRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub agent_id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub channel: DeploymentChannel,
+    pub status: DeploymentStatus,
+    pub allowed_origins: Vec<String>,
+    pub rate_limit_per_minute: i32,
+    pub key_prefix: String,
+    pub key_expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub request_count: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl DeploymentRow {
+    fn from_row(r: &tokio_postgres::Row) -> DeploymentRow {
+        DeploymentRow {
+            id: r.get("id"),
+            org_id: r.get("organization_id"),
+            agent_id: r.get("agent_id"),
+            name: r.get("name"),
+            description: r.get("description"),
+            channel: r.get("channel"),
+            status: r.get("status"),
+            allowed_origins: r.get("allowed_origins"),
+            rate_limit_per_minute: r.get("rate_limit_per_minute"),
+            key_prefix: r.get("key_prefix"),
+            key_expires_at: r.get("key_expires_at"),
+            last_used_at: r.get("last_used_at"),
+            request_count: r.get("request_count"),
+            input_tokens: r.get("input_tokens"),
+            output_tokens: r.get("output_tokens"),
+            created_at: r.get("created_at"),
+            updated_at: r.get("updated_at"),
+        }
+    }
+}
+
+const COLUMNS: &str = "id, organization_id, agent_id, name, description, channel, status, \
+     allowed_origins, rate_limit_per_minute, key_prefix, key_expires_at, last_used_at, \
+     request_count, input_tokens, output_tokens, created_at, updated_at";
+
+/// A new deployment's fields.
+pub struct NewDeployment {
+    pub name: String,
+    pub description: String,
+    pub channel: DeploymentChannel,
+    pub allowed_origins: Vec<String>,
+    pub rate_limit_per_minute: i32,
+    pub key_hash: Vec<u8>,
+    pub key_prefix: String,
+    pub key_expires_at: Option<DateTime<Utc>>,
+}
+
+/// Changes of `update` (already validated).
+#[derive(Default)]
+pub struct DeploymentChanges {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub rate_limit_per_minute: Option<i32>,
+    pub status: Option<DeploymentStatus>,
+    /// `Some(None)`: never expires.
+    pub key_expires_at: Option<Option<DateTime<Utc>>>,
+}
+
+/// What a deployment key authenticates: the deployment and its agent.
+pub struct KeyAccess {
+    pub deployment: DeploymentRow,
+}
+
+/// The outcome of counting one request against a deployment's limit.
+pub enum RateDecision {
+    Allowed,
+    /// Over the limit; seconds until the window ends.
+    Limited {
+        retry_after_secs: u64,
+    },
+}
+
+/// The agent's state once its deployments changed: `deployed`/`active`
+/// while it has an active deployment (an `active` agent stays active),
+/// `ready` when none is left, else unchanged.
+const SETTLE_AGENT: &str = "UPDATE agents a SET status = CASE \
+       WHEN EXISTS (SELECT 1 FROM agent_deployments d WHERE d.agent_id = a.id \
+                    AND d.status = 'active') \
+         THEN CASE WHEN a.status = 'active' THEN 'active' ELSE 'deployed' END \
+       WHEN EXISTS (SELECT 1 FROM agent_deployments d WHERE d.agent_id = a.id) \
+         THEN 'deployed' \
+       ELSE 'ready' END, updated_at = now() \
+     WHERE a.id = $1 AND a.status IN ('ready', 'deployed', 'active')";
+
+impl Datastore {
+    /// Inserts a deployment of an agent in `ready`, `deployed` or `active`
+    /// state and moves a `ready` agent to `deployed`, in one transaction.
+    pub async fn deployment_create(
+        &self,
+        access: &OrgAccess,
+        agent_id: Uuid,
+        new: NewDeployment,
+    ) -> Result<DeploymentRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let agent = tx
+            .query_opt(
+                "SELECT status FROM agents WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+                &[&access.org_id(), &agent_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "agent" })?;
+        let status: AgentStatus = agent.get(0);
+        if !matches!(
+            status,
+            AgentStatus::Ready | AgentStatus::Deployed | AgentStatus::Active
+        ) {
+            return Err(Error::conflict(
+                "agent_not_ready",
+                "the agent must pass a test before it is deployed (POST /api/agents/test)",
+            ));
+        }
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO agent_deployments (id, organization_id, agent_id, name, \
+                     description, channel, allowed_origins, rate_limit_per_minute, key_hash, \
+                     key_prefix, key_expires_at, created_by) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                     RETURNING {COLUMNS}"
+                ),
+                &[
+                    &Uuid::new_v4(),
+                    &access.org_id(),
+                    &agent_id,
+                    &new.name,
+                    &new.description,
+                    &new.channel,
+                    &new.allowed_origins,
+                    &new.rate_limit_per_minute,
+                    &new.key_hash,
+                    &new.key_prefix,
+                    &new.key_expires_at,
+                    &access.user_id(),
+                ],
+            )
+            .await?;
+        tx.execute(SETTLE_AGENT, &[&agent_id]).await?;
+        tx.commit().await?;
+        Ok(DeploymentRow::from_row(&row))
+    }
+
+    /// An agent's deployments, oldest first (`404` for an agent of another
+    /// organization).
+    pub async fn deployment_list(
+        &self,
+        access: &OrgAccess,
+        agent_id: Uuid,
+    ) -> Result<Vec<DeploymentRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM agent_deployments \
+                     WHERE organization_id = $1 AND agent_id = $2 ORDER BY created_at, id"
+                ),
+                &[&access.org_id(), &agent_id],
+            )
+            .await?;
+        Ok(rows.iter().map(DeploymentRow::from_row).collect())
+    }
+
+    pub async fn deployment_get(
+        &self,
+        access: &OrgAccess,
+        id: Uuid,
+    ) -> Result<DeploymentRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM agent_deployments \
+                     WHERE organization_id = $1 AND id = $2"
+                ),
+                &[&access.org_id(), &id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "deployment" })?;
+        Ok(DeploymentRow::from_row(&row))
+    }
+
+    /// Applies `changes` and settles the agent's state, in one transaction.
+    pub async fn deployment_update(
+        &self,
+        access: &OrgAccess,
+        id: Uuid,
+        changes: DeploymentChanges,
+    ) -> Result<DeploymentRow, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let clear_expiry = matches!(changes.key_expires_at, Some(None));
+        let new_expiry = changes.key_expires_at.flatten();
+        let row = tx
+            .query_opt(
+                &format!(
+                    "UPDATE agent_deployments SET \
+                     name = COALESCE($3, name), \
+                     description = COALESCE($4, description), \
+                     allowed_origins = COALESCE($5, allowed_origins), \
+                     rate_limit_per_minute = COALESCE($6, rate_limit_per_minute), \
+                     status = COALESCE($7, status), \
+                     key_expires_at = CASE WHEN $8 THEN NULL \
+                                           ELSE COALESCE($9, key_expires_at) END, \
+                     updated_at = now() \
+                     WHERE organization_id = $1 AND id = $2 RETURNING {COLUMNS}"
+                ),
+                &[
+                    &access.org_id(),
+                    &id,
+                    &changes.name,
+                    &changes.description,
+                    &changes.allowed_origins,
+                    &changes.rate_limit_per_minute,
+                    &changes.status,
+                    &clear_expiry,
+                    &new_expiry,
+                ],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "deployment" })?;
+        let row = DeploymentRow::from_row(&row);
+        if changes.status.is_some() {
+            // The spec's "pause or stop": an active agent with no active
+            // deployment left goes back to deployed.
+            tx.execute(SETTLE_AGENT, &[&row.agent_id]).await?;
+        }
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    /// Deletes a deployment (its key dies with it) and settles the agent.
+    pub async fn deployment_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_opt(
+                "DELETE FROM agent_deployments WHERE organization_id = $1 AND id = $2 \
+                 RETURNING agent_id",
+                &[&access.org_id(), &id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "deployment" })?;
+        let agent_id: Uuid = row.get(0);
+        tx.execute(SETTLE_AGENT, &[&agent_id]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Replaces the key (the old hash no longer matches anything). An
+    /// expired key's expiry is cleared.
+    pub async fn deployment_rekey(
+        &self,
+        access: &OrgAccess,
+        id: Uuid,
+        key_hash: &[u8],
+        key_prefix: &str,
+    ) -> Result<DeploymentRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "UPDATE agent_deployments SET key_hash = $3, key_prefix = $4, \
+                     key_created_at = now(), updated_at = now(), \
+                     key_expires_at = CASE WHEN key_expires_at <= now() THEN NULL \
+                                           ELSE key_expires_at END \
+                     WHERE organization_id = $1 AND id = $2 RETURNING {COLUMNS}"
+                ),
+                &[&access.org_id(), &id, &key_hash, &key_prefix],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "deployment" })?;
+        Ok(DeploymentRow::from_row(&row))
+    }
+
+    /// The active, unexpired deployment whose key hashes to `key_hash`.
+    pub async fn deployment_by_key(&self, key_hash: &[u8]) -> Result<Option<KeyAccess>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM agent_deployments WHERE key_hash = $1 \
+                     AND status = 'active' \
+                     AND (key_expires_at IS NULL OR key_expires_at > now())"
+                ),
+                &[&key_hash],
+            )
+            .await?;
+        Ok(row.map(|r| KeyAccess {
+            deployment: DeploymentRow::from_row(&r),
+        }))
+    }
+
+    /// Records an accepted request (`last_used_at`, request count) and
+    /// makes a `deployed` agent `active` (the spec's "start receiving
+    /// requests"), in one statement.
+    pub async fn deployment_record_use(&self, deployment_id: Uuid) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "WITH used AS (UPDATE agent_deployments SET last_used_at = now(), \
+               request_count = request_count + 1 WHERE id = $1 RETURNING agent_id) \
+             UPDATE agents SET status = 'active', updated_at = now() \
+             WHERE id = (SELECT agent_id FROM used) AND status = 'deployed'",
+            &[&deployment_id],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Counts one request in the deployment's current one-minute window
+    /// (shared by every server instance) and says whether it is allowed.
+    pub async fn deployment_rate_check(
+        &self,
+        deployment_id: Uuid,
+        limit_per_minute: i32,
+    ) -> Result<RateDecision, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "INSERT INTO deployment_rate_windows (deployment_id, window_start, count) \
+                 VALUES ($1, date_trunc('minute', now()), 1) \
+                 ON CONFLICT (deployment_id, window_start) \
+                 DO UPDATE SET count = deployment_rate_windows.count + 1 \
+                 RETURNING count, \
+                   ceil(extract(epoch FROM (window_start + interval '1 minute' - now())))::int8",
+                &[&deployment_id],
+            )
+            .await?;
+        let count: i32 = row.get(0);
+        let left: i64 = row.get(1);
+        Ok(if count > limit_per_minute {
+            RateDecision::Limited {
+                retry_after_secs: left.max(1) as u64,
+            }
+        } else {
+            RateDecision::Allowed
+        })
+    }
+
+    /// Adds a request's tokens to the deployment's usage.
+    pub async fn deployment_add_usage(
+        &self,
+        deployment_id: Uuid,
+        input_tokens: i64,
+        output_tokens: i64,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE agent_deployments SET input_tokens = input_tokens + $2, \
+             output_tokens = output_tokens + $3 WHERE id = $1",
+            &[&deployment_id, &input_tokens, &output_tokens],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Drops rate windows older than ten minutes.
+    pub async fn deployment_rate_windows_expire(&self) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute(
+                "DELETE FROM deployment_rate_windows \
+                 WHERE window_start < now() - interval '10 minutes'",
+                &[],
+            )
+            .await?)
+    }
+}

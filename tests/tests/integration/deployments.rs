@@ -1,0 +1,581 @@
+//! Agent deployments: keys (shown once, stored hashed, regenerated, paused,
+//! deleted, expired), the agent lifecycle they move, isolation, and the
+//! OpenAI-compatible surface (JSON, streaming, errors in OpenAI's shape,
+//! per-key rate limit shared across instances, CORS), also through the
+//! real `openai` Python client.
+
+use crate::agents::setup;
+use crate::tools::req;
+use reqwest::Method;
+use serde_json::{Value, json};
+use uuid::Uuid;
+use workspace_tests::TestContext;
+
+fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
+    vec![("agent_id", agent.to_string())]
+}
+
+fn dq(deployment: &Value) -> Vec<(&'static str, String)> {
+    vec![(
+        "deployment_id",
+        deployment["id"].as_str().unwrap().to_string(),
+    )]
+}
+
+/// Tests the agent so it is `ready` (deployable).
+async fn make_ready(cx: &TestContext, token: &str, agent: Uuid) {
+    let (s, b) = req(
+        cx,
+        token,
+        Method::POST,
+        "/api/agents/test",
+        &aq(agent),
+        Some(json!({"message": "hello"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["status"], "ready", "{b}");
+}
+
+async fn agent_status(cx: &TestContext, token: &str, agent: Uuid) -> String {
+    let (_, b) = req(cx, token, Method::GET, "/api/agents/get", &aq(agent), None).await;
+    b["status"].as_str().unwrap().to_string()
+}
+
+async fn deploy(cx: &TestContext, token: &str, agent: Uuid, body: Value) -> Value {
+    let (s, b) = req(
+        cx,
+        token,
+        Method::POST,
+        "/api/agent_deploy/create",
+        &aq(agent),
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    b
+}
+
+/// A request to the OpenAI-compatible surface with `key`.
+async fn v1(
+    cx: &TestContext,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+    origin: Option<&str>,
+) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{}/api/agent_deploy/v1{path}", cx.base_url))
+        .bearer_auth(key);
+    if let Some(o) = origin {
+        r = r.header("Origin", o);
+    }
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    r.send().await.unwrap()
+}
+
+fn chat(content: &str) -> Value {
+    json!({"model": "anything", "messages": [{"role": "user", "content": content}]})
+}
+
+#[tokio::test]
+async fn deployments_keys_lifecycle_and_isolation() {
+    let cx = TestContext::new("deployments_crud").await;
+    let ada = cx.user("deploy-ada").await;
+    let bob = cx.user("deploy-bob").await;
+    let t = ada.token.as_str();
+    let (_org, _tool, _model, agent) = setup(&cx, t).await;
+
+    // An untested agent cannot be deployed.
+    let (s, b) = req(
+        &cx,
+        t,
+        Method::POST,
+        "/api/agent_deploy/create",
+        &aq(agent),
+        Some(json!({"name": "api", "channel": "api"})),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error_code"].as_str()),
+        (409, Some("agent_not_ready"))
+    );
+    make_ready(&cx, t, agent).await;
+
+    // Validation: nothing stored.
+    for (body, code) in [
+        (json!({"name": " ", "channel": "api"}), "invalid_name"),
+        (json!({"name": "w", "channel": "widget"}), "invalid_origins"),
+        (
+            json!({"name": "w", "channel": "iframe", "allowed_origins": ["https://a.example/path"]}),
+            "invalid_origins",
+        ),
+        (
+            json!({"name": "a", "channel": "api", "rate_limit_per_minute": 0}),
+            "invalid_rate_limit",
+        ),
+        (
+            json!({"name": "a", "channel": "api", "expires_at": "2001-01-01T00:00:00Z"}),
+            "invalid_expiry",
+        ),
+    ] {
+        let (s, b) = req(
+            &cx,
+            t,
+            Method::POST,
+            "/api/agent_deploy/create",
+            &aq(agent),
+            Some(body),
+        )
+        .await;
+        assert_eq!((s, b["error_code"].as_str()), (400, Some(code)), "{b}");
+    }
+    let (_, l) = req(
+        &cx,
+        t,
+        Method::GET,
+        "/api/agent_deploy/list",
+        &aq(agent),
+        None,
+    )
+    .await;
+    assert_eq!(l, json!([]));
+
+    // Create: the key is shown once, stored as a hash only.
+    let d = deploy(
+        &cx,
+        t,
+        agent,
+        json!({"name": "site", "description": "on the site", "channel": "widget",
+               "allowed_origins": ["https://Shop.example/"], "rate_limit_per_minute": 30}),
+    )
+    .await;
+    let key = d["api_key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("wsk_live_") && key.len() == 9 + 43, "{key}");
+    assert_eq!(d["allowed_origins"], json!(["https://shop.example"]));
+    assert_eq!(d["status"], "active");
+    assert!(key.starts_with(d["key_prefix"].as_str().unwrap()));
+    assert!(d["embed"].as_str().unwrap().contains("<script"));
+    assert_eq!(agent_status(&cx, t, agent).await, "deployed");
+    let (s, g) = req(&cx, t, Method::GET, "/api/agent_deploy/get", &dq(&d), None).await;
+    assert_eq!(s, 200);
+    assert!(g.get("api_key").is_none(), "{g}");
+    let db = cx.db().await;
+    let stored: Vec<u8> = db
+        .query_one(
+            "SELECT key_hash FROM agent_deployments WHERE id = $1::text::uuid",
+            &[&d["id"].as_str().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored.len(), 32);
+    let dump: String = db
+        .query_one(
+            "SELECT row_to_json(d)::text FROM agent_deployments d WHERE id = $1::text::uuid",
+            &[&d["id"].as_str().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!dump.contains(&key[9..]), "the key is stored in clear");
+
+    // The key works, and makes the agent active.
+    let r = v1(&cx, &key, Method::GET, "/models", None, None).await;
+    assert_eq!(r.status(), 200);
+    let models: Value = r.json().await.unwrap();
+    assert_eq!(models["data"][0]["id"], format!("agent-{agent}"));
+    assert_eq!(agent_status(&cx, t, agent).await, "active");
+
+    // A deployment key is no user token, and a user token no deployment key.
+    let (s, _) = req(&cx, &key, Method::GET, "/api/users/me", &[], None).await;
+    assert_eq!(s, 401);
+    let r = v1(&cx, t, Method::GET, "/models", None, None).await;
+    assert_eq!(r.status(), 401);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "invalid_api_key");
+    assert_eq!(e["error"]["type"], "authentication_error");
+
+    // Regenerate: the old key dies at once.
+    let (s, r2) = req(
+        &cx,
+        t,
+        Method::POST,
+        "/api/agent_deploy/regenerate_key",
+        &dq(&d),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{r2}");
+    let key2 = r2["api_key"].as_str().unwrap().to_string();
+    assert_ne!(key, key2);
+    assert_eq!(
+        v1(&cx, &key, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        200
+    );
+
+    // Pause: refused; active again: accepted. Pausing the last active
+    // deployment moves the agent back to deployed.
+    let (s, p) = req(
+        &cx,
+        t,
+        Method::PUT,
+        "/api/agent_deploy/update",
+        &dq(&d),
+        Some(json!({"status": "paused", "name": "renamed"})),
+    )
+    .await;
+    assert_eq!((s, p["status"].as_str()), (200, Some("paused")), "{p}");
+    assert_eq!(p["name"], "renamed");
+    assert_eq!(agent_status(&cx, t, agent).await, "deployed");
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        401
+    );
+    req(
+        &cx,
+        t,
+        Method::PUT,
+        "/api/agent_deploy/update",
+        &dq(&d),
+        Some(json!({"status": "active"})),
+    )
+    .await;
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        200
+    );
+
+    // Expired: refused.
+    db.execute(
+        "UPDATE agent_deployments SET key_expires_at = now() - interval '1 second' \
+         WHERE id = $1::text::uuid",
+        &[&d["id"].as_str().unwrap()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        401
+    );
+    let (_, u) = req(
+        &cx,
+        t,
+        Method::PUT,
+        "/api/agent_deploy/update",
+        &dq(&d),
+        Some(json!({"clear_expiry": true})),
+    )
+    .await;
+    assert_eq!(u["expires_at"], Value::Null);
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        200
+    );
+
+    // Usage is counted.
+    let (_, g) = req(&cx, t, Method::GET, "/api/agent_deploy/get", &dq(&d), None).await;
+    assert!(g["usage"]["requests"].as_i64().unwrap() >= 4, "{g}");
+    assert!(g["last_used_at"].is_string());
+
+    // Isolation: bob sees none of it.
+    let b = bob.token.as_str();
+    for (method, path, q) in [
+        (Method::GET, "/api/agent_deploy/get", dq(&d)),
+        (Method::PUT, "/api/agent_deploy/update", dq(&d)),
+        (Method::DELETE, "/api/agent_deploy/delete", dq(&d)),
+        (Method::POST, "/api/agent_deploy/regenerate_key", dq(&d)),
+        (Method::GET, "/api/agent_deploy/list", aq(agent)),
+        (Method::POST, "/api/agent_deploy/create", aq(agent)),
+    ] {
+        let body = match method {
+            Method::PUT => Some(json!({"name": "x"})),
+            Method::POST => Some(json!({"name": "x", "channel": "api"})),
+            _ => None,
+        };
+        let (s, e) = req(&cx, b, method.clone(), path, &q, body).await;
+        assert_eq!(s, 404, "{method} {path}: {e}");
+    }
+
+    // Delete: the key dies, the agent is ready again.
+    let (s, _) = req(
+        &cx,
+        t,
+        Method::DELETE,
+        "/api/agent_deploy/delete",
+        &dq(&d),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        v1(&cx, &key2, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(agent_status(&cx, t, agent).await, "ready");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
+    let cx = TestContext::new("deployments_openai").await;
+    let ada = cx.user("openai-ada").await;
+    let t = ada.token.as_str();
+    let (_org, _tool, _model, agent) = setup(&cx, t).await;
+    make_ready(&cx, t, agent).await;
+    let d = deploy(
+        &cx,
+        t,
+        agent,
+        json!({"name": "frame", "channel": "iframe",
+               "allowed_origins": ["https://shop.example"], "rate_limit_per_minute": 6}),
+    )
+    .await;
+    let key = d["api_key"].as_str().unwrap();
+
+    // Non-streaming, with a sandboxed tool call on the way (the offline
+    // model's `/tool` convention): 1 + 1 + offset 100.
+    let r = v1(
+        &cx,
+        key,
+        Method::POST,
+        "/chat/completions",
+        Some(chat("/tool adder {\"a\": 1}")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let c: Value = r.json().await.unwrap();
+    assert_eq!(c["object"], "chat.completion");
+    assert_eq!(c["choices"][0]["message"]["role"], "assistant");
+    let answer = c["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(answer.contains("102"), "{answer}");
+    assert!(c["usage"]["total_tokens"].as_u64().unwrap() > 0);
+
+    // Streaming: chunks, usage, [DONE].
+    let mut body = chat("hello there");
+    body["stream"] = json!(true);
+    let r = v1(
+        &cx,
+        key,
+        Method::POST,
+        "/chat/completions",
+        Some(body),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = r.text().await.unwrap();
+    let frames: Vec<&str> = text
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .collect();
+    assert_eq!(frames.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<Value> = frames[..frames.len() - 1]
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(!streamed.is_empty());
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c["choices"][0]["finish_reason"] == "stop")
+    );
+    assert!(
+        chunks.last().unwrap()["usage"]["total_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    // Errors in OpenAI's shape.
+    let r = v1(
+        &cx,
+        key,
+        Method::POST,
+        "/chat/completions",
+        Some(json!({"messages": [{"role": "assistant", "content": "hi"}]})),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "invalid_messages");
+    assert_eq!(e["error"]["type"], "invalid_request_error");
+    let r = v1(
+        &cx,
+        key,
+        Method::POST,
+        "/chat/completions",
+        Some(json!({"messages": "nope"})),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "invalid_request", "{e}");
+
+    // CORS: an allowed origin is echoed; another is refused.
+    let r = v1(
+        &cx,
+        key,
+        Method::GET,
+        "/models",
+        None,
+        Some("https://shop.example"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://shop.example"
+    );
+    let r = v1(
+        &cx,
+        key,
+        Method::GET,
+        "/models",
+        None,
+        Some("https://evil.example"),
+    )
+    .await;
+    assert_eq!(r.status(), 403);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "origin_not_allowed");
+    let pre = reqwest::Client::new()
+        .request(
+            Method::OPTIONS,
+            format!("{}/api/agent_deploy/v1/chat/completions", cx.base_url),
+        )
+        .header("Origin", "https://shop.example")
+        .header("Access-Control-Request-Method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pre.status(), 204);
+    assert!(
+        pre.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+
+    // The per-minute limit (6) holds across server instances: a second
+    // server on the same database shares the count.
+    let second_server = cx.second_instance(|_| {}).await;
+    let second = format!("http://{}", second_server.local_addr());
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let base = if i % 2 == 0 {
+            cx.base_url.clone()
+        } else {
+            second.clone()
+        };
+        let r = reqwest::Client::new()
+            .get(format!("{base}/api/agent_deploy/v1/models"))
+            .header("X-API-Key", key)
+            .send()
+            .await
+            .unwrap();
+        statuses.push((
+            r.status().as_u16(),
+            r.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_string()),
+        ));
+    }
+    let limited: Vec<_> = statuses.iter().filter(|(s, _)| *s == 429).collect();
+    assert!(!limited.is_empty(), "{statuses:?}");
+    let retry: u64 = limited[0].1.as_deref().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry));
+    second_server.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn the_openai_python_client_talks_to_a_deployed_agent() {
+    let cx = TestContext::new("deployments_openai_python").await;
+    let ada = cx.user("py-ada").await;
+    let t = ada.token.as_str();
+    let (_org, _tool, _model, agent) = setup(&cx, t).await;
+    make_ready(&cx, t, agent).await;
+    let d = deploy(&cx, t, agent, json!({"name": "sdk", "channel": "sdk"})).await;
+    let key = d["api_key"].as_str().unwrap();
+    let script = r#"
+import os, sys, openai
+client = openai.OpenAI(base_url=os.environ["BASE"], api_key=os.environ["KEY"])
+models = client.models.list()
+assert models.data[0].id.startswith("agent-"), models
+r = client.chat.completions.create(model=models.data[0].id,
+    messages=[{"role": "user", "content": '/tool adder {"a": 5}'}])
+assert "106" in r.choices[0].message.content, r
+assert r.usage.total_tokens > 0
+parts = []
+for chunk in client.chat.completions.create(model="x", stream=True,
+        messages=[{"role": "user", "content": "stream please"}]):
+    if chunk.choices and chunk.choices[0].delta.content:
+        parts.append(chunk.choices[0].delta.content)
+assert "".join(parts), "nothing streamed"
+bad = openai.OpenAI(base_url=os.environ["BASE"], api_key="wsk_live_wrong", max_retries=0)
+try:
+    bad.models.list()
+    sys.exit("a wrong key was accepted")
+except openai.AuthenticationError as e:
+    assert e.code == "invalid_api_key", e
+print("ok")
+"#;
+    // Off the runtime's thread: the server under test runs on it.
+    let (base, key) = (
+        format!("{}/api/agent_deploy/v1", cx.base_url),
+        key.to_string(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .env("BASE", base)
+            .env("KEY", key)
+            .output()
+            .expect("python3")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "the openai client failed (pip install openai==3.54.0):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}
