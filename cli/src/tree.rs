@@ -10,6 +10,10 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("users_me", &["me"]),
     ("healthz", &["system", "health"]),
     ("readyz", &["system", "ready"]),
+    // Chat area.
+    ("chat_get", &["chat", "show"]),
+    ("chat_delete_session", &["chat", "delete"]),
+    ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -29,7 +33,10 @@ const GROUPS: &[(&str, &str)] = &[
         "kb",
         "Knowledge bases: sources, documents, search, RAG query",
     ),
-    ("chat", "Chat uploads and knowledge bases usable in chat"),
+    (
+        "chat",
+        "Chat sessions, streamed answers (resumable), uploads, knowledge bases usable in chat",
+    ),
     ("tools", "Tool categories, tools and sandboxed test runs"),
     ("agents", "Agents and their test runs"),
 ];

@@ -28,6 +28,9 @@ pub struct ServerContext {
     pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
     /// Request, database, hashing and stream metrics (`/metrics`).
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// This instance's LISTEN connection, fanned out (chat streams, stop
+    /// requests, WebSocket notices across instances).
+    pub chat_hub: std::sync::Arc<crate::chat_hub::Hub>,
     pub log: slog::Logger,
 }
 

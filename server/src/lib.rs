@@ -4,6 +4,7 @@
 pub mod app;
 pub mod authn;
 pub mod authz;
+pub mod chat_hub;
 pub mod config;
 pub mod context;
 pub mod db;
@@ -145,6 +146,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let log = logging::redacting(log, config.slog_level()?);
     let tls = db::tls(config.database.ca_file.as_deref())?;
     db::migrate(url, &tls).await?;
+    let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
     let pool = db::pool(url, config.database.pool_size, tls)?;
     let datastore = db::Datastore::new(pool, config.database.backoff());
 
@@ -249,6 +251,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         embedders: kb.embedders,
         hashing,
         metrics,
+        chat_hub: chat_hub.clone(),
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
@@ -259,7 +262,10 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
-    let mut tasks = vec![janitor];
+    let mut tasks = vec![janitor, chat_listener];
+    if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
+        slog::warn!(log, "the chat listener is not connected yet");
+    }
     let mut metrics_addr = None;
     if let Some(bind) = metrics_bind {
         let (addr, task) = metrics_server::start(bind, metrics_source, metrics_token, log.clone())

@@ -26,6 +26,15 @@ pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat", "kb_quer
 /// ([`crate::conversations::ConversationStreamEvent`]).
 pub const STREAM_EVENTS: &str = "ConversationStreamEvent";
 
+/// Chat-area operations whose success response is a Server-Sent Events
+/// stream of [`CHAT_STREAM_EVENTS`] (`id:`-numbered for resumption, except
+/// `chat_prompt`). Handwritten in the CLI like [`STREAMING_OPERATIONS`].
+pub const CHAT_STREAMING_OPERATIONS: &[&str] = &["chat_send_message", "chat_stream", "chat_prompt"];
+
+/// The component schema of the events of [`CHAT_STREAMING_OPERATIONS`]
+/// ([`crate::chat::ChatStreamEvent`]).
+pub const CHAT_STREAM_EVENTS: &str = "ChatStreamEvent";
+
 /// Operations with `multipart/form-data` bodies. They stay in the published
 /// document; progenitor cannot generate code for them (progenitor#402), so
 /// they are left out of the generated client and CLI and get hand-written
@@ -41,7 +50,14 @@ pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &["chat_upload_file", "kb_que
 /// Operations left out of the generated CLI only (the client still has
 /// their methods): progenitor's CLI generator emits `todo!()` for streaming
 /// and binary responses, so these have hand-written commands in `cli/`.
-pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &["conversation_stream_chat", "files_download"];
+pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
+    "conversation_stream_chat",
+    "files_download",
+    // Chat area: streams.
+    "chat_send_message",
+    "chat_stream",
+    "chat_prompt",
+];
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
@@ -444,6 +460,63 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["invalid_signature"]),
             (404, &["not_found"]),
             (410, &["link_expired"]),
+        ],
+    ),
+    // Chat area. A chat is visible to its user only: another user's or
+    // organization's chat id is 404, like a missing one.
+    (
+        "chat_create",
+        &[
+            (400, &["invalid_title", "invalid_settings"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    ("chat_get", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "chat_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "chat_update",
+        &[
+            (400, &["invalid_title", "invalid_settings"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "chat_delete_session",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_bulk_delete_sessions", &[(403, &["forbidden"])]),
+    (
+        "chat_send_message",
+        &[
+            (
+                400,
+                &[
+                    "invalid_message",
+                    "invalid_settings",
+                    "model_unavailable",
+                    "model_modality_unsupported",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["agent_not_active"]),
+            (429, &["daily_chat_limit_exceeded"]),
+        ],
+    ),
+    (
+        "chat_stream",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_stop", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "chat_prompt",
+        &[
+            (400, &["invalid_message", "model_unavailable"]),
+            (403, &["forbidden"]),
         ],
     ),
     // Tools and agents. Operations addressed by their own id answer 404 for

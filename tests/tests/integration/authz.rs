@@ -44,6 +44,8 @@ struct Fixture {
     category: Uuid,
     tool: Uuid,
     agent: Uuid,
+    chat: Uuid,
+    chat_answer: Uuid,
 }
 
 struct Call {
@@ -422,6 +424,93 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Org(Some("chats:write")),
             call(M::POST, UPLOAD_PATH, q_org(), None),
         ),
+        // Chat area.
+        "chat_create" => (
+            Scope::Org(Some("chats:write")),
+            call(M::POST, "/api/chat", q_org(), Some(json!({}))),
+        ),
+        "chat_get" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_list" => (
+            Scope::Org(Some("chats:read")),
+            call(M::GET, "/api/chat/list", q_org(), None),
+        ),
+        "chat_update" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::PUT,
+                "/api/chat",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                Some(json!({"title": "probe"})),
+            ),
+        ),
+        "chat_delete_session" => (
+            Scope::Org(Some("chats:delete")),
+            call(
+                M::DELETE,
+                "/api/chat/delete_session",
+                vec![("session_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_bulk_delete_sessions" => (
+            Scope::Org(Some("chats:delete")),
+            call(
+                M::POST,
+                "/api/chat/bulk_delete_sessions",
+                q_org(),
+                Some(json!({"chat_ids": [f.chat]})),
+            ),
+        ),
+        "chat_send_message" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/send_message",
+                q_org(),
+                Some(json!({"chat_id": f.chat, "content": "probe"})),
+            ),
+        ),
+        "chat_stream" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat/stream",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.chat_answer.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_stop" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/stop",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.chat_answer.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_prompt" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/prompt",
+                q_org(),
+                Some(json!({"text": "probe"})),
+            ),
+        ),
         "files_download" => (
             Scope::Public,
             call(
@@ -730,7 +819,10 @@ async fn every_operation_is_protected() {
         crate::agents::agent_body(model, json!([])),
     )
     .await;
+    let (chat, chat_answer) = crate::chat::fixture_chat(&cx, &owner.token, org).await;
     let fixture = Fixture {
+        chat,
+        chat_answer,
         kb,
         agent,
         category,
