@@ -7752,6 +7752,21 @@ pub mod types {
             Default::default()
         }
     }
+    ///Response of `POST /api/chat/transcribe`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct TranscribeResponse {
+        ///The requested language, `null` when it was left to detection.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub language: ::std::option::Option<::std::string::String>,
+        pub text: ::std::string::String,
+    }
+    impl TranscribeResponse {
+        pub fn builder() -> builder::TranscribeResponse {
+            Default::default()
+        }
+    }
     ///Body of `PUT /api/roles/update`; omitted fields are unchanged.
     #[derive(
         ::serde::Deserialize,
@@ -20648,6 +20663,63 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct TranscribeResponse {
+            language: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            text: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for TranscribeResponse {
+            fn default() -> Self {
+                Self {
+                    language: Err("no value supplied for language".to_string()),
+                    text: Err("no value supplied for text".to_string()),
+                }
+            }
+        }
+        impl TranscribeResponse {
+            pub fn language<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.language = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for language: {e}"));
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for text: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TranscribeResponse> for super::TranscribeResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TranscribeResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    language: value.language?,
+                    text: value.text?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TranscribeResponse> for TranscribeResponse {
+            fn from(value: super::TranscribeResponse) -> Self {
+                Self {
+                    language: Ok(value.language),
+                    text: Ok(value.text),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
                 ::std::option::Option<super::UpdateRoleRequestDescription>,
@@ -22102,6 +22174,31 @@ impl Client {
     ```*/
     pub fn chat_stream(&self) -> builder::ChatStream<'_> {
         builder::ChatStream::new(self)
+    }
+    /**Transcribe speech to text
+
+    Permission `chats:write`. The body is either `multipart/form-data` with a part named `file`, or the raw audio bytes with the `content_type` query parameter (the document shows the raw form). Formats: MP3, WAV, M4A, OGG, FLAC, WebM, decided by sniffing the bytes (a declared type is checked too, never trusted): `400 unsupported_audio_format` otherwise, `400 invalid_audio` for an empty body or a form without `file`. `language` is one of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (`400 unsupported_language`); absent, the service detects it. At most `transcription.max_bytes` (25 MB; `413 file_too_large`). Answers `{text, language}`.
+
+    The audio goes to the configured OpenAI-compatible `/audio/transcriptions` service (OpenAI, Groq, a whisper.cpp or faster-whisper server). None configured: `503 transcription_unavailable`, whose message says how to configure one; the service failing: `503 transcription_failed`.
+
+    Sends a `POST` request to `/api/chat/transcribe`
+
+    Arguments:
+    - `content_type`: The type of a raw (non-multipart) body, e.g. `audio/mpeg`.
+    - `language`: One of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (default: detected).
+    - `org_id`
+    - `body`
+    ```ignore
+    let response = client.chat_transcribe()
+        .content_type(content_type)
+        .language(language)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_transcribe(&self) -> builder::ChatTranscribe<'_> {
+        builder::ChatTranscribe::new(self)
     }
     /**Create a conversation
 
@@ -25093,6 +25190,139 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_transcribe`]
+
+    [`Client::chat_transcribe`]: super::Client::chat_transcribe*/
+    #[derive(Debug)]
+    pub struct ChatTranscribe<'a> {
+        client: &'a super::Client,
+        content_type: Result<Option<::std::string::String>, String>,
+        language: Result<Option<::std::string::String>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<reqwest::Body, String>,
+    }
+    impl<'a> ChatTranscribe<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                content_type: Ok(None),
+                language: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn content_type<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.content_type = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for content_type failed".to_string()
+            });
+            self
+        }
+        pub fn language<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.language = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for language failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<B>(mut self, value: B) -> Self
+        where
+            B: std::convert::TryInto<reqwest::Body>,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| "conversion to `reqwest::Body` for body failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/transcribe`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::TranscribeResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                content_type,
+                language,
+                org_id,
+                body,
+            } = self;
+            let content_type = content_type.map_err(Error::InvalidRequest)?;
+            let language = language.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/transcribe", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .header(
+                    ::reqwest::header::CONTENT_TYPE,
+                    ::reqwest::header::HeaderValue::from_static("application/octet-stream"),
+                )
+                .body(body)
+                .query(&progenitor_client::QueryParam::new(
+                    "content_type",
+                    &content_type,
+                ))
+                .query(&progenitor_client::QueryParam::new("language", &language))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_transcribe",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -31,6 +31,8 @@ pub struct ServerContext {
     /// This instance's LISTEN connection, fanned out (chat streams, stop
     /// requests, WebSocket notices across instances).
     pub chat_hub: std::sync::Arc<crate::chat_hub::Hub>,
+    /// Speech to text (`None`: not configured).
+    pub transcriber: Option<std::sync::Arc<dyn crate::transcribe::Transcriber>>,
     pub log: slog::Logger,
 }
 

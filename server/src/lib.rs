@@ -23,6 +23,7 @@ pub mod sandbox;
 pub mod secrets;
 mod sse;
 pub mod storage;
+pub mod transcribe;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -207,6 +208,12 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     }
 
     let kb = kb_services(&config, &datastore).await?;
+    let transcriber: Option<std::sync::Arc<dyn transcribe::Transcriber>> =
+        transcribe::OpenAiTranscriber::new(
+            providers::registry::http_client(&config)?,
+            &config.transcription,
+        )
+        .map(|t| std::sync::Arc::new(t) as _);
 
     workspace_api::extract::set_body_read_timeout(std::time::Duration::from_secs(
         config.http.body_read_timeout_secs,
@@ -252,6 +259,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         hashing,
         metrics,
         chat_hub: chat_hub.clone(),
+        transcriber,
         log: log.clone(),
     };
     let http = dropshot::ServerBuilder::new(api, context, log.clone())

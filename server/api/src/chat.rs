@@ -362,3 +362,25 @@ impl ChatStreamEvent {
         )
     }
 }
+
+/// Query of `POST /api/chat/transcribe`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TranscribeQuery {
+    pub org_id: Uuid,
+    /// One of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`,
+    /// `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (default: detected).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// The type of a raw (non-multipart) body, e.g. `audio/mpeg`.
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+/// Response of `POST /api/chat/transcribe`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TranscribeResponse {
+    pub text: String,
+    /// The requested language, `null` when it was left to detection.
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub language: Option<String>,
+}

@@ -1125,6 +1125,37 @@ pub trait WorkspaceApi {
         body: JsonBody<chat::PromptRequest>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
 
+    /// Transcribe speech to text.
+    ///
+    /// Permission `chats:write`. The body is either `multipart/form-data`
+    /// with a part named `file`, or the raw audio bytes with the
+    /// `content_type` query parameter (the document shows the raw form).
+    /// Formats: MP3, WAV, M4A, OGG, FLAC, WebM, decided by sniffing the
+    /// bytes (a declared type is checked too, never trusted): `400
+    /// unsupported_audio_format` otherwise, `400 invalid_audio` for an
+    /// empty body or a form without `file`. `language` is one of `en-US`,
+    /// `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`,
+    /// `ko-KR`, `zh-CN` (`400 unsupported_language`); absent, the service
+    /// detects it. At most `transcription.max_bytes` (25 MB; `413
+    /// file_too_large`). Answers `{text, language}`.
+    ///
+    /// The audio goes to the configured OpenAI-compatible
+    /// `/audio/transcriptions` service (OpenAI, Groq, a whisper.cpp or
+    /// faster-whisper server). None configured: `503
+    /// transcription_unavailable`, whose message says how to configure
+    /// one; the service failing: `503 transcription_failed`.
+    #[endpoint {
+        method = POST,
+        path = "/api/chat/transcribe",
+        tags = ["chat"],
+        request_body_max_bytes = 27_262_976,
+    }]
+    async fn chat_transcribe(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::TranscribeQuery>,
+        body: dropshot::UntypedBody,
+    ) -> Result<HttpResponseOk<chat::TranscribeResponse>, HttpError>;
+
     // ---- Tools area (/api/tools) ----
 
     /// List tool categories.

@@ -57,6 +57,7 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_send_message",
     "chat_stream",
     "chat_prompt",
+    "chat_transcribe",
 ];
 
 /// Operations that never touch the database (so never answer `503
@@ -517,6 +518,22 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden"]),
+        ],
+    ),
+    (
+        "chat_transcribe",
+        &[
+            (
+                400,
+                &[
+                    "invalid_audio",
+                    "unsupported_audio_format",
+                    "unsupported_language",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (413, &["file_too_large"]),
+            (503, &["transcription_unavailable", "transcription_failed"]),
         ],
     ),
     // Tools and agents. Operations addressed by their own id answer 404 for

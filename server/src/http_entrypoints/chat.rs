@@ -197,3 +197,28 @@ pub async fn prompt(
     let events = app::chat::prompt(cx, &access, body.into_inner()).await?;
     crate::sse::numbered_response(events)
 }
+
+pub async fn transcribe(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::chat::TranscribeQuery>,
+    body: dropshot::UntypedBody,
+) -> Result<HttpResponseOk<workspace_api::chat::TranscribeResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    let content_type = rqctx
+        .request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    Ok(HttpResponseOk(
+        app::chat::transcribe(cx, &access, query, content_type, body.as_bytes()).await?,
+    ))
+}

@@ -611,6 +611,15 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(chat::prompt(rqctx, query, body).await)
     }
 
+    async fn chat_transcribe(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::TranscribeQuery>,
+        body: dropshot::UntypedBody,
+    ) -> Result<HttpResponseOk<workspace_api::chat::TranscribeResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::transcribe(rqctx, query, body).await)
+    }
+
     // ---- Tools area ----
 
     async fn tools_list_categories(

@@ -502,6 +502,18 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "chat_transcribe" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/transcribe",
+                vec![
+                    ("org_id", org.clone()),
+                    ("content_type", "audio/wav".into()),
+                ],
+                None,
+            ),
+        ),
         "chat_prompt" => (
             Scope::Org(Some("chats:write")),
             call(

@@ -997,3 +997,215 @@ async fn chat_ids_of_other_organizations_are_not_found() {
     );
     cx.teardown().await;
 }
+
+/// A short WAV file (RIFF header and 100 silent samples).
+fn wav() -> Vec<u8> {
+    let samples = 100u32;
+    let data_len = samples * 2;
+    let mut w = Vec::new();
+    w.extend_from_slice(b"RIFF");
+    w.extend_from_slice(&(36 + data_len).to_le_bytes());
+    w.extend_from_slice(b"WAVEfmt ");
+    w.extend_from_slice(&16u32.to_le_bytes());
+    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    w.extend_from_slice(&1u16.to_le_bytes()); // mono
+    w.extend_from_slice(&16000u32.to_le_bytes());
+    w.extend_from_slice(&32000u32.to_le_bytes());
+    w.extend_from_slice(&2u16.to_le_bytes());
+    w.extend_from_slice(&16u16.to_le_bytes());
+    w.extend_from_slice(b"data");
+    w.extend_from_slice(&data_len.to_le_bytes());
+    w.extend(std::iter::repeat_n(0u8, data_len as usize));
+    w
+}
+
+async fn transcribe_raw(
+    base: &str,
+    token: &str,
+    org: Uuid,
+    extra: &[(&str, &str)],
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut q = vec![("org_id".to_string(), org.to_string())];
+    for (k, v) in extra {
+        q.push((k.to_string(), v.to_string()));
+    }
+    let mut r = reqwest::Client::new()
+        .post(format!("{base}/api/chat/transcribe"))
+        .bearer_auth(token)
+        .query(&q)
+        .body(body);
+    if let Some(ct) = content_type {
+        r = r.header("content-type", ct);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+fn form(boundary: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"voice.bin\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
+}
+
+#[tokio::test]
+async fn transcription_goes_to_an_openai_compatible_service() {
+    // None configured: 503 with a how-to message.
+    let cx = TestContext::with_config("chat_transcribe_none", fast).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let (s, b) = transcribe_raw(
+        &cx.base_url,
+        &ada.token,
+        org,
+        &[("content_type", "audio/wav")],
+        None,
+        wav(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error_code"].as_str().unwrap()),
+        (503, "transcription_unavailable")
+    );
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("[transcription] base_url"),
+        "{b}"
+    );
+    cx.teardown().await;
+
+    let fake =
+        workspace_tests::fake_transcriber::FakeTranscriber::start("bonjour tout le monde", false)
+            .await;
+    let url = fake.base_url();
+    let cx = TestContext::with_config("chat_transcribe", move |c| {
+        fast(c);
+        c.transcription.base_url = Some(url);
+        c.transcription.api_key = Some("sk-transcribe-test".into());
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let base = cx.base_url.clone();
+    let audio = wav();
+
+    // Multipart with a language.
+    let (s, b) = transcribe_raw(
+        &base,
+        &ada.token,
+        org,
+        &[("language", "fr-FR")],
+        Some("multipart/form-data; boundary=XyZ"),
+        form("XyZ", &audio),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        b,
+        json!({"text": "bonjour tout le monde", "language": "fr-FR"})
+    );
+    let got = fake.requests();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/v1/audio/transcriptions");
+    assert_eq!(
+        got[0].authorization.as_deref(),
+        Some("Bearer sk-transcribe-test")
+    );
+    assert_eq!(got[0].field("model"), Some("whisper-1"));
+    assert_eq!(got[0].field("language"), Some("fr"));
+    assert_eq!(got[0].field("response_format"), Some("json"));
+    assert_eq!(got[0].file_name.as_deref(), Some("audio.wav"));
+    assert_eq!(got[0].file_type.as_deref(), Some("audio/wav"));
+    assert_eq!(got[0].file, audio);
+
+    // Raw bytes with content_type; no language: detected, null.
+    let (s, b) = transcribe_raw(
+        &base,
+        &ada.token,
+        org,
+        &[("content_type", "audio/wav")],
+        None,
+        audio.clone(),
+    )
+    .await;
+    assert_eq!((s, b["language"].clone()), (200, Value::Null), "{b}");
+    assert!(fake.requests()[1].field("language").is_none());
+
+    // Refusals, before the service is called.
+    for (extra, ct, body, code) in [
+        (vec![], None, audio.clone(), "unsupported_audio_format"),
+        (
+            vec![("content_type", "text/plain")],
+            None,
+            audio.clone(),
+            "unsupported_audio_format",
+        ),
+        (
+            vec![("content_type", "audio/mpeg")],
+            None,
+            b"%PDF-1.7\n1 0 obj".to_vec(),
+            "unsupported_audio_format",
+        ),
+        (
+            vec![("content_type", "audio/wav"), ("language", "xx-XX")],
+            None,
+            audio.clone(),
+            "unsupported_language",
+        ),
+        (
+            vec![("content_type", "audio/wav")],
+            None,
+            Vec::new(),
+            "invalid_audio",
+        ),
+        (
+            vec![],
+            Some("multipart/form-data; boundary=B"),
+            b"--B--\r\n".to_vec(),
+            "invalid_audio",
+        ),
+    ] {
+        let (s, b) = transcribe_raw(&base, &ada.token, org, &extra, ct, body).await;
+        assert_eq!(
+            (s, b["error_code"].as_str().unwrap_or_default()),
+            (400, code),
+            "{extra:?} {b}"
+        );
+    }
+    assert_eq!(fake.requests().len(), 2);
+    cx.teardown().await;
+
+    // The service failing: 503 transcription_failed.
+    let failing = workspace_tests::fake_transcriber::FakeTranscriber::start("", true).await;
+    let url = failing.base_url();
+    let cx = TestContext::with_config("chat_transcribe_fail", move |c| {
+        fast(c);
+        c.transcription.base_url = Some(url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let (s, b) = transcribe_raw(
+        &cx.base_url,
+        &ada.token,
+        org,
+        &[("content_type", "audio/wav")],
+        None,
+        wav(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error_code"].as_str().unwrap()),
+        (503, "transcription_failed")
+    );
+    cx.teardown().await;
+}
