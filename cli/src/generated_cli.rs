@@ -30,6 +30,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatDeleteSession => Self::cli_chat_delete_session(),
             CliCommand::ChatList => Self::cli_chat_list(),
             CliCommand::ChatStop => Self::cli_chat_stop(),
+            CliCommand::ChatWsTicket => Self::cli_chat_ws_ticket(),
             CliCommand::ConversationCreate => Self::cli_conversation_create(),
             CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
             CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
@@ -649,6 +650,19 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Stop an answer that is streaming.\n\nPermission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.",
+            )
+    }
+    pub fn cli_chat_ws_ticket() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Get a ticket that opens the chat WebSocket.\n\nPermission `chats:read`. The ticket opens `GET /api/chat/ws` once, within 60 seconds, for the caller in this organization; it is stored hashed in PostgreSQL, so any instance accepts it. This keeps the bearer token out of URLs (browsers cannot set headers on a WebSocket).",
             )
     }
     pub fn cli_conversation_create() -> ::clap::Command {
@@ -2216,6 +2230,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatDeleteSession => self.execute_chat_delete_session(matches).await,
             CliCommand::ChatList => self.execute_chat_list(matches).await,
             CliCommand::ChatStop => self.execute_chat_stop(matches).await,
+            CliCommand::ChatWsTicket => self.execute_chat_ws_ticket(matches).await,
             CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
             CliCommand::ConversationCreateSession => {
                 self.execute_conversation_create_session(matches).await
@@ -2744,6 +2759,24 @@ impl<T: CliConfig> Cli<T> {
             request = request.org_id(value.clone());
         }
         self.config.execute_chat_stop(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_ws_ticket(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_ws_ticket();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_chat_ws_ticket(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -4301,6 +4334,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_ws_ticket(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatWsTicket,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_conversation_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -4678,6 +4718,7 @@ pub enum CliCommand {
     ChatDeleteSession,
     ChatList,
     ChatStop,
+    ChatWsTicket,
     ConversationCreate,
     ConversationCreateSession,
     ConversationGetWithSessions,
@@ -4750,6 +4791,7 @@ impl CliCommand {
             CliCommand::ChatDeleteSession,
             CliCommand::ChatList,
             CliCommand::ChatStop,
+            CliCommand::ChatWsTicket,
             CliCommand::ConversationCreate,
             CliCommand::ConversationCreateSession,
             CliCommand::ConversationGetWithSessions,
@@ -4823,6 +4865,7 @@ impl CliCommand {
             CliCommand::ChatDeleteSession => "chat_delete_session",
             CliCommand::ChatList => "chat_list",
             CliCommand::ChatStop => "chat_stop",
+            CliCommand::ChatWsTicket => "chat_ws_ticket",
             CliCommand::ConversationCreate => "conversation_create",
             CliCommand::ConversationCreateSession => "conversation_create_session",
             CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",

@@ -8292,6 +8292,20 @@ pub mod types {
             Default::default()
         }
     }
+    ///Response of `POST /api/chat/ws_ticket`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WsTicket {
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Opens `GET /api/chat/ws` once, within 60 seconds.
+        pub ticket: ::std::string::String,
+    }
+    impl WsTicket {
+        pub fn builder() -> builder::WsTicket {
+            Default::default()
+        }
+    }
     /// Types for composing complex structures.
     pub mod builder {
         #[derive(Clone, Debug)]
@@ -21675,6 +21689,63 @@ pub mod types {
                 }
             }
         }
+        #[derive(Clone, Debug)]
+        pub struct WsTicket {
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            ticket: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WsTicket {
+            fn default() -> Self {
+                Self {
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    ticket: Err("no value supplied for ticket".to_string()),
+                }
+            }
+        }
+        impl WsTicket {
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn ticket<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ticket = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ticket: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WsTicket> for super::WsTicket {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WsTicket,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    expires_at: value.expires_at?,
+                    ticket: value.ticket?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WsTicket> for WsTicket {
+            fn from(value: super::WsTicket) -> Self {
+                Self {
+                    expires_at: Ok(value.expires_at),
+                    ticket: Ok(value.ticket),
+                }
+            }
+        }
     }
     /// Generation of default values for serde.
     pub mod defaults {
@@ -22199,6 +22270,23 @@ impl Client {
     ```*/
     pub fn chat_transcribe(&self) -> builder::ChatTranscribe<'_> {
         builder::ChatTranscribe::new(self)
+    }
+    /**Get a ticket that opens the chat WebSocket
+
+    Permission `chats:read`. The ticket opens `GET /api/chat/ws` once, within 60 seconds, for the caller in this organization; it is stored hashed in PostgreSQL, so any instance accepts it. This keeps the bearer token out of URLs (browsers cannot set headers on a WebSocket).
+
+    Sends a `POST` request to `/api/chat/ws_ticket`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_ws_ticket()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_ws_ticket(&self) -> builder::ChatWsTicket<'_> {
+        builder::ChatWsTicket::new(self)
     }
     /**Create a conversation
 
@@ -25323,6 +25411,79 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_ws_ticket`]
+
+    [`Client::chat_ws_ticket`]: super::Client::chat_ws_ticket*/
+    #[derive(Debug, Clone)]
+    pub struct ChatWsTicket<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatWsTicket<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/ws_ticket`
+        pub async fn send(self) -> Result<ResponseValue<types::WsTicket>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/ws_ticket", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_ws_ticket",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -103,12 +103,13 @@ async fn listen(
                 match listened {
                     Err(e) => slog::warn!(log, "chat listener: LISTEN failed"; "error" => %e),
                     Ok(()) => {
-                        let _ = hub.connected.send(true);
+                        let _ = hub.connected.send_replace(true);
                         let _ = hub.tx.send(Notice::reconnected());
+                        slog::debug!(log, "chat listener: listening");
                         while let Some(notice) = nrx.recv().await {
                             let _ = hub.tx.send(notice);
                         }
-                        let _ = hub.connected.send(false);
+                        let _ = hub.connected.send_replace(false);
                         slog::warn!(log, "chat listener: connection lost; reconnecting");
                     }
                 }

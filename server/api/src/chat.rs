@@ -384,3 +384,36 @@ pub struct TranscribeResponse {
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub language: Option<String>,
 }
+
+/// Response of `POST /api/chat/ws_ticket`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct WsTicket {
+    /// Opens `GET /api/chat/ws` once, within 60 seconds.
+    pub ticket: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Query of `GET /api/chat/ws`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct WsQuery {
+    pub org_id: Uuid,
+    /// From `POST /api/chat/ws_ticket` (single use).
+    pub ticket: String,
+}
+
+/// A message of the chat WebSocket (server to client, JSON text frames).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ChatLiveEvent {
+    /// The connection is authenticated and subscribed.
+    Ready { org_id: Uuid, user_id: Uuid },
+    /// A chat got a (generated or new) title.
+    Title { chat_id: Uuid, title: String },
+    /// An answer in a chat ended (`status`: `complete`, `stopped`,
+    /// `failed`).
+    Message {
+        chat_id: Uuid,
+        message_id: Uuid,
+        status: String,
+    },
+}

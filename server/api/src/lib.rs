@@ -1156,6 +1156,40 @@ pub trait WorkspaceApi {
         body: dropshot::UntypedBody,
     ) -> Result<HttpResponseOk<chat::TranscribeResponse>, HttpError>;
 
+    /// Get a ticket that opens the chat WebSocket.
+    ///
+    /// Permission `chats:read`. The ticket opens `GET /api/chat/ws` once,
+    /// within 60 seconds, for the caller in this organization; it is
+    /// stored hashed in PostgreSQL, so any instance accepts it. This keeps
+    /// the bearer token out of URLs (browsers cannot set headers on a
+    /// WebSocket).
+    #[endpoint { method = POST, path = "/api/chat/ws_ticket", tags = ["chat"] }]
+    async fn chat_ws_ticket(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseCreated<chat::WsTicket>, HttpError>;
+
+    /// Live chat updates over a WebSocket.
+    ///
+    /// Public: the single-use `ticket` (see `POST /api/chat/ws_ticket`) is
+    /// the credential; an invalid, used or expired ticket, or one of
+    /// another organization, closes the socket with code 1008. Then the
+    /// server sends JSON text frames (`ChatLiveEvent`) about the caller's
+    /// own chats in the organization: first `{"type":"ready","org_id",
+    /// "user_id"}`, then `{"type":"title","chat_id","title"}` when a chat
+    /// gets its generated title or is renamed, and `{"type":"message",
+    /// "chat_id","message_id","status"}` when an answer ends. Events from
+    /// every server instance arrive (PostgreSQL `LISTEN/NOTIFY`). This
+    /// channel is the spec's "sync to an external realtime store": clients
+    /// (or a bridge to such a store) subscribe here. Client frames are
+    /// ignored (pings are answered).
+    #[channel { protocol = WEBSOCKETS, path = "/api/chat/ws", tags = ["chat"] }]
+    async fn chat_ws(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::WsQuery>,
+        upgraded: dropshot::WebsocketConnection,
+    ) -> dropshot::WebsocketChannelResult;
+
     // ---- Tools area (/api/tools) ----
 
     /// List tool categories.

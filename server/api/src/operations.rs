@@ -14,6 +14,8 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "auth_signup_invite",
     "invitations_validate",
     "files_download",
+    // The chat WebSocket: its single-use ticket is the credential.
+    "chat_ws",
 ];
 
 /// Operations whose success response is a Server-Sent Events stream
@@ -45,7 +47,12 @@ pub const MULTIPART_OPERATIONS: &[&str] = &["chat_upload_file"];
 /// in `client/src/handwritten.rs`: multipart bodies, and `kb_query`, whose
 /// 200 is JSON or an event stream depending on its `stream` field (one
 /// response type per operation is all progenitor handles).
-pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &["chat_upload_file", "kb_query"];
+pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &[
+    "chat_upload_file",
+    "kb_query",
+    // A WebSocket: clients connect with their own WebSocket library.
+    "chat_ws",
+];
 
 /// Operations left out of the generated CLI only (the client still has
 /// their methods): progenitor's CLI generator emits `todo!()` for streaming
@@ -58,6 +65,7 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_stream",
     "chat_prompt",
     "chat_transcribe",
+    "chat_ws",
 ];
 
 /// Operations that never touch the database (so never answer `503
@@ -536,6 +544,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (503, &["transcription_unavailable", "transcription_failed"]),
         ],
     ),
+    ("chat_ws_ticket", &[(403, &["forbidden"])]),
+    ("chat_ws", &[]),
     // Tools and agents. Operations addressed by their own id answer 404 for
     // another organization's object, like a missing one.
     (

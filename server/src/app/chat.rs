@@ -260,7 +260,7 @@ pub async fn update(
     if title.is_some() {
         live_notice(
             cx,
-            access.user_id(),
+            access,
             json!({"type": "title", "chat_id": row.id, "title": row.title}),
         )
         .await;
@@ -873,16 +873,19 @@ impl Answer {
             let _ = self
                 .cx
                 .datastore
-                .notify(LIVE_CHANNEL, &format!("{}:{notice}", self.access.user_id()))
+                .notify(LIVE_CHANNEL, &live_payload(&self.access, &notice))
                 .await;
         }
         let notice = json!({"type": "message", "chat_id": self.chat_id,
             "message_id": self.answer_id, "status": status.as_str()});
-        let _ = self
+        let sent = self
             .cx
             .datastore
-            .notify(LIVE_CHANNEL, &format!("{}:{notice}", self.access.user_id()))
+            .notify(LIVE_CHANNEL, &live_payload(&self.access, &notice))
             .await;
+        if let Err(e) = sent {
+            slog::warn!(self.log, "sending the live notice failed"; "error" => %e);
+        }
         let last = match outcome {
             Outcome::Complete => ChatStreamEvent::End {
                 message: "DONE".into(),
@@ -1142,11 +1145,17 @@ pub async fn prompt(
 
 // ---- live notices (WebSocket) ----
 
-/// Sends a notice to the user's WebSocket clients on every instance.
-pub async fn live_notice(cx: &ServerContext, user_id: Uuid, notice: Value) {
+/// The payload of a live notice: `<org_id>:<user_id>:<json>`.
+fn live_payload(access: &OrgAccess, notice: &Value) -> String {
+    format!("{}:{}:{notice}", access.org_id(), access.user_id())
+}
+
+/// Sends a notice to the caller's WebSocket clients of this organization
+/// on every instance (payload `<org_id>:<user_id>:<json>`).
+pub async fn live_notice(cx: &ServerContext, access: &OrgAccess, notice: Value) {
     if let Err(e) = cx
         .datastore
-        .notify(LIVE_CHANNEL, &format!("{user_id}:{notice}"))
+        .notify(LIVE_CHANNEL, &live_payload(access, &notice))
         .await
     {
         slog::debug!(cx.log, "sending a live notice failed"; "error" => %e);
@@ -1272,4 +1281,90 @@ pub async fn transcribe(
         text,
         language: query.language,
     })
+}
+
+// ---- WebSocket ----
+
+/// How long a WebSocket ticket stays valid.
+const TICKET_LIFETIME: Duration = Duration::from_secs(60);
+
+fn ticket_hash(ticket: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(ticket.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub async fn ws_ticket(
+    cx: &ServerContext,
+    access: &OrgAccess,
+) -> Result<workspace_api::chat::WsTicket, Error> {
+    use base64::Engine;
+    let mut raw = [0u8; 32];
+    rand::fill(&mut raw);
+    let ticket = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+    let expires_at = chrono::Utc::now()
+        + chrono::Duration::from_std(TICKET_LIFETIME).map_err(Error::internal)?;
+    cx.datastore
+        .chat_ws_ticket_insert(access, &ticket_hash(&ticket), expires_at)
+        .await?;
+    Ok(workspace_api::chat::WsTicket { ticket, expires_at })
+}
+
+/// Consumes a ticket: the organization and user it was issued to, when it
+/// is valid and of `org_id`.
+pub async fn ws_redeem(
+    cx: &ServerContext,
+    org_id: Uuid,
+    ticket: &str,
+) -> Result<Option<Uuid>, Error> {
+    if ticket.len() > 100 {
+        return Ok(None);
+    }
+    Ok(cx
+        .datastore
+        .chat_ws_ticket_take(&ticket_hash(ticket))
+        .await?
+        .filter(|(org, _)| *org == org_id)
+        .map(|(_, user)| user))
+}
+
+/// Serves an authenticated chat WebSocket until the client leaves.
+pub async fn ws_serve<S>(
+    cx: &ServerContext,
+    org_id: Uuid,
+    user_id: Uuid,
+    mut ws: tokio_tungstenite::WebSocketStream<S>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let mut notices = cx.chat_hub.subscribe();
+    let ready = workspace_api::chat::ChatLiveEvent::Ready { org_id, user_id };
+    ws.send(Message::text(serde_json::to_string(&ready)?))
+        .await?;
+    let prefix = format!("{org_id}:{user_id}:");
+    loop {
+        tokio::select! {
+            notice = notices.recv() => match notice {
+                Ok(n) if n.channel == LIVE_CHANNEL => {
+                    if let Some(json) = n.payload.strip_prefix(&prefix)
+                        && ws.send(Message::text(json.to_string())).await.is_err()
+                    {
+                        break;
+                    }
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            },
+            incoming = ws.next() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    Ok(())
 }

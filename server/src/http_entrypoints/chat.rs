@@ -222,3 +222,51 @@ pub async fn transcribe(
         app::chat::transcribe(cx, &access, query, content_type, body.as_bytes()).await?,
     ))
 }
+
+pub async fn ws_ticket(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_READ),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::chat::ws_ticket(cx, &access).await?,
+    ))
+}
+
+/// Public: the single-use ticket is the credential (checked after the
+/// upgrade; a bad one closes the socket with 1008).
+pub async fn ws(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::chat::WsQuery>,
+    upgraded: dropshot::WebsocketConnection,
+) -> dropshot::WebsocketChannelResult {
+    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, frame::coding::CloseCode};
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        upgraded.into_inner(),
+        Role::Server,
+        None,
+    )
+    .await;
+    let user = match app::chat::ws_redeem(cx, query.org_id, &query.ticket).await {
+        Ok(Some(user)) => user,
+        Ok(None) | Err(_) => {
+            let _ = ws
+                .close(Some(CloseFrame {
+                    code: CloseCode::Policy,
+                    reason: "invalid, used or expired ticket".into(),
+                }))
+                .await;
+            return Ok(());
+        }
+    };
+    app::chat::ws_serve(cx, query.org_id, user, ws).await
+}

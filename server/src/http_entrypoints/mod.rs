@@ -620,6 +620,23 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(chat::transcribe(rqctx, query, body).await)
     }
 
+    async fn chat_ws_ticket(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::ws_ticket(rqctx, query).await)
+    }
+
+    // A WebSocket runs after the upgrade (101): no status to probe.
+    async fn chat_ws(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::WsQuery>,
+        upgraded: dropshot::WebsocketConnection,
+    ) -> dropshot::WebsocketChannelResult {
+        chat::ws(rqctx, query, upgraded).await
+    }
+
     // ---- Tools area ----
 
     async fn tools_list_categories(

@@ -514,6 +514,19 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "chat_ws_ticket" => (
+            Scope::Org(Some("chats:read")),
+            call(M::POST, "/api/chat/ws_ticket", q_org(), None),
+        ),
+        "chat_ws" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/chat/ws",
+                vec![("org_id", org.clone()), ("ticket", "x".into())],
+                None,
+            ),
+        ),
         "chat_prompt" => (
             Scope::Org(Some("chats:write")),
             call(

@@ -6,6 +6,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::time::Duration;
 use uuid::Uuid;
 use workspace_server::config::Config;
 use workspace_tests::TestContext;
@@ -1207,5 +1208,162 @@ async fn transcription_goes_to_an_openai_compatible_service() {
         (s, b["error_code"].as_str().unwrap()),
         (503, "transcription_failed")
     );
+    cx.teardown().await;
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+async fn ws_ticket(base: &str, token: &str, org: Uuid) -> String {
+    let (s, b) = req(
+        base,
+        token,
+        Method::POST,
+        "/api/chat/ws_ticket",
+        &q_org(org),
+        None,
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    b["ticket"].as_str().unwrap().to_string()
+}
+
+async fn ws_open(base: &str, org: Uuid, ticket: &str) -> Ws {
+    let addr = base.trim_start_matches("http://");
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let url = format!("ws://{addr}/api/chat/ws?org_id={org}&ticket={ticket}");
+    let (ws, response) = tokio_tungstenite::client_async(url, stream).await.unwrap();
+    assert_eq!(response.status().as_u16(), 101);
+    ws
+}
+
+/// The next JSON message, `None` when the socket closed or `wait` passed.
+async fn ws_next(ws: &mut Ws, wait: Duration) -> Option<Value> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        match tokio::time::timeout(wait, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => return Some(serde_json::from_str(&t).unwrap()),
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) | Err(_) => return None,
+            Ok(Some(Ok(_))) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn titles_reach_websocket_clients_on_another_instance() {
+    let cx = TestContext::with_config("chat_ws", fast).await;
+    let second = cx.second_instance(fast).await;
+    let second_url = format!("http://{}", second.local_addr());
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let org = ada.personal_org().await;
+    let member = ada.role_id(org, "member").await;
+    ada.add_member(org, bob.id, member).await;
+
+    // Ada and Bob watch on the second instance.
+    let mut ada_ws = ws_open(
+        &second_url,
+        org,
+        &ws_ticket(&cx.base_url, &ada.token, org).await,
+    )
+    .await;
+    let ready = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        ready,
+        json!({"type": "ready", "org_id": org, "user_id": ada.id})
+    );
+    let mut bob_ws = ws_open(
+        &second_url,
+        org,
+        &ws_ticket(&second_url, &bob.token, org).await,
+    )
+    .await;
+    assert_eq!(
+        ws_next(&mut bob_ws, Duration::from_secs(10)).await.unwrap()["type"],
+        "ready"
+    );
+
+    // Ada starts a chat on the first instance.
+    let mut sse = send(
+        &cx.base_url,
+        &ada.token,
+        org,
+        json!({"content": "Ideas for a garden party"}),
+    )
+    .await;
+    let mut chat = None;
+    let mut title_at = None;
+    while let Some((_, e)) = sse.next().await {
+        if e["type"] == "start" {
+            chat = Some(e["chat_id"].clone());
+        }
+        if e["type"] == "title" {
+            title_at = Some(std::time::Instant::now());
+        }
+    }
+    let chat = chat.unwrap();
+    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    let fan_out = title_at.unwrap().elapsed();
+    eprintln!(
+        "websocket fan-out across instances: title seen {fan_out:?} after the SSE title event"
+    );
+    assert_eq!(
+        notice,
+        json!({"type": "title", "chat_id": chat, "title": "Ideas for a garden party"})
+    );
+    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(notice["type"], "message");
+    assert_eq!(notice["chat_id"], chat);
+    assert_eq!(notice["status"], "complete");
+
+    // A rename is broadcast too.
+    let chat_id: Uuid = chat.as_str().unwrap().parse().unwrap();
+    let (s, _) = req(
+        &cx.base_url,
+        &ada.token,
+        Method::PUT,
+        "/api/chat",
+        &[
+            ("org_id", org.to_string()),
+            ("chat_id", chat_id.to_string()),
+        ],
+        Some(json!({"title": "Party"})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        notice,
+        json!({"type": "title", "chat_id": chat, "title": "Party"})
+    );
+
+    // Bob hears nothing of Ada's chats.
+    assert_eq!(ws_next(&mut bob_ws, Duration::from_millis(500)).await, None);
+
+    // Tickets: single use, bound to their organization.
+    let ticket = ws_ticket(&cx.base_url, &ada.token, org).await;
+    let mut first = ws_open(&cx.base_url, org, &ticket).await;
+    assert_eq!(
+        ws_next(&mut first, Duration::from_secs(10)).await.unwrap()["type"],
+        "ready"
+    );
+    let mut again = ws_open(&second_url, org, &ticket).await;
+    assert_eq!(
+        ws_next(&mut again, Duration::from_secs(10)).await,
+        None,
+        "a used ticket"
+    );
+    let bob_org = bob.personal_org().await;
+    let ticket = ws_ticket(&cx.base_url, &bob.token, bob_org).await;
+    let mut wrong = ws_open(&cx.base_url, org, &ticket).await;
+    assert_eq!(
+        ws_next(&mut wrong, Duration::from_secs(10)).await,
+        None,
+        "another organization"
+    );
+    let mut bogus = ws_open(&cx.base_url, org, "not-a-ticket").await;
+    assert_eq!(ws_next(&mut bogus, Duration::from_secs(10)).await, None);
+    drop((ada_ws, bob_ws, first));
+    second.shutdown().await.unwrap();
     cx.teardown().await;
 }
