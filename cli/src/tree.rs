@@ -102,6 +102,19 @@ pub fn add_upload_command(root: Command) -> Command {
     insert(root, &path, crate::upload::command())
 }
 
+/// The hand-written `chat` commands (see `chat.rs`).
+pub const CHAT_HAND_WRITTEN: &[&str] =
+    &["send", "resume", "rename", "archive", "transcribe", "watch"];
+
+/// `workspace chat send|resume|rename|archive|transcribe|watch`.
+pub fn add_chat_commands(mut root: Command) -> Command {
+    for cmd in crate::chat::commands() {
+        let path = ["chat".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
