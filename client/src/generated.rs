@@ -22229,7 +22229,7 @@ impl Client {
     }
     /**Resume an answer's event stream
 
-    Permission `chats:read`, the caller's own chats only (`404 not_found`). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1. The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends.
+    Permission `chats:read`, the caller's own chats only (`404 not_found`). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1. The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends. Events of answers that ended are kept 24 hours: after that the stream is one unnumbered `{"type":"error","error_code": "stream_expired"}` (read the answer with `GET /api/chat`). An answer whose instance died mid-answer ends, after 5 minutes without events, with `error_code` `stream_lost`.
 
     Sends a `GET` request to `/api/chat/stream`
 

@@ -246,6 +246,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         login_window_secs,
         log.clone(),
     ));
+    let chat_janitor = tokio::spawn(app::chat::janitor(datastore.clone(), log.clone()));
     let context = ServerContext {
         config,
         datastore,
@@ -270,7 +271,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
-    let mut tasks = vec![janitor, chat_listener];
+    let mut tasks = vec![janitor, chat_listener, chat_janitor];
     if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
         slog::warn!(log, "the chat listener is not connected yet");
     }

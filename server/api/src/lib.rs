@@ -1092,6 +1092,11 @@ pub trait WorkspaceApi {
     /// instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in
     /// order, with the same `id:` numbers, until `end` or `error`. Works on
     /// any server instance; for a finished answer it replays and ends.
+    /// Events of answers that ended are kept 24 hours: after that the
+    /// stream is one unnumbered `{"type":"error","error_code":
+    /// "stream_expired"}` (read the answer with `GET /api/chat`). An
+    /// answer whose instance died mid-answer ends, after 5 minutes
+    /// without events, with `error_code` `stream_lost`.
     #[endpoint { method = GET, path = "/api/chat/stream", tags = ["chat"] }]
     async fn chat_stream(
         rqctx: RequestContext<Self::Context>,

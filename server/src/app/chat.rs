@@ -533,6 +533,7 @@ pub async fn send_message(
                 model_id: model.id,
                 agent_id: body.agent_id,
                 metadata,
+                upload_ids: &upload_ids,
                 daily_limit,
                 user_message_id,
                 answer_id,
@@ -974,6 +975,11 @@ const RESUME_POLL: Duration = Duration::from_secs(1);
 /// A streaming answer without a new event for this long is given up
 /// (its instance died).
 const RESUME_IDLE_LIMIT: Duration = Duration::from_secs(300);
+/// How long a resumed stream of an answer that has ended waits for its
+/// last events (they are stored just after the answer's status).
+const RESUME_FINISHED_GRACE: Duration = Duration::from_secs(5);
+/// How long the events of ended answers are kept for resumption.
+pub const EVENTS_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// Replays the events of an answer after `after`, then follows it live.
 pub async fn resume(
@@ -1018,6 +1024,24 @@ pub async fn resume(
                 if is_last {
                     return;
                 }
+            }
+            // An answer that ended without its last event stored (its
+            // events expired, or storing them failed): say so and end.
+            if idle_since.elapsed() > RESUME_FINISHED_GRACE
+                && matches!(
+                    datastore.chat_answer_status(message_id).await,
+                    Ok(Some(s)) if s != ChatMessageStatus::Streaming
+                )
+            {
+                let _ = tx
+                    .send((
+                        None,
+                        json!({"type": "error", "error_code": "stream_expired",
+                            "message": "the answer has ended and its remaining events are no \
+                                longer kept; read it with GET /api/chat"}),
+                    ))
+                    .await;
+                return;
             }
             if idle_since.elapsed() > RESUME_IDLE_LIMIT {
                 let _ = tx
@@ -1367,4 +1391,22 @@ where
         }
     }
     Ok(())
+}
+
+/// Deletes, every ten minutes, the stream events of answers that ended
+/// more than [`EVENTS_RETENTION`] ago and expired WebSocket tickets.
+pub async fn janitor(datastore: crate::db::Datastore, log: slog::Logger) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    loop {
+        tick.tick().await;
+        let secs = EVENTS_RETENTION.as_secs() as i64;
+        match datastore.chat_events_expire(secs).await {
+            Ok(0) => {}
+            Ok(n) => slog::debug!(log, "expired chat stream events"; "rows" => n),
+            Err(e) => slog::warn!(log, "expiring chat stream events failed"; "error" => %e),
+        }
+        if let Err(e) = datastore.chat_ws_tickets_expire().await {
+            slog::warn!(log, "expiring chat tickets failed"; "error" => %e);
+        }
+    }
 }

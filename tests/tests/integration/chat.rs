@@ -597,6 +597,12 @@ async fn uploads_and_knowledge_bases_go_into_the_prompt() {
         v["messages"][0]["metadata"]["knowledge_base_ids"],
         json!([kb_id])
     );
+    // The upload joined the chat (and is deleted with it).
+    assert_eq!(v["uploads"][0]["id"], upload.id.to_string());
+    assert_eq!(
+        v["messages"][1]["prompt_data"]["upload_ids"],
+        json!([upload.id])
+    );
 
     // Another organization's knowledge base, another user's upload: 404.
     let eve_kb = kb(eve.token.clone(), eve_org).await;
@@ -862,6 +868,31 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+    // Once the events of an ended answer expired, a resume says so.
+    let db = cx.db().await;
+    let id: Uuid = all[0].1["message_id"].as_str().unwrap().parse().unwrap();
+    db.execute(
+        "DELETE FROM chat_stream_events WHERE message_id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let expired = Sse::new(
+        open(
+            &second_url,
+            &ada.token,
+            Method::GET,
+            "/api/chat/stream",
+            &[("org_id", org.to_string()), ("message_id", id.to_string())],
+            None,
+            Some(3),
+        )
+        .await,
+    )
+    .collect()
+    .await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].1["error_code"], "stream_expired");
     second.shutdown().await.unwrap();
     cx.teardown().await;
 }

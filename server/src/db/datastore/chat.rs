@@ -118,6 +118,7 @@ pub struct NewExchange<'a> {
     pub model_id: Uuid,
     pub agent_id: Option<Uuid>,
     pub metadata: Value,
+    pub upload_ids: &'a [Uuid],
     pub daily_limit: u32,
     pub user_message_id: Uuid,
     pub answer_id: Uuid,
@@ -419,6 +420,14 @@ impl Datastore {
             .iter()
             .map(ChatMessageRow::from_row)
             .collect();
+        // Uploads named without a chat join this one (and go with it).
+        tx.execute(
+            "UPDATE files SET chat_id = $3 \
+             WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
+               AND chat_id IS NULL",
+            &[&org_id, &user_id, &chat.id, &new.upload_ids],
+        )
+        .await?;
         let parent = history.last().map(|m| m.id);
         tx.execute(
             "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
@@ -612,6 +621,28 @@ impl Datastore {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect())
+    }
+
+    /// Deletes the stream events of answers that ended before `older_than`
+    /// seconds ago; returns how many.
+    pub async fn chat_events_expire(&self, older_than_secs: i64) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute(
+                "DELETE FROM chat_stream_events e USING chat_messages m \
+                 WHERE e.message_id = m.id AND m.status <> 'streaming' \
+                   AND e.created_at < now() - make_interval(secs => $1::bigint::double precision)",
+                &[&older_than_secs],
+            )
+            .await?)
+    }
+
+    /// Deletes expired WebSocket tickets.
+    pub async fn chat_ws_tickets_expire(&self) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute("DELETE FROM chat_ws_tickets WHERE expires_at < now()", &[])
+            .await?)
     }
 
     /// Sends a NOTIFY (to every instance's listener).
