@@ -340,6 +340,12 @@ async fn chat_sessions_are_private_to_their_user() {
     .await;
     assert_eq!(s, 404);
 
+    // Bob's upload naming Ada's chat is not one of its uploads.
+    bob.client
+        .chat_upload_file(org, Some(chat), "intruder.txt", b"hello".to_vec())
+        .await
+        .unwrap();
+
     // Deleting removes the messages and the uploads.
     let events = send(
         &base,
@@ -360,6 +366,7 @@ async fn chat_sessions_are_private_to_their_user() {
     let (_, v) = get_chat(&cx, &ada.token, org, chat).await;
     assert_eq!(v["messages"].as_array().unwrap().len(), 2);
     assert_eq!(v["uploads"][0]["id"], upload.id.to_string());
+    assert_eq!(v["uploads"].as_array().unwrap().len(), 1);
     let (s, b) = req(
         &base,
         &ada.token,
@@ -382,7 +389,8 @@ async fn chat_sessions_are_private_to_their_user() {
     );
     assert_eq!(
         count("SELECT count(*) FROM files WHERE chat_id = $1").await,
-        0
+        1,
+        "only Bob's own upload is left"
     );
 
     // Bulk delete: one outcome per distinct id.

@@ -251,7 +251,8 @@ impl Datastore {
     }
 
     /// Deletes those of `ids` that are the caller's chats, with their
-    /// messages, stream events (cascade) and uploads, in one transaction.
+    /// messages, stream events (cascade) and the caller's uploads naming
+    /// them, in one transaction.
     /// Returns the deleted ids, the storage keys of their uploads and the
     /// answers that were still streaming.
     pub async fn chat_delete(
@@ -284,9 +285,10 @@ impl Datastore {
             .collect();
         let keys: Vec<String> = tx
             .query(
-                "DELETE FROM files WHERE organization_id = $1 AND chat_id = ANY($2) \
+                "DELETE FROM files \
+                 WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = ANY($3) \
                  RETURNING storage_key",
-                &[&access.org_id(), &deleted],
+                &[&access.org_id(), &access.user_id(), &deleted],
             )
             .await?
             .iter()
@@ -317,7 +319,8 @@ impl Datastore {
         Ok(rows.iter().map(ChatMessageRow::from_row).collect())
     }
 
-    /// The uploads with this `chat_id` in the organization, oldest first.
+    /// The caller's uploads with this `chat_id`, oldest first (another
+    /// member's upload naming the chat is not the chat's).
     pub async fn chat_uploads(
         &self,
         access: &OrgAccess,
@@ -328,9 +331,10 @@ impl Datastore {
             .query(
                 &format!(
                     "SELECT {FILE_COLUMNS} FROM files \
-                     WHERE organization_id = $1 AND chat_id = $2 ORDER BY created_at, id"
+                     WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = $3 \
+                     ORDER BY created_at, id"
                 ),
-                &[&access.org_id(), &chat_id],
+                &[&access.org_id(), &access.user_id(), &chat_id],
             )
             .await?;
         Ok(rows.iter().map(ChatFileRow::from_row).collect())
