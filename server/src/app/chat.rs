@@ -600,7 +600,8 @@ pub async fn send_message(
         upload_ids,
         log,
     };
-    tokio::spawn(answer.run(spec, tx));
+    let begun = answer.begin(tx).await;
+    tokio::spawn(answer.run(spec, begun));
     Ok(rx)
 }
 
@@ -705,6 +706,13 @@ async fn write_events(
     }
 }
 
+/// A started answer: its emitter, event writer and stop subscription.
+struct Begun {
+    out: Emitter,
+    writer: tokio::task::JoinHandle<()>,
+    stops: tokio::sync::broadcast::Receiver<Notice>,
+}
+
 enum Outcome {
     Complete,
     Stopped,
@@ -712,7 +720,12 @@ enum Outcome {
 }
 
 impl Answer {
-    async fn run(self, spec: RunSpec, live: mpsc::Sender<Numbered>) {
+    /// Starts the stream: the writer task, then `start` (and `sources`),
+    /// already in the channel when the response goes out, so they leave
+    /// with its headers.
+    async fn begin(&self, live: mpsc::Sender<Numbered>) -> Begun {
+        // Subscribed before the client can know the answer's id.
+        let stops = self.cx.hub.subscribe();
         let (store_tx, store_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(write_events(
             self.cx.datastore.clone(),
@@ -725,8 +738,6 @@ impl Answer {
             live: Some(live),
             store: store_tx,
         };
-        let mut stops = self.cx.hub.subscribe();
-        let me = self.answer_id.to_string();
         out.emit(ChatStreamEvent::Start {
             chat_id: self.chat_id,
             user_message_id: self.user_message_id,
@@ -739,6 +750,16 @@ impl Answer {
             })
             .await;
         }
+        Begun { out, writer, stops }
+    }
+
+    async fn run(self, spec: RunSpec, begun: Begun) {
+        let Begun {
+            mut out,
+            writer,
+            mut stops,
+        } = begun;
+        let me = self.answer_id.to_string();
         let mut text = String::new();
         let mut usage = crate::providers::Usage::default();
         let mut saved_at = Instant::now();

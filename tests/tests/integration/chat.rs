@@ -1406,3 +1406,156 @@ async fn titles_reach_websocket_clients_on_another_instance() {
     second.shutdown().await.unwrap();
     cx.teardown().await;
 }
+
+/// The median of some durations.
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Time to the first token of `send_message` beside the bare provider (a
+/// fake OpenAI-compatible server on 127.0.0.1), without and with one
+/// knowledge base. Prints the medians; asserts only a generous bound.
+#[tokio::test]
+async fn send_message_time_to_first_token_overhead() {
+    use workspace_tests::fake_provider::FakeProvider;
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("chat_ttft", move |c| {
+        fast(c);
+        c.models.push(workspace_server::config::ModelConfig {
+            name: "fake".into(),
+            provider: Some(workspace_server::config::ProviderKind::OpenaiCompatible),
+            upstream_model: Some("fake-upstream".into()),
+            base_url: Some(url),
+            api_key: Some("sk-test".into()),
+            api_key_env: None,
+            max_tokens: None,
+        });
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let base = cx.base_url.clone();
+    let (_, models) = req(
+        &base,
+        &ada.token,
+        Method::GET,
+        "/api/models/list",
+        &q_org(org),
+        None,
+    )
+    .await;
+    let model = models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "fake")
+        .unwrap()["id"]
+        .clone();
+    let (_, kb) = req(
+        &base,
+        &ada.token,
+        Method::POST,
+        "/api/kb/create",
+        &q_org(org),
+        Some(json!({
+        "name": "kb", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []})),
+    )
+    .await;
+    let kb = kb["id"].clone();
+    let http = reqwest::Client::new();
+    const N: usize = 25;
+
+    let mut bare = Vec::new();
+    for _ in 0..N {
+        let t = std::time::Instant::now();
+        let mut resp = http
+            .post(format!("{}/v1/chat/completions", fake.base_url()))
+            .json(&json!({"model": "fake-upstream", "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        resp.chunk().await.unwrap();
+        bare.push(t.elapsed());
+    }
+    let measure = |body: Value| {
+        let base = base.clone();
+        let token = ada.token.clone();
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..N {
+                let t = std::time::Instant::now();
+                let mut sse = send(&base, &token, org, body.clone()).await;
+                loop {
+                    let (_, e) = sse.next().await.expect("an event");
+                    if e["type"] == "start" && std::env::var("CHAT_TTFT_DEBUG").is_ok() {
+                        eprintln!("start after {:?}", t.elapsed());
+                    }
+                    if e["type"] == "content" {
+                        break;
+                    }
+                }
+                times.push(t.elapsed());
+                sse.collect().await;
+            }
+            median(times)
+        }
+    };
+    let plain = measure(json!({"content": "hi", "model_id": model})).await;
+    let with_kb =
+        measure(json!({"content": "hi", "model_id": model, "knowledge_base_ids": [kb]})).await;
+    // The conversation stream on the same model, for comparison.
+    let (_, conv) = req(
+        &base,
+        &ada.token,
+        Method::POST,
+        "/api/conversation/create",
+        &q_org(org),
+        Some(json!({"title": "ttft"})),
+    )
+    .await;
+    let (_, session) = req(
+        &base,
+        &ada.token,
+        Method::POST,
+        "/api/conversation/create_session",
+        &q_org(org),
+        Some(json!({"conversation_id": conv["id"], "model_id": model})),
+    )
+    .await;
+    let mut conversation = Vec::new();
+    for _ in 0..N {
+        let t = std::time::Instant::now();
+        let resp = open(
+            &base,
+            &ada.token,
+            Method::POST,
+            "/api/conversation/stream_chat",
+            &q_org(org),
+            Some(json!({"chat_session_id": session["id"], "message": "hi"})),
+            None,
+        )
+        .await;
+        let mut sse = Sse::new(resp);
+        while let Some((_, e)) = sse.next().await {
+            if e["type"] == "content" {
+                break;
+            }
+        }
+        conversation.push(t.elapsed());
+        sse.collect().await;
+    }
+    let conversation = median(conversation);
+    let bare = median(bare);
+    eprintln!("time to first token (median of {N}): conversation stream {conversation:?}");
+    eprintln!(
+        "time to first token (median of {N}): bare provider {bare:?}, send_message {plain:?} \
+         (+{:?}), with one knowledge base {with_kb:?} (+{:?})",
+        plain.saturating_sub(bare),
+        with_kb.saturating_sub(bare)
+    );
+    assert!(plain < Duration::from_secs(2) && with_kb < Duration::from_secs(2));
+    cx.teardown().await;
+}
