@@ -1187,7 +1187,9 @@ pub trait WorkspaceApi {
     /// every server instance arrive (PostgreSQL `LISTEN/NOTIFY`). This
     /// channel is the spec's "sync to an external realtime store": clients
     /// (or a bridge to such a store) subscribe here. Client frames are
-    /// ignored (pings are answered).
+    /// ignored (pings are answered). The user's membership and
+    /// `chats:read` are checked when the socket opens and every 30
+    /// seconds; losing them closes it (1008).
     #[channel { protocol = WEBSOCKETS, path = "/api/chat/ws", tags = ["chat"] }]
     async fn chat_ws(
         rqctx: RequestContext<Self::Context>,

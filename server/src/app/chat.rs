@@ -1375,6 +1375,26 @@ pub async fn ws_redeem(
         .map(|(_, user)| user))
 }
 
+/// How often an open WebSocket re-checks its user's membership.
+const WS_RECHECK: Duration = Duration::from_secs(30);
+
+/// Whether the user is still an active member with `chats:read` (a
+/// database outage keeps the socket open).
+async fn ws_still_allowed(cx: &ServerContext, org_id: Uuid, user_id: Uuid) -> bool {
+    use crate::db::datastore::organizations::AccessLookup;
+    match cx
+        .datastore
+        .access_lookup(user_id, crate::authz::Scope::Org(org_id))
+        .await
+    {
+        Ok(AccessLookup::Member(m)) => {
+            crate::authz::permits(&m.permissions, perm::CHATS_READ.name())
+        }
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}
+
 /// Serves an authenticated chat WebSocket until the client leaves.
 pub async fn ws_serve<S>(
     cx: &ServerContext,
@@ -1388,12 +1408,30 @@ where
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     let mut notices = cx.chat_hub.subscribe();
+    if !ws_still_allowed(cx, org_id, user_id).await {
+        return Ok(());
+    }
     let ready = workspace_api::chat::ChatLiveEvent::Ready { org_id, user_id };
     ws.send(Message::text(serde_json::to_string(&ready)?))
         .await?;
     let prefix = format!("{org_id}:{user_id}:");
+    let mut recheck = tokio::time::interval(WS_RECHECK);
+    recheck.tick().await;
     loop {
         tokio::select! {
+            _ = recheck.tick() => {
+                // A member who left, or lost chats:read, stops hearing.
+                if !ws_still_allowed(cx, org_id, user_id).await {
+                    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+                    let _ = ws
+                        .close(Some(CloseFrame {
+                            code: CloseCode::Policy,
+                            reason: "no longer allowed".into(),
+                        }))
+                        .await;
+                    break;
+                }
+            }
             notice = notices.recv() => match notice {
                 Ok(n) if n.channel == LIVE_CHANNEL => {
                     if let Some(json) = n.payload.strip_prefix(&prefix)
