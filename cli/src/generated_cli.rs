@@ -536,7 +536,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create a chat session.\n\nPermission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`).\n\nVisibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.",
+                "Create a chat session.\n\nPermission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).\n\nVisibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.",
             )
     }
     pub fn cli_chat_available_knowledge_bases() -> ::clap::Command {

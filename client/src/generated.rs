@@ -22065,7 +22065,7 @@ impl Client {
     }
     /**Create a chat session
 
-    Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`).
+    Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).
 
     Visibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.
 
@@ -22229,7 +22229,7 @@ impl Client {
     }
     /**Resume an answer's event stream
 
-    Permission `chats:read`, the caller's own chats only (`404 not_found`). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1. The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends. Events of answers that ended are kept 24 hours: after that the stream is one unnumbered `{"type":"error","error_code": "stream_expired"}` (read the answer with `GET /api/chat`). An answer whose instance died mid-answer ends, after 5 minutes without events, with `error_code` `stream_lost`.
+    Permission `chats:read`, the caller's own chats only (`404 not_found`). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1. The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends (at once and empty when `Last-Event-ID` was its last event). Events of answers that ended are kept 24 hours: after that the stream is one unnumbered `{"type":"error","error_code": "stream_expired"}` (read the answer with `GET /api/chat`). An answer whose instance died mid-answer ends, after 5 minutes without events, with `error_code` `stream_lost`.
 
     Sends a `GET` request to `/api/chat/stream`
 

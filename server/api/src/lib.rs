@@ -948,6 +948,8 @@ pub trait WorkspaceApi {
     /// characters after trimming, default `New Chat`; `400 invalid_title`),
     /// `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1,
     /// `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`).
+    /// `send_message` applies `temperature` and `max_tokens`; `top_p` is
+    /// stored for clients (the model clients here do not send it).
     ///
     /// Visibility (the spec leaves it open): a chat belongs to its
     /// organization and to the user who created it, and only that user
@@ -1091,7 +1093,8 @@ pub trait WorkspaceApi {
     /// the database, then the live rest follows (announced between
     /// instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in
     /// order, with the same `id:` numbers, until `end` or `error`. Works on
-    /// any server instance; for a finished answer it replays and ends.
+    /// any server instance; for a finished answer it replays and ends (at
+    /// once and empty when `Last-Event-ID` was its last event).
     /// Events of answers that ended are kept 24 hours: after that the
     /// stream is one unnumbered `{"type":"error","error_code":
     /// "stream_expired"}` (read the answer with `GET /api/chat`). An

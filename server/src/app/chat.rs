@@ -1021,6 +1021,7 @@ pub async fn resume(
     tokio::spawn(async move {
         let mut last = after;
         let mut idle_since = Instant::now();
+        let mut first_round = true;
         loop {
             let events = match datastore.chat_events_after(message_id, last).await {
                 Ok(events) => events,
@@ -1046,6 +1047,22 @@ pub async fn resume(
                     return;
                 }
             }
+            // A client that had every event already (its last was the
+            // end): nothing to add.
+            if first_round && last > 0 {
+                let had_all = datastore
+                    .chat_events_after(message_id, last - 1)
+                    .await
+                    .is_ok_and(|e| {
+                        e.first().is_some_and(|(seq, e)| {
+                            *seq == last && matches!(e["type"].as_str(), Some("end" | "error"))
+                        })
+                    });
+                if had_all {
+                    return;
+                }
+            }
+            first_round = false;
             // An answer that ended without its last event stored (its
             // events expired, or storing them failed): say so and end.
             if idle_since.elapsed() > RESUME_FINISHED_GRACE

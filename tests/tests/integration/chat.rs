@@ -148,6 +148,10 @@ fn types(events: &[(Option<i32>, Value)]) -> Vec<String> {
     t
 }
 
+fn message_id_of(events: &[(Option<i32>, Value)]) -> String {
+    events[0].1["message_id"].as_str().unwrap().to_string()
+}
+
 /// A chat with one answered message; returns (chat, answer id). Used by
 /// the authorization test's fixture.
 pub async fn fixture_chat(cx: &TestContext, token: &str, org: Uuid) -> (Uuid, Uuid) {
@@ -876,6 +880,26 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+    // Resuming after the last event: an empty stream that ends.
+    let after_end = Sse::new(
+        open(
+            &second_url,
+            &ada.token,
+            Method::GET,
+            "/api/chat/stream",
+            &[
+                ("org_id", org.to_string()),
+                ("message_id", message_id_of(&all)),
+            ],
+            None,
+            Some(all.len() as i32),
+        )
+        .await,
+    )
+    .collect()
+    .await;
+    assert!(after_end.is_empty(), "{after_end:?}");
+
     // Once the events of an ended answer expired, a resume says so.
     let db = cx.db().await;
     let id: Uuid = all[0].1["message_id"].as_str().unwrap().parse().unwrap();
