@@ -16,6 +16,17 @@ fn fast(c: &mut Config) {
     c.providers.retry_backoff_ms = 5;
 }
 
+thread_local! {
+    /// One HTTP client per test thread (and so per test runtime): building
+    /// one loads the TLS roots, about 25 ms, which would swamp the
+    /// measurements.
+    static HTTP: reqwest::Client = reqwest::Client::new();
+}
+
+fn http() -> reqwest::Client {
+    HTTP.with(|c| c.clone())
+}
+
 /// A JSON request; returns the status and the body.
 pub async fn req(
     base: &str,
@@ -25,7 +36,7 @@ pub async fn req(
     query: &[(&str, String)],
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut r = reqwest::Client::new()
+    let mut r = http()
         .request(method, format!("{base}{path}"))
         .bearer_auth(token)
         .query(query);
@@ -94,7 +105,7 @@ async fn open(
     body: Option<Value>,
     last_event_id: Option<i32>,
 ) -> reqwest::Response {
-    let mut r = reqwest::Client::new()
+    let mut r = http()
         .request(method, format!("{base}{path}"))
         .bearer_auth(token)
         .query(query);
@@ -1514,9 +1525,6 @@ async fn send_message_time_to_first_token_overhead() {
                 let mut sse = send(&base, &token, org, body.clone()).await;
                 loop {
                     let (_, e) = sse.next().await.expect("an event");
-                    if e["type"] == "start" && std::env::var("CHAT_TTFT_DEBUG").is_ok() {
-                        eprintln!("start after {:?}", t.elapsed());
-                    }
                     if e["type"] == "content" {
                         break;
                     }
@@ -1572,6 +1580,25 @@ async fn send_message_time_to_first_token_overhead() {
         sse.collect().await;
     }
     let conversation = median(conversation);
+    // A plain JSON read through the same client, for scale.
+    let mut plain_json = Vec::new();
+    for _ in 0..N {
+        let t = std::time::Instant::now();
+        req(
+            &base,
+            &ada.token,
+            Method::GET,
+            "/api/chat/list",
+            &q_org(org),
+            None,
+        )
+        .await;
+        plain_json.push(t.elapsed());
+    }
+    eprintln!(
+        "GET /api/chat/list, one keep-alive client (median of {N}): {:?}",
+        median(plain_json)
+    );
     let bare = median(bare);
     eprintln!("time to first token (median of {N}): conversation stream {conversation:?}");
     eprintln!(
