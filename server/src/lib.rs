@@ -17,6 +17,7 @@ pub mod logging;
 pub mod mailer;
 pub mod metrics;
 mod metrics_server;
+mod nodelay;
 pub mod providers;
 pub mod runtime;
 pub mod sandbox;
@@ -268,6 +269,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         .start()
         .context("starting the HTTP server")?;
     slog::info!(log, "listening"; "address" => http.local_addr().to_string());
+    if let Err(e) = nodelay::set_on_listener(http.local_addr()) {
+        slog::warn!(log, "TCP_NODELAY not set on the listener"; "error" => e);
+    }
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
