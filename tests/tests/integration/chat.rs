@@ -861,6 +861,29 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
         "every event once, in order"
     );
     // A full replay from the start gives the same events.
+    let started = std::time::Instant::now();
+    let mut replay = Sse::new(
+        open(
+            &second_url,
+            &ada.token,
+            Method::GET,
+            "/api/chat/stream",
+            &[
+                ("org_id", org.to_string()),
+                ("message_id", message_id.clone()),
+            ],
+            None,
+            Some(0),
+        )
+        .await,
+    );
+    let first = replay.next().await.unwrap();
+    eprintln!(
+        "resume: a stored event replayed {:?} after the request",
+        started.elapsed()
+    );
+    assert_eq!(first.0, Some(1));
+    drop(replay);
     let replay = Sse::new(
         open(
             &second_url,
