@@ -1134,6 +1134,221 @@ pub mod types {
             Default::default()
         }
     }
+    ///A message of the chat WebSocket (server to client, JSON text frames).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum ChatLiveEvent {
+        Ready(ChatLiveEventReady),
+        Title(ChatLiveEventTitle),
+        Message(ChatLiveEventMessage),
+    }
+    impl ::std::convert::From<ChatLiveEventReady> for ChatLiveEvent {
+        fn from(value: ChatLiveEventReady) -> Self {
+            Self::Ready(value)
+        }
+    }
+    impl ::std::convert::From<ChatLiveEventTitle> for ChatLiveEvent {
+        fn from(value: ChatLiveEventTitle) -> Self {
+            Self::Title(value)
+        }
+    }
+    impl ::std::convert::From<ChatLiveEventMessage> for ChatLiveEvent {
+        fn from(value: ChatLiveEventMessage) -> Self {
+            Self::Message(value)
+        }
+    }
+    ///An answer in a chat ended (`status`: `complete`, `stopped`, `failed`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventMessage {
+        pub chat_id: ::uuid::Uuid,
+        pub message_id: ::uuid::Uuid,
+        pub status: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventMessageType,
+    }
+    impl ChatLiveEventMessage {
+        pub fn builder() -> builder::ChatLiveEventMessage {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventMessageType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventMessageType {
+        #[serde(rename = "message")]
+        Message,
+    }
+    impl ::std::fmt::Display for ChatLiveEventMessageType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Message => f.write_str("message"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventMessageType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "message" => Ok(Self::Message),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventMessageType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventMessageType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The connection is authenticated and subscribed.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventReady {
+        pub org_id: ::uuid::Uuid,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventReadyType,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl ChatLiveEventReady {
+        pub fn builder() -> builder::ChatLiveEventReady {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventReadyType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventReadyType {
+        #[serde(rename = "ready")]
+        Ready,
+    }
+    impl ::std::fmt::Display for ChatLiveEventReadyType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Ready => f.write_str("ready"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventReadyType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "ready" => Ok(Self::Ready),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventReadyType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventReadyType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A chat got a (generated or new) title.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventTitle {
+        pub chat_id: ::uuid::Uuid,
+        pub title: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventTitleType,
+    }
+    impl ChatLiveEventTitle {
+        pub fn builder() -> builder::ChatLiveEventTitle {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventTitleType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventTitleType {
+        #[serde(rename = "title")]
+        Title,
+    }
+    impl ::std::fmt::Display for ChatLiveEventTitleType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Title => f.write_str("title"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventTitleType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "title" => Ok(Self::Title),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///A message of a chat.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -10130,6 +10345,224 @@ pub mod types {
                 Self {
                     id: Ok(value.id),
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventMessage {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventMessageType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventMessage {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventMessage {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventMessageType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventMessage> for super::ChatLiveEventMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    message_id: value.message_id?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventMessage> for ChatLiveEventMessage {
+            fn from(value: super::ChatLiveEventMessage) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    message_id: Ok(value.message_id),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventReady {
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventReadyType, ::std::string::String>,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventReady {
+            fn default() -> Self {
+                Self {
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventReady {
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventReadyType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventReady> for super::ChatLiveEventReady {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventReady,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    org_id: value.org_id?,
+                    type_: value.type_?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventReady> for ChatLiveEventReady {
+            fn from(value: super::ChatLiveEventReady) -> Self {
+                Self {
+                    org_id: Ok(value.org_id),
+                    type_: Ok(value.type_),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventTitle {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventTitleType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventTitle {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventTitle {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventTitleType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventTitle> for super::ChatLiveEventTitle {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventTitle,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    title: value.title?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventTitle> for ChatLiveEventTitle {
+            fn from(value: super::ChatLiveEventTitle) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    title: Ok(value.title),
+                    type_: Ok(value.type_),
                 }
             }
         }

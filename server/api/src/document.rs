@@ -380,6 +380,9 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     name_tagged_variants(doc, STREAM_EVENTS, "type");
     add_schema::<crate::chat::ChatStreamEvent>(doc);
     name_tagged_variants(doc, CHAT_STREAM_EVENTS, "type");
+    // The frames of the chat WebSocket (`chat_ws`), for frontends.
+    add_schema::<crate::chat::ChatLiveEvent>(doc);
+    name_tagged_variants(doc, "ChatLiveEvent", "type");
     type_nullable_references(doc);
 
     for (_, path_item) in doc.paths.paths.iter_mut() {
