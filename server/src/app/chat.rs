@@ -725,7 +725,10 @@ impl Answer {
     /// with its headers.
     async fn begin(&self, live: mpsc::Sender<Numbered>) -> Begun {
         // Subscribed before the client can know the answer's id.
-        let stops = self.cx.hub.subscribe();
+        let stops = self
+            .cx
+            .hub
+            .subscribe(STOP_CHANNEL, &self.answer_id.to_string());
         let (store_tx, store_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(write_events(
             self.cx.datastore.clone(),
@@ -1013,7 +1016,9 @@ pub async fn resume(
         .chat_answer_of_caller(access, message_id)
         .await?;
     // Subscribe before the first read, so nothing falls between them.
-    let mut notices = cx.chat_hub.subscribe();
+    let mut notices = cx
+        .chat_hub
+        .subscribe(STREAM_CHANNEL, &message_id.to_string());
     let datastore = cx.datastore.clone();
     let (tx, rx) = mpsc::channel(256);
     let prefix = format!("{message_id}:");
@@ -1424,7 +1429,9 @@ where
 {
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
-    let mut notices = cx.chat_hub.subscribe();
+    let mut notices = cx
+        .chat_hub
+        .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
     if !ws_still_allowed(cx, org_id, user_id).await {
         return Ok(());
     }
