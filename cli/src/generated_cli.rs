@@ -28,7 +28,15 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::ChatGet => Self::cli_chat_get(),
+            CliCommand::ChatUpdate => Self::cli_chat_update(),
+            CliCommand::ChatCreate => Self::cli_chat_create(),
             CliCommand::ChatAvailableKnowledgeBases => Self::cli_chat_available_knowledge_bases(),
+            CliCommand::ChatBulkDeleteSessions => Self::cli_chat_bulk_delete_sessions(),
+            CliCommand::ChatDeleteSession => Self::cli_chat_delete_session(),
+            CliCommand::ChatList => Self::cli_chat_list(),
+            CliCommand::ChatStop => Self::cli_chat_stop(),
+            CliCommand::ChatWsTicket => Self::cli_chat_ws_ticket(),
             CliCommand::ConversationCreate => Self::cli_conversation_create(),
             CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
             CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
@@ -623,6 +631,127 @@ impl<T: CliConfig> Cli<T> {
                 "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
             )
     }
+    pub fn cli_chat_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-id")
+                    .long("chat-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch a chat session with its messages and uploads.\n\nPermission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.",
+            )
+    }
+    pub fn cli_chat_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-id")
+                    .long("chat-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::ChatStatus::Active.to_string(),
+                                types::ChatStatus::Archived.to_string(),
+                                types::ChatStatus::Deleted.to_string(),
+                            ]),
+                            |s| types::ChatStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("title")
+                    .long("title")
+                    .value_parser(::clap::value_parser!(types::ChatWriteTitle))
+                    .required(false)
+                    .help("1 to 200 characters (default `New Chat`)."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rename, archive or reconfigure a chat session.\n\nPermission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`.",
+            )
+    }
+    pub fn cli_chat_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::ChatStatus::Active.to_string(),
+                                types::ChatStatus::Archived.to_string(),
+                                types::ChatStatus::Deleted.to_string(),
+                            ]),
+                            |s| types::ChatStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("title")
+                    .long("title")
+                    .value_parser(::clap::value_parser!(types::ChatWriteTitle))
+                    .required(false)
+                    .help("1 to 200 characters (default `New Chat`)."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a chat session.\n\nPermission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).\n\nVisibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.",
+            )
+    }
     pub fn cli_chat_available_knowledge_bases() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -634,6 +763,119 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Knowledge bases usable in chat.\n\nPermissions `chats:read` and `kb:read`. The organization's knowledge bases that are `ready` and hold at least one document, by name; at most 100.",
+            )
+    }
+    pub fn cli_chat_bulk_delete_sessions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Delete several chat sessions.\n\nPermission `chats:delete`. `chat_ids`: 1 to 100 ids (`400 invalid_request` otherwise; duplicates count once). Deletes as `delete_session` does, in one transaction, and answers one outcome per distinct id in request order: `deleted`, or `not_found` for an id that is not one of the caller's chats in the organization (never revealing whether it exists elsewhere). Always `200`.",
+            )
+    }
+    pub fn cli_chat_delete_session() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("session-id")
+                    .long("session-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a chat session.\n\nPermission `chats:delete` in the chat's organization (the spec gives only `session_id`; the organization is the chat's). Removes the chat, its messages, their stream events and its uploads (rows and stored bytes). An answer still streaming is stopped. `404 not_found` for a chat that is not the caller's.",
+            )
+    }
+    pub fn cli_chat_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::ChatStatus::Active.to_string(),
+                                types::ChatStatus::Archived.to_string(),
+                                types::ChatStatus::Deleted.to_string(),
+                            ]),
+                            |s| types::ChatStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Only chats in this state (default: `ACTIVE` and `ARCHIVED`)."),
+            )
+            .about(
+                "List the caller's chat sessions.\n\nPermission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).",
+            )
+    }
+    pub fn cli_chat_stop() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The answer's id (from the `start` event)."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Stop an answer that is streaming.\n\nPermission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.",
+            )
+    }
+    pub fn cli_chat_ws_ticket() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Get a ticket that opens the chat WebSocket.\n\nPermission `chats:read`. The ticket opens `GET /api/chat/ws` once, within 60 seconds, for the caller in this organization; it is stored hashed in PostgreSQL, so any instance accepts it. This keeps the bearer token out of URLs (browsers cannot set headers on a WebSocket).",
             )
     }
     pub fn cli_conversation_create() -> ::clap::Command {
@@ -2197,9 +2439,19 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::ChatGet => self.execute_chat_get(matches).await,
+            CliCommand::ChatUpdate => self.execute_chat_update(matches).await,
+            CliCommand::ChatCreate => self.execute_chat_create(matches).await,
             CliCommand::ChatAvailableKnowledgeBases => {
                 self.execute_chat_available_knowledge_bases(matches).await
             }
+            CliCommand::ChatBulkDeleteSessions => {
+                self.execute_chat_bulk_delete_sessions(matches).await
+            }
+            CliCommand::ChatDeleteSession => self.execute_chat_delete_session(matches).await,
+            CliCommand::ChatList => self.execute_chat_list(matches).await,
+            CliCommand::ChatStop => self.execute_chat_stop(matches).await,
+            CliCommand::ChatWsTicket => self.execute_chat_ws_ticket(matches).await,
             CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
             CliCommand::ConversationCreateSession => {
                 self.execute_conversation_create_session(matches).await
@@ -2715,6 +2967,92 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_chat_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
+            request = request.chat_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_chat_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
+            request = request.chat_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
+            request = request.body_map(|body| body.status(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ChatWriteTitle>("title") {
+            request = request.body_map(|body| body.title(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_chat_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
+            request = request.body_map(|body| body.status(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ChatWriteTitle>("title") {
+            request = request.body_map(|body| body.title(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_chat_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_chat_available_knowledge_bases(
         &self,
         matches: &::clap::ArgMatches,
@@ -2725,6 +3063,123 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_chat_available_knowledge_bases(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_bulk_delete_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_bulk_delete_sessions();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::BulkDeleteRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_bulk_delete_sessions(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_delete_session(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_delete_session();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("session-id") {
+            request = request.session_id(value.clone());
+        }
+        self.config
+            .execute_chat_delete_session(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_list();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
+            request = request.status(value.clone());
+        }
+        self.config.execute_chat_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_stop(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_stop();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("message-id") {
+            request = request.message_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_chat_stop(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_ws_ticket(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_ws_ticket();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_chat_ws_ticket(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -4268,10 +4723,66 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_available_knowledge_bases(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::ChatAvailableKnowledgeBases,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_bulk_delete_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatBulkDeleteSessions,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_delete_session(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatDeleteSession,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_stop(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatStop,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_ws_ticket(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatWsTicket,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -4650,7 +5161,15 @@ pub enum CliCommand {
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
+    ChatGet,
+    ChatUpdate,
+    ChatCreate,
     ChatAvailableKnowledgeBases,
+    ChatBulkDeleteSessions,
+    ChatDeleteSession,
+    ChatList,
+    ChatStop,
+    ChatWsTicket,
     ConversationCreate,
     ConversationCreateSession,
     ConversationGetWithSessions,
@@ -4721,7 +5240,15 @@ impl CliCommand {
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
+            CliCommand::ChatGet,
+            CliCommand::ChatUpdate,
+            CliCommand::ChatCreate,
             CliCommand::ChatAvailableKnowledgeBases,
+            CliCommand::ChatBulkDeleteSessions,
+            CliCommand::ChatDeleteSession,
+            CliCommand::ChatList,
+            CliCommand::ChatStop,
+            CliCommand::ChatWsTicket,
             CliCommand::ConversationCreate,
             CliCommand::ConversationCreateSession,
             CliCommand::ConversationGetWithSessions,
@@ -4793,7 +5320,15 @@ impl CliCommand {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::ChatGet => "chat_get",
+            CliCommand::ChatUpdate => "chat_update",
+            CliCommand::ChatCreate => "chat_create",
             CliCommand::ChatAvailableKnowledgeBases => "chat_available_knowledge_bases",
+            CliCommand::ChatBulkDeleteSessions => "chat_bulk_delete_sessions",
+            CliCommand::ChatDeleteSession => "chat_delete_session",
+            CliCommand::ChatList => "chat_list",
+            CliCommand::ChatStop => "chat_stop",
+            CliCommand::ChatWsTicket => "chat_ws_ticket",
             CliCommand::ConversationCreate => "conversation_create",
             CliCommand::ConversationCreateSession => "conversation_create_session",
             CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",

@@ -14,6 +14,7 @@
 //! table); errors go to stderr with a non-zero exit code (1 for an API or
 //! connection error, 2 for usage).
 
+mod chat;
 mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
@@ -80,6 +81,7 @@ async fn run() -> Result<()> {
     root = tree::add_conversation_commands(root);
     root = tree::add_upload_command(root);
     root = tree::add_invoke_command(root);
+    root = tree::add_chat_commands(root);
     let matches = root.get_matches();
 
     let store = config::Store::load()?;
@@ -118,6 +120,9 @@ async fn run() -> Result<()> {
     };
     if path == ["conversation", "chat"] {
         return conversation_chat(&client, leaf).await;
+    }
+    if path.len() == 2 && path[0] == "chat" && tree::CHAT_HAND_WRITTEN.contains(&path[1].as_str()) {
+        return chat::run(&client, &path[1], leaf).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

@@ -10,6 +10,10 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("users_me", &["me"]),
     ("healthz", &["system", "health"]),
     ("readyz", &["system", "ready"]),
+    // Chat area.
+    ("chat_get", &["chat", "show"]),
+    ("chat_delete_session", &["chat", "delete"]),
+    ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -29,7 +33,10 @@ const GROUPS: &[(&str, &str)] = &[
         "kb",
         "Knowledge bases: sources, documents, search, RAG query",
     ),
-    ("chat", "Chat uploads and knowledge bases usable in chat"),
+    (
+        "chat",
+        "Chat sessions, streamed answers (resumable), uploads, knowledge bases usable in chat",
+    ),
     ("tools", "Tool categories, tools and sandboxed test runs"),
     ("agents", "Agents and their test runs"),
     (
@@ -106,6 +113,19 @@ pub fn add_invoke_command(root: Command) -> Command {
     insert(root, &path, crate::invoke::command())
 }
 
+/// The hand-written `chat` commands (see `chat.rs`).
+pub const CHAT_HAND_WRITTEN: &[&str] =
+    &["send", "resume", "rename", "archive", "transcribe", "watch"];
+
+/// `workspace chat send|resume|rename|archive|transcribe|watch`.
+pub fn add_chat_commands(mut root: Command) -> Command {
+    for cmd in crate::chat::commands() {
+        let path = ["chat".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -151,8 +171,10 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_invoke_command(add_upload_command(add_conversation_commands(
-            add_auth_commands(add_generated_commands(crate::root_command())),
+        let root = add_chat_commands(add_invoke_command(add_upload_command(
+            add_conversation_commands(add_auth_commands(add_generated_commands(
+                crate::root_command(),
+            ))),
         )));
         root.debug_assert();
     }

@@ -476,6 +476,147 @@ async fn conversation_commands_and_streamed_chat() {
 }
 
 #[tokio::test]
+async fn chat_commands() {
+    let cx = TestContext::with_config("cli_chat", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clichats").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let base_url = cx.base_url.clone();
+    let token = user.token.clone();
+    let run = move |args: Vec<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let me = user.client.users_me().send().await.unwrap().into_inner();
+    let org = me.organizations[0].id.to_string();
+
+    let created = json(
+        &run(args(&["chat", "create", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let chat = created["id"].as_str().unwrap().to_string();
+    let renamed = json(
+        &run(args(&[
+            "chat",
+            "rename",
+            "--org-id",
+            &org,
+            "--chat-id",
+            &chat,
+            "Trip",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(renamed["id"], chat.as_str());
+    json(
+        &run(args(&[
+            "chat",
+            "archive",
+            "--org-id",
+            &org,
+            "--chat-id",
+            &chat,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let listed = json(
+        &run(args(&[
+            "chat", "list", "--org-id", &org, "--status", "ARCHIVED",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(listed[0]["title"], "Trip");
+
+    // send with a file: streamed to stdout, ids on stderr.
+    let file = std::env::temp_dir().join(format!("notes-{}.txt", uuid::Uuid::new_v4()));
+    std::fs::write(&file, "the tide comes in at noon").unwrap();
+    let out = run(args(&[
+        "chat",
+        "send",
+        "--org-id",
+        &org,
+        "--chat-id",
+        &chat,
+        "--file",
+        file.to_str().unwrap(),
+        "when is the tide?",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the tide comes in at noon"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("chat {chat} message ")), "{err}");
+    let shown = json(
+        &run(args(&[
+            "chat",
+            "show",
+            "--org-id",
+            &org,
+            "--chat-id",
+            &chat,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(shown["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(shown["uploads"].as_array().unwrap().len(), 1);
+
+    // transcribe without a configured service: exit 1 with the code.
+    let out = run(args(&[
+        "chat",
+        "transcribe",
+        "--org-id",
+        &org,
+        file.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("transcription_unavailable"));
+
+    json(
+        &run(args(&["chat", "delete", "--session-id", &chat]))
+            .await
+            .unwrap(),
+    );
+    let out = run(args(&[
+        "chat",
+        "show",
+        "--org-id",
+        &org,
+        "--chat-id",
+        &chat,
+    ]))
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let _ = std::fs::remove_file(&file);
+    cx.teardown().await;
+}
+
+#[tokio::test]
 async fn deployments_commands_and_invoke() {
     let cx = TestContext::with_config("cli_deployments", |c| {
         c.providers.offline_chunk_delay_ms = 0;

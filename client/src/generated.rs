@@ -775,6 +775,102 @@ pub mod types {
             Default::default()
         }
     }
+    ///What happened to one id of a bulk delete.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum BulkDeleteOutcome {
+        #[serde(rename = "deleted")]
+        Deleted,
+        ///No chat of the caller in the organization has this id.
+        #[serde(rename = "not_found")]
+        NotFound,
+    }
+    impl ::std::fmt::Display for BulkDeleteOutcome {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Deleted => f.write_str("deleted"),
+                Self::NotFound => f.write_str("not_found"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for BulkDeleteOutcome {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "deleted" => Ok(Self::Deleted),
+                "not_found" => Ok(Self::NotFound),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for BulkDeleteOutcome {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for BulkDeleteOutcome {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `POST /api/chat/bulk_delete_sessions`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct BulkDeleteRequest {
+        ///1 to 100 ids.
+        pub chat_ids: ::std::vec::Vec<::uuid::Uuid>,
+    }
+    impl BulkDeleteRequest {
+        pub fn builder() -> builder::BulkDeleteRequest {
+            Default::default()
+        }
+    }
+    ///Response of `POST /api/chat/bulk_delete_sessions`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct BulkDeleteResponse {
+        ///How many were deleted.
+        pub deleted: u32,
+        pub message: ::std::string::String,
+        ///One per distinct requested id, in request order.
+        pub results: ::std::vec::Vec<BulkDeleteResult>,
+    }
+    impl BulkDeleteResponse {
+        pub fn builder() -> builder::BulkDeleteResponse {
+            Default::default()
+        }
+    }
+    ///One id of a bulk delete and its outcome.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct BulkDeleteResult {
+        pub chat_id: ::uuid::Uuid,
+        pub outcome: BulkDeleteOutcome,
+    }
+    impl BulkDeleteResult {
+        pub fn builder() -> builder::BulkDeleteResult {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/tools/create_category`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1072,6 +1168,1283 @@ pub mod types {
     impl ChatCompletionRequest {
         pub fn builder() -> builder::ChatCompletionRequest {
             Default::default()
+        }
+    }
+    ///`{id, message}` answer of create and update.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatIdResponse {
+        pub id: ::uuid::Uuid,
+        pub message: ::std::string::String,
+    }
+    impl ChatIdResponse {
+        pub fn builder() -> builder::ChatIdResponse {
+            Default::default()
+        }
+    }
+    ///A message of the chat WebSocket (server to client, JSON text frames).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum ChatLiveEvent {
+        Ready(ChatLiveEventReady),
+        Title(ChatLiveEventTitle),
+        Message(ChatLiveEventMessage),
+    }
+    impl ::std::convert::From<ChatLiveEventReady> for ChatLiveEvent {
+        fn from(value: ChatLiveEventReady) -> Self {
+            Self::Ready(value)
+        }
+    }
+    impl ::std::convert::From<ChatLiveEventTitle> for ChatLiveEvent {
+        fn from(value: ChatLiveEventTitle) -> Self {
+            Self::Title(value)
+        }
+    }
+    impl ::std::convert::From<ChatLiveEventMessage> for ChatLiveEvent {
+        fn from(value: ChatLiveEventMessage) -> Self {
+            Self::Message(value)
+        }
+    }
+    ///An answer in a chat ended (`status`: `complete`, `stopped`, `failed`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventMessage {
+        pub chat_id: ::uuid::Uuid,
+        pub message_id: ::uuid::Uuid,
+        pub status: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventMessageType,
+    }
+    impl ChatLiveEventMessage {
+        pub fn builder() -> builder::ChatLiveEventMessage {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventMessageType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventMessageType {
+        #[serde(rename = "message")]
+        Message,
+    }
+    impl ::std::fmt::Display for ChatLiveEventMessageType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Message => f.write_str("message"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventMessageType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "message" => Ok(Self::Message),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventMessageType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventMessageType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The connection is authenticated and subscribed.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventReady {
+        pub org_id: ::uuid::Uuid,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventReadyType,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl ChatLiveEventReady {
+        pub fn builder() -> builder::ChatLiveEventReady {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventReadyType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventReadyType {
+        #[serde(rename = "ready")]
+        Ready,
+    }
+    impl ::std::fmt::Display for ChatLiveEventReadyType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Ready => f.write_str("ready"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventReadyType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "ready" => Ok(Self::Ready),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventReadyType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventReadyType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A chat got a (generated or new) title.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventTitle {
+        pub chat_id: ::uuid::Uuid,
+        pub title: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventTitleType,
+    }
+    impl ChatLiveEventTitle {
+        pub fn builder() -> builder::ChatLiveEventTitle {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventTitleType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventTitleType {
+        #[serde(rename = "title")]
+        Title,
+    }
+    impl ::std::fmt::Display for ChatLiveEventTitleType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Title => f.write_str("title"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventTitleType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "title" => Ok(Self::Title),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A message of a chat.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatMessage {
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub agent_id: ::std::option::Option<::uuid::Uuid>,
+        pub chat_session_id: ::uuid::Uuid,
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///`knowledge_base_ids`, `upload_ids`; on answers also `usage` and, when failed, `error_code`.
+        pub metadata: ::serde_json::Value,
+        ///The model that answered (on both the question and the answer).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub parent_message_id: ::std::option::Option<::uuid::Uuid>,
+        ///On an answer: the retrieved sources and upload ids that went into the prompt.
+        pub prompt_data: ::serde_json::Value,
+        pub role: ChatRole,
+        pub status: ChatMessageStatus,
+    }
+    impl ChatMessage {
+        pub fn builder() -> builder::ChatMessage {
+            Default::default()
+        }
+    }
+    ///A message's state (an addition): `streaming` while the answer is generated, then `complete`, `stopped` (the stop operation) or `failed`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatMessageStatus {
+        #[serde(rename = "streaming")]
+        Streaming,
+        #[serde(rename = "complete")]
+        Complete,
+        #[serde(rename = "stopped")]
+        Stopped,
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for ChatMessageStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Streaming => f.write_str("streaming"),
+                Self::Complete => f.write_str("complete"),
+                Self::Stopped => f.write_str("stopped"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatMessageStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "streaming" => Ok(Self::Streaming),
+                "complete" => Ok(Self::Complete),
+                "stopped" => Ok(Self::Stopped),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatMessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatMessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A chat's metadata: its settings (an empty object when none) and usage.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatMetadata {
+        pub settings: ChatSettings,
+        pub usage: ChatUsage,
+    }
+    impl ChatMetadata {
+        pub fn builder() -> builder::ChatMetadata {
+            Default::default()
+        }
+    }
+    ///Who wrote a chat message.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatRole {
+        #[serde(rename = "USER")]
+        User,
+        #[serde(rename = "MODEL")]
+        Model,
+    }
+    impl ::std::fmt::Display for ChatRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::User => f.write_str("USER"),
+                Self::Model => f.write_str("MODEL"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatRole {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "USER" => Ok(Self::User),
+                "MODEL" => Ok(Self::Model),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatRole {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A chat session (as listed).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatSession {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub metadata: ChatMetadata,
+        pub org_id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        pub status: ChatStatus,
+        pub title: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl ChatSession {
+        pub fn builder() -> builder::ChatSession {
+            Default::default()
+        }
+    }
+    ///The single-session view: the session with its messages and uploads.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatSessionDetail {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///Oldest first.
+        pub messages: ::std::vec::Vec<ChatMessage>,
+        pub metadata: ChatMetadata,
+        pub org_id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        pub status: ChatStatus,
+        pub title: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Oldest first.
+        pub uploads: ::std::vec::Vec<ChatUpload>,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl ChatSessionDetail {
+        pub fn builder() -> builder::ChatSessionDetail {
+            Default::default()
+        }
+    }
+    ///Generation settings of a chat (all optional).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ChatSettings {
+        ///More than 0 (at most 32000).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU32>,
+        ///0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+        ///0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_p: ::std::option::Option<f64>,
+    }
+    impl ChatSettings {
+        pub fn builder() -> builder::ChatSettings {
+            Default::default()
+        }
+    }
+    ///A retrieved chunk cited by an answer as `[index]`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatSource {
+        pub chunk_id: ::uuid::Uuid,
+        pub content: ::std::string::String,
+        pub document_id: ::uuid::Uuid,
+        ///The number cited in the answer, from 1.
+        pub index: u32,
+        pub knowledge_base_id: ::uuid::Uuid,
+        pub metadata: ::serde_json::Value,
+        pub score: f64,
+    }
+    impl ChatSource {
+        pub fn builder() -> builder::ChatSource {
+            Default::default()
+        }
+    }
+    ///A chat session's state.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStatus {
+        #[serde(rename = "ACTIVE")]
+        Active,
+        #[serde(rename = "ARCHIVED")]
+        Archived,
+        #[serde(rename = "DELETED")]
+        Deleted,
+    }
+    impl ::std::fmt::Display for ChatStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Active => f.write_str("ACTIVE"),
+                Self::Archived => f.write_str("ARCHIVED"),
+                Self::Deleted => f.write_str("DELETED"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "ACTIVE" => Ok(Self::Active),
+                "ARCHIVED" => Ok(Self::Archived),
+                "DELETED" => Ok(Self::Deleted),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum ChatStreamEvent {
+        Start(ChatStreamEventStart),
+        Sources(ChatStreamEventSources),
+        Content(ChatStreamEventContent),
+        ToolStarted(ChatStreamEventToolStarted),
+        ToolFinished(ChatStreamEventToolFinished),
+        Title(ChatStreamEventTitle),
+        Usage(ChatStreamEventUsage),
+        End(ChatStreamEventEnd),
+        Error(ChatStreamEventError),
+    }
+    impl ::std::convert::From<ChatStreamEventStart> for ChatStreamEvent {
+        fn from(value: ChatStreamEventStart) -> Self {
+            Self::Start(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventSources> for ChatStreamEvent {
+        fn from(value: ChatStreamEventSources) -> Self {
+            Self::Sources(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventContent> for ChatStreamEvent {
+        fn from(value: ChatStreamEventContent) -> Self {
+            Self::Content(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventToolStarted> for ChatStreamEvent {
+        fn from(value: ChatStreamEventToolStarted) -> Self {
+            Self::ToolStarted(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventToolFinished> for ChatStreamEvent {
+        fn from(value: ChatStreamEventToolFinished) -> Self {
+            Self::ToolFinished(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventTitle> for ChatStreamEvent {
+        fn from(value: ChatStreamEventTitle) -> Self {
+            Self::Title(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventUsage> for ChatStreamEvent {
+        fn from(value: ChatStreamEventUsage) -> Self {
+            Self::Usage(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventEnd> for ChatStreamEvent {
+        fn from(value: ChatStreamEventEnd) -> Self {
+            Self::End(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventError> for ChatStreamEvent {
+        fn from(value: ChatStreamEventError) -> Self {
+            Self::Error(value)
+        }
+    }
+    ///The next piece of the answer, in order.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventContent {
+        pub content: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventContentType,
+    }
+    impl ChatStreamEventContent {
+        pub fn builder() -> builder::ChatStreamEventContent {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventContentType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventContentType {
+        #[serde(rename = "content")]
+        Content,
+    }
+    impl ::std::fmt::Display for ChatStreamEventContentType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Content => f.write_str("content"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventContentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "content" => Ok(Self::Content),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The stream is complete: `message` is `DONE`; `finish_reason` is `stop` (answered) or `stopped` (the stop operation).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventEnd {
+        pub finish_reason: ::std::string::String,
+        pub message: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventEndType,
+    }
+    impl ChatStreamEventEnd {
+        pub fn builder() -> builder::ChatStreamEventEnd {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventEndType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventEndType {
+        #[serde(rename = "end")]
+        End,
+    }
+    impl ::std::fmt::Display for ChatStreamEventEndType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::End => f.write_str("end"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventEndType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "end" => Ok(Self::End),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer failed; the stream ends here. The text so far is kept, marked `failed`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventError {
+        pub error_code: ::std::string::String,
+        pub message: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventErrorType,
+    }
+    impl ChatStreamEventError {
+        pub fn builder() -> builder::ChatStreamEventError {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventErrorType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventErrorType {
+        #[serde(rename = "error")]
+        Error,
+    }
+    impl ::std::fmt::Display for ChatStreamEventErrorType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Error => f.write_str("error"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventErrorType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "error" => Ok(Self::Error),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The chunks retrieved from the knowledge bases, before any content.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventSources {
+        pub sources: ::std::vec::Vec<ChatSource>,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventSourcesType,
+    }
+    impl ChatStreamEventSources {
+        pub fn builder() -> builder::ChatStreamEventSources {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventSourcesType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventSourcesType {
+        #[serde(rename = "sources")]
+        Sources,
+    }
+    impl ::std::fmt::Display for ChatStreamEventSourcesType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Sources => f.write_str("sources"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventSourcesType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "sources" => Ok(Self::Sources),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventSourcesType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventSourcesType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer begins: its chat (new or given), the stored question's id and the answer's id (for `stream` and `stop`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventStart {
+        pub chat_id: ::uuid::Uuid,
+        pub message_id: ::uuid::Uuid,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventStartType,
+        pub user_message_id: ::uuid::Uuid,
+    }
+    impl ChatStreamEventStart {
+        pub fn builder() -> builder::ChatStreamEventStart {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventStartType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventStartType {
+        #[serde(rename = "start")]
+        Start,
+    }
+    impl ::std::fmt::Display for ChatStreamEventStartType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Start => f.write_str("start"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventStartType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "start" => Ok(Self::Start),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The generated title of a new chat.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventTitle {
+        pub chat_id: ::uuid::Uuid,
+        pub title: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventTitleType,
+    }
+    impl ChatStreamEventTitle {
+        pub fn builder() -> builder::ChatStreamEventTitle {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventTitleType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventTitleType {
+        #[serde(rename = "title")]
+        Title,
+    }
+    impl ::std::fmt::Display for ChatStreamEventTitleType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Title => f.write_str("title"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventTitleType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "title" => Ok(Self::Title),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventTitleType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///An agent's tool call finished.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventToolFinished {
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub id: ::std::string::String,
+        pub input: ::serde_json::Value,
+        pub name: ::std::string::String,
+        pub output: ::serde_json::Value,
+        pub successful: bool,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventToolFinishedType,
+    }
+    impl ChatStreamEventToolFinished {
+        pub fn builder() -> builder::ChatStreamEventToolFinished {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventToolFinishedType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventToolFinishedType {
+        #[serde(rename = "tool_finished")]
+        ToolFinished,
+    }
+    impl ::std::fmt::Display for ChatStreamEventToolFinishedType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::ToolFinished => f.write_str("tool_finished"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventToolFinishedType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "tool_finished" => Ok(Self::ToolFinished),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventToolFinishedType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventToolFinishedType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///An agent's tool call begins.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventToolStarted {
+        pub id: ::std::string::String,
+        pub input: ::serde_json::Value,
+        pub name: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventToolStartedType,
+    }
+    impl ChatStreamEventToolStarted {
+        pub fn builder() -> builder::ChatStreamEventToolStarted {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventToolStartedType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventToolStartedType {
+        #[serde(rename = "tool_started")]
+        ToolStarted,
+    }
+    impl ::std::fmt::Display for ChatStreamEventToolStartedType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::ToolStarted => f.write_str("tool_started"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventToolStartedType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "tool_started" => Ok(Self::ToolStarted),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventToolStartedType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventToolStartedType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Token usage of this answer.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventUsage {
+        pub cached_tokens: i64,
+        pub input_tokens: i64,
+        pub output_tokens: i64,
+        pub total_tokens: i64,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventUsageType,
+    }
+    impl ChatStreamEventUsage {
+        pub fn builder() -> builder::ChatStreamEventUsage {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventUsageType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventUsageType {
+        #[serde(rename = "usage")]
+        Usage,
+    }
+    impl ::std::fmt::Display for ChatStreamEventUsageType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Usage => f.write_str("usage"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventUsageType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "usage" => Ok(Self::Usage),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventUsageType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventUsageType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///An upload of a chat.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatUpload {
+        pub content_type: ::std::string::String,
+        pub file_size: i64,
+        pub filename: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub message_id: ::uuid::Uuid,
+        ///A download link valid for 7 days.
+        pub url: ::std::string::String,
+    }
+    impl ChatUpload {
+        pub fn builder() -> builder::ChatUpload {
+            Default::default()
+        }
+    }
+    ///Token usage accumulated over a chat's answers.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatUsage {
+        pub cached_tokens: i64,
+        pub input_tokens: i64,
+        pub output_tokens: i64,
+        pub total_tokens: i64,
+    }
+    impl ChatUsage {
+        pub fn builder() -> builder::ChatUsage {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/chat` and `PUT /api/chat` (all optional).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ChatWrite {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub status: ::std::option::Option<ChatStatus>,
+        ///1 to 200 characters (default `New Chat`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub title: ::std::option::Option<ChatWriteTitle>,
+    }
+    impl ChatWrite {
+        pub fn builder() -> builder::ChatWrite {
+            Default::default()
+        }
+    }
+    ///1 to 200 characters (default `New Chat`).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChatWriteTitle(::std::string::String);
+    impl ::std::ops::Deref for ChatWriteTitle {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatWriteTitle> for ::std::string::String {
+        fn from(value: ChatWriteTitle) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatWriteTitle {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatWriteTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatWriteTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatWriteTitle {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///One choice of a completion.
@@ -5302,6 +6675,77 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/chat/prompt`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct PromptRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///1 to 10,000 characters.
+        pub text: PromptRequestText,
+    }
+    impl PromptRequest {
+        pub fn builder() -> builder::PromptRequest {
+            Default::default()
+        }
+    }
+    ///1 to 10,000 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct PromptRequestText(::std::string::String);
+    impl ::std::ops::Deref for PromptRequestText {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PromptRequestText> for ::std::string::String {
+        fn from(value: PromptRequestText) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PromptRequestText {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10000usize {
+                return Err("longer than 10000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PromptRequestText {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PromptRequestText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PromptRequestText {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A role, as listed (without its permissions).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -5359,6 +6803,38 @@ pub mod types {
     }
     impl RunUsage {
         pub fn builder() -> builder::RunUsage {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/chat/send_message`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SendMessageRequest {
+        ///Answer through this agent (it must be `ready`, `deployed` or `active`); its model and settings apply.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_id: ::std::option::Option<::uuid::Uuid>,
+        ///The chat; absent: a new chat is created.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub chat_id: ::std::option::Option<::uuid::Uuid>,
+        ///1 to 100,000 characters, not blank.
+        pub content: ::std::string::String,
+        ///Knowledge bases to retrieve from (at most 10).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub knowledge_base_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///One of `GET /api/models/list` (default: the first offered model).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///Settings for this answer (else the chat's).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        ///Uploads (`POST /api/chat/upload_file`) whose text goes into the prompt (at most 10).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub upload_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+    }
+    impl SendMessageRequest {
+        pub fn builder() -> builder::SendMessageRequest {
             Default::default()
         }
     }
@@ -6079,6 +7555,21 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Response of `POST /api/chat/stop`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct StopResponse {
+        pub message: ::std::string::String,
+        pub message_id: ::uuid::Uuid,
+        ///Whether the answer was still streaming (false: it had ended).
+        pub stopped: bool,
+    }
+    impl StopResponse {
+        pub fn builder() -> builder::StopResponse {
+            Default::default()
         }
     }
     ///Body of `POST /api/conversation/stream_chat`.
@@ -7112,6 +8603,21 @@ pub mod types {
             Default::default()
         }
     }
+    ///Response of `POST /api/chat/transcribe`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct TranscribeResponse {
+        ///The requested language, `null` when it was left to detection.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub language: ::std::option::Option<::std::string::String>,
+        pub text: ::std::string::String,
+    }
+    impl TranscribeResponse {
+        pub fn builder() -> builder::TranscribeResponse {
+            Default::default()
+        }
+    }
     ///Body of `PUT /api/roles/update`; omitted fields are unchanged.
     #[derive(
         ::serde::Deserialize,
@@ -7634,6 +9140,20 @@ pub mod types {
     }
     impl WebSourceConfig {
         pub fn builder() -> builder::WebSourceConfig {
+            Default::default()
+        }
+    }
+    ///Response of `POST /api/chat/ws_ticket`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WsTicket {
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Opens `GET /api/chat/ws` once, within 60 seconds.
+        pub ticket: ::std::string::String,
+    }
+    impl WsTicket {
+        pub fn builder() -> builder::WsTicket {
             Default::default()
         }
     }
@@ -9131,6 +10651,171 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct BulkDeleteRequest {
+            chat_ids: ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
+        }
+        impl ::std::default::Default for BulkDeleteRequest {
+            fn default() -> Self {
+                Self {
+                    chat_ids: Err("no value supplied for chat_ids".to_string()),
+                }
+            }
+        }
+        impl BulkDeleteRequest {
+            pub fn chat_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_ids: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BulkDeleteRequest> for super::BulkDeleteRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BulkDeleteRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_ids: value.chat_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BulkDeleteRequest> for BulkDeleteRequest {
+            fn from(value: super::BulkDeleteRequest) -> Self {
+                Self {
+                    chat_ids: Ok(value.chat_ids),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BulkDeleteResponse {
+            deleted: ::std::result::Result<u32, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            results: ::std::result::Result<
+                ::std::vec::Vec<super::BulkDeleteResult>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for BulkDeleteResponse {
+            fn default() -> Self {
+                Self {
+                    deleted: Err("no value supplied for deleted".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    results: Err("no value supplied for results".to_string()),
+                }
+            }
+        }
+        impl BulkDeleteResponse {
+            pub fn deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deleted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deleted: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn results<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::BulkDeleteResult>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.results = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for results: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BulkDeleteResponse> for super::BulkDeleteResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BulkDeleteResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deleted: value.deleted?,
+                    message: value.message?,
+                    results: value.results?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BulkDeleteResponse> for BulkDeleteResponse {
+            fn from(value: super::BulkDeleteResponse) -> Self {
+                Self {
+                    deleted: Ok(value.deleted),
+                    message: Ok(value.message),
+                    results: Ok(value.results),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BulkDeleteResult {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            outcome: ::std::result::Result<super::BulkDeleteOutcome, ::std::string::String>,
+        }
+        impl ::std::default::Default for BulkDeleteResult {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    outcome: Err("no value supplied for outcome".to_string()),
+                }
+            }
+        }
+        impl BulkDeleteResult {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn outcome<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BulkDeleteOutcome>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outcome = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outcome: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BulkDeleteResult> for super::BulkDeleteResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BulkDeleteResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    outcome: value.outcome?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BulkDeleteResult> for BulkDeleteResult {
+            fn from(value: super::BulkDeleteResult) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    outcome: Ok(value.outcome),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CategoryCreate {
             description:
                 ::std::result::Result<super::CategoryCreateDescription, ::std::string::String>,
@@ -9487,6 +11172,2038 @@ pub mod types {
                     stream: Ok(value.stream),
                     stream_options: Ok(value.stream_options),
                     temperature: Ok(value.temperature),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatIdResponse {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatIdResponse {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ChatIdResponse {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatIdResponse> for super::ChatIdResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatIdResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatIdResponse> for ChatIdResponse {
+            fn from(value: super::ChatIdResponse) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventMessage {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventMessageType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventMessage {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventMessage {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventMessageType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventMessage> for super::ChatLiveEventMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    message_id: value.message_id?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventMessage> for ChatLiveEventMessage {
+            fn from(value: super::ChatLiveEventMessage) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    message_id: Ok(value.message_id),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventReady {
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventReadyType, ::std::string::String>,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventReady {
+            fn default() -> Self {
+                Self {
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventReady {
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventReadyType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventReady> for super::ChatLiveEventReady {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventReady,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    org_id: value.org_id?,
+                    type_: value.type_?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventReady> for ChatLiveEventReady {
+            fn from(value: super::ChatLiveEventReady) -> Self {
+                Self {
+                    org_id: Ok(value.org_id),
+                    type_: Ok(value.type_),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatLiveEventTitle {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventTitleType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventTitle {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventTitle {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventTitleType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventTitle> for super::ChatLiveEventTitle {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventTitle,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    title: value.title?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventTitle> for ChatLiveEventTitle {
+            fn from(value: super::ChatLiveEventTitle) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    title: Ok(value.title),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatMessage {
+            agent_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            chat_session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            parent_message_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            prompt_data: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            role: ::std::result::Result<super::ChatRole, ::std::string::String>,
+            status: ::std::result::Result<super::ChatMessageStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatMessage {
+            fn default() -> Self {
+                Self {
+                    agent_id: Err("no value supplied for agent_id".to_string()),
+                    chat_session_id: Err("no value supplied for chat_session_id".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    parent_message_id: Err("no value supplied for parent_message_id".to_string()),
+                    prompt_data: Err("no value supplied for prompt_data".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ChatMessage {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn chat_session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_session_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for chat_session_id: {e}")
+                });
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn parent_message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parent_message_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for parent_message_id: {e}")
+                });
+                self
+            }
+            pub fn prompt_data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_data = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prompt_data: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatMessageStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatMessage> for super::ChatMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    chat_session_id: value.chat_session_id?,
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    model_id: value.model_id?,
+                    parent_message_id: value.parent_message_id?,
+                    prompt_data: value.prompt_data?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatMessage> for ChatMessage {
+            fn from(value: super::ChatMessage) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    chat_session_id: Ok(value.chat_session_id),
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    model_id: Ok(value.model_id),
+                    parent_message_id: Ok(value.parent_message_id),
+                    prompt_data: Ok(value.prompt_data),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatMetadata {
+            settings: ::std::result::Result<super::ChatSettings, ::std::string::String>,
+            usage: ::std::result::Result<super::ChatUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatMetadata {
+            fn default() -> Self {
+                Self {
+                    settings: Err("no value supplied for settings".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl ChatMetadata {
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatSettings>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatMetadata> for super::ChatMetadata {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatMetadata,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    settings: value.settings?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatMetadata> for ChatMetadata {
+            fn from(value: super::ChatMetadata) -> Self {
+                Self {
+                    settings: Ok(value.settings),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSession {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<super::ChatMetadata, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::ChatStatus, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatSession {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    settings: Err("no value supplied for settings".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl ChatSession {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatMetadata>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSession> for super::ChatSession {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSession,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    org_id: value.org_id?,
+                    settings: value.settings?,
+                    status: value.status?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSession> for ChatSession {
+            fn from(value: super::ChatSession) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    org_id: Ok(value.org_id),
+                    settings: Ok(value.settings),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSessionDetail {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            messages:
+                ::std::result::Result<::std::vec::Vec<super::ChatMessage>, ::std::string::String>,
+            metadata: ::std::result::Result<super::ChatMetadata, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::ChatStatus, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            uploads:
+                ::std::result::Result<::std::vec::Vec<super::ChatUpload>, ::std::string::String>,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatSessionDetail {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    settings: Err("no value supplied for settings".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    uploads: Err("no value supplied for uploads".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl ChatSessionDetail {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatMetadata>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn uploads<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatUpload>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.uploads = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for uploads: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSessionDetail> for super::ChatSessionDetail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSessionDetail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    messages: value.messages?,
+                    metadata: value.metadata?,
+                    org_id: value.org_id?,
+                    settings: value.settings?,
+                    status: value.status?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                    uploads: value.uploads?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSessionDetail> for ChatSessionDetail {
+            fn from(value: super::ChatSessionDetail) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    messages: Ok(value.messages),
+                    metadata: Ok(value.metadata),
+                    org_id: Ok(value.org_id),
+                    settings: Ok(value.settings),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                    uploads: Ok(value.uploads),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSettings {
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+            top_p: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatSettings {
+            fn default() -> Self {
+                Self {
+                    max_tokens: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                    top_p: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatSettings {
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for temperature: {e}"));
+                self
+            }
+            pub fn top_p<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_p = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for top_p: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSettings> for super::ChatSettings {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSettings,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    max_tokens: value.max_tokens?,
+                    temperature: value.temperature?,
+                    top_p: value.top_p?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSettings> for ChatSettings {
+            fn from(value: super::ChatSettings) -> Self {
+                Self {
+                    max_tokens: Ok(value.max_tokens),
+                    temperature: Ok(value.temperature),
+                    top_p: Ok(value.top_p),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSource {
+            chunk_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            document_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            index: ::std::result::Result<u32, ::std::string::String>,
+            knowledge_base_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            score: ::std::result::Result<f64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatSource {
+            fn default() -> Self {
+                Self {
+                    chunk_id: Err("no value supplied for chunk_id".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    document_id: Err("no value supplied for document_id".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                    knowledge_base_id: Err("no value supplied for knowledge_base_id".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    score: Err("no value supplied for score".to_string()),
+                }
+            }
+        }
+        impl ChatSource {
+            pub fn chunk_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunk_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunk_id: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn document_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for document_id: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+            pub fn knowledge_base_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.knowledge_base_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for knowledge_base_id: {e}")
+                });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metadata: {e}"));
+                self
+            }
+            pub fn score<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for score: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSource> for super::ChatSource {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSource,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chunk_id: value.chunk_id?,
+                    content: value.content?,
+                    document_id: value.document_id?,
+                    index: value.index?,
+                    knowledge_base_id: value.knowledge_base_id?,
+                    metadata: value.metadata?,
+                    score: value.score?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSource> for ChatSource {
+            fn from(value: super::ChatSource) -> Self {
+                Self {
+                    chunk_id: Ok(value.chunk_id),
+                    content: Ok(value.content),
+                    document_id: Ok(value.document_id),
+                    index: Ok(value.index),
+                    knowledge_base_id: Ok(value.knowledge_base_id),
+                    metadata: Ok(value.metadata),
+                    score: Ok(value.score),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventContent {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventContentType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventContent {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventContent {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventContentType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventContent> for super::ChatStreamEventContent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventContent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventContent> for ChatStreamEventContent {
+            fn from(value: super::ChatStreamEventContent) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventEnd {
+            finish_reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventEndType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventEnd {
+            fn default() -> Self {
+                Self {
+                    finish_reason: Err("no value supplied for finish_reason".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventEnd {
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for finish_reason: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventEndType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventEnd> for super::ChatStreamEventEnd {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventEnd,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    finish_reason: value.finish_reason?,
+                    message: value.message?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventEnd> for ChatStreamEventEnd {
+            fn from(value: super::ChatStreamEventEnd) -> Self {
+                Self {
+                    finish_reason: Ok(value.finish_reason),
+                    message: Ok(value.message),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventError {
+            error_code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventErrorType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventError {
+            fn default() -> Self {
+                Self {
+                    error_code: Err("no value supplied for error_code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventError {
+            pub fn error_code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error_code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error_code: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventErrorType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventError> for super::ChatStreamEventError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error_code: value.error_code?,
+                    message: value.message?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventError> for ChatStreamEventError {
+            fn from(value: super::ChatStreamEventError) -> Self {
+                Self {
+                    error_code: Ok(value.error_code),
+                    message: Ok(value.message),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventSources {
+            sources:
+                ::std::result::Result<::std::vec::Vec<super::ChatSource>, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventSourcesType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventSources {
+            fn default() -> Self {
+                Self {
+                    sources: Err("no value supplied for sources".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventSources {
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatSource>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventSourcesType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventSources> for super::ChatStreamEventSources {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventSources,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    sources: value.sources?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventSources> for ChatStreamEventSources {
+            fn from(value: super::ChatStreamEventSources) -> Self {
+                Self {
+                    sources: Ok(value.sources),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventStart {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventStartType, ::std::string::String>,
+            user_message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventStart {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                    user_message_id: Err("no value supplied for user_message_id".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventStart {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventStartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn user_message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_message_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for user_message_id: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventStart> for super::ChatStreamEventStart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventStart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    message_id: value.message_id?,
+                    type_: value.type_?,
+                    user_message_id: value.user_message_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventStart> for ChatStreamEventStart {
+            fn from(value: super::ChatStreamEventStart) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    message_id: Ok(value.message_id),
+                    type_: Ok(value.type_),
+                    user_message_id: Ok(value.user_message_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventTitle {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventTitleType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventTitle {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventTitle {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventTitleType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventTitle> for super::ChatStreamEventTitle {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventTitle,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    title: value.title?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventTitle> for ChatStreamEventTitle {
+            fn from(value: super::ChatStreamEventTitle) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    title: Ok(value.title),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventToolFinished {
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            input: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            successful: ::std::result::Result<bool, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ChatStreamEventToolFinishedType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatStreamEventToolFinished {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    successful: Err("no value supplied for successful".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventToolFinished {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output: {e}"));
+                self
+            }
+            pub fn successful<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.successful = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for successful: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventToolFinishedType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventToolFinished> for super::ChatStreamEventToolFinished {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventToolFinished,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    id: value.id?,
+                    input: value.input?,
+                    name: value.name?,
+                    output: value.output?,
+                    successful: value.successful?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventToolFinished> for ChatStreamEventToolFinished {
+            fn from(value: super::ChatStreamEventToolFinished) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    input: Ok(value.input),
+                    name: Ok(value.name),
+                    output: Ok(value.output),
+                    successful: Ok(value.successful),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventToolStarted {
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            input: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_:
+                ::std::result::Result<super::ChatStreamEventToolStartedType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventToolStarted {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventToolStarted {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventToolStartedType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventToolStarted> for super::ChatStreamEventToolStarted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventToolStarted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    input: value.input?,
+                    name: value.name?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventToolStarted> for ChatStreamEventToolStarted {
+            fn from(value: super::ChatStreamEventToolStarted) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    input: Ok(value.input),
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventUsage {
+            cached_tokens: ::std::result::Result<i64, ::std::string::String>,
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventUsageType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventUsage {
+            fn default() -> Self {
+                Self {
+                    cached_tokens: Err("no value supplied for cached_tokens".to_string()),
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventUsage {
+            pub fn cached_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cached_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cached_tokens: {e}"));
+                self
+            }
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventUsageType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventUsage> for super::ChatStreamEventUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    cached_tokens: value.cached_tokens?,
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventUsage> for ChatStreamEventUsage {
+            fn from(value: super::ChatStreamEventUsage) -> Self {
+                Self {
+                    cached_tokens: Ok(value.cached_tokens),
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatUpload {
+            content_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            file_size: ::std::result::Result<i64, ::std::string::String>,
+            filename: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            url: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatUpload {
+            fn default() -> Self {
+                Self {
+                    content_type: Err("no value supplied for content_type".to_string()),
+                    file_size: Err("no value supplied for file_size".to_string()),
+                    filename: Err("no value supplied for filename".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl ChatUpload {
+            pub fn content_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content_type: {e}"));
+                self
+            }
+            pub fn file_size<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_size = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_size: {e}"));
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for filename: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatUpload> for super::ChatUpload {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatUpload,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content_type: value.content_type?,
+                    file_size: value.file_size?,
+                    filename: value.filename?,
+                    id: value.id?,
+                    message_id: value.message_id?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatUpload> for ChatUpload {
+            fn from(value: super::ChatUpload) -> Self {
+                Self {
+                    content_type: Ok(value.content_type),
+                    file_size: Ok(value.file_size),
+                    filename: Ok(value.filename),
+                    id: Ok(value.id),
+                    message_id: Ok(value.message_id),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatUsage {
+            cached_tokens: ::std::result::Result<i64, ::std::string::String>,
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatUsage {
+            fn default() -> Self {
+                Self {
+                    cached_tokens: Err("no value supplied for cached_tokens".to_string()),
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl ChatUsage {
+            pub fn cached_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cached_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cached_tokens: {e}"));
+                self
+            }
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatUsage> for super::ChatUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    cached_tokens: value.cached_tokens?,
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatUsage> for ChatUsage {
+            fn from(value: super::ChatUsage) -> Self {
+                Self {
+                    cached_tokens: Ok(value.cached_tokens),
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatWrite {
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<
+                ::std::option::Option<super::ChatStatus>,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<
+                ::std::option::Option<super::ChatWriteTitle>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatWrite {
+            fn default() -> Self {
+                Self {
+                    settings: Ok(Default::default()),
+                    status: Ok(Default::default()),
+                    title: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatWrite {
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatStatus>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatWriteTitle>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatWrite> for super::ChatWrite {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatWrite,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    settings: value.settings?,
+                    status: value.status?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatWrite> for ChatWrite {
+            fn from(value: super::ChatWrite) -> Self {
+                Self {
+                    settings: Ok(value.settings),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
                 }
             }
         }
@@ -16253,6 +19970,61 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct PromptRequest {
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            text: ::std::result::Result<super::PromptRequestText, ::std::string::String>,
+        }
+        impl ::std::default::Default for PromptRequest {
+            fn default() -> Self {
+                Self {
+                    model_id: Ok(Default::default()),
+                    text: Err("no value supplied for text".to_string()),
+                }
+            }
+        }
+        impl PromptRequest {
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::PromptRequestText>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for text: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PromptRequest> for super::PromptRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PromptRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    model_id: value.model_id?,
+                    text: value.text?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PromptRequest> for PromptRequest {
+            fn from(value: super::PromptRequest) -> Self {
+                Self {
+                    model_id: Ok(value.model_id),
+                    text: Ok(value.text),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Role {
             created_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
@@ -16619,6 +20391,142 @@ pub mod types {
                     input_tokens: Ok(value.input_tokens),
                     output_tokens: Ok(value.output_tokens),
                     total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SendMessageRequest {
+            agent_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            chat_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            knowledge_base_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            upload_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SendMessageRequest {
+            fn default() -> Self {
+                Self {
+                    agent_id: Ok(Default::default()),
+                    chat_id: Ok(Default::default()),
+                    content: Err("no value supplied for content".to_string()),
+                    knowledge_base_ids: Ok(Default::default()),
+                    model_id: Ok(Default::default()),
+                    settings: Ok(Default::default()),
+                    upload_ids: Ok(Default::default()),
+                }
+            }
+        }
+        impl SendMessageRequest {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn knowledge_base_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.knowledge_base_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for knowledge_base_ids: {e}")
+                });
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn upload_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.upload_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for upload_ids: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SendMessageRequest> for super::SendMessageRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SendMessageRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    chat_id: value.chat_id?,
+                    content: value.content?,
+                    knowledge_base_ids: value.knowledge_base_ids?,
+                    model_id: value.model_id?,
+                    settings: value.settings?,
+                    upload_ids: value.upload_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SendMessageRequest> for SendMessageRequest {
+            fn from(value: super::SendMessageRequest) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    chat_id: Ok(value.chat_id),
+                    content: Ok(value.content),
+                    knowledge_base_ids: Ok(value.knowledge_base_ids),
+                    model_id: Ok(value.model_id),
+                    settings: Ok(value.settings),
+                    upload_ids: Ok(value.upload_ids),
                 }
             }
         }
@@ -17451,6 +21359,74 @@ pub mod types {
                     source_id: Ok(value.source_id),
                     status: Ok(value.status),
                     type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct StopResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            stopped: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for StopResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    stopped: Err("no value supplied for stopped".to_string()),
+                }
+            }
+        }
+        impl StopResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn stopped<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stopped = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for stopped: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<StopResponse> for super::StopResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: StopResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    message_id: value.message_id?,
+                    stopped: value.stopped?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::StopResponse> for StopResponse {
+            fn from(value: super::StopResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    message_id: Ok(value.message_id),
+                    stopped: Ok(value.stopped),
                 }
             }
         }
@@ -19355,6 +23331,63 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct TranscribeResponse {
+            language: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            text: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for TranscribeResponse {
+            fn default() -> Self {
+                Self {
+                    language: Err("no value supplied for language".to_string()),
+                    text: Err("no value supplied for text".to_string()),
+                }
+            }
+        }
+        impl TranscribeResponse {
+            pub fn language<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.language = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for language: {e}"));
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for text: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TranscribeResponse> for super::TranscribeResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TranscribeResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    language: value.language?,
+                    text: value.text?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TranscribeResponse> for TranscribeResponse {
+            fn from(value: super::TranscribeResponse) -> Self {
+                Self {
+                    language: Ok(value.language),
+                    text: Ok(value.text),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
                 ::std::option::Option<super::UpdateRoleRequestDescription>,
@@ -20310,6 +24343,63 @@ pub mod types {
                 }
             }
         }
+        #[derive(Clone, Debug)]
+        pub struct WsTicket {
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            ticket: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WsTicket {
+            fn default() -> Self {
+                Self {
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    ticket: Err("no value supplied for ticket".to_string()),
+                }
+            }
+        }
+        impl WsTicket {
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn ticket<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ticket = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ticket: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WsTicket> for super::WsTicket {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WsTicket,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    expires_at: value.expires_at?,
+                    ticket: value.ticket?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WsTicket> for WsTicket {
+            fn from(value: super::WsTicket) -> Self {
+                Self {
+                    expires_at: Ok(value.expires_at),
+                    ticket: Ok(value.ticket),
+                }
+            }
+        }
     }
     /// Generation of default values for serde.
     pub mod defaults {
@@ -20690,6 +24780,60 @@ impl Client {
     pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
         builder::AuthSignupInvite::new(self)
     }
+    /**Fetch a chat session with its messages and uploads
+
+    Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.
+
+    Sends a `GET` request to `/api/chat`
+
+    ```ignore
+    let response = client.chat_get()
+        .chat_id(chat_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_get(&self) -> builder::ChatGet<'_> {
+        builder::ChatGet::new(self)
+    }
+    /**Rename, archive or reconfigure a chat session
+
+    Permission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`.
+
+    Sends a `PUT` request to `/api/chat`
+
+    ```ignore
+    let response = client.chat_update()
+        .chat_id(chat_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_update(&self) -> builder::ChatUpdate<'_> {
+        builder::ChatUpdate::new(self)
+    }
+    /**Create a chat session
+
+    Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).
+
+    Visibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.
+
+    Sends a `POST` request to `/api/chat`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_create(&self) -> builder::ChatCreate<'_> {
+        builder::ChatCreate::new(self)
+    }
     /**Knowledge bases usable in chat
 
     Permissions `chats:read` and `kb:read`. The organization's knowledge bases that are `ready` and hold at least one document, by name; at most 100.
@@ -20706,6 +24850,193 @@ impl Client {
     ```*/
     pub fn chat_available_knowledge_bases(&self) -> builder::ChatAvailableKnowledgeBases<'_> {
         builder::ChatAvailableKnowledgeBases::new(self)
+    }
+    /**Delete several chat sessions
+
+    Permission `chats:delete`. `chat_ids`: 1 to 100 ids (`400 invalid_request` otherwise; duplicates count once). Deletes as `delete_session` does, in one transaction, and answers one outcome per distinct id in request order: `deleted`, or `not_found` for an id that is not one of the caller's chats in the organization (never revealing whether it exists elsewhere). Always `200`.
+
+    Sends a `POST` request to `/api/chat/bulk_delete_sessions`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_bulk_delete_sessions()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_bulk_delete_sessions(&self) -> builder::ChatBulkDeleteSessions<'_> {
+        builder::ChatBulkDeleteSessions::new(self)
+    }
+    /**Delete a chat session
+
+    Permission `chats:delete` in the chat's organization (the spec gives only `session_id`; the organization is the chat's). Removes the chat, its messages, their stream events and its uploads (rows and stored bytes). An answer still streaming is stopped. `404 not_found` for a chat that is not the caller's.
+
+    Sends a `DELETE` request to `/api/chat/delete_session`
+
+    ```ignore
+    let response = client.chat_delete_session()
+        .session_id(session_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_delete_session(&self) -> builder::ChatDeleteSession<'_> {
+        builder::ChatDeleteSession::new(self)
+    }
+    /**List the caller's chat sessions
+
+    Permission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
+
+    Sends a `GET` request to `/api/chat/list`
+
+    Arguments:
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`
+    - `status`: Only chats in this state (default: `ACTIVE` and `ARCHIVED`).
+    ```ignore
+    let response = client.chat_list()
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .status(status)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_list(&self) -> builder::ChatList<'_> {
+        builder::ChatList::new(self)
+    }
+    /**Generate prompt suggestions from a text
+
+    Permission `chats:write`. `text` 1 to 10,000 characters (`400 invalid_message`); `model_id` as in `send_message`. Server-Sent Events: `content` pieces of three suggested prompts, one per line, then `{"type":"end","message":"DONE","finish_reason":"stop"}` (or `error`). Not stored, not counted against `daily_chat_limit`.
+
+    Sends a `POST` request to `/api/chat/prompt`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_prompt()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_prompt(&self) -> builder::ChatPrompt<'_> {
+        builder::ChatPrompt::new(self)
+    }
+    /**Send a message and stream the answer (resumable)
+
+    Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`).
+
+    Prompt: the chat's history (oldest first), then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted). Settings: the request's, else the chat's.
+
+    The title of a new chat is generated after its first answer (a short model call; the offline model answers with the first words of the message), stored, sent as `title` and broadcast to the caller's WebSocket clients (`GET /api/chat/ws`).
+
+    Every message counts towards `daily_chat_limit` as in conversations (`429 daily_chat_limit_exceeded` with `Retry-After`, atomically, before anything is stored); token usage is added to the chat's `metadata.usage`. Provider errors are retried with backoff before the first piece arrives (as in conversations), later ones end the stream with `error`.
+
+    An agent answers through the agent runtime with its own model, system prompt, settings and tools; it must have passed its test (`ready`) or be `deployed`/`active`: otherwise `409 agent_not_active`. Only text models exist in this server: every configured model is a chat model, so `model_modality_unsupported` (400) is reserved for image/video models and not answered today.
+
+    Errors before the stream: `400 invalid_message`, `400 invalid_settings`, `400 model_unavailable` (no such model), `404 not_found` (chat, agent, knowledge base or upload not visible).
+
+    Resumable: the answer is generated by the server, not by the connection. A client that disconnects does not stop it; it resumes with `GET /api/chat/stream` on any instance. `POST /api/chat/stop` ends it. A client that reads nothing for 5 seconds is detached (its stream ends without `end`) and resumes the same way.
+
+    Sends a `POST` request to `/api/chat/send_message`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_send_message()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_send_message(&self) -> builder::ChatSendMessage<'_> {
+        builder::ChatSendMessage::new(self)
+    }
+    /**Stop an answer that is streaming
+
+    Permission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.
+
+    Sends a `POST` request to `/api/chat/stop`
+
+    Arguments:
+    - `message_id`: The answer's id (from the `start` event).
+    - `org_id`
+    ```ignore
+    let response = client.chat_stop()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_stop(&self) -> builder::ChatStop<'_> {
+        builder::ChatStop::new(self)
+    }
+    /**Resume an answer's event stream
+
+    Permission `chats:read`, the caller's own chats only (`404 not_found`). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1. The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends (at once and empty when `Last-Event-ID` was its last event). Events of answers that ended are kept 24 hours: after that the stream is one unnumbered `{"type":"error","error_code": "stream_expired"}` (read the answer with `GET /api/chat`). An answer whose instance died mid-answer ends, after 5 minutes without events, with `error_code` `stream_lost`.
+
+    Sends a `GET` request to `/api/chat/stream`
+
+    Arguments:
+    - `message_id`: The answer's id (from the `start` event).
+    - `org_id`
+    ```ignore
+    let response = client.chat_stream()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_stream(&self) -> builder::ChatStream<'_> {
+        builder::ChatStream::new(self)
+    }
+    /**Transcribe speech to text
+
+    Permission `chats:write`. The body is either `multipart/form-data` with a part named `file`, or the raw audio bytes with the `content_type` query parameter (the document shows the raw form). Formats: MP3, WAV, M4A, OGG, FLAC, WebM, decided by sniffing the bytes (a declared type is checked too, never trusted): `400 unsupported_audio_format` otherwise, `400 invalid_audio` for an empty body or a form without `file`. `language` is one of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (`400 unsupported_language`); absent, the service detects it. At most `transcription.max_bytes` (25 MB; `413 file_too_large`). Answers `{text, language}`.
+
+    The audio goes to the configured OpenAI-compatible `/audio/transcriptions` service (OpenAI, Groq, a whisper.cpp or faster-whisper server). None configured: `503 transcription_unavailable`, whose message says how to configure one; the service failing: `503 transcription_failed`.
+
+    Sends a `POST` request to `/api/chat/transcribe`
+
+    Arguments:
+    - `content_type`: The type of a raw (non-multipart) body, e.g. `audio/mpeg`.
+    - `language`: One of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (default: detected).
+    - `org_id`
+    - `body`
+    ```ignore
+    let response = client.chat_transcribe()
+        .content_type(content_type)
+        .language(language)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_transcribe(&self) -> builder::ChatTranscribe<'_> {
+        builder::ChatTranscribe::new(self)
+    }
+    /**Get a ticket that opens the chat WebSocket
+
+    Permission `chats:read`. The ticket opens `GET /api/chat/ws` once, within 60 seconds, for the caller in this organization; it is stored hashed in PostgreSQL, so any instance accepts it. This keeps the bearer token out of URLs (browsers cannot set headers on a WebSocket).
+
+    Sends a `POST` request to `/api/chat/ws_ticket`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_ws_ticket()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_ws_ticket(&self) -> builder::ChatWsTicket<'_> {
+        builder::ChatWsTicket::new(self)
     }
     /**Create a conversation
 
@@ -23151,6 +27482,330 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::chat_get`]
+
+    [`Client::chat_get`]: super::Client::chat_get*/
+    #[derive(Debug, Clone)]
+    pub struct ChatGet<'a> {
+        client: &'a super::Client,
+        chat_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                chat_id: Err("chat_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn chat_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.chat_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for chat_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatSessionDetail>, Error<types::Error>> {
+            let Self {
+                client,
+                chat_id,
+                org_id,
+            } = self;
+            let chat_id = chat_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("chat_id", &chat_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_update`]
+
+    [`Client::chat_update`]: super::Client::chat_update*/
+    #[derive(Debug, Clone)]
+    pub struct ChatUpdate<'a> {
+        client: &'a super::Client,
+        chat_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatWrite, String>,
+    }
+    impl<'a> ChatUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                chat_id: Err("chat_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn chat_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.chat_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for chat_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatWrite>,
+            <V as std::convert::TryInto<types::ChatWrite>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatWrite` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ChatWrite) -> types::builder::ChatWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/chat`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatIdResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                chat_id,
+                org_id,
+                body,
+            } = self;
+            let chat_id = chat_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatWrite::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("chat_id", &chat_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_create`]
+
+    [`Client::chat_create`]: super::Client::chat_create*/
+    #[derive(Debug, Clone)]
+    pub struct ChatCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatWrite, String>,
+    }
+    impl<'a> ChatCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatWrite>,
+            <V as std::convert::TryInto<types::ChatWrite>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatWrite` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ChatWrite) -> types::builder::ChatWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatIdResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatWrite::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::chat_available_knowledge_bases`]
 
     [`Client::chat_available_knowledge_bases`]: super::Client::chat_available_knowledge_bases*/
@@ -23210,6 +27865,923 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_bulk_delete_sessions`]
+
+    [`Client::chat_bulk_delete_sessions`]: super::Client::chat_bulk_delete_sessions*/
+    #[derive(Debug, Clone)]
+    pub struct ChatBulkDeleteSessions<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::BulkDeleteRequest, String>,
+    }
+    impl<'a> ChatBulkDeleteSessions<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::BulkDeleteRequest>,
+            <V as std::convert::TryInto<types::BulkDeleteRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `BulkDeleteRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::BulkDeleteRequest,
+                ) -> types::builder::BulkDeleteRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/bulk_delete_sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::BulkDeleteResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::BulkDeleteRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/bulk_delete_sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_bulk_delete_sessions",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_delete_session`]
+
+    [`Client::chat_delete_session`]: super::Client::chat_delete_session*/
+    #[derive(Debug, Clone)]
+    pub struct ChatDeleteSession<'a> {
+        client: &'a super::Client,
+        session_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatDeleteSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for session_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/chat/delete_session`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, session_id } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/delete_session", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "session_id",
+                    &session_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_delete_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_list`]
+
+    [`Client::chat_list`]: super::Client::chat_list*/
+    #[derive(Debug, Clone)]
+    pub struct ChatList<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        status: Result<Option<types::ChatStatus>, String>,
+    }
+    impl<'a> ChatList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                status: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn status<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatStatus>,
+        {
+            self.status = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `ChatStatus` for status failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ChatSession>>, Error<types::Error>>
+        {
+            let Self {
+                client,
+                limit,
+                offset,
+                org_id,
+                status,
+            } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let status = status.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("status", &status))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_prompt`]
+
+    [`Client::chat_prompt`]: super::Client::chat_prompt*/
+    #[derive(Debug, Clone)]
+    pub struct ChatPrompt<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::PromptRequest, String>,
+    }
+    impl<'a> ChatPrompt<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PromptRequest>,
+            <V as std::convert::TryInto<types::PromptRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `PromptRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::PromptRequest) -> types::builder::PromptRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/prompt`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::PromptRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/prompt", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_prompt",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_send_message`]
+
+    [`Client::chat_send_message`]: super::Client::chat_send_message*/
+    #[derive(Debug, Clone)]
+    pub struct ChatSendMessage<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::SendMessageRequest, String>,
+    }
+    impl<'a> ChatSendMessage<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SendMessageRequest>,
+            <V as std::convert::TryInto<types::SendMessageRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SendMessageRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::SendMessageRequest,
+                ) -> types::builder::SendMessageRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/send_message`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::SendMessageRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/send_message", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_send_message",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_stop`]
+
+    [`Client::chat_stop`]: super::Client::chat_stop*/
+    #[derive(Debug, Clone)]
+    pub struct ChatStop<'a> {
+        client: &'a super::Client,
+        message_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatStop<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.message_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for message_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/stop`
+        pub async fn send(self) -> Result<ResponseValue<types::StopResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/stop", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_stop",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_stream`]
+
+    [`Client::chat_stream`]: super::Client::chat_stream*/
+    #[derive(Debug, Clone)]
+    pub struct ChatStream<'a> {
+        client: &'a super::Client,
+        message_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatStream<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.message_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for message_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/stream`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/stream", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_stream",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_transcribe`]
+
+    [`Client::chat_transcribe`]: super::Client::chat_transcribe*/
+    #[derive(Debug)]
+    pub struct ChatTranscribe<'a> {
+        client: &'a super::Client,
+        content_type: Result<Option<::std::string::String>, String>,
+        language: Result<Option<::std::string::String>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<reqwest::Body, String>,
+    }
+    impl<'a> ChatTranscribe<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                content_type: Ok(None),
+                language: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn content_type<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.content_type = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for content_type failed".to_string()
+            });
+            self
+        }
+        pub fn language<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.language = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for language failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<B>(mut self, value: B) -> Self
+        where
+            B: std::convert::TryInto<reqwest::Body>,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| "conversion to `reqwest::Body` for body failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/transcribe`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::TranscribeResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                content_type,
+                language,
+                org_id,
+                body,
+            } = self;
+            let content_type = content_type.map_err(Error::InvalidRequest)?;
+            let language = language.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/transcribe", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .header(
+                    ::reqwest::header::CONTENT_TYPE,
+                    ::reqwest::header::HeaderValue::from_static("application/octet-stream"),
+                )
+                .body(body)
+                .query(&progenitor_client::QueryParam::new(
+                    "content_type",
+                    &content_type,
+                ))
+                .query(&progenitor_client::QueryParam::new("language", &language))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_transcribe",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_ws_ticket`]
+
+    [`Client::chat_ws_ticket`]: super::Client::chat_ws_ticket*/
+    #[derive(Debug, Clone)]
+    pub struct ChatWsTicket<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatWsTicket<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/ws_ticket`
+        pub async fn send(self) -> Result<ResponseValue<types::WsTicket>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/ws_ticket", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_ws_ticket",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
                 400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),

@@ -169,6 +169,9 @@ pub enum Scope {
     Kb(uuid::Uuid),
     Agent(uuid::Uuid),
     Deployment(uuid::Uuid),
+    /// A chat session, authorized through its organization (the chat's
+    /// owner is checked by every chat query).
+    Chat(uuid::Uuid),
 }
 
 impl Scope {
@@ -182,6 +185,7 @@ impl Scope {
             }),
             Scope::Agent(_) => Some(crate::error::Error::NotFound { what: "agent" }),
             Scope::Deployment(_) => Some(crate::error::Error::NotFound { what: "deployment" }),
+            Scope::Chat(_) => Some(crate::error::Error::NotFound { what: "chat" }),
         }
     }
 }

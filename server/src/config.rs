@@ -42,6 +42,8 @@ pub struct Config {
     pub embedders: Vec<crate::kb_config::EmbedderConfig>,
     /// The sandbox that runs tool code.
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// Speech to text for `POST /api/chat/transcribe`.
+    pub transcription: crate::transcribe::TranscriptionConfig,
 }
 
 /// Encryption keys for secrets at rest.
@@ -495,6 +497,7 @@ impl Default for Config {
             fetch: Default::default(),
             embedders: Vec::new(),
             sandbox: crate::sandbox::SandboxConfig::default(),
+            transcription: Default::default(),
         }
     }
 }
@@ -643,6 +646,7 @@ impl Config {
             self.mail.public_url = url;
         }
         crate::kb_config::apply_env(self, &get)?;
+        self.transcription.apply_env(&get);
         self.apply_provider_env(&get)
     }
 

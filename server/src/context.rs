@@ -28,6 +28,11 @@ pub struct ServerContext {
     pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
     /// Request, database, hashing and stream metrics (`/metrics`).
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// This instance's LISTEN connection, fanned out (chat streams, stop
+    /// requests, WebSocket notices across instances).
+    pub chat_hub: std::sync::Arc<crate::chat_hub::Hub>,
+    /// Speech to text (`None`: not configured).
+    pub transcriber: Option<std::sync::Arc<dyn crate::transcribe::Transcriber>>,
     pub log: slog::Logger,
 }
 

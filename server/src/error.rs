@@ -58,6 +58,10 @@ pub enum Error {
         message: String,
         retry_after_secs: u64,
     },
+    /// 503: an optional service this operation needs is not configured
+    /// (e.g. transcription); `message` says how to configure it.
+    #[error("{message}")]
+    NotConfigured { code: &'static str, message: String },
     /// 500: a bug or an unexpected failure; `internal` is only logged.
     #[error("internal error: {internal}")]
     Internal { internal: String },
@@ -264,6 +268,13 @@ impl From<Error> for HttpError {
                 let _ = e.add_header(http::header::RETRY_AFTER, retry_after_secs.to_string());
                 e
             }
+            Error::NotConfigured { code, message } => HttpError {
+                status_code: ErrorStatusCode::SERVICE_UNAVAILABLE,
+                error_code: Some(code.to_string()),
+                external_message: message.clone(),
+                internal_message: message,
+                headers: None,
+            },
             Error::Internal { internal } => HttpError {
                 status_code: ErrorStatusCode::INTERNAL_SERVER_ERROR,
                 error_code: Some("internal_error".to_string()),

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod authn;
 pub mod authz;
+pub mod chat_hub;
 pub mod config;
 pub mod context;
 pub mod db;
@@ -22,6 +23,7 @@ pub mod sandbox;
 pub mod secrets;
 mod sse;
 pub mod storage;
+pub mod transcribe;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -145,6 +147,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let log = logging::redacting(log, config.slog_level()?);
     let tls = db::tls(config.database.ca_file.as_deref())?;
     db::migrate(url, &tls).await?;
+    let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
     let pool = db::pool(url, config.database.pool_size, tls)?;
     let datastore = db::Datastore::new(pool, config.database.backoff());
 
@@ -205,6 +208,12 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     }
 
     let kb = kb_services(&config, &datastore).await?;
+    let transcriber: Option<std::sync::Arc<dyn transcribe::Transcriber>> =
+        transcribe::OpenAiTranscriber::new(
+            providers::registry::http_client(&config)?,
+            &config.transcription,
+        )
+        .map(|t| std::sync::Arc::new(t) as _);
 
     workspace_api::extract::set_body_read_timeout(std::time::Duration::from_secs(
         config.http.body_read_timeout_secs,
@@ -237,6 +246,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         login_window_secs,
         log.clone(),
     ));
+    let chat_janitor = tokio::spawn(app::chat::janitor(datastore.clone(), log.clone()));
     let context = ServerContext {
         config,
         datastore,
@@ -249,6 +259,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         embedders: kb.embedders,
         hashing,
         metrics,
+        chat_hub: chat_hub.clone(),
+        transcriber,
         log: log.clone(),
     };
     let connection_limits = dropshot::ConnectionLimits {
@@ -269,7 +281,10 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
-    let mut tasks = vec![janitor];
+    let mut tasks = vec![janitor, chat_listener, chat_janitor];
+    if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
+        slog::warn!(log, "the chat listener is not connected yet");
+    }
     let mut metrics_addr = None;
     if let Some(bind) = metrics_bind {
         let (addr, task) = metrics_server::start(bind, metrics_source, metrics_token, log.clone())

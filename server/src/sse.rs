@@ -48,6 +48,47 @@ pub fn response<T: Serialize + Send + Sync + 'static>(
         })
 }
 
+/// A body writing `(id, event)` pairs as `id: N` (when numbered) and
+/// `data: <json>` lines (the chat area's resumable streams).
+struct NumberedBody {
+    events: mpsc::Receiver<(Option<i32>, serde_json::Value)>,
+}
+
+impl hyper::body::Body for NumberedBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.events.poll_recv(cx).map(|event| {
+            event.map(|(id, event)| {
+                let text = match id {
+                    Some(id) => format!("id: {id}\ndata: {event}\n\n"),
+                    None => format!("data: {event}\n\n"),
+                };
+                Ok(Frame::data(Bytes::from(text)))
+            })
+        })
+    }
+}
+
+/// A `200 text/event-stream` response of numbered events.
+pub fn numbered_response(
+    events: mpsc::Receiver<(Option<i32>, serde_json::Value)>,
+) -> Result<http::Response<dropshot::Body>, dropshot::HttpError> {
+    http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "text/event-stream")
+        .header(http::header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(dropshot::Body::wrap(NumberedBody { events }))
+        .map_err(|e| {
+            dropshot::HttpError::for_internal_error(format!("building the SSE response: {e}"))
+        })
+}
+
 /// A body writing each received string as it is (each a complete SSE
 /// frame, e.g. `data: [DONE]\n\n`), ending when the sender is dropped.
 struct RawBody {

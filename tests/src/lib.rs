@@ -11,6 +11,7 @@
 //! failing test leaves its database behind for inspection.
 
 pub mod fake_provider;
+pub mod fake_transcriber;
 pub mod fixtures;
 pub mod sse;
 

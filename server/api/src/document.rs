@@ -2,6 +2,7 @@
 //! express. The facts come from [`crate::operations`]; this module only
 //! writes them into the document.
 
+use crate::operations::{CHAT_STREAM_EVENTS, CHAT_STREAMING_OPERATIONS};
 use crate::operations::{
     DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS,
     STREAMING_OPERATIONS, error_statuses,
@@ -35,14 +36,40 @@ fn add_schema<T: schemars::JsonSchema>(doc: &mut OpenAPI) {
     }
     let components = doc.components.get_or_insert_with(Default::default);
     for (name, schema) in schemas {
-        let schema: Schema = serde_json::from_value(
-            serde_json::to_value(&schema).expect("a schemars schema serialises"),
-        )
-        .expect("a schemars schema is an OpenAPI 3.0 schema");
+        let mut value = serde_json::to_value(&schema).expect("a schemars schema serialises");
+        any_value_schemas(&mut value);
+        let schema: Schema =
+            serde_json::from_value(value).expect("a schemars schema is an OpenAPI 3.0 schema");
         components
             .schemas
             .entry(name)
             .or_insert(ReferenceOr::Item(schema));
+    }
+}
+
+/// Schemars writes the schema of any JSON value (`serde_json::Value`) as
+/// `true`, which OpenAPI 3.0 spells `{}` (as dropshot does).
+fn any_value_schemas(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if key == "properties" {
+                    if let Value::Object(props) = v {
+                        for p in props.values_mut() {
+                            if *p == Value::Bool(true) {
+                                *p = Value::Object(Default::default());
+                            }
+                        }
+                    }
+                } else if key == "items" && *v == Value::Bool(true) {
+                    *v = Value::Object(Default::default());
+                }
+                any_value_schemas(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(any_value_schemas),
+        _ => {}
     }
 }
 
@@ -424,6 +451,11 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     add_schema::<crate::deployments::ChatCompletion>(doc);
     add_schema::<crate::deployments::OpenAiModelList>(doc);
     name_tagged_variants(doc, STREAM_EVENTS, "type");
+    add_schema::<crate::chat::ChatStreamEvent>(doc);
+    name_tagged_variants(doc, CHAT_STREAM_EVENTS, "type");
+    // The frames of the chat WebSocket (`chat_ws`), for frontends.
+    add_schema::<crate::chat::ChatLiveEvent>(doc);
+    name_tagged_variants(doc, "ChatLiveEvent", "type");
     type_nullable_references(doc);
 
     for (_, path_item) in doc.paths.paths.iter_mut() {
@@ -455,19 +487,26 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                 "Error"
             };
             patch_query_parameters(id, op);
-            if STREAMING_OPERATIONS.contains(&id) {
+            let events = if STREAMING_OPERATIONS.contains(&id) {
+                Some(STREAM_EVENTS)
+            } else if CHAT_STREAMING_OPERATIONS.contains(&id) {
+                Some(CHAT_STREAM_EVENTS)
+            } else {
+                None
+            };
+            if let Some(events) = events {
                 let mut response = Response {
                     description: format!(
                         "A Server-Sent Events stream: each event is a line \
                          `data: <json>` followed by a blank line, the JSON being a \
-                         `{STREAM_EVENTS}`."
+                         `{events}`."
                     ),
                     ..Default::default()
                 };
                 response.content.insert(
                     "text/event-stream".to_string(),
                     MediaType {
-                        schema: Some(schema_ref(STREAM_EVENTS)),
+                        schema: Some(schema_ref(events)),
                         ..Default::default()
                     },
                 );

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod chat;
 pub mod conversations;
 pub mod deployments;
 mod document;
@@ -940,6 +941,267 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<files::DownloadQuery>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // ---- Chat area (/api/chat): sessions, send_message, streams ----
+
+    /// Create a chat session.
+    ///
+    /// Permission `chats:write`. All fields optional: `title` (1 to 200
+    /// characters after trimming, default `New Chat`; `400 invalid_title`),
+    /// `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1,
+    /// `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`).
+    /// `send_message` applies `temperature` and `max_tokens`; `top_p` is
+    /// stored for clients (the model clients here do not send it).
+    ///
+    /// Visibility (the spec leaves it open): a chat belongs to its
+    /// organization and to the user who created it, and only that user
+    /// sees or changes it, through every chat operation (organization
+    /// owners and admins included: chats are personal, conversations are
+    /// the organization's shared area). Another user's or organization's
+    /// chat id is `404 not_found`.
+    #[endpoint { method = POST, path = "/api/chat", tags = ["chat"] }]
+    async fn chat_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::ChatWrite>,
+    ) -> Result<HttpResponseCreated<chat::ChatIdResponse>, HttpError>;
+
+    /// Fetch a chat session with its messages and uploads.
+    ///
+    /// Permission `chats:read`; the caller's own chats only (`404
+    /// not_found` otherwise). Messages oldest first; each answer carries
+    /// `status` (`streaming`, `complete`, `stopped`, `failed`), its
+    /// `model_id`, and in `metadata` its `usage`. `uploads` are the files
+    /// uploaded with this `chat_id`, with fresh 7-day download links.
+    #[endpoint { method = GET, path = "/api/chat", tags = ["chat"] }]
+    async fn chat_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatQuery>,
+    ) -> Result<HttpResponseOk<chat::ChatSessionDetail>, HttpError>;
+
+    /// List the caller's chat sessions.
+    ///
+    /// Permission `chats:read`. The caller's chats in the organization,
+    /// most recently updated first (ties by id). `status` filters to one
+    /// state; without it `ACTIVE` and `ARCHIVED` chats are listed (not
+    /// `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0
+    /// (`400 invalid_pagination`).
+    #[endpoint { method = GET, path = "/api/chat/list", tags = ["chat"] }]
+    async fn chat_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatListQuery>,
+    ) -> Result<HttpResponseOk<Vec<chat::ChatSession>>, HttpError>;
+
+    /// Rename, archive or reconfigure a chat session.
+    ///
+    /// Permission `chats:write`. Absent fields stay; the same rules as
+    /// create. `status` `DELETED` hides the chat from the default list
+    /// (it is kept until `delete_session`). `404 not_found` as for `get`.
+    #[endpoint { method = PUT, path = "/api/chat", tags = ["chat"] }]
+    async fn chat_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatQuery>,
+        body: JsonBody<chat::ChatWrite>,
+    ) -> Result<HttpResponseOk<chat::ChatIdResponse>, HttpError>;
+
+    /// Delete a chat session.
+    ///
+    /// Permission `chats:delete` in the chat's organization (the spec
+    /// gives only `session_id`; the organization is the chat's). Removes
+    /// the chat, its messages, their stream events and its uploads (rows
+    /// and stored bytes). An answer still streaming is stopped. `404
+    /// not_found` for a chat that is not the caller's.
+    #[endpoint { method = DELETE, path = "/api/chat/delete_session", tags = ["chat"] }]
+    async fn chat_delete_session(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::DeleteSessionQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Delete several chat sessions.
+    ///
+    /// Permission `chats:delete`. `chat_ids`: 1 to 100 ids (`400
+    /// invalid_request` otherwise; duplicates count once). Deletes as
+    /// `delete_session` does, in one transaction, and answers one outcome
+    /// per distinct id in request order: `deleted`, or `not_found` for an
+    /// id that is not one of the caller's chats in the organization (never
+    /// revealing whether it exists elsewhere). Always `200`.
+    #[endpoint { method = POST, path = "/api/chat/bulk_delete_sessions", tags = ["chat"] }]
+    async fn chat_bulk_delete_sessions(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::BulkDeleteRequest>,
+    ) -> Result<HttpResponseOk<chat::BulkDeleteResponse>, HttpError>;
+
+    /// Send a message and stream the answer (resumable).
+    ///
+    /// Permission `chats:write` (and `kb:read` with `knowledge_base_ids`,
+    /// `agent:execute` with `agent_id`). Without `chat_id` a new chat is
+    /// created. Server-Sent Events, each `id: N` (numbered from 1) and
+    /// `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`,
+    /// `message_id`), `sources` (when knowledge bases were searched), any
+    /// `content` pieces (with an agent also `tool_started` and
+    /// `tool_finished`), `usage`, `title` (first answer of a new chat
+    /// only), and last `{"type":"end","message":"DONE","finish_reason":
+    /// "stop"}`; or `{"type":"error","error_code","message"}` (the text so
+    /// far is kept as the answer, `failed`).
+    ///
+    /// Prompt: the chat's history (oldest first), then the user's message
+    /// preceded by the retrieved excerpts (each knowledge base searched
+    /// with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for
+    /// citation; `sources[].index` is that number) and the text of the
+    /// given uploads (text documents now; other formats once their text is
+    /// extracted). Settings: the request's, else the chat's.
+    ///
+    /// The title of a new chat is generated after its first answer (a
+    /// short model call; the offline model answers with the first words
+    /// of the message), stored, sent as `title` and broadcast to the
+    /// caller's WebSocket clients (`GET /api/chat/ws`).
+    ///
+    /// Every message counts towards `daily_chat_limit` as in conversations
+    /// (`429 daily_chat_limit_exceeded` with `Retry-After`, atomically,
+    /// before anything is stored); token usage is added to the chat's
+    /// `metadata.usage`. Provider errors are retried with backoff before
+    /// the first piece arrives (as in conversations), later ones end the
+    /// stream with `error`.
+    ///
+    /// An agent answers through the agent runtime with its own model,
+    /// system prompt, settings and tools; it must have passed its test
+    /// (`ready`) or be `deployed`/`active`: otherwise `409
+    /// agent_not_active`. Only text models exist in this server: every
+    /// configured model is a chat model, so `model_modality_unsupported`
+    /// (400) is reserved for image/video models and not answered today.
+    ///
+    /// Errors before the stream: `400 invalid_message`, `400
+    /// invalid_settings`, `400 model_unavailable` (no such model), `404
+    /// not_found` (chat, agent, knowledge base or upload not visible).
+    ///
+    /// Resumable: the answer is generated by the server, not by the
+    /// connection. A client that disconnects does not stop it; it resumes
+    /// with `GET /api/chat/stream` on any instance. `POST /api/chat/stop`
+    /// ends it. A client that reads nothing for 5 seconds is detached
+    /// (its stream ends without `end`) and resumes the same way.
+    #[endpoint { method = POST, path = "/api/chat/send_message", tags = ["chat"] }]
+    async fn chat_send_message(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::SendMessageRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Resume an answer's event stream.
+    ///
+    /// Permission `chats:read`, the caller's own chats only (`404
+    /// not_found`). Send the number of the last event received in the
+    /// `Last-Event-ID` header (as browsers' `EventSource` does); without it
+    /// the stream starts at event 1. The missed events are replayed from
+    /// the database, then the live rest follows (announced between
+    /// instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in
+    /// order, with the same `id:` numbers, until `end` or `error`. Works on
+    /// any server instance; for a finished answer it replays and ends (at
+    /// once and empty when `Last-Event-ID` was its last event).
+    /// Events of answers that ended are kept 24 hours: after that the
+    /// stream is one unnumbered `{"type":"error","error_code":
+    /// "stream_expired"}` (read the answer with `GET /api/chat`). An
+    /// answer whose instance died mid-answer ends, after 5 minutes
+    /// without events, with `error_code` `stream_lost`.
+    #[endpoint { method = GET, path = "/api/chat/stream", tags = ["chat"] }]
+    async fn chat_stream(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatMessageQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Stop an answer that is streaming.
+    ///
+    /// Permission `chats:write`, the caller's own chats only (`404
+    /// not_found`). Reaches the generating instance wherever it runs
+    /// (PostgreSQL `NOTIFY`); the answer keeps its text so far with
+    /// status `stopped` and its stream ends with `end` (`finish_reason`
+    /// `stopped`). `stopped` is false when the answer had already ended.
+    #[endpoint { method = POST, path = "/api/chat/stop", tags = ["chat"] }]
+    async fn chat_stop(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatMessageQuery>,
+    ) -> Result<HttpResponseOk<chat::StopResponse>, HttpError>;
+
+    /// Generate prompt suggestions from a text.
+    ///
+    /// Permission `chats:write`. `text` 1 to 10,000 characters (`400
+    /// invalid_message`); `model_id` as in `send_message`. Server-Sent
+    /// Events: `content` pieces of three suggested prompts, one per line,
+    /// then `{"type":"end","message":"DONE","finish_reason":"stop"}` (or
+    /// `error`). Not stored, not counted against `daily_chat_limit`.
+    #[endpoint { method = POST, path = "/api/chat/prompt", tags = ["chat"] }]
+    async fn chat_prompt(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::PromptRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Transcribe speech to text.
+    ///
+    /// Permission `chats:write`. The body is either `multipart/form-data`
+    /// with a part named `file`, or the raw audio bytes with the
+    /// `content_type` query parameter (the document shows the raw form).
+    /// Formats: MP3, WAV, M4A, OGG, FLAC, WebM, decided by sniffing the
+    /// bytes (a declared type is checked too, never trusted): `400
+    /// unsupported_audio_format` otherwise, `400 invalid_audio` for an
+    /// empty body or a form without `file`. `language` is one of `en-US`,
+    /// `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`,
+    /// `ko-KR`, `zh-CN` (`400 unsupported_language`); absent, the service
+    /// detects it. At most `transcription.max_bytes` (25 MB; `413
+    /// file_too_large`). Answers `{text, language}`.
+    ///
+    /// The audio goes to the configured OpenAI-compatible
+    /// `/audio/transcriptions` service (OpenAI, Groq, a whisper.cpp or
+    /// faster-whisper server). None configured: `503
+    /// transcription_unavailable`, whose message says how to configure
+    /// one; the service failing: `503 transcription_failed`.
+    #[endpoint {
+        method = POST,
+        path = "/api/chat/transcribe",
+        tags = ["chat"],
+        request_body_max_bytes = 27_262_976,
+    }]
+    async fn chat_transcribe(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::TranscribeQuery>,
+        body: dropshot::UntypedBody,
+    ) -> Result<HttpResponseOk<chat::TranscribeResponse>, HttpError>;
+
+    /// Get a ticket that opens the chat WebSocket.
+    ///
+    /// Permission `chats:read`. The ticket opens `GET /api/chat/ws` once,
+    /// within 60 seconds, for the caller in this organization; it is
+    /// stored hashed in PostgreSQL, so any instance accepts it. This keeps
+    /// the bearer token out of URLs (browsers cannot set headers on a
+    /// WebSocket).
+    #[endpoint { method = POST, path = "/api/chat/ws_ticket", tags = ["chat"] }]
+    async fn chat_ws_ticket(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseCreated<chat::WsTicket>, HttpError>;
+
+    /// Live chat updates over a WebSocket.
+    ///
+    /// Public: the single-use `ticket` (see `POST /api/chat/ws_ticket`) is
+    /// the credential; an invalid, used or expired ticket, or one of
+    /// another organization, closes the socket with code 1008. Then the
+    /// server sends JSON text frames (`ChatLiveEvent`) about the caller's
+    /// own chats in the organization: first `{"type":"ready","org_id",
+    /// "user_id"}`, then `{"type":"title","chat_id","title"}` when a chat
+    /// gets its generated title or is renamed, and `{"type":"message",
+    /// "chat_id","message_id","status"}` when an answer ends. Events from
+    /// every server instance arrive (PostgreSQL `LISTEN/NOTIFY`). This
+    /// channel is the spec's "sync to an external realtime store": clients
+    /// (or a bridge to such a store) subscribe here. Client frames are
+    /// ignored (pings are answered). The user's membership and
+    /// `chats:read` are checked when the socket opens and every 30
+    /// seconds; losing them closes it (1008).
+    #[channel { protocol = WEBSOCKETS, path = "/api/chat/ws", tags = ["chat"] }]
+    async fn chat_ws(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::WsQuery>,
+        upgraded: dropshot::WebsocketConnection,
+    ) -> dropshot::WebsocketChannelResult;
 
     // ---- Tools area (/api/tools) ----
 

@@ -16,6 +16,8 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "files_download",
     "deployments_chat_completions_preflight",
     "deployments_models_preflight",
+    // The chat WebSocket: its single-use ticket is the credential.
+    "chat_ws",
 ];
 
 /// Operations authenticated by a deployment key (`wsk_live_…`) instead of
@@ -35,6 +37,15 @@ pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat", "kb_quer
 /// ([`crate::conversations::ConversationStreamEvent`]).
 pub const STREAM_EVENTS: &str = "ConversationStreamEvent";
 
+/// Chat-area operations whose success response is a Server-Sent Events
+/// stream of [`CHAT_STREAM_EVENTS`] (`id:`-numbered for resumption, except
+/// `chat_prompt`). Handwritten in the CLI like [`STREAMING_OPERATIONS`].
+pub const CHAT_STREAMING_OPERATIONS: &[&str] = &["chat_send_message", "chat_stream", "chat_prompt"];
+
+/// The component schema of the events of [`CHAT_STREAMING_OPERATIONS`]
+/// ([`crate::chat::ChatStreamEvent`]).
+pub const CHAT_STREAM_EVENTS: &str = "ChatStreamEvent";
+
 /// Operations with `multipart/form-data` bodies. They stay in the published
 /// document; progenitor cannot generate code for them (progenitor#402), so
 /// they are left out of the generated client and CLI and get hand-written
@@ -45,7 +56,12 @@ pub const MULTIPART_OPERATIONS: &[&str] = &["chat_upload_file"];
 /// in `client/src/handwritten.rs`: multipart bodies, and `kb_query`, whose
 /// 200 is JSON or an event stream depending on its `stream` field (one
 /// response type per operation is all progenitor handles).
-pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &["chat_upload_file", "kb_query"];
+pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &[
+    "chat_upload_file",
+    "kb_query",
+    // A WebSocket: clients connect with their own WebSocket library.
+    "chat_ws",
+];
 
 /// Operations left out of the generated client without a hand-written
 /// method: the OpenAI-compatible surface (OpenAI SDKs are its clients) and
@@ -60,7 +76,16 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
 /// Operations left out of the generated CLI only (the client still has
 /// their methods): progenitor's CLI generator emits `todo!()` for streaming
 /// and binary responses, so these have hand-written commands in `cli/`.
-pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &["conversation_stream_chat", "files_download"];
+pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
+    "conversation_stream_chat",
+    "files_download",
+    // Chat area: streams.
+    "chat_send_message",
+    "chat_stream",
+    "chat_prompt",
+    "chat_transcribe",
+    "chat_ws",
+];
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
@@ -546,6 +571,81 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (410, &["link_expired"]),
         ],
     ),
+    // Chat area. A chat is visible to its user only: another user's or
+    // organization's chat id is 404, like a missing one.
+    (
+        "chat_create",
+        &[
+            (400, &["invalid_title", "invalid_settings"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    ("chat_get", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "chat_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "chat_update",
+        &[
+            (400, &["invalid_title", "invalid_settings"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "chat_delete_session",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_bulk_delete_sessions", &[(403, &["forbidden"])]),
+    (
+        "chat_send_message",
+        &[
+            (
+                400,
+                &[
+                    "invalid_message",
+                    "invalid_settings",
+                    "model_unavailable",
+                    "model_modality_unsupported",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["agent_not_active"]),
+            (429, &["daily_chat_limit_exceeded"]),
+        ],
+    ),
+    (
+        "chat_stream",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_stop", &[(403, &["forbidden"]), (404, &["not_found"])]),
+    (
+        "chat_prompt",
+        &[
+            (400, &["invalid_message", "model_unavailable"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    (
+        "chat_transcribe",
+        &[
+            (
+                400,
+                &[
+                    "invalid_audio",
+                    "unsupported_audio_format",
+                    "unsupported_language",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (413, &["file_too_large"]),
+            (503, &["transcription_unavailable", "transcription_failed"]),
+        ],
+    ),
+    ("chat_ws_ticket", &[(403, &["forbidden"])]),
+    ("chat_ws", &[]),
     // Tools and agents. Operations addressed by their own id answer 404 for
     // another organization's object, like a missing one.
     (

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod chat;
 pub mod conversations;
 pub mod deployments;
 pub mod files;

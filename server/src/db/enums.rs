@@ -196,6 +196,35 @@ text_enum! {
     }
 }
 
+// ---- Chat area ----
+
+text_enum! {
+    /// A chat session's state.
+    ChatStatus {
+        Active = "ACTIVE",
+        Archived = "ARCHIVED",
+        Deleted = "DELETED",
+    }
+}
+
+text_enum! {
+    /// Who wrote a chat message.
+    ChatRole {
+        User = "USER",
+        Model = "MODEL",
+    }
+}
+
+text_enum! {
+    /// A chat message's state.
+    ChatMessageStatus {
+        Streaming = "streaming",
+        Complete = "complete",
+        Stopped = "stopped",
+        Failed = "failed",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

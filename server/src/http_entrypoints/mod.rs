@@ -7,6 +7,7 @@
 
 mod agents;
 mod auth;
+mod chat;
 mod conversations;
 mod deployments;
 mod invitations;
@@ -546,6 +547,119 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);
         probe.done(kb::download(rqctx, query).await)
+    }
+
+    // ---- Chat area ----
+
+    async fn chat_create(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::chat::ChatWrite>,
+    ) -> Result<HttpResponseCreated<workspace_api::chat::ChatIdResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::create(rqctx, query, body).await)
+    }
+
+    async fn chat_get(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::ChatQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::chat::ChatSessionDetail>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::get(rqctx, query).await)
+    }
+
+    async fn chat_list(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::ChatListQuery>,
+    ) -> Result<HttpResponseOk<Vec<workspace_api::chat::ChatSession>>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::list(rqctx, query).await)
+    }
+
+    async fn chat_update(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::ChatQuery>,
+        body: JsonBody<workspace_api::chat::ChatWrite>,
+    ) -> Result<HttpResponseOk<workspace_api::chat::ChatIdResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::update(rqctx, query, body).await)
+    }
+
+    async fn chat_delete_session(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::DeleteSessionQuery>,
+    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::delete_session(rqctx, query).await)
+    }
+
+    async fn chat_bulk_delete_sessions(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::chat::BulkDeleteRequest>,
+    ) -> Result<HttpResponseOk<workspace_api::chat::BulkDeleteResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::bulk_delete(rqctx, query, body).await)
+    }
+
+    async fn chat_send_message(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::chat::SendMessageRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::send_message(rqctx, query, body).await)
+    }
+
+    async fn chat_stream(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::ChatMessageQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::stream(rqctx, query).await)
+    }
+
+    async fn chat_stop(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::ChatMessageQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::chat::StopResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::stop(rqctx, query).await)
+    }
+
+    async fn chat_prompt(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::chat::PromptRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::prompt(rqctx, query, body).await)
+    }
+
+    async fn chat_transcribe(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::TranscribeQuery>,
+        body: dropshot::UntypedBody,
+    ) -> Result<HttpResponseOk<workspace_api::chat::TranscribeResponse>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::transcribe(rqctx, query, body).await)
+    }
+
+    async fn chat_ws_ticket(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(chat::ws_ticket(rqctx, query).await)
+    }
+
+    // A WebSocket runs after the upgrade (101): no status to probe.
+    async fn chat_ws(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::chat::WsQuery>,
+        upgraded: dropshot::WebsocketConnection,
+    ) -> dropshot::WebsocketChannelResult {
+        chat::ws(rqctx, query, upgraded).await
     }
 
     // ---- Tools area ----

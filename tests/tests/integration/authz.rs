@@ -47,6 +47,8 @@ struct Fixture {
     tool: Uuid,
     agent: Uuid,
     deployment: Uuid,
+    chat: Uuid,
+    chat_answer: Uuid,
 }
 
 struct Call {
@@ -424,6 +426,118 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
         "chat_upload_file" => (
             Scope::Org(Some("chats:write")),
             call(M::POST, UPLOAD_PATH, q_org(), None),
+        ),
+        // Chat area.
+        "chat_create" => (
+            Scope::Org(Some("chats:write")),
+            call(M::POST, "/api/chat", q_org(), Some(json!({}))),
+        ),
+        "chat_get" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_list" => (
+            Scope::Org(Some("chats:read")),
+            call(M::GET, "/api/chat/list", q_org(), None),
+        ),
+        "chat_update" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::PUT,
+                "/api/chat",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                Some(json!({"title": "probe"})),
+            ),
+        ),
+        "chat_delete_session" => (
+            Scope::Org(Some("chats:delete")),
+            call(
+                M::DELETE,
+                "/api/chat/delete_session",
+                vec![("session_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_bulk_delete_sessions" => (
+            Scope::Org(Some("chats:delete")),
+            call(
+                M::POST,
+                "/api/chat/bulk_delete_sessions",
+                q_org(),
+                Some(json!({"chat_ids": [f.chat]})),
+            ),
+        ),
+        "chat_send_message" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/send_message",
+                q_org(),
+                Some(json!({"chat_id": f.chat, "content": "probe"})),
+            ),
+        ),
+        "chat_stream" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat/stream",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.chat_answer.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_stop" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/stop",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.chat_answer.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_transcribe" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/transcribe",
+                vec![
+                    ("org_id", org.clone()),
+                    ("content_type", "audio/wav".into()),
+                ],
+                None,
+            ),
+        ),
+        "chat_ws_ticket" => (
+            Scope::Org(Some("chats:read")),
+            call(M::POST, "/api/chat/ws_ticket", q_org(), None),
+        ),
+        "chat_ws" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/chat/ws",
+                vec![("org_id", org.clone()), ("ticket", "x".into())],
+                None,
+            ),
+        ),
+        "chat_prompt" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/prompt",
+                q_org(),
+                Some(json!({"text": "probe"})),
+            ),
         ),
         "files_download" => (
             Scope::Public,
@@ -834,7 +948,10 @@ async fn every_operation_is_protected() {
     .await;
     assert_eq!(s, 201, "{deployed}");
     let deployment: Uuid = deployed["id"].as_str().unwrap().parse().unwrap();
+    let (chat, chat_answer) = crate::chat::fixture_chat(&cx, &owner.token, org).await;
     let fixture = Fixture {
+        chat,
+        chat_answer,
         kb,
         agent,
         deployment,

@@ -981,7 +981,12 @@ async fn client_disconnect_keeps_the_partial_answer() {
     let mut stored = None;
     for _ in 0..100 {
         let messages = all_messages(&ada.client, org, conv).await;
-        if let Some(m) = messages.iter().find(|m| m.id == message_id) {
+        // The answer's row exists (streaming) from the start; wait for
+        // the relay to store how it ended.
+        if let Some(m) = messages
+            .iter()
+            .find(|m| m.id == message_id && m.status != MessageStatus::Streaming)
+        {
             stored = Some(m.clone());
             break;
         }

@@ -4,6 +4,7 @@
 mod agents;
 mod auth;
 mod authz;
+mod chat;
 mod contract;
 mod conversations;
 mod database_tls;

@@ -448,7 +448,13 @@ impl HttpAcceptor {
         };
         loop {
             match self.tcp.accept().await {
-                Ok((socket, addr)) => return (socket, addr, permit),
+                Ok((socket, addr)) => {
+                    // Workspace patch: no Nagle delay. A streamed response's
+                    // small writes (SSE events) otherwise wait up to 40 ms
+                    // for the client's delayed ACK on a reused connection.
+                    let _ = socket.set_nodelay(true);
+                    return (socket, addr, permit);
+                }
                 Err(e) => match e.kind() {
                     // These are errors on the individual socket that we
                     // tried to accept, and so can be ignored.

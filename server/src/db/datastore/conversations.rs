@@ -266,33 +266,7 @@ impl Datastore {
         let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
-        let counted = tx
-            .query_opt(
-                "INSERT INTO organization_daily_usage (organization_id, day, chat_messages) \
-                 SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 WHERE $2 > 0 \
-                 ON CONFLICT (organization_id, day) DO UPDATE \
-                     SET chat_messages = organization_daily_usage.chat_messages + 1 \
-                     WHERE organization_daily_usage.chat_messages < $2 \
-                 RETURNING chat_messages",
-                &[&org_id, &limit],
-            )
-            .await?;
-        if counted.is_none() {
-            let now = chrono::Utc::now();
-            let midnight = (now.date_naive() + chrono::Days::new(1))
-                .and_hms_opt(0, 0, 0)
-                .map(|t| t.and_utc())
-                .unwrap_or(now);
-            let retry_after_secs = (midnight - now).num_seconds().max(1) as u64;
-            return Err(Error::TooManyRequests {
-                code: "daily_chat_limit_exceeded",
-                message: format!(
-                    "the organization's daily chat limit ({daily_limit} messages) is reached"
-                ),
-                retry_after_secs,
-            });
-        }
+        count_daily_message(&tx, org_id, daily_limit).await?;
         let seq: i64 = tx
             .query_one(
                 "INSERT INTO conversation_messages \
@@ -426,5 +400,44 @@ async fn touch(tx: &super::Tx<'_>, org_id: Uuid, session: &SessionRow) -> Result
         &[&org_id, &session.conversation_id],
     )
     .await?;
+    Ok(())
+}
+
+/// Counts one message towards the organization's `daily_chat_limit` (per
+/// UTC day) inside the caller's transaction: at the limit nothing is
+/// counted and the error is `429 daily_chat_limit_exceeded` with the
+/// seconds until the next UTC day. Shared by conversations and chats.
+pub(crate) async fn count_daily_message(
+    tx: &super::Tx<'_>,
+    org_id: Uuid,
+    daily_limit: u32,
+) -> Result<(), Error> {
+    let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
+    let counted = tx
+        .query_opt(
+            "INSERT INTO organization_daily_usage (organization_id, day, chat_messages) \
+             SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 WHERE $2 > 0 \
+             ON CONFLICT (organization_id, day) DO UPDATE \
+                 SET chat_messages = organization_daily_usage.chat_messages + 1 \
+                 WHERE organization_daily_usage.chat_messages < $2 \
+             RETURNING chat_messages",
+            &[&org_id, &limit],
+        )
+        .await?;
+    if counted.is_none() {
+        let now = chrono::Utc::now();
+        let midnight = (now.date_naive() + chrono::Days::new(1))
+            .and_hms_opt(0, 0, 0)
+            .map(|t| t.and_utc())
+            .unwrap_or(now);
+        let retry_after_secs = (midnight - now).num_seconds().max(1) as u64;
+        return Err(Error::TooManyRequests {
+            code: "daily_chat_limit_exceeded",
+            message: format!(
+                "the organization's daily chat limit ({daily_limit} messages) is reached"
+            ),
+            retry_after_secs,
+        });
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Data access, one module per resource.
 
 pub mod agents;
+pub mod chat;
 pub mod conversations;
 pub mod deployments;
 pub mod email_outbox;

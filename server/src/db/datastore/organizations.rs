@@ -75,6 +75,7 @@ const ACCESS_BY_INVITATION: &str =
 const ACCESS_BY_KB: &str =
     access_sql!("(SELECT organization_id FROM knowledge_bases WHERE id = $2)");
 const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents WHERE id = $2)");
+const ACCESS_BY_CHAT: &str = access_sql!("(SELECT organization_id FROM chats WHERE id = $2)");
 const ACCESS_BY_DEPLOYMENT: &str =
     access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
 
@@ -343,6 +344,7 @@ impl Datastore {
             Scope::Kb(id) => (ACCESS_BY_KB, id),
             Scope::Agent(id) => (ACCESS_BY_AGENT, id),
             Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
+            Scope::Chat(id) => (ACCESS_BY_CHAT, id),
         };
         let conn = self.conn().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {

@@ -1,0 +1,329 @@
+//! Hand-written `chat` commands: `send` and `resume` (streams), `rename`
+//! and `archive` (shortcuts of `update`), `transcribe FILE` (multipart)
+//! and `watch` (the WebSocket). The other `chat` commands are generated.
+
+use crate::output;
+use anyhow::{Context, Result, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use std::io::Write;
+use uuid::Uuid;
+use workspace_client::{Client, ClientInfo};
+
+fn org_arg() -> Arg {
+    Arg::new("org-id")
+        .long("org-id")
+        .required(true)
+        .value_parser(clap::value_parser!(Uuid))
+}
+
+fn uuid_arg(name: &'static str) -> Arg {
+    Arg::new(name)
+        .long(name)
+        .value_parser(clap::value_parser!(Uuid))
+}
+
+pub(crate) fn commands() -> Vec<Command> {
+    vec![
+        Command::new("send")
+            .about(
+                "Send a message and print the streamed answer (a new chat without --chat-id); \
+                 chat and message ids go to stderr",
+            )
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id"))
+            .arg(uuid_arg("model-id"))
+            .arg(uuid_arg("agent-id"))
+            .arg(
+                Arg::new("kb")
+                    .long("kb")
+                    .action(ArgAction::Append)
+                    .value_parser(clap::value_parser!(Uuid))
+                    .help("A knowledge base to retrieve from (repeatable)"),
+            )
+            .arg(
+                Arg::new("file")
+                    .long("file")
+                    .action(ArgAction::Append)
+                    .help("A file to upload and put into the prompt (repeatable)"),
+            )
+            .arg(
+                Arg::new("message")
+                    .help("The message (default: standard input)"),
+            ),
+        Command::new("resume")
+            .about("Resume an answer's stream after the given event number")
+            .arg(org_arg())
+            .arg(uuid_arg("message-id").required(true))
+            .arg(
+                Arg::new("last-event-id")
+                    .long("last-event-id")
+                    .value_parser(clap::value_parser!(u32)),
+            ),
+        Command::new("rename")
+            .about("Rename a chat")
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id").required(true))
+            .arg(Arg::new("title").required(true)),
+        Command::new("archive")
+            .about("Archive a chat")
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id").required(true)),
+        Command::new("transcribe")
+            .about("Transcribe an audio file (MP3, WAV, M4A, OGG, FLAC, WebM); prints {text, language}")
+            .arg(org_arg())
+            .arg(Arg::new("language").long("language").help("e.g. en-US"))
+            .arg(Arg::new("file").required(true)),
+        Command::new("watch")
+            .about(
+                "Print the live notices of your chats (titles, finished answers) as JSON lines; \
+                 http:// servers only",
+            )
+            .arg(org_arg()),
+    ]
+}
+
+fn reported<T>(e: workspace_client::Error<T>) -> anyhow::Error
+where
+    T: std::fmt::Debug + serde::Serialize,
+{
+    output::report_error(&e);
+    anyhow::Error::new(output::Reported)
+}
+
+pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<()> {
+    let org = *m.get_one::<Uuid>("org-id").context("--org-id")?;
+    match name {
+        "send" => send(client, org, m).await,
+        "resume" => {
+            let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
+            let mut request = client
+                .client()
+                .get(format!("{}/api/chat/stream", client.baseurl()))
+                .query(&[
+                    ("org_id", org.to_string()),
+                    ("message_id", message.to_string()),
+                ]);
+            if let Some(id) = m.get_one::<u32>("last-event-id") {
+                request = request.header("Last-Event-ID", id.to_string());
+            }
+            let response = request.send().await.context("connecting")?;
+            if !response.status().is_success() {
+                bail!("{}: {}", response.status(), response.text().await?);
+            }
+            print_stream(response).await
+        }
+        "rename" | "archive" => {
+            let chat = *m.get_one::<Uuid>("chat-id").context("--chat-id")?;
+            let body = if name == "rename" {
+                serde_json::json!({"title": m.get_one::<String>("title").context("TITLE")?})
+            } else {
+                serde_json::json!({"status": "ARCHIVED"})
+            };
+            let response = client
+                .client()
+                .put(format!("{}/api/chat", client.baseurl()))
+                .query(&[("org_id", org.to_string()), ("chat_id", chat.to_string())])
+                .json(&body)
+                .send()
+                .await
+                .context("connecting")?;
+            print_json_answer(response).await
+        }
+        "transcribe" => transcribe(client, org, m).await,
+        "watch" => watch(client, org).await,
+        other => bail!("unknown chat command {other}"),
+    }
+}
+
+async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
+    let chat = m.get_one::<Uuid>("chat-id").copied();
+    let message = match m.get_one::<String>("message") {
+        Some(text) => text.clone(),
+        None => std::io::read_to_string(std::io::stdin())?,
+    };
+    let mut uploads = Vec::new();
+    for path in m.get_many::<String>("file").into_iter().flatten() {
+        let path = std::path::PathBuf::from(path);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "upload".to_string());
+        let upload = client
+            .chat_upload_file(org, chat, &name, bytes)
+            .await
+            .map_err(reported)?;
+        uploads.push(upload.into_inner().id);
+    }
+    let kbs: Vec<Uuid> = m
+        .get_many::<Uuid>("kb")
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let mut body = serde_json::json!({"content": message});
+    if let Some(c) = chat {
+        body["chat_id"] = c.to_string().into();
+    }
+    for (key, arg) in [("model_id", "model-id"), ("agent_id", "agent-id")] {
+        if let Some(id) = m.get_one::<Uuid>(arg) {
+            body[key] = id.to_string().into();
+        }
+    }
+    if !kbs.is_empty() {
+        body["knowledge_base_ids"] = serde_json::json!(kbs);
+    }
+    if !uploads.is_empty() {
+        body["upload_ids"] = serde_json::json!(uploads);
+    }
+    let response = client
+        .client()
+        .post(format!("{}/api/chat/send_message", client.baseurl()))
+        .query(&[("org_id", org.to_string())])
+        .json(&body)
+        .send()
+        .await
+        .context("connecting")?;
+    if !response.status().is_success() {
+        bail!("{}: {}", response.status(), response.text().await?);
+    }
+    print_stream(response).await
+}
+
+/// Prints the `content` of a chat stream; `start`, `title` and the end go
+/// to stderr. An `error` event exits 1.
+async fn print_stream(mut response: reqwest::Response) -> Result<()> {
+    let mut buffer = String::new();
+    let mut stdout = std::io::stdout();
+    while let Some(bytes) = response.chunk().await.context("reading the stream")? {
+        buffer.push_str(&String::from_utf8_lossy(&bytes));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
+                let event: serde_json::Value = serde_json::from_str(data.trim())?;
+                match event["type"].as_str() {
+                    Some("start") => eprintln!(
+                        "chat {} message {}",
+                        event["chat_id"].as_str().unwrap_or(""),
+                        event["message_id"].as_str().unwrap_or("")
+                    ),
+                    Some("content") => {
+                        print!("{}", event["content"].as_str().unwrap_or(""));
+                        stdout.flush()?;
+                    }
+                    Some("sources") => eprintln!(
+                        "sources: {}",
+                        event["sources"].as_array().map(Vec::len).unwrap_or(0)
+                    ),
+                    Some("title") => eprintln!("title: {}", event["title"].as_str().unwrap_or("")),
+                    Some("end") => {
+                        println!();
+                        return Ok(());
+                    }
+                    Some("error") => {
+                        println!();
+                        eprintln!(
+                            "error: {}: {}",
+                            event["error_code"].as_str().unwrap_or("error"),
+                            event["message"].as_str().unwrap_or("")
+                        );
+                        return Err(anyhow::Error::new(output::Reported));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    println!();
+    bail!("the stream ended before the answer was complete (resume it with `chat resume`)")
+}
+
+async fn transcribe(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
+    let path = std::path::PathBuf::from(m.get_one::<String>("file").context("FILE")?);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let boundary = format!("workspace-{}", Uuid::new_v4().simple());
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"audio\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(&bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let mut query = vec![("org_id", org.to_string())];
+    if let Some(l) = m.get_one::<String>("language") {
+        query.push(("language", l.clone()));
+    }
+    let response = client
+        .client()
+        .post(format!("{}/api/chat/transcribe", client.baseurl()))
+        .query(&query)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .context("connecting")?;
+    print_json_answer(response).await
+}
+
+/// Prints a JSON answer, or its error (`error: CODE: MESSAGE`, exit 1).
+async fn print_json_answer(response: reqwest::Response) -> Result<()> {
+    let status = response.status();
+    let value: serde_json::Value = response.json().await.unwrap_or_default();
+    if !status.is_success() {
+        eprintln!(
+            "error: {}: {}",
+            value["error_code"].as_str().unwrap_or("error"),
+            value["message"].as_str().unwrap_or("")
+        );
+        return Err(anyhow::Error::new(output::Reported));
+    }
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(())
+}
+
+async fn watch(client: &Client, org: Uuid) -> Result<()> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let ticket = client
+        .chat_ws_ticket()
+        .org_id(org)
+        .send()
+        .await
+        .map_err(reported)?
+        .into_inner()
+        .ticket;
+    let base = client.baseurl();
+    let Some(host) = base.strip_prefix("http://") else {
+        bail!("chat watch supports http:// servers only (put a TLS proxy's plain side in --url)");
+    };
+    let host = host.trim_end_matches('/');
+    let stream = tokio::net::TcpStream::connect(host)
+        .await
+        .with_context(|| format!("connecting to {host}"))?;
+    let url = format!("ws://{host}/api/chat/ws?org_id={org}&ticket={ticket}");
+    let (mut ws, _) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .context("opening the WebSocket")?;
+    let mut stdout = std::io::stdout();
+    while let Some(message) = ws.next().await {
+        match message.context("reading the WebSocket")? {
+            Message::Text(text) => {
+                writeln!(stdout, "{text}")?;
+                stdout.flush()?;
+            }
+            Message::Close(frame) => {
+                if let Some(f) = frame
+                    && f.code != tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal
+                {
+                    bail!("closed by the server: {}", f.reason);
+                }
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

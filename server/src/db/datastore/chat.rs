@@ -1,0 +1,700 @@
+//! Chat sessions, their messages, the numbered events of streamed answers
+//! and WebSocket tickets. A chat is private to its user: every query of a
+//! chat or of its messages filters by the caller's organization AND user.
+
+use super::{Datastore, Page};
+use crate::authz::OrgAccess;
+use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+pub struct ChatRow {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub title: String,
+    pub status: ChatStatus,
+    pub settings: Option<Value>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const CHAT_COLUMNS: &str = "id, organization_id, user_id, title, status, settings, \
+     input_tokens, output_tokens, cached_tokens, created_at, updated_at";
+
+impl ChatRow {
+    fn from_row(r: &tokio_postgres::Row) -> ChatRow {
+        ChatRow {
+            id: r.get(0),
+            org_id: r.get(1),
+            user_id: r.get(2),
+            title: r.get(3),
+            status: r.get(4),
+            settings: r.get(5),
+            input_tokens: r.get(6),
+            output_tokens: r.get(7),
+            cached_tokens: r.get(8),
+            created_at: r.get(9),
+            updated_at: r.get(10),
+        }
+    }
+}
+
+pub struct ChatMessageRow {
+    pub id: Uuid,
+    pub chat_id: Uuid,
+    pub role: ChatRole,
+    pub content: String,
+    pub parent_message_id: Option<Uuid>,
+    pub model_id: Option<Uuid>,
+    pub agent_id: Option<Uuid>,
+    pub prompt_data: Option<Value>,
+    pub metadata: Value,
+    pub status: ChatMessageStatus,
+    pub created_at: DateTime<Utc>,
+}
+
+const MESSAGE_COLUMNS: &str = "m.id, m.chat_id, m.role, m.content, m.parent_message_id, \
+     m.model_id, m.agent_id, m.prompt_data, m.metadata, m.status, m.created_at";
+
+impl ChatMessageRow {
+    fn from_row(r: &tokio_postgres::Row) -> ChatMessageRow {
+        ChatMessageRow {
+            id: r.get(0),
+            chat_id: r.get(1),
+            role: r.get(2),
+            content: r.get(3),
+            parent_message_id: r.get(4),
+            model_id: r.get(5),
+            agent_id: r.get(6),
+            prompt_data: r.get(7),
+            metadata: r.get(8),
+            status: r.get(9),
+            created_at: r.get(10),
+        }
+    }
+}
+
+/// An upload of a chat (or named by `send_message`).
+pub struct ChatFileRow {
+    pub id: Uuid,
+    pub message_id: Uuid,
+    pub filename: String,
+    pub content_type: String,
+    pub file_size: i64,
+    pub storage_key: String,
+    pub extracted_text: Option<String>,
+}
+
+const FILE_COLUMNS: &str =
+    "id, message_id, filename, content_type, file_size, storage_key, extracted_text";
+
+impl ChatFileRow {
+    fn from_row(r: &tokio_postgres::Row) -> ChatFileRow {
+        ChatFileRow {
+            id: r.get(0),
+            message_id: r.get(1),
+            filename: r.get(2),
+            content_type: r.get(3),
+            file_size: r.get(4),
+            storage_key: r.get(5),
+            extracted_text: r.get(6),
+        }
+    }
+}
+
+/// What `send_message` stores before the answer starts.
+pub struct NewExchange<'a> {
+    /// `None`: a new chat titled `new_title`.
+    pub chat_id: Option<Uuid>,
+    pub new_title: &'a str,
+    pub new_settings: Option<Value>,
+    pub content: &'a str,
+    pub model_id: Uuid,
+    pub agent_id: Option<Uuid>,
+    pub metadata: Value,
+    pub upload_ids: &'a [Uuid],
+    pub daily_limit: u32,
+    pub user_message_id: Uuid,
+    pub answer_id: Uuid,
+}
+
+/// The end of an answer.
+pub struct FinishedAnswer<'a> {
+    pub chat_id: Uuid,
+    pub id: Uuid,
+    pub content: &'a str,
+    pub status: ChatMessageStatus,
+    pub error_code: Option<&'a str>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub prompt_data: Option<Value>,
+}
+
+/// The NOTIFY channel announcing new stream events (`<message_id>:<seq>`).
+pub const STREAM_CHANNEL: &str = "chat_stream";
+/// The NOTIFY channel asking the generating instance to stop an answer.
+pub const STOP_CHANNEL: &str = "chat_stop";
+/// The NOTIFY channel of WebSocket notices (`<user_id>:<json>`).
+pub const LIVE_CHANNEL: &str = "chat_live";
+
+impl Datastore {
+    pub async fn chat_create(
+        &self,
+        access: &OrgAccess,
+        title: &str,
+        status: ChatStatus,
+        settings: Option<Value>,
+    ) -> Result<ChatRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                &format!(
+                    "INSERT INTO chats (id, organization_id, user_id, title, status, settings) \
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CHAT_COLUMNS}"
+                ),
+                &[
+                    &Uuid::new_v4(),
+                    &access.org_id(),
+                    &access.user_id(),
+                    &title,
+                    &status,
+                    &settings,
+                ],
+            )
+            .await?;
+        Ok(ChatRow::from_row(&row))
+    }
+
+    /// One of the caller's chats.
+    pub async fn chat_get(&self, access: &OrgAccess, id: Uuid) -> Result<ChatRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {CHAT_COLUMNS} FROM chats \
+                     WHERE organization_id = $1 AND user_id = $2 AND id = $3"
+                ),
+                &[&access.org_id(), &access.user_id(), &id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "chat" })?;
+        Ok(ChatRow::from_row(&row))
+    }
+
+    /// The caller's chats, in one state or (`None`) active and archived.
+    pub async fn chat_list(
+        &self,
+        access: &OrgAccess,
+        status: Option<ChatStatus>,
+        page: Page,
+    ) -> Result<Vec<ChatRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {CHAT_COLUMNS} FROM chats \
+                     WHERE organization_id = $1 AND user_id = $2 \
+                       AND CASE WHEN $3::text IS NULL THEN status <> 'DELETED' \
+                                ELSE status = $3::text END \
+                     ORDER BY updated_at DESC, id LIMIT $4 OFFSET $5"
+                ),
+                &[
+                    &access.org_id(),
+                    &access.user_id(),
+                    &status,
+                    &page.limit,
+                    &page.offset,
+                ],
+            )
+            .await?;
+        Ok(rows.iter().map(ChatRow::from_row).collect())
+    }
+
+    /// Changes the given fields of one of the caller's chats.
+    pub async fn chat_update(
+        &self,
+        access: &OrgAccess,
+        id: Uuid,
+        title: Option<&str>,
+        status: Option<ChatStatus>,
+        settings: Option<Value>,
+    ) -> Result<ChatRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "UPDATE chats SET title = COALESCE($4, title), \
+                         status = COALESCE($5::text, status), \
+                         settings = COALESCE($6, settings), updated_at = now() \
+                     WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
+                     RETURNING {CHAT_COLUMNS}"
+                ),
+                &[
+                    &access.org_id(),
+                    &access.user_id(),
+                    &id,
+                    &title,
+                    &status,
+                    &settings,
+                ],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "chat" })?;
+        Ok(ChatRow::from_row(&row))
+    }
+
+    /// Deletes those of `ids` that are the caller's chats, with their
+    /// messages, stream events (cascade) and the caller's uploads naming
+    /// them, in one transaction.
+    /// Returns the deleted ids, the storage keys of their uploads and the
+    /// answers that were still streaming.
+    pub async fn chat_delete(
+        &self,
+        access: &OrgAccess,
+        ids: &[Uuid],
+    ) -> Result<(Vec<Uuid>, Vec<String>, Vec<Uuid>), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let streaming: Vec<Uuid> = tx
+            .query(
+                "SELECT m.id FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
+                 WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = ANY($3) \
+                   AND m.status = 'streaming'",
+                &[&access.org_id(), &access.user_id(), &ids],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let deleted: Vec<Uuid> = tx
+            .query(
+                "DELETE FROM chats WHERE organization_id = $1 AND user_id = $2 AND id = ANY($3) \
+                 RETURNING id",
+                &[&access.org_id(), &access.user_id(), &ids],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let keys: Vec<String> = tx
+            .query(
+                "DELETE FROM files \
+                 WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = ANY($3) \
+                 RETURNING storage_key",
+                &[&access.org_id(), &access.user_id(), &deleted],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit().await?;
+        Ok((deleted, keys, streaming))
+    }
+
+    /// The messages of one of the caller's chats, oldest first.
+    pub async fn chat_messages(
+        &self,
+        access: &OrgAccess,
+        chat_id: Uuid,
+    ) -> Result<Vec<ChatMessageRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
+                     JOIN chats c ON c.id = m.chat_id \
+                     WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
+                     ORDER BY m.seq"
+                ),
+                &[&access.org_id(), &access.user_id(), &chat_id],
+            )
+            .await?;
+        Ok(rows.iter().map(ChatMessageRow::from_row).collect())
+    }
+
+    /// The caller's uploads with this `chat_id`, oldest first (another
+    /// member's upload naming the chat is not the chat's).
+    pub async fn chat_uploads(
+        &self,
+        access: &OrgAccess,
+        chat_id: Uuid,
+    ) -> Result<Vec<ChatFileRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {FILE_COLUMNS} FROM files \
+                     WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = $3 \
+                     ORDER BY created_at, id"
+                ),
+                &[&access.org_id(), &access.user_id(), &chat_id],
+            )
+            .await?;
+        Ok(rows.iter().map(ChatFileRow::from_row).collect())
+    }
+
+    /// The caller's uploads among `ids` in the organization; `404` when one
+    /// is not.
+    pub async fn chat_files_of_caller(
+        &self,
+        access: &OrgAccess,
+        ids: &[Uuid],
+    ) -> Result<Vec<ChatFileRow>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {FILE_COLUMNS} FROM files \
+                     WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($3) \
+                     ORDER BY array_position($3, id)"
+                ),
+                &[&access.org_id(), &access.user_id(), &ids],
+            )
+            .await?;
+        if rows.len() != ids.len() {
+            return Err(Error::NotFound { what: "upload" });
+        }
+        Ok(rows.iter().map(ChatFileRow::from_row).collect())
+    }
+
+    /// Stores the user's message and the empty `streaming` answer, in one
+    /// transaction that first counts the message against the daily limit
+    /// and creates the chat when none is given. Returns the chat, whether
+    /// it is new, and the history before the new message (oldest first).
+    pub async fn chat_begin_exchange(
+        &self,
+        access: &OrgAccess,
+        new: &NewExchange<'_>,
+    ) -> Result<(ChatRow, bool, Vec<ChatMessageRow>), Error> {
+        let org_id = access.org_id();
+        let user_id = access.user_id();
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        super::conversations::count_daily_message(&tx, org_id, new.daily_limit).await?;
+        let (chat, created) = match new.chat_id {
+            Some(id) => {
+                let row = tx
+                    .query_opt(
+                        &format!(
+                            "UPDATE chats SET updated_at = now() \
+                             WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
+                             RETURNING {CHAT_COLUMNS}"
+                        ),
+                        &[&org_id, &user_id, &id],
+                    )
+                    .await?
+                    .ok_or(Error::NotFound { what: "chat" })?;
+                (ChatRow::from_row(&row), false)
+            }
+            None => {
+                let row = tx
+                    .query_one(
+                        &format!(
+                            "INSERT INTO chats (id, organization_id, user_id, title, settings) \
+                             VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
+                        ),
+                        &[
+                            &Uuid::new_v4(),
+                            &org_id,
+                            &user_id,
+                            &new.new_title,
+                            &new.new_settings,
+                        ],
+                    )
+                    .await?;
+                (ChatRow::from_row(&row), true)
+            }
+        };
+        let history: Vec<ChatMessageRow> = tx
+            .query(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
+                     WHERE m.chat_id = $1 ORDER BY m.seq"
+                ),
+                &[&chat.id],
+            )
+            .await?
+            .iter()
+            .map(ChatMessageRow::from_row)
+            .collect();
+        // Uploads named without a chat join this one (and go with it).
+        tx.execute(
+            "UPDATE files SET chat_id = $3 \
+             WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
+               AND chat_id IS NULL",
+            &[&org_id, &user_id, &chat.id, &new.upload_ids],
+        )
+        .await?;
+        let parent = history.last().map(|m| m.id);
+        tx.execute(
+            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+                 parent_message_id, model_id, agent_id, metadata) \
+             VALUES ($1, $2, $3, 'USER', $4, $5, $6, $7, $8)",
+            &[
+                &new.user_message_id,
+                &org_id,
+                &chat.id,
+                &new.content,
+                &parent,
+                &new.model_id,
+                &new.agent_id,
+                &new.metadata,
+            ],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+                 parent_message_id, model_id, agent_id, metadata, status) \
+             VALUES ($1, $2, $3, 'MODEL', '', $4, $5, $6, $7, 'streaming')",
+            &[
+                &new.answer_id,
+                &org_id,
+                &chat.id,
+                &new.user_message_id,
+                &new.model_id,
+                &new.agent_id,
+                &new.metadata,
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((chat, created, history))
+    }
+
+    /// Saves the text of a streaming answer so far.
+    pub async fn chat_answer_save_partial(
+        &self,
+        access: &OrgAccess,
+        id: Uuid,
+        content: &str,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE chat_messages SET content = $3 \
+             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
+            &[&access.org_id(), &id, &content],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Stores the end of an answer and adds its usage to the chat.
+    pub async fn chat_answer_finish(
+        &self,
+        access: &OrgAccess,
+        answer: &FinishedAnswer<'_>,
+    ) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let usage = serde_json::json!({
+            "input_tokens": answer.input_tokens,
+            "output_tokens": answer.output_tokens,
+            "total_tokens": answer.input_tokens + answer.output_tokens,
+            "cached_tokens": answer.cached_tokens,
+        });
+        let mut extra = serde_json::json!({ "usage": usage });
+        if let Some(code) = answer.error_code {
+            extra["error_code"] = Value::String(code.to_string());
+        }
+        tx.execute(
+            "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
+                 metadata = metadata || $6, prompt_data = $7 \
+             WHERE organization_id = $1 AND id = $2",
+            &[
+                &access.org_id(),
+                &answer.id,
+                &answer.content,
+                &answer.status,
+                &answer.error_code,
+                &extra,
+                &answer.prompt_data,
+            ],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE chats SET input_tokens = input_tokens + $3, \
+                 output_tokens = output_tokens + $4, cached_tokens = cached_tokens + $5, \
+                 updated_at = now() \
+             WHERE organization_id = $1 AND id = $2",
+            &[
+                &access.org_id(),
+                &answer.chat_id,
+                &answer.input_tokens,
+                &answer.output_tokens,
+                &answer.cached_tokens,
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn chat_set_title(
+        &self,
+        access: &OrgAccess,
+        chat_id: Uuid,
+        title: &str,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE chats SET title = $3, updated_at = now() \
+             WHERE organization_id = $1 AND id = $2",
+            &[&access.org_id(), &chat_id, &title],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The chat and state of an answer of one of the caller's chats.
+    pub async fn chat_answer_of_caller(
+        &self,
+        access: &OrgAccess,
+        message_id: Uuid,
+    ) -> Result<(Uuid, ChatMessageStatus), Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT m.chat_id, m.status FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
+                 WHERE c.organization_id = $1 AND c.user_id = $2 AND m.id = $3 \
+                   AND m.role = 'MODEL'",
+                &[&access.org_id(), &access.user_id(), &message_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "message" })?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// The state of an answer (for a resumed stream that waits).
+    pub async fn chat_answer_status(
+        &self,
+        message_id: Uuid,
+    ) -> Result<Option<ChatMessageStatus>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                "SELECT status FROM chat_messages WHERE id = $1",
+                &[&message_id],
+            )
+            .await?
+            .map(|r| r.get(0)))
+    }
+
+    /// Appends numbered events (`first_seq`, `first_seq + 1`, ...) of an
+    /// answer and announces the last on [`STREAM_CHANNEL`], in one
+    /// statement.
+    pub async fn chat_events_append(
+        &self,
+        message_id: Uuid,
+        first_seq: i32,
+        events: &[Value],
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        let seqs: Vec<i32> = (0..events.len() as i32).map(|i| first_seq + i).collect();
+        let last = first_seq + events.len() as i32 - 1;
+        conn.query(
+            "WITH i AS (INSERT INTO chat_stream_events (message_id, seq, event) \
+                 SELECT $1::uuid, s, e FROM unnest($2::int[], $3::jsonb[]) AS t(s, e) RETURNING 1) \
+             SELECT pg_notify($4::text, $1::uuid::text || ':' || $5::int::text) FROM (SELECT count(*) FROM i) x",
+            &[&message_id, &seqs, &events, &STREAM_CHANNEL, &last],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The events of an answer after `after`, in order.
+    pub async fn chat_events_after(
+        &self,
+        message_id: Uuid,
+        after: i32,
+    ) -> Result<Vec<(i32, Value)>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query(
+                "SELECT seq, event FROM chat_stream_events \
+                 WHERE message_id = $1 AND seq > $2 ORDER BY seq",
+                &[&message_id, &after],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
+
+    /// Deletes the stream events of answers that ended before `older_than`
+    /// seconds ago; returns how many.
+    pub async fn chat_events_expire(&self, older_than_secs: i64) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute(
+                "DELETE FROM chat_stream_events e USING chat_messages m \
+                 WHERE e.message_id = m.id AND m.status <> 'streaming' \
+                   AND e.created_at < now() - make_interval(secs => $1::bigint::double precision)",
+                &[&older_than_secs],
+            )
+            .await?)
+    }
+
+    /// Deletes expired WebSocket tickets.
+    pub async fn chat_ws_tickets_expire(&self) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute("DELETE FROM chat_ws_tickets WHERE expires_at < now()", &[])
+            .await?)
+    }
+
+    /// Sends a NOTIFY (to every instance's listener).
+    pub async fn notify(&self, channel: &str, payload: &str) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.query("SELECT pg_notify($1, $2)", &[&channel, &payload])
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a WebSocket ticket (its hash) for the caller, valid until
+    /// `expires_at`.
+    pub async fn chat_ws_ticket_insert(
+        &self,
+        access: &OrgAccess,
+        ticket_hash: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO chat_ws_tickets (ticket_hash, organization_id, user_id, expires_at) \
+             VALUES ($1, $2, $3, $4)",
+            &[
+                &ticket_hash,
+                &access.org_id(),
+                &access.user_id(),
+                &expires_at,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Consumes a ticket: its organization and user when it was valid
+    /// (deleted either way, so it works once).
+    pub async fn chat_ws_ticket_take(
+        &self,
+        ticket_hash: &str,
+    ) -> Result<Option<(Uuid, Uuid)>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                "DELETE FROM chat_ws_tickets WHERE ticket_hash = $1 \
+                 RETURNING organization_id, user_id, expires_at > now()",
+                &[&ticket_hash],
+            )
+            .await?
+            .filter(|r| r.get::<_, bool>(2))
+            .map(|r| (r.get(0), r.get(1))))
+    }
+}

@@ -1,0 +1,272 @@
+//! Chat area: sessions, send_message, resumable streams, stop, prompts.
+
+use super::Ctx;
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use workspace_api::chat::{
+    BulkDeleteRequest, BulkDeleteResponse, ChatIdResponse, ChatListQuery, ChatMessageQuery,
+    ChatQuery, ChatSession, ChatSessionDetail, ChatWrite, DeleteSessionQuery, PromptRequest,
+    SendMessageRequest, StopResponse,
+};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::{MessageResponse, OrgQuery};
+
+pub async fn create(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<ChatWrite>,
+) -> Result<HttpResponseCreated<ChatIdResponse>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::chat::create(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn get(
+    rqctx: Ctx,
+    query: QueryParams<ChatQuery>,
+) -> Result<HttpResponseOk<ChatSessionDetail>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::get(cx, &access, query.chat_id).await?,
+    ))
+}
+
+pub async fn list(
+    rqctx: Ctx,
+    query: QueryParams<ChatListQuery>,
+) -> Result<HttpResponseOk<Vec<ChatSession>>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(app::chat::list(cx, &access, query).await?))
+}
+
+pub async fn update(
+    rqctx: Ctx,
+    query: QueryParams<ChatQuery>,
+    body: JsonBody<ChatWrite>,
+) -> Result<HttpResponseOk<ChatIdResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::update(cx, &access, query.chat_id, body.into_inner()).await?,
+    ))
+}
+
+pub async fn delete_session(
+    rqctx: Ctx,
+    query: QueryParams<DeleteSessionQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let id = query.into_inner().session_id;
+    let access = cx
+        .authorize(&rqctx, Scope::Chat(id), Require::Perm(perm::CHATS_DELETE))
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::delete_session(cx, &access, id).await?,
+    ))
+}
+
+pub async fn bulk_delete(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<BulkDeleteRequest>,
+) -> Result<HttpResponseOk<BulkDeleteResponse>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_DELETE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::bulk_delete(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn send_message(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<SendMessageRequest>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    let events = app::chat::send_message(cx, &access, body.into_inner()).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn stream(
+    rqctx: Ctx,
+    query: QueryParams<ChatMessageQuery>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_READ),
+        )
+        .await?;
+    let after = match rqctx.request.headers().get("last-event-id") {
+        None => 0,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| {
+                crate::error::Error::invalid(
+                    workspace_api::extract::INVALID_REQUEST,
+                    "Last-Event-ID must be the number of an event",
+                )
+            })?,
+    };
+    let events = app::chat::resume(cx, &access, query.message_id, after).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn stop(
+    rqctx: Ctx,
+    query: QueryParams<ChatMessageQuery>,
+) -> Result<HttpResponseOk<StopResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::stop(cx, &access, query.message_id).await?,
+    ))
+}
+
+pub async fn prompt(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<PromptRequest>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    let events = app::chat::prompt(cx, &access, body.into_inner()).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn transcribe(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::chat::TranscribeQuery>,
+    body: dropshot::UntypedBody,
+) -> Result<HttpResponseOk<workspace_api::chat::TranscribeResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CHATS_WRITE),
+        )
+        .await?;
+    let content_type = rqctx
+        .request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    Ok(HttpResponseOk(
+        app::chat::transcribe(cx, &access, query, content_type, body.as_bytes()).await?,
+    ))
+}
+
+pub async fn ws_ticket(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::CHATS_READ),
+        )
+        .await?;
+    Ok(HttpResponseCreated(
+        app::chat::ws_ticket(cx, &access).await?,
+    ))
+}
+
+/// Public: the single-use ticket is the credential (checked after the
+/// upgrade; a bad one closes the socket with 1008).
+pub async fn ws(
+    rqctx: Ctx,
+    query: QueryParams<workspace_api::chat::WsQuery>,
+    upgraded: dropshot::WebsocketConnection,
+) -> dropshot::WebsocketChannelResult {
+    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, frame::coding::CloseCode};
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        upgraded.into_inner(),
+        Role::Server,
+        None,
+    )
+    .await;
+    let user = match app::chat::ws_redeem(cx, query.org_id, &query.ticket).await {
+        Ok(Some(user)) => user,
+        Ok(None) | Err(_) => {
+            let _ = ws
+                .close(Some(CloseFrame {
+                    code: CloseCode::Policy,
+                    reason: "invalid, used or expired ticket".into(),
+                }))
+                .await;
+            return Ok(());
+        }
+    };
+    app::chat::ws_serve(cx, query.org_id, user, ws).await
+}
