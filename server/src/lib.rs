@@ -57,16 +57,24 @@ impl Server {
         self.metrics_addr
     }
 
-    /// Stops accepting requests, lets in-flight ones finish, then stops the
-    /// private cluster if the server started it.
+    /// Stops accepting requests, lets in-flight ones finish, then leaves the
+    /// embedded cluster: it is stopped only when no other server uses the
+    /// same data directory (the last one out stops it).
     pub async fn shutdown(self) -> Result<()> {
         for task in &self.tasks {
             task.abort();
         }
         self.http.close().await.map_err(|e| anyhow::anyhow!(e))?;
         if let Some(cluster) = self.embedded {
-            slog::info!(self.log, "stopping the embedded PostgreSQL cluster");
-            tokio::task::spawn_blocking(move || cluster.stop()).await??;
+            let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
+            if stopped {
+                slog::info!(self.log, "stopped the embedded PostgreSQL cluster");
+            } else {
+                slog::info!(
+                    self.log,
+                    "left the embedded PostgreSQL cluster running: another server uses it"
+                );
+            }
         }
         Ok(())
     }
@@ -120,6 +128,14 @@ pub async fn start_embedded_database(
 /// Starts the server: database (embedded when no URL is configured),
 /// migrations, token keys, then HTTP.
 pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
+    // A taken port is said plainly, before the database is touched.
+    if let Err(e) = std::net::TcpListener::bind(config.bind_address) {
+        anyhow::bail!(
+            "cannot listen on {}: {e} (is another server running? choose another \
+             address with --bind or BIND_ADDRESS)",
+            config.bind_address
+        );
+    }
     let (embedded, url) = match &config.database.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -135,7 +151,7 @@ pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
         }
         Err(e) => {
             if let Some(cluster) = embedded {
-                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+                let _ = tokio::task::spawn_blocking(move || cluster.release()).await;
             }
             Err(e)
         }

@@ -114,7 +114,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     assert!(status.success(), "exit {status}: {log}");
     assert!(log.contains("SIGTERM received"), "{log}");
     assert!(
-        log.contains("stopping the embedded PostgreSQL cluster"),
+        log.contains("stopped the embedded PostgreSQL cluster"),
         "{log}"
     );
     // The cluster is stopped: its pid file is gone.
@@ -134,4 +134,100 @@ fn unsafe_is_root() -> bool {
         .output()
         .map(|o| o.stdout == b"0\n")
         .unwrap_or(false)
+}
+
+fn spawn_on(data: &std::path::Path, bin_dir: &std::path::Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env_remove("WORKSPACE_JWT_SECRET")
+        .env("WORKSPACE_DATA_DIR", data)
+        .env("WORKSPACE_PG_BIN", bin_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    use std::io::Read;
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    log
+}
+
+async fn signup(url: &str, name: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{url}/api/auth/signup"))
+        .json(&serde_json::json!({
+            "email": format!("{name}@example.com"), "first_name": "Two", "last_name": "Servers",
+            "password": "correct horse battery"
+        }))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn servers_sharing_a_data_directory_survive_each_others_exit() {
+    let root = workspace_embedded_db::data_root();
+    let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
+    let data = tempfile::Builder::new()
+        .prefix("ws-two-servers-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    if unsafe_is_root() {
+        Command::new("chmod")
+            .args(["755"])
+            .arg(data.path())
+            .status()
+            .unwrap();
+    }
+    let (pa, pb) = (free_port(), free_port());
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}"),
+        format!("http://127.0.0.1:{pb}"),
+    );
+    let mut a = spawn_on(data.path(), &install.bin_dir, pa);
+    wait_ready(&ua, &mut a).await;
+    let mut b = spawn_on(data.path(), &install.bin_dir, pb);
+    wait_ready(&ub, &mut b).await;
+
+    // A third server on a taken port says so plainly and touches nothing.
+    let mut c = spawn_on(data.path(), &install.bin_dir, pb);
+    let status = wait_exit(&mut c);
+    let log = stderr_of(&mut c);
+    assert!(!status.success());
+    assert!(log.contains("cannot listen on"), "{log}");
+    assert!(
+        !log.contains("panicked") && !log.contains("backtrace"),
+        "{log}"
+    );
+    assert_eq!(signup(&ub, "after-c").await, 201, "the port check broke b");
+
+    // The first server (which started the cluster) exits: b keeps serving.
+    sigterm(&a);
+    assert!(wait_exit(&mut a).success());
+    let log = stderr_of(&mut a);
+    assert!(log.contains("another server uses it"), "{log}");
+    assert_eq!(signup(&ub, "after-a").await, 201, "b lost its database");
+
+    // The last one out stops the cluster.
+    sigterm(&b);
+    assert!(wait_exit(&mut b).success());
+    let log = stderr_of(&mut b);
+    assert!(
+        log.contains("stopped the embedded PostgreSQL cluster"),
+        "{log}"
+    );
+    assert!(!data.path().join("pgdata/postmaster.pid").exists());
 }

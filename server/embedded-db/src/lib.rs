@@ -203,6 +203,11 @@ pub struct Cluster {
     pub install: PgInstall,
     pub data_dir: PathBuf,
     pub port: u16,
+    /// A shared lock on `<data_dir>.users` while this value lives: every
+    /// process using the cluster holds one, so the last one out can tell
+    /// it is the last (see [`Cluster::release`]). The kernel drops the
+    /// lock of a process that dies.
+    users: Option<File>,
 }
 
 impl Cluster {
@@ -251,6 +256,7 @@ impl Cluster {
                 install: install.clone(),
                 data_dir: data_dir.to_owned(),
                 port,
+                users: Some(register_user(data_dir)?),
             });
         }
 
@@ -294,6 +300,7 @@ impl Cluster {
             install: install.clone(),
             data_dir: data_dir.to_owned(),
             port,
+            users: Some(register_user(data_dir)?),
         })
     }
 
@@ -302,9 +309,36 @@ impl Cluster {
         format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port)
     }
 
-    /// Stops the cluster (fast shutdown: open sessions are ended).
+    /// Leaves the cluster: stops it only when no other process uses it
+    /// (instances sharing a data directory keep working when any one of
+    /// them exits; the last one out stops it). Returns whether it stopped.
+    pub fn release(mut self) -> Result<bool> {
+        let _lock = lock(&self.data_dir.with_extension("lock"))?;
+        let Some(users) = self.users.take() else {
+            return Ok(false);
+        };
+        // Upgrading our shared lock succeeds only if nobody else holds one.
+        match users.try_lock() {
+            Ok(()) => {
+                self.pg_stop()?;
+                Ok(true)
+            }
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => {
+                Err(anyhow!(e).context("checking for other users of the cluster"))
+            }
+        }
+    }
+
+    /// Stops the cluster (fast shutdown: open sessions are ended), whoever
+    /// else uses it.
     pub fn stop(&self) -> Result<()> {
         let _lock = lock(&self.data_dir.with_extension("lock"))?;
+        self.pg_stop()
+    }
+
+    /// `pg_ctl stop`; the caller holds the cluster's lock.
+    fn pg_stop(&self) -> Result<()> {
         let output = self
             .install
             .command("pg_ctl")
@@ -324,6 +358,20 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// Takes a shared lock on `<data_dir>.users` for this process.
+fn register_user(data_dir: &Path) -> Result<File> {
+    let path = data_dir.with_extension("users");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    file.lock_shared()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
 }
 
 fn read_port(path: &Path) -> Option<u16> {

@@ -23,7 +23,20 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Errors are said in one plain line (with their causes), never as a
+    // backtrace: the common ones are an operator's to fix (a taken port,
+    // a bad configuration file).
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("workspace-server: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let mut config = Config::load(args.config.as_deref())?;
     if let Some(bind) = args.bind {
