@@ -100,6 +100,39 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         data.path().join("pgdata/PG_VERSION").is_file(),
         "the cluster lives in the data dir"
     );
+    // Password-protected (the password kept 0600 beside the cluster),
+    // loopback only, and durable.
+    use std::os::unix::fs::PermissionsExt;
+    let pw_file = data.path().join("pgdata.password");
+    let mode = std::fs::metadata(&pw_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let password = std::fs::read_to_string(&pw_file).unwrap();
+    let port: u16 = std::fs::read_to_string(data.path().join("pgdata.port"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let no_password = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
+    assert!(
+        tokio_postgres::connect(&no_password, tokio_postgres::NoTls)
+            .await
+            .is_err(),
+        "the cluster trusts connections without a password"
+    );
+    let with_password = format!("postgresql://postgres:{password}@127.0.0.1:{port}/postgres");
+    let (db, connection) = tokio_postgres::connect(&with_password, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
+        let value: String = db
+            .query_one(&format!("SHOW {setting}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(value, "on", "{setting}");
+    }
+    drop(db);
 
     sigterm(&child);
     let status = wait_exit(&mut child);
@@ -213,6 +246,30 @@ async fn servers_sharing_a_data_directory_survive_each_others_exit() {
         "{log}"
     );
     assert_eq!(signup(&ub, "after-c").await, 201, "the port check broke b");
+
+    // `db-url` gives a working URL for backups.
+    let out = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .arg("db-url")
+        .env("WORKSPACE_DATA_DIR", data.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db_url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let (db, connection) = tokio_postgres::connect(&db_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let users: i64 = db
+        .query_one("SELECT count(*) FROM users", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(users >= 1);
+    drop(db);
 
     // The first server (which started the cluster) exits: b keeps serving.
     sigterm(&a);

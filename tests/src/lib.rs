@@ -37,8 +37,12 @@ fn admin_url() -> Result<String> {
         _ => {
             let root = workspace_embedded_db::data_root();
             let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
-            workspace_embedded_db::Cluster::ensure_started(&install, &root.join("test-pg"))?
-                .url("postgres")
+            workspace_embedded_db::Cluster::ensure_started_with(
+                &install,
+                &root.join("test-pg"),
+                workspace_embedded_db::Durability::Fast,
+            )?
+            .url("postgres")
         }
     };
     Ok(URL.get_or_init(|| url).clone())

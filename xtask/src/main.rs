@@ -398,7 +398,13 @@ fn quote_file(file: &syn3::File) -> String {
 fn test_cluster() -> Result<workspace_embedded_db::Cluster> {
     let root = workspace_embedded_db::data_root();
     let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
-    workspace_embedded_db::Cluster::ensure_started(&install, &root.join("test-pg"))
+    // The test cluster keeps fast, non-durable settings: its data is
+    // thrown away.
+    workspace_embedded_db::Cluster::ensure_started_with(
+        &install,
+        &root.join("test-pg"),
+        workspace_embedded_db::Durability::Fast,
+    )
 }
 
 fn db(action: DbAction) -> Result<()> {

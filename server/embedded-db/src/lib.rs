@@ -18,6 +18,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 use std::fs::{self, File, OpenOptions};
 use std::net::TcpListener;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -210,10 +211,36 @@ pub struct Cluster {
     users: Option<File>,
 }
 
+/// How a cluster trades safety for speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// PostgreSQL's defaults (`fsync`, `synchronous_commit` and
+    /// `full_page_writes` on): what a user stores survives a power loss.
+    /// The server's embedded cluster.
+    Durable,
+    /// `fsync`, `synchronous_commit` and `full_page_writes` off: for
+    /// throwaway test clusters only.
+    Fast,
+}
+
 impl Cluster {
-    /// Initialises (if needed) and starts (if not running) the cluster in
-    /// `data_dir`, returning it once it accepts connections.
+    /// Initialises (if needed) and starts (if not running) a durable
+    /// cluster in `data_dir`, returning it once it accepts connections.
     pub fn ensure_started(install: &PgInstall, data_dir: &Path) -> Result<Cluster> {
+        Self::ensure_started_with(install, data_dir, Durability::Durable)
+    }
+
+    /// [`Cluster::ensure_started`] with the given durability. The cluster
+    /// listens on 127.0.0.1 only (no Unix socket) and requires SCRAM
+    /// password authentication; the `postgres` superuser's password is
+    /// generated once and kept in `<data_dir>.password` (mode 0600). A data
+    /// directory made by an earlier version (trust authentication) is
+    /// given a password and the same rules the next time it starts.
+    pub fn ensure_started_with(
+        install: &PgInstall,
+        data_dir: &Path,
+        durability: Durability,
+    ) -> Result<Cluster> {
         let parent = data_dir
             .parent()
             .ok_or_else(|| anyhow!("data dir has no parent"))?;
@@ -241,6 +268,10 @@ impl Cluster {
             }
         }
 
+        if read_password(data_dir).is_none() && !running(install, data_dir) {
+            secure(install, data_dir)?;
+        }
+
         if let Some(port) = read_port(&port_file)
             && install
                 .command("pg_ctl")
@@ -266,11 +297,13 @@ impl Cluster {
             File::create(&log_file)?;
         }
         chown_to_postgres(&log_file)?;
-        let options = format!(
+        let mut options = format!(
             "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
-             -c max_connections=300 -c shared_buffers=128MB -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off"
+             -c max_connections=300 -c shared_buffers=128MB"
         );
+        if durability == Durability::Fast {
+            options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
         let output = install
             .command("pg_ctl")
             .arg("start")
@@ -306,7 +339,15 @@ impl Cluster {
 
     /// A libpq-style URL for database `dbname` as the superuser.
     pub fn url(&self, dbname: &str) -> String {
-        format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port)
+        match read_password(&self.data_dir) {
+            Some(password) => format!(
+                "postgresql://postgres:{password}@127.0.0.1:{}/{dbname}",
+                self.port
+            ),
+            // A legacy cluster still running with trust authentication
+            // (secured at its next start).
+            None => format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port),
+        }
     }
 
     /// Leaves the cluster: stops it only when no other process uses it
@@ -358,6 +399,91 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The URL of database `dbname` of the cluster in `data_dir` if it is
+/// running (for backups with `pg_dump`), without starting anything.
+pub fn running_url(data_dir: &Path, dbname: &str) -> Option<String> {
+    let port = read_port(&data_dir.with_extension("port"))?;
+    if !data_dir.join("postmaster.pid").exists() {
+        return None;
+    }
+    Some(match read_password(data_dir) {
+        Some(password) => format!("postgresql://postgres:{password}@127.0.0.1:{port}/{dbname}"),
+        None => format!("postgresql://postgres@127.0.0.1:{port}/{dbname}"),
+    })
+}
+
+/// The superuser's password, once the cluster has one.
+fn read_password(data_dir: &Path) -> Option<String> {
+    let text = fs::read_to_string(data_dir.with_extension("password")).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// Whether a postmaster runs on `data_dir`.
+fn running(install: &PgInstall, data_dir: &Path) -> bool {
+    install
+        .command("pg_ctl")
+        .arg("status")
+        .arg("-D")
+        .arg(data_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Gives the stopped cluster a generated superuser password (set in
+/// single-user mode) and SCRAM-only, loopback-only `pg_hba.conf`, then
+/// writes the password to `<data_dir>.password` (0600).
+fn secure(install: &PgInstall, data_dir: &Path) -> Result<()> {
+    use std::io::Write;
+    let mut bytes = [0u8; 24];
+    File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .context("reading random bytes")?;
+    let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut child = install
+        .command("postgres")
+        .args(["--single", "-D"])
+        .arg(data_dir)
+        .args(["-c", "password_encryption=scram-sha-256", "postgres"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running postgres --single")?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow!("no stdin"))?
+        .write_all(format!("ALTER USER postgres PASSWORD '{password}';\n").as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "setting the cluster's password failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let hba = data_dir.join("pg_hba.conf");
+    let rules = "# Written by workspace-embedded-db: loopback TCP only, SCRAM passwords.\n\
+                 host all all 127.0.0.1/32 scram-sha-256\n\
+                 host all all ::1/128 scram-sha-256\n";
+    // Root writes it as the cluster's owner would (postgres reads it).
+    fs::write(&hba, rules).with_context(|| format!("writing {}", hba.display()))?;
+    chown_to_postgres(&hba)?;
+    let path = data_dir.with_extension("password");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(password.as_bytes())?;
+    Ok(())
 }
 
 /// Takes a shared lock on `<data_dir>.users` for this process.

@@ -3,6 +3,9 @@
 //! `workspace-server [--config FILE] [--bind ADDR]`. With no configuration
 //! at all it runs on an embedded PostgreSQL cluster and the offline
 //! providers. Stops gracefully on SIGTERM or Ctrl-C.
+//!
+//! `workspace-server db-url` prints the URL of the running embedded
+//! cluster's database (for `pg_dump` backups).
 
 use anyhow::Result;
 use clap::Parser;
@@ -20,6 +23,15 @@ struct Args {
     /// Address to listen on; overrides the file and BIND_ADDRESS.
     #[arg(long)]
     bind: Option<SocketAddr>,
+    #[command(subcommand)]
+    command: Option<Subcommand>,
+}
+
+#[derive(clap::Subcommand)]
+enum Subcommand {
+    /// Print the URL of the running embedded database (with its password),
+    /// e.g. for `pg_dump "$(workspace-server db-url)" > backup.sql`.
+    DbUrl,
 }
 
 #[tokio::main]
@@ -39,6 +51,26 @@ async fn main() -> std::process::ExitCode {
 async fn run() -> Result<()> {
     let args = Args::parse();
     let mut config = Config::load(args.config.as_deref())?;
+    if let Some(Subcommand::DbUrl) = args.command {
+        let root = config
+            .database
+            .data_dir
+            .clone()
+            .unwrap_or_else(workspace_embedded_db::data_root);
+        let url = workspace_embedded_db::running_url(
+            &root.join("pgdata"),
+            workspace_server::EMBEDDED_DATABASE,
+        )
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no embedded database is running under {} (start workspace-server first; \
+                 with DATABASE_URL set there is none)",
+                root.display()
+            )
+        })?;
+        println!("{url}");
+        return Ok(());
+    }
     if let Some(bind) = args.bind {
         config.bind_address = bind;
     }

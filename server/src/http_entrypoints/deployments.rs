@@ -123,25 +123,32 @@ pub async fn regenerate_key(
     ))
 }
 
-/// A `429` with `Retry-After` is a full response (a handler's error type
-/// cannot carry headers); every other error stays an error.
-fn with_retry_after(
+/// A `429` (with `Retry-After`) or `401` (with `WWW-Authenticate`) is a
+/// full response: a handler's error type cannot carry headers. Every other
+/// error stays an error.
+fn with_headers(
     result: Result<http::Response<dropshot::Body>, OpenAiHttpError>,
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
-    match result {
-        Err(e) if e.retry_after.is_some() => {
-            let secs = e.retry_after.unwrap_or(1);
-            let body =
-                serde_json::to_vec(&serde_json::json!({"error": e.error})).unwrap_or_default();
-            http::Response::builder()
-                .status(429)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .header(http::header::RETRY_AFTER, secs.to_string())
-                .body(dropshot::Body::from(body))
-                .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))
-        }
-        other => other,
+    let e = match result {
+        Err(e) if e.retry_after.is_some() || e.status.as_u16() == 401 => e,
+        other => return other,
+    };
+    let body = serde_json::to_vec(&serde_json::json!({"error": e.error})).unwrap_or_default();
+    let mut builder = http::Response::builder()
+        .status(e.status.as_u16())
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(secs) = e.retry_after {
+        builder = builder.header(http::header::RETRY_AFTER, secs.to_string());
     }
+    if e.status.as_u16() == 401 {
+        builder = builder.header(
+            http::header::WWW_AUTHENTICATE,
+            "Bearer realm=\"agent deployment\", error=\"invalid_token\"",
+        );
+    }
+    builder
+        .body(dropshot::Body::from(body))
+        .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))
 }
 
 pub async fn chat_completions(
@@ -154,7 +161,7 @@ pub async fn chat_completions(
         app::deployments::chat_completions(cx, caller, body.into_inner(), &rqctx.log).await
     }
     .await;
-    with_retry_after(result)
+    with_headers(result)
 }
 
 pub async fn models(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
@@ -164,7 +171,7 @@ pub async fn models(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, OpenAi
         app::deployments::models(cx, caller).await
     }
     .await;
-    with_retry_after(result)
+    with_headers(result)
 }
 
 pub async fn preflight(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {

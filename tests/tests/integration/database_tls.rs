@@ -118,10 +118,7 @@ async fn tls_to_the_database_is_verified() {
     ] {
         admin.batch_execute(&statement).await.unwrap();
     }
-    let url = format!(
-        "postgresql://postgres@127.0.0.1:{}/postgres?sslmode=require",
-        cluster.port
-    );
+    let url = format!("{}?sslmode=require", cluster.url("postgres"));
     let config = |ca: Option<&str>| {
         let mut config = Config {
             bind_address: "127.0.0.1:0".parse().unwrap(),

@@ -195,6 +195,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
     assert_eq!(s, 401);
     let r = v1(&cx, t, Method::GET, "/models", None, None).await;
     assert_eq!(r.status(), 401);
+    assert!(r.headers().contains_key("www-authenticate"));
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "invalid_api_key");
     assert_eq!(e["error"]["type"], "authentication_error");

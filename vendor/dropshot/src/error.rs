@@ -422,7 +422,20 @@ impl HttpError {
                 serde_json::to_string_pretty(&HttpErrorResponseBody {
                     request_id: request_id.to_string(),
                     message: self.external_message,
-                    error_code: self.error_code,
+                    // Workspace patch: every error body carries an
+                    // `error_code` (the published contract requires it),
+                    // also dropshot's own errors (e.g. a WebSocket upgrade
+                    // without its headers).
+                    error_code: self.error_code.or_else(|| {
+                        Some(
+                            if self.status_code.as_u16() < 500 {
+                                "invalid_request"
+                            } else {
+                                "internal_error"
+                            }
+                            .to_string(),
+                        )
+                    }),
                 })
                 .unwrap()
                 .into(),
