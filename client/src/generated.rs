@@ -1158,9 +1158,9 @@ pub mod types {
         pub model: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub stream: ::std::option::Option<bool>,
-        ///`include_usage` adds a last chunk with `usage` (always sent).
+        ///Options of a streamed answer.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub stream_options: ::std::option::Option<::serde_json::Value>,
+        pub stream_options: ::std::option::Option<StreamOptions>,
         ///0 to 2, overrides the agent's (values above 1 are taken as 1).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub temperature: ::std::option::Option<f64>,
@@ -6237,12 +6237,43 @@ pub mod types {
             Default::default()
         }
     }
+    ///The error type of the OpenAI-compatible operations: every error of theirs (including malformed requests) has OpenAI's body `{"error": {message, type, param, code}}`, which OpenAI SDKs parse.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiError {
+        pub error: OpenAiErrorBody,
+    }
+    impl OpenAiError {
+        pub fn builder() -> builder::OpenAiError {
+            Default::default()
+        }
+    }
+    ///An error of the OpenAI-compatible surface, in OpenAI's shape.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OpenAiErrorBody {
+        ///The stable `error_code` of the rest of the API.
+        pub code: ::std::string::String,
+        pub message: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub param: ::std::option::Option<::std::string::String>,
+        ///`invalid_request_error`, `authentication_error`, `permission_error`, `rate_limit_error`, `server_error`.
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl OpenAiErrorBody {
+        pub fn builder() -> builder::OpenAiErrorBody {
+            Default::default()
+        }
+    }
     ///One message of an OpenAI chat completion request.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct OpenAiMessage {
-        ///Text, or an array of parts of which the `text` parts are used.
+        ///Text, or an array of parts of which the `text` parts are used. May be omitted or `null` (an assistant message that only called tools).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub content: ::std::option::Option<OpenAiContent>,
         ///`system`, `developer`, `user` or `assistant` (`tool` messages are ignored: the agent runs its own tools).
@@ -7639,6 +7670,26 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///`stream_options` of a chat completion request.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct StreamOptions {
+        ///Accepted for compatibility: the last chunk always carries `usage` (with no choices), whatever this says.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub include_usage: ::std::option::Option<bool>,
+    }
+    impl StreamOptions {
+        pub fn builder() -> builder::StreamOptions {
+            Default::default()
         }
     }
     ///`{success, message}`.
@@ -11056,7 +11107,7 @@ pub mod types {
             >,
             stream: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
             stream_options: ::std::result::Result<
-                ::std::option::Option<::serde_json::Value>,
+                ::std::option::Option<super::StreamOptions>,
                 ::std::string::String,
             >,
             temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
@@ -11127,7 +11178,7 @@ pub mod types {
             }
             pub fn stream_options<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::StreamOptions>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.stream_options = value.try_into().map_err(|e| {
@@ -19286,6 +19337,131 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct OpenAiError {
+            error: ::std::result::Result<super::OpenAiErrorBody, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiError {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                }
+            }
+        }
+        impl OpenAiError {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OpenAiErrorBody>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiError> for super::OpenAiError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiError> for OpenAiError {
+            fn from(value: super::OpenAiError) -> Self {
+                Self {
+                    error: Ok(value.error),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiErrorBody {
+            code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            param: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiErrorBody {
+            fn default() -> Self {
+                Self {
+                    code: Err("no value supplied for code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    param: Err("no value supplied for param".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl OpenAiErrorBody {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for code: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn param<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.param = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for param: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiErrorBody> for super::OpenAiErrorBody {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiErrorBody,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    message: value.message?,
+                    param: value.param?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiErrorBody> for OpenAiErrorBody {
+            fn from(value: super::OpenAiErrorBody) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    message: Ok(value.message),
+                    param: Ok(value.param),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct OpenAiMessage {
             content: ::std::result::Result<
                 ::std::option::Option<super::OpenAiContent>,
@@ -21481,6 +21657,47 @@ pub mod types {
                 Self {
                     chat_session_id: Ok(value.chat_session_id),
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct StreamOptions {
+            include_usage:
+                ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+        }
+        impl ::std::default::Default for StreamOptions {
+            fn default() -> Self {
+                Self {
+                    include_usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl StreamOptions {
+            pub fn include_usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.include_usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for include_usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<StreamOptions> for super::StreamOptions {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: StreamOptions,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    include_usage: value.include_usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::StreamOptions> for StreamOptions {
+            fn from(value: super::StreamOptions) -> Self {
+                Self {
+                    include_usage: Ok(value.include_usage),
                 }
             }
         }

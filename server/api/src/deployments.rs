@@ -142,8 +142,10 @@ pub struct OpenAiMessage {
     /// `system`, `developer`, `user` or `assistant` (`tool` messages are
     /// ignored: the agent runs its own tools).
     pub role: String,
-    /// Text, or an array of parts of which the `text` parts are used.
+    /// Text, or an array of parts of which the `text` parts are used. May
+    /// be omitted or `null` (an assistant message that only called tools).
     #[serde(default)]
+    #[schemars(with = "OpenAiContent")]
     pub content: Option<OpenAiContent>,
 }
 
@@ -178,6 +180,15 @@ pub struct OpenAiContentPart {
     pub text: Option<String>,
 }
 
+/// `stream_options` of a chat completion request.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct StreamOptions {
+    /// Accepted for compatibility: the last chunk always carries `usage`
+    /// (with no choices), whatever this says.
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+}
+
 /// Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat
 /// Completions request; fields not listed are accepted and ignored).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -189,9 +200,9 @@ pub struct ChatCompletionRequest {
     pub messages: Vec<OpenAiMessage>,
     #[serde(default)]
     pub stream: Option<bool>,
-    /// `include_usage` adds a last chunk with `usage` (always sent).
+    /// Options of a streamed answer.
     #[serde(default)]
-    pub stream_options: Option<serde_json::Value>,
+    pub stream_options: Option<StreamOptions>,
     /// 0 to 2, overrides the agent's (values above 1 are taken as 1).
     #[serde(default)]
     pub temperature: Option<f64>,

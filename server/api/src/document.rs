@@ -450,6 +450,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     add_schema::<crate::conversations::ConversationStreamEvent>(doc);
     add_schema::<crate::deployments::ChatCompletion>(doc);
     add_schema::<crate::deployments::OpenAiModelList>(doc);
+    add_schema::<crate::deployments::OpenAiHttpError>(doc);
     name_tagged_variants(doc, STREAM_EVENTS, "type");
     add_schema::<crate::chat::ChatStreamEvent>(doc);
     name_tagged_variants(doc, CHAT_STREAM_EVENTS, "type");
