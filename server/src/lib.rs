@@ -9,6 +9,7 @@ pub mod context;
 pub mod db;
 pub mod embedder;
 pub mod error;
+pub mod extract;
 pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;
