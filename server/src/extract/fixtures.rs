@@ -95,6 +95,13 @@ pub fn docx(paragraphs: &[&str]) -> Vec<u8> {
 <w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>{body}</w:body></w:document>"#
             ),
         ),
+        // Sniffers (like Office itself) expect more than three parts.
+        (
+            "word/_rels/document.xml.rels",
+            r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"></Relationships>"#
+                .to_string(),
+        ),
     ])
 }
 

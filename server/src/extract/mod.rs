@@ -328,3 +328,21 @@ mod tests {
         assert_eq!(text, "éé");
     }
 }
+
+#[cfg(test)]
+mod sniff_tests {
+    /// The generated documents pass the upload's content sniffing.
+    #[test]
+    fn fixtures_sniff_as_their_types() {
+        for (bytes, expected) in [
+            (super::fixtures::pdf("x"), super::PDF),
+            (super::fixtures::docx(&["x"]), super::DOCX),
+            (super::fixtures::xlsx("S", &[&["x"]]), super::XLSX),
+        ] {
+            assert_eq!(
+                crate::app::files::sniff(&bytes, true, "f").unwrap(),
+                expected
+            );
+        }
+    }
+}
