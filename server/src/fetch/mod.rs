@@ -10,6 +10,8 @@
 //! resolver, are checked before the request and in the redirect policy,
 //! which also caps redirects at `fetch.max_redirects`.
 
+pub mod robots;
+
 use crate::kb_config::FetchConfig;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
