@@ -10,6 +10,8 @@ pub mod context;
 pub mod db;
 pub mod embedder;
 pub mod error;
+pub mod extract;
+pub mod fetch;
 pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;

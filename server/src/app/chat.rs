@@ -342,35 +342,32 @@ pub async fn bulk_delete(
 
 // ---- send_message ----
 
-/// The text of an upload for the prompt, if it has one.
-// TODO(merge): extract_text — replace the body with the uploads' extractor
-// (`app::files::extract_text(cx, access, file_id)`) once it is merged; until
-// then the text of `text/*` uploads is read from the store here.
+/// The text of an upload for the prompt, if it has one: extracted once
+/// (TXT, MD, CSV, PDF, DOCX, XLSX) and kept with the file, cut at
+/// `UPLOAD_TEXT_MAX` bytes. Images, audio and files whose extraction failed
+/// add nothing (the failure is kept with the file and not retried).
 async fn upload_text(
     cx: &ServerContext,
-    _access: &OrgAccess,
+    access: &OrgAccess,
     file: &ChatFileRow,
 ) -> Result<Option<String>, Error> {
-    if let Some(text) = &file.extracted_text {
-        return Ok(Some(text.clone()));
-    }
-    if !file.content_type.starts_with("text/") {
-        return Ok(None);
-    }
-    let mut stream = cx
-        .files
-        .read(&file.storage_key)
-        .await
-        .map_err(Error::internal)?;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        bytes.extend_from_slice(&chunk.map_err(Error::internal)?);
-        if bytes.len() >= UPLOAD_TEXT_MAX {
-            bytes.truncate(UPLOAD_TEXT_MAX);
-            break;
+    let mut text = match &file.extracted_text {
+        Some(text) => text.clone(),
+        None if !crate::extract::supports(&file.content_type) => return Ok(None),
+        None => match crate::app::files::extract_text(cx, access, file.id).await {
+            Ok(text) => text,
+            Err(Error::Unprocessable { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    if text.len() > UPLOAD_TEXT_MAX {
+        let mut cut = UPLOAD_TEXT_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
         }
+        text.truncate(cut);
     }
-    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    Ok(Some(text))
 }
 
 /// The model of a request: the given one, else the first offered.

@@ -265,6 +265,78 @@ pub async fn upload(
     })
 }
 
+/// The text of an uploaded file of the caller's organization (for a chat
+/// prompt or ingestion). Extracted once, on first use, within the
+/// `files.max_extracted_bytes` / `files.extraction_timeout_secs` budget, and
+/// kept with the file; a file whose format has no text (images, audio,
+/// video) or that is corrupt or encrypted gives 422 `extraction_failed`
+/// with the reason (remembered too, so a bad file is not parsed again).
+pub async fn extract_text(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    file_id: Uuid,
+) -> Result<String, Error> {
+    let file = cx
+        .datastore
+        .file_for_extraction(access, file_id)
+        .await?
+        .ok_or(Error::NotFound { what: "file" })?;
+    if let Some(text) = file.extracted_text {
+        return Ok(text);
+    }
+    if let Some(error) = file.extraction_error {
+        return Err(Error::unprocessable("extraction_failed", error));
+    }
+    let budget = crate::extract::Budget {
+        max_bytes: cx.config.files.max_extracted_bytes,
+        timeout: std::time::Duration::from_secs(cx.config.files.extraction_timeout_secs),
+    };
+    let result = if crate::extract::supports(&file.content_type) {
+        let bytes = read_all(cx, &file.storage_key, file.file_size).await?;
+        crate::extract::extract(&file.content_type, bytes, budget).await
+    } else {
+        Err(crate::extract::ExtractError::Unsupported(
+            file.content_type.clone(),
+        ))
+    };
+    match result {
+        Ok(text) => {
+            cx.datastore
+                .file_set_extraction(access, file_id, Some(&text), None)
+                .await?;
+            Ok(text)
+        }
+        Err(e) => {
+            let message = e.to_string();
+            // A timeout may pass on a quieter machine: not remembered.
+            if !matches!(e, crate::extract::ExtractError::TimedOut(_)) {
+                cx.datastore
+                    .file_set_extraction(access, file_id, None, Some(&message))
+                    .await?;
+            }
+            Err(Error::unprocessable("extraction_failed", message))
+        }
+    }
+}
+
+/// The stored object's bytes (bounded by the upload limit it passed).
+async fn read_all(cx: &ServerContext, key: &str, size: i64) -> Result<Bytes, Error> {
+    let limit = cx.config.files.max_upload_bytes.max(size.max(0) as u64) as usize;
+    let mut stream = cx.files.read(key).await.map_err(Error::internal)?;
+    let mut out = Vec::with_capacity(size.clamp(0, 64 << 20) as usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(Error::internal)?;
+        if out.len() + chunk.len() > limit {
+            return Err(Error::unprocessable(
+                "extraction_failed",
+                "the stored file is larger than the upload limit",
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Serves a signed download link of the local store.
 pub async fn download(
     cx: &ServerContext,

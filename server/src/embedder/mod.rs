@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+pub mod openai;
+
 /// Why embedding failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -79,7 +81,7 @@ pub fn registry(
     config: &crate::config::Config,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<EmbedderRegistry> {
-    let entries: Vec<Arc<dyn Embedder>> = vec![Arc::new(LocalMiniLm {
+    let mut entries: Vec<Arc<dyn Embedder>> = vec![Arc::new(LocalMiniLm {
         model_dir: data_dir.join("models").join("all-minilm-l6-v2"),
     })];
     for e in &config.embedders {
@@ -95,6 +97,17 @@ pub fn registry(
         if e.kind == crate::kb_config::EmbedderKind::Local {
             anyhow::bail!("embedder {:?}: the local embedder is built in", e.name);
         }
+        // The key is read from the named environment variable at start.
+        let api_key = match &e.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                anyhow::anyhow!(
+                    "embedder {:?}: environment variable {var} is not set",
+                    e.name
+                )
+            })?),
+            None => None,
+        };
+        entries.push(Arc::new(openai::OpenAiEmbedder::new(e, api_key)?));
     }
     Ok(EmbedderRegistry::new(entries))
 }

@@ -16,6 +16,15 @@ pub struct NewFile {
     pub storage_key: String,
 }
 
+/// What text extraction needs, with any earlier result.
+pub struct FileForExtraction {
+    pub content_type: String,
+    pub file_size: i64,
+    pub storage_key: String,
+    pub extracted_text: Option<String>,
+    pub extraction_error: Option<String>,
+}
+
 /// What a download needs.
 pub struct StoredFile {
     pub filename: String,
@@ -63,6 +72,29 @@ impl Datastore {
                 content_type: r.get(1),
                 file_size: r.get(2),
                 storage_key: r.get(3),
+            }))
+    }
+
+    /// A file of the caller's organization, for text extraction.
+    pub async fn file_for_extraction(
+        &self,
+        access: &OrgAccess,
+        file_id: Uuid,
+    ) -> Result<Option<FileForExtraction>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                "SELECT content_type, file_size, storage_key, extracted_text, extraction_error \
+                 FROM files WHERE organization_id = $1 AND id = $2",
+                &[&access.org_id(), &file_id],
+            )
+            .await?
+            .map(|r| FileForExtraction {
+                content_type: r.get(0),
+                file_size: r.get(1),
+                storage_key: r.get(2),
+                extracted_text: r.get(3),
+                extraction_error: r.get(4),
             }))
     }
 

@@ -1,0 +1,348 @@
+//! Text extraction from uploaded documents: TXT, MD, CSV, PDF, DOCX and
+//! XLSX.
+//!
+//! Parsing runs on the blocking pool under a wall-clock budget and
+//! `catch_unwind` (PDF parsers panic on hostile input); its output is cut
+//! at a byte budget. A corrupt, encrypted or unsupported file gives an
+//! [`ExtractError`] with a sentence meant for people; the caller records it
+//! against the one file or document and carries on with the others.
+
+use std::io::{Cursor, Read};
+use std::time::Duration;
+
+/// Limits of one extraction.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Largest text kept (bytes of UTF-8); longer text is cut at a
+    /// character boundary.
+    pub max_bytes: usize,
+    /// Wall clock for parsing.
+    pub timeout: Duration,
+}
+
+/// Why a file's text could not be extracted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtractError {
+    /// The format has no text to extract (images, audio, video).
+    #[error("text cannot be extracted from {0} files")]
+    Unsupported(String),
+    /// The file is damaged or not what its type says.
+    #[error("the file is corrupt or unreadable: {0}")]
+    Corrupt(String),
+    /// The file is password-protected.
+    #[error("the file is encrypted; upload an unprotected copy")]
+    Encrypted,
+    /// Parsing took longer than the budget.
+    #[error("text extraction took longer than {0} s")]
+    TimedOut(u64),
+}
+
+/// Whether text can be extracted from this (sniffed) content type.
+pub fn supports(content_type: &str) -> bool {
+    matches!(
+        content_type,
+        "text/plain" | "text/markdown" | "text/csv" | PDF | DOCX | XLSX
+    )
+}
+
+const PDF: &str = "application/pdf";
+const DOCX: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
+/// Extracts the text of `bytes` (of the sniffed `content_type`) on the
+/// blocking pool, within `budget`.
+pub async fn extract(
+    content_type: &str,
+    bytes: bytes::Bytes,
+    budget: Budget,
+) -> Result<String, ExtractError> {
+    if !supports(content_type) {
+        return Err(ExtractError::Unsupported(content_type.to_string()));
+    }
+    let content_type = content_type.to_string();
+    let task = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(|| extract_blocking(&content_type, &bytes))
+    });
+    // On timeout the blocking thread finishes on its own; its result is
+    // dropped (a parser cannot be interrupted from outside).
+    match tokio::time::timeout(budget.timeout, task).await {
+        Err(_) => Err(ExtractError::TimedOut(budget.timeout.as_secs())),
+        Ok(Err(join)) => Err(ExtractError::Corrupt(format!("the parser failed: {join}"))),
+        Ok(Ok(Err(_panic))) => Err(ExtractError::Corrupt(
+            "the parser could not read the file".to_string(),
+        )),
+        Ok(Ok(Ok(result))) => result.map(|text| truncate(normalize(&text), budget.max_bytes)),
+    }
+}
+
+/// The synchronous extraction (call it on a blocking thread).
+pub fn extract_blocking(content_type: &str, bytes: &[u8]) -> Result<String, ExtractError> {
+    match content_type {
+        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(bytes).into_owned()),
+        "text/csv" => csv_text(bytes),
+        PDF => pdf_text(bytes),
+        DOCX => docx_text(bytes),
+        XLSX => xlsx_text(bytes),
+        other => Err(ExtractError::Unsupported(other.to_string())),
+    }
+}
+
+/// CSV rows as lines of tab-separated cells (headers included).
+fn csv_text(bytes: &[u8]) -> Result<String, ExtractError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes);
+    let mut out = String::new();
+    for record in reader.byte_records() {
+        let record = record.map_err(|e| ExtractError::Corrupt(e.to_string()))?;
+        let cells: Vec<_> = record.iter().map(String::from_utf8_lossy).collect();
+        out.push_str(&cells.join("\t"));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
+    if !bytes.starts_with(b"%PDF") {
+        return Err(ExtractError::Corrupt("not a PDF".to_string()));
+    }
+    // An /Encrypt entry in the trailer marks a protected document.
+    if contains(bytes, b"/Encrypt") {
+        return Err(ExtractError::Encrypted);
+    }
+    pdf_extract::extract_text_from_mem(bytes).map_err(|e| {
+        let message = e.to_string();
+        if message.to_ascii_lowercase().contains("encrypt") {
+            ExtractError::Encrypted
+        } else {
+            ExtractError::Corrupt(message)
+        }
+    })
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn open_zip(bytes: &[u8]) -> Result<zip::ZipArchive<Cursor<&[u8]>>, ExtractError> {
+    // Office files protected by a password are OLE compound files, not zip.
+    if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
+        return Err(ExtractError::Encrypted);
+    }
+    zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| ExtractError::Corrupt(e.to_string()))
+}
+
+/// Largest `word/document.xml` read (a zip bomb stops here).
+const MAX_DOCX_XML: u64 = 64 * 1024 * 1024;
+
+/// The `w:t` runs of `word/document.xml`, one line per paragraph, tabs and
+/// breaks kept.
+fn docx_text(bytes: &[u8]) -> Result<String, ExtractError> {
+    use quick_xml::events::Event;
+    let mut archive = open_zip(bytes)?;
+    let mut xml = Vec::new();
+    archive
+        .by_name("word/document.xml")
+        .map_err(|_| ExtractError::Corrupt("word/document.xml is missing".to_string()))?
+        .take(MAX_DOCX_XML)
+        .read_to_end(&mut xml)
+        .map_err(|e| ExtractError::Corrupt(e.to_string()))?;
+    let mut reader = quick_xml::Reader::from_reader(xml.as_slice());
+    let mut buf = Vec::new();
+    let mut out = String::new();
+    let mut in_text = false;
+    loop {
+        match reader.read_event_into(&mut buf) {
+            Ok(Event::Start(e)) if e.name().into_inner() == "w:t" => in_text = true,
+            Ok(Event::End(e)) => match e.name().into_inner() {
+                "w:t" => in_text = false,
+                "w:p" => out.push('\n'),
+                _ => {}
+            },
+            Ok(Event::Empty(e)) => match e.name().into_inner() {
+                "w:tab" => out.push('\t'),
+                "w:br" | "w:cr" => out.push('\n'),
+                "w:p" => out.push('\n'),
+                _ => {}
+            },
+            Ok(Event::Text(t)) if in_text => {
+                // Entity references arrive as their own events.
+                out.push_str(&t.xml10_content());
+            }
+            Ok(Event::GeneralRef(r)) if in_text => {
+                let entity = format!("&{};", r.into_inner());
+                out.push_str(
+                    &quick_xml::escape::unescape(&entity)
+                        .map_err(|e| ExtractError::Corrupt(e.to_string()))?,
+                );
+            }
+            Ok(Event::Eof) => break,
+            Err(e) => return Err(ExtractError::Corrupt(e.to_string())),
+            _ => {}
+        }
+        buf.clear();
+    }
+    Ok(out)
+}
+
+/// Every sheet as `# Sheet: NAME` followed by its rows as tab-separated
+/// lines.
+fn xlsx_text(bytes: &[u8]) -> Result<String, ExtractError> {
+    use calamine::{Reader, Xlsx};
+    if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
+        return Err(ExtractError::Encrypted);
+    }
+    let mut workbook: Xlsx<_> = Xlsx::new(Cursor::new(bytes)).map_err(|e| {
+        let message = e.to_string();
+        if message.to_ascii_lowercase().contains("password") {
+            ExtractError::Encrypted
+        } else {
+            ExtractError::Corrupt(message)
+        }
+    })?;
+    let mut out = String::new();
+    for name in workbook.sheet_names() {
+        let range = workbook
+            .worksheet_range(&name)
+            .map_err(|e| ExtractError::Corrupt(e.to_string()))?;
+        out.push_str("# Sheet: ");
+        out.push_str(&name);
+        out.push('\n');
+        for row in range.rows() {
+            let cells: Vec<String> = row.iter().map(|c| c.to_string()).collect();
+            if cells.iter().all(|c| c.is_empty()) {
+                continue;
+            }
+            out.push_str(&cells.join("\t"));
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Drops NUL characters (PostgreSQL text cannot hold them) and trailing
+/// blank space.
+fn normalize(text: &str) -> String {
+    text.replace('\0', "").trim_end().to_string()
+}
+
+fn truncate(mut text: String, max_bytes: usize) -> String {
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// Small documents built in code, for tests (here and in the integration
+/// tests).
+#[doc(hidden)]
+pub mod fixtures;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget() -> Budget {
+        Budget {
+            max_bytes: 1 << 20,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    #[tokio::test]
+    async fn extracts_plain_formats() {
+        let text = extract("text/markdown", "# Title\nbody\0".into(), budget())
+            .await
+            .unwrap();
+        assert_eq!(text, "# Title\nbody");
+        let text = extract("text/csv", "a,b\n\"x, y\",2\n".into(), budget())
+            .await
+            .unwrap();
+        assert_eq!(text, "a\tb\nx, y\t2");
+    }
+
+    #[tokio::test]
+    async fn extracts_a_generated_pdf() {
+        let pdf = fixtures::pdf("Quokkas live on Rottnest Island");
+        let text = extract(PDF, pdf.into(), budget()).await.unwrap();
+        assert!(text.contains("Quokkas live on Rottnest Island"), "{text:?}");
+    }
+
+    #[tokio::test]
+    async fn extracts_a_generated_docx() {
+        let docx = fixtures::docx(&["First paragraph & more", "Second one"]);
+        let text = extract(DOCX, docx.into(), budget()).await.unwrap();
+        assert_eq!(text, "First paragraph & more\nSecond one");
+    }
+
+    #[tokio::test]
+    async fn extracts_a_generated_xlsx() {
+        let xlsx = fixtures::xlsx("Prices", &[&["item", "cost"], &["widget", "42"]]);
+        let text = extract(XLSX, xlsx.into(), budget()).await.unwrap();
+        assert!(text.contains("# Sheet: Prices"), "{text:?}");
+        assert!(text.contains("widget\t42"), "{text:?}");
+    }
+
+    #[tokio::test]
+    async fn corrupt_and_encrypted_files_give_clear_errors() {
+        let err = extract(PDF, "%PDF-1.4 garbage".into(), budget())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ExtractError::Corrupt(_)), "{err:?}");
+        let mut encrypted = fixtures::pdf("secret");
+        encrypted.extend_from_slice(b"\ntrailer << /Encrypt 9 0 R >>\n");
+        let err = extract(PDF, encrypted.into(), budget()).await.unwrap_err();
+        assert_eq!(err, ExtractError::Encrypted);
+        let err = extract(DOCX, "PK\x03\x04 not a zip".into(), budget())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ExtractError::Corrupt(_)), "{err:?}");
+        let ole = bytes::Bytes::from_static(&[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1]);
+        assert_eq!(
+            extract(XLSX, ole.clone(), budget()).await.unwrap_err(),
+            ExtractError::Encrypted
+        );
+        assert_eq!(
+            extract(DOCX, ole, budget()).await.unwrap_err(),
+            ExtractError::Encrypted
+        );
+        let err = extract("image/png", "x".into(), budget())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ExtractError::Unsupported(_)));
+    }
+
+    #[tokio::test]
+    async fn output_is_cut_at_the_byte_budget() {
+        let small = Budget {
+            max_bytes: 5,
+            timeout: Duration::from_secs(5),
+        };
+        let text = extract("text/plain", "ééé".into(), small).await.unwrap();
+        assert_eq!(text, "éé");
+    }
+}
+
+#[cfg(test)]
+mod sniff_tests {
+    /// The generated documents pass the upload's content sniffing.
+    #[test]
+    fn fixtures_sniff_as_their_types() {
+        for (bytes, expected) in [
+            (super::fixtures::pdf("x"), super::PDF),
+            (super::fixtures::docx(&["x"]), super::DOCX),
+            (super::fixtures::xlsx("S", &[&["x"]]), super::XLSX),
+        ] {
+            assert_eq!(
+                crate::app::files::sniff(&bytes, true, "f").unwrap(),
+                expected
+            );
+        }
+    }
+}
