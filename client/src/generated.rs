@@ -5179,6 +5179,353 @@ pub mod types {
             Default::default()
         }
     }
+    ///One Server-Sent Event of `POST /api/kb/query` with `"stream": true`, sent as `data: <json>` and a blank line: `sources` first, then the conversation stream's `start`, `content`... and `end` (or `error`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(untagged)]
+    pub enum KbQueryStreamEvent {
+        Sources(KbQueryStreamEventSources),
+        Start(KbQueryStreamEventStart),
+        Content(KbQueryStreamEventContent),
+        End(KbQueryStreamEventEnd),
+        Error(KbQueryStreamEventError),
+    }
+    impl ::std::convert::From<KbQueryStreamEventSources> for KbQueryStreamEvent {
+        fn from(value: KbQueryStreamEventSources) -> Self {
+            Self::Sources(value)
+        }
+    }
+    impl ::std::convert::From<KbQueryStreamEventStart> for KbQueryStreamEvent {
+        fn from(value: KbQueryStreamEventStart) -> Self {
+            Self::Start(value)
+        }
+    }
+    impl ::std::convert::From<KbQueryStreamEventContent> for KbQueryStreamEvent {
+        fn from(value: KbQueryStreamEventContent) -> Self {
+            Self::Content(value)
+        }
+    }
+    impl ::std::convert::From<KbQueryStreamEventEnd> for KbQueryStreamEvent {
+        fn from(value: KbQueryStreamEventEnd) -> Self {
+            Self::End(value)
+        }
+    }
+    impl ::std::convert::From<KbQueryStreamEventError> for KbQueryStreamEvent {
+        fn from(value: KbQueryStreamEventError) -> Self {
+            Self::Error(value)
+        }
+    }
+    ///The next piece of the answer, in order.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryStreamEventContent {
+        pub content: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: KbQueryStreamEventContentType,
+    }
+    impl KbQueryStreamEventContent {
+        pub fn builder() -> builder::KbQueryStreamEventContent {
+            Default::default()
+        }
+    }
+    ///`KbQueryStreamEventContentType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbQueryStreamEventContentType {
+        #[serde(rename = "content")]
+        Content,
+    }
+    impl ::std::fmt::Display for KbQueryStreamEventContentType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Content => f.write_str("content"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbQueryStreamEventContentType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "content" => Ok(Self::Content),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryStreamEventContentType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer is complete.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryStreamEventEnd {
+        #[serde(rename = "type")]
+        pub type_: KbQueryStreamEventEndType,
+    }
+    impl KbQueryStreamEventEnd {
+        pub fn builder() -> builder::KbQueryStreamEventEnd {
+            Default::default()
+        }
+    }
+    ///`KbQueryStreamEventEndType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbQueryStreamEventEndType {
+        #[serde(rename = "end")]
+        End,
+    }
+    impl ::std::fmt::Display for KbQueryStreamEventEndType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::End => f.write_str("end"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbQueryStreamEventEndType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "end" => Ok(Self::End),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryStreamEventEndType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The model failed mid-answer; the stream ends here, without `end`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryStreamEventError {
+        pub error_code: ::std::string::String,
+        pub message: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: KbQueryStreamEventErrorType,
+    }
+    impl KbQueryStreamEventError {
+        pub fn builder() -> builder::KbQueryStreamEventError {
+            Default::default()
+        }
+    }
+    ///`KbQueryStreamEventErrorType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbQueryStreamEventErrorType {
+        #[serde(rename = "error")]
+        Error,
+    }
+    impl ::std::fmt::Display for KbQueryStreamEventErrorType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Error => f.write_str("error"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbQueryStreamEventErrorType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "error" => Ok(Self::Error),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The numbered excerpts the answer may cite as `[n]`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryStreamEventSources {
+        pub sources: ::std::vec::Vec<KbCitation>,
+        #[serde(rename = "type")]
+        pub type_: KbQueryStreamEventSourcesType,
+    }
+    impl KbQueryStreamEventSources {
+        pub fn builder() -> builder::KbQueryStreamEventSources {
+            Default::default()
+        }
+    }
+    ///`KbQueryStreamEventSourcesType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbQueryStreamEventSourcesType {
+        #[serde(rename = "sources")]
+        Sources,
+    }
+    impl ::std::fmt::Display for KbQueryStreamEventSourcesType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Sources => f.write_str("sources"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbQueryStreamEventSourcesType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "sources" => Ok(Self::Sources),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryStreamEventSourcesType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryStreamEventSourcesType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer begins (`message_id` identifies this answer).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct KbQueryStreamEventStart {
+        pub message_id: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: KbQueryStreamEventStartType,
+    }
+    impl KbQueryStreamEventStart {
+        pub fn builder() -> builder::KbQueryStreamEventStart {
+            Default::default()
+        }
+    }
+    ///`KbQueryStreamEventStartType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum KbQueryStreamEventStartType {
+        #[serde(rename = "start")]
+        Start,
+    }
+    impl ::std::fmt::Display for KbQueryStreamEventStartType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Start => f.write_str("start"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KbQueryStreamEventStartType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "start" => Ok(Self::Start),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KbQueryStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KbQueryStreamEventStartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///Metadata filters of a search; all given ones must hold.
     #[derive(
         ::serde::Deserialize,
@@ -5308,7 +5655,7 @@ pub mod types {
         pub document_id: ::uuid::Uuid,
         ///`document_id`, `source_id`, `source_type`, `title`, `position`, plus `url`, `page` or `sheet` where known.
         pub metadata: ::serde_json::Value,
-        ///0 to 1, higher is better: the fused reciprocal-rank score normalised so that a chunk ranked first by both the vector and the full-text search scores 1 (see `POST /api/kb/search`).
+        ///0 to 1, higher is better: the reciprocal-rank fusion of the vector and full-text rankings, the vector side weighted by its cosine similarity (see `POST /api/kb/search`).
         pub score: f64,
     }
     impl KbSearchResult {
@@ -18083,6 +18430,279 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct KbQueryStreamEventContent {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_:
+                ::std::result::Result<super::KbQueryStreamEventContentType, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryStreamEventContent {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl KbQueryStreamEventContent {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryStreamEventContentType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryStreamEventContent> for super::KbQueryStreamEventContent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryStreamEventContent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryStreamEventContent> for KbQueryStreamEventContent {
+            fn from(value: super::KbQueryStreamEventContent) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryStreamEventEnd {
+            type_: ::std::result::Result<super::KbQueryStreamEventEndType, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryStreamEventEnd {
+            fn default() -> Self {
+                Self {
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl KbQueryStreamEventEnd {
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryStreamEventEndType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryStreamEventEnd> for super::KbQueryStreamEventEnd {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryStreamEventEnd,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryStreamEventEnd> for KbQueryStreamEventEnd {
+            fn from(value: super::KbQueryStreamEventEnd) -> Self {
+                Self {
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryStreamEventError {
+            error_code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::KbQueryStreamEventErrorType, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryStreamEventError {
+            fn default() -> Self {
+                Self {
+                    error_code: Err("no value supplied for error_code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl KbQueryStreamEventError {
+            pub fn error_code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error_code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for error_code: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryStreamEventErrorType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryStreamEventError> for super::KbQueryStreamEventError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryStreamEventError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error_code: value.error_code?,
+                    message: value.message?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryStreamEventError> for KbQueryStreamEventError {
+            fn from(value: super::KbQueryStreamEventError) -> Self {
+                Self {
+                    error_code: Ok(value.error_code),
+                    message: Ok(value.message),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryStreamEventSources {
+            sources:
+                ::std::result::Result<::std::vec::Vec<super::KbCitation>, ::std::string::String>,
+            type_:
+                ::std::result::Result<super::KbQueryStreamEventSourcesType, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryStreamEventSources {
+            fn default() -> Self {
+                Self {
+                    sources: Err("no value supplied for sources".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl KbQueryStreamEventSources {
+            pub fn sources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::KbCitation>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sources: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryStreamEventSourcesType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryStreamEventSources> for super::KbQueryStreamEventSources {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryStreamEventSources,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    sources: value.sources?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryStreamEventSources> for KbQueryStreamEventSources {
+            fn from(value: super::KbQueryStreamEventSources) -> Self {
+                Self {
+                    sources: Ok(value.sources),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct KbQueryStreamEventStart {
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::KbQueryStreamEventStartType, ::std::string::String>,
+        }
+        impl ::std::default::Default for KbQueryStreamEventStart {
+            fn default() -> Self {
+                Self {
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl KbQueryStreamEventStart {
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbQueryStreamEventStartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<KbQueryStreamEventStart> for super::KbQueryStreamEventStart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: KbQueryStreamEventStart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message_id: value.message_id?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::KbQueryStreamEventStart> for KbQueryStreamEventStart {
+            fn from(value: super::KbQueryStreamEventStart) -> Self {
+                Self {
+                    message_id: Ok(value.message_id),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct KbSearchFilters {
             document_ids: ::std::result::Result<
                 ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
@@ -25697,7 +26317,7 @@ impl Client {
 
     Permission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`) are fused with reciprocal rank fusion (k = 60).
 
-    `score` (0 to 1) is the fused score divided by its maximum (both lists ranking the chunk first): 1 means first in both, about 0.5 first in one list only; it is a rank measure, not a similarity. Results below `score_threshold` (default 0.1) are dropped; `limit` 1 to 50 (default 10). `filters` narrow to documents, sources, a source type or chunks whose metadata contains a JSON object. `query` is 1 to 2000 characters (`400 invalid_query`).
+    `score` (0 to 1) fuses the two rankings by reciprocal rank, the vector side weighted by its cosine similarity `cos`: `(max(cos, 0) * 61 / (60 + rank_vector) + 61 / (60 + rank_text)) / 2` (a side the chunk is absent from adds 0). So 1 is a chunk ranked first by both with the query's meaning, a chunk ranked first by keywords alone scores 0.5, and the nearest of unrelated chunks scores about half its (low) similarity: the default threshold drops those. Scores compare hits of one query, not across queries. Nothing of a knowledge base is held in the server's memory: every search is one statement over PostgreSQL's indexes. Results below `score_threshold` (default 0.1) are dropped; `limit` 1 to 50 (default 10). `filters` narrow to documents, sources, a source type or chunks whose metadata contains a JSON object. `query` is 1 to 2000 characters (`400 invalid_query`).
 
     Sends a `POST` request to `/api/kb/search`
 

@@ -56,6 +56,8 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
     match channel {
         STREAM_CHANNEL => payload.split_once(':').map(|(id, _)| id.to_string()),
         STOP_CHANNEL => Some(payload.to_string()),
+        // Ingestion wake-ups: one route, every idle worker.
+        crate::app::kb_ingest::CHANNEL => Some(String::new()),
         LIVE_CHANNEL => {
             let mut parts = payload.splitn(3, ':');
             let org = parts.next()?;
@@ -154,7 +156,9 @@ async fn listen(
                 });
                 let listened = client
                     .batch_execute(&format!(
-                        "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}"
+                        "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
+                         LISTEN {}",
+                        crate::app::kb_ingest::CHANNEL
                     ))
                     .await;
                 match listened {

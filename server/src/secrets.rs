@@ -42,6 +42,7 @@ pub enum OpenError {
 }
 
 /// The server's encryption keys.
+#[derive(Clone)]
 pub struct Secrets {
     keys: BTreeMap<u8, XChaCha20Poly1305>,
     write_key: u8,

@@ -457,6 +457,8 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     // The frames of the chat WebSocket (`chat_ws`), for frontends.
     add_schema::<crate::chat::ChatLiveEvent>(doc);
     name_tagged_variants(doc, "ChatLiveEvent", "type");
+    add_schema::<crate::kb::KbQueryStreamEvent>(doc);
+    name_tagged_variants(doc, "KbQueryStreamEvent", "type");
     type_nullable_references(doc);
 
     for (_, path_item) in doc.paths.paths.iter_mut() {

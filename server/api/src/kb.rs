@@ -373,9 +373,9 @@ pub struct KbSearchResult {
     pub document_id: Uuid,
     pub chunk_id: Uuid,
     pub content: String,
-    /// 0 to 1, higher is better: the fused reciprocal-rank score
-    /// normalised so that a chunk ranked first by both the vector and the
-    /// full-text search scores 1 (see `POST /api/kb/search`).
+    /// 0 to 1, higher is better: the reciprocal-rank fusion of the vector
+    /// and full-text rankings, the vector side weighted by its cosine
+    /// similarity (see `POST /api/kb/search`).
     pub score: f64,
     /// `document_id`, `source_id`, `source_type`, `title`, `position`,
     /// plus `url`, `page` or `sheet` where known.
@@ -433,6 +433,24 @@ pub struct KbCitation {
 pub struct KbQueryResponse {
     pub answer: String,
     pub sources: Vec<KbCitation>,
+}
+
+/// One Server-Sent Event of `POST /api/kb/query` with `"stream": true`,
+/// sent as `data: <json>` and a blank line: `sources` first, then the
+/// conversation stream's `start`, `content`... and `end` (or `error`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum KbQueryStreamEvent {
+    /// The numbered excerpts the answer may cite as `[n]`.
+    Sources { sources: Vec<KbCitation> },
+    /// The answer begins (`message_id` identifies this answer).
+    Start { message_id: String },
+    /// The next piece of the answer, in order.
+    Content { content: String },
+    /// The answer is complete.
+    End,
+    /// The model failed mid-answer; the stream ends here, without `end`.
+    Error { error_code: String, message: String },
 }
 
 /// Progress of one source in `GET /api/kb/ingestion_status`.
@@ -536,6 +554,15 @@ pub(crate) fn patch_document(doc: &mut openapiv3::OpenAPI) {
             MediaType {
                 schema: Some(ReferenceOr::Reference {
                     reference: "#/components/schemas/KbQueryResponse".to_string(),
+                }),
+                ..Default::default()
+            },
+        );
+        response.content.insert(
+            "text/event-stream".to_string(),
+            MediaType {
+                schema: Some(ReferenceOr::Reference {
+                    reference: "#/components/schemas/KbQueryStreamEvent".to_string(),
                 }),
                 ..Default::default()
             },

@@ -850,9 +850,16 @@ pub trait WorkspaceApi {
     /// full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`)
     /// are fused with reciprocal rank fusion (k = 60).
     ///
-    /// `score` (0 to 1) is the fused score divided by its maximum (both
-    /// lists ranking the chunk first): 1 means first in both, about 0.5
-    /// first in one list only; it is a rank measure, not a similarity.
+    /// `score` (0 to 1) fuses the two rankings by reciprocal rank, the
+    /// vector side weighted by its cosine similarity `cos`:
+    /// `(max(cos, 0) * 61 / (60 + rank_vector) + 61 / (60 + rank_text)) / 2`
+    /// (a side the chunk is absent from adds 0). So 1 is a chunk ranked
+    /// first by both with the query's meaning, a chunk ranked first by
+    /// keywords alone scores 0.5, and the nearest of unrelated chunks
+    /// scores about half its (low) similarity: the default threshold drops
+    /// those. Scores compare hits of one query, not across queries.
+    /// Nothing of a knowledge base is held in the server's memory: every
+    /// search is one statement over PostgreSQL's indexes.
     /// Results below `score_threshold` (default 0.1) are dropped; `limit`
     /// 1 to 50 (default 10). `filters` narrow to documents, sources, a
     /// source type or chunks whose metadata contains a JSON object.
@@ -875,7 +882,10 @@ pub trait WorkspaceApi {
     /// conversation stream's vocabulary: `{"type":"sources","sources":[...]}`
     /// first, then `start`, `content` pieces and `end`
     /// (`{"type":"error","error_code":...}` if the model fails mid-answer).
-    /// `temperature` 0 to 1, `max_tokens` 1 to 32000.
+    /// `temperature` 0 to 1, `max_tokens` 1 to 32000. A model failure
+    /// before the answer begins is a `503` with the provider's error code
+    /// (`provider_unavailable`, `provider_rate_limited`, ...); a knowledge
+    /// base without chunks is answered with no sources.
     #[endpoint { method = POST, path = "/api/kb/query", tags = ["kb"] }]
     async fn kb_query(
         rqctx: RequestContext<Self::Context>,

@@ -460,7 +460,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (400, &["invalid_query"]),
             (403, &["forbidden"]),
             (404, &["not_found"]),
-            (503, &["search_unavailable"]),
+            (503, &["embedder_unavailable"]),
         ],
     ),
     (
@@ -469,7 +469,17 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (400, &["invalid_query", "model_unavailable"]),
             (403, &["forbidden"]),
             (404, &["not_found"]),
-            (503, &["search_unavailable"]),
+            (
+                503,
+                &[
+                    "embedder_unavailable",
+                    "provider_unavailable",
+                    "provider_rate_limited",
+                    "provider_rejected",
+                    "provider_timeout",
+                    "provider_stream_interrupted",
+                ],
+            ),
         ],
     ),
     (

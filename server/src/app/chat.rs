@@ -371,7 +371,7 @@ async fn upload_text(
 }
 
 /// The model of a request: the given one, else the first offered.
-fn pick_model(cx: &ServerContext, id: Option<Uuid>) -> Result<ModelEntry, Error> {
+pub(crate) fn pick_model(cx: &ServerContext, id: Option<Uuid>) -> Result<ModelEntry, Error> {
     let model = match id {
         Some(id) => cx.models.get(id),
         None => cx.models.list().first(),

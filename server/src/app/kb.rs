@@ -477,13 +477,6 @@ pub async fn available(
         .collect())
 }
 
-fn search_unavailable() -> Error {
-    Error::Unavailable {
-        code: "search_unavailable",
-        message: "retrieval over indexed chunks is not available yet".to_string(),
-    }
-}
-
 fn check_query(query: &str, limit: Option<u32>) -> Result<(), Error> {
     let len = query.trim().chars().count();
     if len == 0 || query.chars().count() > workspace_api::kb::QUERY_MAX {
@@ -498,6 +491,70 @@ fn check_query(query: &str, limit: Option<u32>) -> Result<(), Error> {
     Ok(())
 }
 
+/// Default `limit` of search and query.
+const SEARCH_LIMIT_DEFAULT: u32 = 10;
+/// Default `score_threshold`.
+const SCORE_THRESHOLD_DEFAULT: f64 = 0.1;
+
+/// Retrieves the best chunks of a knowledge base for `query`.
+async fn retrieve(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    query: &str,
+    limit: u32,
+    score_threshold: f64,
+    filters: Option<workspace_api::kb::KbSearchFilters>,
+) -> Result<Vec<crate::db::datastore::kb::SearchHit>, Error> {
+    let (model, _dims) = cx.datastore.kb_embedding(access, kb_id).await?;
+    let filters = filters.unwrap_or_default();
+    if filters.metadata.as_ref().is_some_and(|m| m.len() > 20)
+        || filters.document_ids.as_ref().is_some_and(|d| d.len() > 100)
+        || filters.source_ids.as_ref().is_some_and(|d| d.len() > 100)
+    {
+        return Err(Error::invalid(
+            "invalid_query",
+            "filters name at most 100 documents, 100 sources and 20 metadata keys",
+        ));
+    }
+    // An empty knowledge base needs no embedding (nor a provisioned model).
+    if cx.datastore.kb_chunk_count(access, kb_id).await? == 0 {
+        return Ok(Vec::new());
+    }
+    let embedder = cx.embedders.get(&model).ok_or_else(|| Error::Unavailable {
+        code: "embedder_unavailable",
+        message: format!("the knowledge base's embedder {model:?} is not configured"),
+    })?;
+    let vectors = embedder
+        .embed(&[query.to_string()])
+        .await
+        .map_err(|e| Error::Unavailable {
+            code: "embedder_unavailable",
+            message: format!("embedding the query failed: {e}"),
+        })?;
+    let embedding = vectors
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::internal("the embedder returned no vector"))?;
+    let search = crate::db::datastore::kb::SearchQuery {
+        embedding: &embedding,
+        text: query,
+        limit,
+        score_threshold,
+        document_ids: filters.document_ids,
+        source_ids: filters
+            .source_ids
+            .map(|ids| ids.iter().map(Uuid::to_string).collect()),
+        source_type: filters.source_type.map(|t| match t {
+            SourceType::File => "file",
+            SourceType::Web => "web",
+            SourceType::ObjectStore => "object_store",
+        }),
+        metadata: filters.metadata.map(serde_json::Value::Object),
+    };
+    cx.datastore.kb_search(access, kb_id, &search).await
+}
+
 pub async fn search(
     cx: &ServerContext,
     access: &OrgAccess,
@@ -505,20 +562,52 @@ pub async fn search(
     body: workspace_api::kb::KbSearchRequest,
 ) -> Result<workspace_api::kb::KbSearchResponse, Error> {
     check_query(&body.query, body.limit)?;
-    if body
-        .score_threshold
-        .is_some_and(|t| !(0.0..=1.0).contains(&t))
-    {
+    let threshold = body.score_threshold.unwrap_or(SCORE_THRESHOLD_DEFAULT);
+    if !(0.0..=1.0).contains(&threshold) {
         return Err(Error::invalid("invalid_query", "score_threshold is 0 to 1"));
     }
-    // A knowledge base without chunks has no hits; retrieval over chunks
-    // lands with the ingestion workers.
-    if cx.datastore.kb_chunk_count(access, kb_id).await? == 0 {
-        return Ok(workspace_api::kb::KbSearchResponse {
-            results: Vec::new(),
-        });
+    let hits = retrieve(
+        cx,
+        access,
+        kb_id,
+        &body.query,
+        body.limit.unwrap_or(SEARCH_LIMIT_DEFAULT),
+        threshold,
+        body.filters,
+    )
+    .await?;
+    Ok(workspace_api::kb::KbSearchResponse {
+        results: hits
+            .into_iter()
+            .map(|h| workspace_api::kb::KbSearchResult {
+                document_id: h.document_id,
+                chunk_id: h.chunk_id,
+                content: h.content,
+                score: h.score,
+                metadata: h.metadata,
+            })
+            .collect(),
+    })
+}
+
+/// The instructions of a knowledge-base answer.
+const QUERY_SYSTEM_PROMPT: &str = "Answer the question using only the numbered excerpts. \
+     Cite every excerpt you use as [n] right after the statement it supports. If the excerpts \
+     do not contain the answer, say that the knowledge base does not cover it.";
+
+/// The user message of a knowledge-base answer: the numbered excerpts,
+/// then the question.
+fn query_prompt(question: &str, sources: &[workspace_api::kb::KbCitation]) -> String {
+    let mut out = String::from("Excerpts:\n");
+    for s in sources {
+        out.push_str(&format!("[{}] {}\n{}\n\n", s.index, s.title, s.content.trim()));
     }
-    Err(search_unavailable())
+    if sources.is_empty() {
+        out.push_str("(none found)\n\n");
+    }
+    out.push_str("Question: ");
+    out.push_str(question);
+    out
 }
 
 pub async fn query(
@@ -527,7 +616,117 @@ pub async fn query(
     kb_id: Uuid,
     body: workspace_api::kb::KbQueryRequest,
 ) -> Result<http::Response<dropshot::Body>, Error> {
+    use crate::providers::{ChatEvent, ChatMessage, ChatRequest};
+    use futures::StreamExt;
+    use workspace_api::kb::{KbCitation, KbQueryResponse, KbQueryStreamEvent};
     check_query(&body.query, body.limit)?;
-    cx.datastore.kb_chunk_count(access, kb_id).await?;
-    Err(search_unavailable())
+    if body.temperature.is_some_and(|t| !(0.0..=1.0).contains(&t))
+        || body.max_tokens.is_some_and(|m| m == 0 || m > 32000)
+    {
+        return Err(Error::invalid(
+            "invalid_query",
+            "temperature is 0 to 1 and max_tokens 1 to 32000",
+        ));
+    }
+    let model = crate::app::chat::pick_model(cx, body.model_id)?;
+    let hits = retrieve(
+        cx,
+        access,
+        kb_id,
+        &body.query,
+        body.limit.unwrap_or(SEARCH_LIMIT_DEFAULT),
+        SCORE_THRESHOLD_DEFAULT,
+        None,
+    )
+    .await?;
+    let sources: Vec<KbCitation> = hits
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| KbCitation {
+            index: i as u32 + 1,
+            document_id: h.document_id,
+            chunk_id: h.chunk_id,
+            url: (h.source_type == db::KbSourceType::Web).then(|| {
+                h.metadata
+                    .get("url")
+                    .and_then(|u| u.as_str())
+                    .unwrap_or(&h.locator)
+                    .to_string()
+            }),
+            title: h.title,
+            content: h.content,
+            score: h.score,
+        })
+        .collect();
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system(QUERY_SYSTEM_PROMPT),
+            ChatMessage::user(query_prompt(&body.query, &sources)),
+        ],
+        tools: Vec::new(),
+        max_tokens: body.max_tokens.or(model.max_tokens),
+        temperature: body.temperature.map(|t| t as f32),
+    };
+    let log = cx.log.clone();
+    let retry = cx.models.retry.clone();
+    let started = crate::providers::start(model.chat.as_ref(), &request, &retry, &log).await;
+    if !body.stream.unwrap_or(false) {
+        let mut stream = started.map_err(provider_error)?;
+        let mut answer = String::new();
+        while let Some(event) = stream.next().await {
+            match event.map_err(provider_error)? {
+                ChatEvent::Text(t) => answer.push_str(&t),
+                ChatEvent::Finish(_) => break,
+                _ => {}
+            }
+        }
+        let body = serde_json::to_vec(&KbQueryResponse { answer, sources })
+            .map_err(Error::internal)?;
+        return http::Response::builder()
+            .status(http::StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(dropshot::Body::from(body))
+            .map_err(Error::internal);
+    }
+    // Streamed: a model that fails before answering is still a 4xx/5xx.
+    let mut stream = started.map_err(provider_error)?;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let message_id = Uuid::new_v4().to_string();
+        if tx.send(KbQueryStreamEvent::Sources { sources }).await.is_err()
+            || tx.send(KbQueryStreamEvent::Start { message_id }).await.is_err()
+        {
+            return;
+        }
+        while let Some(event) = stream.next().await {
+            let out = match event {
+                Ok(ChatEvent::Text(t)) => KbQueryStreamEvent::Content { content: t },
+                Ok(ChatEvent::Finish(_)) => break,
+                Ok(_) => continue,
+                Err(e) => {
+                    let _ = tx
+                        .send(KbQueryStreamEvent::Error {
+                            error_code: e.error_code().to_string(),
+                            message: e.public_message().to_string(),
+                        })
+                        .await;
+                    return;
+                }
+            };
+            if tx.send(out).await.is_err() {
+                // The client left: dropping the stream cancels the model.
+                return;
+            }
+        }
+        let _ = tx.send(KbQueryStreamEvent::End).await;
+    });
+    crate::sse::response(rx).map_err(|e| Error::internal(e.internal_message))
+}
+
+/// A provider failure as the API's error.
+fn provider_error(e: crate::providers::ProviderError) -> Error {
+    Error::Unavailable {
+        code: e.error_code(),
+        message: e.public_message().to_string(),
+    }
 }

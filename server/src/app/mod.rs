@@ -9,6 +9,7 @@ pub mod deployments;
 pub mod files;
 pub mod invitations;
 pub mod kb;
+pub mod kb_ingest;
 pub mod models;
 pub mod orgs;
 pub mod roles;

@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
+pub mod local;
 pub mod openai;
+
+pub use local::LocalMiniLm;
 
 /// Why embedding failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,14 +33,16 @@ pub trait Embedder: Send + Sync {
 }
 
 /// The embedders this server offers, by name.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct EmbedderRegistry {
     entries: Vec<Arc<dyn Embedder>>,
+    /// The built-in model (also the tokenizer chunks are measured with).
+    pub local: Arc<LocalMiniLm>,
 }
 
 impl EmbedderRegistry {
-    pub fn new(entries: Vec<Arc<dyn Embedder>>) -> EmbedderRegistry {
-        EmbedderRegistry { entries }
+    pub fn new(local: Arc<LocalMiniLm>, entries: Vec<Arc<dyn Embedder>>) -> EmbedderRegistry {
+        EmbedderRegistry { entries, local }
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Embedder>> {
@@ -52,38 +57,18 @@ impl EmbedderRegistry {
 /// The dimensions the chunk table indexes (one partial HNSW index each).
 pub const SUPPORTED_DIMENSIONS: [usize; 4] = [384, 768, 1024, 1536];
 
-/// The local all-MiniLM-L6-v2 (384 dimensions). Its weights are
-/// provisioned into the data directory; until the candle runtime lands
-/// (see the issue), embedding reports a transient failure so ingestion
-/// jobs wait and retry instead of failing.
-pub struct LocalMiniLm {
-    #[allow(dead_code)]
-    model_dir: std::path::PathBuf,
-}
-
-#[async_trait::async_trait]
-impl Embedder for LocalMiniLm {
-    fn name(&self) -> &str {
-        crate::kb_config::LOCAL_EMBEDDER
-    }
-    fn dimensions(&self) -> usize {
-        384
-    }
-    async fn embed(&self, _texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Err(EmbedError::Transient(
-            "the local embedder is not available yet".to_string(),
-        ))
-    }
-}
-
 /// The configured embedders: the local one, then `[[embedders]]`.
 pub fn registry(
     config: &crate::config::Config,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<EmbedderRegistry> {
-    let mut entries: Vec<Arc<dyn Embedder>> = vec![Arc::new(LocalMiniLm {
-        model_dir: data_dir.join("models").join("all-minilm-l6-v2"),
-    })];
+    let model_dir = config
+        .kb
+        .local_model_dir
+        .clone()
+        .unwrap_or_else(|| data_dir.join("models").join(crate::kb_config::LOCAL_EMBEDDER));
+    let local = Arc::new(LocalMiniLm::new(model_dir));
+    let mut entries: Vec<Arc<dyn Embedder>> = vec![local.clone()];
     for e in &config.embedders {
         if !SUPPORTED_DIMENSIONS.contains(&(e.dimensions as usize)) {
             anyhow::bail!(
@@ -109,5 +94,5 @@ pub fn registry(
         };
         entries.push(Arc::new(openai::OpenAiEmbedder::new(e, api_key)?));
     }
-    Ok(EmbedderRegistry::new(entries))
+    Ok(EmbedderRegistry::new(local, entries))
 }

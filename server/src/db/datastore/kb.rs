@@ -453,6 +453,83 @@ impl Datastore {
         Ok(row.get(0))
     }
 
+    /// The embedder and dimensions of a knowledge base (`404` when not
+    /// visible).
+    pub async fn kb_embedding(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+    ) -> Result<(String, i32), Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT embedding_model, embedding_dimensions FROM knowledge_bases \
+                 WHERE organization_id = $1 AND id = $2",
+                &[&access.org_id(), &kb_id],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "knowledge base",
+            })?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// Hybrid search of one knowledge base (see [`search_sql`]).
+    pub async fn kb_search(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+        query: &SearchQuery<'_>,
+    ) -> Result<Vec<SearchHit>, Error> {
+        let sql = search_sql(query.embedding.len()).ok_or_else(|| {
+            Error::internal(format!("no index for {} dimensions", query.embedding.len()))
+        })?;
+        let candidates = i64::from(query.limit.saturating_mul(4).max(40));
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        // A filtered HNSW scan keeps scanning until it has enough rows
+        // (pgvector 0.8), instead of silently returning fewer.
+        tx.query_one(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), \
+                    set_config('hnsw.ef_search', $1, true)",
+            &[&candidates.max(40).to_string()],
+        )
+        .await?;
+        let embedding = pgvector::Vector::from(query.embedding.to_vec());
+        let rows = tx
+            .query(
+                sql,
+                &[
+                    &access.org_id(),
+                    &kb_id,
+                    &embedding,
+                    &query.text,
+                    &candidates,
+                    &query.score_threshold,
+                    &i64::from(query.limit),
+                    &query.document_ids,
+                    &query.source_ids,
+                    &query.source_type,
+                    &query.metadata,
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(rows
+            .iter()
+            .map(|r| SearchHit {
+                chunk_id: r.get(0),
+                document_id: r.get(1),
+                content: r.get(2),
+                metadata: r.get(3),
+                score: r.get(4),
+                title: r.get(5),
+                locator: r.get(6),
+                source_type: r.get(7),
+            })
+            .collect())
+    }
+
     /// Document counts of a knowledge base.
     pub async fn kb_ingestion_counts(
         &self,
@@ -575,11 +652,21 @@ async fn insert_source(
     Ok(())
 }
 
-/// Marks a source `completed` once it has no unfinished job left (a
-/// source that failed to list stays `failed`).
+/// Settles a source once it has no unfinished job left: `failed` when it
+/// has documents and every one failed, else `completed` (failed documents
+/// show their errors; a source that failed to list stays `failed`).
 pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result<(), Error> {
     tx.execute(
-        "UPDATE kb_sources s SET status = 'completed', updated_at = now() \
+        "UPDATE kb_sources s SET \
+             status = CASE WHEN EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id) \
+                  AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id \
+                                  AND d.status <> 'failed') \
+                  THEN 'failed' ELSE 'completed' END, \
+             error = CASE WHEN EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id) \
+                  AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id \
+                                  AND d.status <> 'failed') \
+                  THEN 'every document failed (see their errors)' ELSE NULL END, \
+             updated_at = now() \
          WHERE s.id = $1 AND s.status = 'processing' \
            AND NOT EXISTS (SELECT 1 FROM kb_jobs j WHERE j.source_id = s.id \
                            AND j.state IN ('queued', 'running'))",
@@ -587,4 +674,100 @@ pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result
     )
     .await?;
     Ok(())
+}
+
+/// What to search for.
+pub struct SearchQuery<'a> {
+    /// The query, embedded once by the knowledge base's embedder.
+    pub embedding: &'a [f32],
+    pub text: &'a str,
+    pub limit: u32,
+    pub score_threshold: f64,
+    pub document_ids: Option<Vec<Uuid>>,
+    pub source_ids: Option<Vec<String>>,
+    pub source_type: Option<&'a str>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// One hit of a search.
+pub struct SearchHit {
+    pub chunk_id: Uuid,
+    pub document_id: Uuid,
+    pub content: String,
+    pub metadata: serde_json::Value,
+    pub score: f64,
+    pub title: String,
+    pub locator: String,
+    pub source_type: KbSourceType,
+}
+
+/// The hybrid search statement for embeddings of `$d` dimensions (the
+/// HNSW indexes are partial, one per dimension, on a cast expression the
+/// statement repeats).
+///
+/// Up to `$5` candidates come from each side: the nearest chunks by cosine
+/// distance (HNSW, or an exact scan of the knowledge base when the planner
+/// finds that cheaper) and the best full-text matches (`websearch_to_tsquery`
+/// ranked by `ts_rank_cd`). They are fused by reciprocal rank (k = 60) with
+/// the vector side weighted by its cosine similarity:
+/// `score = (max(cos, 0) * 61 / (60 + rank_vec) + 61 / (60 + rank_text)) / 2`,
+/// so 1 is a chunk ranked first by both with identical meaning, a chunk
+/// first by keywords only scores 0.5, and a chunk that is merely the
+/// nearest of unrelated ones scores about its (low) similarity / 2.
+/// Parameters: `$1` organization, `$2` knowledge base, `$3` query vector,
+/// `$4` query text, `$5` candidates, `$6` threshold, `$7` limit, `$8`
+/// document ids, `$9` source ids (text), `$10` source type, `$11` metadata
+/// containment (each filter ignored when null).
+macro_rules! search_sql {
+    ($d:literal) => {
+        concat!(
+            "WITH q AS (SELECT $3::vector(", $d, ") AS v, \
+                 websearch_to_tsquery('english', $4) AS tq), \
+             vec AS MATERIALIZED ( \
+                 SELECT c.id, (c.embedding::vector(", $d, ")) <=> q.v AS dist \
+                 FROM kb_chunks c, q \
+                 WHERE c.dims = ", $d, " AND c.organization_id = $1 AND c.kb_id = $2 \
+                   AND ($8::uuid[] IS NULL OR c.document_id = ANY($8)) \
+                   AND ($9::text[] IS NULL OR c.metadata->>'source_id' = ANY($9)) \
+                   AND ($10::text IS NULL OR c.metadata->>'source_type' = $10) \
+                   AND ($11::jsonb IS NULL OR c.metadata @> $11) \
+                 ORDER BY (c.embedding::vector(", $d, ")) <=> q.v LIMIT $5), \
+             vec_ranked AS ( \
+                 SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec), \
+             fts AS ( \
+                 SELECT c.id, row_number() OVER \
+                     (ORDER BY ts_rank_cd(c.tsv, q.tq) DESC, c.id) AS r \
+                 FROM kb_chunks c, q \
+                 WHERE c.organization_id = $1 AND c.kb_id = $2 AND c.tsv @@ q.tq \
+                   AND ($8::uuid[] IS NULL OR c.document_id = ANY($8)) \
+                   AND ($9::text[] IS NULL OR c.metadata->>'source_id' = ANY($9)) \
+                   AND ($10::text IS NULL OR c.metadata->>'source_type' = $10) \
+                   AND ($11::jsonb IS NULL OR c.metadata @> $11) \
+                 ORDER BY ts_rank_cd(c.tsv, q.tq) DESC, c.id LIMIT $5), \
+             fused AS ( \
+                 SELECT coalesce(v.id, f.id) AS id, \
+                     ((coalesce(greatest(1 - v.dist, 0) * 61.0 / (60 + v.r), 0) \
+                      + coalesce(61.0 / (60 + f.r), 0)) / 2)::float8 AS score \
+                 FROM vec_ranked v FULL JOIN fts f ON f.id = v.id) \
+             SELECT c.id, c.document_id, c.content, c.metadata, fused.score, \
+                    d.title, d.locator, s.type \
+             FROM fused \
+             JOIN kb_chunks c ON c.id = fused.id \
+             JOIN kb_documents d ON d.id = c.document_id \
+             JOIN kb_sources s ON s.id = d.source_id \
+             WHERE fused.score >= $6::float8 \
+             ORDER BY fused.score DESC, c.id LIMIT $7"
+        )
+    };
+}
+
+/// The search statement of a dimension the chunk table indexes.
+fn search_sql(dimensions: usize) -> Option<&'static str> {
+    match dimensions {
+        384 => Some(search_sql!("384")),
+        768 => Some(search_sql!("768")),
+        1024 => Some(search_sql!("1024")),
+        1536 => Some(search_sql!("1536")),
+        _ => None,
+    }
 }

@@ -8,6 +8,7 @@ pub mod email_outbox;
 pub mod files;
 pub mod invitations;
 pub mod kb;
+pub mod kb_jobs;
 pub mod login_failures;
 pub mod models;
 pub mod organizations;

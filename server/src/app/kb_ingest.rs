@@ -1,0 +1,539 @@
+//! Knowledge-base ingestion: the workers that run the durable `kb_jobs`.
+//!
+//! Every server instance runs `kb.workers` workers (default 2). A worker
+//! claims a due job (`FOR UPDATE SKIP LOCKED`), renews its lease every
+//! third of `kb.lease_secs` while it works, and writes its result in one
+//! transaction that first checks it still holds the lease. Workers wake on
+//! `NOTIFY kb_jobs` (sent when jobs are added) and otherwise look every
+//! `kb.poll_interval_ms`.
+//!
+//! - `expand` (object_store sources) lists the bucket prefix and adds a
+//!   document and an `ingest` job per object.
+//! - `ingest` reads one document (an upload from the file store, a web
+//!   page, an object), extracts its text, splits it into token-sized
+//!   chunks with overlap (the local model's tokenizer, `text-splitter`),
+//!   embeds them with the knowledge base's embedder and stores them with
+//!   their full-text vectors.
+//!
+//! A transient failure (network, 429/5xx, embedder still provisioning) is
+//! retried with exponential backoff (`kb.retry_backoff_secs`, doubling, at
+//! most 10 minutes) up to `kb.max_attempts`; a permanent one (corrupt file,
+//! robots.txt, wrong credentials) fails the document at once. Either way the
+//! document shows the error, and other documents go on. A worker that dies
+//! mid-job loses its lease; the job is taken over when the lease expires.
+
+use crate::chat_hub::Hub;
+use crate::db::datastore::Datastore;
+use crate::db::datastore::kb_jobs::{
+    ClaimedJob, DocumentFacts, Failure, IngestTarget, ListedDocument, NewChunk,
+};
+use crate::db::enums::{KbJobKind, KbSourceType};
+use crate::embedder::{EmbedError, EmbedderRegistry};
+use crate::kb_config::{FetchConfig, FilesConfig, KbConfig};
+use crate::kb_sources::{Content, SourceError};
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The channel `kb_jobs` inserts notify.
+pub const CHANNEL: &str = "kb_jobs";
+/// Longest retry backoff.
+const BACKOFF_MAX_SECS: f64 = 600.0;
+/// Texts per embedder call.
+const EMBED_BATCH: usize = 64;
+
+/// What the workers need.
+pub struct Ingestion {
+    pub datastore: Datastore,
+    pub files: Arc<dyn crate::storage::FileStore>,
+    pub embedders: EmbedderRegistry,
+    pub secrets: crate::secrets::Secrets,
+    pub kb: KbConfig,
+    pub fetch: FetchConfig,
+    pub files_config: FilesConfig,
+    /// The guarded client of source fetches.
+    pub http: reqwest::Client,
+    pub hub: Arc<Hub>,
+    pub log: slog::Logger,
+}
+
+/// Why a job's attempt failed.
+enum JobError {
+    Transient(String),
+    Permanent(String),
+}
+
+impl From<SourceError> for JobError {
+    fn from(e: SourceError) -> Self {
+        match e {
+            SourceError::Transient(m) => JobError::Transient(m),
+            SourceError::Permanent(m) => JobError::Permanent(m),
+        }
+    }
+}
+
+impl From<EmbedError> for JobError {
+    fn from(e: EmbedError) -> Self {
+        match e {
+            EmbedError::Transient(m) => JobError::Transient(m),
+            EmbedError::Permanent(m) => JobError::Permanent(m),
+        }
+    }
+}
+
+impl From<crate::error::Error> for JobError {
+    fn from(e: crate::error::Error) -> Self {
+        // Database trouble: worth another attempt.
+        JobError::Transient(format!("{e}"))
+    }
+}
+
+/// Starts the workers of this instance.
+pub fn start(ingestion: Arc<Ingestion>) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..ingestion.kb.workers)
+        .map(|_| tokio::spawn(worker(ingestion.clone(), Uuid::new_v4())))
+        .collect()
+}
+
+async fn worker(ing: Arc<Ingestion>, id: Uuid) {
+    let mut wake = ing.hub.subscribe(CHANNEL, "");
+    let poll = Duration::from_millis(ing.kb.poll_interval_ms.max(10));
+    let lease = ing.kb.lease_secs.max(3) as f64;
+    loop {
+        match ing.datastore.kb_job_claim(id, lease).await {
+            Ok(Some(job)) => run(&ing, job).await,
+            Ok(None) => {
+                tokio::select! {
+                    _ = wake.recv() => {}
+                    _ = tokio::time::sleep(poll) => {}
+                }
+            }
+            Err(e) => {
+                slog::debug!(ing.log, "kb worker: claiming failed"; "error" => %e);
+                tokio::time::sleep(poll).await;
+            }
+        }
+    }
+}
+
+/// Runs one job while renewing its lease; stops working on it as soon as
+/// the lease is lost.
+async fn run(ing: &Ingestion, job: ClaimedJob) {
+    let lease = ing.kb.lease_secs.max(3) as f64;
+    let log = ing.log.new(slog::o!("job" => job.id.to_string(), "kind" => job.kind.as_str()));
+    let heartbeat = async {
+        let mut every = tokio::time::interval(Duration::from_secs_f64(lease / 3.0));
+        every.tick().await;
+        loop {
+            every.tick().await;
+            match ing.datastore.kb_job_heartbeat(&job, lease).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                // The database is away: keep trying until the lease runs out.
+                Err(e) => slog::debug!(log, "kb worker: heartbeat failed"; "error" => %e),
+            }
+        }
+    };
+    let work = async {
+        if job.attempts > job.max_attempts {
+            return Err(JobError::Permanent(format!(
+                "gave up after {} attempts (workers stopped while processing it)",
+                job.max_attempts
+            )));
+        }
+        match job.kind {
+            KbJobKind::Expand => expand(ing, &job).await,
+            KbJobKind::Ingest => ingest(ing, &job).await,
+        }
+    };
+    let result = tokio::select! {
+        r = work => r,
+        () = heartbeat => {
+            slog::info!(log, "kb worker: lost the job's lease; leaving it");
+            return;
+        }
+    };
+    let Err(error) = result else {
+        return;
+    };
+    let failure = match &error {
+        JobError::Transient(m) if job.attempts < job.max_attempts => {
+            let backoff = (ing.kb.retry_backoff_secs.max(1) as f64)
+                * 2f64.powi(job.attempts.saturating_sub(1).min(20));
+            slog::info!(log, "kb job failed; retrying"; "error" => m.as_str(),
+                "attempt" => job.attempts);
+            Failure::Retry {
+                error: m,
+                backoff_secs: backoff.min(BACKOFF_MAX_SECS),
+            }
+        }
+        JobError::Transient(m) | JobError::Permanent(m) => {
+            slog::info!(log, "kb job failed"; "error" => m.as_str(), "attempt" => job.attempts);
+            Failure::Final { error: m }
+        }
+    };
+    if let Err(e) = ing.datastore.kb_job_fail(&job, failure).await {
+        // The lease runs out and the job is taken over.
+        slog::warn!(log, "kb worker: recording a failure failed"; "error" => %e);
+    }
+}
+
+/// The credentials of an object_store source, opened.
+fn s3_source(
+    ing: &Ingestion,
+    source_id: Uuid,
+    config: &serde_json::Value,
+    sealed: Option<&[u8]>,
+) -> Result<crate::kb_sources::s3::S3Source, JobError> {
+    let field = |name: &str| {
+        config
+            .get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let sealed = sealed
+        .ok_or_else(|| JobError::Permanent("the source has no credentials".to_string()))?;
+    let ad = crate::app::kb::source_credentials_ad(source_id);
+    let opened = ing
+        .secrets
+        .open(sealed, ad.as_bytes())
+        .map_err(|_| JobError::Permanent("the source's credentials cannot be opened".into()))?;
+    let creds: serde_json::Value = serde_json::from_slice(&opened)
+        .map_err(|_| JobError::Permanent("the source's credentials are unreadable".into()))?;
+    let cred = |name: &str| {
+        creds
+            .get(name)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    Ok(crate::kb_sources::s3::S3Source {
+        bucket: field("bucket_name").unwrap_or_default(),
+        prefix: field("prefix").unwrap_or_default(),
+        region: field("cloud_region").unwrap_or_default(),
+        endpoint_url: field("endpoint_url"),
+        access_key_id: cred("access_key_id"),
+        secret_access_key: cred("secret_access_key"),
+    })
+}
+
+async fn expand(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
+    let Some((config, sealed)) = ing.datastore.kb_job_source(job).await? else {
+        return Ok(());
+    };
+    let source = s3_source(ing, job.source_id, &config, sealed.as_deref())?;
+    let objects = crate::kb_sources::s3::list(
+        &source,
+        ing.fetch.allow_private_networks,
+        ing.kb.max_documents_per_source,
+    )
+    .await?;
+    let documents: Vec<ListedDocument> = objects
+        .into_iter()
+        .map(|o| ListedDocument {
+            title: o.key.rsplit('/').next().unwrap_or(&o.key).to_string(),
+            locator: o.key,
+            size_bytes: i64::try_from(o.size).ok(),
+        })
+        .collect();
+    ing.datastore.kb_job_store_listing(job, &documents).await?;
+    Ok(())
+}
+
+/// A document's text and what was learnt on the way.
+struct Text {
+    text: String,
+    content_type: Option<String>,
+    title: Option<String>,
+    size: Option<i64>,
+    url: Option<String>,
+}
+
+async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
+    let Some(target) = ing.datastore.kb_job_target(job).await? else {
+        // Deleted meanwhile: nothing to do (the job went with it).
+        return Ok(());
+    };
+    let embedder = ing.embedders.get(&target.embedding_model).ok_or_else(|| {
+        JobError::Permanent(format!(
+            "the embedder {:?} is no longer configured",
+            target.embedding_model
+        ))
+    })?;
+    let doc = read_text(ing, job, &target).await?;
+    let markdown = doc.content_type.as_deref() == Some("text/markdown");
+    let tokenizer = ing.embedders.local.tokenizer().await.ok();
+    let text = doc.text;
+    let (tokens, overlap) = (ing.kb.chunk_tokens.max(16), ing.kb.chunk_overlap);
+    let pieces = tokio::task::spawn_blocking(move || {
+        let pieces = chunk_text(&text, markdown, tokenizer.as_ref(), tokens, overlap);
+        (text, pieces)
+    })
+    .await
+    .map_err(|e| JobError::Permanent(format!("chunking failed: {e}")));
+    let (text, pieces) = pieces?;
+    let title = doc.title.clone().unwrap_or_else(|| target.title.clone());
+    let mut chunks = Vec::with_capacity(pieces.len());
+    for batch in pieces.chunks(EMBED_BATCH) {
+        let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
+        let vectors = embedder.embed(&texts).await?;
+        if vectors.len() != texts.len()
+            || vectors.iter().any(|v| v.len() != target.dimensions as usize)
+        {
+            return Err(JobError::Permanent(format!(
+                "the embedder returned vectors of the wrong shape (expected {} of {})",
+                texts.len(),
+                target.dimensions
+            )));
+        }
+        for ((offset, content), embedding) in batch.iter().zip(vectors) {
+            let mut metadata = serde_json::json!({
+                "document_id": job.document_id,
+                "source_id": job.source_id,
+                "source_type": target.source_type.as_str(),
+                "title": title,
+                "position": chunks.len(),
+            });
+            if let Some(url) = &doc.url {
+                metadata["url"] = serde_json::json!(url);
+            }
+            if let Some(page) = page_at(&text, *offset) {
+                metadata["page"] = serde_json::json!(page);
+            }
+            if let Some(sheet) = sheet_at(&text, *offset) {
+                metadata["sheet"] = serde_json::json!(sheet);
+            }
+            chunks.push(NewChunk {
+                content: content.clone(),
+                metadata,
+                embedding,
+            });
+        }
+    }
+    let facts = DocumentFacts {
+        title: doc.title.as_deref(),
+        content_type: doc.content_type.as_deref(),
+        size_bytes: doc.size,
+    };
+    ing.datastore
+        .kb_job_store_chunks(job, target.dimensions, &facts, &chunks)
+        .await?;
+    Ok(())
+}
+
+/// Reads and extracts one document.
+async fn read_text(
+    ing: &Ingestion,
+    job: &ClaimedJob,
+    target: &IngestTarget,
+) -> Result<Text, JobError> {
+    let budget = crate::extract::Budget {
+        max_bytes: ing.files_config.max_extracted_bytes,
+        timeout: Duration::from_secs(ing.files_config.extraction_timeout_secs),
+    };
+    match target.source_type {
+        KbSourceType::File => {
+            let file = target
+                .file
+                .as_ref()
+                .ok_or_else(|| JobError::Permanent("the uploaded file was deleted".into()))?;
+            let text = match &file.extracted_text {
+                Some(text) => text.clone(),
+                None => {
+                    let bytes = read_file(ing, &file.storage_key, file.file_size).await?;
+                    extract(&file.content_type, bytes, budget).await?
+                }
+            };
+            Ok(Text {
+                text,
+                content_type: Some(file.content_type.clone()),
+                title: None,
+                size: Some(file.file_size),
+                url: None,
+            })
+        }
+        KbSourceType::Web => {
+            let limits = crate::kb_sources::web::WebLimits {
+                max_bytes: ing.fetch.max_bytes,
+                timeout: Duration::from_secs(ing.fetch.timeout_secs),
+                user_agent: ing.fetch.user_agent.clone(),
+            };
+            let fetched = crate::kb_sources::web::fetch(&ing.http, &target.locator, &limits).await?;
+            let (text, content_type) = content_text(fetched.content, budget, "text/html").await?;
+            Ok(Text {
+                text,
+                content_type: Some(content_type),
+                title: fetched.title,
+                size: i64::try_from(fetched.size_bytes).ok(),
+                url: Some(fetched.final_locator),
+            })
+        }
+        KbSourceType::ObjectStore => {
+            let Some((config, sealed)) = ing.datastore.kb_job_source(job).await? else {
+                return Err(JobError::Permanent("the source was deleted".into()));
+            };
+            let source = s3_source(ing, job.source_id, &config, sealed.as_deref())?;
+            let fetched = crate::kb_sources::s3::get(
+                &source,
+                ing.fetch.allow_private_networks,
+                &target.locator,
+                ing.fetch.max_bytes,
+            )
+            .await?;
+            let (text, content_type) = content_text(fetched.content, budget, "text/plain").await?;
+            Ok(Text {
+                text,
+                content_type: Some(content_type),
+                title: fetched.title,
+                size: i64::try_from(fetched.size_bytes).ok(),
+                url: None,
+            })
+        }
+    }
+}
+
+async fn content_text(
+    content: Content,
+    budget: crate::extract::Budget,
+    text_type: &str,
+) -> Result<(String, String), JobError> {
+    match content {
+        Content::Text(text) => Ok((text, text_type.to_string())),
+        Content::Bytes {
+            content_type,
+            bytes,
+        } => {
+            let text = extract(&content_type, bytes, budget).await?;
+            Ok((text, content_type))
+        }
+    }
+}
+
+async fn extract(
+    content_type: &str,
+    bytes: bytes::Bytes,
+    budget: crate::extract::Budget,
+) -> Result<String, JobError> {
+    crate::extract::extract(content_type, bytes, budget)
+        .await
+        .map_err(|e| match e {
+            crate::extract::ExtractError::TimedOut(_) => JobError::Transient(e.to_string()),
+            e => JobError::Permanent(e.to_string()),
+        })
+}
+
+async fn read_file(ing: &Ingestion, key: &str, size: i64) -> Result<bytes::Bytes, JobError> {
+    let mut stream = ing
+        .files
+        .read(key)
+        .await
+        .map_err(|e| JobError::Transient(format!("reading the upload: {e}")))?;
+    let mut out = Vec::with_capacity(size.clamp(0, 64 << 20) as usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| JobError::Transient(format!("reading the upload: {e}")))?;
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out.into())
+}
+
+/// Splits `text` into chunks of at most `tokens` tokens (of `tokenizer`;
+/// without one, about four characters a token) sharing `overlap` tokens
+/// with their neighbours, along the largest semantic units that fit
+/// (Markdown structure when `markdown`, else paragraphs, sentences,
+/// words). Returns each chunk's byte offset and text.
+pub fn chunk_text(
+    text: &str,
+    markdown: bool,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+    tokens: usize,
+    overlap: usize,
+) -> Vec<(usize, String)> {
+    use text_splitter::{ChunkConfig, Characters, MarkdownSplitter, TextSplitter};
+    let overlap = overlap.min(tokens / 2);
+    fn collect<'a>(it: impl Iterator<Item = (usize, &'a str)>) -> Vec<(usize, String)> {
+        it.filter(|(_, c)| !c.trim().is_empty())
+            .map(|(o, c)| (o, c.to_string()))
+            .collect()
+    }
+    match tokenizer {
+        Some(tokenizer) => {
+            let Ok(config) = ChunkConfig::new(tokens).with_overlap(overlap) else {
+                return vec![(0, text.to_string())];
+            };
+            let config = config.with_sizer(tokenizer);
+            if markdown {
+                collect(MarkdownSplitter::new(config).chunk_indices(text))
+            } else {
+                collect(TextSplitter::new(config).chunk_indices(text))
+            }
+        }
+        None => {
+            let Ok(config) = ChunkConfig::new(tokens * 4).with_overlap(overlap * 4) else {
+                return vec![(0, text.to_string())];
+            };
+            let config = config.with_sizer(Characters);
+            if markdown {
+                collect(MarkdownSplitter::new(config).chunk_indices(text))
+            } else {
+                collect(TextSplitter::new(config).chunk_indices(text))
+            }
+        }
+    }
+}
+
+/// The page (from 1) at `offset` of a text whose pages are separated by
+/// form feeds (PDF extraction), if it has any.
+fn page_at(text: &str, offset: usize) -> Option<usize> {
+    if !text.contains('\u{c}') {
+        return None;
+    }
+    Some(text[..offset.min(text.len())].matches('\u{c}').count() + 1)
+}
+
+/// The sheet at `offset` of an extracted workbook (`# Sheet: NAME` lines).
+fn sheet_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset.min(text.len()))?;
+    let start = before.rfind("# Sheet: ").or_else(|| {
+        // The chunk may begin at the heading itself.
+        text.get(offset..)?.starts_with("# Sheet: ").then_some(offset)
+    })?;
+    let line = text[start + "# Sheet: ".len()..].lines().next()?;
+    Some(line.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_overlap_and_cover_the_text() {
+        let text = (0..400)
+            .map(|i| format!("Sentence number {i} talks about topic {}.", i % 7))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let chunks = chunk_text(&text, false, None, 50, 10);
+        assert!(chunks.len() > 10, "{} chunks", chunks.len());
+        for (offset, chunk) in &chunks {
+            assert!(chunk.len() <= 200, "chunk of {} chars", chunk.len());
+            assert_eq!(&text[*offset..*offset + chunk.len()], chunk.as_str());
+        }
+        // Neighbours share text.
+        let (o1, c1) = &chunks[1];
+        let (o0, c0) = &chunks[0];
+        assert!(o0 + c0.len() > *o1, "no overlap between {c0:?} and {c1:?}");
+        assert!(chunks.last().unwrap().1.contains("Sentence number 399"));
+    }
+
+    #[test]
+    fn pages_and_sheets_are_found() {
+        let pdf = "first page\u{c}second page\u{c}third";
+        assert_eq!(page_at(pdf, 0), Some(1));
+        assert_eq!(page_at(pdf, pdf.find("third").unwrap()), Some(3));
+        assert_eq!(page_at("no pages", 3), None);
+        let xlsx = "# Sheet: Q1\na\tb\n# Sheet: Q2\nc\td\n";
+        assert_eq!(sheet_at(xlsx, 0).as_deref(), Some("Q1"));
+        assert_eq!(sheet_at(xlsx, xlsx.find("c\td").unwrap()).as_deref(), Some("Q2"));
+        assert_eq!(sheet_at("plain", 2), None);
+    }
+}

