@@ -103,6 +103,52 @@ pub fn provision(dir: &Path) -> anyhow::Result<()> {
     let parent = dir.parent().context("the model directory has no parent")?;
     std::fs::create_dir_all(parent)
         .with_context(|| format!("creating {}", parent.display()))?;
+    // One download at a time per directory: servers (and test processes)
+    // starting together leave it to the first one.
+    let lock = dir.with_extension("provisioning");
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .is_err()
+    {
+        let fresh = std::fs::metadata(&lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < std::time::Duration::from_secs(900));
+        if fresh {
+            anyhow::bail!("another process is downloading the model into {}", dir.display());
+        }
+        // A stale lock of a process that died mid-download.
+        let _ = std::fs::remove_file(&lock);
+        return provision(dir);
+    }
+    let result = download(dir, parent);
+    let _ = std::fs::remove_file(&lock);
+    result
+}
+
+/// [`provision`], waiting (up to 10 minutes) while another process
+/// downloads.
+pub fn provision_waiting(dir: &Path) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    loop {
+        match provision(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if std::time::Instant::now() < deadline
+                && dir.with_extension("provisioning").exists() =>
+            {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn download(dir: &Path, parent: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
     let staging = parent.join(format!(".provision-{}", uuid::Uuid::new_v4().simple()));
     let result = (|| -> anyhow::Result<()> {
         let download = staging.join("wheel");

@@ -58,7 +58,8 @@ async fn raw(
 
 #[tokio::test]
 async fn knowledge_base_lifecycle() {
-    let cx = TestContext::new("kb_lifecycle").await;
+    // No workers: documents stay as added, so their states can be checked.
+    let cx = TestContext::with_config("kb_lifecycle", |c| c.kb.workers = 0).await;
     let ada = cx.user("kb-ada").await;
     let org = ada.personal_org().await;
 

@@ -12,6 +12,7 @@ mod deployments;
 mod hardening;
 mod invitations;
 mod kb;
+mod kb_ingest;
 mod orgs;
 mod providers;
 mod roles;

@@ -1,0 +1,425 @@
+//! Knowledge-base ingestion, search and answers with the real pieces: the
+//! uploads' local store, PDF/DOCX/Markdown extraction, the durable job
+//! workers, the local all-MiniLM-L6-v2 embedder (candle), hybrid search in
+//! PostgreSQL, and a model answer citing its sources (a local provider
+//! speaking the OpenAI protocol).
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+use workspace_tests::{TestContext, TestUser};
+
+const MODEL: &str = "all-minilm-l6-v2";
+
+/// The local model's files, provisioned once for every test process.
+async fn ensure_model() {
+    let dir = workspace_embedded_db::data_root()
+        .join("models")
+        .join(MODEL);
+    tokio::task::spawn_blocking(move || {
+        workspace_server::embedder::local::provision_waiting(&dir)
+            .expect("provisioning the local embedding model")
+    })
+    .await
+    .expect("provisioning task");
+}
+
+async fn call(
+    cx: &TestContext,
+    user: &TestUser,
+    method: reqwest::Method,
+    path: &str,
+    query: &[(&str, String)],
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", cx.base_url))
+        .bearer_auth(&user.token)
+        .query(query);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn upload(user: &TestUser, org: Uuid, name: &str, bytes: Vec<u8>) -> Uuid {
+    user.client
+        .chat_upload_file(org, None, name, bytes)
+        .await
+        .unwrap_or_else(|e| panic!("uploading {name}: {e}"))
+        .into_inner()
+        .id
+}
+
+/// Polls `ingestion_status` until the knowledge base is `ready`.
+async fn wait_ready(cx: &TestContext, user: &TestUser, kb: Uuid, limit: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let (status, progress) = call(
+            cx,
+            user,
+            reqwest::Method::GET,
+            "/api/kb/ingestion_status",
+            &[("kb_id", kb.to_string())],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{progress}");
+        if progress["status"] == "ready" {
+            return progress;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "ingestion did not finish in {limit:?}: {progress}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn search(cx: &TestContext, user: &TestUser, kb: Uuid, body: Value) -> Vec<Value> {
+    let (status, found) = call(
+        cx,
+        user,
+        reqwest::Method::POST,
+        "/api/kb/search",
+        &[("kb_id", kb.to_string())],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    found["results"].as_array().cloned().unwrap_or_default()
+}
+
+const LIGHTHOUSE: &str = "The lighthouse on Carrow Point was built in 1868. Its keeper climbs \
+    the spiral stairs every evening to light the lamp, trims the wick and winds the clockwork \
+    that turns the lens, so that ships can find the harbour entrance in fog and storms.";
+const BAKERY: &str = "Quarterly results of the bakery: bread sales rose by twelve percent, \
+    pastry margins fell because butter prices doubled, and the new sourdough line sold out \
+    every Saturday morning.";
+const ORCHARD: &str = "Apple orchards need pruning in late winter. Remove crossing branches, \
+    keep an open centre so that sunlight reaches the fruit, and paint large cuts.";
+const RARE: &str = "Maintenance log. The pump seal was replaced with part number \
+    QX-7781-ZEPHYR after the pressure test. Next inspection in spring.";
+
+#[tokio::test]
+async fn documents_are_ingested_found_and_cited() {
+    ensure_model().await;
+    let fake = workspace_tests::fake_provider::FakeProvider::with_default(
+        workspace_tests::fake_provider::Reply::openai_text(&[
+            "The keeper lights the lamp every evening ",
+            "[1].",
+        ]),
+    )
+    .await;
+    let provider_url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("kb_ingest", move |c| {
+        c.kb.poll_interval_ms = 100;
+        c.models.push(workspace_server::config::ModelConfig {
+            name: "fake".into(),
+            provider: Some(workspace_server::config::ProviderKind::OpenaiCompatible),
+            upstream_model: Some("fake-upstream".into()),
+            base_url: Some(provider_url),
+            api_key: Some("sk-test".into()),
+            api_key_env: None,
+            max_tokens: None,
+        });
+    })
+    .await;
+    let ada = cx.user("ingest-ada").await;
+    let org = ada.personal_org().await;
+
+    let pdf = upload(
+        &ada,
+        org,
+        "lighthouse.pdf",
+        workspace_server::extract::fixtures::pdf(LIGHTHOUSE),
+    )
+    .await;
+    let docx = upload(
+        &ada,
+        org,
+        "bakery.docx",
+        workspace_server::extract::fixtures::docx(&[BAKERY]),
+    )
+    .await;
+    let md = upload(
+        &ada,
+        org,
+        "orchard.md",
+        format!("# Orchard care\n\n{ORCHARD}\n").into_bytes(),
+    )
+    .await;
+    let txt = upload(&ada, org, "log.txt", RARE.as_bytes().to_vec()).await;
+    // An image has no text: that document fails, the others go on.
+    let png = upload(
+        &ada,
+        org,
+        "picture.png",
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde".to_vec(),
+    )
+    .await;
+
+    let started = Instant::now();
+    let (status, kb) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "Handbook", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "file", "config": {"file_ids": [pdf, docx, md, txt, png]}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{kb}");
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(180)).await;
+    println!("ingested 5 documents in {:?}", started.elapsed());
+    assert_eq!(progress["documents_total"], 5, "{progress}");
+    assert_eq!(progress["documents_done"], 5, "{progress}");
+    assert_eq!(progress["documents_failed"], 1, "{progress}");
+    assert_eq!(progress["sources"][0]["status"], "completed", "{progress}");
+
+    let (_, page) = call(
+        &cx,
+        &ada,
+        reqwest::Method::GET,
+        "/api/kb/list_documents",
+        &[("kb_id", kb.to_string())],
+        None,
+    )
+    .await;
+    for doc in page["documents"].as_array().unwrap() {
+        if doc["title"] == "picture.png" {
+            assert_eq!(doc["status"], "failed", "{doc}");
+            assert!(
+                doc["error"].as_str().unwrap().contains("cannot be extracted"),
+                "{doc}"
+            );
+        } else {
+            assert_eq!(doc["status"], "completed", "{doc}");
+            assert!(doc["chunk_count"].as_i64().unwrap() >= 1, "{doc}");
+        }
+    }
+
+    // A paraphrased question finds the PDF's chunk first.
+    let hits = search(
+        &cx,
+        &ada,
+        kb,
+        json!({"query": "who looks after the light tower that guides boats?"}),
+    )
+    .await;
+    assert!(!hits.is_empty());
+    assert_eq!(hits[0]["document_id"], json!(pdf_document(&page, "lighthouse.pdf")));
+    assert!(hits[0]["content"].as_str().unwrap().contains("keeper"));
+    let score = hits[0]["score"].as_f64().unwrap();
+    assert!(score > 0.0 && score <= 1.0, "{score}");
+    assert_eq!(hits[0]["metadata"]["title"], "lighthouse.pdf");
+    assert_eq!(hits[0]["metadata"]["source_type"], "file");
+    // Scores are ordered.
+    for pair in hits.windows(2) {
+        assert!(pair[0]["score"].as_f64() >= pair[1]["score"].as_f64());
+    }
+
+    // A rare keyword finds its chunk first.
+    let hits = search(&cx, &ada, kb, json!({"query": "QX-7781-ZEPHYR"})).await;
+    assert_eq!(hits[0]["document_id"], json!(pdf_document(&page, "log.txt")));
+
+    // Filters and the threshold.
+    let only_bakery = pdf_document(&page, "bakery.docx");
+    let hits = search(
+        &cx,
+        &ada,
+        kb,
+        json!({"query": "lighthouse keeper", "filters": {"document_ids": [only_bakery]}}),
+    )
+    .await;
+    assert!(hits.iter().all(|h| h["document_id"] == json!(only_bakery)));
+    let hits = search(
+        &cx,
+        &ada,
+        kb,
+        json!({"query": "lighthouse keeper", "score_threshold": 1.0}),
+    )
+    .await;
+    assert!(hits.is_empty(), "{hits:?}");
+    let hits = search(&cx, &ada, kb, json!({"query": "butter prices", "limit": 1})).await;
+    assert_eq!(hits.len(), 1);
+
+    // The answer cites its numbered sources (JSON).
+    let (_, models) = call(
+        &cx,
+        &ada,
+        reqwest::Method::GET,
+        "/api/models/list",
+        &[("org_id", org.to_string())],
+        None,
+    )
+    .await;
+    let fake_model = models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "fake")
+        .unwrap()["id"]
+        .clone();
+    let (status, answer) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/query",
+        &[("kb_id", kb.to_string())],
+        Some(json!({"query": "Who lights the lamp?", "model_id": fake_model, "limit": 3})),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["answer"].as_str().unwrap().contains("[1]"), "{answer}");
+    let sources = answer["sources"].as_array().unwrap();
+    assert_eq!(sources[0]["index"], 1);
+    assert_eq!(sources[0]["document_id"], json!(pdf_document(&page, "lighthouse.pdf")));
+    // The model was given the numbered excerpts.
+    let asked = fake.requests().last().unwrap().messages();
+    let prompt = &asked.last().unwrap().1;
+    assert!(prompt.contains("[1] lighthouse.pdf"), "{prompt}");
+    assert!(prompt.contains("Question: Who lights the lamp?"), "{prompt}");
+
+    // Streamed: sources, start, content..., end.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/kb/query", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("kb_id", kb.to_string())])
+        .json(&json!({"query": "Who lights the lamp?", "model_id": fake_model, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"sources"), "{kinds:?}");
+    assert_eq!(kinds.get(1), Some(&"start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"end"), "{kinds:?}");
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["type"] == "content")
+        .map(|e| e["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, "The keeper lights the lamp every evening [1].");
+
+    // Deleting a document removes its chunks from search.
+    let log_doc = pdf_document(&page, "log.txt");
+    let (status, _) = call(
+        &cx,
+        &ada,
+        reqwest::Method::DELETE,
+        "/api/kb/delete_document",
+        &[("kb_id", kb.to_string()), ("document_id", log_doc.clone())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let hits = search(&cx, &ada, kb, json!({"query": "QX-7781-ZEPHYR"})).await;
+    assert!(hits.iter().all(|h| h["document_id"] != json!(log_doc)));
+
+    // Nothing of this knowledge base is findable from another organization.
+    let eve = cx.user("ingest-eve").await;
+    for path in ["/api/kb/search", "/api/kb/query"] {
+        let (status, body) = call(
+            &cx,
+            &eve,
+            reqwest::Method::POST,
+            path,
+            &[("kb_id", kb.to_string())],
+            Some(json!({"query": "lighthouse"})),
+        )
+        .await;
+        assert_eq!((status, body["error_code"].as_str()), (404, Some("not_found")));
+    }
+    cx.teardown().await;
+}
+
+/// The id of the listed document titled `title`.
+fn pdf_document(page: &Value, title: &str) -> String {
+    page["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["title"] == title)
+        .unwrap_or_else(|| panic!("no document {title}: {page}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A worker that dies mid-job (its lease left behind in the database) does
+/// not leave the document stuck: another worker takes the job over once the
+/// lease expires, and it completes.
+#[tokio::test]
+async fn a_crashed_workers_job_is_taken_over() {
+    ensure_model().await;
+    let cx = TestContext::with_config("kb_takeover", |c| {
+        c.kb.workers = 0;
+    })
+    .await;
+    let ada = cx.user("takeover-ada").await;
+    let org = ada.personal_org().await;
+    let file = upload(&ada, org, "notes.txt", LIGHTHOUSE.as_bytes().to_vec()).await;
+    let (status, kb) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "K", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "file", "config": {"file_ids": [file]}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    // A worker of a dead instance claimed the job: running, lease held by
+    // a worker id nobody has, expiring in a moment.
+    let db = cx.db().await;
+    let claimed = db
+        .execute(
+            "UPDATE kb_jobs SET state = 'running', attempts = 1, locked_by = gen_random_uuid(), \
+                 locked_until = now() + interval '2 seconds' WHERE kb_id = $1",
+            &[&kb],
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed, 1);
+    // A live instance with workers takes it over after the lease expires.
+    let second = cx
+        .second_instance(|c| {
+            c.kb.poll_interval_ms = 100;
+        })
+        .await;
+    let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(120)).await;
+    assert_eq!(progress["documents_done"], 1, "{progress}");
+    assert_eq!(progress["documents_failed"], 0, "{progress}");
+    let attempts: i32 = db
+        .query_one("SELECT attempts FROM kb_jobs WHERE kb_id = $1", &[&kb])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(attempts, 2, "the takeover is the second attempt");
+    let hits = search(&cx, &ada, kb, json!({"query": "lighthouse keeper"})).await;
+    assert!(!hits.is_empty());
+    second.shutdown().await.expect("stopping the second instance");
+    cx.teardown().await;
+}
