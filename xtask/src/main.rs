@@ -95,6 +95,9 @@ enum Task {
 enum BenchName {
     Relay,
     Api,
+    /// Knowledge bases: ingestion chunks/s, search p50/p95 at 10k and
+    /// 100k chunks, HNSW recall@10, hybrid vs vector-only.
+    Kb,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -132,6 +135,7 @@ fn main() -> Result<()> {
             match name {
                 BenchName::Relay => "relay",
                 BenchName::Api => "api",
+                BenchName::Kb => "kb",
             },
             name == BenchName::Api,
             dev,
