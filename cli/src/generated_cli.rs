@@ -57,6 +57,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::KbIngestionStatus => Self::cli_kb_ingestion_status(),
             CliCommand::KbList => Self::cli_kb_list(),
             CliCommand::KbListDocuments => Self::cli_kb_list_documents(),
+            CliCommand::KbRetryDocument => Self::cli_kb_retry_document(),
             CliCommand::KbSearch => Self::cli_kb_search(),
             CliCommand::KbUpdate => Self::cli_kb_update(),
             CliCommand::ModelsList => Self::cli_models_list(),
@@ -1416,6 +1417,24 @@ impl<T: CliConfig> Cli<T> {
                 "List a knowledge base's documents, a page at a time.\n\nPermission `kb:read`. Oldest first (stable across pages); `page` from 1, `limit` 1 to 100 (default 20), `400 invalid_pagination` otherwise. Each document shows its source, title (file name, page title or object key), URL, size, `status` (`pending`, `processing`, `completed`, `failed`), `chunk_count` and, when failed, `error`. `total` counts all documents.",
             )
     }
+    pub fn cli_kb_retry_document() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("document-id")
+                    .long("document-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("kb-id")
+                    .long("kb-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Retry a failed document of a knowledge base.\n\nPermission `kb:write`. An addition to the spec: a document whose ingestion failed (`status: failed`, its `error` says why) is queued again with a fresh budget of attempts; its source and the knowledge base are `processing` until it finishes. `409 document_not_failed` for a document that is not `failed` (pending, processing and completed documents need no retry). `404 not_found` when the knowledge base is not visible or the document is not one of its documents. Answers `{success, message}`.",
+            )
+    }
     pub fn cli_kb_search() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -2478,6 +2497,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::KbIngestionStatus => self.execute_kb_ingestion_status(matches).await,
             CliCommand::KbList => self.execute_kb_list(matches).await,
             CliCommand::KbListDocuments => self.execute_kb_list_documents(matches).await,
+            CliCommand::KbRetryDocument => self.execute_kb_retry_document(matches).await,
             CliCommand::KbSearch => self.execute_kb_search(matches).await,
             CliCommand::KbUpdate => self.execute_kb_update(matches).await,
             CliCommand::ModelsList => self.execute_models_list(matches).await,
@@ -3729,6 +3749,31 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_kb_retry_document(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.kb_retry_document();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("document-id") {
+            request = request.document_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
+            request = request.kb_id(value.clone());
+        }
+        self.config
+            .execute_kb_retry_document(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_kb_search(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.kb_search();
         if let Some(value) = matches.get_one::<::uuid::Uuid>("kb-id") {
@@ -4926,6 +4971,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_kb_retry_document(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::KbRetryDocument,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_kb_search(
         &self,
         matches: &::clap::ArgMatches,
@@ -5190,6 +5242,7 @@ pub enum CliCommand {
     KbIngestionStatus,
     KbList,
     KbListDocuments,
+    KbRetryDocument,
     KbSearch,
     KbUpdate,
     ModelsList,
@@ -5269,6 +5322,7 @@ impl CliCommand {
             CliCommand::KbIngestionStatus,
             CliCommand::KbList,
             CliCommand::KbListDocuments,
+            CliCommand::KbRetryDocument,
             CliCommand::KbSearch,
             CliCommand::KbUpdate,
             CliCommand::ModelsList,
@@ -5349,6 +5403,7 @@ impl CliCommand {
             CliCommand::KbIngestionStatus => "kb_ingestion_status",
             CliCommand::KbList => "kb_list",
             CliCommand::KbListDocuments => "kb_list_documents",
+            CliCommand::KbRetryDocument => "kb_retry_document",
             CliCommand::KbSearch => "kb_search",
             CliCommand::KbUpdate => "kb_update",
             CliCommand::ModelsList => "models_list",

@@ -26313,6 +26313,22 @@ impl Client {
     pub fn kb_list_documents(&self) -> builder::KbListDocuments<'_> {
         builder::KbListDocuments::new(self)
     }
+    /**Retry a failed document of a knowledge base
+
+    Permission `kb:write`. An addition to the spec: a document whose ingestion failed (`status: failed`, its `error` says why) is queued again with a fresh budget of attempts; its source and the knowledge base are `processing` until it finishes. `409 document_not_failed` for a document that is not `failed` (pending, processing and completed documents need no retry). `404 not_found` when the knowledge base is not visible or the document is not one of its documents. Answers `{success, message}`.
+
+    Sends a `POST` request to `/api/kb/retry_document`
+
+    ```ignore
+    let response = client.kb_retry_document()
+        .document_id(document_id)
+        .kb_id(kb_id)
+        .send()
+        .await;
+    ```*/
+    pub fn kb_retry_document(&self) -> builder::KbRetryDocument<'_> {
+        builder::KbRetryDocument::new(self)
+    }
     /**Search a knowledge base
 
     Permission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`) are fused with reciprocal rank fusion (k = 60).
@@ -31808,6 +31824,105 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::kb_retry_document`]
+
+    [`Client::kb_retry_document`]: super::Client::kb_retry_document*/
+    #[derive(Debug, Clone)]
+    pub struct KbRetryDocument<'a> {
+        client: &'a super::Client,
+        document_id: Result<::uuid::Uuid, String>,
+        kb_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KbRetryDocument<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                document_id: Err("document_id was not initialized".to_string()),
+                kb_id: Err("kb_id was not initialized".to_string()),
+            }
+        }
+        pub fn document_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.document_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for document_id failed".to_string());
+            self
+        }
+        pub fn kb_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.kb_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for kb_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/kb/retry_document`
+        pub async fn send(self) -> Result<ResponseValue<types::KbDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                document_id,
+                kb_id,
+            } = self;
+            let document_id = document_id.map_err(Error::InvalidRequest)?;
+            let kb_id = kb_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/kb/retry_document", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "document_id",
+                    &document_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("kb_id", &kb_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "kb_retry_document",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

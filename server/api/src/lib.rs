@@ -841,6 +841,22 @@ pub trait WorkspaceApi {
         query: QueryParams<kb::KbDocumentQuery>,
     ) -> Result<HttpResponseOk<kb::KbDeleted>, HttpError>;
 
+    /// Retry a failed document of a knowledge base.
+    ///
+    /// Permission `kb:write`. An addition to the spec: a document whose
+    /// ingestion failed (`status: failed`, its `error` says why) is queued
+    /// again with a fresh budget of attempts; its source and the knowledge
+    /// base are `processing` until it finishes. `409 document_not_failed`
+    /// for a document that is not `failed` (pending, processing and
+    /// completed documents need no retry). `404 not_found` when the
+    /// knowledge base is not visible or the document is not one of its
+    /// documents. Answers `{success, message}`.
+    #[endpoint { method = POST, path = "/api/kb/retry_document", tags = ["kb"] }]
+    async fn kb_retry_document(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<kb::KbDocumentQuery>,
+    ) -> Result<HttpResponseOk<kb::KbDeleted>, HttpError>;
+
     /// Search a knowledge base.
     ///
     /// Permission `kb:read`. Hybrid retrieval in one SQL statement: the

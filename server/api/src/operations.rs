@@ -455,6 +455,14 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
     (
+        "kb_retry_document",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["document_not_failed"]),
+        ],
+    ),
+    (
         "kb_search",
         &[
             (400, &["invalid_query"]),

@@ -432,6 +432,21 @@ pub async fn delete_document(
     })
 }
 
+pub async fn retry_document(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_id: Uuid,
+    document_id: Uuid,
+) -> Result<KbDeleted, Error> {
+    cx.datastore
+        .kb_retry_document(access, kb_id, document_id)
+        .await?;
+    Ok(KbDeleted {
+        success: true,
+        message: "document queued for ingestion".to_string(),
+    })
+}
+
 pub async fn ingestion_status(
     cx: &ServerContext,
     access: &OrgAccess,

@@ -133,6 +133,20 @@ pub async fn delete_document(
     ))
 }
 
+pub async fn retry_document(
+    rqctx: Ctx,
+    query: QueryParams<KbDocumentQuery>,
+) -> Result<HttpResponseOk<KbDeleted>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(&rqctx, Scope::Kb(query.kb_id), Require::Perm(perm::KB_WRITE))
+        .await?;
+    Ok(HttpResponseOk(
+        app::kb::retry_document(cx, &access, query.kb_id, query.document_id).await?,
+    ))
+}
+
 pub async fn search(
     rqctx: Ctx,
     query: QueryParams<KbQuery>,

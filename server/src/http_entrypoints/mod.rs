@@ -498,6 +498,14 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(kb::delete_document(rqctx, query).await)
     }
 
+    async fn kb_retry_document(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::kb::KbDocumentQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(kb::retry_document(rqctx, query).await)
+    }
+
     async fn kb_search(
         rqctx: Ctx,
         query: QueryParams<workspace_api::kb::KbQuery>,

@@ -397,6 +397,18 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "kb_retry_document" => (
+            Scope::Org(Some("kb:write")),
+            call(
+                M::POST,
+                "/api/kb/retry_document",
+                vec![
+                    ("kb_id", kb.clone()),
+                    ("document_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
         "kb_search" => (
             Scope::Org(Some("kb:read")),
             call(

@@ -378,6 +378,7 @@ async fn knowledge_bases_are_isolated() {
             Some(json!({"type": "web", "config": {"urls": ["http://x.test/"]}})),
         ),
         (M::GET, "/api/kb/list_documents", q.clone(), None),
+        (M::POST, "/api/kb/retry_document", qd.clone(), None),
         (M::DELETE, "/api/kb/delete_document", qd, None),
         (
             M::POST,

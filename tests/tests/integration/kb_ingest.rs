@@ -206,6 +206,33 @@ async fn documents_are_ingested_found_and_cited() {
         }
     }
 
+    // A failed document can be retried (it fails again: an image has no
+    // text); a completed one cannot.
+    let png_doc = pdf_document(&page, "picture.png");
+    let retry = |doc: String| {
+        let (cx, ada) = (&cx, &ada);
+        async move {
+            call(
+                cx,
+                ada,
+                reqwest::Method::POST,
+                "/api/kb/retry_document",
+                &[("kb_id", kb.to_string()), ("document_id", doc)],
+                None,
+            )
+            .await
+        }
+    };
+    let (status, body) = retry(png_doc.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(60)).await;
+    assert_eq!(progress["documents_failed"], 1, "{progress}");
+    let (status, body) = retry(pdf_document(&page, "bakery.docx")).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (409, Some("document_not_failed"))
+    );
+
     // A paraphrased question finds the PDF's chunk first.
     let hits = search(
         &cx,
