@@ -346,6 +346,43 @@ async fn documents_are_ingested_found_and_cited() {
         .collect();
     assert_eq!(streamed, "The keeper lights the lamp every evening [1].");
 
+    // Chat with the knowledge base: a `sources` event with the excerpts the
+    // model was given, the lighthouse chunk first.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/chat/send_message", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"content": "Who lights the lamp at the point?", "model_id": fake_model,
+            "knowledge_base_ids": [kb]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let sources = events
+        .iter()
+        .find(|e| e["type"] == "sources")
+        .unwrap_or_else(|| panic!("no sources event: {text}"));
+    assert_eq!(
+        sources["sources"][0]["document_id"],
+        json!(pdf_document(&page, "lighthouse.pdf")),
+        "{sources}"
+    );
+    assert_eq!(sources["sources"][0]["index"], 1);
+    // (Besides the answer, the model is asked for the chat's title.)
+    assert!(
+        fake.requests().iter().any(|r| r
+            .messages()
+            .iter()
+            .any(|(_, m)| m.contains("Who lights the lamp at the point?") && m.contains("keeper"))),
+        "no request carried the excerpts"
+    );
+
     // Deleting a document removes its chunks from search.
     let log_doc = pdf_document(&page, "log.txt");
     let (status, _) = call(
