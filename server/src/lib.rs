@@ -104,26 +104,7 @@ pub async fn start_embedded_database(
     if !cluster.install.has_pgvector() {
         slog::warn!(log, "the embedded PostgreSQL has no pgvector extension");
     }
-    let (client, connection) =
-        tokio_postgres::connect(&cluster.url("postgres"), tokio_postgres::NoTls)
-            .await
-            .context("connecting to the embedded cluster")?;
-    let driver = tokio::spawn(connection);
-    let exists = client
-        .query_opt(
-            "SELECT 1 FROM pg_database WHERE datname = $1",
-            &[&EMBEDDED_DATABASE],
-        )
-        .await?
-        .is_some();
-    if !exists {
-        // Identifiers cannot be parameters; the name is a constant.
-        client
-            .batch_execute(&format!("CREATE DATABASE {EMBEDDED_DATABASE}"))
-            .await?;
-    }
-    drop(client);
-    let _ = driver.await;
+    db::ensure_database(&cluster.url("postgres"), EMBEDDED_DATABASE).await?;
     let url = cluster.url(EMBEDDED_DATABASE);
     Ok((cluster, url))
 }
@@ -326,7 +307,6 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         .connection_limits(connection_limits)
         .start()
         .context("starting the HTTP server")?;
-    slog::info!(log, "listening"; "address" => http.local_addr().to_string());
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }

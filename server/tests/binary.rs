@@ -79,12 +79,43 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         .env_remove("WORKSPACE_JWT_SECRET")
         .env("WORKSPACE_DATA_DIR", data.path())
         .env("WORKSPACE_PG_BIN", &install.bin_dir)
+        // The embedding model is shared, not downloaded again.
+        .env(
+            "WORKSPACE_MODEL_DIR",
+            root.join("models").join("all-minilm-l6-v2"),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     wait_ready(&url, &mut child).await;
+
+    // The API reference is served from the server itself.
+    let page = reqwest::get(format!("{url}/docs")).await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("<redoc spec-url=\"/openapi.json\">"),
+        "{page}"
+    );
+    let script = reqwest::get(format!("{url}/docs/redoc.standalone.js"))
+        .await
+        .unwrap();
+    assert_eq!(script.status().as_u16(), 200);
+    assert!(script.text().await.unwrap().contains("Redoc"));
+    let document: serde_json::Value = reqwest::get(format!("{url}/openapi.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let checked_in: serde_json::Value =
+        serde_json::from_str(include_str!("../../openapi/workspace.json")).unwrap();
+    assert_eq!(
+        document, checked_in,
+        "/openapi.json is the checked-in document"
+    );
 
     let signup = reqwest::Client::new()
         .post(format!("{url}/api/auth/signup"))
@@ -146,6 +177,17 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         .unwrap();
     assert!(status.success(), "exit {status}: {log}");
     assert!(log.contains("SIGTERM received"), "{log}");
+    // A banner for people, and one `listening` line.
+    assert!(log.contains("Workspace 0.1.0 is running"), "{log}");
+    assert!(log.contains(&format!("API reference  {url}/docs")), "{log}");
+    assert!(log.contains("Ctrl-C to stop."), "{log}");
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains(" INFO listening"))
+            .count(),
+        1,
+        "{log}"
+    );
     assert!(
         log.contains("stopped the embedded PostgreSQL cluster"),
         "{log}"
@@ -177,6 +219,12 @@ fn spawn_on(data: &std::path::Path, bin_dir: &std::path::Path, port: u16) -> Chi
         .env_remove("WORKSPACE_JWT_SECRET")
         .env("WORKSPACE_DATA_DIR", data)
         .env("WORKSPACE_PG_BIN", bin_dir)
+        .env(
+            "WORKSPACE_MODEL_DIR",
+            workspace_embedded_db::data_root()
+                .join("models")
+                .join("all-minilm-l6-v2"),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

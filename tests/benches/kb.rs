@@ -49,24 +49,64 @@ impl Rng {
 }
 
 const SUBJECTS: &[&str] = &[
-    "The committee", "Our team", "The engineer", "A customer", "The harbour master",
-    "The gardener", "The accountant", "The pilot", "The baker", "The librarian",
-    "The nurse", "The teacher", "The farmer", "The mechanic", "The architect",
+    "The committee",
+    "Our team",
+    "The engineer",
+    "A customer",
+    "The harbour master",
+    "The gardener",
+    "The accountant",
+    "The pilot",
+    "The baker",
+    "The librarian",
+    "The nurse",
+    "The teacher",
+    "The farmer",
+    "The mechanic",
+    "The architect",
 ];
 const VERBS: &[&str] = &[
-    "reviewed", "repaired", "planned", "measured", "described", "questioned",
-    "improved", "documented", "inspected", "scheduled", "replaced", "tested",
+    "reviewed",
+    "repaired",
+    "planned",
+    "measured",
+    "described",
+    "questioned",
+    "improved",
+    "documented",
+    "inspected",
+    "scheduled",
+    "replaced",
+    "tested",
 ];
 const OBJECTS: &[&str] = &[
-    "the quarterly budget", "the water pump", "the spring planting", "the new runway lights",
-    "the sourdough recipe", "the reading room", "the night shift rota", "the exam papers",
-    "the irrigation channels", "the gearbox", "the roof trusses", "the fishing fleet",
-    "the ticket prices", "the solar panels", "the wine cellar", "the railway timetable",
+    "the quarterly budget",
+    "the water pump",
+    "the spring planting",
+    "the new runway lights",
+    "the sourdough recipe",
+    "the reading room",
+    "the night shift rota",
+    "the exam papers",
+    "the irrigation channels",
+    "the gearbox",
+    "the roof trusses",
+    "the fishing fleet",
+    "the ticket prices",
+    "the solar panels",
+    "the wine cellar",
+    "the railway timetable",
 ];
 const TAILS: &[&str] = &[
-    "before the winter storms", "after a long discussion", "with great care",
-    "despite the rising costs", "for the third time this year", "in the early morning",
-    "to meet the new regulations", "while the visitors waited", "at the annual meeting",
+    "before the winter storms",
+    "after a long discussion",
+    "with great care",
+    "despite the rising costs",
+    "for the third time this year",
+    "in the early morning",
+    "to meet the new regulations",
+    "while the visitors waited",
+    "at the annual meeting",
 ];
 
 fn paragraph(rng: &mut Rng) -> String {
@@ -100,7 +140,11 @@ async fn call(
         request = request.json(&body);
     }
     let response = request.send().await.expect("request");
-    assert!(response.status().is_success(), "{path}: {}", response.status());
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
     response.json().await.expect("json")
 }
 
@@ -111,8 +155,10 @@ async fn create_kb(cx: &TestContext, user: &TestUser, org: Uuid, files: &[Uuid])
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
-        Some(json!({"name": "bench", "description": "", "embedding_model": MODEL,
-            "sources": [{"type": "file", "config": {"file_ids": files}}]})),
+        Some(
+            json!({"name": "bench", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "file", "config": {"file_ids": files}}]}),
+        ),
     )
     .await;
     kb["id"].as_str().unwrap().parse().unwrap()
@@ -152,7 +198,13 @@ async fn upload_all(user: &TestUser, org: Uuid, docs: &[(String, String)]) -> Ve
     ids
 }
 
-async fn search_ids(cx: &TestContext, user: &TestUser, kb: Uuid, q: &str, limit: u32) -> Vec<String> {
+async fn search_ids(
+    cx: &TestContext,
+    user: &TestUser,
+    kb: Uuid,
+    q: &str,
+    limit: u32,
+) -> Vec<String> {
     let found = call(
         cx,
         user,
@@ -171,10 +223,19 @@ async fn search_ids(cx: &TestContext, user: &TestUser, kb: Uuid, q: &str, limit:
 }
 
 /// The vector-only ranking of the statement's shape.
-async fn vector_top(db: &tokio_postgres::Client, kb: Uuid, v: &[f32], k: i64, exact: bool) -> Vec<Uuid> {
+async fn vector_top(
+    db: &tokio_postgres::Client,
+    kb: Uuid,
+    v: &[f32],
+    k: i64,
+    exact: bool,
+) -> Vec<Uuid> {
     let text = format!(
         "[{}]",
-        v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     db.batch_execute(if exact {
         "SET enable_indexscan = off; SET enable_bitmapscan = off"
@@ -217,8 +278,8 @@ async fn grow(db: &tokio_postgres::Client, kb: Uuid, target: i64) -> Duration {
                  metadata, dims, embedding) \
              SELECT gen_random_uuid(), c.organization_id, c.kb_id, c.document_id, \
                     c.position + 100000, c.content, c.metadata, c.dims, \
-                    l2_normalize(c.embedding::vector(384) + (SELECT array_agg((random() - 0.5) * 0.08 \
-                        + 0 * c.position) FROM generate_series(1, 384))::vector(384)) \
+                    l2_normalize(c.embedding::vector(384) + (SELECT array_agg((random() - 0.5) \
+                        * 0.08 + 0 * g + 0 * c.position) FROM generate_series(1, 384) g)::vector(384)) \
              FROM (SELECT * FROM kb_chunks WHERE kb_id = $1 ORDER BY random() LIMIT $2) c",
             &[&kb, &take],
         )
@@ -229,7 +290,9 @@ async fn grow(db: &tokio_postgres::Client, kb: Uuid, target: i64) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let dir = workspace_embedded_db::data_root().join("models").join(MODEL);
+    let dir = workspace_embedded_db::data_root()
+        .join("models")
+        .join(MODEL);
     let model_dir = dir.clone();
     tokio::task::spawn_blocking(move || {
         workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
@@ -323,14 +386,27 @@ async fn main() {
 
     // --- hybrid vs vector-only
     let items = [
-        "pump seal", "drive belt", "air filter", "fuel injector", "brake pad", "oil gasket",
-        "wheel bearing", "spark plug", "radiator hose", "timing chain", "clutch plate",
+        "pump seal",
+        "drive belt",
+        "air filter",
+        "fuel injector",
+        "brake pad",
+        "oil gasket",
+        "wheel bearing",
+        "spark plug",
+        "radiator hose",
+        "timing chain",
+        "clutch plate",
         "shock absorber",
     ];
     let mut labelled = Vec::new();
     let mut keyword_queries = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let code = format!("QX-{:04}-{}", 1000 + i * 37, ["ZEPHYR", "ORCA", "LYNX"][i % 3]);
+        let code = format!(
+            "QX-{:04}-{}",
+            1000 + i * 37,
+            ["ZEPHYR", "ORCA", "LYNX"][i % 3]
+        );
         labelled.push((
             format!("part{i}.txt"),
             format!(
@@ -341,12 +417,36 @@ async fn main() {
         keyword_queries.push((code, i));
     }
     let topics = [
-        ("lighthouse.txt", "The lighthouse keeper climbs the stairs every evening to light the lamp so ships find the harbour.", "who makes sure boats can see the coast at night?"),
-        ("bakery.txt", "Bread sales rose while pastry margins fell because butter became expensive.", "why did the cakes earn less money?"),
-        ("orchard.txt", "Prune apple trees in late winter and keep the centre open to the sun.", "when should fruit trees be cut back?"),
-        ("vaccine.txt", "Children receive the measles shot at twelve months and a booster later.", "at what age are infants immunised?"),
-        ("runway.txt", "The airport closed its northern strip for resurfacing during the summer.", "why was a landing lane shut?"),
-        ("library.txt", "The reading room now opens on Sundays and lends laptops to students.", "can pupils borrow computers?"),
+        (
+            "lighthouse.txt",
+            "The lighthouse keeper climbs the stairs every evening to light the lamp so ships find the harbour.",
+            "who makes sure boats can see the coast at night?",
+        ),
+        (
+            "bakery.txt",
+            "Bread sales rose while pastry margins fell because butter became expensive.",
+            "why did the cakes earn less money?",
+        ),
+        (
+            "orchard.txt",
+            "Prune apple trees in late winter and keep the centre open to the sun.",
+            "when should fruit trees be cut back?",
+        ),
+        (
+            "vaccine.txt",
+            "Children receive the measles shot at twelve months and a booster later.",
+            "at what age are infants immunised?",
+        ),
+        (
+            "runway.txt",
+            "The airport closed its northern strip for resurfacing during the summer.",
+            "why was a landing lane shut?",
+        ),
+        (
+            "library.txt",
+            "The reading room now opens on Sundays and lends laptops to students.",
+            "can pupils borrow computers?",
+        ),
     ];
     for (name, text, _) in &topics {
         labelled.push((name.to_string(), text.to_string()));

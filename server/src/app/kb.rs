@@ -615,7 +615,12 @@ const QUERY_SYSTEM_PROMPT: &str = "Answer the question using only the numbered e
 fn query_prompt(question: &str, sources: &[workspace_api::kb::KbCitation]) -> String {
     let mut out = String::from("Excerpts:\n");
     for s in sources {
-        out.push_str(&format!("[{}] {}\n{}\n\n", s.index, s.title, s.content.trim()));
+        out.push_str(&format!(
+            "[{}] {}\n{}\n\n",
+            s.index,
+            s.title,
+            s.content.trim()
+        ));
     }
     if sources.is_empty() {
         out.push_str("(none found)\n\n");
@@ -695,8 +700,8 @@ pub async fn query(
                 _ => {}
             }
         }
-        let body = serde_json::to_vec(&KbQueryResponse { answer, sources })
-            .map_err(Error::internal)?;
+        let body =
+            serde_json::to_vec(&KbQueryResponse { answer, sources }).map_err(Error::internal)?;
         return http::Response::builder()
             .status(http::StatusCode::OK)
             .header(http::header::CONTENT_TYPE, "application/json")
@@ -708,8 +713,14 @@ pub async fn query(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         let message_id = Uuid::new_v4().to_string();
-        if tx.send(KbQueryStreamEvent::Sources { sources }).await.is_err()
-            || tx.send(KbQueryStreamEvent::Start { message_id }).await.is_err()
+        if tx
+            .send(KbQueryStreamEvent::Sources { sources })
+            .await
+            .is_err()
+            || tx
+                .send(KbQueryStreamEvent::Start { message_id })
+                .await
+                .is_err()
         {
             return;
         }

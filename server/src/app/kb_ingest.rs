@@ -121,7 +121,9 @@ async fn worker(ing: Arc<Ingestion>, id: Uuid) {
 /// the lease is lost.
 async fn run(ing: &Ingestion, job: ClaimedJob) {
     let lease = ing.kb.lease_secs.max(3) as f64;
-    let log = ing.log.new(slog::o!("job" => job.id.to_string(), "kind" => job.kind.as_str()));
+    let log = ing
+        .log
+        .new(slog::o!("job" => job.id.to_string(), "kind" => job.kind.as_str()));
     let heartbeat = async {
         let mut every = tokio::time::interval(Duration::from_secs_f64(lease / 3.0));
         every.tick().await;
@@ -192,8 +194,8 @@ fn s3_source(
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
-    let sealed = sealed
-        .ok_or_else(|| JobError::Permanent("the source has no credentials".to_string()))?;
+    let sealed =
+        sealed.ok_or_else(|| JobError::Permanent("the source has no credentials".to_string()))?;
     let ad = crate::app::kb::source_credentials_ad(source_id);
     let opened = ing
         .secrets
@@ -279,7 +281,9 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
         let vectors = embedder.embed(&texts).await?;
         if vectors.len() != texts.len()
-            || vectors.iter().any(|v| v.len() != target.dimensions as usize)
+            || vectors
+                .iter()
+                .any(|v| v.len() != target.dimensions as usize)
         {
             return Err(JobError::Permanent(format!(
                 "the embedder returned vectors of the wrong shape (expected {} of {})",
@@ -359,7 +363,8 @@ async fn read_text(
                 timeout: Duration::from_secs(ing.fetch.timeout_secs),
                 user_agent: ing.fetch.user_agent.clone(),
             };
-            let fetched = crate::kb_sources::web::fetch(&ing.http, &target.locator, &limits).await?;
+            let fetched =
+                crate::kb_sources::web::fetch(&ing.http, &target.locator, &limits).await?;
             let (text, content_type) = content_text(fetched.content, budget, "text/html").await?;
             Ok(Text {
                 text,
@@ -449,7 +454,7 @@ pub fn chunk_text(
     tokens: usize,
     overlap: usize,
 ) -> Vec<(usize, String)> {
-    use text_splitter::{ChunkConfig, Characters, MarkdownSplitter, TextSplitter};
+    use text_splitter::{Characters, ChunkConfig, MarkdownSplitter, TextSplitter};
     let overlap = overlap.min(tokens / 2);
     fn collect<'a>(it: impl Iterator<Item = (usize, &'a str)>) -> Vec<(usize, String)> {
         it.filter(|(_, c)| !c.trim().is_empty())
@@ -496,7 +501,9 @@ fn sheet_at(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset.min(text.len()))?;
     let start = before.rfind("# Sheet: ").or_else(|| {
         // The chunk may begin at the heading itself.
-        text.get(offset..)?.starts_with("# Sheet: ").then_some(offset)
+        text.get(offset..)?
+            .starts_with("# Sheet: ")
+            .then_some(offset)
     })?;
     let line = text[start + "# Sheet: ".len()..].lines().next()?;
     Some(line.trim().to_string())
@@ -533,7 +540,10 @@ mod tests {
         assert_eq!(page_at("no pages", 3), None);
         let xlsx = "# Sheet: Q1\na\tb\n# Sheet: Q2\nc\td\n";
         assert_eq!(sheet_at(xlsx, 0).as_deref(), Some("Q1"));
-        assert_eq!(sheet_at(xlsx, xlsx.find("c\td").unwrap()).as_deref(), Some("Q2"));
+        assert_eq!(
+            sheet_at(xlsx, xlsx.find("c\td").unwrap()).as_deref(),
+            Some("Q2")
+        );
         assert_eq!(sheet_at("plain", 2), None);
     }
 }

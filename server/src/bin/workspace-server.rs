@@ -82,7 +82,26 @@ async fn run() -> Result<()> {
         slog::o!(),
     );
 
+    let data_dir = config
+        .database
+        .data_dir
+        .clone()
+        .unwrap_or_else(workspace_embedded_db::data_root);
+    let embedded = config.database.url.is_none();
     let server = workspace_server::start(config, log.clone()).await?;
+    // For people: where it is and how to stop it (the log lines are JSON).
+    let url = format!("http://{}", server.local_addr());
+    eprintln!(
+        "\nWorkspace {} is running\n  API            {url}\n  API reference  {url}/docs \
+         (OpenAPI document: {url}/openapi.json)\n  Data           {}{}\n  Ctrl-C to stop.\n",
+        env!("CARGO_PKG_VERSION"),
+        data_dir.display(),
+        if embedded {
+            " (embedded PostgreSQL; DATABASE_URL unset)"
+        } else {
+            ""
+        },
+    );
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

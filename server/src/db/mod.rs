@@ -78,6 +78,33 @@ pub async fn migrate(url: &str, tls: &MakeRustlsConnect) -> Result<()> {
 
 /// A hash of the migrations compiled into this binary, for test template
 /// databases that must be rebuilt when the migrations change.
+/// Creates the database `name` on the server at `admin_url` unless it
+/// exists (the embedded cluster's first start). `name` is a constant of the
+/// caller: identifiers cannot be parameters, so it is checked to be a plain
+/// identifier before it is put into the statement.
+pub async fn ensure_database(admin_url: &str, name: &'static str) -> Result<()> {
+    anyhow::ensure!(
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+        "{name:?} is not a plain database name"
+    );
+    let (client, connection) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to the embedded cluster")?;
+    let driver = tokio::spawn(connection);
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await?
+        .is_some();
+    if !exists {
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await?;
+    }
+    drop(client);
+    let _ = driver.await;
+    Ok(())
+}
+
 pub fn migrations_fingerprint() -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();

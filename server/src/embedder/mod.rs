@@ -62,11 +62,11 @@ pub fn registry(
     config: &crate::config::Config,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<EmbedderRegistry> {
-    let model_dir = config
-        .kb
-        .local_model_dir
-        .clone()
-        .unwrap_or_else(|| data_dir.join("models").join(crate::kb_config::LOCAL_EMBEDDER));
+    let model_dir = config.kb.local_model_dir.clone().unwrap_or_else(|| {
+        data_dir
+            .join("models")
+            .join(crate::kb_config::LOCAL_EMBEDDER)
+    });
     let local = Arc::new(LocalMiniLm::new(model_dir));
     let mut entries: Vec<Arc<dyn Embedder>> = vec![local.clone()];
     for e in &config.embedders {

@@ -140,7 +140,11 @@ pub async fn retry_document(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(&rqctx, Scope::Kb(query.kb_id), Require::Perm(perm::KB_WRITE))
+        .authorize(
+            &rqctx,
+            Scope::Kb(query.kb_id),
+            Require::Perm(perm::KB_WRITE),
+        )
         .await?;
     Ok(HttpResponseOk(
         app::kb::retry_document(cx, &access, query.kb_id, query.document_id).await?,

@@ -151,6 +151,21 @@ fn message(message: String) -> HttpResponseOk<MessageResponse> {
 impl WorkspaceApi for WorkspaceImpl {
     type Context = ServerContext;
 
+    async fn docs_page(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(system::docs_page(rqctx).await)
+    }
+
+    async fn docs_script(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(system::docs_script(rqctx).await)
+    }
+
+    async fn openapi_json(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(system::openapi_json(rqctx).await)
+    }
+
     async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
         let probe = Probe::new(&_rqctx);
         probe.done(system::healthz(_rqctx).await)

@@ -11,6 +11,47 @@ fn ok() -> HttpResponseOk<HealthStatus> {
     })
 }
 
+/// The page of `/docs`: Redoc rendering `/openapi.json`.
+const DOCS_PAGE: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n\
+<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+<title>Workspace API reference</title>\n</head>\n<body>\n\
+<redoc spec-url=\"/openapi.json\"></redoc>\n\
+<script type=\"module\" src=\"/docs/redoc.standalone.js\"></script>\n</body>\n</html>\n";
+
+/// `redoc` 3.0.1's standalone bundle (server/assets/README.md).
+const REDOC_SCRIPT: &[u8] = include_bytes!("../../assets/redoc.standalone.js");
+
+fn asset(
+    content_type: &str,
+    body: impl Into<dropshot::Body>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .header(http::header::CACHE_CONTROL, "public, max-age=3600")
+        .body(body.into())
+        .map_err(|e| HttpError::for_internal_error(e.to_string()))
+}
+
+pub async fn docs_page(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+    asset("text/html; charset=utf-8", DOCS_PAGE)
+}
+
+pub async fn docs_script(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+    asset(
+        "text/javascript; charset=utf-8",
+        bytes::Bytes::from_static(REDOC_SCRIPT),
+    )
+}
+
+pub async fn openapi_json(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+    static DOCUMENT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let document = DOCUMENT.get_or_init(|| {
+        serde_json::to_vec_pretty(&workspace_api::openapi_document()).unwrap_or_default()
+    });
+    asset("application/json", document.clone())
+}
+
 pub async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
     Ok(ok())
 }

@@ -41,7 +41,9 @@ pub mod web {
         _url: &str,
         _limits: &WebLimits,
     ) -> Result<Fetched, SourceError> {
-        Err(SourceError::Permanent("web sources are not available yet".into()))
+        Err(SourceError::Permanent(
+            "web sources are not available yet".into(),
+        ))
     }
 }
 
@@ -67,7 +69,9 @@ pub mod s3 {
         _allow_private: bool,
         _max_objects: usize,
     ) -> Result<Vec<ObjectEntry>, SourceError> {
-        Err(SourceError::Permanent("object_store sources are not available yet".into()))
+        Err(SourceError::Permanent(
+            "object_store sources are not available yet".into(),
+        ))
     }
 
     pub async fn get(
@@ -76,6 +80,8 @@ pub mod s3 {
         _key: &str,
         _max_bytes: u64,
     ) -> Result<Fetched, SourceError> {
-        Err(SourceError::Permanent("object_store sources are not available yet".into()))
+        Err(SourceError::Permanent(
+            "object_store sources are not available yet".into(),
+        ))
     }
 }

@@ -197,7 +197,10 @@ async fn documents_are_ingested_found_and_cited() {
         if doc["title"] == "picture.png" {
             assert_eq!(doc["status"], "failed", "{doc}");
             assert!(
-                doc["error"].as_str().unwrap().contains("cannot be extracted"),
+                doc["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cannot be extracted"),
                 "{doc}"
             );
         } else {
@@ -242,7 +245,10 @@ async fn documents_are_ingested_found_and_cited() {
     )
     .await;
     assert!(!hits.is_empty());
-    assert_eq!(hits[0]["document_id"], json!(pdf_document(&page, "lighthouse.pdf")));
+    assert_eq!(
+        hits[0]["document_id"],
+        json!(pdf_document(&page, "lighthouse.pdf"))
+    );
     assert!(hits[0]["content"].as_str().unwrap().contains("keeper"));
     let score = hits[0]["score"].as_f64().unwrap();
     assert!(score > 0.0 && score <= 1.0, "{score}");
@@ -255,7 +261,10 @@ async fn documents_are_ingested_found_and_cited() {
 
     // A rare keyword finds its chunk first.
     let hits = search(&cx, &ada, kb, json!({"query": "QX-7781-ZEPHYR"})).await;
-    assert_eq!(hits[0]["document_id"], json!(pdf_document(&page, "log.txt")));
+    assert_eq!(
+        hits[0]["document_id"],
+        json!(pdf_document(&page, "log.txt"))
+    );
 
     // Filters and the threshold.
     let only_bakery = pdf_document(&page, "bakery.docx");
@@ -305,15 +314,24 @@ async fn documents_are_ingested_found_and_cited() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
-    assert!(answer["answer"].as_str().unwrap().contains("[1]"), "{answer}");
+    assert!(
+        answer["answer"].as_str().unwrap().contains("[1]"),
+        "{answer}"
+    );
     let sources = answer["sources"].as_array().unwrap();
     assert_eq!(sources[0]["index"], 1);
-    assert_eq!(sources[0]["document_id"], json!(pdf_document(&page, "lighthouse.pdf")));
+    assert_eq!(
+        sources[0]["document_id"],
+        json!(pdf_document(&page, "lighthouse.pdf"))
+    );
     // The model was given the numbered excerpts.
     let asked = fake.requests().last().unwrap().messages();
     let prompt = &asked.last().unwrap().1;
     assert!(prompt.contains("[1] lighthouse.pdf"), "{prompt}");
-    assert!(prompt.contains("Question: Who lights the lamp?"), "{prompt}");
+    assert!(
+        prompt.contains("Question: Who lights the lamp?"),
+        "{prompt}"
+    );
 
     // Streamed: sources, start, content..., end.
     let response = reqwest::Client::new()
@@ -352,8 +370,10 @@ async fn documents_are_ingested_found_and_cited() {
         .post(format!("{}/api/chat/send_message", cx.base_url))
         .bearer_auth(&ada.token)
         .query(&[("org_id", org.to_string())])
-        .json(&json!({"content": "Who lights the lamp at the point?", "model_id": fake_model,
-            "knowledge_base_ids": [kb]}))
+        .json(
+            &json!({"content": "Who lights the lamp at the point?", "model_id": fake_model,
+            "knowledge_base_ids": [kb]}),
+        )
         .send()
         .await
         .unwrap();
@@ -410,7 +430,10 @@ async fn documents_are_ingested_found_and_cited() {
             Some(json!({"query": "lighthouse"})),
         )
         .await;
-        assert_eq!((status, body["error_code"].as_str()), (404, Some("not_found")));
+        assert_eq!(
+            (status, body["error_code"].as_str()),
+            (404, Some("not_found"))
+        );
     }
     cx.teardown().await;
 }
@@ -484,6 +507,9 @@ async fn a_crashed_workers_job_is_taken_over() {
     assert_eq!(attempts, 2, "the takeover is the second attempt");
     let hits = search(&cx, &ada, kb, json!({"query": "lighthouse keeper"})).await;
     assert!(!hits.is_empty());
-    second.shutdown().await.expect("stopping the second instance");
+    second
+        .shutdown()
+        .await
+        .expect("stopping the second instance");
     cx.teardown().await;
 }

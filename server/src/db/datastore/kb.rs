@@ -721,17 +721,25 @@ pub struct SearchHit {
 macro_rules! search_sql {
     ($d:literal) => {
         concat!(
-            "WITH q AS (SELECT $3::vector(", $d, ") AS v, \
+            "WITH q AS (SELECT $3::vector(",
+            $d,
+            ") AS v, \
                  websearch_to_tsquery('english', $4) AS tq), \
              vec AS MATERIALIZED ( \
-                 SELECT c.id, (c.embedding::vector(", $d, ")) <=> q.v AS dist \
+                 SELECT c.id, (c.embedding::vector(",
+            $d,
+            ")) <=> q.v AS dist \
                  FROM kb_chunks c, q \
-                 WHERE c.dims = ", $d, " AND c.organization_id = $1 AND c.kb_id = $2 \
+                 WHERE c.dims = ",
+            $d,
+            " AND c.organization_id = $1 AND c.kb_id = $2 \
                    AND ($8::uuid[] IS NULL OR c.document_id = ANY($8)) \
                    AND ($9::text[] IS NULL OR c.metadata->>'source_id' = ANY($9)) \
                    AND ($10::text IS NULL OR c.metadata->>'source_type' = $10) \
                    AND ($11::jsonb IS NULL OR c.metadata @> $11) \
-                 ORDER BY (c.embedding::vector(", $d, ")) <=> q.v LIMIT $5), \
+                 ORDER BY (c.embedding::vector(",
+            $d,
+            ")) <=> q.v LIMIT $5), \
              vec_ranked AS ( \
                  SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec), \
              fts AS ( \
