@@ -703,7 +703,9 @@ pub struct SearchHit {
 
 /// The hybrid search statement for embeddings of `$d` dimensions (the
 /// HNSW indexes are partial, one per dimension, on a cast expression the
-/// statement repeats).
+/// statement repeats). The query vector is the parameter itself in the
+/// `ORDER BY`, never a column of a joined row: only an ordering by
+/// `column <=> parameter` can be an index scan.
 ///
 /// Up to `$5` candidates come from each side: the nearest chunks by cosine
 /// distance (HNSW, or an exact scan of the knowledge base when the planner
@@ -721,15 +723,14 @@ pub struct SearchHit {
 macro_rules! search_sql {
     ($d:literal) => {
         concat!(
-            "WITH q AS (SELECT $3::vector(",
-            $d,
-            ") AS v, \
-                 websearch_to_tsquery('english', $4) AS tq), \
+            "WITH q AS (SELECT websearch_to_tsquery('english', $4) AS tq), \
              vec AS MATERIALIZED ( \
                  SELECT c.id, (c.embedding::vector(",
             $d,
-            ")) <=> q.v AS dist \
-                 FROM kb_chunks c, q \
+            ")) <=> $3::vector(",
+            $d,
+            ") AS dist \
+                 FROM kb_chunks c \
                  WHERE c.dims = ",
             $d,
             " AND c.organization_id = $1 AND c.kb_id = $2 \
@@ -739,7 +740,9 @@ macro_rules! search_sql {
                    AND ($11::jsonb IS NULL OR c.metadata @> $11) \
                  ORDER BY (c.embedding::vector(",
             $d,
-            ")) <=> q.v LIMIT $5), \
+            ")) <=> $3::vector(",
+            $d,
+            ") LIMIT $5), \
              vec_ranked AS ( \
                  SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec), \
              fts AS ( \
