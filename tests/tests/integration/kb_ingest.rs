@@ -513,3 +513,39 @@ async fn a_crashed_workers_job_is_taken_over() {
         .expect("stopping the second instance");
     cx.teardown().await;
 }
+
+/// The search statement can use the HNSW index for its vector side (an
+/// ordering by a joined row's column instead of the parameter silently
+/// rules the index out: every search then scans the whole knowledge base).
+#[tokio::test]
+async fn the_search_statement_can_use_the_hnsw_index() {
+    let cx = TestContext::with_config("kb_plan", |c| c.kb.workers = 0).await;
+    let db = cx.db().await;
+    for dims in [384, 768, 1024, 1536] {
+        let sql = workspace_server::db::datastore::kb::search_sql(dims).unwrap();
+        // Make every other way to the ordered rows dear; the plan must then
+        // find the index ordering by distance to the parameter.
+        db.batch_execute(
+            "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off",
+        )
+        .await
+        .unwrap();
+        // The simple protocol: the statement keeps its `$n` placeholders.
+        let plan: Vec<String> = db
+            .simple_query(&format!("EXPLAIN (GENERIC_PLAN) {sql}"))
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains(&format!("kb_chunks_hnsw_{dims}")),
+            "{dims}: no HNSW index scan:\n{plan}"
+        );
+    }
+    cx.teardown().await;
+}

@@ -773,7 +773,7 @@ macro_rules! search_sql {
 }
 
 /// The search statement of a dimension the chunk table indexes.
-fn search_sql(dimensions: usize) -> Option<&'static str> {
+pub fn search_sql(dimensions: usize) -> Option<&'static str> {
     match dimensions {
         384 => Some(search_sql!("384")),
         768 => Some(search_sql!("768")),
