@@ -13,7 +13,9 @@
 pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
+pub mod s3;
 pub mod sse;
+pub mod web;
 
 use anyhow::{Context, Result};
 use std::sync::OnceLock;

@@ -362,6 +362,7 @@ async fn read_text(
                 max_bytes: ing.fetch.max_bytes,
                 timeout: Duration::from_secs(ing.fetch.timeout_secs),
                 user_agent: ing.fetch.user_agent.clone(),
+                allow_private: ing.fetch.allow_private_networks,
             };
             let fetched =
                 crate::kb_sources::web::fetch(&ing.http, &target.locator, &limits).await?;

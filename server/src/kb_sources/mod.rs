@@ -1,16 +1,28 @@
-//! Fetching the documents of web and object_store sources. (Placeholder
-//! until the fetchers land: every fetch fails permanently.)
+//! Fetching the documents of `web` and `object_store` sources for
+//! ingestion. Both go through the fetch guard (`crate::fetch`): web pages
+//! with the guarded client (every connection and redirect checked after DNS
+//! resolution), S3 endpoints checked before any request. Failures say
+//! whether a retry may help ([`SourceError::Transient`]: network, timeouts,
+//! 429 and 5xx) or not ([`SourceError::Permanent`]: robots.txt, 4xx, wrong
+//! credentials, a missing bucket, a document over the size limit); messages
+//! never contain credentials.
+
+pub mod s3;
+pub mod web;
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// Worth retrying later.
     #[error("{0}")]
     Transient(String),
+    /// Retrying will not help.
     #[error("{0}")]
     Permanent(String),
 }
 
-/// A fetched document's content.
+/// A fetched document's content: text ready to chunk (HTML made readable,
+/// plain text, Markdown), or bytes for `crate::extract` (PDF, DOCX, ...).
 pub enum Content {
     Text(String),
     Bytes {
@@ -21,67 +33,60 @@ pub enum Content {
 
 /// A fetched document.
 pub struct Fetched {
+    /// Where it was found (a web page's URL after redirects; an object's
+    /// key).
     pub final_locator: String,
+    /// A page's title, when it has one.
     pub title: Option<String>,
     pub content: Content,
     pub size_bytes: u64,
 }
 
-pub mod web {
-    use super::{Fetched, SourceError};
-
-    pub struct WebLimits {
-        pub max_bytes: u64,
-        pub timeout: std::time::Duration,
-        pub user_agent: String,
-    }
-
-    pub async fn fetch(
-        _client: &reqwest::Client,
-        _url: &str,
-        _limits: &WebLimits,
-    ) -> Result<Fetched, SourceError> {
-        Err(SourceError::Permanent(
-            "web sources are not available yet".into(),
-        ))
+/// The content of `bytes` of type `content_type` (a MIME type, parameters
+/// allowed), HTML and text decoded.
+pub(crate) fn content_of(
+    content_type: &str,
+    bytes: bytes::Bytes,
+    locator: &str,
+) -> (Option<String>, Content) {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match mime.as_str() {
+        "text/html" | "application/xhtml+xml" => {
+            let html = String::from_utf8_lossy(&bytes);
+            let (title, text) = web::html_to_text(&html, locator);
+            (title, Content::Text(text))
+        }
+        "text/plain" | "text/markdown" | "text/x-markdown" => (
+            None,
+            Content::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        ),
+        _ => (
+            None,
+            Content::Bytes {
+                content_type: mime,
+                bytes,
+            },
+        ),
     }
 }
 
-pub mod s3 {
-    use super::{Fetched, SourceError};
-
-    pub struct S3Source {
-        pub bucket: String,
-        pub prefix: String,
-        pub region: String,
-        pub endpoint_url: Option<String>,
-        pub access_key_id: String,
-        pub secret_access_key: String,
-    }
-
-    pub struct ObjectEntry {
-        pub key: String,
-        pub size: u64,
-    }
-
-    pub async fn list(
-        _src: &S3Source,
-        _allow_private: bool,
-        _max_objects: usize,
-    ) -> Result<Vec<ObjectEntry>, SourceError> {
-        Err(SourceError::Permanent(
-            "object_store sources are not available yet".into(),
-        ))
-    }
-
-    pub async fn get(
-        _src: &S3Source,
-        _allow_private: bool,
-        _key: &str,
-        _max_bytes: u64,
-    ) -> Result<Fetched, SourceError> {
-        Err(SourceError::Permanent(
-            "object_store sources are not available yet".into(),
-        ))
-    }
+/// A content type from a name's extension, for objects stored without a
+/// useful one.
+pub(crate) fn type_of_name(name: &str) -> Option<&'static str> {
+    let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "txt" | "text" | "log" => "text/plain",
+        "md" | "markdown" => "text/markdown",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "pdf" => "application/pdf",
+        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        _ => return None,
+    })
 }

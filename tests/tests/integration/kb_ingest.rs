@@ -549,3 +549,221 @@ async fn the_search_statement_can_use_the_hnsw_index() {
     }
     cx.teardown().await;
 }
+
+const ARTICLE: &str = r#"<html><head><title>Harbour lights</title>
+<script>var secretTracker = "TRACKER-XYZ";</script></head>
+<body><nav><a href="/">Home</a> <a href="/contact">Contact</a></nav>
+<article><h1>Harbour lights</h1>
+<p>The harbour master switches on the green and red harbour lights at dusk, so that the
+fishing fleet can enter the narrow channel between the two breakwaters safely.</p>
+<p>During the winter storms the lights are checked twice a night, and a spare battery is
+kept in the watch house beside the slipway.</p></article></body></html>"#;
+
+/// A knowledge base over a local web site (robots.txt obeyed, HTML made
+/// readable, redirects followed, 404 permanent, 5xx retried then failed)
+/// and an S3 prefix on a signature-checking S3 server; wrong credentials
+/// fail the source without showing the secret.
+#[tokio::test]
+async fn web_pages_and_s3_objects_are_ingested() {
+    use workspace_tests::s3::{ACCESS_KEY, LocalS3, SECRET_KEY};
+    use workspace_tests::web::{Page, Site};
+    ensure_model().await;
+    let site = Site::start(vec![
+        (
+            "/robots.txt",
+            Page::ok("text/plain", "User-agent: *\nDisallow: /private/\n"),
+        ),
+        (
+            "/harbour.html",
+            Page::ok("text/html; charset=utf-8", ARTICLE),
+        ),
+        ("/old-harbour", Page::redirect("/harbour.html")),
+        (
+            "/notes.txt",
+            Page::ok(
+                "text/plain",
+                "Tide tables are posted at the ferry office every Monday.",
+            ),
+        ),
+        ("/private/plans.html", Page::ok("text/html", ARTICLE)),
+        ("/boom", Page::status(503)),
+    ])
+    .await;
+    let s3 = LocalS3::start().await;
+    s3.put(
+        "kb-bucket",
+        "docs/ropes.txt",
+        b"Mooring ropes must be replaced when the outer strands are frayed.",
+    );
+    s3.put(
+        "kb-bucket",
+        "docs/guide/anchors.md",
+        b"# Anchors\n\nA fluke anchor holds best in sand and mud.",
+    );
+    s3.put("kb-bucket", "elsewhere/skip.txt", b"Not under the prefix.");
+
+    let cx = TestContext::with_config("kb_web_s3", |c| {
+        c.kb.poll_interval_ms = 100;
+        c.kb.max_attempts = 2;
+        c.kb.retry_backoff_secs = 1;
+        c.fetch.allow_private_networks = true;
+    })
+    .await;
+    let ada = cx.user("web-ada").await;
+    let org = ada.personal_org().await;
+    let (status, kb) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "Port", "description": "", "embedding_model": MODEL,
+            "sources": [
+                {"type": "web", "config": {"urls": [
+                    site.url("/old-harbour"), site.url("/notes.txt"),
+                    site.url("/private/plans.html"), site.url("/gone"), site.url("/boom")]}},
+                {"type": "object_store", "config": {
+                    "bucket_name": "kb-bucket", "prefix": "docs/", "cloud_region": "us-east-1",
+                    "endpoint_url": s3.endpoint(),
+                    "cloud_access_key_id": ACCESS_KEY, "cloud_secret_access_key": SECRET_KEY}}
+            ]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{kb}");
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(180)).await;
+    assert_eq!(progress["documents_total"], 7, "{progress}");
+    assert_eq!(progress["documents_failed"], 3, "{progress}");
+
+    let (_, page) = call(
+        &cx,
+        &ada,
+        reqwest::Method::GET,
+        "/api/kb/list_documents",
+        &[("kb_id", kb.to_string()), ("limit", "50".into())],
+        None,
+    )
+    .await;
+    let docs = page["documents"].as_array().unwrap();
+    let by_url = |suffix: &str| {
+        docs.iter()
+            .find(|d| {
+                d["url"].as_str().is_some_and(|u| u.ends_with(suffix))
+                    || d["title"].as_str().is_some_and(|t| t.ends_with(suffix))
+            })
+            .unwrap_or_else(|| panic!("no document {suffix}: {page}"))
+            .clone()
+    };
+    let harbour = by_url("/old-harbour");
+    assert_eq!(harbour["status"], "completed", "{harbour}");
+    assert_eq!(harbour["title"], "Harbour lights", "{harbour}");
+    assert_eq!(by_url("/notes.txt")["status"], "completed");
+    let private = by_url("/private/plans.html");
+    assert_eq!(private["status"], "failed");
+    assert!(
+        private["error"].as_str().unwrap().contains("robots.txt"),
+        "{private}"
+    );
+    let gone = by_url("/gone");
+    assert_eq!(gone["status"], "failed");
+    assert!(gone["error"].as_str().unwrap().contains("404"), "{gone}");
+    let boom = by_url("/boom");
+    assert_eq!(boom["status"], "failed");
+    assert!(boom["error"].as_str().unwrap().contains("503"), "{boom}");
+    assert_eq!(by_url("ropes.txt")["status"], "completed");
+    assert_eq!(by_url("anchors.md")["status"], "completed");
+    assert!(
+        !docs.iter().any(|d| d["title"].as_str() == Some("skip.txt")),
+        "an object outside the prefix was listed"
+    );
+
+    // The readable text, not the script, was indexed; found by meaning.
+    let hits = search(
+        &cx,
+        &ada,
+        kb,
+        json!({"query": "who turns on the lights for boats entering port?"}),
+    )
+    .await;
+    assert_eq!(hits[0]["document_id"], harbour["id"], "{hits:?}");
+    assert_eq!(hits[0]["metadata"]["url"], json!(site.url("/harbour.html")));
+    let hits = search(&cx, &ada, kb, json!({"query": "TRACKER-XYZ"})).await;
+    assert!(
+        hits.iter()
+            .all(|h| !h["content"].as_str().unwrap().contains("TRACKER")),
+        "{hits:?}"
+    );
+    let hits = search(&cx, &ada, kb, json!({"query": "frayed mooring ropes"})).await;
+    assert_eq!(hits[0]["document_id"], by_url("ropes.txt")["id"]);
+
+    // Wrong credentials: the listing fails for good, the secret unshown.
+    let (status, bad) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "Bad", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "object_store", "config": {
+                "bucket_name": "kb-bucket", "prefix": "docs/", "cloud_region": "us-east-1",
+                "endpoint_url": s3.endpoint(),
+                "cloud_access_key_id": ACCESS_KEY, "cloud_secret_access_key": "wrong-secret-value-123"}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let bad: Uuid = bad["id"].as_str().unwrap().parse().unwrap();
+    let progress = wait_ready(&cx, &ada, bad, Duration::from_secs(60)).await;
+    let source = &progress["sources"][0];
+    assert_eq!(source["status"], "failed", "{progress}");
+    let error = source["error"].as_str().unwrap();
+    assert!(!error.contains("wrong-secret-value-123"), "{error}");
+    let log = std::fs::read_to_string(&cx.log_path).unwrap_or_default();
+    assert!(!log.contains("wrong-secret-value-123"));
+    assert!(!log.contains(SECRET_KEY));
+    cx.teardown().await;
+}
+
+/// Without `fetch.allow_private_networks`, a web source on a loopback
+/// address is refused (the document fails, nothing is fetched).
+#[tokio::test]
+async fn private_addresses_are_refused_by_default() {
+    use workspace_tests::web::{Page, Site};
+    let site = Site::start(vec![("/a", Page::ok("text/plain", "internal"))]).await;
+    let cx = TestContext::with_config("kb_ssrf", |c| {
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let ada = cx.user("ssrf-ada").await;
+    let org = ada.personal_org().await;
+    let (_, kb) = call(
+        &cx,
+        &ada,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(
+            json!({"name": "K", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "web", "config": {"urls": [site.url("/a")]}}]}),
+        ),
+    )
+    .await;
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(60)).await;
+    assert_eq!(progress["documents_failed"], 1, "{progress}");
+    let (_, page) = call(
+        &cx,
+        &ada,
+        reqwest::Method::GET,
+        "/api/kb/list_documents",
+        &[("kb_id", kb.to_string())],
+        None,
+    )
+    .await;
+    let error = page["documents"][0]["error"].as_str().unwrap().to_string();
+    assert!(error.contains("cannot be fetched"), "{error}");
+    cx.teardown().await;
+}

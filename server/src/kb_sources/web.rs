@@ -1,0 +1,260 @@
+//! Web pages of `web` sources.
+//!
+//! One fetch: the site's `robots.txt` is read first and obeyed for the
+//! configured user agent (RFC 9309: a missing or 4xx robots.txt allows
+//! everything, a 5xx or unreachable one is a transient failure); then the
+//! page is fetched with the guarded client (redirects followed up to
+//! `fetch.max_redirects`, each hop checked), its body read up to
+//! `fetch.max_bytes` within `fetch.timeout_secs`. HTML becomes readable
+//! text: the main article (`dom_smoothie`, a Readability port) when one is
+//! found, else the whole page as text (`html2text`); scripts, styles and
+//! navigation do not reach the chunks.
+
+use super::{Fetched, SourceError};
+use std::time::Duration;
+
+/// Limits of one fetch.
+pub struct WebLimits {
+    pub max_bytes: u64,
+    pub timeout: Duration,
+    pub user_agent: String,
+    /// `fetch.allow_private_networks`.
+    pub allow_private: bool,
+}
+
+fn transient_or_permanent(status: reqwest::StatusCode, what: &str) -> SourceError {
+    let message = format!("{what} answered HTTP {}", status.as_u16());
+    if status.as_u16() == 429 || status.is_server_error() {
+        SourceError::Transient(message)
+    } else {
+        SourceError::Permanent(message)
+    }
+}
+
+fn request_error(e: reqwest::Error, what: &str) -> SourceError {
+    // A refused address (the guard) or too many redirects will not change.
+    let text = format!("{e:#}");
+    let chain = {
+        let mut s = text.clone();
+        let mut source = std::error::Error::source(&e);
+        while let Some(inner) = source {
+            s.push_str(&format!(": {inner}"));
+            source = inner.source();
+        }
+        s
+    };
+    if e.is_redirect()
+        || chain.contains("not allowed")
+        || chain.contains("refused to connect to")
+        || chain.contains("non-public")
+    {
+        SourceError::Permanent(format!("fetching {what} failed: {chain}"))
+    } else if e.is_timeout() {
+        SourceError::Transient(format!("fetching {what} timed out"))
+    } else {
+        SourceError::Transient(format!("fetching {what} failed: {chain}"))
+    }
+}
+
+/// Reads a body up to `max` bytes.
+async fn read_capped(
+    mut response: reqwest::Response,
+    max: u64,
+    what: &str,
+) -> Result<bytes::Bytes, SourceError> {
+    if response.content_length().is_some_and(|n| n > max) {
+        return Err(SourceError::Permanent(format!(
+            "{what} is larger than the limit of {max} bytes"
+        )));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| request_error(e, what))? {
+        if out.len() as u64 + chunk.len() as u64 > max {
+            return Err(SourceError::Permanent(format!(
+                "{what} is larger than the limit of {max} bytes"
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out.into())
+}
+
+/// Whether robots.txt lets `limits.user_agent` fetch `url`.
+async fn robots_allow(
+    client: &reqwest::Client,
+    url: &reqwest::Url,
+    limits: &WebLimits,
+) -> Result<bool, SourceError> {
+    let mut robots = url.clone();
+    robots.set_path("/robots.txt");
+    robots.set_query(None);
+    robots.set_fragment(None);
+    let response = tokio::time::timeout(limits.timeout, client.get(robots.clone()).send())
+        .await
+        .map_err(|_| SourceError::Transient("fetching robots.txt timed out".into()))?
+        .map_err(|e| request_error(e, "robots.txt"))?;
+    let status = response.status();
+    if status.is_client_error() {
+        return Ok(true);
+    }
+    if !status.is_success() {
+        return Err(SourceError::Transient(format!(
+            "robots.txt answered HTTP {}",
+            status.as_u16()
+        )));
+    }
+    let body = read_capped(response, 512 * 1024, "robots.txt").await?;
+    let mut path = url.path().to_string();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok(crate::fetch::robots::allows(
+        &String::from_utf8_lossy(&body),
+        &limits.user_agent,
+        &path,
+    ))
+}
+
+/// Fetches one page (see the module documentation).
+pub async fn fetch(
+    client: &reqwest::Client,
+    url: &str,
+    limits: &WebLimits,
+) -> Result<Fetched, SourceError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|_| SourceError::Permanent(format!("{url:?} is not a URL")))?;
+    crate::fetch::check_url(&parsed, limits.allow_private)
+        .map_err(|e| SourceError::Permanent(format!("{url} cannot be fetched: {e}")))?;
+    if !robots_allow(client, &parsed, limits).await? {
+        return Err(SourceError::Permanent(format!(
+            "robots.txt of {} disallows {} for {}",
+            parsed.host_str().unwrap_or_default(),
+            parsed.path(),
+            limits.user_agent
+        )));
+    }
+    let work = async {
+        let response = client
+            .get(parsed.clone())
+            .send()
+            .await
+            .map_err(|e| request_error(e, url))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(transient_or_permanent(status, url));
+        }
+        let final_url = response.url().to_string();
+        let header_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = read_capped(response, limits.max_bytes, url).await?;
+        Ok((final_url, header_type, bytes))
+    };
+    let (final_url, header_type, bytes) = tokio::time::timeout(limits.timeout, work)
+        .await
+        .map_err(|_| {
+            SourceError::Transient(format!(
+                "fetching {url} took longer than {} s",
+                limits.timeout.as_secs()
+            ))
+        })??;
+    let content_type = header_type
+        .or_else(|| super::type_of_name(parsed.path()).map(str::to_string))
+        .unwrap_or_else(|| {
+            if bytes.trim_ascii_start().starts_with(b"<") {
+                "text/html".to_string()
+            } else {
+                "text/plain".to_string()
+            }
+        });
+    let size = bytes.len() as u64;
+    let (title, content) = super::content_of(&content_type, bytes, &final_url);
+    Ok(Fetched {
+        final_locator: final_url,
+        title,
+        content,
+        size_bytes: size,
+    })
+}
+
+/// A page's title and readable text.
+pub fn html_to_text(html: &str, url: &str) -> (Option<String>, String) {
+    let base = reqwest::Url::parse(url).ok().map(|u| u.to_string());
+    let article = dom_smoothie::Readability::new(html, base.as_deref(), None)
+        .ok()
+        .and_then(|mut r| r.parse().ok());
+    let (title, text) = match article {
+        Some(a) if a.text_content.trim().len() >= 80 => {
+            (Some(a.title.clone()), squeeze(&a.text_content))
+        }
+        other => {
+            let title = other.map(|a| a.title);
+            let text = html2text::config::plain()
+                .string_from_read(html.as_bytes(), 100)
+                .unwrap_or_default();
+            (title, squeeze(&text))
+        }
+    };
+    (
+        title
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().to_string()),
+        text,
+    )
+}
+
+/// Trims lines and collapses runs of blank lines.
+fn squeeze(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            blank += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
+        }
+        blank = 0;
+        out.push_str(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn articles_keep_their_text_and_drop_the_rest() {
+        let html = r#"<html><head><title>Lamps of the coast</title>
+            <script>var tracking = "SECRET-SCRIPT";</script><style>.x{color:red}</style></head>
+            <body><nav><a href="/">Home</a> <a href="/about">About us</a></nav>
+            <article><h1>Lamps of the coast</h1>
+            <p>The lighthouse on Carrow Point was built in 1868. Its keeper climbs the stairs
+            every evening to light the lamp, so that ships find the harbour in fog.</p>
+            <p>In 1921 the oil lamp was replaced by an electric one, and the keeper's cottage
+            became a small museum about the history of the coast.</p></article>
+            <footer>Copyright</footer></body></html>"#;
+        let (title, text) = html_to_text(html, "http://example.com/lamps");
+        assert_eq!(title.as_deref(), Some("Lamps of the coast"));
+        assert!(text.contains("built in 1868"), "{text}");
+        assert!(text.contains("small museum"), "{text}");
+        assert!(!text.contains("SECRET-SCRIPT"), "{text}");
+        assert!(!text.contains("color:red"), "{text}");
+    }
+
+    #[test]
+    fn short_pages_fall_back_to_their_whole_text() {
+        let (_, text) = html_to_text(
+            "<html><body><p>Opening hours: 9 to 5.</p><script>x()</script></body></html>",
+            "http://example.com/",
+        );
+        assert!(text.contains("Opening hours: 9 to 5."), "{text}");
+        assert!(!text.contains("x()"), "{text}");
+    }
+}
