@@ -767,3 +767,82 @@ async fn private_addresses_are_refused_by_default() {
     assert!(error.contains("cannot be fetched"), "{error}");
     cx.teardown().await;
 }
+
+/// The S3 file store against a signature-checking S3 server: an upload is
+/// streamed into the bucket, its `url` is a presigned GET that downloads
+/// it without a token (for 7 days), a tampered signature is refused and
+/// its text is extracted back from the bucket.
+#[tokio::test]
+async fn uploads_go_to_s3_with_presigned_links() {
+    use workspace_tests::s3::{ACCESS_KEY, LocalS3, SECRET_KEY};
+    let s3 = LocalS3::start().await;
+    s3.bucket("uploads");
+    let endpoint = s3.endpoint();
+    let cx = TestContext::with_config("kb_s3_store", move |c| {
+        c.storage.backend = workspace_server::kb_config::StorageBackend::S3;
+        c.storage.s3 = workspace_server::kb_config::S3Config {
+            bucket: "uploads".into(),
+            region: "us-east-1".into(),
+            endpoint_url: Some(endpoint),
+            path_style: true,
+            access_key_id: Some(ACCESS_KEY.into()),
+            secret_access_key: Some(SECRET_KEY.into()),
+            allow_http: true,
+        };
+        c.kb.workers = 0;
+    })
+    .await;
+    let ada = cx.user("s3-ada").await;
+    let org = ada.personal_org().await;
+    let text = "Ledger of the harbour office.\n".repeat(2000);
+    let upload = ada
+        .client
+        .chat_upload_file(org, None, "ledger.txt", text.clone().into_bytes())
+        .await
+        .expect("upload to S3")
+        .into_inner();
+    assert_eq!(upload.file_size, text.len() as i64);
+    // The object is in the bucket (one file under the bucket's directory).
+    let stored: Vec<_> = walk(&s3.root.path().join("uploads"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(std::fs::read_to_string(&stored[0]).unwrap(), text);
+    // The presigned link downloads it; a tampered one is refused by S3.
+    assert!(upload.url.contains("X-Amz-Signature="), "{}", upload.url);
+    assert!(
+        upload.url.contains("X-Amz-Expires=604800"),
+        "{}",
+        upload.url
+    );
+    let response = reqwest::get(&upload.url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), text);
+    // One character of the signature changed.
+    let (head, signature) = upload.url.split_once("X-Amz-Signature=").unwrap();
+    let flipped: String = signature
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if i == 0 {
+                if c == 'a' { 'b' } else { 'a' }
+            } else {
+                c
+            }
+        })
+        .collect();
+    let tampered = format!("{head}X-Amz-Signature={flipped}");
+    assert_eq!(reqwest::get(&tampered).await.unwrap().status(), 403);
+    cx.teardown().await;
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if !path.file_name().unwrap().to_string_lossy().starts_with('.') {
+            out.push(path);
+        }
+    }
+    out
+}
