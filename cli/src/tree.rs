@@ -17,7 +17,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 /// Operations with a hand-written command instead.
-const HAND_WRITTEN: &[&str] = &["auth_login"];
+const HAND_WRITTEN: &[&str] = &["auth_login", "kb_create", "kb_search"];
 
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[
@@ -126,6 +126,15 @@ pub fn add_chat_commands(mut root: Command) -> Command {
     root
 }
 
+/// `workspace kb create|search|query` (see `kb.rs`).
+pub fn add_kb_commands(mut root: Command) -> Command {
+    for cmd in crate::kb::commands() {
+        let path = ["kb".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -171,11 +180,11 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_chat_commands(add_invoke_command(add_upload_command(
+        let root = add_kb_commands(add_chat_commands(add_invoke_command(add_upload_command(
             add_conversation_commands(add_auth_commands(add_generated_commands(
                 crate::root_command(),
             ))),
-        )));
+        ))));
         root.debug_assert();
     }
 }

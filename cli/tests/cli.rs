@@ -746,3 +746,195 @@ async fn deployments_commands_and_invoke() {
     );
     cx.teardown().await;
 }
+
+/// `kb create --from DIR` uploads a folder and follows the ingestion (a
+/// failed document makes it exit 1 and is named), `kb search` prints
+/// readable hits or JSON, `kb query` streams an answer and its numbered
+/// sources, `--id-only` prints only the id, and errors exit non-zero with
+/// the server's message.
+#[tokio::test]
+async fn kb_commands() {
+    let model_dir = workspace_embedded_db::data_root()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    tokio::task::spawn_blocking(move || {
+        workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
+    })
+    .await
+    .unwrap();
+    let cx = TestContext::with_config("cli_kb", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let user = cx.user("clikb").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let base_url = cx.base_url.clone();
+    let token = user.token.clone();
+    let run = move |args: Vec<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let me = user.client.users_me().send().await.unwrap().into_inner();
+    let org = me.organizations[0].id.to_string();
+
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(
+        folder.path().join("lighthouse.txt"),
+        "The keeper climbs the lighthouse stairs every evening to light the lamp.",
+    )
+    .unwrap();
+    std::fs::write(
+        folder.path().join("bakery.md"),
+        "# Bakery\n\nSourdough loaves sold out every Saturday morning.",
+    )
+    .unwrap();
+    std::fs::write(folder.path().join(".hidden"), "skipped").unwrap();
+    let out = run(args(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Folder",
+        "--from",
+        folder.path().to_str().unwrap(),
+        "--id-only",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kb = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(uuid::Uuid::parse_str(&kb).is_ok(), "{kb:?}");
+    // Ready when `create` returned: two documents, both ingested.
+    let status = json(
+        &run(args(&["kb", "ingestion-status", "--kb-id", &kb]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(status["status"], "ready", "{status}");
+    assert_eq!(status["documents_total"], 2, "{status}");
+    assert_eq!(status["documents_failed"], 0, "{status}");
+
+    let out = run(args(&[
+        "kb",
+        "search",
+        "--kb-id",
+        &kb,
+        "who lights the lamp?",
+    ]))
+    .await
+    .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(
+        text.lines().next().unwrap().contains("lighthouse.txt"),
+        "{text}"
+    );
+    let found = json(
+        &run(args(&[
+            "kb",
+            "search",
+            "--kb-id",
+            &kb,
+            "sourdough",
+            "--json",
+            "--limit",
+            "1",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(found["results"].as_array().unwrap().len(), 1);
+    assert_eq!(found["results"][0]["metadata"]["title"], "bakery.md");
+
+    // A streamed answer (the offline model repeats the numbered excerpts),
+    // then the sources.
+    let out = run(args(&[
+        "kb",
+        "query",
+        "--kb-id",
+        &kb,
+        "Who lights the lamp?",
+    ]))
+    .await
+    .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("offline-dev-model"), "{text}");
+    assert!(text.contains("Sources:\n[1] lighthouse.txt"), "{text}");
+    let answer = json(
+        &run(args(&[
+            "kb",
+            "query",
+            "--kb-id",
+            &kb,
+            "Who?",
+            "--no-stream",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert!(answer["sources"].is_array(), "{answer}");
+
+    // A folder with a file that cannot be ingested: exit 1, named.
+    let bad = tempfile::tempdir().unwrap();
+    std::fs::write(bad.path().join("ok.txt"), "Fine text.").unwrap();
+    std::fs::write(
+        bad.path().join("pixel.png"),
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde",
+    )
+    .unwrap();
+    let out = run(args(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Bad",
+        "--from",
+        bad.path().to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("failed: pixel.png"), "{err}");
+    assert!(err.contains("1 of 2 documents failed"), "{err}");
+
+    // Errors: the server's message, non-zero.
+    let out = run(args(&[
+        "kb",
+        "search",
+        "--kb-id",
+        &uuid::Uuid::new_v4().to_string(),
+        "x",
+    ]))
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("404 not_found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}
