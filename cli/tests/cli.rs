@@ -920,6 +920,40 @@ async fn kb_commands() {
     assert!(err.contains("failed: pixel.png"), "{err}");
     assert!(err.contains("1 of 2 documents failed"), "{err}");
 
+    // `chat upload FILE` streams the file (a progress bar on terminals).
+    let note = folder.path().join("lighthouse.txt");
+    let uploaded = json(
+        &run(args(&[
+            "chat",
+            "upload",
+            "--org-id",
+            &org,
+            note.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(uploaded["filename"], "lighthouse.txt");
+    assert_eq!(uploaded["content_type"], "text/plain");
+    assert_eq!(uploaded["file_size"], 72);
+    let exe = std::env::temp_dir().join(format!("prog-{}.bin", uuid::Uuid::new_v4()));
+    std::fs::write(&exe, b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0").unwrap();
+    let out = run(args(&[
+        "chat",
+        "upload",
+        "--org-id",
+        &org,
+        exe.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("415 unsupported_file_type"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // Errors: the server's message, non-zero.
     let out = run(args(&[
         "kb",
