@@ -19,6 +19,7 @@ mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
 mod invoke;
+mod kb;
 mod output;
 mod tree;
 mod upload;
@@ -82,6 +83,7 @@ async fn run() -> Result<()> {
     root = tree::add_upload_command(root);
     root = tree::add_invoke_command(root);
     root = tree::add_chat_commands(root);
+    root = tree::add_kb_commands(root);
     let matches = root.get_matches();
 
     let store = config::Store::load()?;
@@ -123,6 +125,9 @@ async fn run() -> Result<()> {
     }
     if path.len() == 2 && path[0] == "chat" && tree::CHAT_HAND_WRITTEN.contains(&path[1].as_str()) {
         return chat::run(&client, &path[1], leaf).await;
+    }
+    if path.len() == 2 && path[0] == "kb" && kb::HAND_WRITTEN.contains(&path[1].as_str()) {
+        return kb::run(&client, &path[1], leaf).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

@@ -26,11 +26,59 @@ pub fn report_error<T: serde::Serialize + std::fmt::Debug>(error: &Error<T>) {
                 .and_then(|v| v.as_str())
                 .unwrap_or("error");
             let message = body.get("message").and_then(|v| v.as_str()).unwrap_or("");
-            eprintln!("error: {} {code}: {message}", status.as_u16());
+            report_api_error(status.as_u16(), code, message);
         }
-        Error::CommunicationError(e) => eprintln!("error: cannot reach the server: {e}"),
+        Error::CommunicationError(e) => {
+            let url = e.url().map(|u| u.to_string()).unwrap_or_default();
+            report_unreachable(&url, e)
+        }
         other => eprintln!("error: {other}"),
     }
+}
+
+/// `error: STATUS CODE: MESSAGE` (without the status when 0, e.g. an error
+/// event of a stream), plus the hint to log in again for `token_expired`.
+pub fn report_api_error(status: u16, code: &str, message: &str) {
+    if status == 0 {
+        eprintln!("error: {code}: {message}");
+    } else {
+        eprintln!("error: {status} {code}: {message}");
+    }
+    if code == "token_expired" {
+        eprintln!("{TOKEN_EXPIRED_HINT}");
+    }
+}
+
+/// What to do about an expired token.
+pub const TOKEN_EXPIRED_HINT: &str = "expired: run workspace auth login";
+
+/// A connection failure: the URL tried and where the URL comes from.
+pub fn report_unreachable(url: &str, error: &dyn std::fmt::Display) {
+    eprintln!("{}", unreachable_message(url, error));
+}
+
+pub fn unreachable_message(url: &str, error: &dyn std::fmt::Display) -> String {
+    format!(
+        "error: cannot reach the server at {url}: {error}\n\
+         is workspace-server running? (WORKSPACE_URL / --url)"
+    )
+}
+
+/// A table cell or one-line field: newlines, tabs and other control
+/// characters escaped (`\n`, `\t`, `\u{1b}`), so that a value cannot
+/// break the layout or drive the terminal.
+pub fn escape_cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// JSON on stdout.
@@ -207,8 +255,8 @@ pub fn table_for(operation_id: &str) -> Option<&'static Table> {
 fn cell(value: Option<&serde_json::Value>) -> String {
     match value {
         None | Some(serde_json::Value::Null) => "-".to_string(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(serde_json::Value::String(s)) => escape_cell(s),
+        Some(other) => escape_cell(&other.to_string()),
     }
 }
 
@@ -333,6 +381,12 @@ mod tests {
         assert_eq!(lines[3], "total: 2");
         // Not the expected shape: JSON.
         assert!(render_table(users, &serde_json::json!({"x": 1})).contains("\"x\""));
+    }
+
+    #[test]
+    fn cells_escape_newlines_and_control_characters() {
+        assert_eq!(escape_cell("a\nb\tc\u{1b}[31m"), "a\\nb\\tc\\u{1b}[31m");
+        assert_eq!(escape_cell("plain é"), "plain é");
     }
 
     #[test]

@@ -14,6 +14,10 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_get", &["chat", "show"]),
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
+    // Knowledge bases: `kb create|search` are hand-written (kb.rs); the
+    // generated ones (any source type, filters) stay under `-raw` names.
+    ("kb_create", &["kb", "create-raw"]),
+    ("kb_search", &["kb", "search-raw"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -113,6 +117,15 @@ pub fn add_invoke_command(root: Command) -> Command {
     insert(root, &path, crate::invoke::command())
 }
 
+/// `workspace kb create|search|query` (see `kb.rs`).
+pub fn add_kb_commands(mut root: Command) -> Command {
+    for cmd in crate::kb::commands() {
+        let path = ["kb".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 /// The hand-written `chat` commands (see `chat.rs`).
 pub const CHAT_HAND_WRITTEN: &[&str] =
     &["send", "resume", "rename", "archive", "transcribe", "watch"];
@@ -171,11 +184,11 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_chat_commands(add_invoke_command(add_upload_command(
+        let root = add_kb_commands(add_chat_commands(add_invoke_command(add_upload_command(
             add_conversation_commands(add_auth_commands(add_generated_commands(
                 crate::root_command(),
             ))),
-        )));
+        ))));
         root.debug_assert();
     }
 }

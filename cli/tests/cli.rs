@@ -746,3 +746,216 @@ async fn deployments_commands_and_invoke() {
     );
     cx.teardown().await;
 }
+
+/// A CLI runner with the user's token in WORKSPACE_TOKEN and no stdin.
+fn token_runner(
+    base_url: String,
+    token: String,
+) -> impl Fn(Vec<String>) -> tokio::task::JoinHandle<Output> + Clone {
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    move |args: Vec<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .env_remove("WORKSPACE_PROFILE")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+    }
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn kb_create_from_folder_search_and_query() {
+    let cx = TestContext::new("cli_kb").await;
+    let user = cx.user("clikb").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+
+    let folder = std::env::temp_dir().join(format!("workspace-kb-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(folder.join("nested")).unwrap();
+    std::fs::write(
+        folder.join("a.txt"),
+        "Alpha notes.\nThe lighthouse keeper.\n",
+    )
+    .unwrap();
+    std::fs::write(folder.join("b.txt"), "Beta notes about zebras.\n").unwrap();
+    std::fs::write(folder.join(".hidden"), "skipped").unwrap();
+    std::fs::write(folder.join("nested/c.txt"), "not recursive").unwrap();
+    let from = folder.to_string_lossy().into_owned();
+
+    // --no-wait --id-only: only the id on stdout.
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Notes",
+        "--from",
+        &from,
+        "--no-wait",
+        "--id-only",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kb_id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    uuid::Uuid::parse_str(&kb_id).expect("only the id");
+
+    // The knowledge base holds one file source with the two visible files.
+    let kb = json(
+        &run(strings(&["kb", "get", "--kb-id", &kb_id]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(kb["name"], "Notes");
+    assert_eq!(kb["sources"].as_array().unwrap().len(), 1);
+    assert_eq!(kb["sources"][0]["type"], "file");
+    assert_eq!(
+        kb["sources"][0]["config"]["file_ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let documents = json(
+        &run(strings(&["kb", "list-documents", "--kb-id", &kb_id]))
+            .await
+            .unwrap(),
+    );
+    let listed = documents["documents"].as_array().expect("documents");
+    assert!(listed.len() <= 2, "{documents}");
+    for d in listed {
+        assert!(["a.txt", "b.txt"].contains(&d["title"].as_str().unwrap()));
+    }
+
+    // Following the ingestion: ready (a worker ingested it) or a timeout
+    // with a message and exit code 1; the JSON is printed either way.
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Waited",
+        "--from",
+        &from,
+        "--timeout",
+        "2",
+    ]))
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(created["name"], "Waited");
+    if out.status.success() {
+        assert_eq!(created["status"], "ready", "{created}");
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr.contains("timed out") || stderr.contains("documents failed"),
+            "{stderr}"
+        );
+    }
+
+    // Search: valid JSON with --json (no chunks yet: no results).
+    let out = run(strings(&[
+        "kb", "search", "--kb-id", &kb_id, "zebras", "--json",
+    ]))
+    .await
+    .unwrap();
+    if out.status.success() {
+        let found: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(found["results"].is_array(), "{found}");
+    } else {
+        // Chunks exist before retrieval lands: the server's 503.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("search_unavailable"), "{stderr}");
+    }
+    // An empty knowledge base (the generated command, any source type):
+    // no results, shown readably.
+    let body = folder.join("empty-kb.json");
+    std::fs::write(
+        &body,
+        r#"{"name":"Empty","description":"","embedding_model":"all-minilm-l6-v2","sources":[]}"#,
+    )
+    .unwrap();
+    let empty = json(
+        &run(strings(&[
+            "kb",
+            "create-raw",
+            "--org-id",
+            &org,
+            "--json-body",
+            &body.to_string_lossy(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    let empty_id = empty["id"].as_str().unwrap().to_string();
+    let out = run(strings(&["kb", "search", "--kb-id", &empty_id, "zebras"]))
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no results");
+    let found = json(
+        &run(strings(&[
+            "kb", "search", "--kb-id", &empty_id, "zebras", "--json",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(found["results"], serde_json::json!([]));
+
+    // Query: whatever the server answers for an empty knowledge base, an
+    // error is printed with its message and the exit code is 1, streamed
+    // or not.
+    for extra in [None, Some("--no-stream")] {
+        let mut args = strings(&["kb", "query", "--kb-id", &empty_id, "What about zebras?"]);
+        args.extend(extra.map(str::to_string));
+        let out = run(args).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default();
+        let message = line.split_once(": ").map(|x| x.1).unwrap_or_default();
+        assert!(message.contains(':') && message.len() > 10, "{stderr}");
+    }
+
+    // Usage errors: an empty folder.
+    let none = folder.join("nested-empty");
+    std::fs::create_dir_all(&none).unwrap();
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "None",
+        "--from",
+        &none.to_string_lossy(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&folder).ok();
+}
