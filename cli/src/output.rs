@@ -29,7 +29,10 @@ pub fn report_error<T: serde::Serialize + std::fmt::Debug>(error: &Error<T>) {
             report_api_error(status.as_u16(), code, message);
         }
         Error::CommunicationError(e) => {
-            let url = e.url().map(|u| u.to_string()).unwrap_or_default();
+            let url = e
+                .url()
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default();
             report_unreachable(&url, e)
         }
         other => eprintln!("error: {other}"),
@@ -128,6 +131,132 @@ impl CliConfig for JsonOutput {
         T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
     {
         println!("]");
+        report_error(value);
+    }
+}
+
+/// `--id-only`: only the new object's `id` (or its first `*_id` field) on
+/// stdout; JSON for answers without one.
+pub struct IdOnlyOutput;
+
+fn id_of(value: &serde_json::Value) -> Option<String> {
+    let object = value.as_object()?;
+    object
+        .get("id")
+        .or_else(|| {
+            object
+                .iter()
+                .find(|(k, _)| k.ends_with("_id"))
+                .map(|(_, v)| v)
+        })
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+impl CliConfig for IdOnlyOutput {
+    fn success_item<T>(&self, value: &ResponseValue<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        let json = serde_json::to_value(value.as_ref()).unwrap_or_default();
+        match id_of(&json) {
+            Some(id) => println!("{id}"),
+            None => JsonOutput.success_item(value),
+        }
+    }
+
+    fn success_no_item(&self, value: &ResponseValue<()>) {
+        JsonOutput.success_no_item(value)
+    }
+
+    fn error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        report_error(value);
+    }
+
+    fn list_start<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_start::<T>()
+    }
+
+    fn list_item<T>(&self, value: &T)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_item(value)
+    }
+
+    fn list_end_success<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_success::<T>()
+    }
+
+    fn list_end_error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_error(value)
+    }
+}
+
+/// Keeps the successful answer (as JSON) instead of printing it; errors
+/// are printed as usual.
+#[derive(Clone, Default)]
+pub struct CaptureOutput(std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>);
+
+impl CaptureOutput {
+    pub fn take(&self) -> Option<serde_json::Value> {
+        self.0.lock().ok().and_then(|mut v| v.take())
+    }
+}
+
+impl CliConfig for CaptureOutput {
+    fn success_item<T>(&self, value: &ResponseValue<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = serde_json::to_value(value.as_ref()).ok();
+        }
+    }
+
+    fn success_no_item(&self, _value: &ResponseValue<()>) {}
+
+    fn error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        report_error(value);
+    }
+
+    fn list_start<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_item<T>(&self, _value: &T)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_end_success<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_end_error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
         report_error(value);
     }
 }

@@ -261,7 +261,7 @@ async fn invitations_and_users_commands() {
     let account = json(
         &run(
             args(&format!(
-                "auth signup-invite --invite-token={token} --first-name Cli --last-name Invitee --password correct-horse-battery"
+                "auth signup-invite --profile invitee --invite-token={token} --first-name Cli --last-name Invitee --password correct-horse-battery"
             )),
             None,
         )
@@ -269,7 +269,12 @@ async fn invitations_and_users_commands() {
         .unwrap(),
     );
     assert_eq!(account["email"], "cli-invitee@example.com");
-    assert!(account["access_token"].is_string());
+    // The token went to the profile (as `login` stores it), not stdout.
+    assert!(account.get("access_token").is_none(), "{account}");
+    let invitee = json(&run(args("me --profile invitee"), None).await.unwrap());
+    assert_eq!(invitee["email"], "cli-invitee@example.com");
+    let owner = json(&run(args("me"), None).await.unwrap());
+    assert_eq!(owner["email"], "owner@example.com");
 
     // Bulk creation from a JSON file, shown as a table.
     let body_file = dir.join("bulk.json");
@@ -958,4 +963,226 @@ async fn kb_create_from_folder_search_and_query() {
     .unwrap();
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&folder).ok();
+}
+
+#[tokio::test]
+async fn expired_tokens_say_how_to_log_in_again() {
+    let cx = TestContext::with_config("cli_token_expired", |c| {
+        c.auth.token_lifetime_secs = 1;
+    })
+    .await;
+    let user = cx.user("cliexpired").await;
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    // Past the lifetime and the server's 5 s leeway.
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let out = run(strings(&["auth", "status"])).await.unwrap();
+    let status = json(&out);
+    assert_eq!(status["expired"], true, "{status}");
+    assert_eq!(status["logged_in"], false);
+    assert!(status["expires_at"].is_string());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expired: run workspace auth login"));
+    let out = run(strings(&["me"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("401 token_expired"), "{stderr}");
+    assert!(
+        stderr.contains("expired: run workspace auth login"),
+        "{stderr}"
+    );
+    cx.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_password_from_closed_stdin_is_a_usage_error() {
+    let cx = TestContext::new("cli_empty_password").await;
+    let cli = Cli {
+        url: cx.base_url.clone(),
+        config_dir: std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4())),
+    };
+    for stdin in [None, Some("\n")] {
+        let out = tokio::task::block_in_place(|| {
+            cli.run(&["auth", "login", "--email", "nobody@example.com"], stdin)
+        });
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("empty password"), "{stderr}");
+    }
+    cx.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_messages_lose_one_newline_and_tables_escape() {
+    let cx = TestContext::with_config("cli_stdin_newline", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clinewline").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let models = json(
+        &run(strings(&["models", "list", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let model = models[0]["id"].as_str().unwrap().to_string();
+    let id = |a: &[&str]| {
+        let run = run.clone();
+        let a = strings(a);
+        async move {
+            let out = run(a).await.unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        }
+    };
+    // --id-only / -q on generated create commands.
+    let conv = id(&[
+        "conversation",
+        "create",
+        "--org-id",
+        &org,
+        "--title",
+        "x",
+        "-q",
+    ])
+    .await;
+    uuid::Uuid::parse_str(&conv).expect("only the id");
+    let session = id(&[
+        "conversation",
+        "create-session",
+        "--org-id",
+        &org,
+        "--conversation-id",
+        &conv,
+        "--model-id",
+        &model,
+        "--id-only",
+    ])
+    .await;
+    uuid::Uuid::parse_str(&session).expect("only the id");
+
+    let base_url = cx.base_url.clone();
+    let token = user.token.clone();
+    let (org2, session2) = (org.clone(), session.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
+            .args([
+                "conversation",
+                "chat",
+                "--org-id",
+                &org2,
+                "--chat-session-id",
+                &session2,
+            ])
+            .env("WORKSPACE_URL", base_url)
+            .env("WORKSPACE_TOKEN", token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"line one\nline two\n\n").unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let messages = json(
+        &run(strings(&[
+            "conversation",
+            "messages",
+            "--org-id",
+            &org,
+            "--conversation-id",
+            &conv,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let first = &messages["messages"][0];
+    assert_eq!(first["role"], "user", "{messages}");
+    assert_eq!(first["content"], "line one\nline two\n");
+    // The table shows it on one row, escaped.
+    let out = run(strings(&[
+        "conversation",
+        "messages",
+        "--org-id",
+        &org,
+        "--conversation-id",
+        &conv,
+        "--format",
+        "table",
+    ]))
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("line one\\nline two\\n"), "{table}");
+    assert!(!table.lines().any(|l| l.trim() == "line two"), "{table}");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn unreachable_server_help_and_completions() {
+    let cli = Cli {
+        url: "http://127.0.0.1:1".to_string(),
+        config_dir: std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4())),
+    };
+    let out = cli.run(&["system", "health"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the server at http://127.0.0.1:1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("is workspace-server running? (WORKSPACE_URL / --url)"),
+        "{stderr}"
+    );
+
+    for (shell, marker) in [
+        ("bash", "_workspace()"),
+        ("zsh", "#compdef workspace"),
+        ("fish", "complete -c workspace"),
+    ] {
+        let out = cli.run(&["completions", shell], None);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains(marker),
+            "{shell}: {}",
+            &script[..script.len().min(200)]
+        );
+        assert!(script.contains("signup"), "{shell}");
+    }
+
+    // Group listings: one line per command; the full text in its own help.
+    let out = cli.run(&["auth", "--help"], None);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let signup = listing
+        .lines()
+        .find(|l| l.trim_start().starts_with("signup "))
+        .expect("signup listed");
+    assert!(signup.contains("Create an account."), "{listing}");
+    assert!(!listing.contains("Password policy"), "{listing}");
+    let out = cli.run(&["auth", "signup", "--help"], None);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Password policy"), "{help}");
+    assert!(!help.contains("XXX"), "{help}");
+    assert!(help.contains("Print an example JSON body"), "{help}");
+    // Consistent verbs: `org create` beside `org create-org`.
+    let out = cli.run(&["org", "--help"], None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[alias: create]"));
+    let out = cli.run(&["org", "create", "--help"], None);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--id-only"));
 }
