@@ -13,6 +13,12 @@
 //! shows list commands such as `users list` and `invitations list` as a
 //! table); errors go to stderr with a non-zero exit code (1 for an API or
 //! connection error, 2 for usage).
+//!
+//! Hand-written beside the generated commands: `kb create|search|query`
+//! (`kb.rs`: upload a folder with progress bars, readable search results,
+//! a streamed RAG answer), `auth signup-invite` (stores its token),
+//! `completions SHELL`; [`tree::polish`] shortens group listings, adds
+//! `VERB` aliases and `--id-only`.
 
 mod chat;
 mod config;
