@@ -423,11 +423,30 @@ async fn search(client: &Client, m: &ArgMatches) -> Result<()> {
     Ok(())
 }
 
-fn print_sources(sources: &[Value]) {
-    if sources.is_empty() {
-        return;
+/// The complete Server-Sent Events in `buffer` (their `data:` lines as
+/// JSON), removed from it; a partial event stays for the next read.
+fn drain_events(buffer: &mut String) -> Result<Vec<Value>> {
+    let mut events = Vec::new();
+    while let Some(end) = buffer.find("\n\n") {
+        let block: String = buffer.drain(..end + 2).collect();
+        for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
+            events.push(serde_json::from_str(data.trim()).context("a stream event")?);
+        }
     }
-    println!("\nSources:");
+    Ok(events)
+}
+
+fn print_sources(sources: &[Value]) {
+    print!("{}", render_sources(sources));
+}
+
+/// `Sources:` and one `[n] title <url> (score s)` line per cited chunk.
+fn render_sources(sources: &[Value]) -> String {
+    let mut out = String::new();
+    if sources.is_empty() {
+        return out;
+    }
+    out.push_str("\nSources:\n");
     for s in sources {
         let mut line = format!(
             "[{}] {}",
@@ -441,8 +460,10 @@ fn print_sources(sources: &[Value]) {
             " (score {:.3})",
             s["score"].as_f64().unwrap_or(0.0)
         ));
-        println!("{line}");
+        out.push_str(&line);
+        out.push('\n');
     }
+    out
 }
 
 async fn query(client: &Client, m: &ArgMatches) -> Result<()> {
@@ -486,41 +507,77 @@ async fn query(client: &Client, m: &ArgMatches) -> Result<()> {
     let mut buffer = String::new();
     let mut sources = Vec::new();
     let mut stdout = std::io::stdout();
+    // Bytes not yet decoded: a UTF-8 character may span two chunks.
+    let mut pending: Vec<u8> = Vec::new();
     while let Some(chunk) = bytes.next().await {
-        buffer.push_str(&String::from_utf8_lossy(
-            &chunk.context("reading the stream")?,
-        ));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let event: Value = serde_json::from_str(data.trim())?;
-                match event["type"].as_str() {
-                    Some("sources") => {
-                        sources = event["sources"].as_array().cloned().unwrap_or_default();
-                    }
-                    Some("content") => {
-                        print!("{}", event["content"].as_str().unwrap_or(""));
-                        stdout.flush()?;
-                    }
-                    Some("end") => {
-                        println!();
-                        print_sources(&sources);
-                        return Ok(());
-                    }
-                    Some("error") => {
-                        println!();
-                        output::report_api_error(
-                            0,
-                            event["error_code"].as_str().unwrap_or("error"),
-                            event["message"].as_str().unwrap_or(""),
-                        );
-                        return Err(reported());
-                    }
-                    _ => {}
+        pending.extend_from_slice(&chunk.context("reading the stream")?);
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(text) => text.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => bail!("the stream is not UTF-8"),
+        };
+        buffer.push_str(std::str::from_utf8(&pending[..valid]).unwrap_or_default());
+        pending.drain(..valid);
+        for event in drain_events(&mut buffer)? {
+            match event["type"].as_str() {
+                Some("sources") => {
+                    sources = event["sources"].as_array().cloned().unwrap_or_default();
                 }
+                Some("content") => {
+                    print!("{}", event["content"].as_str().unwrap_or(""));
+                    stdout.flush()?;
+                }
+                Some("end") => {
+                    println!();
+                    print_sources(&sources);
+                    return Ok(());
+                }
+                Some("error") => {
+                    println!();
+                    output::report_api_error(
+                        0,
+                        event["error_code"].as_str().unwrap_or("error"),
+                        event["message"].as_str().unwrap_or(""),
+                    );
+                    return Err(reported());
+                }
+                _ => {}
             }
         }
     }
     println!();
     bail!("the stream ended before the answer was complete")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_events_are_read_across_chunks() {
+        let mut buffer = String::new();
+        buffer.push_str("data: {\"type\":\"sources\",\"sources\":[{\"index\":1,");
+        assert!(drain_events(&mut buffer).unwrap().is_empty());
+        buffer.push_str(
+            "\"title\":\"a.txt\",\"url\":null,\"score\":0.9}]}\n\ndata: {\"type\":\"start\",\"message_id\":\"m\"}\n\ndata: {\"type\":\"content\",",
+        );
+        let events = drain_events(&mut buffer).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0]["type"], "sources");
+        assert_eq!(events[1]["type"], "start");
+        buffer.push_str("\"content\":\"Hi [1]\"}\n\ndata: {\"type\":\"end\"}\n\n");
+        let events = drain_events(&mut buffer).unwrap();
+        assert_eq!(events[0]["content"], "Hi [1]");
+        assert_eq!(events[1]["type"], "end");
+        assert!(buffer.is_empty());
+        let sources = vec![
+            json!({"index": 1, "title": "a.txt", "url": null, "score": 0.9}),
+            json!({"index": 2, "title": "page\ntwo", "url": "https://example.com/p", "score": 0.5}),
+        ];
+        assert_eq!(
+            render_sources(&sources),
+            "\nSources:\n[1] a.txt (score 0.900)\n[2] page\\ntwo <https://example.com/p> (score 0.500)\n"
+        );
+        assert_eq!(render_sources(&[]), "");
+    }
 }
