@@ -48,7 +48,7 @@ pub(crate) fn commands() -> Vec<Command> {
             )
             .arg(
                 Arg::new("message")
-                    .help("The message (default: standard input)"),
+                    .help("The message (default: standard input, less one trailing newline)"),
             ),
         Command::new("resume")
             .about("Resume an answer's stream after the given event number")
@@ -139,7 +139,7 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
     let chat = m.get_one::<Uuid>("chat-id").copied();
     let message = match m.get_one::<String>("message") {
         Some(text) => text.clone(),
-        None => std::io::read_to_string(std::io::stdin())?,
+        None => crate::read_stdin_message()?,
     };
     let mut uploads = Vec::new();
     for path in m.get_many::<String>("file").into_iter().flatten() {

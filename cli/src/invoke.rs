@@ -2,6 +2,7 @@
 //! OpenAI-compatible surface with the deployment's key (not the profile's
 //! token), streaming the answer.
 
+use crate::output;
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgMatches, Command};
 
@@ -35,10 +36,7 @@ pub async fn run(url: &str, m: &ArgMatches) -> Result<()> {
     let key = m.get_one::<String>("key").context("--key")?;
     let message = match m.get_one::<String>("message") {
         Some(text) => text.clone(),
-        None => {
-            let text = std::io::read_to_string(std::io::stdin())?;
-            text.strip_suffix('\n').unwrap_or(&text).to_string()
-        }
+        None => crate::read_stdin_message()?,
     };
     if message.trim().is_empty() {
         bail!("the message is empty (give --message or standard input)");
@@ -56,7 +54,10 @@ pub async fn run(url: &str, m: &ArgMatches) -> Result<()> {
         }))
         .send()
         .await
-        .with_context(|| format!("cannot reach the server at {url}"))?;
+        .map_err(|e| {
+            output::report_unreachable(url, &e);
+            anyhow::Error::new(output::Reported)
+        })?;
     if !response.status().is_success() {
         let status = response.status();
         let body: serde_json::Value = response.json().await.unwrap_or_default();

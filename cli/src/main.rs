@@ -13,6 +13,12 @@
 //! shows list commands such as `users list` and `invitations list` as a
 //! table); errors go to stderr with a non-zero exit code (1 for an API or
 //! connection error, 2 for usage).
+//!
+//! Hand-written beside the generated commands: `kb create|search|query`
+//! (`kb.rs`: upload a folder with progress bars, readable search results,
+//! a streamed RAG answer), `auth signup-invite` (stores its token),
+//! `completions SHELL`; [`tree::polish`] shortens group listings, adds
+//! `VERB` aliases and `--id-only`.
 
 mod chat;
 mod config;
@@ -73,6 +79,21 @@ fn root_command() -> Command {
                     "Output format; `table` applies to list commands, the others always print JSON",
                 ),
         )
+        .subcommand(
+            Command::new("completions")
+                .about("Print a shell completion script (bash, zsh, fish)")
+                .long_about(
+                    "Print a shell completion script.\n\n\
+                     bash: `workspace completions bash > ~/.local/share/bash-completion/completions/workspace`\n\
+                     zsh: `workspace completions zsh > \"${fpath[1]}/_workspace\"`\n\
+                     fish: `workspace completions fish > ~/.config/fish/completions/workspace.fish`",
+                )
+                .arg(
+                    Arg::new("shell")
+                        .required(true)
+                        .value_parser(clap::value_parser!(clap_complete::Shell)),
+                ),
+        )
 }
 
 async fn run() -> Result<()> {
@@ -84,7 +105,19 @@ async fn run() -> Result<()> {
     root = tree::add_invoke_command(root);
     root = tree::add_chat_commands(root);
     root = tree::add_kb_commands(root);
-    let matches = root.get_matches();
+    root = tree::polish(root);
+    let matches = root.clone().get_matches();
+    if let Some(("completions", m)) = matches.subcommand() {
+        let shell = *m
+            .get_one::<clap_complete::Shell>("shell")
+            .context("SHELL")?;
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut root, "workspace", &mut script);
+        use std::io::Write;
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = std::io::stdout().write_all(&script);
+        return Ok(());
+    }
 
     let store = config::Store::load()?;
     let profile_name = matches
@@ -113,6 +146,9 @@ async fn run() -> Result<()> {
             Some("login") => return login(store, &profile_name, &url, leaf).await,
             Some("logout") => return logout(store, &profile_name),
             Some("status") => return status(&profile_name, &url, token.as_deref()),
+            Some("signup-invite") => {
+                return signup_invite(store, &profile_name, &url, &path, leaf).await;
+            }
             _ => {}
         }
     }
@@ -141,7 +177,18 @@ async fn run() -> Result<()> {
     let table = (matches.get_one::<String>("format").map(String::as_str) == Some("table"))
         .then(|| output::table_for(cmd.operation_id()))
         .flatten();
+    let id_only = leaf
+        .try_get_one::<bool>("id-only")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(false);
     let result = match table {
+        _ if id_only => {
+            generated_cli::Cli::new(client, output::IdOnlyOutput)
+                .execute(cmd, leaf)
+                .await
+        }
         Some(table) => {
             generated_cli::Cli::new(client, output::TableOutput(table))
                 .execute(cmd, leaf)
@@ -182,6 +229,11 @@ async fn login(mut store: config::Store, profile: &str, url: &str, m: &ArgMatche
             line.trim_end_matches(['\r', '\n']).to_string()
         }
     };
+    if password.is_empty() {
+        usage_error(
+            "empty password: give --password, WORKSPACE_PASSWORD, a terminal prompt or one line of stdin",
+        );
+    }
     let client = Client::anonymous(url)?;
     let response = client
         .auth_login()
@@ -223,16 +275,93 @@ fn logout(mut store: config::Store, profile: &str) -> Result<()> {
     Ok(())
 }
 
+/// A usage error: the message on stderr and exit code 2 (as clap's).
+fn usage_error(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(2);
+}
+
+/// The `exp` claim (seconds since the epoch) of a JWT, read without
+/// verifying the signature (the server does that).
+fn token_expiry(token: &str) -> Option<i64> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims["exp"].as_i64()
+}
+
 fn status(profile: &str, url: &str, token: Option<&str>) -> Result<()> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::json!({
-            "profile": profile,
-            "url": url,
-            "logged_in": token.is_some(),
-        }))?
-    );
+    let expiry = token.and_then(token_expiry);
+    let expired = expiry.is_some_and(|exp| exp <= chrono::Utc::now().timestamp());
+    let mut shown = serde_json::json!({
+        "profile": profile,
+        "url": url,
+        "logged_in": token.is_some() && !expired,
+    });
+    if let Some(exp) = expiry {
+        shown["expires_at"] =
+            serde_json::json!(chrono::DateTime::from_timestamp(exp, 0).map(|t| t.to_rfc3339()));
+        shown["expired"] = serde_json::json!(expired);
+    }
+    println!("{}", serde_json::to_string_pretty(&shown)?);
+    if expired {
+        eprintln!("{}", output::TOKEN_EXPIRED_HINT);
+    }
     Ok(())
+}
+
+/// `auth signup-invite`: the generated command, whose answer's
+/// `access_token` is then stored in the profile as `login` does (and not
+/// printed).
+async fn signup_invite(
+    mut store: config::Store,
+    profile: &str,
+    url: &str,
+    path: &[String],
+    m: &ArgMatches,
+) -> Result<()> {
+    let cmd = tree::command_for(path).context("auth signup-invite")?;
+    let capture = output::CaptureOutput::default();
+    let client = Client::anonymous(url)?;
+    let result = generated_cli::Cli::new(client, capture.clone())
+        .execute(cmd, m)
+        .await;
+    if result.is_err() {
+        return Err(anyhow::Error::new(output::Reported));
+    }
+    let Some(mut account) = capture.take() else {
+        return Ok(());
+    };
+    if let Some(token) = account
+        .as_object_mut()
+        .and_then(|o| o.remove("access_token"))
+        .and_then(|t| t.as_str().map(str::to_string))
+    {
+        store.set(profile, url, Some(token));
+        let file = store.save()?;
+        eprintln!(
+            "signed up; token saved to profile {profile:?} in {}",
+            file.display()
+        );
+    }
+    println!("{}", serde_json::to_string_pretty(&account)?);
+    Ok(())
+}
+
+/// A message from standard input: its content without exactly one
+/// trailing newline (`\n` or `\r\n`), as shells add one.
+pub(crate) fn read_stdin_message() -> Result<String> {
+    let text = std::io::read_to_string(std::io::stdin())?;
+    Ok(strip_one_newline(&text).to_string())
+}
+
+fn strip_one_newline(text: &str) -> &str {
+    text.strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(text)
 }
 
 /// Hand-written `auth` subcommands added to the generated `auth` group.
@@ -278,7 +407,7 @@ pub(crate) fn conversation_chat_command() -> Command {
         .arg(
             Arg::new("message")
                 .long("message")
-                .help("The message (default: standard input)"),
+                .help("The message (default: standard input, less one trailing newline)"),
         )
 }
 
@@ -293,7 +422,7 @@ async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
         .context("--chat-session-id")?;
     let message = match m.get_one::<String>("message") {
         Some(text) => text.clone(),
-        None => std::io::read_to_string(std::io::stdin())?,
+        None => read_stdin_message()?,
     };
     let response = client
         .conversation_stream_chat()
@@ -348,4 +477,22 @@ async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
     }
     println!();
     bail!("the stream ended before the answer was complete")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stdin_messages_lose_exactly_one_newline() {
+        assert_eq!(super::strip_one_newline("a\n\n"), "a\n");
+        assert_eq!(super::strip_one_newline("a\r\n"), "a");
+        assert_eq!(super::strip_one_newline("  a  "), "  a  ");
+    }
+
+    #[test]
+    fn token_expiry_reads_the_payload() {
+        // {"alg":"HS256"} . {"exp":1700000000,"sub":"x"} . signature
+        let token = "eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjE3MDAwMDAwMDAsInN1YiI6IngifQ.c2ln";
+        assert_eq!(super::token_expiry(token), Some(1_700_000_000));
+        assert_eq!(super::token_expiry("not-a-jwt"), None);
+    }
 }

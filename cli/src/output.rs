@@ -26,11 +26,62 @@ pub fn report_error<T: serde::Serialize + std::fmt::Debug>(error: &Error<T>) {
                 .and_then(|v| v.as_str())
                 .unwrap_or("error");
             let message = body.get("message").and_then(|v| v.as_str()).unwrap_or("");
-            eprintln!("error: {} {code}: {message}", status.as_u16());
+            report_api_error(status.as_u16(), code, message);
         }
-        Error::CommunicationError(e) => eprintln!("error: cannot reach the server: {e}"),
+        Error::CommunicationError(e) => {
+            let url = e
+                .url()
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default();
+            report_unreachable(&url, e)
+        }
         other => eprintln!("error: {other}"),
     }
+}
+
+/// `error: STATUS CODE: MESSAGE` (without the status when 0, e.g. an error
+/// event of a stream), plus the hint to log in again for `token_expired`.
+pub fn report_api_error(status: u16, code: &str, message: &str) {
+    if status == 0 {
+        eprintln!("error: {code}: {message}");
+    } else {
+        eprintln!("error: {status} {code}: {message}");
+    }
+    if code == "token_expired" {
+        eprintln!("{TOKEN_EXPIRED_HINT}");
+    }
+}
+
+/// What to do about an expired token.
+pub const TOKEN_EXPIRED_HINT: &str = "expired: run workspace auth login";
+
+/// A connection failure: the URL tried and where the URL comes from.
+pub fn report_unreachable(url: &str, error: &dyn std::fmt::Display) {
+    eprintln!("{}", unreachable_message(url, error));
+}
+
+pub fn unreachable_message(url: &str, error: &dyn std::fmt::Display) -> String {
+    format!(
+        "error: cannot reach the server at {url}: {error}\n\
+         is workspace-server running? (WORKSPACE_URL / --url)"
+    )
+}
+
+/// A table cell or one-line field: newlines, tabs and other control
+/// characters escaped (`\n`, `\t`, `\u{1b}`), so that a value cannot
+/// break the layout or drive the terminal.
+pub fn escape_cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// JSON on stdout.
@@ -80,6 +131,132 @@ impl CliConfig for JsonOutput {
         T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
     {
         println!("]");
+        report_error(value);
+    }
+}
+
+/// `--id-only`: only the new object's `id` (or its first `*_id` field) on
+/// stdout; JSON for answers without one.
+pub struct IdOnlyOutput;
+
+fn id_of(value: &serde_json::Value) -> Option<String> {
+    let object = value.as_object()?;
+    object
+        .get("id")
+        .or_else(|| {
+            object
+                .iter()
+                .find(|(k, _)| k.ends_with("_id"))
+                .map(|(_, v)| v)
+        })
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+impl CliConfig for IdOnlyOutput {
+    fn success_item<T>(&self, value: &ResponseValue<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        let json = serde_json::to_value(value.as_ref()).unwrap_or_default();
+        match id_of(&json) {
+            Some(id) => println!("{id}"),
+            None => JsonOutput.success_item(value),
+        }
+    }
+
+    fn success_no_item(&self, value: &ResponseValue<()>) {
+        JsonOutput.success_no_item(value)
+    }
+
+    fn error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        report_error(value);
+    }
+
+    fn list_start<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_start::<T>()
+    }
+
+    fn list_item<T>(&self, value: &T)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_item(value)
+    }
+
+    fn list_end_success<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_success::<T>()
+    }
+
+    fn list_end_error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        JsonOutput.list_end_error(value)
+    }
+}
+
+/// Keeps the successful answer (as JSON) instead of printing it; errors
+/// are printed as usual.
+#[derive(Clone, Default)]
+pub struct CaptureOutput(std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>);
+
+impl CaptureOutput {
+    pub fn take(&self) -> Option<serde_json::Value> {
+        self.0.lock().ok().and_then(|mut v| v.take())
+    }
+}
+
+impl CliConfig for CaptureOutput {
+    fn success_item<T>(&self, value: &ResponseValue<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = serde_json::to_value(value.as_ref()).ok();
+        }
+    }
+
+    fn success_no_item(&self, _value: &ResponseValue<()>) {}
+
+    fn error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+        report_error(value);
+    }
+
+    fn list_start<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_item<T>(&self, _value: &T)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_end_success<T>(&self)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
+    }
+
+    fn list_end_error<T>(&self, value: &Error<T>)
+    where
+        T: schemars::JsonSchema + serde::Serialize + std::fmt::Debug,
+    {
         report_error(value);
     }
 }
@@ -207,8 +384,8 @@ pub fn table_for(operation_id: &str) -> Option<&'static Table> {
 fn cell(value: Option<&serde_json::Value>) -> String {
     match value {
         None | Some(serde_json::Value::Null) => "-".to_string(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(serde_json::Value::String(s)) => escape_cell(s),
+        Some(other) => escape_cell(&other.to_string()),
     }
 }
 
@@ -333,6 +510,12 @@ mod tests {
         assert_eq!(lines[3], "total: 2");
         // Not the expected shape: JSON.
         assert!(render_table(users, &serde_json::json!({"x": 1})).contains("\"x\""));
+    }
+
+    #[test]
+    fn cells_escape_newlines_and_control_characters() {
+        assert_eq!(escape_cell("a\nb\tc\u{1b}[31m"), "a\\nb\\tc\\u{1b}[31m");
+        assert_eq!(escape_cell("plain é"), "plain é");
     }
 
     #[test]

@@ -14,10 +14,14 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_get", &["chat", "show"]),
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
+    // Knowledge bases: `kb create|search` are hand-written (kb.rs); the
+    // generated ones (any source type, filters) stay under `-raw` names.
+    ("kb_create", &["kb", "create-raw"]),
+    ("kb_search", &["kb", "search-raw"]),
 ];
 
 /// Operations with a hand-written command instead.
-const HAND_WRITTEN: &[&str] = &["auth_login", "kb_create", "kb_search"];
+const HAND_WRITTEN: &[&str] = &["auth_login"];
 
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[
@@ -113,6 +117,15 @@ pub fn add_invoke_command(root: Command) -> Command {
     insert(root, &path, crate::invoke::command())
 }
 
+/// `workspace kb create|search|query` (see `kb.rs`).
+pub fn add_kb_commands(mut root: Command) -> Command {
+    for cmd in crate::kb::commands() {
+        let path = ["kb".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 /// The hand-written `chat` commands (see `chat.rs`).
 pub const CHAT_HAND_WRITTEN: &[&str] =
     &["send", "resume", "rename", "archive", "transcribe", "watch"];
@@ -126,15 +139,6 @@ pub fn add_chat_commands(mut root: Command) -> Command {
     root
 }
 
-/// `workspace kb create|search|query` (see `kb.rs`).
-pub fn add_kb_commands(mut root: Command) -> Command {
-    for cmd in crate::kb::commands() {
-        let path = ["kb".to_string(), cmd.get_name().to_string()];
-        root = insert(root, &path, cmd);
-    }
-    root
-}
-
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -143,6 +147,90 @@ pub fn add_auth_commands(mut root: Command) -> Command {
         root = insert(root, &path(&name), cmd);
     }
     root
+}
+
+/// Final touches on the whole tree, after every command is placed:
+/// - a command's `about` is the first line of its description (the group
+///   listing shows one line each); the whole description moves to
+///   `long_about` (`--help` of the command itself);
+/// - progenitor's `--json-body-template` gets a real help text;
+/// - `create` commands take `--id-only`/`-q`;
+/// - a command named `VERB-GROUP` (`org create-org`, `roles list-roles`)
+///   gets the visible alias `VERB` when that name is free in its group.
+pub fn polish(root: Command) -> Command {
+    polish_command(root, None)
+}
+
+fn noun_forms(group: &str) -> Vec<String> {
+    let mut forms = vec![group.to_string(), format!("{group}s")];
+    if let Some(singular) = group.strip_suffix('s') {
+        forms.push(singular.to_string());
+    }
+    forms
+}
+
+fn polish_command(mut cmd: Command, group: Option<&str>) -> Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    if names.is_empty() {
+        return polish_leaf(cmd);
+    }
+    let parent = cmd.get_name().to_string();
+    let mut taken: std::collections::HashSet<String> = cmd
+        .get_subcommands()
+        .flat_map(|c| {
+            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
+        })
+        .collect();
+    for name in names {
+        let alias = (group.is_some() || parent != "workspace")
+            .then(|| {
+                noun_forms(&parent)
+                    .iter()
+                    .find_map(|n| name.strip_suffix(&format!("-{n}")).map(str::to_string))
+            })
+            .flatten()
+            .filter(|verb| !verb.is_empty() && !taken.contains(verb));
+        if let Some(verb) = &alias {
+            taken.insert(verb.clone());
+        }
+        let parent_name = parent.clone();
+        cmd = cmd.mut_subcommand(&name, move |c| {
+            let c = polish_command(c, Some(&parent_name));
+            match alias {
+                Some(verb) => c.visible_alias(verb),
+                None => c,
+            }
+        });
+    }
+    cmd
+}
+
+fn polish_leaf(mut cmd: Command) -> Command {
+    if let Some(about) = cmd.get_about().map(|a| a.to_string())
+        && let Some((first, _)) = about.split_once('\n')
+    {
+        let first = first.trim().to_string();
+        if cmd.get_long_about().is_none() {
+            cmd = cmd.long_about(about.clone());
+        }
+        cmd = cmd.about(first);
+    }
+    if cmd
+        .get_arguments()
+        .any(|a| a.get_id() == "json-body-template")
+    {
+        cmd = cmd.mut_arg("json-body-template", |a| {
+            a.help("Print an example JSON body for --json-body (fields and types) and exit")
+        });
+    }
+    if cmd.get_name().starts_with("create") && !cmd.get_arguments().any(|a| a.get_id() == "id-only")
+    {
+        cmd = cmd.arg(crate::kb::id_only_arg());
+    }
+    cmd
 }
 
 /// The chosen subcommand path and the leaf's matches.
@@ -180,11 +268,22 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = add_kb_commands(add_chat_commands(add_invoke_command(add_upload_command(
-            add_conversation_commands(add_auth_commands(add_generated_commands(
-                crate::root_command(),
+        let root = polish(add_kb_commands(add_chat_commands(add_invoke_command(
+            add_upload_command(add_conversation_commands(add_auth_commands(
+                add_generated_commands(crate::root_command()),
             ))),
         ))));
-        root.debug_assert();
+        root.clone().debug_assert();
+        let org = root.find_subcommand("org").unwrap();
+        let create = org.find_subcommand("create").expect("alias `org create`");
+        assert_eq!(create.get_name(), "create-org");
+        assert!(create.get_arguments().any(|a| a.get_id() == "id-only"));
+        let signup = root
+            .find_subcommand("auth")
+            .and_then(|a| a.find_subcommand("signup"))
+            .unwrap();
+        let about = signup.get_about().unwrap().to_string();
+        assert!(!about.contains('\n'), "{about}");
+        assert!(signup.get_long_about().is_some());
     }
 }

@@ -261,7 +261,7 @@ async fn invitations_and_users_commands() {
     let account = json(
         &run(
             args(&format!(
-                "auth signup-invite --invite-token={token} --first-name Cli --last-name Invitee --password correct-horse-battery"
+                "auth signup-invite --profile invitee --invite-token={token} --first-name Cli --last-name Invitee --password correct-horse-battery"
             )),
             None,
         )
@@ -269,7 +269,12 @@ async fn invitations_and_users_commands() {
         .unwrap(),
     );
     assert_eq!(account["email"], "cli-invitee@example.com");
-    assert!(account["access_token"].is_string());
+    // The token went to the profile (as `login` stores it), not stdout.
+    assert!(account.get("access_token").is_none(), "{account}");
+    let invitee = json(&run(args("me --profile invitee"), None).await.unwrap());
+    assert_eq!(invitee["email"], "cli-invitee@example.com");
+    let owner = json(&run(args("me"), None).await.unwrap());
+    assert_eq!(owner["email"], "owner@example.com");
 
     // Bulk creation from a JSON file, shown as a table.
     let body_file = dir.join("bulk.json");
@@ -745,6 +750,464 @@ async fn deployments_commands_and_invoke() {
         String::from_utf8_lossy(&out.stderr)
     );
     cx.teardown().await;
+}
+
+/// A CLI runner with the user's token in WORKSPACE_TOKEN and no stdin.
+fn token_runner(
+    base_url: String,
+    token: String,
+) -> impl Fn(Vec<String>) -> tokio::task::JoinHandle<Output> + Clone {
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    move |args: Vec<String>| {
+        let (url, token, dir) = (base_url.clone(), token.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_workspace"))
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .env_remove("WORKSPACE_PROFILE")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+    }
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn kb_create_from_folder_search_and_query() {
+    let cx = TestContext::new("cli_kb").await;
+    let user = cx.user("clikb").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+
+    let folder = std::env::temp_dir().join(format!("workspace-kb-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(folder.join("nested")).unwrap();
+    std::fs::write(
+        folder.join("a.txt"),
+        "Alpha notes.\nThe lighthouse keeper.\n",
+    )
+    .unwrap();
+    std::fs::write(folder.join("b.txt"), "Beta notes about zebras.\n").unwrap();
+    std::fs::write(folder.join(".hidden"), "skipped").unwrap();
+    std::fs::write(folder.join("nested/c.txt"), "not recursive").unwrap();
+    let from = folder.to_string_lossy().into_owned();
+
+    // --no-wait --id-only: only the id on stdout.
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Notes",
+        "--from",
+        &from,
+        "--no-wait",
+        "--id-only",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kb_id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    uuid::Uuid::parse_str(&kb_id).expect("only the id");
+
+    // The knowledge base holds one file source with the two visible files.
+    let kb = json(
+        &run(strings(&["kb", "get", "--kb-id", &kb_id]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(kb["name"], "Notes");
+    assert_eq!(kb["sources"].as_array().unwrap().len(), 1);
+    assert_eq!(kb["sources"][0]["type"], "file");
+    assert_eq!(
+        kb["sources"][0]["config"]["file_ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let documents = json(
+        &run(strings(&["kb", "list-documents", "--kb-id", &kb_id]))
+            .await
+            .unwrap(),
+    );
+    let listed = documents["documents"].as_array().expect("documents");
+    assert!(listed.len() <= 2, "{documents}");
+    for d in listed {
+        assert!(["a.txt", "b.txt"].contains(&d["title"].as_str().unwrap()));
+    }
+
+    // Following the ingestion: ready (a worker ingested it) or a timeout
+    // with a message and exit code 1; the JSON is printed either way.
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "Waited",
+        "--from",
+        &from,
+        "--timeout",
+        "2",
+    ]))
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(created["name"], "Waited");
+    if out.status.success() {
+        assert_eq!(created["status"], "ready", "{created}");
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr.contains("timed out") || stderr.contains("documents failed"),
+            "{stderr}"
+        );
+    }
+
+    // Search: valid JSON with --json (no chunks yet: no results).
+    let out = run(strings(&[
+        "kb", "search", "--kb-id", &kb_id, "zebras", "--json",
+    ]))
+    .await
+    .unwrap();
+    if out.status.success() {
+        let found: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(found["results"].is_array(), "{found}");
+    } else {
+        // Chunks exist before retrieval lands: the server's 503.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("search_unavailable"), "{stderr}");
+    }
+    // An empty knowledge base (the generated command, any source type):
+    // no results, shown readably.
+    let body = folder.join("empty-kb.json");
+    std::fs::write(
+        &body,
+        r#"{"name":"Empty","description":"","embedding_model":"all-minilm-l6-v2","sources":[]}"#,
+    )
+    .unwrap();
+    let empty = json(
+        &run(strings(&[
+            "kb",
+            "create-raw",
+            "--org-id",
+            &org,
+            "--json-body",
+            &body.to_string_lossy(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    let empty_id = empty["id"].as_str().unwrap().to_string();
+    let out = run(strings(&["kb", "search", "--kb-id", &empty_id, "zebras"]))
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no results");
+    let found = json(
+        &run(strings(&[
+            "kb", "search", "--kb-id", &empty_id, "zebras", "--json",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(found["results"], serde_json::json!([]));
+
+    // Query on an empty knowledge base: an answer without sources, streamed
+    // or not; on an unknown one, the server's error and exit code 1.
+    let out = run(strings(&[
+        "kb",
+        "query",
+        "--kb-id",
+        &empty_id,
+        "What about zebras?",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("[1]"));
+    let answer = json(
+        &run(strings(&[
+            "kb",
+            "query",
+            "--kb-id",
+            &empty_id,
+            "What about zebras?",
+            "--no-stream",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(answer["sources"], serde_json::json!([]));
+    let unknown = uuid::Uuid::new_v4().to_string();
+    for extra in [None, Some("--no-stream")] {
+        let mut args = strings(&["kb", "query", "--kb-id", &unknown, "What about zebras?"]);
+        args.extend(extra.map(str::to_string));
+        let out = run(args).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("not_found"), "{stderr}");
+    }
+
+    // Usage errors: an empty folder.
+    let none = folder.join("nested-empty");
+    std::fs::create_dir_all(&none).unwrap();
+    let out = run(strings(&[
+        "kb",
+        "create",
+        "--org-id",
+        &org,
+        "--name",
+        "None",
+        "--from",
+        &none.to_string_lossy(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&folder).ok();
+}
+
+#[tokio::test]
+async fn expired_tokens_say_how_to_log_in_again() {
+    let cx = TestContext::with_config("cli_token_expired", |c| {
+        c.auth.token_lifetime_secs = 1;
+    })
+    .await;
+    let user = cx.user("cliexpired").await;
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    // Past the lifetime and the server's 5 s leeway.
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let out = run(strings(&["auth", "status"])).await.unwrap();
+    let status = json(&out);
+    assert_eq!(status["expired"], true, "{status}");
+    assert_eq!(status["logged_in"], false);
+    assert!(status["expires_at"].is_string());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expired: run workspace auth login"));
+    let out = run(strings(&["me"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("401 token_expired"), "{stderr}");
+    assert!(
+        stderr.contains("expired: run workspace auth login"),
+        "{stderr}"
+    );
+    cx.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_password_from_closed_stdin_is_a_usage_error() {
+    let cx = TestContext::new("cli_empty_password").await;
+    let cli = Cli {
+        url: cx.base_url.clone(),
+        config_dir: std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4())),
+    };
+    for stdin in [None, Some("\n")] {
+        let out = tokio::task::block_in_place(|| {
+            cli.run(&["auth", "login", "--email", "nobody@example.com"], stdin)
+        });
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("empty password"), "{stderr}");
+    }
+    cx.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_messages_lose_one_newline_and_tables_escape() {
+    let cx = TestContext::with_config("cli_stdin_newline", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clinewline").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let models = json(
+        &run(strings(&["models", "list", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let model = models[0]["id"].as_str().unwrap().to_string();
+    let id = |a: &[&str]| {
+        let run = run.clone();
+        let a = strings(a);
+        async move {
+            let out = run(a).await.unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        }
+    };
+    // --id-only / -q on generated create commands.
+    let conv = id(&[
+        "conversation",
+        "create",
+        "--org-id",
+        &org,
+        "--title",
+        "x",
+        "-q",
+    ])
+    .await;
+    uuid::Uuid::parse_str(&conv).expect("only the id");
+    let session = id(&[
+        "conversation",
+        "create-session",
+        "--org-id",
+        &org,
+        "--conversation-id",
+        &conv,
+        "--model-id",
+        &model,
+        "--id-only",
+    ])
+    .await;
+    uuid::Uuid::parse_str(&session).expect("only the id");
+
+    let base_url = cx.base_url.clone();
+    let token = user.token.clone();
+    let (org2, session2) = (org.clone(), session.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
+            .args([
+                "conversation",
+                "chat",
+                "--org-id",
+                &org2,
+                "--chat-session-id",
+                &session2,
+            ])
+            .env("WORKSPACE_URL", base_url)
+            .env("WORKSPACE_TOKEN", token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"line one\nline two\n\n").unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let messages = json(
+        &run(strings(&[
+            "conversation",
+            "messages",
+            "--org-id",
+            &org,
+            "--conversation-id",
+            &conv,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let first = &messages["messages"][0];
+    assert_eq!(first["role"], "user", "{messages}");
+    assert_eq!(first["content"], "line one\nline two\n");
+    // The table shows it on one row, escaped.
+    let out = run(strings(&[
+        "conversation",
+        "messages",
+        "--org-id",
+        &org,
+        "--conversation-id",
+        &conv,
+        "--format",
+        "table",
+    ]))
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("line one\\nline two\\n"), "{table}");
+    assert!(!table.lines().any(|l| l.trim() == "line two"), "{table}");
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn unreachable_server_help_and_completions() {
+    let cli = Cli {
+        url: "http://127.0.0.1:1".to_string(),
+        config_dir: std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4())),
+    };
+    let out = cli.run(&["system", "health"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the server at http://127.0.0.1:1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("is workspace-server running? (WORKSPACE_URL / --url)"),
+        "{stderr}"
+    );
+
+    for (shell, marker) in [
+        ("bash", "_workspace()"),
+        ("zsh", "#compdef workspace"),
+        ("fish", "complete -c workspace"),
+    ] {
+        let out = cli.run(&["completions", shell], None);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains(marker),
+            "{shell}: {}",
+            &script[..script.len().min(200)]
+        );
+        assert!(script.contains("signup"), "{shell}");
+    }
+
+    // Group listings: one line per command; the full text in its own help.
+    let out = cli.run(&["auth", "--help"], None);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let signup = listing
+        .lines()
+        .find(|l| l.trim_start().starts_with("signup "))
+        .expect("signup listed");
+    assert!(signup.contains("Create an account."), "{listing}");
+    assert!(!listing.contains("Password policy"), "{listing}");
+    let out = cli.run(&["auth", "signup", "--help"], None);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Password policy"), "{help}");
+    assert!(!help.contains("XXX"), "{help}");
+    assert!(help.contains("Print an example JSON body"), "{help}");
+    // Consistent verbs: `org create` beside `org create-org`.
+    let out = cli.run(&["org", "--help"], None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[alias: create]"));
+    let out = cli.run(&["org", "create", "--help"], None);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--id-only"));
 }
 
 /// `kb create --from DIR` uploads a folder and follows the ingestion (a
