@@ -1435,3 +1435,60 @@ async fn kb_commands() {
     );
     cx.teardown().await;
 }
+
+/// The README's quickstart script (`scripts/quickstart.sh`) runs green
+/// against a real server with the CLI on PATH, so it cannot drift.
+#[tokio::test]
+async fn quickstart_script_runs() {
+    let model_dir = workspace_embedded_db::data_root()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    tokio::task::spawn_blocking(move || {
+        workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
+    })
+    .await
+    .unwrap();
+    let cx = TestContext::with_config("cli_quickstart", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_workspace"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("scripts")
+        .join("quickstart.sh");
+    let config_dir = std::env::temp_dir().join(format!("workspace-qs-{}", uuid::Uuid::new_v4()));
+    let url = cx.base_url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new("bash")
+            .arg(script)
+            .env("PATH", path)
+            .env("WORKSPACE_URL", url)
+            .env("WORKSPACE_CONFIG_DIR", config_dir)
+            .env_remove("WORKSPACE_TOKEN")
+            .env_remove("WORKSPACE_PROFILE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("logged in as ada-"), "{stdout}");
+    assert!(stdout.contains("invited bob-"), "{stdout}");
+    assert!(stdout.contains("offline-dev-model"), "{stdout}");
+    assert!(stdout.contains("lighthouse.txt"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("quickstart done"), "{stdout}");
+    cx.teardown().await;
+}
