@@ -10,6 +10,7 @@ pub mod files;
 pub mod invitations;
 pub mod kb;
 pub mod kb_ingest;
+pub mod mcp;
 pub mod models;
 pub mod orgs;
 pub mod roles;
