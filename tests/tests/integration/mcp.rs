@@ -535,3 +535,287 @@ async fn mcp_callback_with_a_bad_state_redirects_with_an_error() {
     }
     cx.teardown().await;
 }
+
+/// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
+/// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
+/// drop. Its tokens are deterministic so the test can use them.
+struct MockOauth {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
+
+impl MockOauth {
+    async fn start() -> MockOauth {
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("peers/node_modules/.bin/mock-llm");
+        assert!(
+            bin.exists(),
+            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+            bin.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().unwrap();
+        let config = json!({
+            "oauth": {
+                "protectedPaths": ["/mcp"],
+                "tokens": {
+                    "expiresInSeconds": 3600,
+                    "refreshable": true,
+                    "deterministic": {
+                        "nextAccessTokens": [MOCK_ACCESS_TOKEN],
+                        "nextRefreshTokens": ["mcp-refresh-001"],
+                    }
+                },
+                "metadata": {
+                    "registrationEndpointEnabled": true,
+                    "scopesSupported": ["mcp:read", "mcp:tools"],
+                    "issuerOverride": format!("{base}/"),
+                }
+            }
+        });
+        // JSON is YAML.
+        let path = dir.path().join("mock-llm.yaml");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let child = std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .env("PORT", port.to_string())
+            .env("HOST", "127.0.0.1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting mock-llm");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mock-llm did not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        MockOauth {
+            child,
+            base,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for MockOauth {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn mcp_oauth_discovery_registration_pkce_and_callback() {
+    let peer = MockOauth::start().await;
+    let mcp_url = format!("{}/mcp", peer.base);
+    let cx = context(
+        "mcp_oauth_discovery_registration_pkce_and_callback",
+        vec![server("Mock", "mock", &mcp_url, McpAuth::Oauth)],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-oauth").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+
+    // The endpoint really is protected.
+    let client = workspace_server::mcp::RmcpClient {
+        timeout: Duration::from_secs(20),
+    };
+    assert!(matches!(
+        client.list_tools(&mcp_url, None).await,
+        Err(workspace_server::mcp::McpError::Unauthorized(_))
+    ));
+
+    // Start: discovery, dynamic registration, PKCE S256, state.
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(
+            ConnectAccount::builder()
+                .server_id(id)
+                .flow_type(Some("settings".to_string())),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(start.status, "pending");
+    assert_eq!(start.connection_data.auth_config, "oauth2");
+    assert!(
+        start
+            .redirect_url
+            .starts_with(&format!("{}/authorize?", peer.base))
+    );
+    let q = query_of(&start.redirect_url);
+    assert_eq!(q["code_challenge_method"], "S256");
+    assert_eq!(q["redirect_uri"], format!("{API_PUBLIC}/api/mcp/callback"));
+    assert!(!q["client_id"].is_empty());
+    assert!(q["state"].len() >= 16);
+    let session_id: Uuid = start.id.parse().unwrap();
+    // The registration is kept (sealed) for the next connection.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 1);
+
+    // The authorization server approves and sends the browser back.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let approved = http.get(&start.redirect_url).send().await.unwrap();
+    assert_eq!(approved.status().as_u16(), 302);
+    let back = approved.headers()["location"].to_str().unwrap().to_string();
+    assert!(back.starts_with(&format!("{API_PUBLIC}/api/mcp/callback?")));
+    // `api_public_url` is a name for this test server.
+    let callback = back.replacen(API_PUBLIC, &cx.base_url, 1);
+    let landed = http.get(&callback).send().await.unwrap();
+    assert_eq!(landed.status().as_u16(), 303);
+    let location = landed.headers()["location"].to_str().unwrap().to_string();
+    let q = query_of(&location);
+    assert!(location.starts_with(&format!("{FRONTEND}/mcp/callback?")));
+    assert_eq!(q["mcp_server_id"], id.to_string());
+    assert_eq!(q["mcp_session_id"], session_id.to_string());
+    assert_eq!(q["flow_type"], "settings");
+    assert!(!q.contains_key("error"));
+
+    // Active, with its instance; the tokens are sealed at rest.
+    let instances = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(instances.len(), 1);
+    assert_eq!(instances[0].session_id, session_id);
+    assert_eq!(instances[0].status, "active");
+    let sealed: Vec<u8> = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT tokens_sealed FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !sealed
+            .windows(MOCK_ACCESS_TOKEN.len())
+            .any(|w| w == MOCK_ACCESS_TOKEN.as_bytes())
+    );
+    // The token the exchange obtained opens the protected MCP endpoint.
+    let tools = client
+        .list_tools(&mcp_url, Some(MOCK_ACCESS_TOKEN))
+        .await
+        .expect("tools with the token");
+    assert!(tools.iter().any(|t| t.name == "echo"));
+
+    // Replaying the callback creates nothing.
+    let replay = http.get(&callback).send().await.unwrap();
+    assert_eq!(replay.status().as_u16(), 303);
+    let location = replay.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(query_of(&location)["error"], "invalid_state");
+    let count: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_instances", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+
+    // A provider error fails the pending session and redirects with it.
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let state = query_of(&start.redirect_url)["state"].clone();
+    let denied = http
+        .get(format!("{}/api/mcp/callback", cx.base_url))
+        .query(&[("error", "access_denied"), ("state", state.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let location = denied.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(query_of(&location)["error"], "access_denied");
+    let status: String = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT status FROM mcp_sessions WHERE id = $1",
+            &[&start.id.parse::<Uuid>().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "failed");
+    // Still one registration: the stored client was reused.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 1);
+
+    // Deleting the instance removes the session and its tokens.
+    owner
+        .client
+        .mcp_delete_instance()
+        .org_id(org)
+        .instance_id(instances[0].id)
+        .send()
+        .await
+        .unwrap();
+    let left: i64 = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    cx.teardown().await;
+}
