@@ -1780,6 +1780,51 @@ pub trait WorkspaceApi {
         query: QueryParams<orgs::OrgQuery>,
         body: JsonBody<mcp::GenerateUrl>,
     ) -> Result<HttpResponseOk<mcp::McpUrl>, HttpError>;
+
+    /// MCP gateway: send a message (MCP streamable HTTP).
+    ///
+    /// Public: the secret of the URL made by `generate_url` is the
+    /// credential (only its SHA-256 is stored). Any MCP client uses
+    /// `{api_public_url}/api/mcp/gateway/{secret}` as a streamable HTTP
+    /// endpoint: the request (its body and the `Content-Type`, `Accept`,
+    /// `Mcp-Session-Id`, `Mcp-Protocol-Version`, `Last-Event-ID` headers)
+    /// is forwarded to the instance's MCP server with the user's OAuth
+    /// access token, and the answer (JSON or an event stream) is streamed
+    /// back with its status and MCP headers. `404 not_found` for an unknown
+    /// secret, `409 mcp_instance_not_active` when the session needs a new
+    /// authorization, `502 mcp_server_unavailable` when the server cannot
+    /// be reached or rejects the stored credentials.
+    #[endpoint {
+        method = POST,
+        path = "/api/mcp/gateway/{secret}",
+        tags = ["mcp"],
+        request_body_max_bytes = 4_194_304,
+    }]
+    async fn mcp_gateway_post(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// MCP gateway: open the server's event stream.
+    ///
+    /// As `POST /api/mcp/gateway/{secret}`, for the streamable HTTP `GET`
+    /// (server-initiated messages, resumption with `Last-Event-ID`).
+    #[endpoint { method = GET, path = "/api/mcp/gateway/{secret}", tags = ["mcp"] }]
+    async fn mcp_gateway_get(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// MCP gateway: end the MCP session.
+    ///
+    /// As `POST /api/mcp/gateway/{secret}`, for the streamable HTTP
+    /// `DELETE` that ends an `Mcp-Session-Id`.
+    #[endpoint { method = DELETE, path = "/api/mcp/gateway/{secret}", tags = ["mcp"] }]
+    async fn mcp_gateway_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

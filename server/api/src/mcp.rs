@@ -190,3 +190,9 @@ pub struct McpUrl {
     /// The session's state.
     pub status: String,
 }
+
+/// Path of the MCP gateway operations: the secret made by `generate_url`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct GatewayPath {
+    pub secret: String,
+}

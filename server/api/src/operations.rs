@@ -20,6 +20,10 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "chat_ws",
     // MCP: the OAuth redirect target; its single-use `state` is the credential.
     "mcp_callback",
+    // MCP gateway: the secret in the path is the credential.
+    "mcp_gateway_post",
+    "mcp_gateway_get",
+    "mcp_gateway_delete",
 ];
 
 /// Operations authenticated by a deployment key (`wsk_live_…`) instead of
@@ -75,6 +79,10 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
     "deployments_models_preflight",
     // MCP: the OAuth redirect target, followed by browsers (a 303).
     "mcp_callback",
+    // MCP gateway: any MCP client is its client.
+    "mcp_gateway_post",
+    "mcp_gateway_get",
+    "mcp_gateway_delete",
 ];
 
 /// Operations left out of the generated CLI only (the client still has
@@ -878,6 +886,30 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "mcp_generate_url",
         &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "mcp_gateway_post",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_gateway_get",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_gateway_delete",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
     ),
 ];
 

@@ -146,3 +146,15 @@ pub async fn generate_url(
         app::mcp::generate_url(cx, &access, body.into_inner()).await?,
     ))
 }
+
+/// Public: the secret in the path is the credential.
+pub async fn gateway(
+    rqctx: Ctx,
+    path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    method: reqwest::Method,
+    body: bytes::Bytes,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let secret = path.into_inner().secret;
+    Ok(app::mcp_gateway::forward(cx, &secret, method, rqctx.request.headers(), body).await?)
+}

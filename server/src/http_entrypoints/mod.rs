@@ -964,4 +964,30 @@ impl WorkspaceApi for WorkspaceImpl {
         let probe = Probe::new(&rqctx);
         probe.done(mcp::generate_url(rqctx, query, body).await)
     }
+
+    async fn mcp_gateway_post(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        let body = bytes::Bytes::copy_from_slice(body.as_bytes());
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::POST, body).await)
+    }
+
+    async fn mcp_gateway_get(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::GET, bytes::Bytes::new()).await)
+    }
+
+    async fn mcp_gateway_delete(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::DELETE, bytes::Bytes::new()).await)
+    }
 }

@@ -299,3 +299,85 @@ pub async fn revoke(
     }
     Ok(())
 }
+
+/// Why a refresh failed.
+pub enum RefreshError {
+    /// The grant is gone (`invalid_grant`, `401`): connect again.
+    Revoked(String),
+    /// Anything else (unreachable, `5xx`): try again later.
+    Failed(String),
+}
+
+/// Exchanges the refresh token for new tokens (RFC 6749 section 6) at
+/// the token endpoint, authenticating as the endpoint declares (a secret,
+/// when the client has one, by `client_secret_post`; else the public
+/// client's `client_id`). A server that does not return a new refresh
+/// token keeps the old one valid.
+pub async fn refresh(tokens: &StoredTokens) -> Result<Tokens, RefreshError> {
+    let Some(refresh_token) = tokens.refresh_token() else {
+        return Err(RefreshError::Revoked("no refresh token".to_string()));
+    };
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token),
+        ("client_id", tokens.client.client_id.as_str()),
+    ];
+    if let Some(secret) = tokens.client.client_secret.as_deref() {
+        form.push(("client_secret", secret));
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    let response = reqwest::Client::new()
+        .post(&tokens.token_endpoint)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(reqwest::header::ACCEPT, "application/json")
+        .body(body)
+        .timeout(std::time::Duration::from_secs(15))
+        .send()
+        .await
+        .map_err(|e| RefreshError::Failed(e.to_string()))?;
+    let status = response.status();
+    let json: serde_json::Value = response.json().await.unwrap_or_default();
+    if !status.is_success() {
+        let error = json
+            .get("error")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        return Err(
+            if status.as_u16() == 401 || error == "invalid_grant" || error == "invalid_client" {
+                RefreshError::Revoked(format!("{status} {error}"))
+            } else {
+                RefreshError::Failed(format!("{status} {error}"))
+            },
+        );
+    }
+    if json.get("access_token").and_then(|v| v.as_str()).is_none() {
+        return Err(RefreshError::Failed("no access_token in the answer".into()));
+    }
+    let mut token = json;
+    if token.get("refresh_token").is_none()
+        && let Some(map) = token.as_object_mut()
+    {
+        map.insert("refresh_token".into(), refresh_token.into());
+    }
+    let received_at = Utc::now();
+    let expires_at = token
+        .get("expires_in")
+        .and_then(|v| v.as_i64())
+        .map(|secs| received_at + chrono::Duration::seconds(secs));
+    Ok(Tokens {
+        stored: StoredTokens {
+            token,
+            received_at,
+            client: tokens.client.clone(),
+            token_endpoint: tokens.token_endpoint.clone(),
+            revocation_endpoint: tokens.revocation_endpoint.clone(),
+        },
+        expires_at,
+    })
+}

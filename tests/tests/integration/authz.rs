@@ -859,6 +859,18 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"server_id": Uuid::nil(), "session_id": Uuid::nil()})),
             ),
         ),
+        "mcp_gateway_post" => (
+            Scope::Public,
+            call(M::POST, "/api/mcp/gateway/x", vec![], Some(json!({}))),
+        ),
+        "mcp_gateway_get" => (
+            Scope::Public,
+            call(M::GET, "/api/mcp/gateway/x", vec![], None),
+        ),
+        "mcp_gateway_delete" => (
+            Scope::Public,
+            call(M::DELETE, "/api/mcp/gateway/x", vec![], None),
+        ),
         _ => return None,
     })
 }

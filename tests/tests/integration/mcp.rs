@@ -273,6 +273,23 @@ async fn mcp_catalog_tools_instances_and_isolation() {
             .starts_with(&format!("{API_PUBLIC}/api/mcp/gateway/"))
     );
     assert_ne!(first.mcp_url, second.mcp_url);
+    // The gateway URL works from an independent MCP client (rmcp over
+    // streamable HTTP); the replaced URL no longer does.
+    let gateway = second.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
+    let through = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools via the gateway");
+    assert!(through.iter().any(|t| t.name == "echo"));
+    let mut args = serde_json::Map::new();
+    args.insert("message".into(), json!("through the gateway"));
+    let out = client
+        .call_tool(&gateway, None, "echo", args)
+        .await
+        .expect("echo via the gateway");
+    assert!(out.result.to_string().contains("through the gateway"));
+    let stale = first.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
+    assert!(client.list_tools(&stale, None).await.is_err());
 
     // Nobody else sees or touches the instance: another member of the
     // organization, and another organization's member with their own org.
@@ -392,6 +409,17 @@ async fn mcp_catalog_tools_instances_and_isolation() {
             .send()
             .await,
     );
+    assert_eq!((s, c.as_str()), (404, "not_found"));
+    let path = reqwest::Url::parse(&gateway).unwrap().path().to_string();
+    let (s, c) = raw(
+        &cx.base_url,
+        None,
+        Method::POST,
+        &path,
+        &[],
+        Some(json!({})),
+    )
+    .await;
     assert_eq!((s, c.as_str()), (404, "not_found"));
     cx.teardown().await;
 }
@@ -742,6 +770,85 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .await
         .expect("tools with the token");
     assert!(tools.iter().any(|t| t.name == "echo"));
+
+    // Through the gateway: the user's token is added by the service.
+    let url = owner
+        .client
+        .mcp_generate_url()
+        .org_id(org)
+        .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .mcp_url;
+    let gateway = url.replacen(API_PUBLIC, &cx.base_url, 1);
+    let via = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools via the gateway");
+    assert!(via.iter().any(|t| t.name == "echo"));
+    // The provider expires the access token: a 401 refreshes silently and
+    // the call goes through with the new token.
+    let control = reqwest::Client::new();
+    control
+        .post(format!("{}/oauth/expire", peer.base))
+        .json(&json!({"token": MOCK_ACCESS_TOKEN}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    assert!(
+        client
+            .list_tools(&mcp_url, Some(MOCK_ACCESS_TOKEN))
+            .await
+            .is_err()
+    );
+    let via = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools after a silent refresh");
+    assert!(via.iter().any(|t| t.name == "echo"));
+    let sealed_after: Vec<u8> = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT tokens_sealed FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(sealed_after, sealed, "the refreshed tokens are stored");
+    // The provider revokes the grant: the instance needs a new
+    // authorization instead of failing silently.
+    control
+        .post(format!("{}/oauth/revoke", peer.base))
+        .json(&json!({"refresh_token": "mcp-refresh-001"}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    let path = reqwest::Url::parse(&gateway).unwrap().path().to_string();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let (s, c) = raw(&cx.base_url, None, Method::POST, &path, &[], Some(init)).await;
+    assert_eq!((s, c.as_str()), (409, "mcp_instance_not_active"));
+    let status = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .status
+        .clone();
+    assert_eq!(status, "needs_reauth");
 
     // Replaying the callback creates nothing.
     let replay = http.get(&callback).send().await.unwrap();

@@ -544,3 +544,107 @@ impl Datastore {
         Ok(row.get(0))
     }
 }
+
+/// What the gateway needs of the instance behind a secret.
+pub struct GatewayTarget {
+    pub session_id: Uuid,
+    pub server_id: Uuid,
+    pub user_id: Uuid,
+    pub url: String,
+    pub status: McpSessionStatus,
+    pub tokens_sealed: Option<Vec<u8>>,
+    pub token_expires_at: Option<DateTime<Utc>>,
+}
+
+impl Datastore {
+    /// The instance whose gateway secret hashes to `secret_hash`. Not
+    /// tenant-scoped: the unguessable secret is the credential (the
+    /// gateway acts for the instance's own user only).
+    pub async fn mcp_gateway_target(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<GatewayTarget>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
+                    ss.token_expires_at \
+                 FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
+                 JOIN mcp_servers s ON s.id = i.server_id \
+                 WHERE i.gateway_secret_hash = $1",
+                &[&secret_hash],
+            )
+            .await?;
+        Ok(row.map(|r| GatewayTarget {
+            session_id: r.get(0),
+            server_id: r.get(1),
+            user_id: r.get(2),
+            url: r.get(3),
+            status: r.get(4),
+            tokens_sealed: r.get(5),
+            token_expires_at: r.get(6),
+        }))
+    }
+
+    /// Runs `refresh` on a session's current tokens while holding the
+    /// refresh lock of its (user, server) (a transaction-scoped advisory
+    /// lock, so one refresh at a time across instances of the service:
+    /// servers that rotate refresh tokens invalidate the old one on first
+    /// use). `refresh` sees the tokens as stored after the lock was taken
+    /// (another instance may just have refreshed them) and returns the new
+    /// sealed tokens to store (or `None` to keep them) and a value handed
+    /// back. `None` when the session is no longer active.
+    #[allow(clippy::type_complexity)]
+    pub async fn mcp_session_refresh<F, Fut, T>(
+        &self,
+        target: &GatewayTarget,
+        refresh: F,
+    ) -> Result<Option<T>, Error>
+    where
+        F: FnOnce(Option<Vec<u8>>, Option<DateTime<Utc>>) -> Fut,
+        Fut: std::future::Future<
+                Output = Result<(Option<(Vec<u8>, Option<DateTime<Utc>>)>, T), Error>,
+            >,
+    {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('mcp_refresh:' || $1::uuid::text || ':' || $2::uuid::text, 0))",
+            &[&target.user_id, &target.server_id],
+        )
+        .await?;
+        let Some(row) = tx
+            .query_opt(
+                "SELECT tokens_sealed, token_expires_at FROM mcp_sessions \
+                 WHERE id = $1 AND status = 'active'",
+                &[&target.session_id],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let (store, value) = refresh(row.get(0), row.get(1)).await?;
+        if let Some((sealed, expires)) = store {
+            tx.execute(
+                "UPDATE mcp_sessions SET tokens_sealed = $2, token_expires_at = $3, \
+                    updated_at = now() WHERE id = $1",
+                &[&target.session_id, &sealed, &expires],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(value))
+    }
+
+    /// Marks a session whose grant no longer works `needs_reauth`.
+    pub async fn mcp_session_needs_reauth(&self, session_id: Uuid) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "UPDATE mcp_sessions SET status = 'needs_reauth', updated_at = now() \
+             WHERE id = $1 AND status = 'active'",
+            &[&session_id],
+        )
+        .await?;
+        Ok(())
+    }
+}
