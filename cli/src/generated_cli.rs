@@ -60,6 +60,13 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::KbRetryDocument => Self::cli_kb_retry_document(),
             CliCommand::KbSearch => Self::cli_kb_search(),
             CliCommand::KbUpdate => Self::cli_kb_update(),
+            CliCommand::McpConnectAccount => Self::cli_mcp_connect_account(),
+            CliCommand::McpGenerateUrl => Self::cli_mcp_generate_url(),
+            CliCommand::McpUpdateInstance => Self::cli_mcp_update_instance(),
+            CliCommand::McpDeleteInstance => Self::cli_mcp_delete_instance(),
+            CliCommand::McpListInstances => Self::cli_mcp_list_instances(),
+            CliCommand::McpListServers => Self::cli_mcp_list_servers(),
+            CliCommand::McpServerWithTools => Self::cli_mcp_server_with_tools(),
             CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
@@ -1520,6 +1527,194 @@ impl<T: CliConfig> Cli<T> {
                 "Rename or describe a knowledge base.\n\nPermission `kb:write`. Absent fields stay; the same limits as `create` (`400 invalid_name`, `400 invalid_description`). `404 not_found` as for `get`.",
             )
     }
+    pub fn cli_mcp_connect_account() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("flow-type")
+                    .long("flow-type")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "Where the flow started (e.g. `chat`, `settings`): 1 to 50 of `[A-Za-z0-9_-]`, handed back to the frontend.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("server-id")
+                    .long("server-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Start connecting the caller's account to an MCP server.\n\nPermission `mcp:write`. The organization's `mcp_sessions` quota counts its active and unexpired pending sessions (all users): when exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth = \"none\"`: the session is `active` at once, its instance is created, and `redirect_url` is the frontend's callback page. An OAuth server: a `pending` session; `redirect_url` is the authorization server's authorization endpoint (found by RFC 9728 then RFC 8414 discovery, the client registered by RFC 7591 when none is configured) with PKCE S256 and a single-use `state` bound to the session, expiring after `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400 invalid_flow_type`).",
+            )
+    }
+    pub fn cli_mcp_generate_url() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("server-id")
+                    .long("server-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("session-id")
+                    .long("session-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Generate the MCP gateway URL of an instance.\n\nPermission `mcp:write`. `session_id` must be the caller's session of `server_id` in the organization with an instance (`404 not_found`). Each call makes a new unguessable secret (the previous URL stops working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`; only the secret's SHA-256 is stored. `status` is the session's.",
+            )
+    }
+    pub fn cli_mcp_update_instance() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("instance-id")
+                    .long("instance-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::InstanceRenameName))
+                    .required_unless_present("json-body")
+                    .help("1 to 100 characters after trimming."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rename an MCP instance.\n\nPermission `mcp:write`. `name` 1 to 100 characters after trimming, without control characters (`400 invalid_name`). `404 not_found` unless the instance is the caller's in the organization.",
+            )
+    }
+    pub fn cli_mcp_delete_instance() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("instance-id")
+                    .long("instance-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete an MCP instance.\n\nPermission `mcp:write`. Irreversible: removes the instance and its session with the sealed tokens (its gateway URL stops working). OAuth tokens are revoked at the provider (RFC 7009) when it declares a revocation endpoint; a failing revocation is logged and does not keep the instance. `404 not_found` unless the instance is the caller's in the organization.",
+            )
+    }
+    pub fn cli_mcp_list_instances() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("server-id")
+                    .long("server-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("Only instances of this server."),
+            )
+            .about(
+                "List the caller's MCP instances.\n\nPermission `mcp:read`. The caller's own instances in the organization (never another user's), oldest first; `server_id` filters to one server.",
+            )
+    }
+    pub fn cli_mcp_list_servers() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the MCP servers of the catalog.\n\nPermission `mcp:read`. The servers configured by the operator (`[[mcp_servers]]`), by name; ids are stable across restarts. `server_instance_count` counts the caller's instances of each server in the organization.",
+            )
+    }
+    pub fn cli_mcp_server_with_tools() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("server-id")
+                    .long("server-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP (unauthenticated: the catalog view) and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. A server that requires authorization to list its tools, or that cannot be reached while nothing is cached, answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.",
+            )
+    }
     pub fn cli_models_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -2500,6 +2695,13 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::KbRetryDocument => self.execute_kb_retry_document(matches).await,
             CliCommand::KbSearch => self.execute_kb_search(matches).await,
             CliCommand::KbUpdate => self.execute_kb_update(matches).await,
+            CliCommand::McpConnectAccount => self.execute_mcp_connect_account(matches).await,
+            CliCommand::McpGenerateUrl => self.execute_mcp_generate_url(matches).await,
+            CliCommand::McpUpdateInstance => self.execute_mcp_update_instance(matches).await,
+            CliCommand::McpDeleteInstance => self.execute_mcp_delete_instance(matches).await,
+            CliCommand::McpListInstances => self.execute_mcp_list_instances(matches).await,
+            CliCommand::McpListServers => self.execute_mcp_list_servers(matches).await,
+            CliCommand::McpServerWithTools => self.execute_mcp_server_with_tools(matches).await,
             CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
@@ -3839,6 +4041,208 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_mcp_connect_account(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_connect_account();
+        if let Some(value) = matches.get_one::<::std::string::String>("flow-type") {
+            request = request.body_map(|body| body.flow_type(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("server-id") {
+            request = request.body_map(|body| body.server_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConnectAccount>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_mcp_connect_account(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_generate_url(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_generate_url();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("server-id") {
+            request = request.body_map(|body| body.server_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("session-id") {
+            request = request.body_map(|body| body.session_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::GenerateUrl>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_mcp_generate_url(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_update_instance(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_update_instance();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("instance-id") {
+            request = request.instance_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::InstanceRenameName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::InstanceRename>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_mcp_update_instance(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_delete_instance(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_delete_instance();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("instance-id") {
+            request = request.instance_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_mcp_delete_instance(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_list_instances(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_list_instances();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("server-id") {
+            request = request.server_id(value.clone());
+        }
+        self.config
+            .execute_mcp_list_instances(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_list_servers(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_list_servers();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_mcp_list_servers(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_mcp_server_with_tools(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.mcp_server_with_tools();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("server-id") {
+            request = request.server_id(value.clone());
+        }
+        self.config
+            .execute_mcp_server_with_tools(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_models_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.models_list();
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -4992,6 +5396,55 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_mcp_connect_account(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpConnectAccount,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_generate_url(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpGenerateUrl,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_update_instance(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpUpdateInstance,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_delete_instance(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpDeleteInstance,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_list_instances(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpListInstances,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_list_servers(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpListServers,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_mcp_server_with_tools(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::McpServerWithTools,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_models_list(
         &self,
         matches: &::clap::ArgMatches,
@@ -5245,6 +5698,13 @@ pub enum CliCommand {
     KbRetryDocument,
     KbSearch,
     KbUpdate,
+    McpConnectAccount,
+    McpGenerateUrl,
+    McpUpdateInstance,
+    McpDeleteInstance,
+    McpListInstances,
+    McpListServers,
+    McpServerWithTools,
     ModelsList,
     OrgAddMember,
     OrgCreateOrg,
@@ -5325,6 +5785,13 @@ impl CliCommand {
             CliCommand::KbRetryDocument,
             CliCommand::KbSearch,
             CliCommand::KbUpdate,
+            CliCommand::McpConnectAccount,
+            CliCommand::McpGenerateUrl,
+            CliCommand::McpUpdateInstance,
+            CliCommand::McpDeleteInstance,
+            CliCommand::McpListInstances,
+            CliCommand::McpListServers,
+            CliCommand::McpServerWithTools,
             CliCommand::ModelsList,
             CliCommand::OrgAddMember,
             CliCommand::OrgCreateOrg,
@@ -5406,6 +5873,13 @@ impl CliCommand {
             CliCommand::KbRetryDocument => "kb_retry_document",
             CliCommand::KbSearch => "kb_search",
             CliCommand::KbUpdate => "kb_update",
+            CliCommand::McpConnectAccount => "mcp_connect_account",
+            CliCommand::McpGenerateUrl => "mcp_generate_url",
+            CliCommand::McpUpdateInstance => "mcp_update_instance",
+            CliCommand::McpDeleteInstance => "mcp_delete_instance",
+            CliCommand::McpListInstances => "mcp_list_instances",
+            CliCommand::McpListServers => "mcp_list_servers",
+            CliCommand::McpServerWithTools => "mcp_server_with_tools",
             CliCommand::ModelsList => "models_list",
             CliCommand::OrgAddMember => "org_add_member",
             CliCommand::OrgCreateOrg => "org_create_org",

@@ -47,6 +47,10 @@ const GROUPS: &[(&str, &str)] = &[
         "deployments",
         "Agent deployments, their keys, and invoking a deployed agent",
     ),
+    (
+        "mcp",
+        "MCP servers, account connections, instances and gateway URLs",
+    ),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {

@@ -2557,6 +2557,58 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/mcp/connect_account`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ConnectAccount {
+        ///Where the flow started (e.g. `chat`, `settings`): 1 to 50 of `[A-Za-z0-9_-]`, handed back to the frontend.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub flow_type: ::std::option::Option<::std::string::String>,
+        pub server_id: ::uuid::Uuid,
+    }
+    impl ConnectAccount {
+        pub fn builder() -> builder::ConnectAccount {
+            Default::default()
+        }
+    }
+    ///What the frontend needs to know about the connection's authentication.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConnectionData {
+        ///`oauth2` or `none`.
+        #[serde(rename = "authConfig")]
+        pub auth_config: ::std::string::String,
+        ///The query parameters the callback expects (`code`, `state` for OAuth; none otherwise).
+        #[serde(rename = "expectedParams")]
+        pub expected_params: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ConnectionData {
+        pub fn builder() -> builder::ConnectionData {
+            Default::default()
+        }
+    }
+    ///Answer of `POST /api/mcp/connect_account`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConnectionStart {
+        #[serde(rename = "connectionData")]
+        pub connection_data: ConnectionData,
+        ///The session (connected account) id.
+        pub id: ::std::string::String,
+        ///OAuth: the provider's authorization URL. Without authentication: the frontend's callback page.
+        pub redirect_url: ::std::string::String,
+        ///`pending` (OAuth: finish at `redirect_url`) or `active` (a server without authentication: the instance exists already).
+        pub status: ::std::string::String,
+    }
+    impl ConnectionStart {
+        pub fn builder() -> builder::ConnectionStart {
+            Default::default()
+        }
+    }
     ///A conversation.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -4212,6 +4264,20 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/mcp/generate_url`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct GenerateUrl {
+        pub server_id: ::uuid::Uuid,
+        pub session_id: ::uuid::Uuid,
+    }
+    impl GenerateUrl {
+        pub fn builder() -> builder::GenerateUrl {
+            Default::default()
+        }
+    }
     ///Result of a health or readiness probe.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -4223,6 +4289,75 @@ pub mod types {
     impl HealthStatus {
         pub fn builder() -> builder::HealthStatus {
             Default::default()
+        }
+    }
+    ///Body of `PUT /api/mcp/instance`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct InstanceRename {
+        ///1 to 100 characters after trimming.
+        pub name: InstanceRenameName,
+    }
+    impl InstanceRename {
+        pub fn builder() -> builder::InstanceRename {
+            Default::default()
+        }
+    }
+    ///1 to 100 characters after trimming.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct InstanceRenameName(::std::string::String);
+    impl ::std::ops::Deref for InstanceRenameName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InstanceRenameName> for ::std::string::String {
+        fn from(value: InstanceRenameName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InstanceRenameName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InstanceRenameName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InstanceRenameName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InstanceRenameName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///An invitation, as returned by `create` and `get`.
@@ -6011,6 +6146,139 @@ pub mod types {
     }
     impl LoginResponse {
         pub fn builder() -> builder::LoginResponse {
+            Default::default()
+        }
+    }
+    ///`{success, message}` answer of `DELETE /api/mcp/instance`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpDeleted {
+        pub message: ::std::string::String,
+        pub success: bool,
+    }
+    impl McpDeleted {
+        pub fn builder() -> builder::McpDeleted {
+            Default::default()
+        }
+    }
+    ///An MCP instance: the caller's usable connection to a server.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpInstance {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The custom name (default: the server's `toolkit_name`).
+        pub name: ::std::string::String,
+        pub server_id: ::uuid::Uuid,
+        pub session_id: ::uuid::Uuid,
+        ///The session's state: `active` or `needs_reauth`.
+        pub status: ::std::string::String,
+        pub toolkit_name: ::std::string::String,
+        pub toolkit_slug: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl McpInstance {
+        pub fn builder() -> builder::McpInstance {
+            Default::default()
+        }
+    }
+    ///`{instances}` answer of `GET /api/mcp/list_instances`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpInstanceList {
+        pub instances: ::std::vec::Vec<McpInstance>,
+    }
+    impl McpInstanceList {
+        pub fn builder() -> builder::McpInstanceList {
+            Default::default()
+        }
+    }
+    ///An MCP server of the catalog.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpServer {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        ///The caller's instances of this server in the organization.
+        pub server_instance_count: i64,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub toolkit_logo: ::std::option::Option<::std::string::String>,
+        pub toolkit_name: ::std::string::String,
+        ///URL-safe.
+        pub toolkit_slug: ::std::string::String,
+    }
+    impl McpServer {
+        pub fn builder() -> builder::McpServer {
+            Default::default()
+        }
+    }
+    ///`{servers}` answer of `GET /api/mcp/list_servers`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpServerList {
+        pub servers: ::std::vec::Vec<McpServer>,
+    }
+    impl McpServerList {
+        pub fn builder() -> builder::McpServerList {
+            Default::default()
+        }
+    }
+    ///An MCP server with its tools.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpServerWithTools {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub server_instance_count: i64,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub toolkit_logo: ::std::option::Option<::std::string::String>,
+        pub toolkit_name: ::std::string::String,
+        pub toolkit_slug: ::std::string::String,
+        pub tools: ::std::vec::Vec<McpTool>,
+    }
+    impl McpServerWithTools {
+        pub fn builder() -> builder::McpServerWithTools {
+            Default::default()
+        }
+    }
+    ///A tool of an MCP server.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpTool {
+        ///Empty when the server gives none.
+        pub description: ::std::string::String,
+        ///The tool's name on the server.
+        pub name: ::std::string::String,
+        ///`{toolkit_slug}_{name}`, lowercase, URL-safe: unique across servers.
+        pub slug: ::std::string::String,
+        ///The server's `toolkit_slug`.
+        pub toolkit: ::std::string::String,
+    }
+    impl McpTool {
+        pub fn builder() -> builder::McpTool {
+            Default::default()
+        }
+    }
+    ///Answer of `POST /api/mcp/generate_url`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct McpUrl {
+        pub mcp_url: ::std::string::String,
+        ///The session's state.
+        pub status: ::std::string::String,
+    }
+    impl McpUrl {
+        pub fn builder() -> builder::McpUrl {
             Default::default()
         }
     }
@@ -13850,6 +14118,202 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ConnectAccount {
+            flow_type: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            server_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConnectAccount {
+            fn default() -> Self {
+                Self {
+                    flow_type: Ok(Default::default()),
+                    server_id: Err("no value supplied for server_id".to_string()),
+                }
+            }
+        }
+        impl ConnectAccount {
+            pub fn flow_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.flow_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for flow_type: {e}"));
+                self
+            }
+            pub fn server_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for server_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConnectAccount> for super::ConnectAccount {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConnectAccount,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    flow_type: value.flow_type?,
+                    server_id: value.server_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConnectAccount> for ConnectAccount {
+            fn from(value: super::ConnectAccount) -> Self {
+                Self {
+                    flow_type: Ok(value.flow_type),
+                    server_id: Ok(value.server_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConnectionData {
+            auth_config: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expected_params: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConnectionData {
+            fn default() -> Self {
+                Self {
+                    auth_config: Err("no value supplied for auth_config".to_string()),
+                    expected_params: Err("no value supplied for expected_params".to_string()),
+                }
+            }
+        }
+        impl ConnectionData {
+            pub fn auth_config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.auth_config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for auth_config: {e}"));
+                self
+            }
+            pub fn expected_params<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expected_params = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for expected_params: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConnectionData> for super::ConnectionData {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConnectionData,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    auth_config: value.auth_config?,
+                    expected_params: value.expected_params?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConnectionData> for ConnectionData {
+            fn from(value: super::ConnectionData) -> Self {
+                Self {
+                    auth_config: Ok(value.auth_config),
+                    expected_params: Ok(value.expected_params),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConnectionStart {
+            connection_data: ::std::result::Result<super::ConnectionData, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            redirect_url: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConnectionStart {
+            fn default() -> Self {
+                Self {
+                    connection_data: Err("no value supplied for connection_data".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    redirect_url: Err("no value supplied for redirect_url".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ConnectionStart {
+            pub fn connection_data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConnectionData>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.connection_data = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for connection_data: {e}")
+                });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn redirect_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.redirect_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for redirect_url: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConnectionStart> for super::ConnectionStart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConnectionStart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    connection_data: value.connection_data?,
+                    id: value.id?,
+                    redirect_url: value.redirect_url?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConnectionStart> for ConnectionStart {
+            fn from(value: super::ConnectionStart) -> Self {
+                Self {
+                    connection_data: Ok(value.connection_data),
+                    id: Ok(value.id),
+                    redirect_url: Ok(value.redirect_url),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Conversation {
             created_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
@@ -16126,6 +16590,60 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct GenerateUrl {
+            server_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for GenerateUrl {
+            fn default() -> Self {
+                Self {
+                    server_id: Err("no value supplied for server_id".to_string()),
+                    session_id: Err("no value supplied for session_id".to_string()),
+                }
+            }
+        }
+        impl GenerateUrl {
+            pub fn server_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for server_id: {e}"));
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<GenerateUrl> for super::GenerateUrl {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: GenerateUrl,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    server_id: value.server_id?,
+                    session_id: value.session_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::GenerateUrl> for GenerateUrl {
+            fn from(value: super::GenerateUrl) -> Self {
+                Self {
+                    server_id: Ok(value.server_id),
+                    session_id: Ok(value.session_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct HealthStatus {
             status: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -16162,6 +16680,44 @@ pub mod types {
             fn from(value: super::HealthStatus) -> Self {
                 Self {
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct InstanceRename {
+            name: ::std::result::Result<super::InstanceRenameName, ::std::string::String>,
+        }
+        impl ::std::default::Default for InstanceRename {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl InstanceRename {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InstanceRenameName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InstanceRename> for super::InstanceRename {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InstanceRename,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { name: value.name? })
+            }
+        }
+        impl ::std::convert::From<super::InstanceRename> for InstanceRename {
+            fn from(value: super::InstanceRename) -> Self {
+                Self {
+                    name: Ok(value.name),
                 }
             }
         }
@@ -19452,6 +20008,714 @@ pub mod types {
                     access_token: Ok(value.access_token),
                     expires_in: Ok(value.expires_in),
                     token_type: Ok(value.token_type),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpDeleted {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            success: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpDeleted {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    success: Err("no value supplied for success".to_string()),
+                }
+            }
+        }
+        impl McpDeleted {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn success<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.success = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for success: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpDeleted> for super::McpDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    success: value.success?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpDeleted> for McpDeleted {
+            fn from(value: super::McpDeleted) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpInstance {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            server_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            toolkit_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            toolkit_slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for McpInstance {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    server_id: Err("no value supplied for server_id".to_string()),
+                    session_id: Err("no value supplied for session_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    toolkit_name: Err("no value supplied for toolkit_name".to_string()),
+                    toolkit_slug: Err("no value supplied for toolkit_slug".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl McpInstance {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn server_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for server_id: {e}"));
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn toolkit_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_name: {e}"));
+                self
+            }
+            pub fn toolkit_slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_slug: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpInstance> for super::McpInstance {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpInstance,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    name: value.name?,
+                    server_id: value.server_id?,
+                    session_id: value.session_id?,
+                    status: value.status?,
+                    toolkit_name: value.toolkit_name?,
+                    toolkit_slug: value.toolkit_slug?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpInstance> for McpInstance {
+            fn from(value: super::McpInstance) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    server_id: Ok(value.server_id),
+                    session_id: Ok(value.session_id),
+                    status: Ok(value.status),
+                    toolkit_name: Ok(value.toolkit_name),
+                    toolkit_slug: Ok(value.toolkit_slug),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpInstanceList {
+            instances:
+                ::std::result::Result<::std::vec::Vec<super::McpInstance>, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpInstanceList {
+            fn default() -> Self {
+                Self {
+                    instances: Err("no value supplied for instances".to_string()),
+                }
+            }
+        }
+        impl McpInstanceList {
+            pub fn instances<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::McpInstance>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.instances = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for instances: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpInstanceList> for super::McpInstanceList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpInstanceList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    instances: value.instances?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpInstanceList> for McpInstanceList {
+            fn from(value: super::McpInstanceList) -> Self {
+                Self {
+                    instances: Ok(value.instances),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpServer {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            server_instance_count: ::std::result::Result<i64, ::std::string::String>,
+            toolkit_logo: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            toolkit_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            toolkit_slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpServer {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    server_instance_count: Err(
+                        "no value supplied for server_instance_count".to_string()
+                    ),
+                    toolkit_logo: Err("no value supplied for toolkit_logo".to_string()),
+                    toolkit_name: Err("no value supplied for toolkit_name".to_string()),
+                    toolkit_slug: Err("no value supplied for toolkit_slug".to_string()),
+                }
+            }
+        }
+        impl McpServer {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn server_instance_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_instance_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for server_instance_count: {e}")
+                });
+                self
+            }
+            pub fn toolkit_logo<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_logo = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_logo: {e}"));
+                self
+            }
+            pub fn toolkit_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_name: {e}"));
+                self
+            }
+            pub fn toolkit_slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_slug: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpServer> for super::McpServer {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpServer,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    name: value.name?,
+                    server_instance_count: value.server_instance_count?,
+                    toolkit_logo: value.toolkit_logo?,
+                    toolkit_name: value.toolkit_name?,
+                    toolkit_slug: value.toolkit_slug?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpServer> for McpServer {
+            fn from(value: super::McpServer) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    server_instance_count: Ok(value.server_instance_count),
+                    toolkit_logo: Ok(value.toolkit_logo),
+                    toolkit_name: Ok(value.toolkit_name),
+                    toolkit_slug: Ok(value.toolkit_slug),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpServerList {
+            servers:
+                ::std::result::Result<::std::vec::Vec<super::McpServer>, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpServerList {
+            fn default() -> Self {
+                Self {
+                    servers: Err("no value supplied for servers".to_string()),
+                }
+            }
+        }
+        impl McpServerList {
+            pub fn servers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::McpServer>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.servers = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for servers: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpServerList> for super::McpServerList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpServerList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    servers: value.servers?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpServerList> for McpServerList {
+            fn from(value: super::McpServerList) -> Self {
+                Self {
+                    servers: Ok(value.servers),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpServerWithTools {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            server_instance_count: ::std::result::Result<i64, ::std::string::String>,
+            toolkit_logo: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            toolkit_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            toolkit_slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+            tools: ::std::result::Result<::std::vec::Vec<super::McpTool>, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpServerWithTools {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    server_instance_count: Err(
+                        "no value supplied for server_instance_count".to_string()
+                    ),
+                    toolkit_logo: Err("no value supplied for toolkit_logo".to_string()),
+                    toolkit_name: Err("no value supplied for toolkit_name".to_string()),
+                    toolkit_slug: Err("no value supplied for toolkit_slug".to_string()),
+                    tools: Err("no value supplied for tools".to_string()),
+                }
+            }
+        }
+        impl McpServerWithTools {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn server_instance_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_instance_count = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for server_instance_count: {e}")
+                });
+                self
+            }
+            pub fn toolkit_logo<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_logo = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_logo: {e}"));
+                self
+            }
+            pub fn toolkit_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_name: {e}"));
+                self
+            }
+            pub fn toolkit_slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit_slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit_slug: {e}"));
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::McpTool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tools: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpServerWithTools> for super::McpServerWithTools {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpServerWithTools,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    name: value.name?,
+                    server_instance_count: value.server_instance_count?,
+                    toolkit_logo: value.toolkit_logo?,
+                    toolkit_name: value.toolkit_name?,
+                    toolkit_slug: value.toolkit_slug?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpServerWithTools> for McpServerWithTools {
+            fn from(value: super::McpServerWithTools) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    server_instance_count: Ok(value.server_instance_count),
+                    toolkit_logo: Ok(value.toolkit_logo),
+                    toolkit_name: Ok(value.toolkit_name),
+                    toolkit_slug: Ok(value.toolkit_slug),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpTool {
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+            toolkit: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpTool {
+            fn default() -> Self {
+                Self {
+                    description: Err("no value supplied for description".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    slug: Err("no value supplied for slug".to_string()),
+                    toolkit: Err("no value supplied for toolkit".to_string()),
+                }
+            }
+        }
+        impl McpTool {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for slug: {e}"));
+                self
+            }
+            pub fn toolkit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.toolkit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for toolkit: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpTool> for super::McpTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                    slug: value.slug?,
+                    toolkit: value.toolkit?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpTool> for McpTool {
+            fn from(value: super::McpTool) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    slug: Ok(value.slug),
+                    toolkit: Ok(value.toolkit),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct McpUrl {
+            mcp_url: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpUrl {
+            fn default() -> Self {
+                Self {
+                    mcp_url: Err("no value supplied for mcp_url".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl McpUrl {
+            pub fn mcp_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for mcp_url: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpUrl> for super::McpUrl {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpUrl,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    mcp_url: value.mcp_url?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpUrl> for McpUrl {
+            fn from(value: super::McpUrl) -> Self {
+                Self {
+                    mcp_url: Ok(value.mcp_url),
+                    status: Ok(value.status),
                 }
             }
         }
@@ -26363,6 +27627,129 @@ impl Client {
     pub fn kb_update(&self) -> builder::KbUpdate<'_> {
         builder::KbUpdate::new(self)
     }
+    /**Start connecting the caller's account to an MCP server
+
+    Permission `mcp:write`. The organization's `mcp_sessions` quota counts its active and unexpired pending sessions (all users): when exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth = "none"`: the session is `active` at once, its instance is created, and `redirect_url` is the frontend's callback page. An OAuth server: a `pending` session; `redirect_url` is the authorization server's authorization endpoint (found by RFC 9728 then RFC 8414 discovery, the client registered by RFC 7591 when none is configured) with PKCE S256 and a single-use `state` bound to the session, expiring after `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400 invalid_flow_type`).
+
+    Sends a `POST` request to `/api/mcp/connect_account`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.mcp_connect_account()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_connect_account(&self) -> builder::McpConnectAccount<'_> {
+        builder::McpConnectAccount::new(self)
+    }
+    /**Generate the MCP gateway URL of an instance
+
+    Permission `mcp:write`. `session_id` must be the caller's session of `server_id` in the organization with an instance (`404 not_found`). Each call makes a new unguessable secret (the previous URL stops working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`; only the secret's SHA-256 is stored. `status` is the session's.
+
+    Sends a `POST` request to `/api/mcp/generate_url`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.mcp_generate_url()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_generate_url(&self) -> builder::McpGenerateUrl<'_> {
+        builder::McpGenerateUrl::new(self)
+    }
+    /**Rename an MCP instance
+
+    Permission `mcp:write`. `name` 1 to 100 characters after trimming, without control characters (`400 invalid_name`). `404 not_found` unless the instance is the caller's in the organization.
+
+    Sends a `PUT` request to `/api/mcp/instance`
+
+    ```ignore
+    let response = client.mcp_update_instance()
+        .instance_id(instance_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_update_instance(&self) -> builder::McpUpdateInstance<'_> {
+        builder::McpUpdateInstance::new(self)
+    }
+    /**Delete an MCP instance
+
+    Permission `mcp:write`. Irreversible: removes the instance and its session with the sealed tokens (its gateway URL stops working). OAuth tokens are revoked at the provider (RFC 7009) when it declares a revocation endpoint; a failing revocation is logged and does not keep the instance. `404 not_found` unless the instance is the caller's in the organization.
+
+    Sends a `DELETE` request to `/api/mcp/instance`
+
+    ```ignore
+    let response = client.mcp_delete_instance()
+        .instance_id(instance_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_delete_instance(&self) -> builder::McpDeleteInstance<'_> {
+        builder::McpDeleteInstance::new(self)
+    }
+    /**List the caller's MCP instances
+
+    Permission `mcp:read`. The caller's own instances in the organization (never another user's), oldest first; `server_id` filters to one server.
+
+    Sends a `GET` request to `/api/mcp/list_instances`
+
+    Arguments:
+    - `org_id`
+    - `server_id`: Only instances of this server.
+    ```ignore
+    let response = client.mcp_list_instances()
+        .org_id(org_id)
+        .server_id(server_id)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_list_instances(&self) -> builder::McpListInstances<'_> {
+        builder::McpListInstances::new(self)
+    }
+    /**List the MCP servers of the catalog
+
+    Permission `mcp:read`. The servers configured by the operator (`[[mcp_servers]]`), by name; ids are stable across restarts. `server_instance_count` counts the caller's instances of each server in the organization.
+
+    Sends a `GET` request to `/api/mcp/list_servers`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.mcp_list_servers()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_list_servers(&self) -> builder::McpListServers<'_> {
+        builder::McpListServers::new(self)
+    }
+    /**Fetch an MCP server with its tools
+
+    Permission `mcp:read`. The tools are listed over MCP streamable HTTP (unauthenticated: the catalog view) and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. A server that requires authorization to list its tools, or that cannot be reached while nothing is cached, answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.
+
+    Sends a `GET` request to `/api/mcp/server_with_tools`
+
+    ```ignore
+    let response = client.mcp_server_with_tools()
+        .org_id(org_id)
+        .server_id(server_id)
+        .send()
+        .await;
+    ```*/
+    pub fn mcp_server_with_tools(&self) -> builder::McpServerWithTools<'_> {
+        builder::McpServerWithTools::new(self)
+    }
     /**List the language models an organization can use
 
     An addition to the spec, so that clients can find the `model_id` to pass to `create_session`. Any active member of the organization may call it (no further permission). Every model configured on the server is available to every organization; with no provider configured the list holds only `offline-dev-model` (provider `offline`), a built-in development model that answers without a network. Model ids are stable across restarts (models are keyed by name). Sorted by name.
@@ -32142,6 +33529,714 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_connect_account`]
+
+    [`Client::mcp_connect_account`]: super::Client::mcp_connect_account*/
+    #[derive(Debug, Clone)]
+    pub struct McpConnectAccount<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ConnectAccount, String>,
+    }
+    impl<'a> McpConnectAccount<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConnectAccount>,
+            <V as std::convert::TryInto<types::ConnectAccount>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ConnectAccount` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ConnectAccount) -> types::builder::ConnectAccount,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/mcp/connect_account`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ConnectionStart>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ConnectAccount::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/connect_account", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_connect_account",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                402u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                502u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_generate_url`]
+
+    [`Client::mcp_generate_url`]: super::Client::mcp_generate_url*/
+    #[derive(Debug, Clone)]
+    pub struct McpGenerateUrl<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::GenerateUrl, String>,
+    }
+    impl<'a> McpGenerateUrl<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::GenerateUrl>,
+            <V as std::convert::TryInto<types::GenerateUrl>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `GenerateUrl` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::GenerateUrl) -> types::builder::GenerateUrl,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/mcp/generate_url`
+        pub async fn send(self) -> Result<ResponseValue<types::McpUrl>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::GenerateUrl::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/generate_url", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_generate_url",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_update_instance`]
+
+    [`Client::mcp_update_instance`]: super::Client::mcp_update_instance*/
+    #[derive(Debug, Clone)]
+    pub struct McpUpdateInstance<'a> {
+        client: &'a super::Client,
+        instance_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::InstanceRename, String>,
+    }
+    impl<'a> McpUpdateInstance<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                instance_id: Err("instance_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn instance_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.instance_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for instance_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::InstanceRename>,
+            <V as std::convert::TryInto<types::InstanceRename>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `InstanceRename` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::InstanceRename) -> types::builder::InstanceRename,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/mcp/instance`
+        pub async fn send(self) -> Result<ResponseValue<types::McpInstance>, Error<types::Error>> {
+            let Self {
+                client,
+                instance_id,
+                org_id,
+                body,
+            } = self;
+            let instance_id = instance_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::InstanceRename::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/instance", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new(
+                    "instance_id",
+                    &instance_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_update_instance",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_delete_instance`]
+
+    [`Client::mcp_delete_instance`]: super::Client::mcp_delete_instance*/
+    #[derive(Debug, Clone)]
+    pub struct McpDeleteInstance<'a> {
+        client: &'a super::Client,
+        instance_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> McpDeleteInstance<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                instance_id: Err("instance_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn instance_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.instance_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for instance_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/mcp/instance`
+        pub async fn send(self) -> Result<ResponseValue<types::McpDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                instance_id,
+                org_id,
+            } = self;
+            let instance_id = instance_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/instance", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "instance_id",
+                    &instance_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_delete_instance",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_list_instances`]
+
+    [`Client::mcp_list_instances`]: super::Client::mcp_list_instances*/
+    #[derive(Debug, Clone)]
+    pub struct McpListInstances<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        server_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> McpListInstances<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                server_id: Ok(None),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn server_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.server_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for server_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/mcp/list_instances`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::McpInstanceList>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                server_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let server_id = server_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/list_instances", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("server_id", &server_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_list_instances",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_list_servers`]
+
+    [`Client::mcp_list_servers`]: super::Client::mcp_list_servers*/
+    #[derive(Debug, Clone)]
+    pub struct McpListServers<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> McpListServers<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/mcp/list_servers`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::McpServerList>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/list_servers", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_list_servers",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::mcp_server_with_tools`]
+
+    [`Client::mcp_server_with_tools`]: super::Client::mcp_server_with_tools*/
+    #[derive(Debug, Clone)]
+    pub struct McpServerWithTools<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        server_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> McpServerWithTools<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                server_id: Err("server_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn server_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.server_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for server_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/mcp/server_with_tools`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::McpServerWithTools>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                server_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let server_id = server_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/mcp/server_with_tools", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("server_id", &server_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "mcp_server_with_tools",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                502u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 503u16 => Err(Error::ErrorResponse(

@@ -44,6 +44,10 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// Speech to text for `POST /api/chat/transcribe`.
     pub transcription: crate::transcribe::TranscriptionConfig,
+    /// MCP: where OAuth flows land, the tool-list cache, timeouts.
+    pub mcp: crate::mcp::config::McpConfig,
+    /// The MCP servers offered to users (`[[mcp_servers]]`).
+    pub mcp_servers: Vec<crate::mcp::config::McpServerConfig>,
 }
 
 /// Encryption keys for secrets at rest.
@@ -498,6 +502,8 @@ impl Default for Config {
             embedders: Vec::new(),
             sandbox: crate::sandbox::SandboxConfig::default(),
             transcription: Default::default(),
+            mcp: Default::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -647,6 +653,7 @@ impl Config {
         }
         crate::kb_config::apply_env(self, &get)?;
         self.transcription.apply_env(&get);
+        crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
 
@@ -791,6 +798,7 @@ impl Config {
                 }
             }
         }
+        crate::mcp::config::validate(&self.mcp, &self.mcp_servers)?;
         if self.providers.connect_timeout_secs == 0 || self.providers.idle_timeout_secs == 0 {
             bail!(
                 "providers.connect_timeout_secs and providers.idle_timeout_secs must be positive"

@@ -34,6 +34,10 @@ pub struct ServerContext {
     /// Speech to text (`None`: not configured).
     pub transcriber: Option<std::sync::Arc<dyn crate::transcribe::Transcriber>>,
     pub log: slog::Logger,
+    /// The MCP client (streamable HTTP) and the configured MCP servers by
+    /// their stable ids.
+    pub mcp: std::sync::Arc<dyn crate::mcp::McpClient>,
+    pub mcp_catalog: std::collections::HashMap<uuid::Uuid, crate::mcp::config::McpServerConfig>,
 }
 
 type Rq = dropshot::RequestContext<ServerContext>;

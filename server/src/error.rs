@@ -62,6 +62,10 @@ pub enum Error {
     /// (e.g. transcription); `message` says how to configure it.
     #[error("{message}")]
     NotConfigured { code: &'static str, message: String },
+    /// 502: an external server this operation relies on (an MCP server or
+    /// its authorization server) failed or could not be reached.
+    #[error("{message}")]
+    BadGateway { code: &'static str, message: String },
     /// 500: a bug or an unexpected failure; `internal` is only logged.
     #[error("internal error: {internal}")]
     Internal { internal: String },
@@ -270,6 +274,13 @@ impl From<Error> for HttpError {
             }
             Error::NotConfigured { code, message } => HttpError {
                 status_code: ErrorStatusCode::SERVICE_UNAVAILABLE,
+                error_code: Some(code.to_string()),
+                external_message: message.clone(),
+                internal_message: message,
+                headers: None,
+            },
+            Error::BadGateway { code, message } => HttpError {
+                status_code: ErrorStatusCode::BAD_GATEWAY,
                 error_code: Some(code.to_string()),
                 external_message: message.clone(),
                 internal_message: message,

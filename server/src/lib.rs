@@ -18,6 +18,7 @@ pub mod kb_config;
 pub mod kb_sources;
 pub mod logging;
 pub mod mailer;
+pub mod mcp;
 pub mod metrics;
 mod metrics_server;
 pub mod providers;
@@ -207,6 +208,31 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
             "id" => model.id.to_string());
     }
 
+    // The MCP catalog, stored by name so that server ids stay stable.
+    let mcp_specs: Vec<db::datastore::mcp::McpServerSpec<'_>> = config
+        .mcp_servers
+        .iter()
+        .map(|s| db::datastore::mcp::McpServerSpec {
+            name: &s.name,
+            toolkit_name: &s.toolkit_name,
+            toolkit_slug: &s.toolkit_slug,
+            toolkit_logo: s.toolkit_logo.as_deref(),
+            url: &s.url,
+            auth: s.auth.as_str(),
+        })
+        .collect();
+    let mcp_ids = datastore
+        .mcp_servers_sync(&mcp_specs)
+        .await
+        .map_err(|e| anyhow::anyhow!("storing the MCP server catalog: {e}"))?;
+    let mcp_catalog: std::collections::HashMap<uuid::Uuid, mcp::config::McpServerConfig> = mcp_ids
+        .into_iter()
+        .zip(config.mcp_servers.iter().cloned())
+        .collect();
+    let mcp_client: std::sync::Arc<dyn mcp::McpClient> = std::sync::Arc::new(mcp::RmcpClient {
+        timeout: std::time::Duration::from_secs(config.mcp.timeout_secs),
+    });
+
     let kb = kb_services(&config, &datastore).await?;
     let transcriber: Option<std::sync::Arc<dyn transcribe::Transcriber>> =
         transcribe::OpenAiTranscriber::new(
@@ -292,6 +318,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         chat_hub: chat_hub.clone(),
         transcriber,
         log: log.clone(),
+        mcp: mcp_client,
+        mcp_catalog,
     };
     let connection_limits = dropshot::ConnectionLimits {
         max_connections: Some(context.config.http.max_connections()),

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod files;
 pub mod invitations;
 pub mod kb;
+pub mod mcp;
 pub mod operations;
 pub mod orgs;
 pub mod roles;
@@ -1678,6 +1679,171 @@ pub trait WorkspaceApi {
     #[endpoint { method = OPTIONS, path = "/api/agent_deploy/v1/models", tags = ["deployments"] }]
     async fn deployments_models_preflight(
         rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // MCP area. Every operation takes the organization (`org_id`); an
+    // instance and its session belong to one (organization, user): nobody
+    // else ever sees or uses them (`404 not_found`, as for a missing id).
+
+    /// List the MCP servers of the catalog.
+    ///
+    /// Permission `mcp:read`. The servers configured by the operator
+    /// (`[[mcp_servers]]`), by name; ids are stable across restarts.
+    /// `server_instance_count` counts the caller's instances of each server
+    /// in the organization.
+    #[endpoint { method = GET, path = "/api/mcp/list_servers", tags = ["mcp"] }]
+    async fn mcp_list_servers(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<mcp::McpServerList>, HttpError>;
+
+    /// Fetch an MCP server with its tools.
+    ///
+    /// Permission `mcp:read`. The tools are listed over MCP streamable HTTP
+    /// (unauthenticated: the catalog view) and cached in the database for
+    /// `mcp.tools_cache_ttl_secs`, shared by every instance of the service.
+    /// A server that requires authorization to list its tools, or that
+    /// cannot be reached while nothing is cached, answers `502
+    /// mcp_server_unavailable`; a stale cache entry is served when the
+    /// server fails. `404 not_found` for an id not in the catalog.
+    #[endpoint { method = GET, path = "/api/mcp/server_with_tools", tags = ["mcp"] }]
+    async fn mcp_server_with_tools(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<mcp::ServerQuery>,
+    ) -> Result<HttpResponseOk<mcp::McpServerWithTools>, HttpError>;
+
+    /// Start connecting the caller's account to an MCP server.
+    ///
+    /// Permission `mcp:write`. The organization's `mcp_sessions` quota
+    /// counts its active and unexpired pending sessions (all users): when
+    /// exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth =
+    /// "none"`: the session is `active` at once, its instance is created,
+    /// and `redirect_url` is the frontend's callback page. An OAuth server:
+    /// a `pending` session; `redirect_url` is the authorization server's
+    /// authorization endpoint (found by RFC 9728 then RFC 8414 discovery,
+    /// the client registered by RFC 7591 when none is configured) with PKCE
+    /// S256 and a single-use `state` bound to the session, expiring after
+    /// `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or
+    /// registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400
+    /// invalid_flow_type`).
+    #[endpoint { method = POST, path = "/api/mcp/connect_account", tags = ["mcp"] }]
+    async fn mcp_connect_account(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<mcp::ConnectAccount>,
+    ) -> Result<HttpResponseOk<mcp::ConnectionStart>, HttpError>;
+
+    /// OAuth redirect target of MCP connections.
+    ///
+    /// Public: called by the browser coming back from the authorization
+    /// server. Validates the single-use `state` (unknown, replayed or
+    /// expired: nothing is created), exchanges the `code` with the PKCE
+    /// verifier, stores the tokens sealed at rest, sets the session
+    /// `active`, creates the instance, then answers `303 See Other` to
+    /// `{frontend_url}/mcp/callback?mcp_server_id=…&mcp_session_id=…&flow_type=…`.
+    /// Every failure also redirects there, with an `error` parameter
+    /// (`invalid_state`, `access_denied` or the provider's error,
+    /// `token_exchange_failed`) instead of the ids.
+    #[endpoint { method = GET, path = "/api/mcp/callback", tags = ["mcp"] }]
+    async fn mcp_callback(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<mcp::CallbackQuery>,
+    ) -> Result<dropshot::HttpResponseSeeOther, HttpError>;
+
+    /// List the caller's MCP instances.
+    ///
+    /// Permission `mcp:read`. The caller's own instances in the
+    /// organization (never another user's), oldest first; `server_id`
+    /// filters to one server.
+    #[endpoint { method = GET, path = "/api/mcp/list_instances", tags = ["mcp"] }]
+    async fn mcp_list_instances(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<mcp::InstanceListQuery>,
+    ) -> Result<HttpResponseOk<mcp::McpInstanceList>, HttpError>;
+
+    /// Rename an MCP instance.
+    ///
+    /// Permission `mcp:write`. `name` 1 to 100 characters after trimming,
+    /// without control characters (`400 invalid_name`). `404 not_found`
+    /// unless the instance is the caller's in the organization.
+    #[endpoint { method = PUT, path = "/api/mcp/instance", tags = ["mcp"] }]
+    async fn mcp_update_instance(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<mcp::InstanceQuery>,
+        body: JsonBody<mcp::InstanceRename>,
+    ) -> Result<HttpResponseOk<mcp::McpInstance>, HttpError>;
+
+    /// Delete an MCP instance.
+    ///
+    /// Permission `mcp:write`. Irreversible: removes the instance and its
+    /// session with the sealed tokens (its gateway URL stops working).
+    /// OAuth tokens are revoked at the provider (RFC 7009) when it declares
+    /// a revocation endpoint; a failing revocation is logged and does not
+    /// keep the instance. `404 not_found` unless the instance is the
+    /// caller's in the organization.
+    #[endpoint { method = DELETE, path = "/api/mcp/instance", tags = ["mcp"] }]
+    async fn mcp_delete_instance(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<mcp::InstanceQuery>,
+    ) -> Result<HttpResponseOk<mcp::McpDeleted>, HttpError>;
+
+    /// Generate the MCP gateway URL of an instance.
+    ///
+    /// Permission `mcp:write`. `session_id` must be the caller's session of
+    /// `server_id` in the organization with an instance (`404 not_found`).
+    /// Each call makes a new unguessable secret (the previous URL stops
+    /// working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`;
+    /// only the secret's SHA-256 is stored. `status` is the session's.
+    #[endpoint { method = POST, path = "/api/mcp/generate_url", tags = ["mcp"] }]
+    async fn mcp_generate_url(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<mcp::GenerateUrl>,
+    ) -> Result<HttpResponseOk<mcp::McpUrl>, HttpError>;
+
+    /// MCP gateway: send a message (MCP streamable HTTP).
+    ///
+    /// Public: the secret of the URL made by `generate_url` is the
+    /// credential (only its SHA-256 is stored). Any MCP client uses
+    /// `{api_public_url}/api/mcp/gateway/{secret}` as a streamable HTTP
+    /// endpoint: the request (its body and the `Content-Type`, `Accept`,
+    /// `Mcp-Session-Id`, `Mcp-Protocol-Version`, `Last-Event-ID` headers)
+    /// is forwarded to the instance's MCP server with the user's OAuth
+    /// access token, and the answer (JSON or an event stream) is streamed
+    /// back with its status and MCP headers. `404 not_found` for an unknown
+    /// secret, `409 mcp_instance_not_active` when the session needs a new
+    /// authorization, `502 mcp_server_unavailable` when the server cannot
+    /// be reached or rejects the stored credentials.
+    #[endpoint {
+        method = POST,
+        path = "/api/mcp/gateway/{secret}",
+        tags = ["mcp"],
+        request_body_max_bytes = 4_194_304,
+    }]
+    async fn mcp_gateway_post(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// MCP gateway: open the server's event stream.
+    ///
+    /// As `POST /api/mcp/gateway/{secret}`, for the streamable HTTP `GET`
+    /// (server-initiated messages, resumption with `Last-Event-ID`).
+    #[endpoint { method = GET, path = "/api/mcp/gateway/{secret}", tags = ["mcp"] }]
+    async fn mcp_gateway_get(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// MCP gateway: end the MCP session.
+    ///
+    /// As `POST /api/mcp/gateway/{secret}`, for the streamable HTTP
+    /// `DELETE` that ends an `Mcp-Session-Id`.
+    #[endpoint { method = DELETE, path = "/api/mcp/gateway/{secret}", tags = ["mcp"] }]
+    async fn mcp_gateway_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<mcp::GatewayPath>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 

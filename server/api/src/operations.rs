@@ -18,6 +18,12 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "deployments_models_preflight",
     // The chat WebSocket: its single-use ticket is the credential.
     "chat_ws",
+    // MCP: the OAuth redirect target; its single-use `state` is the credential.
+    "mcp_callback",
+    // MCP gateway: the secret in the path is the credential.
+    "mcp_gateway_post",
+    "mcp_gateway_get",
+    "mcp_gateway_delete",
 ];
 
 /// Operations authenticated by a deployment key (`wsk_live_…`) instead of
@@ -71,6 +77,12 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
     "deployments_models",
     "deployments_chat_completions_preflight",
     "deployments_models_preflight",
+    // MCP: the OAuth redirect target, followed by browsers (a 303).
+    "mcp_callback",
+    // MCP gateway: any MCP client is its client.
+    "mcp_gateway_post",
+    "mcp_gateway_get",
+    "mcp_gateway_delete",
 ];
 
 /// Operations left out of the generated CLI only (the client still has
@@ -834,6 +846,69 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (503, &["tool_sandbox_unavailable"]),
+        ],
+    ),
+    // MCP area. Sessions and instances are the caller's own: another
+    // user's or organization's ids are 404, like missing ones.
+    ("mcp_list_servers", &[(403, &["forbidden"])]),
+    (
+        "mcp_server_with_tools",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_connect_account",
+        &[
+            (400, &["invalid_flow_type"]),
+            (402, &["mcp_sessions_quota_exceeded"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    ("mcp_callback", &[]),
+    ("mcp_list_instances", &[(403, &["forbidden"])]),
+    (
+        "mcp_update_instance",
+        &[
+            (400, &["invalid_name"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "mcp_delete_instance",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "mcp_generate_url",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "mcp_gateway_post",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_gateway_get",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_gateway_delete",
+        &[
+            (404, &["not_found"]),
+            (409, &["mcp_instance_not_active"]),
+            (502, &["mcp_server_unavailable"]),
         ],
     ),
 ];

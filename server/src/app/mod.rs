@@ -10,6 +10,8 @@ pub mod files;
 pub mod invitations;
 pub mod kb;
 pub mod kb_ingest;
+pub mod mcp;
+pub mod mcp_gateway;
 pub mod models;
 pub mod orgs;
 pub mod roles;

@@ -246,3 +246,17 @@ mod tests {
         assert!(!<MessageRole as FromSql>::accepts(&Type::INT4));
     }
 }
+
+text_enum! {
+    /// A user's connection to an MCP server (`mcp_sessions.status`).
+    McpSessionStatus {
+        /// Waiting for the OAuth callback.
+        Pending = "pending",
+        /// Usable: the instance exists.
+        Active = "active",
+        /// The grant was revoked or cannot be refreshed: connect again.
+        NeedsReauth = "needs_reauth",
+        /// The OAuth flow failed or its state expired.
+        Failed = "failed",
+    }
+}

@@ -12,6 +12,7 @@ mod conversations;
 mod deployments;
 mod invitations;
 mod kb;
+mod mcp;
 mod orgs;
 mod roles;
 mod system;
@@ -80,6 +81,12 @@ impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
 {
     fn status(&self) -> u16 {
         201
+    }
+}
+
+impl Status for dropshot::HttpResponseSeeOther {
+    fn status(&self) -> u16 {
+        303
     }
 }
 
@@ -902,5 +909,100 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);
         probe.done(deployments::preflight(rqctx).await)
+    }
+
+    // MCP area.
+
+    async fn mcp_list_servers(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpServerList>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::list_servers(rqctx, query).await)
+    }
+
+    async fn mcp_server_with_tools(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::mcp::ServerQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpServerWithTools>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::server_with_tools(rqctx, query).await)
+    }
+
+    async fn mcp_connect_account(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::mcp::ConnectAccount>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::ConnectionStart>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::connect_account(rqctx, query, body).await)
+    }
+
+    async fn mcp_callback(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::mcp::CallbackQuery>,
+    ) -> Result<dropshot::HttpResponseSeeOther, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::callback(rqctx, query).await)
+    }
+
+    async fn mcp_list_instances(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::mcp::InstanceListQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpInstanceList>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::list_instances(rqctx, query).await)
+    }
+
+    async fn mcp_update_instance(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::mcp::InstanceQuery>,
+        body: JsonBody<workspace_api::mcp::InstanceRename>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpInstance>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::update_instance(rqctx, query, body).await)
+    }
+
+    async fn mcp_delete_instance(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::mcp::InstanceQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpDeleted>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::delete_instance(rqctx, query).await)
+    }
+
+    async fn mcp_generate_url(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::mcp::GenerateUrl>,
+    ) -> Result<HttpResponseOk<workspace_api::mcp::McpUrl>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::generate_url(rqctx, query, body).await)
+    }
+
+    async fn mcp_gateway_post(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        let body = bytes::Bytes::copy_from_slice(body.as_bytes());
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::POST, body).await)
+    }
+
+    async fn mcp_gateway_get(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::GET, bytes::Bytes::new()).await)
+    }
+
+    async fn mcp_gateway_delete(
+        rqctx: Ctx,
+        path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::gateway(rqctx, path, reqwest::Method::DELETE, bytes::Bytes::new()).await)
     }
 }

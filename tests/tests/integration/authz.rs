@@ -787,6 +787,90 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Public,
             call(M::OPTIONS, "/api/agent_deploy/v1/models", vec![], None),
         ),
+        // MCP area (ids need not exist: authorization comes first).
+        "mcp_list_servers" => (
+            Scope::Org(Some("mcp:read")),
+            call(M::GET, "/api/mcp/list_servers", q_org(), None),
+        ),
+        "mcp_server_with_tools" => (
+            Scope::Org(Some("mcp:read")),
+            call(
+                M::GET,
+                "/api/mcp/server_with_tools",
+                vec![
+                    ("org_id", org.clone()),
+                    ("server_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
+        "mcp_connect_account" => (
+            Scope::Org(Some("mcp:write")),
+            call(
+                M::POST,
+                "/api/mcp/connect_account",
+                q_org(),
+                Some(json!({"server_id": Uuid::nil()})),
+            ),
+        ),
+        "mcp_callback" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/mcp/callback",
+                vec![("state", "x".into())],
+                None,
+            ),
+        ),
+        "mcp_list_instances" => (
+            Scope::Org(Some("mcp:read")),
+            call(M::GET, "/api/mcp/list_instances", q_org(), None),
+        ),
+        "mcp_update_instance" => (
+            Scope::Org(Some("mcp:write")),
+            call(
+                M::PUT,
+                "/api/mcp/instance",
+                vec![
+                    ("org_id", org.clone()),
+                    ("instance_id", Uuid::nil().to_string()),
+                ],
+                Some(json!({"name": "probe"})),
+            ),
+        ),
+        "mcp_delete_instance" => (
+            Scope::Org(Some("mcp:write")),
+            call(
+                M::DELETE,
+                "/api/mcp/instance",
+                vec![
+                    ("org_id", org.clone()),
+                    ("instance_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
+        "mcp_generate_url" => (
+            Scope::Org(Some("mcp:write")),
+            call(
+                M::POST,
+                "/api/mcp/generate_url",
+                q_org(),
+                Some(json!({"server_id": Uuid::nil(), "session_id": Uuid::nil()})),
+            ),
+        ),
+        "mcp_gateway_post" => (
+            Scope::Public,
+            call(M::POST, "/api/mcp/gateway/x", vec![], Some(json!({}))),
+        ),
+        "mcp_gateway_get" => (
+            Scope::Public,
+            call(M::GET, "/api/mcp/gateway/x", vec![], None),
+        ),
+        "mcp_gateway_delete" => (
+            Scope::Public,
+            call(M::DELETE, "/api/mcp/gateway/x", vec![], None),
+        ),
         _ => return None,
     })
 }

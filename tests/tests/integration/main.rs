@@ -13,6 +13,7 @@ mod hardening;
 mod invitations;
 mod kb;
 mod kb_ingest;
+mod mcp;
 mod orgs;
 mod providers;
 mod roles;

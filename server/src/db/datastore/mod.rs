@@ -10,6 +10,7 @@ pub mod invitations;
 pub mod kb;
 pub mod kb_jobs;
 pub mod login_failures;
+pub mod mcp;
 pub mod models;
 pub mod organizations;
 pub mod rate_limits;

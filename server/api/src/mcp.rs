@@ -1,0 +1,198 @@
+//! Types of the MCP area (`/api/mcp`): the catalog of MCP servers, the
+//! caller's connections (sessions) and instances, gateway URLs.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// An MCP server of the catalog.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpServer {
+    pub id: Uuid,
+    pub name: String,
+    pub toolkit_name: String,
+    /// URL-safe.
+    pub toolkit_slug: String,
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub toolkit_logo: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// The caller's instances of this server in the organization.
+    pub server_instance_count: i64,
+}
+
+/// `{servers}` answer of `GET /api/mcp/list_servers`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpServerList {
+    pub servers: Vec<McpServer>,
+}
+
+/// Query of `GET /api/mcp/server_with_tools`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ServerQuery {
+    pub org_id: Uuid,
+    pub server_id: Uuid,
+}
+
+/// A tool of an MCP server.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct McpTool {
+    /// The tool's name on the server.
+    pub name: String,
+    /// `{toolkit_slug}_{name}`, lowercase, URL-safe: unique across servers.
+    pub slug: String,
+    /// Empty when the server gives none.
+    pub description: String,
+    /// The server's `toolkit_slug`.
+    pub toolkit: String,
+}
+
+/// An MCP server with its tools.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpServerWithTools {
+    pub id: Uuid,
+    pub name: String,
+    pub toolkit_name: String,
+    pub toolkit_slug: String,
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub toolkit_logo: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub server_instance_count: i64,
+    pub tools: Vec<McpTool>,
+}
+
+/// Body of `POST /api/mcp/connect_account`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectAccount {
+    pub server_id: Uuid,
+    /// Where the flow started (e.g. `chat`, `settings`): 1 to 50 of
+    /// `[A-Za-z0-9_-]`, handed back to the frontend.
+    #[serde(default)]
+    pub flow_type: Option<String>,
+}
+
+/// What the frontend needs to know about the connection's authentication.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConnectionData {
+    /// `oauth2` or `none`.
+    #[serde(rename = "authConfig")]
+    pub auth_config: String,
+    /// The query parameters the callback expects (`code`, `state` for
+    /// OAuth; none otherwise).
+    #[serde(rename = "expectedParams")]
+    pub expected_params: Vec<String>,
+}
+
+/// Answer of `POST /api/mcp/connect_account`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConnectionStart {
+    /// The session (connected account) id.
+    pub id: String,
+    /// `pending` (OAuth: finish at `redirect_url`) or `active` (a server
+    /// without authentication: the instance exists already).
+    pub status: String,
+    /// OAuth: the provider's authorization URL. Without authentication: the
+    /// frontend's callback page.
+    pub redirect_url: String,
+    #[serde(rename = "connectionData")]
+    pub connection_data: ConnectionData,
+}
+
+/// Query of `GET /api/mcp/callback`: what the OAuth provider sends, plus
+/// the spec's optional `mcp_server_id`, `mcp_session_id` and `flow_type`
+/// (ignored: the `state` names the session). Every field is optional so
+/// that a broken callback still lands on the frontend with an `error`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct CallbackQuery {
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_description: Option<String>,
+    #[serde(default)]
+    pub mcp_server_id: Option<String>,
+    #[serde(default)]
+    pub mcp_session_id: Option<String>,
+    #[serde(default)]
+    pub flow_type: Option<String>,
+}
+
+/// An MCP instance: the caller's usable connection to a server.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpInstance {
+    pub id: Uuid,
+    /// The custom name (default: the server's `toolkit_name`).
+    pub name: String,
+    pub server_id: Uuid,
+    pub session_id: Uuid,
+    pub toolkit_name: String,
+    pub toolkit_slug: String,
+    /// The session's state: `active` or `needs_reauth`.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `{instances}` answer of `GET /api/mcp/list_instances`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpInstanceList {
+    pub instances: Vec<McpInstance>,
+}
+
+/// Query of `GET /api/mcp/list_instances`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InstanceListQuery {
+    pub org_id: Uuid,
+    /// Only instances of this server.
+    #[serde(default)]
+    pub server_id: Option<Uuid>,
+}
+
+/// Query of `PUT` and `DELETE /api/mcp/instance`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct InstanceQuery {
+    pub org_id: Uuid,
+    pub instance_id: Uuid,
+}
+
+/// Body of `PUT /api/mcp/instance`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceRename {
+    /// 1 to 100 characters after trimming.
+    #[schemars(length(min = 1, max = 100))]
+    pub name: String,
+}
+
+/// `{success, message}` answer of `DELETE /api/mcp/instance`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpDeleted {
+    pub success: bool,
+    pub message: String,
+}
+
+/// Body of `POST /api/mcp/generate_url`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateUrl {
+    pub server_id: Uuid,
+    pub session_id: Uuid,
+}
+
+/// Answer of `POST /api/mcp/generate_url`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct McpUrl {
+    pub mcp_url: String,
+    /// The session's state.
+    pub status: String,
+}
+
+/// Path of the MCP gateway operations: the secret made by `generate_url`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct GatewayPath {
+    pub secret: String,
+}

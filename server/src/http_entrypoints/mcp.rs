@@ -1,0 +1,160 @@
+//! MCP area. Every operation is authorized in the organization of its
+//! `org_id` (`mcp:read` / `mcp:write`), except the public OAuth callback.
+
+use super::Ctx;
+use crate::app;
+use crate::authz::{Require, Scope, perm};
+use dropshot::{HttpError, HttpResponseOk, HttpResponseSeeOther, http_response_see_other};
+use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::mcp::{
+    CallbackQuery, ConnectAccount, ConnectionStart, GenerateUrl, InstanceListQuery, InstanceQuery,
+    InstanceRename, McpDeleted, McpInstance, McpInstanceList, McpServerList, McpServerWithTools,
+    McpUrl, ServerQuery,
+};
+use workspace_api::orgs::OrgQuery;
+
+pub async fn list_servers(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<McpServerList>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::MCP_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(app::mcp::list_servers(cx, &access).await?))
+}
+
+pub async fn server_with_tools(
+    rqctx: Ctx,
+    query: QueryParams<ServerQuery>,
+) -> Result<HttpResponseOk<McpServerWithTools>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::MCP_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::server_with_tools(cx, &access, query.server_id).await?,
+    ))
+}
+
+pub async fn connect_account(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<ConnectAccount>,
+) -> Result<HttpResponseOk<ConnectionStart>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::MCP_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::connect_account(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+/// Public: the `state` is the credential.
+pub async fn callback(
+    rqctx: Ctx,
+    query: QueryParams<CallbackQuery>,
+) -> Result<HttpResponseSeeOther, HttpError> {
+    let cx = rqctx.context();
+    let location = app::mcp::callback(cx, query.into_inner()).await;
+    http_response_see_other(location)
+}
+
+pub async fn list_instances(
+    rqctx: Ctx,
+    query: QueryParams<InstanceListQuery>,
+) -> Result<HttpResponseOk<McpInstanceList>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::MCP_READ),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::list_instances(cx, &access, query.server_id).await?,
+    ))
+}
+
+pub async fn update_instance(
+    rqctx: Ctx,
+    query: QueryParams<InstanceQuery>,
+    body: JsonBody<InstanceRename>,
+) -> Result<HttpResponseOk<McpInstance>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::MCP_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::rename_instance(cx, &access, query.instance_id, &body.into_inner().name).await?,
+    ))
+}
+
+pub async fn delete_instance(
+    rqctx: Ctx,
+    query: QueryParams<InstanceQuery>,
+) -> Result<HttpResponseOk<McpDeleted>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::MCP_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::delete_instance(cx, &access, query.instance_id).await?,
+    ))
+}
+
+pub async fn generate_url(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<GenerateUrl>,
+) -> Result<HttpResponseOk<McpUrl>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::MCP_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::mcp::generate_url(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+/// Public: the secret in the path is the credential.
+pub async fn gateway(
+    rqctx: Ctx,
+    path: dropshot::Path<workspace_api::mcp::GatewayPath>,
+    method: reqwest::Method,
+    body: bytes::Bytes,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let secret = path.into_inner().secret;
+    Ok(app::mcp_gateway::forward(cx, &secret, method, rqctx.request.headers(), body).await?)
+}

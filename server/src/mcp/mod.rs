@@ -1,0 +1,157 @@
+//! MCP: the configured catalog of external MCP servers and the client that
+//! talks to them over MCP streamable HTTP (the official `rmcp` SDK).
+
+pub mod config;
+pub mod oauth;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A tool as listed by an MCP server.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: serde_json::Value,
+}
+
+/// The result of a tool call.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct ToolOutput {
+    /// Whether the server reported the call as failed (`isError`).
+    pub is_error: bool,
+    /// The result as the server sent it (`content`, `structuredContent`).
+    pub result: serde_json::Value,
+}
+
+/// Why talking to an MCP server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The server wants (other) credentials: HTTP 401/403.
+    #[error("the MCP server rejected the credentials: {0}")]
+    Unauthorized(String),
+    /// Unreachable, a protocol error, or an error answer.
+    #[error("the MCP server failed: {0}")]
+    Failed(String),
+    #[error("the MCP server did not answer within {0} seconds")]
+    Timeout(u64),
+}
+
+/// Talks to MCP servers. One connection (initialize, request, close) per
+/// call: the servers are external and calls are rare compared to their
+/// latency, and a fresh session cannot be left dangling.
+#[async_trait]
+pub trait McpClient: Send + Sync {
+    /// Every tool of the server (all pages).
+    async fn list_tools(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+    ) -> Result<Vec<ListedTool>, McpError>;
+    /// Calls one tool with a JSON object of arguments.
+    async fn call_tool(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+        name: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<ToolOutput, McpError>;
+}
+
+/// The `rmcp` implementation: MCP streamable HTTP over reqwest.
+pub struct RmcpClient {
+    /// Longest wait for a whole operation (connect, initialize, request).
+    pub timeout: std::time::Duration,
+}
+
+impl RmcpClient {
+    async fn connect(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+    ) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>, McpError> {
+        use rmcp::ServiceExt;
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        if let Some(token) = bearer {
+            config = config.auth_header(token.to_string());
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        ().serve(transport)
+            .await
+            .map_err(|e| classify(&e.to_string()))
+    }
+
+    async fn timed<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, McpError>>,
+    ) -> Result<T, McpError> {
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| McpError::Timeout(self.timeout.as_secs()))?
+    }
+}
+
+/// An error's text, classified: 401/403 answers become
+/// [`McpError::Unauthorized`].
+fn classify(text: &str) -> McpError {
+    let lower = text.to_lowercase();
+    if lower.contains("401")
+        || lower.contains("403")
+        || lower.contains("unauthorized")
+        || lower.contains("auth required")
+    {
+        McpError::Unauthorized(text.to_string())
+    } else {
+        McpError::Failed(text.to_string())
+    }
+}
+
+#[async_trait]
+impl McpClient for RmcpClient {
+    async fn list_tools(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+    ) -> Result<Vec<ListedTool>, McpError> {
+        self.timed(async {
+            let client = self.connect(url, bearer).await?;
+            let tools = client.list_all_tools().await;
+            let _ = client.cancel().await;
+            let tools = tools.map_err(|e| classify(&e.to_string()))?;
+            Ok(tools
+                .into_iter()
+                .map(|t| ListedTool {
+                    name: t.name.to_string(),
+                    description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                    input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn call_tool(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+        name: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<ToolOutput, McpError> {
+        self.timed(async {
+            let client = self.connect(url, bearer).await?;
+            let params =
+                rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(args);
+            let result = client.call_tool(params).await;
+            let _ = client.cancel().await;
+            let result = result.map_err(|e| classify(&e.to_string()))?;
+            let is_error = result.is_error.unwrap_or(false);
+            let result = serde_json::to_value(&result)
+                .map_err(|e| McpError::Failed(format!("encoding the result: {e}")))?;
+            Ok(ToolOutput { is_error, result })
+        })
+        .await
+    }
+}

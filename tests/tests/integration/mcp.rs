@@ -1,0 +1,928 @@
+//! The MCP area against a real MCP server on 127.0.0.1:
+//! `@modelcontextprotocol/server-everything` over streamable HTTP (installed
+//! by `.ci/run` into `tests/peers/node_modules`).
+
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+use uuid::Uuid;
+use workspace_client::types::{ConnectAccount, GenerateUrl, InstanceRename};
+use workspace_server::mcp::McpClient;
+use workspace_server::mcp::config::{McpAuth, McpServerConfig};
+use workspace_tests::{TestContext, error_of, raw};
+
+const FRONTEND: &str = "http://frontend.test";
+const API_PUBLIC: &str = "http://api.test";
+
+/// A running `mcp-server-everything streamableHttp`, killed on drop.
+struct Everything {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Everything {
+    async fn start() -> Everything {
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("peers/node_modules/.bin/mcp-server-everything");
+        assert!(
+            bin.exists(),
+            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+            bin.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting mcp-server-everything");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mcp-server-everything did not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Everything {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn server(name: &str, slug: &str, url: &str, auth: McpAuth) -> McpServerConfig {
+    McpServerConfig {
+        name: name.to_string(),
+        toolkit_name: name.to_string(),
+        toolkit_slug: slug.to_string(),
+        toolkit_logo: None,
+        url: url.to_string(),
+        auth,
+        client_id: None,
+        client_secret: None,
+        scopes: Vec::new(),
+    }
+}
+
+async fn context(name: &str, servers: Vec<McpServerConfig>, quota: u32) -> TestContext {
+    TestContext::with_config(name, |c| {
+        c.mcp.frontend_url = FRONTEND.to_string();
+        c.mcp.api_public_url = API_PUBLIC.to_string();
+        c.mcp_servers = servers;
+        c.features.mcp_sessions = quota;
+    })
+    .await
+}
+
+fn query_of(url: &str) -> std::collections::HashMap<String, String> {
+    reqwest::Url::parse(url)
+        .expect("a URL")
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn mcp_catalog_tools_instances_and_isolation() {
+    let peer = Everything::start().await;
+    let cx = context(
+        "mcp_catalog_tools_instances_and_isolation",
+        vec![server("Everything", "everything", &peer.url, McpAuth::None)],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-owner").await;
+    let org = owner.personal_org().await;
+
+    // The catalog, with the caller's instance count.
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    assert_eq!(servers.len(), 1);
+    let everything = &servers[0];
+    assert_eq!(everything.name, "Everything");
+    assert_eq!(everything.toolkit_slug, "everything");
+    assert_eq!(everything.server_instance_count, 0);
+
+    // Its tools, listed over MCP streamable HTTP.
+    let with_tools = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(everything.id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let echo = with_tools
+        .tools
+        .iter()
+        .find(|t| t.name == "echo")
+        .expect("the echo tool");
+    assert_eq!(echo.slug, "everything_echo");
+    assert_eq!(echo.toolkit, "everything");
+    assert!(!echo.description.is_empty());
+    // Cached in PostgreSQL (not in process memory).
+    let cached: i64 = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT jsonb_array_length(tools)::int8 FROM mcp_tool_cache WHERE server_id = $1",
+            &[&everything.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(cached as usize, with_tools.tools.len());
+
+    // The client calls a tool over the same protocol.
+    let client = workspace_server::mcp::RmcpClient {
+        timeout: Duration::from_secs(20),
+    };
+    let mut args = serde_json::Map::new();
+    args.insert("message".into(), json!("hello over MCP"));
+    let out = client
+        .call_tool(&peer.url, None, "echo", args)
+        .await
+        .expect("echo");
+    assert!(!out.is_error);
+    assert!(out.result.to_string().contains("hello over MCP"), "{out:?}");
+
+    // Connecting a server without authentication: active at once.
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(
+            ConnectAccount::builder()
+                .server_id(everything.id)
+                .flow_type(Some("chat".to_string())),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(start.status, "active");
+    assert_eq!(start.connection_data.auth_config, "none");
+    assert!(
+        start
+            .redirect_url
+            .starts_with(&format!("{FRONTEND}/mcp/callback?"))
+    );
+    let q = query_of(&start.redirect_url);
+    assert_eq!(q["mcp_server_id"], everything.id.to_string());
+    assert_eq!(q["mcp_session_id"], start.id);
+    assert_eq!(q["flow_type"], "chat");
+    let session_id: Uuid = start.id.parse().unwrap();
+
+    let instances = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(instances.len(), 1);
+    let instance = &instances[0];
+    assert_eq!(instance.session_id, session_id);
+    assert_eq!(instance.server_id, everything.id);
+    assert_eq!(instance.name, "Everything");
+    assert_eq!(instance.status, "active");
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    assert_eq!(servers[0].server_instance_count, 1);
+
+    // Rename.
+    let renamed = owner
+        .client
+        .mcp_update_instance()
+        .org_id(org)
+        .instance_id(instance.id)
+        .body(InstanceRename::builder().name("  My tools  "))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(renamed.name, "My tools");
+    let (status, code) = raw(
+        &cx.base_url,
+        Some(&owner.token),
+        Method::PUT,
+        "/api/mcp/instance",
+        &[
+            ("org_id", org.to_string()),
+            ("instance_id", instance.id.to_string()),
+        ],
+        Some(json!({"name": "   "})),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_name"));
+
+    // Gateway URLs: a fresh secret each time.
+    let gen_url = || async {
+        owner
+            .client
+            .mcp_generate_url()
+            .org_id(org)
+            .body(
+                GenerateUrl::builder()
+                    .server_id(everything.id)
+                    .session_id(session_id),
+            )
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+    };
+    let first = gen_url().await;
+    let second = gen_url().await;
+    assert_eq!(first.status, "active");
+    assert!(
+        first
+            .mcp_url
+            .starts_with(&format!("{API_PUBLIC}/api/mcp/gateway/"))
+    );
+    assert_ne!(first.mcp_url, second.mcp_url);
+    // The gateway URL works from an independent MCP client (rmcp over
+    // streamable HTTP); the replaced URL no longer does.
+    let gateway = second.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
+    let through = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools via the gateway");
+    assert!(through.iter().any(|t| t.name == "echo"));
+    let mut args = serde_json::Map::new();
+    args.insert("message".into(), json!("through the gateway"));
+    let out = client
+        .call_tool(&gateway, None, "echo", args)
+        .await
+        .expect("echo via the gateway");
+    assert!(out.result.to_string().contains("through the gateway"));
+    let stale = first.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
+    assert!(client.list_tools(&stale, None).await.is_err());
+
+    // Nobody else sees or touches the instance: another member of the
+    // organization, and another organization's member with their own org.
+    let colleague = cx.user("mcp-colleague").await;
+    let member_role = owner.role_id(org, "member").await;
+    owner.add_member(org, colleague.id, member_role).await;
+    let stranger = cx.user("mcp-stranger").await;
+    let stranger_org = stranger.personal_org().await;
+    for (user, in_org) in [(&colleague, org), (&stranger, stranger_org)] {
+        let listed = user
+            .client
+            .mcp_list_instances()
+            .org_id(in_org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .instances;
+        assert!(listed.is_empty());
+        let (s, c) = error_of(
+            user.client
+                .mcp_update_instance()
+                .org_id(in_org)
+                .instance_id(instance.id)
+                .body(InstanceRename::builder().name("mine"))
+                .send()
+                .await,
+        );
+        assert_eq!((s, c.as_str()), (404, "not_found"));
+        let (s, c) = error_of(
+            user.client
+                .mcp_delete_instance()
+                .org_id(in_org)
+                .instance_id(instance.id)
+                .send()
+                .await,
+        );
+        assert_eq!((s, c.as_str()), (404, "not_found"));
+        let (s, c) = error_of(
+            user.client
+                .mcp_generate_url()
+                .org_id(in_org)
+                .body(
+                    GenerateUrl::builder()
+                        .server_id(everything.id)
+                        .session_id(session_id),
+                )
+                .send()
+                .await,
+        );
+        assert_eq!((s, c.as_str()), (404, "not_found"));
+    }
+    // The stranger cannot use the owner's organization at all.
+    let (s, _) = error_of(
+        stranger
+            .client
+            .mcp_list_instances()
+            .org_id(org)
+            .send()
+            .await,
+    );
+    assert_eq!(s, 403);
+
+    // An unknown server.
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_connect_account()
+            .org_id(org)
+            .body(ConnectAccount::builder().server_id(Uuid::new_v4()))
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (404, "not_found"));
+
+    // With the peer gone the tools still come from the database cache.
+    drop(peer);
+    let again = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(everything.id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.tools, with_tools.tools);
+
+    // Delete: gone, and a second delete is 404.
+    let deleted = owner
+        .client
+        .mcp_delete_instance()
+        .org_id(org)
+        .instance_id(instance.id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(deleted.success);
+    let left: i64 = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_delete_instance()
+            .org_id(org)
+            .instance_id(instance.id)
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (404, "not_found"));
+    let path = reqwest::Url::parse(&gateway).unwrap().path().to_string();
+    let (s, c) = raw(
+        &cx.base_url,
+        None,
+        Method::POST,
+        &path,
+        &[],
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!((s, c.as_str()), (404, "not_found"));
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn mcp_server_ids_are_stable_and_unreachable_servers_are_502() {
+    // Nothing listens on port 9 of 127.0.0.1.
+    let dead = server("Dead", "dead", "http://127.0.0.1:9/mcp", McpAuth::None);
+    let cx = context(
+        "mcp_server_ids_are_stable_and_unreachable_servers_are_502",
+        vec![dead.clone()],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-dead").await;
+    let org = owner.personal_org().await;
+    let list = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let id = list[0].id;
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_server_with_tools()
+            .org_id(org)
+            .server_id(id)
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (502, "mcp_server_unavailable"));
+    // A second instance on the same database keeps the id.
+    let second = cx.second_instance(|c| c.mcp_servers = vec![dead]).await;
+    let row: Uuid = cx
+        .db()
+        .await
+        .query_one("SELECT id FROM mcp_servers WHERE name = 'Dead'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(row, id);
+    drop(second);
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn mcp_sessions_quota_is_402() {
+    let peer = Everything::start().await;
+    let cx = context(
+        "mcp_sessions_quota_is_402",
+        vec![server("Everything", "everything", &peer.url, McpAuth::None)],
+        1,
+    )
+    .await;
+    let owner = cx.user("mcp-quota").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    let connect = || async {
+        owner
+            .client
+            .mcp_connect_account()
+            .org_id(org)
+            .body(ConnectAccount::builder().server_id(id))
+            .send()
+            .await
+    };
+    connect().await.unwrap();
+    let (s, c) = error_of(connect().await);
+    assert_eq!((s, c.as_str()), (402, "mcp_sessions_quota_exceeded"));
+    // Deleting the instance frees the slot.
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    owner
+        .client
+        .mcp_delete_instance()
+        .org_id(org)
+        .instance_id(instance)
+        .send()
+        .await
+        .unwrap();
+    connect().await.unwrap();
+    // A bad flow_type.
+    let (status, code) = raw(
+        &cx.base_url,
+        Some(&owner.token),
+        Method::POST,
+        "/api/mcp/connect_account",
+        &[("org_id", org.to_string())],
+        Some(json!({"server_id": id, "flow_type": "no spaces"})),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_flow_type"));
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn mcp_callback_with_a_bad_state_redirects_with_an_error() {
+    let cx = context(
+        "mcp_callback_with_a_bad_state_redirects_with_an_error",
+        vec![],
+        10,
+    )
+    .await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for query in [vec![("state", "forged"), ("code", "x")], vec![]] {
+        let response = http
+            .get(format!("{}/api/mcp/callback", cx.base_url))
+            .query(&query)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 303);
+        let location = response.headers()["location"].to_str().unwrap().to_string();
+        assert!(location.starts_with(&format!("{FRONTEND}/mcp/callback?")));
+        assert_eq!(query_of(&location)["error"], "invalid_state");
+    }
+    cx.teardown().await;
+}
+
+/// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
+/// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
+/// drop. Its tokens are deterministic so the test can use them.
+struct MockOauth {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
+
+impl MockOauth {
+    async fn start() -> MockOauth {
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("peers/node_modules/.bin/mock-llm");
+        assert!(
+            bin.exists(),
+            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+            bin.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().unwrap();
+        let config = json!({
+            "oauth": {
+                "protectedPaths": ["/mcp"],
+                "tokens": {
+                    "expiresInSeconds": 3600,
+                    "refreshable": true,
+                    "deterministic": {
+                        "nextAccessTokens": [MOCK_ACCESS_TOKEN],
+                        "nextRefreshTokens": ["mcp-refresh-001"],
+                    }
+                },
+                "metadata": {
+                    "registrationEndpointEnabled": true,
+                    "scopesSupported": ["mcp:read", "mcp:tools"],
+                    "issuerOverride": format!("{base}/"),
+                }
+            }
+        });
+        // JSON is YAML.
+        let path = dir.path().join("mock-llm.yaml");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let child = std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .env("PORT", port.to_string())
+            .env("HOST", "127.0.0.1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting mock-llm");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mock-llm did not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        MockOauth {
+            child,
+            base,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for MockOauth {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn mcp_oauth_discovery_registration_pkce_and_callback() {
+    let peer = MockOauth::start().await;
+    let mcp_url = format!("{}/mcp", peer.base);
+    let cx = context(
+        "mcp_oauth_discovery_registration_pkce_and_callback",
+        vec![server("Mock", "mock", &mcp_url, McpAuth::Oauth)],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-oauth").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+
+    // The endpoint really is protected.
+    let client = workspace_server::mcp::RmcpClient {
+        timeout: Duration::from_secs(20),
+    };
+    assert!(matches!(
+        client.list_tools(&mcp_url, None).await,
+        Err(workspace_server::mcp::McpError::Unauthorized(_))
+    ));
+
+    // Start: discovery, dynamic registration, PKCE S256, state.
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(
+            ConnectAccount::builder()
+                .server_id(id)
+                .flow_type(Some("settings".to_string())),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(start.status, "pending");
+    assert_eq!(start.connection_data.auth_config, "oauth2");
+    assert!(
+        start
+            .redirect_url
+            .starts_with(&format!("{}/authorize?", peer.base))
+    );
+    let q = query_of(&start.redirect_url);
+    assert_eq!(q["code_challenge_method"], "S256");
+    assert_eq!(q["redirect_uri"], format!("{API_PUBLIC}/api/mcp/callback"));
+    assert!(!q["client_id"].is_empty());
+    assert!(q["state"].len() >= 16);
+    let session_id: Uuid = start.id.parse().unwrap();
+    // The registration is kept (sealed) for the next connection.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 1);
+
+    // The authorization server approves and sends the browser back.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let approved = http.get(&start.redirect_url).send().await.unwrap();
+    assert_eq!(approved.status().as_u16(), 302);
+    let back = approved.headers()["location"].to_str().unwrap().to_string();
+    assert!(back.starts_with(&format!("{API_PUBLIC}/api/mcp/callback?")));
+    // `api_public_url` is a name for this test server.
+    let callback = back.replacen(API_PUBLIC, &cx.base_url, 1);
+    let landed = http.get(&callback).send().await.unwrap();
+    assert_eq!(landed.status().as_u16(), 303);
+    let location = landed.headers()["location"].to_str().unwrap().to_string();
+    let q = query_of(&location);
+    assert!(location.starts_with(&format!("{FRONTEND}/mcp/callback?")));
+    assert_eq!(q["mcp_server_id"], id.to_string());
+    assert_eq!(q["mcp_session_id"], session_id.to_string());
+    assert_eq!(q["flow_type"], "settings");
+    assert!(!q.contains_key("error"));
+
+    // Active, with its instance; the tokens are sealed at rest.
+    let instances = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(instances.len(), 1);
+    assert_eq!(instances[0].session_id, session_id);
+    assert_eq!(instances[0].status, "active");
+    let sealed: Vec<u8> = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT tokens_sealed FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !sealed
+            .windows(MOCK_ACCESS_TOKEN.len())
+            .any(|w| w == MOCK_ACCESS_TOKEN.as_bytes())
+    );
+    // The token the exchange obtained opens the protected MCP endpoint.
+    let tools = client
+        .list_tools(&mcp_url, Some(MOCK_ACCESS_TOKEN))
+        .await
+        .expect("tools with the token");
+    assert!(tools.iter().any(|t| t.name == "echo"));
+
+    // Through the gateway: the user's token is added by the service.
+    let url = owner
+        .client
+        .mcp_generate_url()
+        .org_id(org)
+        .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .mcp_url;
+    let gateway = url.replacen(API_PUBLIC, &cx.base_url, 1);
+    let via = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools via the gateway");
+    assert!(via.iter().any(|t| t.name == "echo"));
+    // The provider expires the access token: a 401 refreshes silently and
+    // the call goes through with the new token.
+    let control = reqwest::Client::new();
+    control
+        .post(format!("{}/oauth/expire", peer.base))
+        .json(&json!({"token": MOCK_ACCESS_TOKEN}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    assert!(
+        client
+            .list_tools(&mcp_url, Some(MOCK_ACCESS_TOKEN))
+            .await
+            .is_err()
+    );
+    let via = client
+        .list_tools(&gateway, None)
+        .await
+        .expect("tools after a silent refresh");
+    assert!(via.iter().any(|t| t.name == "echo"));
+    let sealed_after: Vec<u8> = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT tokens_sealed FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(sealed_after, sealed, "the refreshed tokens are stored");
+    // The provider revokes the grant: the instance needs a new
+    // authorization instead of failing silently.
+    control
+        .post(format!("{}/oauth/revoke", peer.base))
+        .json(&json!({"refresh_token": "mcp-refresh-001"}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    let path = reqwest::Url::parse(&gateway).unwrap().path().to_string();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let (s, c) = raw(&cx.base_url, None, Method::POST, &path, &[], Some(init)).await;
+    assert_eq!((s, c.as_str()), (409, "mcp_instance_not_active"));
+    let status = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .status
+        .clone();
+    assert_eq!(status, "needs_reauth");
+
+    // Replaying the callback creates nothing.
+    let replay = http.get(&callback).send().await.unwrap();
+    assert_eq!(replay.status().as_u16(), 303);
+    let location = replay.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(query_of(&location)["error"], "invalid_state");
+    let count: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_instances", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+
+    // A provider error fails the pending session and redirects with it.
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let state = query_of(&start.redirect_url)["state"].clone();
+    let denied = http
+        .get(format!("{}/api/mcp/callback", cx.base_url))
+        .query(&[("error", "access_denied"), ("state", state.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let location = denied.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(query_of(&location)["error"], "access_denied");
+    let status: String = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT status FROM mcp_sessions WHERE id = $1",
+            &[&start.id.parse::<Uuid>().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "failed");
+    // Still one registration: the stored client was reused.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 1);
+
+    // Deleting the instance removes the session and its tokens.
+    owner
+        .client
+        .mcp_delete_instance()
+        .org_id(org)
+        .instance_id(instances[0].id)
+        .send()
+        .await
+        .unwrap();
+    let left: i64 = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM mcp_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    cx.teardown().await;
+}
