@@ -1825,6 +1825,34 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         path: dropshot::Path<mcp::GatewayPath>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Chat with MCP tools (Server-Sent Events).
+    ///
+    /// Permission `mcp:write`. Streams `data: <json>` items: message
+    /// tokens `{message, tool: null}`, a tool call started `{message: "",
+    /// tool: {id, name, input, output: null}}` and completed (`successful`,
+    /// `error`, `output` added), `{mcp: {server_ids}, message: "", tool:
+    /// null}` recommendations, then `{message: "DONE", tool: null}`; a
+    /// failure (an unreachable server, an expired grant, the model
+    /// provider) streams `{error}` as the last item instead.
+    ///
+    /// With `mcp_instance_ids` (Direct MCP mode) the tools of those
+    /// instances (the caller's own in the organization, else `404
+    /// not_found` before the stream starts) are offered to the model as
+    /// `{toolkit_slug}_{tool}`, called through the instance's server with
+    /// the user's token, by the agent runtime's tool loop. Without them
+    /// (Intelligent Discovery) the catalog is ranked for the message by the
+    /// words it shares with each server's name and its cached tools' names
+    /// and descriptions, and the matching servers' ids are recommended (no
+    /// model call). `400 invalid_message` (empty or longer than 32,000
+    /// characters), `400 invalid_model` (a name without a known prefix),
+    /// `400 model_unavailable` (not offered here).
+    #[endpoint { method = POST, path = "/api/mcp_playground/chat", tags = ["mcp-playground"] }]
+    async fn mcp_playground_chat(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<mcp::PlaygroundChat>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

@@ -20,6 +20,9 @@ pub struct McpConfig {
     pub timeout_secs: u64,
     /// How long a pending connection's OAuth `state` is accepted.
     pub state_ttl_secs: u64,
+    /// The playground's model when a request names none (default: the
+    /// first configured model, else the built-in development model).
+    pub playground_model: Option<String>,
 }
 
 impl Default for McpConfig {
@@ -30,6 +33,7 @@ impl Default for McpConfig {
             tools_cache_ttl_secs: 300,
             timeout_secs: 30,
             state_ttl_secs: 600,
+            playground_model: None,
         }
     }
 }

@@ -926,3 +926,181 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
     assert_eq!(left, 0);
     cx.teardown().await;
 }
+
+/// Posts to the playground; the status and the stream's items.
+async fn playground(
+    cx: &TestContext,
+    token: &str,
+    org: Uuid,
+    body: serde_json::Value,
+) -> (u16, Vec<serde_json::Value>) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/mcp_playground/chat", cx.base_url))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(token)
+        .json(&body)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    if status != 200 {
+        return (
+            status,
+            vec![serde_json::from_str(&text).unwrap_or_default()],
+        );
+    }
+    let items = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).expect("a JSON item"))
+        .collect();
+    (status, items)
+}
+
+#[tokio::test]
+async fn mcp_playground_discovers_calls_tools_and_streams_errors() {
+    let peer = Everything::start().await;
+    let cx = context(
+        "mcp_playground_discovers_calls_tools_and_streams_errors",
+        vec![
+            server("Everything", "everything", &peer.url, McpAuth::None),
+            server("Dead", "dead", "http://127.0.0.1:9/mcp", McpAuth::None),
+        ],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-playground").await;
+    let org = owner.personal_org().await;
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let everything = servers.iter().find(|s| s.name == "Everything").unwrap().id;
+    // Caches the tools, which discovery ranks by.
+    owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(everything)
+        .send()
+        .await
+        .unwrap();
+
+    // Intelligent Discovery: the server whose tools match is recommended.
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "Please echo this message back"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0]["mcp"]["server_ids"], json!([everything]));
+    assert_eq!(items[0]["message"], "");
+    assert!(items[0]["tool"].is_null());
+    assert_eq!(items[1], json!({"message": "DONE", "tool": null}));
+
+    // Direct mode: the model calls the instance's tool over MCP.
+    owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(everything))
+        .send()
+        .await
+        .unwrap();
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({
+            "content": "/tool everything_echo {\"message\": \"hi playground\"}",
+            "mcp_instance_ids": [instance],
+            "model": "offline-dev-model",
+        }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let started = &items[0]["tool"];
+    assert_eq!(started["name"], "everything_echo");
+    assert_eq!(started["input"], json!({"message": "hi playground"}));
+    assert!(started["output"].is_null());
+    assert_eq!(items[0]["message"], "");
+    let done = &items[1]["tool"];
+    assert_eq!(done["id"], started["id"]);
+    assert_eq!(done["successful"], true);
+    assert!(done["error"].is_null());
+    assert!(
+        done["output"].to_string().contains("hi playground"),
+        "{done}"
+    );
+    let text: String = items[2..items.len() - 1]
+        .iter()
+        .map(|i| i["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(text.contains("hi playground"), "{text}");
+    assert_eq!(
+        items.last().unwrap(),
+        &json!({"message": "DONE", "tool": null})
+    );
+
+    // Validation before the stream.
+    let (status, body) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "x", "mcp_instance_ids": [instance], "model": "llama-3"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body[0]["error_code"].as_str()),
+        (400, Some("invalid_model"))
+    );
+    let (status, body) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "x", "mcp_instance_ids": [Uuid::new_v4()]}),
+    )
+    .await;
+    assert_eq!(
+        (status, body[0]["error_code"].as_str()),
+        (404, Some("not_found"))
+    );
+
+    // The server is gone: an error item ends the stream (no hang).
+    drop(peer);
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "/tool everything_echo {}", "mcp_instance_ids": [instance],
+               "model": "offline-dev-model"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(
+        items[0]["error"].as_str().unwrap().contains("MCP"),
+        "{items:?}"
+    );
+    cx.teardown().await;
+}
