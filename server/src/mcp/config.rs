@@ -150,3 +150,48 @@ pub fn apply_env(mcp: &mut McpConfig, get: &impl Fn(&str) -> Option<String>) {
         mcp.api_public_url = url;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, slug: &str, url: &str) -> McpServerConfig {
+        McpServerConfig {
+            name: name.into(),
+            toolkit_name: name.into(),
+            toolkit_slug: slug.into(),
+            toolkit_logo: None,
+            url: url.into(),
+            auth: McpAuth::None,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn catalog_entries_are_validated() {
+        let mcp = McpConfig::default();
+        let good = entry("A", "a-1", "http://127.0.0.1:1/mcp");
+        assert!(validate(&mcp, std::slice::from_ref(&good)).is_ok());
+        assert!(validate(&mcp, &[good.clone(), good.clone()]).is_err());
+        assert!(validate(&mcp, &[entry("B", "Bad Slug", "http://x/mcp")]).is_err());
+        assert!(validate(&mcp, &[entry("C", "c", "ftp://x/mcp")]).is_err());
+        let mut secret_only = entry("D", "d", "http://x/mcp");
+        secret_only.auth = McpAuth::Oauth;
+        secret_only.client_secret = Some("s".into());
+        assert!(validate(&mcp, &[secret_only]).is_err());
+    }
+
+    #[test]
+    fn urls_come_from_the_environment() {
+        let mut mcp = McpConfig::default();
+        apply_env(&mut mcp, &|k| match k {
+            "WORKSPACE_FRONTEND_URL" => Some("https://app.example".into()),
+            "WORKSPACE_API_PUBLIC_URL" => Some("https://api.example".into()),
+            _ => None,
+        });
+        assert_eq!(mcp.frontend_url, "https://app.example");
+        assert_eq!(mcp.api_public_url, "https://api.example");
+    }
+}

@@ -669,7 +669,8 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .servers[0]
         .id;
 
-    // The endpoint really is protected.
+    // The endpoint really is protected: the catalog cannot list its tools
+    // before the caller has connected.
     let client = workspace_server::mcp::RmcpClient {
         timeout: Duration::from_secs(20),
     };
@@ -677,6 +678,16 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         client.list_tools(&mcp_url, None).await,
         Err(workspace_server::mcp::McpError::Unauthorized(_))
     ));
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_server_with_tools()
+            .org_id(org)
+            .server_id(id)
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (502, "mcp_server_unavailable"));
 
     // Start: discovery, dynamic registration, PKCE S256, state.
     let start = owner
@@ -770,6 +781,18 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .await
         .expect("tools with the token");
     assert!(tools.iter().any(|t| t.name == "echo"));
+
+    // Now the caller's token lists the catalog's tools.
+    let listed = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.tools.iter().any(|t| t.slug == "mock_echo"));
 
     // Through the gateway: the user's token is added by the service.
     let url = owner
