@@ -601,6 +601,12 @@ impl MockOauth {
                         "nextRefreshTokens": ["mcp-refresh-001"],
                     }
                 },
+                "clients": [{
+                    "clientId": "preregistered",
+                    "clientSecret": "preregistered-secret",
+                    "redirectUris": [format!("{API_PUBLIC}/api/mcp/callback")],
+                    "scope": "mcp:read mcp:tools",
+                }],
                 "metadata": {
                     "registrationEndpointEnabled": true,
                     "scopesSupported": ["mcp:read", "mcp:tools"],
@@ -1125,5 +1131,79 @@ async fn mcp_playground_discovers_calls_tools_and_streams_errors() {
         items[0]["error"].as_str().unwrap().contains("MCP"),
         "{items:?}"
     );
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn mcp_oauth_with_a_preregistered_confidential_client() {
+    let peer = MockOauth::start().await;
+    let mcp_url = format!("{}/mcp", peer.base);
+    let mut entry = server("Pre", "pre", &mcp_url, McpAuth::Oauth);
+    entry.client_id = Some("preregistered".into());
+    entry.client_secret = Some("preregistered-secret".into());
+    entry.scopes = vec!["mcp:read".into(), "mcp:tools".into()];
+    let cx = context(
+        "mcp_oauth_with_a_preregistered_confidential_client",
+        vec![entry],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-prereg").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let q = query_of(&start.redirect_url);
+    assert_eq!(q["client_id"], "preregistered");
+    assert_eq!(q["scope"], "mcp:read mcp:tools");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let approved = http.get(&start.redirect_url).send().await.unwrap();
+    let back = approved.headers()["location"].to_str().unwrap().to_string();
+    let landed = http
+        .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+        .send()
+        .await
+        .unwrap();
+    let location = landed.headers()["location"].to_str().unwrap().to_string();
+    assert!(!query_of(&location).contains_key("error"), "{location}");
+    // No dynamic registration happened.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 0);
+    let tools = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    assert!(tools.iter().any(|t| t.name == "echo"));
     cx.teardown().await;
 }
