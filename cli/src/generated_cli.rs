@@ -1712,7 +1712,7 @@ impl<T: CliConfig> Cli<T> {
                     .required(true),
             )
             .about(
-                "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP (unauthenticated: the catalog view) and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. A server that requires authorization to list its tools, or that cannot be reached while nothing is cached, answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.",
+                "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.",
             )
     }
     pub fn cli_models_list() -> ::clap::Command {

@@ -7321,6 +7321,26 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/mcp_playground/chat`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct PlaygroundChat {
+        ///The user's message: 1 to 32,000 characters.
+        pub content: ::std::string::String,
+        ///The caller's instances whose tools the model may call (Direct MCP mode). Absent or empty: Intelligent Discovery.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp_instance_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///A model this service offers whose name starts with `gpt-`, `o1`, `claude-`, `deepseek-` or `gemini-` (or the built-in `offline-dev-model`). Default: `mcp.playground_model`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model: ::std::option::Option<::std::string::String>,
+    }
+    impl PlaygroundChat {
+        pub fn builder() -> builder::PlaygroundChat {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/chat/prompt`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -22030,6 +22050,80 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct PlaygroundChat {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            mcp_instance_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for PlaygroundChat {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    mcp_instance_ids: Ok(Default::default()),
+                    model: Ok(Default::default()),
+                }
+            }
+        }
+        impl PlaygroundChat {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn mcp_instance_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_instance_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for mcp_instance_ids: {e}")
+                });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PlaygroundChat> for super::PlaygroundChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PlaygroundChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    mcp_instance_ids: value.mcp_instance_ids?,
+                    model: value.model?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PlaygroundChat> for PlaygroundChat {
+            fn from(value: super::PlaygroundChat) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    mcp_instance_ids: Ok(value.mcp_instance_ids),
+                    model: Ok(value.model),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct PromptRequest {
             model_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
@@ -27736,7 +27830,7 @@ impl Client {
     }
     /**Fetch an MCP server with its tools
 
-    Permission `mcp:read`. The tools are listed over MCP streamable HTTP (unauthenticated: the catalog view) and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. A server that requires authorization to list its tools, or that cannot be reached while nothing is cached, answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.
+    Permission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.
 
     Sends a `GET` request to `/api/mcp/server_with_tools`
 

@@ -1700,10 +1700,12 @@ pub trait WorkspaceApi {
     /// Fetch an MCP server with its tools.
     ///
     /// Permission `mcp:read`. The tools are listed over MCP streamable HTTP
-    /// (unauthenticated: the catalog view) and cached in the database for
-    /// `mcp.tools_cache_ttl_secs`, shared by every instance of the service.
-    /// A server that requires authorization to list its tools, or that
-    /// cannot be reached while nothing is cached, answers `502
+    /// and cached in the database for `mcp.tools_cache_ttl_secs`, shared by
+    /// every instance of the service. The listing is unauthenticated; a
+    /// server that requires authorization is listed with the caller's own
+    /// active instance's token when they have one. A server that cannot be
+    /// listed (unreachable, or authorization required and the caller has
+    /// no instance) while nothing is cached answers `502
     /// mcp_server_unavailable`; a stale cache entry is served when the
     /// server fails. `404 not_found` for an id not in the catalog.
     #[endpoint { method = GET, path = "/api/mcp/server_with_tools", tags = ["mcp"] }]
@@ -1844,6 +1846,34 @@ pub trait WorkspaceApi {
     async fn mcp_gateway_delete(
         rqctx: RequestContext<Self::Context>,
         path: dropshot::Path<mcp::GatewayPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Chat with MCP tools (Server-Sent Events).
+    ///
+    /// Permission `mcp:write`. Streams `data: <json>` items: message
+    /// tokens `{message, tool: null}`, a tool call started `{message: "",
+    /// tool: {id, name, input, output: null}}` and completed (`successful`,
+    /// `error`, `output` added), `{mcp: {server_ids}, message: "", tool:
+    /// null}` recommendations, then `{message: "DONE", tool: null}`; a
+    /// failure (an unreachable server, an expired grant, the model
+    /// provider) streams `{error}` as the last item instead.
+    ///
+    /// With `mcp_instance_ids` (Direct MCP mode) the tools of those
+    /// instances (the caller's own in the organization, else `404
+    /// not_found` before the stream starts) are offered to the model as
+    /// `{toolkit_slug}_{tool}`, called through the instance's server with
+    /// the user's token, by the agent runtime's tool loop. Without them
+    /// (Intelligent Discovery) the catalog is ranked for the message by the
+    /// words it shares with each server's name and its cached tools' names
+    /// and descriptions, and the matching servers' ids are recommended (no
+    /// model call). `400 invalid_message` (empty or longer than 32,000
+    /// characters), `400 invalid_model` (a name without a known prefix),
+    /// `400 model_unavailable` (not offered here).
+    #[endpoint { method = POST, path = "/api/mcp_playground/chat", tags = ["mcp-playground"] }]
+    async fn mcp_playground_chat(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<mcp::PlaygroundChat>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 

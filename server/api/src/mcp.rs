@@ -196,3 +196,60 @@ pub struct McpUrl {
 pub struct GatewayPath {
     pub secret: String,
 }
+
+/// Body of `POST /api/mcp_playground/chat`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlaygroundChat {
+    /// The user's message: 1 to 32,000 characters.
+    pub content: String,
+    /// The caller's instances whose tools the model may call (Direct MCP
+    /// mode). Absent or empty: Intelligent Discovery.
+    #[serde(default)]
+    pub mcp_instance_ids: Option<Vec<Uuid>>,
+    /// A model this service offers whose name starts with `gpt-`, `o1`,
+    /// `claude-`, `deepseek-` or `gemini-` (or the built-in
+    /// `offline-dev-model`). Default: `mcp.playground_model`.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// A tool call in a playground stream item.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PlaygroundTool {
+    pub id: String,
+    pub name: String,
+    pub input: serde_json::Value,
+    /// `null` while the call runs.
+    #[schemars(with = "serde_json::Value", required)]
+    pub output: Option<serde_json::Value>,
+    /// On completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successful: Option<bool>,
+    /// On completion: the failure, or `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Option<String>>,
+}
+
+/// `{server_ids}` of a server recommendation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PlaygroundServers {
+    pub server_ids: Vec<Uuid>,
+}
+
+/// One item of the playground stream (`data: <json>` lines).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct PlaygroundItem {
+    /// A piece of the reply, `""` beside a tool or recommendation, `DONE`
+    /// at the end. Absent on an error item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The tool call (`null` beside text). Absent on an error item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<Option<PlaygroundTool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<PlaygroundServers>,
+    /// The stream failed (the last item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

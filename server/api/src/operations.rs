@@ -83,6 +83,9 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
     "mcp_gateway_post",
     "mcp_gateway_get",
     "mcp_gateway_delete",
+    // The MCP playground stream: read with any SSE client (items are
+    // `PlaygroundItem`).
+    "mcp_playground_chat",
 ];
 
 /// Operations left out of the generated CLI only (the client still has
@@ -909,6 +912,17 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
             (409, &["mcp_instance_not_active"]),
             (502, &["mcp_server_unavailable"]),
+        ],
+    ),
+    (
+        "mcp_playground_chat",
+        &[
+            (
+                400,
+                &["invalid_message", "invalid_model", "model_unavailable"],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
         ],
     ),
 ];

@@ -91,6 +91,7 @@ pub fn tool_slug(toolkit: &str, name: &str) -> String {
 /// fails.
 pub async fn server_tools(
     cx: &ServerContext,
+    access: &OrgAccess,
     server: &McpServerRow,
 ) -> Result<Vec<crate::mcp::ListedTool>, Error> {
     let cached = cx
@@ -104,7 +105,15 @@ pub async fn server_tools(
     {
         return Ok(tools);
     }
-    match cx.mcp.list_tools(&server.url, None).await {
+    let mut listed = cx.mcp.list_tools(&server.url, None).await;
+    if matches!(listed, Err(crate::mcp::McpError::Unauthorized(_)))
+        && let Some(token) = caller_token(cx, access, server).await?
+    {
+        // A server that lists its tools to authorized users only: the
+        // caller's own active instance authorizes the listing.
+        listed = cx.mcp.list_tools(&server.url, Some(&token)).await;
+    }
+    match listed {
         Ok(tools) => {
             let json = serde_json::to_value(&tools).map_err(Error::internal)?;
             cx.datastore
@@ -126,13 +135,39 @@ pub async fn server_tools(
     }
 }
 
+/// The access token of the caller's first active instance of `server`.
+async fn caller_token(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    server: &McpServerRow,
+) -> Result<Option<String>, Error> {
+    let instances = cx
+        .datastore
+        .mcp_instances_list(access, Some(server.id))
+        .await?;
+    let Some(instance) = instances
+        .iter()
+        .find(|i| i.status == crate::db::enums::McpSessionStatus::Active)
+    else {
+        return Ok(None);
+    };
+    let targets = cx
+        .datastore
+        .mcp_instance_targets(access, &[instance.id])
+        .await?;
+    match targets.first() {
+        Some((_, target)) => crate::app::mcp_gateway::access_token(cx, target, false).await,
+        None => Ok(None),
+    }
+}
+
 pub async fn server_with_tools(
     cx: &ServerContext,
     access: &OrgAccess,
     server_id: Uuid,
 ) -> Result<McpServerWithTools, Error> {
     let server = cx.datastore.mcp_server_get(access, server_id).await?;
-    let tools = server_tools(cx, &server).await?;
+    let tools = server_tools(cx, access, &server).await?;
     let tools = tools
         .into_iter()
         .map(|t| McpTool {

@@ -64,7 +64,7 @@ fn not_active() -> Error {
 /// The access token to send: `None` for a server without authentication.
 /// Refreshes first when the token is about to expire, or when `force`
 /// (the server answered `401`).
-async fn access_token(
+pub(crate) async fn access_token(
     cx: &ServerContext,
     target: &GatewayTarget,
     force: bool,

@@ -12,6 +12,7 @@ pub mod kb;
 pub mod kb_ingest;
 pub mod mcp;
 pub mod mcp_gateway;
+pub mod mcp_playground;
 pub mod models;
 pub mod orgs;
 pub mod roles;

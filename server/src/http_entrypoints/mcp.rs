@@ -158,3 +158,24 @@ pub async fn gateway(
     let secret = path.into_inner().secret;
     Ok(app::mcp_gateway::forward(cx, &secret, method, rqctx.request.headers(), body).await?)
 }
+
+pub async fn playground_chat(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<workspace_api::mcp::PlaygroundChat>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::MCP_WRITE),
+        )
+        .await?;
+    let handle = std::sync::Arc::new(app::mcp_playground::Handle {
+        state: rqctx.server.clone(),
+        get: |s| &s.private,
+    });
+    let items = app::mcp_playground::chat(handle, &access, body.into_inner()).await?;
+    crate::sse::response(items)
+}

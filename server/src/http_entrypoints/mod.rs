@@ -1005,4 +1005,13 @@ impl WorkspaceApi for WorkspaceImpl {
         let probe = Probe::new(&rqctx);
         probe.done(mcp::gateway(rqctx, path, reqwest::Method::DELETE, bytes::Bytes::new()).await)
     }
+
+    async fn mcp_playground_chat(
+        rqctx: Ctx,
+        query: QueryParams<OrgQuery>,
+        body: JsonBody<workspace_api::mcp::PlaygroundChat>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(mcp::playground_chat(rqctx, query, body).await)
+    }
 }

@@ -20,6 +20,9 @@ pub struct McpConfig {
     pub timeout_secs: u64,
     /// How long a pending connection's OAuth `state` is accepted.
     pub state_ttl_secs: u64,
+    /// The playground's model when a request names none (default: the
+    /// first configured model, else the built-in development model).
+    pub playground_model: Option<String>,
 }
 
 impl Default for McpConfig {
@@ -30,6 +33,7 @@ impl Default for McpConfig {
             tools_cache_ttl_secs: 300,
             timeout_secs: 30,
             state_ttl_secs: 600,
+            playground_model: None,
         }
     }
 }
@@ -144,5 +148,50 @@ pub fn apply_env(mcp: &mut McpConfig, get: &impl Fn(&str) -> Option<String>) {
     }
     if let Some(url) = get("WORKSPACE_API_PUBLIC_URL").filter(|v| !v.is_empty()) {
         mcp.api_public_url = url;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, slug: &str, url: &str) -> McpServerConfig {
+        McpServerConfig {
+            name: name.into(),
+            toolkit_name: name.into(),
+            toolkit_slug: slug.into(),
+            toolkit_logo: None,
+            url: url.into(),
+            auth: McpAuth::None,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn catalog_entries_are_validated() {
+        let mcp = McpConfig::default();
+        let good = entry("A", "a-1", "http://127.0.0.1:1/mcp");
+        assert!(validate(&mcp, std::slice::from_ref(&good)).is_ok());
+        assert!(validate(&mcp, &[good.clone(), good.clone()]).is_err());
+        assert!(validate(&mcp, &[entry("B", "Bad Slug", "http://x/mcp")]).is_err());
+        assert!(validate(&mcp, &[entry("C", "c", "ftp://x/mcp")]).is_err());
+        let mut secret_only = entry("D", "d", "http://x/mcp");
+        secret_only.auth = McpAuth::Oauth;
+        secret_only.client_secret = Some("s".into());
+        assert!(validate(&mcp, &[secret_only]).is_err());
+    }
+
+    #[test]
+    fn urls_come_from_the_environment() {
+        let mut mcp = McpConfig::default();
+        apply_env(&mut mcp, &|k| match k {
+            "WORKSPACE_FRONTEND_URL" => Some("https://app.example".into()),
+            "WORKSPACE_API_PUBLIC_URL" => Some("https://api.example".into()),
+            _ => None,
+        });
+        assert_eq!(mcp.frontend_url, "https://app.example");
+        assert_eq!(mcp.api_public_url, "https://api.example");
     }
 }

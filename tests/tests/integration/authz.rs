@@ -871,6 +871,15 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Public,
             call(M::DELETE, "/api/mcp/gateway/x", vec![], None),
         ),
+        "mcp_playground_chat" => (
+            Scope::Org(Some("mcp:write")),
+            call(
+                M::POST,
+                "/api/mcp_playground/chat",
+                q_org(),
+                Some(json!({"content": "probe"})),
+            ),
+        ),
         _ => return None,
     })
 }

@@ -601,6 +601,12 @@ impl MockOauth {
                         "nextRefreshTokens": ["mcp-refresh-001"],
                     }
                 },
+                "clients": [{
+                    "clientId": "preregistered",
+                    "clientSecret": "preregistered-secret",
+                    "redirectUris": [format!("{API_PUBLIC}/api/mcp/callback")],
+                    "scope": "mcp:read mcp:tools",
+                }],
                 "metadata": {
                     "registrationEndpointEnabled": true,
                     "scopesSupported": ["mcp:read", "mcp:tools"],
@@ -669,7 +675,8 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .servers[0]
         .id;
 
-    // The endpoint really is protected.
+    // The endpoint really is protected: the catalog cannot list its tools
+    // before the caller has connected.
     let client = workspace_server::mcp::RmcpClient {
         timeout: Duration::from_secs(20),
     };
@@ -677,6 +684,16 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         client.list_tools(&mcp_url, None).await,
         Err(workspace_server::mcp::McpError::Unauthorized(_))
     ));
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_server_with_tools()
+            .org_id(org)
+            .server_id(id)
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (502, "mcp_server_unavailable"));
 
     // Start: discovery, dynamic registration, PKCE S256, state.
     let start = owner
@@ -770,6 +787,18 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .await
         .expect("tools with the token");
     assert!(tools.iter().any(|t| t.name == "echo"));
+
+    // Now the caller's token lists the catalog's tools.
+    let listed = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.tools.iter().any(|t| t.slug == "mock_echo"));
 
     // Through the gateway: the user's token is added by the service.
     let url = owner
@@ -924,5 +953,257 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
+    cx.teardown().await;
+}
+
+/// Posts to the playground; the status and the stream's items.
+async fn playground(
+    cx: &TestContext,
+    token: &str,
+    org: Uuid,
+    body: serde_json::Value,
+) -> (u16, Vec<serde_json::Value>) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/mcp_playground/chat", cx.base_url))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(token)
+        .json(&body)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    if status != 200 {
+        return (
+            status,
+            vec![serde_json::from_str(&text).unwrap_or_default()],
+        );
+    }
+    let items = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).expect("a JSON item"))
+        .collect();
+    (status, items)
+}
+
+#[tokio::test]
+async fn mcp_playground_discovers_calls_tools_and_streams_errors() {
+    let peer = Everything::start().await;
+    let cx = context(
+        "mcp_playground_discovers_calls_tools_and_streams_errors",
+        vec![
+            server("Everything", "everything", &peer.url, McpAuth::None),
+            server("Dead", "dead", "http://127.0.0.1:9/mcp", McpAuth::None),
+        ],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-playground").await;
+    let org = owner.personal_org().await;
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let everything = servers.iter().find(|s| s.name == "Everything").unwrap().id;
+    // Caches the tools, which discovery ranks by.
+    owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(everything)
+        .send()
+        .await
+        .unwrap();
+
+    // Intelligent Discovery: the server whose tools match is recommended.
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "Please echo this message back"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0]["mcp"]["server_ids"], json!([everything]));
+    assert_eq!(items[0]["message"], "");
+    assert!(items[0]["tool"].is_null());
+    assert_eq!(items[1], json!({"message": "DONE", "tool": null}));
+
+    // Direct mode: the model calls the instance's tool over MCP.
+    owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(everything))
+        .send()
+        .await
+        .unwrap();
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({
+            "content": "/tool everything_echo {\"message\": \"hi playground\"}",
+            "mcp_instance_ids": [instance],
+            "model": "offline-dev-model",
+        }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let started = &items[0]["tool"];
+    assert_eq!(started["name"], "everything_echo");
+    assert_eq!(started["input"], json!({"message": "hi playground"}));
+    assert!(started["output"].is_null());
+    assert_eq!(items[0]["message"], "");
+    let done = &items[1]["tool"];
+    assert_eq!(done["id"], started["id"]);
+    assert_eq!(done["successful"], true);
+    assert!(done["error"].is_null());
+    assert!(
+        done["output"].to_string().contains("hi playground"),
+        "{done}"
+    );
+    let text: String = items[2..items.len() - 1]
+        .iter()
+        .map(|i| i["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(text.contains("hi playground"), "{text}");
+    assert_eq!(
+        items.last().unwrap(),
+        &json!({"message": "DONE", "tool": null})
+    );
+
+    // Validation before the stream.
+    let (status, body) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "x", "mcp_instance_ids": [instance], "model": "llama-3"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body[0]["error_code"].as_str()),
+        (400, Some("invalid_model"))
+    );
+    let (status, body) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "x", "mcp_instance_ids": [Uuid::new_v4()]}),
+    )
+    .await;
+    assert_eq!(
+        (status, body[0]["error_code"].as_str()),
+        (404, Some("not_found"))
+    );
+
+    // The server is gone: an error item ends the stream (no hang).
+    drop(peer);
+    let (status, items) = playground(
+        &cx,
+        &owner.token,
+        org,
+        json!({"content": "/tool everything_echo {}", "mcp_instance_ids": [instance],
+               "model": "offline-dev-model"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(
+        items[0]["error"].as_str().unwrap().contains("MCP"),
+        "{items:?}"
+    );
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn mcp_oauth_with_a_preregistered_confidential_client() {
+    let peer = MockOauth::start().await;
+    let mcp_url = format!("{}/mcp", peer.base);
+    let mut entry = server("Pre", "pre", &mcp_url, McpAuth::Oauth);
+    entry.client_id = Some("preregistered".into());
+    entry.client_secret = Some("preregistered-secret".into());
+    entry.scopes = vec!["mcp:read".into(), "mcp:tools".into()];
+    let cx = context(
+        "mcp_oauth_with_a_preregistered_confidential_client",
+        vec![entry],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-prereg").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let q = query_of(&start.redirect_url);
+    assert_eq!(q["client_id"], "preregistered");
+    assert_eq!(q["scope"], "mcp:read mcp:tools");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let approved = http.get(&start.redirect_url).send().await.unwrap();
+    let back = approved.headers()["location"].to_str().unwrap().to_string();
+    let landed = http
+        .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+        .send()
+        .await
+        .unwrap();
+    let location = landed.headers()["location"].to_str().unwrap().to_string();
+    assert!(!query_of(&location).contains_key("error"), "{location}");
+    // No dynamic registration happened.
+    let clients: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM mcp_oauth_clients", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(clients, 0);
+    let tools = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    assert!(tools.iter().any(|t| t.name == "echo"));
     cx.teardown().await;
 }

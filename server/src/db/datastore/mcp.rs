@@ -648,3 +648,50 @@ impl Datastore {
         Ok(())
     }
 }
+
+impl Datastore {
+    /// The caller's instances among `ids` with what calling their server
+    /// needs, and each one's `toolkit_slug`; `404` unless every id is the
+    /// caller's in the organization.
+    pub async fn mcp_instance_targets(
+        &self,
+        access: &OrgAccess,
+        ids: &[Uuid],
+    ) -> Result<Vec<(String, GatewayTarget)>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
+                    ss.token_expires_at, s.toolkit_slug \
+                 FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
+                 JOIN mcp_servers s ON s.id = i.server_id \
+                 WHERE i.organization_id = $1 AND i.user_id = $2 AND i.id = ANY($3) \
+                 ORDER BY i.created_at, i.id",
+                &[&access.org_id(), &access.user_id(), &ids],
+            )
+            .await?;
+        let distinct: std::collections::HashSet<&Uuid> = ids.iter().collect();
+        if rows.len() != distinct.len() {
+            return Err(Error::NotFound {
+                what: "MCP instance",
+            });
+        }
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(7),
+                    GatewayTarget {
+                        session_id: r.get(0),
+                        server_id: r.get(1),
+                        user_id: r.get(2),
+                        url: r.get(3),
+                        status: r.get(4),
+                        tokens_sealed: r.get(5),
+                        token_expires_at: r.get(6),
+                    },
+                )
+            })
+            .collect())
+    }
+}
