@@ -13,6 +13,15 @@
 pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
+
+/// The Python the tests run their Python peers with (aiosmtpd, the openai
+/// client): `WORKSPACE_PYTHON` (`cargo xtask test` sets it to its virtual
+/// environment, `target/pyenv`), else `python3`.
+pub fn python() -> std::ffi::OsString {
+    std::env::var_os("WORKSPACE_PYTHON")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".into())
+}
 pub mod s3;
 pub mod sse;
 pub mod web;

@@ -50,7 +50,8 @@ enum Task {
         action: DbAction,
     },
     /// Fuzz the running server against the OpenAPI document with
-    /// schemathesis (installed with pip when missing): no 5xx, responses,
+    /// schemathesis (in the suite's virtual environment, `target/pyenv`):
+    /// no 5xx, responses,
     /// status codes, content types and headers as documented, schema-invalid
     /// requests rejected.
     Fuzz {
@@ -442,6 +443,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         cmd.args(["test", "--workspace", "--no-fail-fast"]);
     }
     cmd.args(extra);
+    cmd.env("WORKSPACE_PYTHON", python_env(root)?);
     if let Some(cluster) = &cluster {
         cmd.env("WORKSPACE_TEST_DATABASE_URL", cluster.url("postgres"));
     }
@@ -459,35 +461,61 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     checks
 }
 
-/// The schemathesis release the contract fuzz is pinned to.
-const SCHEMATHESIS: &str = "schemathesis==4.32.*";
+/// The Python packages the suite runs, pinned: the contract fuzz
+/// (schemathesis), the local SMTP server (aiosmtpd) and the OpenAI client
+/// the deployments test drives the OpenAI-compatible surface with. They
+/// live in a virtual environment under the target directory
+/// (`target/pyenv`), never in the system's Python.
+const PYTHON_REQUIREMENTS: &[&str] = &["schemathesis==4.32.*", "aiosmtpd==1.4.6", "openai==3.54.0"];
 
-fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
-    let have = Command::new("python3")
-        .args(["-m", "schemathesis.cli", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        println!("installing {SCHEMATHESIS}");
-        let pip = |extra: &[&str]| {
-            Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(extra)
-                .arg(SCHEMATHESIS)
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        // A distribution's externally managed Python needs the override.
-        if !pip(&[]) && !pip(&["--break-system-packages"]) {
-            bail!("installing {SCHEMATHESIS} failed");
+/// The virtual environment's python, created and filled when missing or
+/// when [`PYTHON_REQUIREMENTS`] changed.
+fn python_env(root: &Path) -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let venv = target.join("pyenv");
+    let python = venv.join("bin").join("python");
+    if !python.is_file() {
+        println!("creating the Python environment {}", venv.display());
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .context("running python3 -m venv")?;
+        if !status.success() {
+            bail!("python3 -m venv failed (Debian: apt-get install python3-venv)");
         }
     }
+    let marker = venv.join(".workspace-requirements");
+    let wanted = PYTHON_REQUIREMENTS.join("\n");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        println!(
+            "installing {} into {}",
+            PYTHON_REQUIREMENTS.join(" "),
+            venv.display()
+        );
+        let status = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(PYTHON_REQUIREMENTS)
+            .status()
+            .context("running pip in the Python environment")?;
+        if !status.success() {
+            bail!("installing {} failed", PYTHON_REQUIREMENTS.join(" "));
+        }
+        std::fs::write(&marker, &wanted)?;
+    }
+    Ok(python)
+}
+
+fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
+    let python = python_env(root)?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
         .args(["build", "--quiet", "-p", "workspace-server"])
@@ -536,7 +564,7 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
         .spawn()
         .with_context(|| format!("starting {}", server_bin.display()))?;
     let result = (|| -> Result<()> {
-        let token = Command::new("python3")
+        let token = Command::new(&python)
             .args(["-c", LOGIN_PY, &url])
             .output()?;
         if !token.status.success() {
@@ -546,7 +574,7 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
             );
         }
         let token = String::from_utf8(token.stdout)?.trim().to_string();
-        let status = Command::new("python3")
+        let status = Command::new(&python)
             .current_dir(root)
             .args([
                 "-m",

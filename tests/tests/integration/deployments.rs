@@ -563,7 +563,7 @@ print("ok")
         key.to_string(),
     );
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
+        std::process::Command::new(workspace_tests::python())
             .args(["-c", script])
             .env("BASE", base)
             .env("KEY", key)

@@ -1164,7 +1164,7 @@ impl Drop for SmtpServer {
 
 fn ensure_aiosmtpd() {
     let have = || {
-        std::process::Command::new("python3")
+        std::process::Command::new(workspace_tests::python())
             .args(["-c", "import aiosmtpd"])
             .status()
             .is_ok_and(|s| s.success())
@@ -1172,19 +1172,10 @@ fn ensure_aiosmtpd() {
     if have() {
         return;
     }
-    let pip = |extra: &[&str]| {
-        std::process::Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "aiosmtpd==1.4.6"])
-            .args(extra)
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !pip(&[]) {
-        pip(&["--break-system-packages"]);
-    }
     assert!(
         have(),
-        "aiosmtpd is not installable (python3 -m pip install aiosmtpd==1.4.6)"
+        "aiosmtpd is missing: run the suite with `cargo xtask test` (it keeps the test \
+         peers in target/pyenv) or set WORKSPACE_PYTHON to a Python with aiosmtpd==1.4.6"
     );
 }
 
@@ -1197,7 +1188,7 @@ async fn start_smtp() -> SmtpServer {
         .port();
     let dir = std::env::temp_dir().join(format!("workspace-smtp-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    let child = std::process::Command::new("python3")
+    let child = std::process::Command::new(workspace_tests::python())
         .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
         .args(["-c", "aiosmtpd.handlers.Mailbox"])
         .arg(dir.join("mail"))
