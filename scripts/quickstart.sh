@@ -26,6 +26,10 @@ ROLE=$(workspace roles list-roles --org-id "$ORG" | jq -r '.[] | select(.name ==
 workspace invitations create --org-id "$ORG" --email "bob-$RANDOM@example.com" \
     --role-id "$ROLE" | jq -r '"invited \(.email)"'
 workspace users list --org-id "$ORG" --format table
+# The invitation e-mail, from the outbox (system administrators: start the
+# server with WORKSPACE_SYSTEM_ADMINS=<your e-mail>).
+workspace system outbox --limit 1 | jq -r '.emails[0] | "outbox: \(.subject) -> \(.to_address)"' \
+    || echo "(start the server with WORKSPACE_SYSTEM_ADMINS=$EMAIL to read the outbox)"
 
 # A conversation with a model (with no provider configured: the built-in
 # offline development model).

@@ -80,6 +80,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
+            CliCommand::SystemOutbox => Self::cli_system_outbox(),
             CliCommand::ToolsUpdate => Self::cli_tools_update(),
             CliCommand::ToolsCreate => Self::cli_tools_create(),
             CliCommand::ToolsCreateCategory => Self::cli_tools_create_category(),
@@ -2100,6 +2101,19 @@ impl<T: CliConfig> Cli<T> {
                 "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
             )
     }
+    pub fn cli_system_outbox() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("How many e-mails, newest first: 1 to 100, default 20."),
+            )
+            .about(
+                "Read the e-mail outbox (newest first).\n\nSystem administrators only (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise). With no SMTP server configured, e-mails (invitations, user invites) are kept in the outbox instead of being sent; this reads them, e.g. to follow an invitation link on a development machine. `limit` 1 to 100 (default 20; `400 invalid_pagination` otherwise). Bodies carry invitation links: treat the answer as a secret.",
+            )
+    }
     pub fn cli_tools_update() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -2719,6 +2733,7 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
+            CliCommand::SystemOutbox => self.execute_system_outbox(matches).await,
             CliCommand::ToolsUpdate => self.execute_tools_update(matches).await,
             CliCommand::ToolsCreate => self.execute_tools_create(matches).await,
             CliCommand::ToolsCreateCategory => self.execute_tools_create_category(matches).await,
@@ -4594,6 +4609,24 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_system_outbox(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.system_outbox();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        self.config.execute_system_outbox(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_tools_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.tools_update();
         if let Some(value) = matches.get_one::<::uuid::Uuid>("category-id") {
@@ -5536,6 +5569,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_system_outbox(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::SystemOutbox,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_tools_update(
         &self,
         matches: &::clap::ArgMatches,
@@ -5718,6 +5758,7 @@ pub enum CliCommand {
     RolesDeletePermission,
     RolesRemove,
     RolesUpdate,
+    SystemOutbox,
     ToolsUpdate,
     ToolsCreate,
     ToolsCreateCategory,
@@ -5805,6 +5846,7 @@ impl CliCommand {
             CliCommand::RolesDeletePermission,
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
+            CliCommand::SystemOutbox,
             CliCommand::ToolsUpdate,
             CliCommand::ToolsCreate,
             CliCommand::ToolsCreateCategory,
@@ -5893,6 +5935,7 @@ impl CliCommand {
             CliCommand::RolesDeletePermission => "roles_delete_permission",
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
+            CliCommand::SystemOutbox => "system_outbox",
             CliCommand::ToolsUpdate => "tools_update",
             CliCommand::ToolsCreate => "tools_create",
             CliCommand::ToolsCreateCategory => "tools_create_category",

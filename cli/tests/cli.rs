@@ -1451,6 +1451,7 @@ async fn quickstart_script_runs() {
     let cx = TestContext::with_config("cli_quickstart", |c| {
         c.providers.offline_chunk_delay_ms = 0;
         c.kb.poll_interval_ms = 100;
+        c.auth.system_admins = vec!["ada-quickstart@example.com".into()];
     })
     .await;
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_workspace"))
@@ -1474,6 +1475,7 @@ async fn quickstart_script_runs() {
             .env("PATH", path)
             .env("WORKSPACE_URL", url)
             .env("WORKSPACE_CONFIG_DIR", config_dir)
+            .env("QUICKSTART_EMAIL", "ada-quickstart@example.com")
             .env_remove("WORKSPACE_TOKEN")
             .env_remove("WORKSPACE_PROFILE")
             .stdin(std::process::Stdio::null())
@@ -1487,6 +1489,10 @@ async fn quickstart_script_runs() {
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("logged in as ada-"), "{stdout}");
     assert!(stdout.contains("invited bob-"), "{stdout}");
+    assert!(
+        stdout.contains("outbox: ") && stdout.contains("-> bob-"),
+        "{stdout}"
+    );
     assert!(stdout.contains("offline-dev-model"), "{stdout}");
     assert!(stdout.contains("lighthouse.txt"), "{stdout}");
     assert!(stdout.trim_end().ends_with("quickstart done"), "{stdout}");

@@ -7052,6 +7052,37 @@ pub mod types {
             Default::default()
         }
     }
+    ///One e-mail kept by the default mailer.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OutboxEmail {
+        ///The plain-text body (invitation e-mails carry their link).
+        pub body_text: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///What it is about, e.g. `invitation`.
+        pub kind: ::std::string::String,
+        pub subject: ::std::string::String,
+        pub to_address: ::std::string::String,
+    }
+    impl OutboxEmail {
+        pub fn builder() -> builder::OutboxEmail {
+            Default::default()
+        }
+    }
+    ///Response of `GET /api/system/outbox`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OutboxPage {
+        pub emails: ::std::vec::Vec<OutboxEmail>,
+    }
+    impl OutboxPage {
+        pub fn builder() -> builder::OutboxPage {
+            Default::default()
+        }
+    }
     ///A parameter spec (an input or a configuration value of a tool).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -21883,6 +21914,160 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct OutboxEmail {
+            body_text: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            kind: ::std::result::Result<::std::string::String, ::std::string::String>,
+            subject: ::std::result::Result<::std::string::String, ::std::string::String>,
+            to_address: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OutboxEmail {
+            fn default() -> Self {
+                Self {
+                    body_text: Err("no value supplied for body_text".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    kind: Err("no value supplied for kind".to_string()),
+                    subject: Err("no value supplied for subject".to_string()),
+                    to_address: Err("no value supplied for to_address".to_string()),
+                }
+            }
+        }
+        impl OutboxEmail {
+            pub fn body_text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.body_text = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for body_text: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn kind<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.kind = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for kind: {e}"));
+                self
+            }
+            pub fn subject<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.subject = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for subject: {e}"));
+                self
+            }
+            pub fn to_address<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.to_address = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for to_address: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OutboxEmail> for super::OutboxEmail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OutboxEmail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    body_text: value.body_text?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    kind: value.kind?,
+                    subject: value.subject?,
+                    to_address: value.to_address?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OutboxEmail> for OutboxEmail {
+            fn from(value: super::OutboxEmail) -> Self {
+                Self {
+                    body_text: Ok(value.body_text),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    kind: Ok(value.kind),
+                    subject: Ok(value.subject),
+                    to_address: Ok(value.to_address),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OutboxPage {
+            emails:
+                ::std::result::Result<::std::vec::Vec<super::OutboxEmail>, ::std::string::String>,
+        }
+        impl ::std::default::Default for OutboxPage {
+            fn default() -> Self {
+                Self {
+                    emails: Err("no value supplied for emails".to_string()),
+                }
+            }
+        }
+        impl OutboxPage {
+            pub fn emails<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::OutboxEmail>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.emails = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for emails: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OutboxPage> for super::OutboxPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OutboxPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    emails: value.emails?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OutboxPage> for OutboxPage {
+            fn from(value: super::OutboxPage) -> Self {
+                Self {
+                    emails: Ok(value.emails),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ParamSpec {
             default: ::std::result::Result<
                 ::std::option::Option<super::ParamSpecDefault>,
@@ -28084,6 +28269,23 @@ impl Client {
     ```*/
     pub fn roles_update(&self) -> builder::RolesUpdate<'_> {
         builder::RolesUpdate::new(self)
+    }
+    /**Read the e-mail outbox (newest first)
+
+    System administrators only (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise). With no SMTP server configured, e-mails (invitations, user invites) are kept in the outbox instead of being sent; this reads them, e.g. to follow an invitation link on a development machine. `limit` 1 to 100 (default 20; `400 invalid_pagination` otherwise). Bodies carry invitation links: treat the answer as a secret.
+
+    Sends a `GET` request to `/api/system/outbox`
+
+    Arguments:
+    - `limit`: How many e-mails, newest first: 1 to 100, default 20.
+    ```ignore
+    let response = client.system_outbox()
+        .limit(limit)
+        .send()
+        .await;
+    ```*/
+    pub fn system_outbox(&self) -> builder::SystemOutbox<'_> {
+        builder::SystemOutbox::new(self)
     }
     /**Update a tool
 
@@ -35564,6 +35766,79 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::system_outbox`]
+
+    [`Client::system_outbox`]: super::Client::system_outbox*/
+    #[derive(Debug, Clone)]
+    pub struct SystemOutbox<'a> {
+        client: &'a super::Client,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+    }
+    impl<'a> SystemOutbox<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                limit: Ok(None),
+            }
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/system/outbox`
+        pub async fn send(self) -> Result<ResponseValue<types::OutboxPage>, Error<types::Error>> {
+            let Self { client, limit } = self;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/system/outbox", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "system_outbox",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -103,6 +103,21 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<system::HealthStatus>, HttpError>;
 
+    /// Read the e-mail outbox (newest first).
+    ///
+    /// System administrators only (`auth.system_admins` /
+    /// `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise). With no SMTP
+    /// server configured, e-mails (invitations, user invites) are kept in
+    /// the outbox instead of being sent; this reads them, e.g. to follow an
+    /// invitation link on a development machine. `limit` 1 to 100 (default
+    /// 20; `400 invalid_pagination` otherwise). Bodies carry invitation
+    /// links: treat the answer as a secret.
+    #[endpoint { method = GET, path = "/api/system/outbox", tags = ["system"] }]
+    async fn system_outbox(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<system::OutboxQuery>,
+    ) -> Result<HttpResponseOk<system::OutboxPage>, HttpError>;
+
     /// Create an account.
     ///
     /// Public. An address pre-created by `POST /api/users/invite` (no

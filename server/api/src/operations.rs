@@ -121,6 +121,11 @@ pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
     ),
     ("users_list", "offset", 0),
     (
+        "system_outbox",
+        "limit",
+        crate::system::OUTBOX_DEFAULT_LIMIT,
+    ),
+    (
         "conversation_messages",
         "limit",
         crate::conversations::MESSAGES_DEFAULT_LIMIT,
@@ -153,6 +158,10 @@ pub type ErrorStatus = (u16, &'static [&'static str]);
 pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     ("healthz", &[]),
     ("readyz", &[]),
+    (
+        "system_outbox",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
     (
         "auth_signup",
         &[

@@ -178,6 +178,14 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(system::healthz(_rqctx).await)
     }
 
+    async fn system_outbox(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::system::OutboxQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::system::OutboxPage>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(system::outbox(rqctx, query).await)
+    }
+
     async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
         let probe = Probe::new(&rqctx);
         probe.done(system::readyz(rqctx).await)

@@ -1,4 +1,5 @@
-//! System area: liveness and readiness.
+//! System area: liveness, readiness, the API reference and the e-mail
+//! outbox.
 
 use super::Ctx;
 use crate::error::Error;
@@ -63,4 +64,36 @@ pub async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpErro
         message: e.to_string(),
     })?;
     Ok(ok())
+}
+
+pub async fn outbox(
+    rqctx: Ctx,
+    query: workspace_api::extract::QueryParams<workspace_api::system::OutboxQuery>,
+) -> Result<HttpResponseOk<workspace_api::system::OutboxPage>, HttpError> {
+    let cx = rqctx.context();
+    let admin = cx.authorize_system_admin(&rqctx).await?;
+    let limit = query
+        .into_inner()
+        .limit
+        .unwrap_or(workspace_api::system::OUTBOX_DEFAULT_LIMIT);
+    if !(1..=100).contains(&limit) {
+        return Err(Error::invalid("invalid_pagination", "limit is 1 to 100").into());
+    }
+    let rows = cx
+        .datastore
+        .email_outbox_recent(&admin, i64::from(limit))
+        .await?;
+    Ok(HttpResponseOk(workspace_api::system::OutboxPage {
+        emails: rows
+            .iter()
+            .map(|r| workspace_api::system::OutboxEmail {
+                id: r.get(0),
+                to_address: r.get(1),
+                subject: r.get(2),
+                body_text: r.get(3),
+                kind: r.get(4),
+                created_at: r.get(5),
+            })
+            .collect(),
+    }))
 }

@@ -114,6 +114,10 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Authenticated,
             call(M::GET, "/api/roles/list_permissions", vec![], None),
         ),
+        "system_outbox" => (
+            Scope::SystemAdmin,
+            call(M::GET, "/api/system/outbox", vec![], None),
+        ),
         "roles_create_permission" => (
             Scope::SystemAdmin,
             call(

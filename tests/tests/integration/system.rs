@@ -98,3 +98,69 @@ async fn nul_characters_are_a_client_error() {
     assert_eq!(got, (400, "invalid_request".to_string()));
     cx.teardown().await;
 }
+
+/// `GET /api/system/outbox`: a system administrator reads the e-mails the
+/// default mailer kept (newest first, `limit` bounded); anyone else gets
+/// 403.
+#[tokio::test]
+async fn system_admins_read_the_outbox() {
+    let cx = TestContext::with_config("system_outbox", |c| {
+        c.auth.system_admins = vec!["outbox-root@example.com".into()];
+    })
+    .await;
+    let root = cx.user("outbox-root").await;
+    let ada = cx.user("outbox-ada").await;
+    let org = ada.personal_org().await;
+    let member = ada.role_id(org, "member").await;
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", cx.base_url);
+    for email in ["first@example.com", "second@example.com"] {
+        let r = http
+            .post(url("/api/invitations/create"))
+            .query(&[("org_id", org.to_string())])
+            .bearer_auth(&ada.token)
+            .json(&serde_json::json!({"email": email, "role_id": member}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+    let read = |token: String, limit: &'static str| {
+        let http = http.clone();
+        let url = url("/api/system/outbox");
+        async move {
+            let r = http
+                .get(url)
+                .query(&[("limit", limit)])
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, page) = read(root.token.clone(), "1").await;
+    assert_eq!(status, 200, "{page}");
+    let emails = page["emails"].as_array().unwrap();
+    assert_eq!(emails.len(), 1);
+    assert_eq!(emails[0]["to_address"], "second@example.com");
+    assert_eq!(emails[0]["kind"], "invitation");
+    assert!(
+        emails[0]["body_text"].as_str().unwrap().contains("token="),
+        "{page}"
+    );
+    let (_, page) = read(root.token.clone(), "20").await;
+    assert_eq!(page["emails"].as_array().unwrap().len(), 2);
+    let (status, body) = read(root.token.clone(), "0").await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (400, Some("invalid_pagination"))
+    );
+    let (status, body) = read(ada.token.clone(), "5").await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (403, Some("forbidden"))
+    );
+    cx.teardown().await;
+}

@@ -24,4 +24,21 @@ impl Datastore {
         .await?;
         Ok(id)
     }
+
+    /// The newest e-mails of the outbox (system administrators only: the
+    /// `SystemAdmin` grant is the authority).
+    pub async fn email_outbox_recent(
+        &self,
+        _admin: &crate::authz::SystemAdmin,
+        limit: i64,
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query(
+                "SELECT id, to_address, subject, body_text, kind, created_at FROM email_outbox \
+                 ORDER BY created_at DESC, id LIMIT $1",
+                &[&limit],
+            )
+            .await?)
+    }
 }
