@@ -732,8 +732,10 @@ impl Config {
         if self.auth.hash_concurrency == Some(0) || self.auth.hash_max_wait_ms == 0 {
             bail!("auth.hash_concurrency and auth.hash_max_wait_ms must be positive");
         }
-        if self.rate_limits.window_secs == 0 {
-            bail!("rate_limits.window_secs must be positive");
+        // Counters are kept an hour (the janitor), so a longer window would
+        // start counting again early.
+        if self.rate_limits.window_secs == 0 || self.rate_limits.window_secs > 3600 {
+            bail!("rate_limits.window_secs must be 1 to 3600");
         }
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
