@@ -1217,14 +1217,7 @@ async fn unreachable_server_help_and_completions() {
 /// the server's message.
 #[tokio::test]
 async fn kb_commands() {
-    let model_dir = workspace_embedded_db::data_root()
-        .join("models")
-        .join("all-minilm-l6-v2");
-    tokio::task::spawn_blocking(move || {
-        workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
-    })
-    .await
-    .unwrap();
+    workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("cli_kb", |c| {
         c.providers.offline_chunk_delay_ms = 0;
         c.kb.poll_interval_ms = 100;
@@ -1440,14 +1433,7 @@ async fn kb_commands() {
 /// against a real server with the CLI on PATH, so it cannot drift.
 #[tokio::test]
 async fn quickstart_script_runs() {
-    let model_dir = workspace_embedded_db::data_root()
-        .join("models")
-        .join("all-minilm-l6-v2");
-    tokio::task::spawn_blocking(move || {
-        workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
-    })
-    .await
-    .unwrap();
+    workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("cli_quickstart", |c| {
         c.providers.offline_chunk_delay_ms = 0;
         c.kb.poll_interval_ms = 100;

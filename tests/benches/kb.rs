@@ -293,12 +293,7 @@ async fn main() {
     let dir = workspace_embedded_db::data_root()
         .join("models")
         .join(MODEL);
-    let model_dir = dir.clone();
-    tokio::task::spawn_blocking(move || {
-        workspace_server::embedder::local::provision_waiting(&model_dir).expect("model")
-    })
-    .await
-    .unwrap();
+    workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("bench_kb", |c| {
         c.kb.poll_interval_ms = 50;
     })

@@ -14,6 +14,21 @@ pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
 
+/// Provisions the local embedding model's files once for every test
+/// process (the data root's `models/all-minilm-l6-v2`, where test servers
+/// look), waiting while another process downloads them.
+pub async fn ensure_local_model() {
+    let dir = workspace_embedded_db::data_root()
+        .join("models")
+        .join("all-minilm-l6-v2");
+    tokio::task::spawn_blocking(move || {
+        workspace_server::embedder::local::provision_waiting(&dir)
+            .expect("provisioning the local embedding model")
+    })
+    .await
+    .expect("provisioning task");
+}
+
 /// The Python the tests run their Python peers with (aiosmtpd, the openai
 /// client): `WORKSPACE_PYTHON` (`cargo xtask test` sets it to its virtual
 /// environment, `target/pyenv`), else `python3`.

@@ -11,19 +11,6 @@ use workspace_tests::{TestContext, TestUser};
 
 const MODEL: &str = "all-minilm-l6-v2";
 
-/// The local model's files, provisioned once for every test process.
-async fn ensure_model() {
-    let dir = workspace_embedded_db::data_root()
-        .join("models")
-        .join(MODEL);
-    tokio::task::spawn_blocking(move || {
-        workspace_server::embedder::local::provision_waiting(&dir)
-            .expect("provisioning the local embedding model")
-    })
-    .await
-    .expect("provisioning task");
-}
-
 async fn call(
     cx: &TestContext,
     user: &TestUser,
@@ -106,7 +93,7 @@ const RARE: &str = "Maintenance log. The pump seal was replaced with part number
 
 #[tokio::test]
 async fn documents_are_ingested_found_and_cited() {
-    ensure_model().await;
+    workspace_tests::ensure_local_model().await;
     let fake = workspace_tests::fake_provider::FakeProvider::with_default(
         workspace_tests::fake_provider::Reply::openai_text(&[
             "The keeper lights the lamp every evening ",
@@ -456,7 +443,7 @@ fn pdf_document(page: &Value, title: &str) -> String {
 /// lease expires, and it completes.
 #[tokio::test]
 async fn a_crashed_workers_job_is_taken_over() {
-    ensure_model().await;
+    workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("kb_takeover", |c| {
         c.kb.workers = 0;
     })
@@ -567,7 +554,7 @@ kept in the watch house beside the slipway.</p></article></body></html>"#;
 async fn web_pages_and_s3_objects_are_ingested() {
     use workspace_tests::s3::{ACCESS_KEY, LocalS3, SECRET_KEY};
     use workspace_tests::web::{Page, Site};
-    ensure_model().await;
+    workspace_tests::ensure_local_model().await;
     let site = Site::start(vec![
         (
             "/robots.txt",
