@@ -40,6 +40,7 @@ pub fn python() -> std::ffi::OsString {
 pub mod s3;
 pub mod sse;
 pub mod web;
+pub mod ws;
 
 use anyhow::{Context, Result};
 use std::sync::OnceLock;

@@ -69,3 +69,55 @@ pub fn content(events: &[ConversationStreamEvent]) -> String {
         })
         .collect()
 }
+
+/// Reads numbered events (`id: N` and `data: <json>` lines, as the chat
+/// streams send them) from a raw streamed response, as they arrive.
+pub struct NumberedReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl NumberedReader {
+    pub fn new(response: reqwest::Response) -> NumberedReader {
+        NumberedReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event and its number (`None` for an unnumbered event);
+    /// `None` when the body ended (or broke).
+    pub async fn next(&mut self) -> Option<(Option<i32>, serde_json::Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = Some(v.parse().expect("a numeric event id"));
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                return Some((id, serde_json::from_str(&data).expect("a JSON event")));
+            }
+            match self.response.chunk().await {
+                Ok(Some(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// All remaining events.
+    pub async fn collect(mut self) -> Vec<(Option<i32>, serde_json::Value)> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next().await {
+            out.push(e);
+        }
+        out
+    }
+}

@@ -9,7 +9,7 @@
 //!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [relay|api] [--dev]`: benchmarks (figures printed, not
+//! - `bench [relay|api|kb|chat] [--dev]`: benchmarks (figures printed, not
 //!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
 //!   the server adds to time-to-first-token and per streamed chunk; `api`
 //!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
@@ -99,6 +99,10 @@ enum BenchName {
     /// Knowledge bases: ingestion chunks/s, search p50/p95 at 10k and
     /// 100k chunks, HNSW recall@10, hybrid vs vector-only.
     Kb,
+    /// Chat: send_message time-to-first-token over the bare provider with
+    /// and without one knowledge base, resume latency on another instance,
+    /// WebSocket fan-out across two instances.
+    Chat,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -137,6 +141,7 @@ fn main() -> Result<()> {
                 BenchName::Relay => "relay",
                 BenchName::Api => "api",
                 BenchName::Kb => "kb",
+                BenchName::Chat => "chat",
             },
             name == BenchName::Api,
             dev,
