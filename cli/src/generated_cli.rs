@@ -42,6 +42,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
             CliCommand::ConversationList => Self::cli_conversation_list(),
             CliCommand::ConversationMessages => Self::cli_conversation_messages(),
+            CliCommand::ConversationStop => Self::cli_conversation_stop(),
             CliCommand::InvitationsBulkCreate => Self::cli_invitations_bulk_create(),
             CliCommand::InvitationsCreate => Self::cli_invitations_create(),
             CliCommand::InvitationsGet => Self::cli_invitations_get(),
@@ -1048,6 +1049,30 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "List a conversation's messages, a page at a time.\n\nPermission `conversation:read`. Messages of all the conversation's sessions, oldest first in the order they were stored (stable across pages). `limit` is 1 to 100 (default 20), `offset` the number of messages to skip (default 0); out-of-range values are `400 invalid_pagination`. `total` counts all messages of the conversation. Each message carries `status` (an addition): `complete`, or `cancelled`/`failed` for a partial answer. `404 not_found` when the conversation is not in the organization.",
+            )
+    }
+    pub fn cli_conversation_stop() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(
+                        ::clap::value_parser!(types::ConversationStopMessageId),
+                    )
+                    .required(true)
+                    .help(
+                        "The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Stop a conversation answer that is streaming.\n\nPermission `conversation:write` (any member who may write in the organization's conversations; `404 not_found` for an answer that is not in the organization, or is no assistant message). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `cancelled` and its stream ends with `{\"type\":\"end\"}`. `stopped` is false when the answer had already ended.",
             )
     }
     pub fn cli_invitations_bulk_create() -> ::clap::Command {
@@ -2689,6 +2714,7 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::ConversationList => self.execute_conversation_list(matches).await,
             CliCommand::ConversationMessages => self.execute_conversation_messages(matches).await,
+            CliCommand::ConversationStop => self.execute_conversation_stop(matches).await,
             CliCommand::InvitationsBulkCreate => {
                 self.execute_invitations_bulk_create(matches).await
             }
@@ -3571,6 +3597,31 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_conversation_messages(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_stop(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_stop();
+        if let Some(value) = matches.get_one::<types::ConversationStopMessageId>("message-id") {
+            request = request.message_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_stop(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5303,6 +5354,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_conversation_stop(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationStop,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_invitations_bulk_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -5720,6 +5778,7 @@ pub enum CliCommand {
     ConversationGetWithSessions,
     ConversationList,
     ConversationMessages,
+    ConversationStop,
     InvitationsBulkCreate,
     InvitationsCreate,
     InvitationsGet,
@@ -5808,6 +5867,7 @@ impl CliCommand {
             CliCommand::ConversationGetWithSessions,
             CliCommand::ConversationList,
             CliCommand::ConversationMessages,
+            CliCommand::ConversationStop,
             CliCommand::InvitationsBulkCreate,
             CliCommand::InvitationsCreate,
             CliCommand::InvitationsGet,
@@ -5897,6 +5957,7 @@ impl CliCommand {
             CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",
             CliCommand::ConversationList => "conversation_list",
             CliCommand::ConversationMessages => "conversation_messages",
+            CliCommand::ConversationStop => "conversation_stop",
             CliCommand::InvitationsBulkCreate => "invitations_bulk_create",
             CliCommand::InvitationsCreate => "invitations_create",
             CliCommand::InvitationsGet => "invitations_get",

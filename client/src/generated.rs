@@ -2835,7 +2835,77 @@ pub mod types {
             Default::default()
         }
     }
-    ///One Server-Sent Event of `POST /api/conversation/stream_chat`, sent as `data: <json>` followed by a blank line.
+    ///`ConversationStopMessageId`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationStopMessageId(::std::string::String);
+    impl ::std::ops::Deref for ConversationStopMessageId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationStopMessageId> for ::std::string::String {
+        fn from(value: ConversationStopMessageId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationStopMessageId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStopMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStopMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationStopMessageId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Response of `POST /api/conversation/stop`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStopResponse {
+        pub message: ::std::string::String,
+        pub message_id: ::std::string::String,
+        ///Whether the answer was still streaming (false: it had ended).
+        pub stopped: bool,
+    }
+    impl ConversationStopResponse {
+        pub fn builder() -> builder::ConversationStopResponse {
+            Default::default()
+        }
+    }
+    ///One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -2928,7 +2998,7 @@ pub mod types {
             value.parse()
         }
     }
-    ///The answer is complete and stored.
+    ///The answer is stored: complete, or `cancelled` when it was stopped (`POST /api/conversation/stop`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -3112,6 +3182,61 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///`ConversationStreamMessageId`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationStreamMessageId(::std::string::String);
+    impl ::std::ops::Deref for ConversationStreamMessageId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationStreamMessageId> for ::std::string::String {
+        fn from(value: ConversationStreamMessageId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamMessageId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationStreamMessageId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A conversation with all its sessions.
@@ -6383,13 +6508,13 @@ pub mod types {
         ///The whole message.
         #[serde(rename = "complete")]
         Complete,
-        ///An assistant answer cut short because the client disconnected; the text received until then is kept.
+        ///An assistant answer ended by `POST /api/conversation/stop`; the text generated until then is kept.
         #[serde(rename = "cancelled")]
         Cancelled,
-        ///An assistant answer cut short because the model provider failed; the text received until then is kept.
+        ///An assistant answer cut short because the model provider failed, or because the server generating it stopped (`error_code` `answer_interrupted`, set by another instance once the answer's lease expired); the text generated until then is kept.
         #[serde(rename = "failed")]
         Failed,
-        ///An assistant answer still being streamed: the text so far (saved about once a second). It stays so if the server stopped mid-answer.
+        ///An assistant answer still being generated: the text so far (saved about once a second).
         #[serde(rename = "streaming")]
         Streaming,
     }
@@ -14984,6 +15109,74 @@ pub mod types {
                     id: Ok(value.id),
                     model: Ok(value.model),
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStopResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            stopped: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationStopResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    stopped: Err("no value supplied for stopped".to_string()),
+                }
+            }
+        }
+        impl ConversationStopResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn stopped<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stopped = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for stopped: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStopResponse> for super::ConversationStopResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStopResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    message_id: value.message_id?,
+                    stopped: value.stopped?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStopResponse> for ConversationStopResponse {
+            fn from(value: super::ConversationStopResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    message_id: Ok(value.message_id),
+                    stopped: Ok(value.stopped),
                 }
             }
         }
@@ -27521,15 +27714,55 @@ impl Client {
     pub fn conversation_messages(&self) -> builder::ConversationMessages<'_> {
         builder::ConversationMessages::new(self)
     }
+    /**Stop a conversation answer that is streaming
+
+    Permission `conversation:write` (any member who may write in the organization's conversations; `404 not_found` for an answer that is not in the organization, or is no assistant message). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `cancelled` and its stream ends with `{"type":"end"}`. `stopped` is false when the answer had already ended.
+
+    Sends a `POST` request to `/api/conversation/stop`
+
+    Arguments:
+    - `message_id`: The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID).
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.conversation_stop()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_stop(&self) -> builder::ConversationStop<'_> {
+        builder::ConversationStop::new(self)
+    }
+    /**Resume a conversation answer's event stream
+
+    Permission `conversation:read`: whoever may read the conversation's messages may follow its answers (`404 not_found` for an answer that is not in the organization, or is no assistant message). Send the number of the last event received in the `Last-Event-ID` header (as browsers' `EventSource` does); without it the stream starts at event 1 (`400 invalid_request` when it is no event number). The missed events are replayed from the database, then the live rest follows (announced between instances by PostgreSQL `LISTEN/NOTIFY`), each exactly once and in order, with the same `id:` numbers, until `end` or `error`. Works on any server instance; for a finished answer it replays and ends (at once and empty when `Last-Event-ID` was its last event). Events of answers that ended are kept 24 hours: after that the stream is one unnumbered `{"type":"error","error_code": "stream_expired"}` (read the answer with `GET /api/conversation/messages`). An answer whose instance died ends with `error_code` `answer_interrupted` once its lease expired (see `stream_chat`); as a last resort, a stream without events for 5 minutes ends with `error_code` `stream_lost`.
+
+    Sends a `GET` request to `/api/conversation/stream`
+
+    Arguments:
+    - `message_id`: The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID).
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.conversation_stream()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_stream(&self) -> builder::ConversationStream<'_> {
+        builder::ConversationStream::new(self)
+    }
     /**Send a message in a session and stream the model's answer
 
-    Permission `conversation:write`. The answer is a Server-Sent Events stream (`text/event-stream`): lines `data: <json>`, each followed by a blank line. Events, in order: `{"type":"start","message_id":ID}` (ID is the assistant message's id), any number of `{"type":"content","content":TEXT}` (pieces of the answer, in order), then `{"type":"end"}`.
+    Permission `conversation:write`. The answer is a Server-Sent Events stream (`text/event-stream`): each event is a line `id: N` (its number, from 1; an addition to the spec, for resumption) and a line `data: <json>`, followed by a blank line. Events, in order: `{"type":"start","message_id":ID}` (ID is the assistant message's id), any number of `{"type":"content","content":TEXT}` (pieces of the answer, in order), then `{"type":"end"}`.
 
     Before anything is streamed, errors are ordinary JSON errors: `400 invalid_message` for a blank message or one over 100,000 characters, `404 not_found` when the session is not in the organization, `400 model_unavailable` when the session's model is no longer configured.
 
     The user's message is stored (in the session's history) before the model is called, and the model receives the session's whole history (earlier messages of this session only, oldest first, including partial answers), then the new message. The assistant message is stored with its full text before `end` is sent, so a client that saw `end` will find it in `messages`.
 
-    Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`; if the client disconnects the text is kept with `status` `cancelled` and the provider request is abandoned.
+    Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`.
+
+    Resumable: the answer is generated by the server, not by the connection. A client that disconnects does not stop it (the whole answer is stored); it resumes with `GET /api/conversation/stream` on any instance, and `POST /api/conversation/stop` ends it (status `cancelled`, text kept). A client that reads nothing for 5 seconds is detached (its stream ends without `end`) and resumes the same way. Every event is stored and announced between instances through PostgreSQL (`LISTEN/NOTIFY`). The generating instance holds a lease on the answer (renewed every `streams.heartbeat_secs`): if it dies, another instance closes the answer once the lease is older than `streams.lease_secs`, with `status` `failed`, the text so far, and a last event `{"type":"error","error_code":"answer_interrupted"}`.
 
     Several answers may stream in one session at once; each sees the history as stored when it started.
 
@@ -31870,6 +32103,196 @@ pub mod builder {
             let response = result?;
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_stop`]
+
+    [`Client::conversation_stop`]: super::Client::conversation_stop*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationStop<'a> {
+        client: &'a super::Client,
+        message_id: Result<types::ConversationStopMessageId, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationStop<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationStopMessageId>,
+        {
+            self.message_id = value.try_into().map_err(|_| {
+                "conversion to `ConversationStopMessageId` for message_id failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/conversation/stop`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ConversationStopResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/stop", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_stop",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_stream`]
+
+    [`Client::conversation_stream`]: super::Client::conversation_stream*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationStream<'a> {
+        client: &'a super::Client,
+        message_id: Result<types::ConversationStreamMessageId, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationStream<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationStreamMessageId>,
+        {
+            self.message_id = value.try_into().map_err(|_| {
+                "conversion to `ConversationStreamMessageId` for message_id failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/conversation/stream`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/stream", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_stream",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
                 400u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),

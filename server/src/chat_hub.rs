@@ -1,7 +1,7 @@
 //! PostgreSQL `LISTEN` on one dedicated (not pooled) connection per
-//! server instance, fanned out in process: the chat area's cross-instance
-//! signals (new stream events, stop requests, WebSocket notices) arrive
-//! here whichever instance sent them.
+//! server instance, fanned out in process: the cross-instance signals of
+//! the chat area and conversations (new stream events and stop requests of
+//! answers, WebSocket notices) arrive here whichever instance sent them.
 //!
 //! Notifications can be lost while the connection is re-established, so
 //! every subscriber also re-reads the database now and then (and when it

@@ -20,6 +20,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Login and signup rate limits, shared by every instance.
     pub rate_limits: RateLimitsConfig,
+    /// Leases of answers being generated (chat and conversations).
+    pub streams: StreamsConfig,
     /// Server-side limits of HTTP connections and request bodies.
     pub http: HttpConfig,
     /// The Prometheus endpoint.
@@ -205,6 +207,34 @@ impl Default for RateLimitsConfig {
             login_global: 1200,
             signup_per_address: 10,
             signup_global: 300,
+        }
+    }
+}
+
+/// Leases of streamed answers (chat and conversations): the instance that
+/// generates an answer renews its lease (a heartbeat on the message row);
+/// every instance sweeps now and then, and at start-up, for answers whose
+/// lease expired (their instance died) and closes them as `failed`
+/// (`answer_interrupted`), keeping their text and ending their stream.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamsConfig {
+    /// How often the generating instance renews its answers' leases, in
+    /// seconds.
+    pub heartbeat_secs: u64,
+    /// An answer whose lease was not renewed for this long is closed, in
+    /// seconds (at least twice `heartbeat_secs`).
+    pub lease_secs: u64,
+    /// How often every instance sweeps for expired leases, in seconds.
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for StreamsConfig {
+    fn default() -> Self {
+        StreamsConfig {
+            heartbeat_secs: 5,
+            lease_secs: 30,
+            sweep_interval_secs: 10,
         }
     }
 }
@@ -487,6 +517,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             auth: AuthConfig::default(),
             rate_limits: RateLimitsConfig::default(),
+            streams: StreamsConfig::default(),
             http: HttpConfig::default(),
             metrics: MetricsConfig::default(),
             secrets: SecretsConfig::default(),
@@ -736,6 +767,15 @@ impl Config {
         // start counting again early.
         if self.rate_limits.window_secs == 0 || self.rate_limits.window_secs > 3600 {
             bail!("rate_limits.window_secs must be 1 to 3600");
+        }
+        if self.streams.heartbeat_secs == 0
+            || self.streams.sweep_interval_secs == 0
+            || self.streams.lease_secs < 2 * self.streams.heartbeat_secs
+        {
+            bail!(
+                "streams.heartbeat_secs and streams.sweep_interval_secs must be positive, and \
+                 streams.lease_secs at least twice streams.heartbeat_secs"
+            );
         }
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");

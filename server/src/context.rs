@@ -31,6 +31,9 @@ pub struct ServerContext {
     /// This instance's LISTEN connection, fanned out (chat streams, stop
     /// requests, WebSocket notices across instances).
     pub chat_hub: std::sync::Arc<crate::chat_hub::Hub>,
+    /// The leases of the answers this instance generates (chat and
+    /// conversations; see `app::streams`).
+    pub leases: std::sync::Arc<crate::app::streams::Leases>,
     /// Speech to text (`None`: not configured).
     pub transcriber: Option<std::sync::Arc<dyn crate::transcribe::Transcriber>>,
     pub log: slog::Logger,

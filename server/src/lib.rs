@@ -272,7 +272,23 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         login_window_secs,
         log.clone(),
     ));
-    let chat_janitor = tokio::spawn(app::chat::janitor(datastore.clone(), log.clone()));
+    let chat_janitor = tokio::spawn(app::streams::janitor(datastore.clone(), log.clone()));
+    // Leases of the answers this instance generates, and the sweeper that
+    // closes answers whose instance died (see `app::streams`).
+    let leases: std::sync::Arc<app::streams::Leases> = Default::default();
+    let streams_config = config.streams.clone();
+    let heartbeat = tokio::spawn(app::streams::heartbeat(
+        leases.clone(),
+        datastore.clone(),
+        std::time::Duration::from_secs(streams_config.heartbeat_secs),
+        log.clone(),
+    ));
+    let sweeper = tokio::spawn(app::streams::sweeper(
+        datastore.clone(),
+        std::time::Duration::from_secs(streams_config.sweep_interval_secs),
+        std::time::Duration::from_secs(streams_config.lease_secs),
+        log.clone(),
+    ));
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
         datastore: datastore.clone(),
         files: kb.files.clone(),
@@ -316,6 +332,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         hashing,
         metrics,
         chat_hub: chat_hub.clone(),
+        leases,
         transcriber,
         log: log.clone(),
         mcp: mcp_client,
@@ -338,7 +355,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
-    let mut tasks = vec![janitor, chat_listener, chat_janitor];
+    let mut tasks = vec![janitor, chat_listener, chat_janitor, heartbeat, sweeper];
     tasks.extend(kb_workers);
     if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
         slog::warn!(log, "the chat listener is not connected yet");

@@ -49,7 +49,7 @@ pub fn response<T: Serialize + Send + Sync + 'static>(
 }
 
 /// A body writing `(id, event)` pairs as `id: N` (when numbered) and
-/// `data: <json>` lines (the chat area's resumable streams).
+/// `data: <json>` lines (resumable chat and conversation streams).
 struct NumberedBody {
     events: mpsc::Receiver<(Option<i32>, serde_json::Value)>,
 }

@@ -268,6 +268,45 @@ impl TestContext {
             .expect("starting a second instance")
     }
 
+    /// A server instance on the same database that can crash: it runs on a
+    /// runtime of its own, which [`Crashable::crash`] drops, so every task
+    /// of the instance (answers being generated, their heartbeats, its
+    /// database connections) stops where it is, as when a process dies.
+    pub fn crashable_instance(&self, adjust: impl FnOnce(&mut Config)) -> Crashable {
+        let mut config = Config {
+            bind_address: "127.0.0.1:0".parse().expect("address"),
+            ..Config::default()
+        };
+        config.database.url = Some(self.db_url.clone());
+        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+        config.rate_limits = unlimited();
+        adjust(&mut config);
+        let log = test_logger("crashable").expect("logger");
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (crash_tx, crash_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let server = runtime
+                .block_on(workspace_server::start(config, log))
+                .expect("starting a crashable instance");
+            addr_tx.send(server.local_addr()).expect("address");
+            let _ = crash_rx.recv();
+            runtime.shutdown_background();
+            // No orderly shutdown: it crashed.
+            std::mem::forget(server);
+        });
+        let addr = addr_rx.recv().expect("the crashable instance started");
+        Crashable {
+            base_url: format!("http://{addr}"),
+            crash: crash_tx,
+            thread,
+        }
+    }
+
     /// A client without credentials.
     pub fn anon(&self) -> Client {
         Client::anonymous(&self.base_url).expect("client")
@@ -340,6 +379,22 @@ impl TestContext {
             ))
             .await
             .expect("dropping the test database");
+    }
+}
+
+/// A server instance that can crash (see
+/// [`TestContext::crashable_instance`]).
+pub struct Crashable {
+    pub base_url: String,
+    crash: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Crashable {
+    /// Drops the instance's runtime: all its tasks vanish at once.
+    pub fn crash(self) {
+        let _ = self.crash.send(());
+        self.thread.join().expect("the crashable instance's thread");
     }
 }
 

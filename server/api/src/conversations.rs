@@ -22,6 +22,28 @@ pub struct ConversationQuery {
     pub conversation_id: Uuid,
 }
 
+/// Query naming one assistant message (an answer) of an organization's
+/// conversation: `GET /api/conversation/stream`, `POST
+/// /api/conversation/stop`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationMessageQuery {
+    /// The organization.
+    pub org_id: Uuid,
+    /// The answer's id: the `message_id` of its stream's `start` event (an
+    /// opaque string, currently a UUID).
+    #[schemars(length(min = 1, max = 100))]
+    pub message_id: String,
+}
+
+/// Response of `POST /api/conversation/stop`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ConversationStopResponse {
+    pub message_id: String,
+    /// Whether the answer was still streaming (false: it had ended).
+    pub stopped: bool,
+    pub message: String,
+}
+
 /// Query of `GET /api/conversation/messages`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct MessagesQuery {
@@ -134,14 +156,16 @@ pub enum MessageRole {
 pub enum MessageStatus {
     /// The whole message.
     Complete,
-    /// An assistant answer cut short because the client disconnected; the
-    /// text received until then is kept.
+    /// An assistant answer ended by `POST /api/conversation/stop`; the text
+    /// generated until then is kept.
     Cancelled,
-    /// An assistant answer cut short because the model provider failed; the
-    /// text received until then is kept.
+    /// An assistant answer cut short because the model provider failed, or
+    /// because the server generating it stopped (`error_code`
+    /// `answer_interrupted`, set by another instance once the answer's lease
+    /// expired); the text generated until then is kept.
     Failed,
-    /// An assistant answer still being streamed: the text so far (saved
-    /// about once a second). It stays so if the server stopped mid-answer.
+    /// An assistant answer still being generated: the text so far (saved
+    /// about once a second).
     Streaming,
 }
 
@@ -180,8 +204,9 @@ pub struct StreamChatRequest {
     pub message: String,
 }
 
-/// One Server-Sent Event of `POST /api/conversation/stream_chat`, sent as
-/// `data: <json>` followed by a blank line.
+/// One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET
+/// /api/conversation/stream`, sent as an `id: N` line (the event's number,
+/// from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ConversationStreamEvent {
@@ -189,7 +214,8 @@ pub enum ConversationStreamEvent {
     Start { message_id: String },
     /// The next piece of the answer, in order.
     Content { content: String },
-    /// The answer is complete and stored.
+    /// The answer is stored: complete, or `cancelled` when it was stopped
+    /// (`POST /api/conversation/stop`).
     End,
     /// The answer failed (an addition to the spec); the stream ends here,
     /// without `end`. The text sent so far is stored, marked `failed`.

@@ -502,7 +502,8 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                     description: format!(
                         "A Server-Sent Events stream: each event is a line \
                          `data: <json>` followed by a blank line, the JSON being a \
-                         `{events}`."
+                         `{events}`; in resumable streams an `id: N` line (the \
+                         event's number, for `Last-Event-ID`) precedes it."
                     ),
                     ..Default::default()
                 };

@@ -37,7 +37,8 @@ pub const DEPLOYMENT_KEY_OPERATIONS: &[&str] =
 /// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
 /// progenitor's CLI generator cannot handle them (`todo!()`), so the CLI
 /// has hand-written commands for them.
-pub const STREAMING_OPERATIONS: &[&str] = &["conversation_stream_chat", "kb_query"];
+pub const STREAMING_OPERATIONS: &[&str] =
+    &["conversation_stream_chat", "conversation_stream", "kb_query"];
 
 /// The component schema of the events of [`STREAMING_OPERATIONS`]
 /// ([`crate::conversations::ConversationStreamEvent`]).
@@ -93,6 +94,9 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
 /// and binary responses, so these have hand-written commands in `cli/`.
 pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "conversation_stream_chat",
+    // Resuming a conversation answer: read with any SSE client (events are
+    // `ConversationStreamEvent`, numbered by `id:` lines).
+    "conversation_stream",
     "files_download",
     // Chat area: streams.
     "chat_send_message",
@@ -410,6 +414,14 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
             (429, &["daily_chat_limit_exceeded"]),
         ],
+    ),
+    (
+        "conversation_stream",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "conversation_stop",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
     (
         "conversation_list",

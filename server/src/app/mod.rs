@@ -16,6 +16,7 @@ pub mod mcp_playground;
 pub mod models;
 pub mod orgs;
 pub mod roles;
+pub mod streams;
 pub mod tools;
 pub mod users;
 

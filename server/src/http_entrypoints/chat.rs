@@ -145,20 +145,7 @@ pub async fn stream(
             Require::Perm(perm::CHATS_READ),
         )
         .await?;
-    let after = match rqctx.request.headers().get("last-event-id") {
-        None => 0,
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| {
-                crate::error::Error::invalid(
-                    workspace_api::extract::INVALID_REQUEST,
-                    "Last-Event-ID must be the number of an event",
-                )
-            })?,
-    };
+    let after = app::streams::last_event_id(rqctx.request.headers())?;
     let events = app::chat::resume(cx, &access, query.message_id, after).await?;
     crate::sse::numbered_response(events)
 }

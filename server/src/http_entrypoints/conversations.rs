@@ -5,7 +5,8 @@ use crate::app;
 use crate::authz::{Require, Scope, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::conversations::{
-    Conversation, ConversationCreate, ConversationMessagesPage, ConversationQuery,
+    Conversation, ConversationCreate, ConversationMessageQuery, ConversationMessagesPage,
+    ConversationQuery, ConversationStopResponse,
     ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
     StreamChatRequest,
 };
@@ -77,7 +78,43 @@ pub async fn stream_chat(
         )
         .await?;
     let events = app::conversations::stream_chat(cx, &access, body.into_inner()).await?;
-    crate::sse::response(events)
+    crate::sse::numbered_response(events)
+}
+
+pub async fn stream(
+    rqctx: Ctx,
+    query: QueryParams<ConversationMessageQuery>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CONVERSATION_READ),
+        )
+        .await?;
+    let after = app::streams::last_event_id(rqctx.request.headers())?;
+    let events = app::conversations::resume(cx, &access, &query.message_id, after).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn stop(
+    rqctx: Ctx,
+    query: QueryParams<ConversationMessageQuery>,
+) -> Result<HttpResponseOk<ConversationStopResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.org_id),
+            Require::Perm(perm::CONVERSATION_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::conversations::stop(cx, &access, &query.message_id).await?,
+    ))
 }
 
 pub async fn list(

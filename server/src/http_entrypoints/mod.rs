@@ -438,6 +438,23 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(conversations::stream_chat(rqctx, query, body).await)
     }
 
+    async fn conversation_stream(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::conversations::ConversationMessageQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError> {
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::stream(rqctx, query).await)
+    }
+
+    async fn conversation_stop(
+        rqctx: Ctx,
+        query: QueryParams<workspace_api::conversations::ConversationMessageQuery>,
+    ) -> Result<HttpResponseOk<workspace_api::conversations::ConversationStopResponse>, HttpError>
+    {
+        let probe = Probe::new(&rqctx);
+        probe.done(conversations::stop(rqctx, query).await)
+    }
+
     async fn conversation_list(
         rqctx: Ctx,
         query: QueryParams<OrgPageQuery>,

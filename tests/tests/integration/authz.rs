@@ -316,6 +316,31 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"chat_session_id": f.session, "message": "probe"})),
             ),
         ),
+        // Authorization comes first: any answer id will do.
+        "conversation_stream" => (
+            Scope::Org(Some("conversation:read")),
+            call(
+                M::GET,
+                "/api/conversation/stream",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.session.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "conversation_stop" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::POST,
+                "/api/conversation/stop",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.session.to_string()),
+                ],
+                None,
+            ),
+        ),
         "conversation_list" => (
             Scope::Org(Some("conversation:read")),
             call(M::GET, "/api/conversation/list", q_org(), None),

@@ -2,6 +2,7 @@
 //! organizations, permissions, pagination, and streamed answers from the
 //! offline model and from a fake provider speaking the real wire formats.
 
+use serde_json::{Value, json};
 use std::time::Duration;
 use uuid::Uuid;
 use workspace_api::conversations::ConversationStreamEvent as Event;
@@ -295,7 +296,7 @@ async fn organizations_are_isolated() {
     let model = model_id(&ada.client, ada_org, "offline-dev-model").await;
     let conv = conversation(&ada.client, ada_org, "secret plans").await;
     let sess = session(&ada.client, ada_org, conv, model).await;
-    chat(&ada.client, ada_org, sess, "the secret").await;
+    let answer = assert_complete(&chat(&ada.client, ada_org, sess, "the secret").await);
 
     // Bob is not a member of Ada's organization: 403 on every operation.
     let c = &bob.client;
@@ -389,6 +390,35 @@ async fn organizations_are_isolated() {
         .send()
         .await;
     assert_eq!(error_of(stream.map(|r| r.status())), not_found);
+    // Ada's answer: neither resumed nor stopped from Bob's organization.
+    let resumed = c
+        .conversation_stream()
+        .org_id(bob_org)
+        .message_id(answer.clone())
+        .send()
+        .await;
+    assert_eq!(error_of(resumed.map(|r| r.status())), not_found);
+    assert_eq!(
+        error_of(
+            c.conversation_stop()
+                .org_id(bob_org)
+                .message_id(answer.clone())
+                .send()
+                .await
+        ),
+        not_found
+    );
+    // Nor in Ada's organization, where Bob is no member.
+    let resumed = c
+        .conversation_stream()
+        .org_id(ada_org)
+        .message_id(answer.clone())
+        .send()
+        .await;
+    assert_eq!(
+        error_of(resumed.map(|r| r.status())),
+        (403, "forbidden".into())
+    );
     assert!(
         c.conversation_list()
             .org_id(bob_org)
@@ -946,8 +976,28 @@ async fn a_stalled_provider_times_out() {
     cx.teardown().await;
 }
 
+/// Waits until the answer is no longer `streaming`; returns it.
+async fn wait_finished(
+    client: &Client,
+    org: Uuid,
+    conversation_id: Uuid,
+    message_id: &str,
+) -> workspace_client::types::ConversationMessage {
+    for _ in 0..400 {
+        let messages = all_messages(client, org, conversation_id).await;
+        if let Some(m) = messages
+            .iter()
+            .find(|m| m.id == message_id && m.status != MessageStatus::Streaming)
+        {
+            return m.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the answer {message_id} did not finish");
+}
+
 #[tokio::test]
-async fn client_disconnect_keeps_the_partial_answer() {
+async fn a_client_disconnect_does_not_stop_the_answer() {
     let fake = FakeProvider::start().await;
     let url = format!("{}/v1", fake.base_url());
     let cx = TestContext::with_config("conv_disconnect", |c| {
@@ -962,7 +1012,7 @@ async fn client_disconnect_keeps_the_partial_answer() {
     let sess = session(&ada.client, org, conv, model).await;
     let pieces: Vec<String> = (0..50).map(|i| format!("w{i} ")).collect();
     let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    fake.push(Reply::openai_text(&pieces).paced(Duration::from_millis(50)));
+    fake.push(Reply::openai_text(&pieces).paced(Duration::from_millis(20)));
 
     let mut reader = open_chat(&ada.client, org, sess, "tell me a long story").await;
     let Some(Event::Start { message_id }) = reader.next().await else {
@@ -977,25 +1027,238 @@ async fn client_disconnect_keeps_the_partial_answer() {
     }
     drop(reader);
 
-    // The relay notices, stores what it had, marked cancelled.
-    let mut stored = None;
-    for _ in 0..100 {
-        let messages = all_messages(&ada.client, org, conv).await;
-        // The answer's row exists (streaming) from the start; wait for
-        // the relay to store how it ended.
-        if let Some(m) = messages
-            .iter()
-            .find(|m| m.id == message_id && m.status != MessageStatus::Streaming)
-        {
-            stored = Some(m.clone());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let stored = stored.expect("the partial answer is stored");
-    assert_eq!(stored.status, MessageStatus::Cancelled);
+    // The answer goes on without the client and is stored whole.
+    let stored = wait_finished(&ada.client, org, conv, &message_id).await;
+    assert_eq!(stored.status, MessageStatus::Complete);
     assert!(stored.content.starts_with(&received), "{stored:?}");
-    assert!(stored.content.len() < pieces.concat().len(), "cut short");
+    assert_eq!(stored.content, pieces.concat());
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn stop_ends_an_answer_and_keeps_its_text() {
+    let fake = FakeProvider::start().await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conv_stop", |c| {
+        fast(c);
+        add_model(c, "gpt-fake", ProviderKind::Openai, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let model = model_id(&ada.client, org, "gpt-fake").await;
+    let conv = conversation(&ada.client, org, "s").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let pieces: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    fake.push(Reply::openai_text(&pieces).paced(Duration::from_millis(50)));
+
+    let mut reader = open_chat(&ada.client, org, sess, "tell me a long story").await;
+    let Some(Event::Start { message_id }) = reader.next().await else {
+        panic!("no start");
+    };
+    let mut received = String::new();
+    for _ in 0..3 {
+        match reader.next().await {
+            Some(Event::Content { content }) => received.push_str(&content),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let stopped = ada
+        .client
+        .conversation_stop()
+        .org_id(org)
+        .message_id(message_id.clone())
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stopped.stopped, "{stopped:?}");
+    assert_eq!(stopped.message_id, message_id);
+    // The stream ends with `end` once the partial answer is stored.
+    let rest = reader.collect().await;
+    assert_eq!(rest.last(), Some(&Event::End), "{rest:?}");
+    received.push_str(&content(&rest));
+    let stored = wait_finished(&ada.client, org, conv, &message_id).await;
+    assert_eq!(stored.status, MessageStatus::Cancelled);
+    assert_eq!(stored.content, received, "the text streamed is the text kept");
+    assert!(
+        !stored.content.is_empty() && stored.content.len() < pieces.concat().len(),
+        "cut short: {stored:?}"
+    );
+    // A second stop: the answer had ended.
+    let again = ada
+        .client
+        .conversation_stop()
+        .org_id(org)
+        .message_id(message_id.clone())
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.stopped);
+    // Ids that are no answer: 404.
+    for id in [Uuid::new_v4().to_string(), "not-an-id".to_string(), sess.to_string()] {
+        assert_eq!(
+            error_of(ada.client.conversation_stop().org_id(org).message_id(id).send().await),
+            (404, "not_found".to_string())
+        );
+    }
+    // The user's message is no answer either.
+    let user_message = all_messages(&ada.client, org, conv)
+        .await
+        .into_iter()
+        .find(|m| m.role == MessageRole::User)
+        .unwrap();
+    assert_eq!(
+        error_of(
+            ada.client
+                .conversation_stop()
+                .org_id(org)
+                .message_id(user_message.id)
+                .send()
+                .await
+        ),
+        (404, "not_found".to_string())
+    );
+    cx.teardown().await;
+}
+
+/// A slow offline model: 40 ms per word.
+fn slow(c: &mut Config) {
+    c.providers.offline_chunk_delay_ms = 40;
+}
+
+/// Opens `GET /api/conversation/stream` on `base`.
+async fn resume(
+    base: &str,
+    token: &str,
+    org: Uuid,
+    message_id: &str,
+    last_event_id: Option<&str>,
+) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .get(format!("{base}/api/conversation/stream"))
+        .bearer_auth(token)
+        .query(&[("org_id", org.to_string()), ("message_id", message_id.to_string())]);
+    if let Some(id) = last_event_id {
+        r = r.header("Last-Event-ID", id);
+    }
+    r.send().await.expect("request")
+}
+
+/// Numbered events of a stream, parsed as the typed events (the `id:`
+/// lines leave them intact).
+async fn numbered(resp: reqwest::Response) -> Vec<(Option<i32>, Event)> {
+    let mut sse = crate::chat::Sse::new(resp);
+    let mut out = Vec::new();
+    while let Some((id, value)) = sse.next().await {
+        out.push((id, serde_json::from_value(value).expect("a typed event")));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
+    let cx = TestContext::with_config("conv_resume", slow).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let second = cx.second_instance(slow).await;
+    let second_url = format!("http://{}", second.local_addr());
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "r").await;
+    let sess = session(&ada.client, org, conv, model).await;
+
+    // The first instance streams with `id:` lines.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/conversation/stream_chat", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&serde_json::json!({
+            "chat_session_id": sess,
+            "message": "Tell me a long story about a lighthouse keeper"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut live = crate::chat::Sse::new(resp);
+    let mut seen: Vec<(Option<i32>, Event)> = Vec::new();
+    for _ in 0..4 {
+        let (id, value) = live.next().await.unwrap();
+        seen.push((id, serde_json::from_value(value).unwrap()));
+    }
+    drop(live); // the connection drops mid-answer
+    let Event::Start { message_id } = &seen[0].1 else {
+        panic!("{seen:?}");
+    };
+    let message_id = message_id.clone();
+    let last_id = seen.last().unwrap().0.unwrap();
+
+    // Resumed on the second instance after the last event seen.
+    let started = std::time::Instant::now();
+    let resp = resume(
+        &second_url,
+        &ada.token,
+        org,
+        &message_id,
+        Some(&last_id.to_string()),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let rest = numbered(resp).await;
+    eprintln!("conversation resume: the rest in {:?}", started.elapsed());
+    assert_eq!(rest.last().unwrap().1, Event::End, "the answer went on");
+    let mut all = seen.clone();
+    all.extend(rest);
+    let ids: Vec<i32> = all.iter().map(|(id, _)| id.unwrap()).collect();
+    assert_eq!(
+        ids,
+        (1..=all.len() as i32).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    let events: Vec<Event> = all.iter().map(|(_, e)| e.clone()).collect();
+    assert_complete(&events);
+    let text = content(&events);
+    assert!(text.contains("lighthouse keeper"), "{text}");
+    // The stored answer is the streamed one.
+    let stored = wait_finished(&ada.client, org, conv, &message_id).await;
+    assert_eq!(stored.status, MessageStatus::Complete);
+    assert_eq!(stored.content, text);
+
+    // A full replay (no Last-Event-ID) gives the same events, on either
+    // instance; after the last event, an empty stream that ends.
+    for base in [&cx.base_url, &second_url] {
+        let replay = numbered(resume(base, &ada.token, org, &message_id, None).await).await;
+        assert_eq!(replay, all);
+    }
+    let after_end = numbered(
+        resume(
+            &second_url,
+            &ada.token,
+            org,
+            &message_id,
+            Some(&all.len().to_string()),
+        )
+        .await,
+    )
+    .await;
+    assert!(after_end.is_empty(), "{after_end:?}");
+    // A Last-Event-ID that is no event number is refused.
+    let resp = resume(&second_url, &ada.token, org, &message_id, Some("abc")).await;
+    assert_eq!(resp.status(), 400);
+    // The generated client reads the same stream.
+    let bytes = ada
+        .client
+        .conversation_stream()
+        .org_id(org)
+        .message_id(message_id.clone())
+        .send()
+        .await
+        .unwrap();
+    let typed = EventReader::new(bytes.into_inner()).collect().await;
+    assert_eq!(typed, events);
+    second.shutdown().await.unwrap();
     cx.teardown().await;
 }
 
@@ -1142,5 +1405,162 @@ async fn the_daily_chat_limit_is_enforced_per_organization() {
     .await
     .unwrap();
     assert_complete(&chat(&ada.client, org, s, "three").await);
+    cx.teardown().await;
+}
+
+/// Leases that expire fast: renewed every second, answers without a
+/// renewal for 3 s closed, a sweep every second.
+fn short_leases(c: &mut Config) {
+    c.streams.heartbeat_secs = 1;
+    c.streams.lease_secs = 3;
+    c.streams.sweep_interval_secs = 1;
+}
+
+/// Reads numbered events for at least `at_least` (so that the partial text
+/// was saved) and returns them.
+async fn read_for(sse: &mut crate::chat::Sse, at_least: Duration) -> Vec<(Option<i32>, Value)> {
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while started.elapsed() < at_least {
+        seen.push(sse.next().await.expect("the answer goes on"));
+    }
+    seen
+}
+
+/// The text of numbered `content` events.
+fn text_of(events: &[(Option<i32>, Value)]) -> String {
+    events
+        .iter()
+        .filter(|(_, e)| e["type"] == "content")
+        .map(|(_, e)| e["content"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// Chat and conversation answers of an instance that crashes mid-answer
+/// are closed by another instance's sweeper once their lease expires:
+/// `failed` with `answer_interrupted`, their saved text kept, and a last
+/// `error` event that ends resumed streams (which would otherwise wait).
+#[tokio::test]
+async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
+    let leases = |c: &mut Config| {
+        slow(c);
+        short_leases(c);
+    };
+    let cx = TestContext::with_config("conv_sweep", leases).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "crash").await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let doomed = cx.crashable_instance(leases);
+    let http = reqwest::Client::new();
+    let long = "Tell me a very long story about a lighthouse keeper and the sea ".repeat(4);
+
+    // A conversation answer and a chat answer stream on the doomed instance.
+    let resp = http
+        .post(format!("{}/api/conversation/stream_chat", doomed.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"chat_session_id": sess, "message": long}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut conv_live = crate::chat::Sse::new(resp);
+    let resp = http
+        .post(format!("{}/api/chat/send_message", doomed.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"content": long}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut chat_live = crate::chat::Sse::new(resp);
+    // Long enough for the partial texts to be saved (once a second).
+    let conv_seen = read_for(&mut conv_live, Duration::from_millis(1600)).await;
+    let chat_seen = read_for(&mut chat_live, Duration::from_millis(200)).await;
+    let conv_answer = conv_seen[0].1["message_id"].as_str().unwrap().to_string();
+    let chat_answer = chat_seen[0].1["message_id"].as_str().unwrap().to_string();
+    let chat_id = chat_seen[0].1["chat_id"].as_str().unwrap().to_string();
+
+    doomed.crash();
+    let crashed = std::time::Instant::now();
+    drop(conv_live);
+    drop(chat_live);
+
+    // Resumed on the surviving instance, both streams wait, then end with
+    // the sweeper's event, numbered after the last stored one. (They
+    // resume two events back: the last events a client saw may not have
+    // been stored when the instance crashed.)
+    let back = |seen: &mut Vec<(Option<i32>, Value)>| {
+        seen.truncate(seen.len() - 2);
+        seen.last().unwrap().0.unwrap().to_string()
+    };
+    let (mut conv_seen, mut chat_seen) = (conv_seen, chat_seen);
+    let conv_after = back(&mut conv_seen);
+    let chat_after = back(&mut chat_seen);
+    let conv_rest = crate::chat::Sse::new(
+        resume(&cx.base_url, &ada.token, org, &conv_answer, Some(&conv_after)).await,
+    );
+    let chat_rest = http
+        .get(format!("{}/api/chat/stream", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string()), ("message_id", chat_answer.clone())])
+        .header("Last-Event-ID", chat_after)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat_rest.status(), 200);
+    let (conv_rest, chat_rest) = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join(conv_rest.collect(), crate::chat::Sse::new(chat_rest).collect()),
+    )
+    .await
+    .expect("resumed streams of a crashed instance end");
+    eprintln!("sweep: streams ended {:?} after the crash", crashed.elapsed());
+    for (seen, rest) in [(&conv_seen, &conv_rest), (&chat_seen, &chat_rest)] {
+        let last = &rest.last().expect("an event").1;
+        assert_eq!(last["type"], "error", "{rest:?}");
+        assert_eq!(last["error_code"], "answer_interrupted");
+        let mut all = seen.clone();
+        all.extend(rest.iter().cloned());
+        let ids: Vec<i32> = all.iter().map(|(id, _)| id.unwrap()).collect();
+        assert_eq!(ids, (1..=all.len() as i32).collect::<Vec<_>>(), "in order, once");
+    }
+    // The typed conversation events parse.
+    for (_, e) in &conv_rest {
+        let _: Event = serde_json::from_value(e.clone()).expect("a typed event");
+    }
+
+    // The answers are failed, with the text saved before the crash.
+    let conv_text = text_of(&conv_seen) + &text_of(&conv_rest);
+    let stored = wait_finished(&ada.client, org, conv, &conv_answer).await;
+    assert_eq!(stored.status, MessageStatus::Failed);
+    assert!(!stored.content.is_empty(), "the saved text is kept");
+    assert!(conv_text.starts_with(&stored.content), "{stored:?}");
+    let (s, chat) = crate::chat::req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::GET,
+        "/api/chat",
+        &[("org_id", org.to_string()), ("chat_id", chat_id)],
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{chat}");
+    let answer = &chat["messages"][1];
+    assert_eq!(answer["status"], "failed");
+    assert_eq!(answer["metadata"]["error_code"], "answer_interrupted");
+    let db = cx.db().await;
+    let row = db
+        .query_one(
+            "SELECT error_code FROM conversation_messages WHERE id = $1::text::uuid",
+            &[&conv_answer],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("answer_interrupted"));
+
     cx.teardown().await;
 }

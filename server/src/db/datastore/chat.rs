@@ -137,9 +137,11 @@ pub struct FinishedAnswer<'a> {
     pub prompt_data: Option<Value>,
 }
 
-/// The NOTIFY channel announcing new stream events (`<message_id>:<seq>`).
+/// The NOTIFY channel announcing new stream events (`<message_id>:<seq>`)
+/// of chat and conversation answers (see `streams.rs`).
 pub const STREAM_CHANNEL: &str = "chat_stream";
-/// The NOTIFY channel asking the generating instance to stop an answer.
+/// The NOTIFY channel asking the generating instance to stop an answer
+/// (chat or conversation; the payload is its id).
 pub const STOP_CHANNEL: &str = "chat_stop";
 /// The NOTIFY channel of WebSocket notices (`<user_id>:<json>`).
 pub const LIVE_CHANNEL: &str = "chat_live";
@@ -485,7 +487,8 @@ impl Datastore {
         Ok(())
     }
 
-    /// Stores the end of an answer and adds its usage to the chat.
+    /// Stores the end of an answer (unless a sweeper closed it already, see
+    /// `stream_sweep`) and adds its usage to the chat.
     pub async fn chat_answer_finish(
         &self,
         access: &OrgAccess,
@@ -506,7 +509,7 @@ impl Datastore {
         tx.execute(
             "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
                  metadata = metadata || $6, prompt_data = $7 \
-             WHERE organization_id = $1 AND id = $2",
+             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
             &[
                 &access.org_id(),
                 &answer.id,
@@ -569,76 +572,6 @@ impl Datastore {
             .await?
             .ok_or(Error::NotFound { what: "message" })?;
         Ok((row.get(0), row.get(1)))
-    }
-
-    /// The state of an answer (for a resumed stream that waits).
-    pub async fn chat_answer_status(
-        &self,
-        message_id: Uuid,
-    ) -> Result<Option<ChatMessageStatus>, Error> {
-        let conn = self.conn().await?;
-        Ok(conn
-            .query_opt(
-                "SELECT status FROM chat_messages WHERE id = $1",
-                &[&message_id],
-            )
-            .await?
-            .map(|r| r.get(0)))
-    }
-
-    /// Appends numbered events (`first_seq`, `first_seq + 1`, ...) of an
-    /// answer and announces the last on [`STREAM_CHANNEL`], in one
-    /// statement.
-    pub async fn chat_events_append(
-        &self,
-        message_id: Uuid,
-        first_seq: i32,
-        events: &[Value],
-    ) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        let seqs: Vec<i32> = (0..events.len() as i32).map(|i| first_seq + i).collect();
-        let last = first_seq + events.len() as i32 - 1;
-        conn.query(
-            "WITH i AS (INSERT INTO chat_stream_events (message_id, seq, event) \
-                 SELECT $1::uuid, s, e FROM unnest($2::int[], $3::jsonb[]) AS t(s, e) RETURNING 1) \
-             SELECT pg_notify($4::text, $1::uuid::text || ':' || $5::int::text) FROM (SELECT count(*) FROM i) x",
-            &[&message_id, &seqs, &events, &STREAM_CHANNEL, &last],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// The events of an answer after `after`, in order.
-    pub async fn chat_events_after(
-        &self,
-        message_id: Uuid,
-        after: i32,
-    ) -> Result<Vec<(i32, Value)>, Error> {
-        let conn = self.conn().await?;
-        Ok(conn
-            .query(
-                "SELECT seq, event FROM chat_stream_events \
-                 WHERE message_id = $1 AND seq > $2 ORDER BY seq",
-                &[&message_id, &after],
-            )
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
-    }
-
-    /// Deletes the stream events of answers that ended before `older_than`
-    /// seconds ago; returns how many.
-    pub async fn chat_events_expire(&self, older_than_secs: i64) -> Result<u64, Error> {
-        let conn = self.conn().await?;
-        Ok(conn
-            .execute(
-                "DELETE FROM chat_stream_events e USING chat_messages m \
-                 WHERE e.message_id = m.id AND m.status <> 'streaming' \
-                   AND e.created_at < now() - make_interval(secs => $1::bigint::double precision)",
-                &[&older_than_secs],
-            )
-            .await?)
     }
 
     /// Deletes expired WebSocket tickets.

@@ -325,7 +325,8 @@ impl Datastore {
 
     /// Stores the finished (or cut short) answer over its `streaming` row
     /// and touches the session and conversation. Idempotent, so it may be
-    /// retried.
+    /// retried. An answer no longer `streaming` is left as it is (a sweeper
+    /// closed it: see `stream_sweep`).
     pub async fn message_store_answer(
         &self,
         access: &OrgAccess,
@@ -338,7 +339,7 @@ impl Datastore {
         tx.execute(
             "UPDATE conversation_messages SET content = $3, status = $4, error_code = $5, \
                  input_tokens = $6, output_tokens = $7, cached_tokens = $8, updated_at = now() \
-             WHERE organization_id = $1 AND id = $2",
+             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
             &[
                 &org_id,
                 &answer.id,
@@ -354,6 +355,25 @@ impl Datastore {
         touch(&tx, org_id, session).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The state of an assistant message (an answer) of the organization's
+    /// conversations; `404` for any other id.
+    pub async fn conversation_answer(
+        &self,
+        access: &OrgAccess,
+        message_id: Uuid,
+    ) -> Result<MessageStatus, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT status FROM conversation_messages \
+                 WHERE organization_id = $1 AND id = $2 AND role = 'assistant'",
+                &[&access.org_id(), &message_id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "message" })?;
+        Ok(row.get(0))
     }
 
     /// A page of the conversation's messages (all sessions, insertion

@@ -1,0 +1,219 @@
+//! The numbered events of streamed answers and the leases of answers
+//! being generated, for both areas that stream resumable answers: chat
+//! (`chat_messages`, `chat_stream_events`) and conversations
+//! (`conversation_messages`, `conversation_stream_events`). The two pairs of
+//! tables have the same shape; [`StreamKind`] picks one.
+//!
+//! These functions address an answer by its id alone: callers check that
+//! the caller may see the answer first (`chat_answer_of_caller`,
+//! `conversation_answer`).
+
+use super::Datastore;
+use super::chat::STREAM_CHANNEL;
+use crate::error::Error;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Which area's answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    Chat,
+    Conversation,
+}
+
+impl StreamKind {
+    pub const ALL: [StreamKind; 2] = [StreamKind::Chat, StreamKind::Conversation];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamKind::Chat => "chat",
+            StreamKind::Conversation => "conversation",
+        }
+    }
+
+    fn messages(self) -> &'static str {
+        match self {
+            StreamKind::Chat => "chat_messages",
+            StreamKind::Conversation => "conversation_messages",
+        }
+    }
+
+    fn events(self) -> &'static str {
+        match self {
+            StreamKind::Chat => "chat_stream_events",
+            StreamKind::Conversation => "conversation_stream_events",
+        }
+    }
+
+    /// What else the sweeper sets on an answer it closes.
+    fn swept_extra(self) -> &'static str {
+        match self {
+            StreamKind::Chat => {
+                ", metadata = m.metadata || jsonb_build_object('error_code', $3::text)"
+            }
+            StreamKind::Conversation => ", updated_at = now()",
+        }
+    }
+}
+
+impl Datastore {
+    /// Appends numbered events (`first_seq`, `first_seq + 1`, ...) of an
+    /// answer and announces the last on [`STREAM_CHANNEL`], in one
+    /// statement.
+    pub async fn stream_events_append(
+        &self,
+        kind: StreamKind,
+        message_id: Uuid,
+        first_seq: i32,
+        events: &[Value],
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        let seqs: Vec<i32> = (0..events.len() as i32).map(|i| first_seq + i).collect();
+        let last = first_seq + events.len() as i32 - 1;
+        conn.query(
+            &format!(
+                "WITH i AS (INSERT INTO {} (message_id, seq, event) \
+                     SELECT $1::uuid, s, e FROM unnest($2::int[], $3::jsonb[]) AS t(s, e) \
+                     RETURNING 1) \
+                 SELECT pg_notify($4::text, $1::uuid::text || ':' || $5::int::text) \
+                 FROM (SELECT count(*) FROM i) x",
+                kind.events()
+            ),
+            &[&message_id, &seqs, &events, &STREAM_CHANNEL, &last],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The events of an answer after `after`, in order.
+    pub async fn stream_events_after(
+        &self,
+        kind: StreamKind,
+        message_id: Uuid,
+        after: i32,
+    ) -> Result<Vec<(i32, Value)>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query(
+                &format!(
+                    "SELECT seq, event FROM {} WHERE message_id = $1 AND seq > $2 ORDER BY seq",
+                    kind.events()
+                ),
+                &[&message_id, &after],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
+
+    /// Whether an answer is still `streaming` (`None`: no such answer).
+    pub async fn stream_answer_streaming(
+        &self,
+        kind: StreamKind,
+        message_id: Uuid,
+    ) -> Result<Option<bool>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                &format!(
+                    "SELECT status = 'streaming' FROM {} WHERE id = $1",
+                    kind.messages()
+                ),
+                &[&message_id],
+            )
+            .await?
+            .map(|r| r.get(0)))
+    }
+
+    /// Deletes the stream events of answers that ended before
+    /// `older_than_secs` seconds ago; returns how many.
+    pub async fn stream_events_expire(
+        &self,
+        kind: StreamKind,
+        older_than_secs: i64,
+    ) -> Result<u64, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .execute(
+                &format!(
+                    "DELETE FROM {} e USING {} m \
+                     WHERE e.message_id = m.id AND m.status <> 'streaming' \
+                       AND e.created_at < now() - make_interval(secs => $1::bigint::double precision)",
+                    kind.events(),
+                    kind.messages()
+                ),
+                &[&older_than_secs],
+            )
+            .await?)
+    }
+
+    /// Renews the leases of the given answers (this instance generates
+    /// them); returns those still `streaming` (the others ended, were
+    /// deleted, or were closed by a sweeper).
+    pub async fn stream_heartbeat(
+        &self,
+        kind: StreamKind,
+        ids: &[Uuid],
+    ) -> Result<Vec<Uuid>, Error> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query(
+                &format!(
+                    "UPDATE {} SET heartbeat_at = now() \
+                     WHERE id = ANY($1) AND status = 'streaming' RETURNING id",
+                    kind.messages()
+                ),
+                &[&ids],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    /// Closes at most `limit` answers still `streaming` whose heartbeat is
+    /// older than `lease_secs` (their instance died): status `failed` with
+    /// `error_code`, text kept, and `event` appended as their next (last)
+    /// stream event and announced, in one statement. Rows another sweeper
+    /// holds are skipped (`FOR UPDATE SKIP LOCKED`). Returns the closed
+    /// answers' ids.
+    pub async fn stream_sweep(
+        &self,
+        kind: StreamKind,
+        lease_secs: i64,
+        limit: i64,
+        error_code: &str,
+        event: &Value,
+    ) -> Result<Vec<Uuid>, Error> {
+        let conn = self.conn().await?;
+        let messages = kind.messages();
+        let events = kind.events();
+        let extra = kind.swept_extra();
+        Ok(conn
+            .query(
+                &format!(
+                    "WITH dead AS ( \
+                         SELECT id FROM {messages} \
+                         WHERE status = 'streaming' \
+                           AND heartbeat_at < now() - make_interval(secs => $1::bigint::double precision) \
+                         ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
+                     swept AS ( \
+                         UPDATE {messages} m SET status = 'failed', error_code = $3 {extra} \
+                         FROM dead WHERE m.id = dead.id RETURNING m.id), \
+                     added AS ( \
+                         INSERT INTO {events} (message_id, seq, event) \
+                         SELECT s.id, COALESCE((SELECT max(e.seq) FROM {events} e \
+                                                WHERE e.message_id = s.id), 0) + 1, $4::jsonb \
+                         FROM swept s RETURNING message_id, seq) \
+                     SELECT message_id, pg_notify($5::text, message_id::text || ':' || seq::text) \
+                     FROM added"
+                ),
+                &[&lease_secs, &limit, &error_code, event, &STREAM_CHANNEL],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+}
