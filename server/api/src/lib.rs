@@ -1194,7 +1194,10 @@ pub trait WorkspaceApi {
     /// connection. A client that disconnects does not stop it; it resumes
     /// with `GET /api/chat/stream` on any instance. `POST /api/chat/stop`
     /// ends it. A client that reads nothing for 5 seconds is detached
-    /// (its stream ends without `end`) and resumes the same way.
+    /// (its stream ends without `end`) and resumes the same way. The
+    /// generating instance holds a lease on the answer, renewed every
+    /// `streams.heartbeat_secs`; if it dies, another instance closes the
+    /// answer (see `GET /api/chat/stream`).
     #[endpoint { method = POST, path = "/api/chat/send_message", tags = ["chat"] }]
     async fn chat_send_message(
         rqctx: RequestContext<Self::Context>,
@@ -1216,8 +1219,12 @@ pub trait WorkspaceApi {
     /// Events of answers that ended are kept 24 hours: after that the
     /// stream is one unnumbered `{"type":"error","error_code":
     /// "stream_expired"}` (read the answer with `GET /api/chat`). An
-    /// answer whose instance died mid-answer ends, after 5 minutes
-    /// without events, with `error_code` `stream_lost`.
+    /// answer whose instance died mid-answer is closed by another instance
+    /// once its lease expired (`streams.lease_secs`, default 30 s): status
+    /// `failed`, the text saved so far kept, and a last event
+    /// `{"type":"error","error_code":"answer_interrupted"}`. As a last
+    /// resort, a stream without events for 5 minutes ends with
+    /// `error_code` `stream_lost`.
     #[endpoint { method = GET, path = "/api/chat/stream", tags = ["chat"] }]
     async fn chat_stream(
         rqctx: RequestContext<Self::Context>,

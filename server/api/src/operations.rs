@@ -37,8 +37,11 @@ pub const DEPLOYMENT_KEY_OPERATIONS: &[&str] =
 /// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
 /// progenitor's CLI generator cannot handle them (`todo!()`), so the CLI
 /// has hand-written commands for them.
-pub const STREAMING_OPERATIONS: &[&str] =
-    &["conversation_stream_chat", "conversation_stream", "kb_query"];
+pub const STREAMING_OPERATIONS: &[&str] = &[
+    "conversation_stream_chat",
+    "conversation_stream",
+    "kb_query",
+];
 
 /// The component schema of the events of [`STREAMING_OPERATIONS`]
 /// ([`crate::conversations::ConversationStreamEvent`]).

@@ -12,10 +12,10 @@
 //! client's `Last-Event-ID` and follows the notifications, on any
 //! instance.
 
+use crate::app::streams::{Emitter, Lease};
 use crate::authz::{OrgAccess, perm};
 use crate::chat_hub::Notice;
 use crate::context::ServerContext;
-use crate::app::streams::{Emitter, Lease};
 use crate::db::datastore::chat::{
     ChatFileRow, ChatMessageRow, ChatRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
 };

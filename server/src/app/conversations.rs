@@ -12,8 +12,8 @@ use crate::chat_hub::Notice;
 use crate::context::ServerContext;
 use crate::db::Datastore;
 use crate::db::datastore::chat::STOP_CHANNEL;
-use crate::db::datastore::streams::StreamKind;
 use crate::db::datastore::conversations::{ConversationRow, MessageRow, NewAnswer, SessionRow};
+use crate::db::datastore::streams::StreamKind;
 use crate::db::enums as db;
 use crate::error::Error;
 use crate::providers::{self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role};
@@ -25,9 +25,8 @@ use workspace_api::conversations::{
     Conversation, ConversationCreate, ConversationMessage, ConversationMessagesPage,
     ConversationSession, ConversationSessionCreate, ConversationSessionStatus,
     ConversationSessionView, ConversationStopResponse, ConversationStreamEvent,
-    ConversationWithSessions,
-    MESSAGES_DEFAULT_LIMIT, MESSAGES_MAX_LIMIT, MessageRole, MessageStatus, MessagesQuery, Model,
-    StreamChatRequest,
+    ConversationWithSessions, MESSAGES_DEFAULT_LIMIT, MESSAGES_MAX_LIMIT, MessageRole,
+    MessageStatus, MessagesQuery, Model, StreamChatRequest,
 };
 
 /// Longest title, in characters.
@@ -262,9 +261,7 @@ pub async fn stream_chat(
         "message_id" => message_id.to_string(),
     ));
     // Subscribed and leased before the client can know the answer's id.
-    let stops = cx
-        .chat_hub
-        .subscribe(STOP_CHANNEL, &message_id.to_string());
+    let stops = cx.chat_hub.subscribe(STOP_CHANNEL, &message_id.to_string());
     let lease = cx.leases.hold(StreamKind::Conversation, message_id);
     let (tx, rx) = mpsc::channel(64);
     let (mut out, writer) = Emitter::start(
@@ -538,7 +535,8 @@ impl Relay {
             Outcome::Failed(e) => (db::MessageStatus::Failed, Some(e.error_code())),
             Outcome::Lost => {
                 slog::warn!(log, "abandoning an answer closed by a sweeper");
-                self.metrics.stream_finished(db::MessageStatus::Failed.as_str());
+                self.metrics
+                    .stream_finished(db::MessageStatus::Failed.as_str());
                 drop(out);
                 writer.abort();
                 return;

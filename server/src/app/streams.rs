@@ -198,10 +198,7 @@ pub fn follow(
                 let had_all = datastore
                     .stream_events_after(kind, message_id, last - 1)
                     .await
-                    .is_ok_and(|e| {
-                        e.first()
-                            .is_some_and(|(seq, e)| *seq == last && is_last(e))
-                    });
+                    .is_ok_and(|e| e.first().is_some_and(|(seq, e)| *seq == last && is_last(e)));
                 if had_all {
                     return;
                 }
@@ -320,12 +317,7 @@ impl Leases {
     }
 
     fn lose(&self, id: Uuid) {
-        if let Some((_, tx)) = self
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
-        {
+        if let Some((_, tx)) = self.held.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
             let _ = tx.send(true);
         }
     }

@@ -6,9 +6,8 @@ use crate::authz::{Require, Scope, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::conversations::{
     Conversation, ConversationCreate, ConversationMessageQuery, ConversationMessagesPage,
-    ConversationQuery, ConversationStopResponse,
-    ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
-    StreamChatRequest,
+    ConversationQuery, ConversationSession, ConversationSessionCreate, ConversationStopResponse,
+    ConversationWithSessions, MessagesQuery, Model, StreamChatRequest,
 };
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::OrgQuery;

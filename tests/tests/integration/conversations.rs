@@ -1081,7 +1081,10 @@ async fn stop_ends_an_answer_and_keeps_its_text() {
     received.push_str(&content(&rest));
     let stored = wait_finished(&ada.client, org, conv, &message_id).await;
     assert_eq!(stored.status, MessageStatus::Cancelled);
-    assert_eq!(stored.content, received, "the text streamed is the text kept");
+    assert_eq!(
+        stored.content, received,
+        "the text streamed is the text kept"
+    );
     assert!(
         !stored.content.is_empty() && stored.content.len() < pieces.concat().len(),
         "cut short: {stored:?}"
@@ -1098,9 +1101,20 @@ async fn stop_ends_an_answer_and_keeps_its_text() {
         .into_inner();
     assert!(!again.stopped);
     // Ids that are no answer: 404.
-    for id in [Uuid::new_v4().to_string(), "not-an-id".to_string(), sess.to_string()] {
+    for id in [
+        Uuid::new_v4().to_string(),
+        "not-an-id".to_string(),
+        sess.to_string(),
+    ] {
         assert_eq!(
-            error_of(ada.client.conversation_stop().org_id(org).message_id(id).send().await),
+            error_of(
+                ada.client
+                    .conversation_stop()
+                    .org_id(org)
+                    .message_id(id)
+                    .send()
+                    .await
+            ),
             (404, "not_found".to_string())
         );
     }
@@ -1140,7 +1154,10 @@ async fn resume(
     let mut r = reqwest::Client::new()
         .get(format!("{base}/api/conversation/stream"))
         .bearer_auth(token)
-        .query(&[("org_id", org.to_string()), ("message_id", message_id.to_string())]);
+        .query(&[
+            ("org_id", org.to_string()),
+            ("message_id", message_id.to_string()),
+        ]);
     if let Some(id) = last_event_id {
         r = r.header("Last-Event-ID", id);
     }
@@ -1206,8 +1223,18 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
     )
     .await;
     assert_eq!(resp.status(), 200);
-    let rest = numbered(resp).await;
-    eprintln!("conversation resume: the rest in {:?}", started.elapsed());
+    let mut resumed = crate::chat::Sse::new(resp);
+    let first = resumed.next().await.expect("an event");
+    eprintln!(
+        "conversation resume: first event after {:?}",
+        started.elapsed()
+    );
+    let mut rest = vec![first];
+    rest.extend(resumed.collect().await);
+    let rest: Vec<(Option<i32>, Event)> = rest
+        .into_iter()
+        .map(|(id, e)| (id, serde_json::from_value(e).expect("a typed event")))
+        .collect();
     assert_eq!(rest.last().unwrap().1, Event::End, "the answer went on");
     let mut all = seen.clone();
     all.extend(rest);
@@ -1501,12 +1528,22 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let conv_after = back(&mut conv_seen);
     let chat_after = back(&mut chat_seen);
     let conv_rest = crate::chat::Sse::new(
-        resume(&cx.base_url, &ada.token, org, &conv_answer, Some(&conv_after)).await,
+        resume(
+            &cx.base_url,
+            &ada.token,
+            org,
+            &conv_answer,
+            Some(&conv_after),
+        )
+        .await,
     );
     let chat_rest = http
         .get(format!("{}/api/chat/stream", cx.base_url))
         .bearer_auth(&ada.token)
-        .query(&[("org_id", org.to_string()), ("message_id", chat_answer.clone())])
+        .query(&[
+            ("org_id", org.to_string()),
+            ("message_id", chat_answer.clone()),
+        ])
         .header("Last-Event-ID", chat_after)
         .send()
         .await
@@ -1514,11 +1551,17 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     assert_eq!(chat_rest.status(), 200);
     let (conv_rest, chat_rest) = tokio::time::timeout(
         Duration::from_secs(30),
-        futures::future::join(conv_rest.collect(), crate::chat::Sse::new(chat_rest).collect()),
+        futures::future::join(
+            conv_rest.collect(),
+            crate::chat::Sse::new(chat_rest).collect(),
+        ),
     )
     .await
     .expect("resumed streams of a crashed instance end");
-    eprintln!("sweep: streams ended {:?} after the crash", crashed.elapsed());
+    eprintln!(
+        "sweep: streams ended {:?} after the crash",
+        crashed.elapsed()
+    );
     for (seen, rest) in [(&conv_seen, &conv_rest), (&chat_seen, &chat_rest)] {
         let last = &rest.last().expect("an event").1;
         assert_eq!(last["type"], "error", "{rest:?}");
@@ -1526,7 +1569,11 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
         let mut all = seen.clone();
         all.extend(rest.iter().cloned());
         let ids: Vec<i32> = all.iter().map(|(id, _)| id.unwrap()).collect();
-        assert_eq!(ids, (1..=all.len() as i32).collect::<Vec<_>>(), "in order, once");
+        assert_eq!(
+            ids,
+            (1..=all.len() as i32).collect::<Vec<_>>(),
+            "in order, once"
+        );
     }
     // The typed conversation events parse.
     for (_, e) in &conv_rest {
@@ -1560,7 +1607,10 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
         )
         .await
         .unwrap();
-    assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("answer_interrupted"));
+    assert_eq!(
+        row.get::<_, Option<String>>(0).as_deref(),
+        Some("answer_interrupted")
+    );
 
     cx.teardown().await;
 }

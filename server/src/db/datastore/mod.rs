@@ -15,8 +15,8 @@ pub mod models;
 pub mod organizations;
 pub mod rate_limits;
 pub mod roles;
-pub mod streams;
 pub mod secrets;
+pub mod streams;
 pub mod tools;
 pub mod users;
 
