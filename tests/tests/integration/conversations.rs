@@ -12,7 +12,7 @@ use workspace_client::types::{
 };
 use workspace_server::config::{Config, ModelConfig, ProviderKind};
 use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
-use workspace_tests::sse::{EventReader, content};
+use workspace_tests::sse::{EventReader, NumberedReader, content};
 use workspace_tests::{TestContext, error_of};
 
 const KEY: &str = "sk-test-key-do-not-leak-0123456789";
@@ -1167,7 +1167,7 @@ async fn resume(
 /// Numbered events of a stream, parsed as the typed events (the `id:`
 /// lines leave them intact).
 async fn numbered(resp: reqwest::Response) -> Vec<(Option<i32>, Event)> {
-    let mut sse = crate::chat::Sse::new(resp);
+    let mut sse = NumberedReader::new(resp);
     let mut out = Vec::new();
     while let Some((id, value)) = sse.next().await {
         out.push((id, serde_json::from_value(value).expect("a typed event")));
@@ -1199,7 +1199,7 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let mut live = crate::chat::Sse::new(resp);
+    let mut live = NumberedReader::new(resp);
     let mut seen: Vec<(Option<i32>, Event)> = Vec::new();
     for _ in 0..4 {
         let (id, value) = live.next().await.unwrap();
@@ -1223,7 +1223,7 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
     )
     .await;
     assert_eq!(resp.status(), 200);
-    let mut resumed = crate::chat::Sse::new(resp);
+    let mut resumed = NumberedReader::new(resp);
     let first = resumed.next().await.expect("an event");
     eprintln!(
         "conversation resume: first event after {:?}",
@@ -1445,7 +1445,7 @@ fn short_leases(c: &mut Config) {
 
 /// Reads numbered events for at least `at_least` (so that the partial text
 /// was saved) and returns them.
-async fn read_for(sse: &mut crate::chat::Sse, at_least: Duration) -> Vec<(Option<i32>, Value)> {
+async fn read_for(sse: &mut NumberedReader, at_least: Duration) -> Vec<(Option<i32>, Value)> {
     let started = std::time::Instant::now();
     let mut seen = Vec::new();
     while started.elapsed() < at_least {
@@ -1493,7 +1493,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let mut conv_live = crate::chat::Sse::new(resp);
+    let mut conv_live = NumberedReader::new(resp);
     let resp = http
         .post(format!("{}/api/chat/send_message", doomed.base_url))
         .bearer_auth(&ada.token)
@@ -1503,7 +1503,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let mut chat_live = crate::chat::Sse::new(resp);
+    let mut chat_live = NumberedReader::new(resp);
     // Long enough for the partial texts to be saved (once a second).
     let conv_seen = read_for(&mut conv_live, Duration::from_millis(1600)).await;
     let chat_seen = read_for(&mut chat_live, Duration::from_millis(200)).await;
@@ -1527,7 +1527,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let (mut conv_seen, mut chat_seen) = (conv_seen, chat_seen);
     let conv_after = back(&mut conv_seen);
     let chat_after = back(&mut chat_seen);
-    let conv_rest = crate::chat::Sse::new(
+    let conv_rest = NumberedReader::new(
         resume(
             &cx.base_url,
             &ada.token,
@@ -1553,7 +1553,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
         Duration::from_secs(30),
         futures::future::join(
             conv_rest.collect(),
-            crate::chat::Sse::new(chat_rest).collect(),
+            NumberedReader::new(chat_rest).collect(),
         ),
     )
     .await
@@ -1586,16 +1586,18 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     assert_eq!(stored.status, MessageStatus::Failed);
     assert!(!stored.content.is_empty(), "the saved text is kept");
     assert!(conv_text.starts_with(&stored.content), "{stored:?}");
-    let (s, chat) = crate::chat::req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::GET,
-        "/api/chat",
-        &[("org_id", org.to_string()), ("chat_id", chat_id)],
-        None,
-    )
-    .await;
-    assert_eq!(s, 200, "{chat}");
+    let chat: Value = http
+        .get(format!("{}/api/chat", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string()), ("chat_id", chat_id)])
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let answer = &chat["messages"][1];
     assert_eq!(answer["status"], "failed");
     assert_eq!(answer["metadata"]["error_code"], "answer_interrupted");
