@@ -938,6 +938,24 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_must_outlast_two_heartbeats() {
+        let mut config = Config::default();
+        config.validate().unwrap();
+        config.streams.lease_secs = 2 * config.streams.heartbeat_secs - 1;
+        assert!(config.validate().is_err());
+        config.streams = StreamsConfig {
+            heartbeat_secs: 0,
+            ..StreamsConfig::default()
+        };
+        assert!(config.validate().is_err());
+        config.streams = StreamsConfig {
+            sweep_interval_secs: 0,
+            ..StreamsConfig::default()
+        };
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
     fn short_secret_is_rejected() {
         let mut config = Config::default();
         config.auth.jwt_secret = Some("short".into());
