@@ -13,6 +13,7 @@
 pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
+pub mod mcp_peers;
 
 /// Provisions the local embedding model's files once for every test
 /// process (the data root's `models/all-minilm-l6-v2`, where test servers

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use workspace_client::types::{ConnectAccount, GenerateUrl, InstanceRename};
 use workspace_server::mcp::McpClient;
 use workspace_server::mcp::config::{McpAuth, McpServerConfig};
+use workspace_tests::mcp_peers::{MOCK_ACCESS_TOKEN, MockOauth};
 use workspace_tests::{TestContext, error_of, raw};
 
 const FRONTEND: &str = "http://frontend.test";
@@ -564,97 +565,9 @@ async fn mcp_callback_with_a_bad_state_redirects_with_an_error() {
     cx.teardown().await;
 }
 
-/// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
-/// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
-/// drop. Its tokens are deterministic so the test can use them.
-struct MockOauth {
-    child: std::process::Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
-
-impl MockOauth {
-    async fn start() -> MockOauth {
-        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("peers/node_modules/.bin/mock-llm");
-        assert!(
-            bin.exists(),
-            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let base = format!("http://127.0.0.1:{port}");
-        let dir = tempfile::tempdir().unwrap();
-        let config = json!({
-            "oauth": {
-                "protectedPaths": ["/mcp"],
-                "tokens": {
-                    "expiresInSeconds": 3600,
-                    "refreshable": true,
-                    "deterministic": {
-                        "nextAccessTokens": [MOCK_ACCESS_TOKEN],
-                        "nextRefreshTokens": ["mcp-refresh-001"],
-                    }
-                },
-                "clients": [{
-                    "clientId": "preregistered",
-                    "clientSecret": "preregistered-secret",
-                    "redirectUris": [format!("{API_PUBLIC}/api/mcp/callback")],
-                    "scope": "mcp:read mcp:tools",
-                }],
-                "metadata": {
-                    "registrationEndpointEnabled": true,
-                    "scopesSupported": ["mcp:read", "mcp:tools"],
-                    "issuerOverride": format!("{base}/"),
-                }
-            }
-        });
-        // JSON is YAML.
-        let path = dir.path().join("mock-llm.yaml");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let child = std::process::Command::new(bin)
-            .arg("--config")
-            .arg(&path)
-            .env("PORT", port.to_string())
-            .env("HOST", "127.0.0.1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting mock-llm");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "mock-llm did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        MockOauth {
-            child,
-            base,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for MockOauth {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn mcp_oauth_discovery_registration_pkce_and_callback() {
-    let peer = MockOauth::start().await;
+    let peer = MockOauth::start(API_PUBLIC).await;
     let mcp_url = format!("{}/mcp", peer.base);
     let cx = context(
         "mcp_oauth_discovery_registration_pkce_and_callback",
@@ -1136,7 +1049,7 @@ async fn mcp_playground_discovers_calls_tools_and_streams_errors() {
 
 #[tokio::test]
 async fn mcp_oauth_with_a_preregistered_confidential_client() {
-    let peer = MockOauth::start().await;
+    let peer = MockOauth::start(API_PUBLIC).await;
     let mcp_url = format!("{}/mcp", peer.base);
     let mut entry = server("Pre", "pre", &mcp_url, McpAuth::Oauth);
     entry.client_id = Some("preregistered".into());
