@@ -1120,3 +1120,145 @@ async fn mcp_oauth_with_a_preregistered_confidential_client() {
     assert!(tools.iter().any(|t| t.name == "echo"));
     cx.teardown().await;
 }
+
+/// Against a strict authorization server that accepts exactly one
+/// token-endpoint client authentication method and rotates refresh tokens
+/// (`workspace_tests::strict_oauth`), for each method: the code exchange,
+/// the refresh and the RFC 7009 revocation authenticate with the declared
+/// method; two concurrent requests with an expiring access token, one per
+/// server instance on the same database, make exactly one refresh request
+/// (the PostgreSQL lock) and both use the new token; deleting the instance
+/// revokes the refresh token with its `token_type_hint`.
+#[tokio::test]
+async fn mcp_token_auth_methods_refresh_lock_and_revocation() {
+    use workspace_tests::strict_oauth::StrictOauth;
+    for method in ["client_secret_basic", "client_secret_post", "none"] {
+        // The exchange's tokens expire in 30 s: every use refreshes first
+        // (within a minute of expiry); refreshed ones last an hour.
+        let peer = StrictOauth::start(method, 30).await;
+        let servers = vec![server("Strict", "strict", &peer.mcp_url(), McpAuth::Oauth)];
+        let adjust = |c: &mut workspace_server::config::Config| {
+            c.mcp.frontend_url = FRONTEND.to_string();
+            c.mcp.api_public_url = API_PUBLIC.to_string();
+            c.mcp_servers = servers.clone();
+            c.features.mcp_sessions = 10;
+        };
+        let cx = TestContext::with_config(&format!("mcp_token_auth_{method}"), adjust).await;
+        let second = cx.second_instance(adjust).await;
+        let owner = cx.user("mcp-strict").await;
+        let org = owner.personal_org().await;
+        let id = owner
+            .client
+            .mcp_list_servers()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .servers[0]
+            .id;
+        let start = owner
+            .client
+            .mcp_connect_account()
+            .org_id(org)
+            .body(ConnectAccount::builder().server_id(id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner();
+        let (_, secret) = peer.client().expect("registered");
+        assert_eq!(secret.is_some(), method != "none", "{method}");
+        let back = peer.approve(&start.redirect_url).await;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let landed = http
+            .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+            .send()
+            .await
+            .unwrap();
+        let location = landed.headers()["location"].to_str().unwrap().to_string();
+        assert!(
+            !query_of(&location).contains_key("error"),
+            "{method}: {location} {:?}",
+            peer.seen()
+        );
+        assert_eq!(peer.seen().exchanges, 1, "{method}");
+        let session_id: Uuid = start.id.parse().unwrap();
+        let url = owner
+            .client
+            .mcp_generate_url()
+            .org_id(org)
+            .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .mcp_url;
+        let path = reqwest::Url::parse(&url).unwrap().path().to_string();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}});
+        let post = |base: String| {
+            let (path, init) = (path.clone(), init.clone());
+            async move {
+                reqwest::Client::new()
+                    .post(format!("{base}{path}"))
+                    .header("accept", "application/json, text/event-stream")
+                    .json(&init)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        };
+        let (a, b) = tokio::join!(
+            post(cx.base_url.clone()),
+            post(format!("http://{}", second.local_addr()))
+        );
+        let seen = peer.seen();
+        assert_eq!((a, b), (200, 200), "{method}: {seen:?}");
+        assert!(seen.rejected.is_empty(), "{method}: {seen:?}");
+        assert_eq!(
+            seen.refreshes, 1,
+            "{method}: one refresh for both: {seen:?}"
+        );
+        // Both requests carried the refreshed token (the exchange issued
+        // `at-2`, the refresh `at-3`).
+        assert_eq!(seen.bearers, vec!["at-3", "at-3"], "{method}");
+        // Fresh now: no more refreshes.
+        assert_eq!(post(cx.base_url.clone()).await, 200);
+        assert_eq!(peer.seen().refreshes, 1, "{method}");
+
+        // Deleting the instance revokes the (rotated) refresh token.
+        let instance = owner
+            .client
+            .mcp_list_instances()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .instances[0]
+            .id;
+        owner
+            .client
+            .mcp_delete_instance()
+            .org_id(org)
+            .instance_id(instance)
+            .send()
+            .await
+            .unwrap();
+        let seen = peer.seen();
+        assert_eq!(
+            seen.revocations,
+            vec![("rt-3".to_string(), Some("refresh_token".to_string()))],
+            "{method}: {seen:?}"
+        );
+        assert!(seen.rejected.is_empty(), "{method}: {seen:?}");
+        second.shutdown().await.unwrap();
+        cx.teardown().await;
+    }
+}
