@@ -1262,3 +1262,212 @@ async fn mcp_token_auth_methods_refresh_lock_and_revocation() {
         cx.teardown().await;
     }
 }
+
+/// Intelligent Discovery by meaning with the local embedding model: a
+/// request sharing no word with any server's name or tools still ranks the
+/// right server first; an unrelated request recommends nothing.
+#[tokio::test]
+async fn mcp_discovery_ranks_by_meaning() {
+    workspace_tests::ensure_local_model().await;
+    let cx = context(
+        "mcp_discovery_ranks_by_meaning",
+        vec![
+            server(
+                "Weather",
+                "weather",
+                "http://127.0.0.1:9/weather",
+                McpAuth::None,
+            ),
+            server(
+                "Calendar",
+                "calendar",
+                "http://127.0.0.1:9/calendar",
+                McpAuth::None,
+            ),
+            server("Files", "files", "http://127.0.0.1:9/files", McpAuth::None),
+        ],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-discovery").await;
+    let org = owner.personal_org().await;
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let id = |name: &str| servers.iter().find(|s| s.name == name).unwrap().id;
+    // The servers are not reachable: their tool lists are cached as if
+    // they had been listed.
+    let tools = [
+        (
+            "Weather",
+            json!([{"name": "get_forecast", "description": "Returns the forecast for a city: temperature, precipitation and wind.", "input_schema": {"type": "object"}}]),
+        ),
+        (
+            "Calendar",
+            json!([{"name": "create_event", "description": "Schedules an appointment in the user's agenda.", "input_schema": {"type": "object"}}]),
+        ),
+        (
+            "Files",
+            json!([{"name": "read_file", "description": "Reads a document from the drive.", "input_schema": {"type": "object"}}]),
+        ),
+    ];
+    let db = cx.db().await;
+    for (name, tools) in tools {
+        db.execute(
+            "INSERT INTO mcp_tool_cache (server_id, url, tools) \
+             SELECT id, url, $2 FROM mcp_servers WHERE name = $1",
+            &[&name, &tools],
+        )
+        .await
+        .unwrap();
+    }
+    let ranked = |content: &'static str| {
+        let (cx, token) = (&cx, owner.token.clone());
+        async move {
+            let (status, items) = playground(cx, &token, org, json!({ "content": content })).await;
+            assert_eq!(status, 200, "{items:?}");
+            items[0]["mcp"]["server_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    // No shared words (3+ letters) with any server: word matching would
+    // recommend nothing. The first request loads the model; on a busy
+    // machine it may take longer than the embedding budget and be answered
+    // by words while the model finishes loading.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let rain = loop {
+        let rain = ranked("Will it rain in Paris tomorrow?").await;
+        if !rain.is_empty() || std::time::Instant::now() > deadline {
+            break rain;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    assert_eq!(rain.first(), Some(&id("Weather")), "{rain:?}");
+    let meeting = ranked("Book a meeting with Bob next Tuesday").await;
+    assert_eq!(meeting.first(), Some(&id("Calendar")), "{meeting:?}");
+    let unrelated = ranked("Bonjour").await;
+    assert!(unrelated.is_empty(), "{unrelated:?}");
+    cx.teardown().await;
+}
+
+/// Pagination hints: a tool output's `nextPageToken` is remembered per
+/// (user, instance, tool) and a later request asking for more continues
+/// from it; the last page forgets it.
+#[tokio::test]
+async fn mcp_playground_remembers_pagination_hints() {
+    use workspace_tests::mcp_pager::{McpPager, PAGER_ESTIMATE};
+    let pager = McpPager::start().await;
+    let cx = context(
+        "mcp_playground_remembers_pagination_hints",
+        vec![server("Pager", "pager", &pager.url(), McpAuth::None)],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-pager").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap();
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    let db = cx.db().await;
+    let hint = || async {
+        db.query_opt(
+            "SELECT tool, next_page_token, result_size_estimate FROM mcp_pagination_hints \
+             WHERE instance_id = $1",
+            &[&instance],
+        )
+        .await
+        .unwrap()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, String>(1),
+                r.get::<_, Option<i64>>(2),
+            )
+        })
+    };
+    let call = |content: &'static str| {
+        let (cx, token) = (&cx, owner.token.clone());
+        async move {
+            let (status, items) = playground(
+                cx,
+                &token,
+                org,
+                json!({"content": content, "mcp_instance_ids": [instance],
+                       "model": "offline-dev-model"}),
+            )
+            .await;
+            assert_eq!(status, 200, "{items:?}");
+            let done = items
+                .iter()
+                .find(|i| i["tool"]["successful"] == true)
+                .unwrap_or_else(|| panic!("a completed tool call: {items:?}"));
+            done["tool"]["output"].clone()
+        }
+    };
+
+    // The first page: its token is remembered.
+    let output = call("/tool pager_list_messages {}").await;
+    assert_eq!(output["structuredContent"]["nextPageToken"], "page-2");
+    assert_eq!(
+        hint().await,
+        Some((
+            "list_messages".into(),
+            "page-2".into(),
+            Some(PAGER_ESTIMATE)
+        ))
+    );
+    // Asking for more: the model calls the tool without a pageToken and
+    // the remembered one is filled in.
+    let output = call("/tool pager_list_messages {\"label\": \"more\"}").await;
+    assert_eq!(output["structuredContent"]["messages"], json!(["m3", "m4"]));
+    assert_eq!(
+        pager.calls().last().unwrap(),
+        &json!({"label": "more", "pageToken": "page-2"})
+    );
+    assert_eq!(hint().await.unwrap().1, "page-3");
+    let output = call("/tool pager_list_messages {\"label\": \"more\"}").await;
+    assert_eq!(output["structuredContent"]["messages"], json!(["m5"]));
+    // The last page forgets the hint.
+    assert_eq!(hint().await, None);
+    // Without a word asking for more, nothing is filled in.
+    call("/tool pager_list_messages {}").await;
+    call("/tool pager_list_messages {\"label\": \"inbox\"}").await;
+    assert_eq!(pager.calls().last().unwrap(), &json!({"label": "inbox"}));
+    assert_eq!(hint().await.unwrap().1, "page-2");
+    cx.teardown().await;
+}
