@@ -1831,6 +1831,12 @@ pub trait WorkspaceApi {
     /// secret, `409 mcp_instance_not_active` when the session needs a new
     /// authorization, `502 mcp_server_unavailable` when the server cannot
     /// be reached or rejects the stored credentials.
+    ///
+    /// Alternatively a client holding the user's access token uses
+    /// `/api/mcp/gateway/{instance_id}` with `Authorization: Bearer
+    /// <token>` (permission `mcp:write`; the caller's own instance, else
+    /// `404 not_found`; `401` for a bad token). The header is not
+    /// forwarded to the MCP server.
     #[endpoint {
         method = POST,
         path = "/api/mcp/gateway/{secret}",

@@ -291,6 +291,28 @@ async fn mcp_catalog_tools_instances_and_isolation() {
     assert!(out.result.to_string().contains("through the gateway"));
     let stale = first.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
     assert!(client.list_tools(&stale, None).await.is_err());
+    // Or the instance id with the user's own bearer token.
+    let by_id = format!("{}/api/mcp/gateway/{}", cx.base_url, instance.id);
+    let through = client
+        .list_tools(&by_id, Some(&owner.token))
+        .await
+        .expect("tools via the gateway with the user's token");
+    assert!(through.iter().any(|t| t.name == "echo"));
+    assert!(client.list_tools(&by_id, None).await.is_err());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let id_path = format!("/api/mcp/gateway/{}", instance.id);
+    let (s, c) = raw(
+        &cx.base_url,
+        Some("not-a-token"),
+        Method::POST,
+        &id_path,
+        &[],
+        Some(init.clone()),
+    )
+    .await;
+    assert_eq!((s, c.as_str()), (401, "invalid_token"));
 
     // Nobody else sees or touches the instance: another member of the
     // organization, and another organization's member with their own org.
@@ -341,6 +363,16 @@ async fn mcp_catalog_tools_instances_and_isolation() {
                 .send()
                 .await,
         );
+        assert_eq!((s, c.as_str()), (404, "not_found"));
+        let (s, c) = raw(
+            &cx.base_url,
+            Some(&user.token),
+            Method::POST,
+            &id_path,
+            &[],
+            Some(init.clone()),
+        )
+        .await;
         assert_eq!((s, c.as_str()), (404, "not_found"));
     }
     // The stranger cannot use the owner's organization at all.
