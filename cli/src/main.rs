@@ -17,7 +17,8 @@
 //! Hand-written beside the generated commands: `kb create|search|query`
 //! (`kb.rs`: upload a folder with progress bars, readable search results,
 //! a streamed RAG answer), `auth signup-invite` (stores its token),
-//! `completions SHELL`; [`tree::polish`] shortens group listings, adds
+//! `mcp connect SERVER_ID` (`mcp.rs`: prints the authorization URL and
+//! waits for the OAuth callback), `completions SHELL`; [`tree::polish`] shortens group listings, adds
 //! `VERB` aliases and `--id-only`.
 
 mod chat;
@@ -26,6 +27,7 @@ mod config;
 mod generated_cli;
 mod invoke;
 mod kb;
+mod mcp;
 mod output;
 mod tree;
 mod upload;
@@ -40,10 +42,14 @@ async fn main() {
     let code = match run().await {
         Ok(()) => 0,
         Err(error) => {
-            if !error.is::<output::Reported>() {
-                eprintln!("error: {error:#}");
+            if let Some(mcp::ExitWith(code)) = error.downcast_ref::<mcp::ExitWith>() {
+                *code
+            } else {
+                if !error.is::<output::Reported>() {
+                    eprintln!("error: {error:#}");
+                }
+                1
             }
-            1
         }
     };
     std::process::exit(code);
@@ -105,6 +111,7 @@ async fn run() -> Result<()> {
     root = tree::add_invoke_command(root);
     root = tree::add_chat_commands(root);
     root = tree::add_kb_commands(root);
+    root = tree::add_mcp_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -164,6 +171,9 @@ async fn run() -> Result<()> {
     }
     if path.len() == 2 && path[0] == "kb" && kb::HAND_WRITTEN.contains(&path[1].as_str()) {
         return kb::run(&client, &path[1], leaf).await;
+    }
+    if path.len() == 2 && path[0] == "mcp" && mcp::HAND_WRITTEN.contains(&path[1].as_str()) {
+        return mcp::run(&client, &path[1], leaf).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

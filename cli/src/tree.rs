@@ -143,6 +143,15 @@ pub fn add_chat_commands(mut root: Command) -> Command {
     root
 }
 
+/// `workspace mcp connect` (see `mcp.rs`).
+pub fn add_mcp_commands(mut root: Command) -> Command {
+    for cmd in crate::mcp::commands() {
+        let path = ["mcp".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -272,9 +281,9 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = polish(add_kb_commands(add_chat_commands(add_invoke_command(
-            add_upload_command(add_conversation_commands(add_auth_commands(
-                add_generated_commands(crate::root_command()),
+        let root = polish(add_mcp_commands(add_kb_commands(add_chat_commands(
+            add_invoke_command(add_upload_command(add_conversation_commands(
+                add_auth_commands(add_generated_commands(crate::root_command())),
             ))),
         ))));
         root.clone().debug_assert();

@@ -1484,3 +1484,136 @@ async fn quickstart_script_runs() {
     assert!(stdout.trim_end().ends_with("quickstart done"), "{stdout}");
     cx.teardown().await;
 }
+
+/// `mcp connect`: prints the authorization URL, waits for the callback
+/// (the browser's part is done here with an HTTP client against the real
+/// OAuth peer) and prints the active instance; without a callback it
+/// stops at `--timeout` with exit code 3.
+#[tokio::test]
+async fn mcp_connect_prints_the_url_and_waits_for_the_callback() {
+    use std::io::{BufRead, Read};
+    use workspace_server::mcp::config::{McpAuth, McpServerConfig};
+    use workspace_tests::mcp_peers::MockOauth;
+    const API_PUBLIC: &str = "http://api.test";
+    let peer = MockOauth::start(API_PUBLIC).await;
+    let mcp_url = peer.mcp_url();
+    let cx = TestContext::with_config("cli_mcp_connect", |c| {
+        c.mcp.frontend_url = "http://frontend.test".to_string();
+        c.mcp.api_public_url = API_PUBLIC.to_string();
+        c.features.mcp_sessions = 10;
+        c.mcp_servers = vec![McpServerConfig {
+            name: "Mock".to_string(),
+            toolkit_name: "Mock".to_string(),
+            toolkit_slug: "mock".to_string(),
+            toolkit_logo: None,
+            url: mcp_url,
+            auth: McpAuth::Oauth,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
+        }];
+    })
+    .await;
+    let user = cx.user("climcp").await;
+    let org = user.personal_org().await;
+    let server = user
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let spawn = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_workspace"))
+            .args(["mcp", "connect", &server.to_string(), "--org-id"])
+            .arg(org.to_string())
+            .args(["--interval", "1"])
+            .args(extra)
+            .env("WORKSPACE_URL", &cx.base_url)
+            .env("WORKSPACE_CONFIG_DIR", &dir)
+            .env("WORKSPACE_TOKEN", &user.token)
+            .env_remove("WORKSPACE_PROFILE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running the CLI")
+    };
+
+    let mut child = spawn(&["--flow-type", "cli", "--timeout", "60"]);
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (url, mut stdout) = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        (line.trim().to_string(), stdout)
+    })
+    .await
+    .unwrap();
+    assert!(
+        url.starts_with(&format!("{}/authorize?", peer.base)),
+        "the first line is the authorization URL: {url:?}"
+    );
+    // The browser: the provider approves and sends it to the callback.
+    let back = peer.approve(&url).await;
+    assert!(back.starts_with(&format!("{API_PUBLIC}/api/mcp/callback?")));
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let landed = http
+        .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(landed.status().as_u16(), 303);
+    let (status, rest, stderr) = tokio::task::spawn_blocking(move || {
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (child.wait().unwrap(), rest, stderr)
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "exit {status:?}: {stderr}");
+    assert!(stderr.contains("Open the URL above"), "{stderr}");
+    let instance: serde_json::Value = serde_json::from_str(&rest).expect("the instance as JSON");
+    assert_eq!(instance["status"], "active");
+    assert_eq!(instance["server_id"], server.to_string());
+    assert_eq!(instance["name"], "Mock");
+    let listed = user
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id.to_string(), instance["id"].as_str().unwrap());
+
+    // Nobody opens the URL: exit code 3 at the timeout.
+    let started = std::time::Instant::now();
+    let child = spawn(&["--timeout", "2"]);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no callback within 2 s"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}

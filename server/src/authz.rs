@@ -172,6 +172,9 @@ pub enum Scope {
     /// A chat session, authorized through its organization (the chat's
     /// owner is checked by every chat query).
     Chat(uuid::Uuid),
+    /// An MCP instance, authorized through its organization; only its own
+    /// user's (anybody else's is `404`).
+    McpInstance(uuid::Uuid),
 }
 
 impl Scope {
@@ -186,6 +189,9 @@ impl Scope {
             Scope::Agent(_) => Some(crate::error::Error::NotFound { what: "agent" }),
             Scope::Deployment(_) => Some(crate::error::Error::NotFound { what: "deployment" }),
             Scope::Chat(_) => Some(crate::error::Error::NotFound { what: "chat" }),
+            Scope::McpInstance(_) => Some(crate::error::Error::NotFound {
+                what: "MCP instance",
+            }),
         }
     }
 }

@@ -13,6 +13,9 @@
 pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
+pub mod mcp_pager;
+pub mod mcp_peers;
+pub mod strict_oauth;
 
 /// Provisions the local embedding model's files once for every test
 /// process (the data root's `models/all-minilm-l6-v2`, where test servers

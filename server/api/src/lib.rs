@@ -1891,6 +1891,12 @@ pub trait WorkspaceApi {
     /// secret, `409 mcp_instance_not_active` when the session needs a new
     /// authorization, `502 mcp_server_unavailable` when the server cannot
     /// be reached or rejects the stored credentials.
+    ///
+    /// Alternatively a client holding the user's access token uses
+    /// `/api/mcp/gateway/{instance_id}` with `Authorization: Bearer
+    /// <token>` (permission `mcp:write`; the caller's own instance, else
+    /// `404 not_found`; `401` for a bad token). The header is not
+    /// forwarded to the MCP server.
     #[endpoint {
         method = POST,
         path = "/api/mcp/gateway/{secret}",
@@ -1938,10 +1944,24 @@ pub trait WorkspaceApi {
     /// not_found` before the stream starts) are offered to the model as
     /// `{toolkit_slug}_{tool}`, called through the instance's server with
     /// the user's token, by the agent runtime's tool loop. Without them
-    /// (Intelligent Discovery) the catalog is ranked for the message by the
-    /// words it shares with each server's name and its cached tools' names
-    /// and descriptions, and the matching servers' ids are recommended (no
-    /// model call). `400 invalid_message` (empty or longer than 32,000
+    /// (Intelligent Discovery) the catalog is ranked for the message, and
+    /// the matching servers' ids are recommended, best first (no model
+    /// call): by meaning when the local embedding model is provisioned
+    /// (cosine similarity of the message with each server's name and each
+    /// of its cached tools' `name: description`, at least 0.25), else by
+    /// the words the message shares with them.
+    ///
+    /// Pagination hints: when a tool's output (`structuredContent`, or a
+    /// JSON text content) carries `nextPageToken` (and
+    /// `resultSizeEstimate`), it is remembered per user, instance and tool
+    /// (an output without one forgets it). In later requests the tool's
+    /// description tells the model the remembered `pageToken`, and when the
+    /// message asks for more (`more`, `next`, `continue`, `further`,
+    /// `remaining`, `rest`) and the model calls the tool without a
+    /// `pageToken` its schema accepts, the remembered one is filled in, so
+    /// "show me more" continues where the last page ended.
+    ///
+    /// `400 invalid_message` (empty or longer than 32,000
     /// characters), `400 invalid_model` (a name without a known prefix),
     /// `400 model_unavailable` (not offered here).
     #[endpoint { method = POST, path = "/api/mcp_playground/chat", tags = ["mcp-playground"] }]

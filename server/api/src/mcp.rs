@@ -194,6 +194,8 @@ pub struct McpUrl {
 /// Path of the MCP gateway operations: the secret made by `generate_url`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct GatewayPath {
+    /// The secret of the gateway URL, or an instance id with the user's
+    /// bearer token.
     pub secret: String,
 }
 

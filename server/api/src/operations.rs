@@ -917,6 +917,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "mcp_gateway_post",
         &[
+            (401, AUTHENTICATION_ERRORS),
+            (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["mcp_instance_not_active"]),
             (502, &["mcp_server_unavailable"]),
@@ -925,6 +927,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "mcp_gateway_get",
         &[
+            (401, AUTHENTICATION_ERRORS),
+            (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["mcp_instance_not_active"]),
             (502, &["mcp_server_unavailable"]),
@@ -933,6 +937,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "mcp_gateway_delete",
         &[
+            (401, AUTHENTICATION_ERRORS),
+            (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["mcp_instance_not_active"]),
             (502, &["mcp_server_unavailable"]),

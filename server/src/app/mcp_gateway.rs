@@ -1,7 +1,11 @@
 //! The MCP gateway: `{api_public_url}/api/mcp/gateway/{secret}` is a
 //! streamable HTTP endpoint that forwards every request to the instance's
 //! MCP server with the user's OAuth access token, so that any MCP client
-//! can use an instance without holding its tokens.
+//! can use an instance without holding its tokens. Instead of the secret,
+//! a client holding the user's access token may use
+//! `/api/mcp/gateway/{instance_id}` with `Authorization: Bearer <token>`
+//! (the caller's own instance, `mcp:write`); that header is never
+//! forwarded.
 //!
 //! Tokens are refreshed before they expire (within a minute of expiry, with
 //! up to 30 s of jitter so that instances do not all refresh at once), one
@@ -155,6 +159,38 @@ pub async fn forward(
         .ok_or(Error::NotFound {
             what: "MCP gateway",
         })?;
+    forward_target(cx, target, method, headers, body).await
+}
+
+/// Forwards one request to the caller's own instance `instance_id`
+/// (authorized by the user's bearer token).
+pub async fn forward_instance(
+    cx: &ServerContext,
+    access: &crate::authz::OrgAccess,
+    instance_id: uuid::Uuid,
+    method: reqwest::Method,
+    headers: &http::HeaderMap,
+    body: bytes::Bytes,
+) -> Result<http::Response<dropshot::Body>, Error> {
+    let (_, target) = cx
+        .datastore
+        .mcp_instance_targets(access, &[instance_id])
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(Error::NotFound {
+            what: "MCP instance",
+        })?;
+    forward_target(cx, target, method, headers, body).await
+}
+
+async fn forward_target(
+    cx: &ServerContext,
+    target: GatewayTarget,
+    method: reqwest::Method,
+    headers: &http::HeaderMap,
+    body: bytes::Bytes,
+) -> Result<http::Response<dropshot::Body>, Error> {
     if target.status != McpSessionStatus::Active {
         return Err(not_active());
     }

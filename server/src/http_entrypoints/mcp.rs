@@ -147,7 +147,8 @@ pub async fn generate_url(
     ))
 }
 
-/// Public: the secret in the path is the credential.
+/// The secret in the path is the credential; or the path holds an
+/// instance id and the user's bearer token is the credential.
 pub async fn gateway(
     rqctx: Ctx,
     path: dropshot::Path<workspace_api::mcp::GatewayPath>,
@@ -156,7 +157,29 @@ pub async fn gateway(
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
     let cx = rqctx.context();
     let secret = path.into_inner().secret;
-    Ok(app::mcp_gateway::forward(cx, &secret, method, rqctx.request.headers(), body).await?)
+    let headers = rqctx.request.headers();
+    if let (Ok(instance_id), true) = (
+        secret.parse::<uuid::Uuid>(),
+        headers.contains_key(http::header::AUTHORIZATION),
+    ) {
+        let access = cx
+            .authorize(
+                &rqctx,
+                Scope::McpInstance(instance_id),
+                Require::Perm(perm::MCP_WRITE),
+            )
+            .await?;
+        return Ok(app::mcp_gateway::forward_instance(
+            cx,
+            &access,
+            instance_id,
+            method,
+            headers,
+            body,
+        )
+        .await?);
+    }
+    Ok(app::mcp_gateway::forward(cx, &secret, method, headers, body).await?)
 }
 
 pub async fn playground_chat(

@@ -1,8 +1,18 @@
 //! OAuth 2.1 with PKCE for MCP servers, through `rmcp`'s auth module:
 //! RFC 9728 protected-resource metadata then RFC 8414 authorization-server
 //! metadata, RFC 7591 dynamic registration when no `client_id` is
-//! configured, PKCE S256, the code exchange; RFC 7009 revocation by hand
-//! (rmcp has none).
+//! configured, PKCE S256, the code exchange; RFC 7009 revocation and
+//! refreshing by hand (rmcp keeps neither outside its own session).
+//!
+//! Client authentication at the token and revocation endpoints uses one
+//! method per client, decided when the flow starts ([`auth_method`]): the
+//! `token_endpoint_auth_method` of the RFC 7591 registration response, else
+//! (a configured client) the best the authorization server declares in
+//! `token_endpoint_auth_methods_supported`: `client_secret_basic` when
+//! listed or when the list is absent (RFC 8414's default), else
+//! `client_secret_post`; a client without a secret is public (`none`: its
+//! `client_id` in the body). The registration is made by hand (rmcp's drops
+//! the answer's method) and asks for a public client, as MCP clients do.
 //!
 //! Nothing is kept in process memory between the two halves of a flow:
 //! what the callback needs (the metadata, the client, rmcp's PKCE state) is
@@ -13,6 +23,7 @@ use crate::context::ServerContext;
 use crate::db::datastore::mcp::McpServerRow;
 use crate::error::Error;
 use crate::mcp::config::McpServerConfig;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 use rmcp::transport::auth::{
     AuthorizationManager, AuthorizationMetadata, InMemoryCredentialStore, InMemoryStateStore,
@@ -25,6 +36,139 @@ use serde::{Deserialize, Serialize};
 pub struct Client {
     pub client_id: String,
     pub client_secret: Option<String>,
+    /// `client_secret_basic`, `client_secret_post` or `none`; absent in
+    /// rows written before it was kept (then: `client_secret_post` with a
+    /// secret, else `none`).
+    #[serde(default)]
+    pub auth_method: Option<String>,
+}
+
+/// A token-endpoint client authentication method this service speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// HTTP Basic with the form-urlencoded id and secret (RFC 6749 2.3.1).
+    Basic,
+    /// `client_id` and `client_secret` in the form body.
+    Post,
+    /// A public client: `client_id` in the form body, no secret.
+    None,
+}
+
+impl AuthMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::Basic => "client_secret_basic",
+            AuthMethod::Post => "client_secret_post",
+            AuthMethod::None => "none",
+        }
+    }
+
+    fn parse(s: &str) -> Option<AuthMethod> {
+        match s {
+            "client_secret_basic" => Some(AuthMethod::Basic),
+            "client_secret_post" => Some(AuthMethod::Post),
+            "none" => Some(AuthMethod::None),
+            _ => None,
+        }
+    }
+}
+
+impl Client {
+    /// The method this client authenticates with.
+    pub fn method(&self) -> AuthMethod {
+        match (
+            self.auth_method.as_deref().and_then(AuthMethod::parse),
+            &self.client_secret,
+        ) {
+            (_, None) => AuthMethod::None,
+            (Some(m), Some(_)) => m,
+            (None, Some(_)) => AuthMethod::Post,
+        }
+    }
+
+    /// Adds this client's authentication to a token or revocation request
+    /// whose form is `form`; the request with its form body.
+    fn authenticate<'a>(
+        &'a self,
+        request: reqwest::RequestBuilder,
+        mut form: Vec<(&'a str, &'a str)>,
+    ) -> reqwest::RequestBuilder {
+        let request = match (self.method(), self.client_secret.as_deref()) {
+            (AuthMethod::Basic, Some(secret)) => {
+                let enc = |v: &str| {
+                    url::form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>()
+                };
+                let credentials = base64::engine::general_purpose::STANDARD.encode(format!(
+                    "{}:{}",
+                    enc(&self.client_id),
+                    enc(secret)
+                ));
+                request.header(
+                    reqwest::header::AUTHORIZATION,
+                    format!("Basic {credentials}"),
+                )
+            }
+            (AuthMethod::Post, Some(secret)) => {
+                form.push(("client_id", self.client_id.as_str()));
+                form.push(("client_secret", secret));
+                request
+            }
+            _ => {
+                form.push(("client_id", self.client_id.as_str()));
+                request
+            }
+        };
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body)
+    }
+}
+
+/// The method a client authenticates with at the token endpoint: the one
+/// its registration declared, else the best of the server's
+/// `token_endpoint_auth_methods_supported` (absent: `client_secret_basic`,
+/// RFC 8414's default); `none` without a secret.
+pub fn auth_method(
+    metadata: &AuthorizationMetadata,
+    declared: Option<&str>,
+    has_secret: bool,
+) -> AuthMethod {
+    if !has_secret {
+        return AuthMethod::None;
+    }
+    if let Some(m) = declared.and_then(AuthMethod::parse) {
+        return m;
+    }
+    let supported: Option<Vec<&str>> = metadata
+        .additional_fields
+        .get("token_endpoint_auth_methods_supported")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|m| m.as_str()).collect());
+    match supported {
+        None => AuthMethod::Basic,
+        Some(list) if list.contains(&"client_secret_basic") => AuthMethod::Basic,
+        Some(list) if list.contains(&"client_secret_post") => AuthMethod::Post,
+        Some(list) if list.contains(&"none") => AuthMethod::None,
+        Some(_) => AuthMethod::Basic,
+    }
+}
+
+/// `metadata` as rmcp should see it for the code exchange: it picks HTTP
+/// Basic unless `client_secret_post` alone is listed, so the list is
+/// narrowed to the client's method.
+fn metadata_for(metadata: &AuthorizationMetadata, method: AuthMethod) -> AuthorizationMetadata {
+    let mut m = metadata.clone();
+    m.additional_fields.insert(
+        "token_endpoint_auth_methods_supported".to_string(),
+        serde_json::json!([method.as_str()]),
+    );
+    m
 }
 
 /// What the callback needs of a pending flow (sealed in the session).
@@ -109,19 +253,21 @@ pub async fn start(
         config.scopes.clone()
     };
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-    let client = match &config.client_id {
+    let mut client = match &config.client_id {
         Some(id) => Client {
             client_id: id.clone(),
             client_secret: config.client_secret.clone(),
+            auth_method: None,
         },
-        None => registered_client(cx, server, &mut m, &redirect_uri, &scope_refs).await?,
+        None => registered_client(cx, server, &metadata, &redirect_uri, &scopes).await?,
     };
-    let mut client_config = OAuthClientConfig::new(client.client_id.clone(), redirect_uri.clone())
-        .with_scopes(scopes.clone());
-    if let Some(secret) = &client.client_secret {
-        client_config = client_config.with_client_secret(secret.clone());
-    }
-    m.configure_client(client_config).map_err(gateway)?;
+    let method = auth_method(
+        &metadata,
+        client.auth_method.as_deref(),
+        client.client_secret.is_some(),
+    );
+    client.auth_method = Some(method.as_str().to_string());
+    configure(&mut m, &metadata, &client, &redirect_uri, &scopes)?;
     let states = InMemoryStateStore::new();
     m.set_state_store(states.clone());
     let authorization_url = m
@@ -153,14 +299,87 @@ pub async fn start(
     })
 }
 
+/// Configures rmcp's OAuth client for `client` (its secret only when it
+/// authenticates with one; the metadata narrowed to its method).
+fn configure(
+    m: &mut AuthorizationManager,
+    metadata: &AuthorizationMetadata,
+    client: &Client,
+    redirect_uri: &str,
+    scopes: &[String],
+) -> Result<(), Error> {
+    let method = client.method();
+    m.set_metadata(metadata_for(metadata, method));
+    let mut client_config =
+        OAuthClientConfig::new(client.client_id.clone(), redirect_uri.to_string())
+            .with_scopes(scopes.to_vec());
+    if let (Some(secret), false) = (&client.client_secret, method == AuthMethod::None) {
+        client_config = client_config.with_client_secret(secret.clone());
+    }
+    m.configure_client(client_config).map_err(gateway)
+}
+
+/// RFC 7591 dynamic registration, asking for a public client as MCP
+/// clients do; the answer's `client_secret` and `token_endpoint_auth_method`
+/// are kept (rmcp's registration drops the method).
+async fn register(
+    metadata: &AuthorizationMetadata,
+    redirect_uri: &str,
+    scopes: &[String],
+) -> Result<Client, Error> {
+    let Some(endpoint) = metadata.registration_endpoint.as_deref() else {
+        return Err(gateway(
+            "the authorization server offers no dynamic client registration: configure a client_id",
+        ));
+    };
+    let mut request = serde_json::json!({
+        "client_name": "Workspace",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    });
+    if !scopes.is_empty() {
+        request["scope"] = scopes.join(" ").into();
+    }
+    let response = reqwest::Client::new()
+        .post(endpoint)
+        .json(&request)
+        .timeout(std::time::Duration::from_secs(15))
+        .send()
+        .await
+        .map_err(gateway)?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(gateway(format!(
+            "the registration endpoint answered {status}"
+        )));
+    }
+    let answer: serde_json::Value = response.json().await.map_err(gateway)?;
+    let Some(client_id) = answer["client_id"].as_str().filter(|s| !s.is_empty()) else {
+        return Err(gateway("the registration answer has no client_id"));
+    };
+    Ok(Client {
+        client_id: client_id.to_string(),
+        // An empty secret is a public client (as rmcp reads it).
+        client_secret: answer["client_secret"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        auth_method: answer["token_endpoint_auth_method"]
+            .as_str()
+            .map(str::to_string),
+    })
+}
+
 /// The stored dynamic registration of the server for this redirect URI,
 /// or a new one (RFC 7591) stored sealed.
 async fn registered_client(
     cx: &ServerContext,
     server: &McpServerRow,
-    m: &mut AuthorizationManager,
+    metadata: &AuthorizationMetadata,
     redirect_uri: &str,
-    scopes: &[&str],
+    scopes: &[String],
 ) -> Result<Client, Error> {
     let aad = server.id.as_bytes();
     if let Some(sealed) = cx
@@ -172,14 +391,7 @@ async fn registered_client(
     {
         return Ok(client);
     }
-    let registered = m
-        .register_client("Workspace", redirect_uri, scopes)
-        .await
-        .map_err(gateway)?;
-    let client = Client {
-        client_id: registered.client_id,
-        client_secret: registered.client_secret,
-    };
+    let client = register(metadata, redirect_uri, scopes).await?;
     let plain = serde_json::to_vec(&client).map_err(Error::internal)?;
     cx.datastore
         .mcp_oauth_client_put(server.id, redirect_uri, &cx.secrets.seal(&plain, aad))
@@ -210,14 +422,13 @@ pub async fn exchange(
         return Err(Error::internal("the flow's PKCE state is spent"));
     };
     let mut m = manager(&config.url).await?;
-    m.set_metadata(flow.metadata.clone());
-    let mut client_config =
-        OAuthClientConfig::new(flow.client.client_id.clone(), flow.redirect_uri.clone())
-            .with_scopes(flow.scopes.clone());
-    if let Some(secret) = &flow.client.client_secret {
-        client_config = client_config.with_client_secret(secret.clone());
-    }
-    m.configure_client(client_config).map_err(gateway)?;
+    configure(
+        &mut m,
+        &flow.metadata,
+        &flow.client,
+        &flow.redirect_uri,
+        &flow.scopes,
+    )?;
     let states = InMemoryStateStore::new();
     states
         .save(state, auth_state)
@@ -269,24 +480,10 @@ pub async fn revoke(
         (None, Some(t)) => (t, "access_token"),
         (None, None) => return Ok(()),
     };
-    let mut form = vec![
-        ("token", token),
-        ("token_type_hint", hint),
-        ("client_id", tokens.client.client_id.as_str()),
-    ];
-    if let Some(secret) = tokens.client.client_secret.as_deref() {
-        form.push(("client_secret", secret));
-    }
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
-    let response = reqwest::Client::new()
-        .post(endpoint)
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(body)
+    let form = vec![("token", token), ("token_type_hint", hint)];
+    let response = tokens
+        .client
+        .authenticate(reqwest::Client::new().post(endpoint), form)
         .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
@@ -309,33 +506,21 @@ pub enum RefreshError {
 }
 
 /// Exchanges the refresh token for new tokens (RFC 6749 section 6) at
-/// the token endpoint, authenticating as the endpoint declares (a secret,
-/// when the client has one, by `client_secret_post`; else the public
-/// client's `client_id`). A server that does not return a new refresh
+/// the token endpoint, authenticating with the client's method (see the
+/// module documentation). A server that does not return a new refresh
 /// token keeps the old one valid.
 pub async fn refresh(tokens: &StoredTokens) -> Result<Tokens, RefreshError> {
     let Some(refresh_token) = tokens.refresh_token() else {
         return Err(RefreshError::Revoked("no refresh token".to_string()));
     };
-    let mut form = vec![
+    let form = vec![
         ("grant_type", "refresh_token"),
         ("refresh_token", refresh_token),
-        ("client_id", tokens.client.client_id.as_str()),
     ];
-    if let Some(secret) = tokens.client.client_secret.as_deref() {
-        form.push(("client_secret", secret));
-    }
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
-    let response = reqwest::Client::new()
-        .post(&tokens.token_endpoint)
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
+    let response = tokens
+        .client
+        .authenticate(reqwest::Client::new().post(&tokens.token_endpoint), form)
         .header(reqwest::header::ACCEPT, "application/json")
-        .body(body)
         .timeout(std::time::Duration::from_secs(15))
         .send()
         .await

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use workspace_client::types::{ConnectAccount, GenerateUrl, InstanceRename};
 use workspace_server::mcp::McpClient;
 use workspace_server::mcp::config::{McpAuth, McpServerConfig};
+use workspace_tests::mcp_peers::{MOCK_ACCESS_TOKEN, MockOauth};
 use workspace_tests::{TestContext, error_of, raw};
 
 const FRONTEND: &str = "http://frontend.test";
@@ -290,6 +291,28 @@ async fn mcp_catalog_tools_instances_and_isolation() {
     assert!(out.result.to_string().contains("through the gateway"));
     let stale = first.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
     assert!(client.list_tools(&stale, None).await.is_err());
+    // Or the instance id with the user's own bearer token.
+    let by_id = format!("{}/api/mcp/gateway/{}", cx.base_url, instance.id);
+    let through = client
+        .list_tools(&by_id, Some(&owner.token))
+        .await
+        .expect("tools via the gateway with the user's token");
+    assert!(through.iter().any(|t| t.name == "echo"));
+    assert!(client.list_tools(&by_id, None).await.is_err());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let id_path = format!("/api/mcp/gateway/{}", instance.id);
+    let (s, c) = raw(
+        &cx.base_url,
+        Some("not-a-token"),
+        Method::POST,
+        &id_path,
+        &[],
+        Some(init.clone()),
+    )
+    .await;
+    assert_eq!((s, c.as_str()), (401, "invalid_token"));
 
     // Nobody else sees or touches the instance: another member of the
     // organization, and another organization's member with their own org.
@@ -340,6 +363,16 @@ async fn mcp_catalog_tools_instances_and_isolation() {
                 .send()
                 .await,
         );
+        assert_eq!((s, c.as_str()), (404, "not_found"));
+        let (s, c) = raw(
+            &cx.base_url,
+            Some(&user.token),
+            Method::POST,
+            &id_path,
+            &[],
+            Some(init.clone()),
+        )
+        .await;
         assert_eq!((s, c.as_str()), (404, "not_found"));
     }
     // The stranger cannot use the owner's organization at all.
@@ -564,97 +597,9 @@ async fn mcp_callback_with_a_bad_state_redirects_with_an_error() {
     cx.teardown().await;
 }
 
-/// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
-/// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
-/// drop. Its tokens are deterministic so the test can use them.
-struct MockOauth {
-    child: std::process::Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
-
-impl MockOauth {
-    async fn start() -> MockOauth {
-        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("peers/node_modules/.bin/mock-llm");
-        assert!(
-            bin.exists(),
-            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let base = format!("http://127.0.0.1:{port}");
-        let dir = tempfile::tempdir().unwrap();
-        let config = json!({
-            "oauth": {
-                "protectedPaths": ["/mcp"],
-                "tokens": {
-                    "expiresInSeconds": 3600,
-                    "refreshable": true,
-                    "deterministic": {
-                        "nextAccessTokens": [MOCK_ACCESS_TOKEN],
-                        "nextRefreshTokens": ["mcp-refresh-001"],
-                    }
-                },
-                "clients": [{
-                    "clientId": "preregistered",
-                    "clientSecret": "preregistered-secret",
-                    "redirectUris": [format!("{API_PUBLIC}/api/mcp/callback")],
-                    "scope": "mcp:read mcp:tools",
-                }],
-                "metadata": {
-                    "registrationEndpointEnabled": true,
-                    "scopesSupported": ["mcp:read", "mcp:tools"],
-                    "issuerOverride": format!("{base}/"),
-                }
-            }
-        });
-        // JSON is YAML.
-        let path = dir.path().join("mock-llm.yaml");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let child = std::process::Command::new(bin)
-            .arg("--config")
-            .arg(&path)
-            .env("PORT", port.to_string())
-            .env("HOST", "127.0.0.1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting mock-llm");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "mock-llm did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        MockOauth {
-            child,
-            base,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for MockOauth {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn mcp_oauth_discovery_registration_pkce_and_callback() {
-    let peer = MockOauth::start().await;
+    let peer = MockOauth::start(API_PUBLIC).await;
     let mcp_url = format!("{}/mcp", peer.base);
     let cx = context(
         "mcp_oauth_discovery_registration_pkce_and_callback",
@@ -1136,7 +1081,7 @@ async fn mcp_playground_discovers_calls_tools_and_streams_errors() {
 
 #[tokio::test]
 async fn mcp_oauth_with_a_preregistered_confidential_client() {
-    let peer = MockOauth::start().await;
+    let peer = MockOauth::start(API_PUBLIC).await;
     let mcp_url = format!("{}/mcp", peer.base);
     let mut entry = server("Pre", "pre", &mcp_url, McpAuth::Oauth);
     entry.client_id = Some("preregistered".into());
@@ -1205,5 +1150,356 @@ async fn mcp_oauth_with_a_preregistered_confidential_client() {
         .into_inner()
         .tools;
     assert!(tools.iter().any(|t| t.name == "echo"));
+    cx.teardown().await;
+}
+
+/// Against a strict authorization server that accepts exactly one
+/// token-endpoint client authentication method and rotates refresh tokens
+/// (`workspace_tests::strict_oauth`), for each method: the code exchange,
+/// the refresh and the RFC 7009 revocation authenticate with the declared
+/// method; two concurrent requests with an expiring access token, one per
+/// server instance on the same database, make exactly one refresh request
+/// (the PostgreSQL lock) and both use the new token; deleting the instance
+/// revokes the refresh token with its `token_type_hint`.
+#[tokio::test]
+async fn mcp_token_auth_methods_refresh_lock_and_revocation() {
+    use workspace_tests::strict_oauth::StrictOauth;
+    for method in ["client_secret_basic", "client_secret_post", "none"] {
+        // The exchange's tokens expire in 30 s: every use refreshes first
+        // (within a minute of expiry); refreshed ones last an hour.
+        let peer = StrictOauth::start(method, 30).await;
+        let servers = vec![server("Strict", "strict", &peer.mcp_url(), McpAuth::Oauth)];
+        let adjust = |c: &mut workspace_server::config::Config| {
+            c.mcp.frontend_url = FRONTEND.to_string();
+            c.mcp.api_public_url = API_PUBLIC.to_string();
+            c.mcp_servers = servers.clone();
+            c.features.mcp_sessions = 10;
+        };
+        let cx = TestContext::with_config(&format!("mcp_token_auth_{method}"), adjust).await;
+        let second = cx.second_instance(adjust).await;
+        let owner = cx.user("mcp-strict").await;
+        let org = owner.personal_org().await;
+        let id = owner
+            .client
+            .mcp_list_servers()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .servers[0]
+            .id;
+        let start = owner
+            .client
+            .mcp_connect_account()
+            .org_id(org)
+            .body(ConnectAccount::builder().server_id(id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner();
+        let (_, secret) = peer.client().expect("registered");
+        assert_eq!(secret.is_some(), method != "none", "{method}");
+        let back = peer.approve(&start.redirect_url).await;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let landed = http
+            .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+            .send()
+            .await
+            .unwrap();
+        let location = landed.headers()["location"].to_str().unwrap().to_string();
+        assert!(
+            !query_of(&location).contains_key("error"),
+            "{method}: {location} {:?}",
+            peer.seen()
+        );
+        assert_eq!(peer.seen().exchanges, 1, "{method}");
+        let session_id: Uuid = start.id.parse().unwrap();
+        let url = owner
+            .client
+            .mcp_generate_url()
+            .org_id(org)
+            .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .mcp_url;
+        let path = reqwest::Url::parse(&url).unwrap().path().to_string();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}});
+        let post = |base: String| {
+            let (path, init) = (path.clone(), init.clone());
+            async move {
+                reqwest::Client::new()
+                    .post(format!("{base}{path}"))
+                    .header("accept", "application/json, text/event-stream")
+                    .json(&init)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        };
+        let (a, b) = tokio::join!(
+            post(cx.base_url.clone()),
+            post(format!("http://{}", second.local_addr()))
+        );
+        let seen = peer.seen();
+        assert_eq!((a, b), (200, 200), "{method}: {seen:?}");
+        assert!(seen.rejected.is_empty(), "{method}: {seen:?}");
+        assert_eq!(
+            seen.refreshes, 1,
+            "{method}: one refresh for both: {seen:?}"
+        );
+        // Both requests carried the refreshed token (the exchange issued
+        // `at-2`, the refresh `at-3`).
+        assert_eq!(seen.bearers, vec!["at-3", "at-3"], "{method}");
+        // Fresh now: no more refreshes.
+        assert_eq!(post(cx.base_url.clone()).await, 200);
+        assert_eq!(peer.seen().refreshes, 1, "{method}");
+
+        // Deleting the instance revokes the (rotated) refresh token.
+        let instance = owner
+            .client
+            .mcp_list_instances()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .instances[0]
+            .id;
+        owner
+            .client
+            .mcp_delete_instance()
+            .org_id(org)
+            .instance_id(instance)
+            .send()
+            .await
+            .unwrap();
+        let seen = peer.seen();
+        assert_eq!(
+            seen.revocations,
+            vec![("rt-3".to_string(), Some("refresh_token".to_string()))],
+            "{method}: {seen:?}"
+        );
+        assert!(seen.rejected.is_empty(), "{method}: {seen:?}");
+        second.shutdown().await.unwrap();
+        cx.teardown().await;
+    }
+}
+
+/// Intelligent Discovery by meaning with the local embedding model: a
+/// request sharing no word with any server's name or tools still ranks the
+/// right server first; an unrelated request recommends nothing.
+#[tokio::test]
+async fn mcp_discovery_ranks_by_meaning() {
+    workspace_tests::ensure_local_model().await;
+    let cx = context(
+        "mcp_discovery_ranks_by_meaning",
+        vec![
+            server(
+                "Weather",
+                "weather",
+                "http://127.0.0.1:9/weather",
+                McpAuth::None,
+            ),
+            server(
+                "Calendar",
+                "calendar",
+                "http://127.0.0.1:9/calendar",
+                McpAuth::None,
+            ),
+            server("Files", "files", "http://127.0.0.1:9/files", McpAuth::None),
+        ],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-discovery").await;
+    let org = owner.personal_org().await;
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let id = |name: &str| servers.iter().find(|s| s.name == name).unwrap().id;
+    // The servers are not reachable: their tool lists are cached as if
+    // they had been listed.
+    let tools = [
+        (
+            "Weather",
+            json!([{"name": "get_forecast", "description": "Returns the forecast for a city: temperature, precipitation and wind.", "input_schema": {"type": "object"}}]),
+        ),
+        (
+            "Calendar",
+            json!([{"name": "create_event", "description": "Schedules an appointment in the user's agenda.", "input_schema": {"type": "object"}}]),
+        ),
+        (
+            "Files",
+            json!([{"name": "read_file", "description": "Reads a document from the drive.", "input_schema": {"type": "object"}}]),
+        ),
+    ];
+    let db = cx.db().await;
+    for (name, tools) in tools {
+        db.execute(
+            "INSERT INTO mcp_tool_cache (server_id, url, tools) \
+             SELECT id, url, $2 FROM mcp_servers WHERE name = $1",
+            &[&name, &tools],
+        )
+        .await
+        .unwrap();
+    }
+    let ranked = |content: &'static str| {
+        let (cx, token) = (&cx, owner.token.clone());
+        async move {
+            let (status, items) = playground(cx, &token, org, json!({ "content": content })).await;
+            assert_eq!(status, 200, "{items:?}");
+            items[0]["mcp"]["server_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    // No shared words (3+ letters) with any server: word matching would
+    // recommend nothing. The first request loads the model; on a busy
+    // machine it may take longer than the embedding budget and be answered
+    // by words while the model finishes loading.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let rain = loop {
+        let rain = ranked("Will it rain in Paris tomorrow?").await;
+        if !rain.is_empty() || std::time::Instant::now() > deadline {
+            break rain;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    assert_eq!(rain.first(), Some(&id("Weather")), "{rain:?}");
+    let meeting = ranked("Book a meeting with Bob next Tuesday").await;
+    assert_eq!(meeting.first(), Some(&id("Calendar")), "{meeting:?}");
+    let unrelated = ranked("Bonjour").await;
+    assert!(unrelated.is_empty(), "{unrelated:?}");
+    cx.teardown().await;
+}
+
+/// Pagination hints: a tool output's `nextPageToken` is remembered per
+/// (user, instance, tool) and a later request asking for more continues
+/// from it; the last page forgets it.
+#[tokio::test]
+async fn mcp_playground_remembers_pagination_hints() {
+    use workspace_tests::mcp_pager::{McpPager, PAGER_ESTIMATE};
+    let pager = McpPager::start().await;
+    let cx = context(
+        "mcp_playground_remembers_pagination_hints",
+        vec![server("Pager", "pager", &pager.url(), McpAuth::None)],
+        10,
+    )
+    .await;
+    let owner = cx.user("mcp-pager").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap();
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    let db = cx.db().await;
+    let hint = || async {
+        db.query_opt(
+            "SELECT tool, next_page_token, result_size_estimate FROM mcp_pagination_hints \
+             WHERE instance_id = $1",
+            &[&instance],
+        )
+        .await
+        .unwrap()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, String>(1),
+                r.get::<_, Option<i64>>(2),
+            )
+        })
+    };
+    let call = |content: &'static str| {
+        let (cx, token) = (&cx, owner.token.clone());
+        async move {
+            let (status, items) = playground(
+                cx,
+                &token,
+                org,
+                json!({"content": content, "mcp_instance_ids": [instance],
+                       "model": "offline-dev-model"}),
+            )
+            .await;
+            assert_eq!(status, 200, "{items:?}");
+            let done = items
+                .iter()
+                .find(|i| i["tool"]["successful"] == true)
+                .unwrap_or_else(|| panic!("a completed tool call: {items:?}"));
+            done["tool"]["output"].clone()
+        }
+    };
+
+    // The first page: its token is remembered.
+    let output = call("/tool pager_list_messages {}").await;
+    assert_eq!(output["structuredContent"]["nextPageToken"], "page-2");
+    assert_eq!(
+        hint().await,
+        Some((
+            "list_messages".into(),
+            "page-2".into(),
+            Some(PAGER_ESTIMATE)
+        ))
+    );
+    // Asking for more: the model calls the tool without a pageToken and
+    // the remembered one is filled in.
+    let output = call("/tool pager_list_messages {\"label\": \"more\"}").await;
+    assert_eq!(output["structuredContent"]["messages"], json!(["m3", "m4"]));
+    assert_eq!(
+        pager.calls().last().unwrap(),
+        &json!({"label": "more", "pageToken": "page-2"})
+    );
+    assert_eq!(hint().await.unwrap().1, "page-3");
+    let output = call("/tool pager_list_messages {\"label\": \"more\"}").await;
+    assert_eq!(output["structuredContent"]["messages"], json!(["m5"]));
+    // The last page forgets the hint.
+    assert_eq!(hint().await, None);
+    // Without a word asking for more, nothing is filled in.
+    call("/tool pager_list_messages {}").await;
+    call("/tool pager_list_messages {\"label\": \"inbox\"}").await;
+    assert_eq!(pager.calls().last().unwrap(), &json!({"label": "inbox"}));
+    assert_eq!(hint().await.unwrap().1, "page-2");
     cx.teardown().await;
 }

@@ -547,6 +547,7 @@ impl Datastore {
 
 /// What the gateway needs of the instance behind a secret.
 pub struct GatewayTarget {
+    pub instance_id: Uuid,
     pub session_id: Uuid,
     pub server_id: Uuid,
     pub user_id: Uuid,
@@ -568,7 +569,7 @@ impl Datastore {
         let row = conn
             .query_opt(
                 "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
-                    ss.token_expires_at \
+                    ss.token_expires_at, i.id \
                  FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
                  JOIN mcp_servers s ON s.id = i.server_id \
                  WHERE i.gateway_secret_hash = $1",
@@ -576,6 +577,7 @@ impl Datastore {
             )
             .await?;
         Ok(row.map(|r| GatewayTarget {
+            instance_id: r.get(7),
             session_id: r.get(0),
             server_id: r.get(1),
             user_id: r.get(2),
@@ -662,7 +664,7 @@ impl Datastore {
         let rows = conn
             .query(
                 "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
-                    ss.token_expires_at, s.toolkit_slug \
+                    ss.token_expires_at, s.toolkit_slug, i.id \
                  FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
                  JOIN mcp_servers s ON s.id = i.server_id \
                  WHERE i.organization_id = $1 AND i.user_id = $2 AND i.id = ANY($3) \
@@ -682,6 +684,7 @@ impl Datastore {
                 (
                     r.get(7),
                     GatewayTarget {
+                        instance_id: r.get(8),
                         session_id: r.get(0),
                         server_id: r.get(1),
                         user_id: r.get(2),
@@ -693,5 +696,86 @@ impl Datastore {
                 )
             })
             .collect())
+    }
+}
+
+/// A remembered pagination hint of a tool's output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaginationHint {
+    pub tool: String,
+    pub next_page_token: String,
+    pub result_size_estimate: Option<i64>,
+}
+
+impl Datastore {
+    /// The caller's remembered pagination hints for an instance's tools.
+    pub async fn mcp_pagination_hints(
+        &self,
+        access: &OrgAccess,
+        instance_id: Uuid,
+    ) -> Result<Vec<PaginationHint>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT tool, next_page_token, result_size_estimate FROM mcp_pagination_hints \
+                 WHERE organization_id = $1 AND user_id = $2 AND instance_id = $3 \
+                 ORDER BY tool",
+                &[&access.org_id(), &access.user_id(), &instance_id],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| PaginationHint {
+                tool: r.get(0),
+                next_page_token: r.get(1),
+                result_size_estimate: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Remembers the hint of a tool's latest output (`Some`), or forgets
+    /// it (`None`: the output had no next page). Only for the caller's own
+    /// instance (nothing happens for another's).
+    pub async fn mcp_pagination_hint_put(
+        &self,
+        access: &OrgAccess,
+        instance_id: Uuid,
+        tool: &str,
+        hint: Option<(&str, Option<i64>)>,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        match hint {
+            Some((token, estimate)) => {
+                conn.execute(
+                    "INSERT INTO mcp_pagination_hints \
+                        (instance_id, tool, organization_id, user_id, next_page_token, \
+                         result_size_estimate) \
+                     SELECT i.id, $4, i.organization_id, i.user_id, $5, $6 FROM mcp_instances i \
+                     WHERE i.id = $3 AND i.organization_id = $1 AND i.user_id = $2 \
+                     ON CONFLICT (instance_id, tool) DO UPDATE SET \
+                        next_page_token = EXCLUDED.next_page_token, \
+                        result_size_estimate = EXCLUDED.result_size_estimate, \
+                        updated_at = now()",
+                    &[
+                        &access.org_id(),
+                        &access.user_id(),
+                        &instance_id,
+                        &tool,
+                        &token,
+                        &estimate,
+                    ],
+                )
+                .await?;
+            }
+            None => {
+                conn.execute(
+                    "DELETE FROM mcp_pagination_hints \
+                     WHERE organization_id = $1 AND user_id = $2 AND instance_id = $3 AND tool = $4",
+                    &[&access.org_id(), &access.user_id(), &instance_id, &tool],
+                )
+                .await?;
+            }
+        }
+        Ok(())
     }
 }

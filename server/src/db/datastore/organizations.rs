@@ -76,6 +76,8 @@ const ACCESS_BY_KB: &str =
     access_sql!("(SELECT organization_id FROM knowledge_bases WHERE id = $2)");
 const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents WHERE id = $2)");
 const ACCESS_BY_CHAT: &str = access_sql!("(SELECT organization_id FROM chats WHERE id = $2)");
+const ACCESS_BY_MCP_INSTANCE: &str =
+    access_sql!("(SELECT organization_id FROM mcp_instances WHERE id = $2 AND user_id = $1)");
 const ACCESS_BY_DEPLOYMENT: &str =
     access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
 
@@ -345,6 +347,7 @@ impl Datastore {
             Scope::Agent(id) => (ACCESS_BY_AGENT, id),
             Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
             Scope::Chat(id) => (ACCESS_BY_CHAT, id),
+            Scope::McpInstance(id) => (ACCESS_BY_MCP_INSTANCE, id),
         };
         let conn = self.conn().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {

@@ -1,0 +1,127 @@
+//! MCP peers the tests start on 127.0.0.1: `@dwmkerr/mock-llm` with OAuth
+//! in front of its MCP endpoint (installed by `.ci/run` into
+//! `tests/peers/node_modules`). Shared by the integration tests and the
+//! CLI tests.
+
+use serde_json::json;
+use std::time::Duration;
+
+/// The first access token [`MockOauth`] issues.
+pub const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
+/// The first refresh token [`MockOauth`] issues.
+pub const MOCK_REFRESH_TOKEN: &str = "mcp-refresh-001";
+
+/// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
+/// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
+/// drop. Its first tokens are deterministic so tests can use them; a
+/// pre-registered confidential client `preregistered` /
+/// `preregistered-secret` redirects to `{api_public}/api/mcp/callback`.
+pub struct MockOauth {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`; the MCP endpoint is `{base}/mcp`.
+    pub base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl MockOauth {
+    pub async fn start(api_public: &str) -> MockOauth {
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("peers/node_modules/.bin/mock-llm");
+        assert!(
+            bin.exists(),
+            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+            bin.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let base = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = json!({
+            "oauth": {
+                "protectedPaths": ["/mcp"],
+                "tokens": {
+                    "expiresInSeconds": 3600,
+                    "refreshable": true,
+                    "deterministic": {
+                        "nextAccessTokens": [MOCK_ACCESS_TOKEN],
+                        "nextRefreshTokens": [MOCK_REFRESH_TOKEN],
+                    }
+                },
+                "clients": [{
+                    "clientId": "preregistered",
+                    "clientSecret": "preregistered-secret",
+                    "redirectUris": [format!("{api_public}/api/mcp/callback")],
+                    "scope": "mcp:read mcp:tools",
+                }],
+                "metadata": {
+                    "registrationEndpointEnabled": true,
+                    "scopesSupported": ["mcp:read", "mcp:tools"],
+                    "issuerOverride": format!("{base}/"),
+                }
+            }
+        });
+        // JSON is YAML.
+        let path = dir.path().join("mock-llm.yaml");
+        std::fs::write(&path, config.to_string()).expect("writing the mock-llm config");
+        let child = std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .env("PORT", port.to_string())
+            .env("HOST", "127.0.0.1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting mock-llm");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mock-llm did not listen"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        MockOauth {
+            child,
+            base,
+            _dir: dir,
+        }
+    }
+
+    /// The protected MCP endpoint.
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// The browser's part of the flow: follows the authorization URL (the
+    /// mock approves at once) and returns where the authorization server
+    /// sends the browser back (the service's callback with `code` and
+    /// `state`).
+    pub async fn approve(&self, authorization_url: &str) -> String {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
+        let approved = http
+            .get(authorization_url)
+            .send()
+            .await
+            .expect("the authorization endpoint");
+        assert_eq!(approved.status().as_u16(), 302, "the mock approves");
+        approved.headers()["location"]
+            .to_str()
+            .expect("a Location header")
+            .to_string()
+    }
+}
+
+impl Drop for MockOauth {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
