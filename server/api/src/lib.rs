@@ -1945,10 +1945,16 @@ pub trait WorkspaceApi {
     /// `{toolkit_slug}_{tool}`, called through the instance's server with
     /// the user's token, by the agent runtime's tool loop. Without them
     /// (Intelligent Discovery) the catalog is ranked for the message, and
-    /// the matching servers' ids are recommended, best first (no model
-    /// call): by meaning when the local embedding model is provisioned
-    /// (cosine similarity of the message with each server's name and each
-    /// of its cached tools' `name: description`, at least 0.25), else by
+    /// the matching servers' ids are recommended, best first. When the
+    /// model (`model`, else `mcp.playground_model`, else the first
+    /// configured model) is a real provider's, it is asked (15 s at most):
+    /// it gets the catalog as numbered lines (each server's name, toolkit
+    /// and its cached tools' first sentences) and answers with the numbers
+    /// of the servers that help, best first, which are recommended as they
+    /// are (`[]`: none). Otherwise, or when that model fails or answers
+    /// anything but such a list: by meaning when the local embedding model
+    /// is provisioned (cosine similarity of the message with each server's
+    /// text, plus 0.1 per shared word up to three, at least 0.25), else by
     /// the words the message shares with them.
     ///
     /// Pagination hints: when a tool's output (`structuredContent`, or a

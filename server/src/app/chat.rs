@@ -909,27 +909,21 @@ async fn generate_title(
         max_tokens: Some(24),
         ..Default::default()
     };
-    let asked = async {
-        let mut stream = crate::providers::start(model.chat.as_ref(), &request, retry, log)
-            .await
-            .ok()?;
-        let mut text = String::new();
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(crate::providers::ChatEvent::Text(t)) => text.push_str(&t),
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
-        Some(text)
-    };
-    match tokio::time::timeout(Duration::from_secs(15), asked).await {
-        Ok(Some(t)) => {
+    match crate::providers::ask(
+        model.chat.as_ref(),
+        &request,
+        retry,
+        log,
+        Duration::from_secs(15),
+    )
+    .await
+    {
+        Some(t) => {
             let t = t.trim().trim_matches('"').trim();
             let t: String = t.chars().take(80).collect();
             if t.is_empty() { fallback } else { t }
         }
-        _ => fallback,
+        None => fallback,
     }
 }
 

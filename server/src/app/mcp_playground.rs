@@ -31,7 +31,16 @@
 //! the user's message asks for more (a word among [`MORE_WORDS`]) and the
 //! model calls that tool without a `pageToken` although its input schema
 //! has one, the remembered token is filled in.
-//! Not done yet: model-assisted ranking.
+//!
+//! Model-assisted discovery: when the request's model (or the default one:
+//! `mcp.playground_model`, else the first configured model) is a real
+//! provider's and not the built-in offline model, that model is asked
+//! first: it gets the catalog, one numbered line per server (the same
+//! text as embedded), and the message, and answers with a JSON array of
+//! the numbers of the servers that would help, best first (`[]` for
+//! none). That answer is the recommendation. When the model fails, takes
+//! longer than [`DISCOVERY_MODEL_BUDGET`] or answers anything but such an
+//! array, discovery ranks by meaning or words as above.
 
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
@@ -276,7 +285,8 @@ pub async fn chat(
     let ids = body.mcp_instance_ids.clone().unwrap_or_default();
     let (tx, rx) = mpsc::channel(64);
     if ids.is_empty() {
-        let servers = discover(cx, access, &body.content).await?;
+        let model = model(cx, body.model.as_deref())?;
+        let servers = discover(cx, access, &body.content, &model).await?;
         tokio::spawn(async move {
             let _ = tx
                 .send(PlaygroundItem {
@@ -537,12 +547,89 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// The configured servers for the message, best first: by embedding
+/// How long model-assisted discovery waits for the model's answer.
+pub const DISCOVERY_MODEL_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The catalog's numbers (1-based) in a model's answer: the first JSON
+/// array of the text, of numbers within the catalog, duplicates dropped;
+/// `None` when there is no such array.
+fn picked_numbers(answer: &str, catalog_len: usize) -> Option<Vec<usize>> {
+    let start = answer.find('[')?;
+    let end = start + answer[start..].find(']')?;
+    let values: Vec<Value> = serde_json::from_str(&answer[start..=end]).ok()?;
+    let mut picked = Vec::new();
+    for v in values {
+        let n = v.as_u64()? as usize;
+        if n == 0 || n > catalog_len {
+            return None;
+        }
+        if !picked.contains(&n) {
+            picked.push(n);
+        }
+    }
+    Some(picked)
+}
+
+/// Asks `model` which servers of the catalog help with `content`; `None`
+/// when it fails or its answer is not usable (see [`picked_numbers`]).
+async fn ask_model(
+    cx: &ServerContext,
+    model: &crate::providers::ModelEntry,
+    content: &str,
+    catalog: &[(crate::db::datastore::mcp::McpServerRow, String)],
+    log: &slog::Logger,
+) -> Option<Vec<uuid::Uuid>> {
+    let mut system = String::from(
+        "You recommend MCP servers (providers of tools) for a user's request. \
+         The servers, one per line as `number: description`:\n",
+    );
+    for (i, (_, text)) in catalog.iter().enumerate() {
+        system.push_str(&format!("{}: {text}\n", i + 1));
+    }
+    system.push_str(
+        "Answer with a JSON array of the numbers of the servers whose tools would help \
+         with the request, most useful first, for example [2, 1]; answer [] when none \
+         would help. Answer with the array only.",
+    );
+    let request = crate::providers::ChatRequest {
+        messages: vec![
+            crate::providers::ChatMessage::system(system),
+            crate::providers::ChatMessage::user(content.chars().take(2000).collect::<String>()),
+        ],
+        max_tokens: Some(64),
+        ..Default::default()
+    };
+    let answer = crate::providers::ask(
+        model.chat.as_ref(),
+        &request,
+        &cx.models.retry,
+        log,
+        DISCOVERY_MODEL_BUDGET,
+    )
+    .await;
+    let Some(answer) = answer else {
+        slog::info!(
+            log,
+            "MCP discovery: the model did not answer; ranking by meaning or words"
+        );
+        return None;
+    };
+    let Some(numbers) = picked_numbers(&answer, catalog.len()) else {
+        slog::info!(log, "MCP discovery: the model's answer is not a list of servers; \
+            ranking by meaning or words"; "answer_chars" => answer.chars().count());
+        return None;
+    };
+    Some(numbers.into_iter().map(|n| catalog[n - 1].0.id).collect())
+}
+
+/// The configured servers for the message, best first: as `model` says
+/// when it is a real provider's, else (or when it fails) by embedding
 /// similarity when the local model is there, else by shared words.
 async fn discover(
     cx: &ServerContext,
     access: &OrgAccess,
     content: &str,
+    model: &crate::providers::ModelEntry,
 ) -> Result<Vec<uuid::Uuid>, Error> {
     let mut catalog: Vec<(crate::db::datastore::mcp::McpServerRow, String)> = Vec::new();
     let mut all_words = Vec::new();
@@ -571,6 +658,12 @@ async fn discover(
         let text = server_text(&server, &tools);
         catalog.push((server, text));
         all_words.push(words(&all));
+    }
+    if model.provider != "offline"
+        && !catalog.is_empty()
+        && let Some(ids) = ask_model(cx, model, content, &catalog, access.log()).await
+    {
+        return Ok(ids);
     }
     let local = cx.embedders.local.clone();
     if crate::embedder::local::is_provisioned(local.model_dir()) {
@@ -630,6 +723,21 @@ async fn discover(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_models_ranking_is_the_first_array_of_catalog_numbers() {
+        assert_eq!(picked_numbers("[2, 1]", 3), Some(vec![2, 1]));
+        assert_eq!(
+            picked_numbers("Sure: [3,3,1] hope it helps", 3),
+            Some(vec![3, 1])
+        );
+        assert_eq!(picked_numbers("[]", 3), Some(vec![]));
+        assert_eq!(picked_numbers("[4]", 3), None);
+        assert_eq!(picked_numbers("[0]", 3), None);
+        assert_eq!(picked_numbers("[\"Weather\"]", 3), None);
+        assert_eq!(picked_numbers("Weather, then Calendar", 3), None);
+        assert_eq!(picked_numbers("[1, 2", 3), None);
+    }
 
     #[test]
     fn pagination_hints_are_found_in_structured_or_text_content() {

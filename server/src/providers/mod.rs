@@ -305,6 +305,31 @@ pub(crate) async fn error_from_response(
     }
 }
 
+/// Asks `model` for a short answer (a title, a ranking) and returns its
+/// whole text, or `None` when the provider fails or `budget` passes.
+/// Retries as [`start`] does, within the budget.
+pub async fn ask(
+    model: &dyn ChatModel,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    log: &slog::Logger,
+    budget: Duration,
+) -> Option<String> {
+    let asked = async {
+        let mut stream = start(model, request, policy, log).await.ok()?;
+        let mut text = String::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(ChatEvent::Text(t)) => text.push_str(&t),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        Some(text)
+    };
+    tokio::time::timeout(budget, asked).await.ok().flatten()
+}
+
 /// Starts an answer from `model`, retrying while it is safe: a failure of
 /// the request itself or of the stream before its first event (nothing was
 /// passed on yet) is retried up to `policy.max_retries` times with

@@ -1503,3 +1503,125 @@ async fn mcp_playground_remembers_pagination_hints() {
     assert_eq!(hint().await.unwrap().1, "page-2");
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn mcp_discovery_asks_a_configured_model_first() {
+    use workspace_server::config::{ModelConfig, ProviderKind};
+    use workspace_tests::fake_provider::{FakeProvider, Reply};
+    let fake = FakeProvider::with_default(Reply::openai_text(&["[2]"])).await;
+    let base_url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("mcp_discovery_asks_a_configured_model_first", |c| {
+        c.mcp.frontend_url = FRONTEND.to_string();
+        c.mcp.api_public_url = API_PUBLIC.to_string();
+        c.mcp_servers = vec![
+            server(
+                "Weather",
+                "weather",
+                "http://127.0.0.1:9/weather",
+                McpAuth::None,
+            ),
+            server(
+                "Calendar",
+                "calendar",
+                "http://127.0.0.1:9/calendar",
+                McpAuth::None,
+            ),
+            server("Files", "files", "http://127.0.0.1:9/files", McpAuth::None),
+        ];
+        c.models.push(ModelConfig {
+            name: "gpt-rank".into(),
+            provider: Some(ProviderKind::Openai),
+            upstream_model: None,
+            base_url: Some(base_url),
+            api_key: Some("rank-key".into()),
+            api_key_env: None,
+            max_tokens: None,
+        });
+    })
+    .await;
+    let owner = cx.user("mcp-model-discovery").await;
+    let org = owner.personal_org().await;
+    let servers = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers;
+    let id = |name: &str| servers.iter().find(|s| s.name == name).unwrap().id;
+    cx.db()
+        .await
+        .execute(
+            "INSERT INTO mcp_tool_cache (server_id, url, tools) \
+             SELECT id, url, $1 FROM mcp_servers WHERE name = 'Weather'",
+            &[&json!([{"name": "get_forecast", "description": "Returns the forecast for a city.", "input_schema": {"type": "object"}}])],
+        )
+        .await
+        .unwrap();
+    let ranked = |content: &'static str| {
+        let (cx, token) = (&cx, owner.token.clone());
+        async move {
+            let (status, items) = playground(cx, &token, org, json!({ "content": content })).await;
+            assert_eq!(status, 200, "{items:?}");
+            items[0]["mcp"]["server_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+
+    // The model (the first configured one) gets the numbered catalog and
+    // the message; its pick is the recommendation, whatever words say.
+    let picked = ranked("Which one reads my weather documents?").await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let messages = requests[0].messages();
+    assert_eq!(
+        messages[1],
+        (
+            "user".to_string(),
+            "Which one reads my weather documents?".to_string()
+        )
+    );
+    let system = &messages[0].1;
+    assert!(
+        system.contains("get forecast: Returns the forecast for a city."),
+        "{system}"
+    );
+    let second = system
+        .lines()
+        .find_map(|l| l.strip_prefix("2: "))
+        .expect("a numbered catalog");
+    let name = second.split(' ').next().unwrap();
+    assert_eq!(picked, vec![id(name)], "{system}");
+
+    // `[]`: nothing is recommended.
+    fake.set_default(Reply::openai_text(&["[]"]));
+    assert_eq!(
+        ranked("Which one reads my weather documents?").await,
+        Vec::<Uuid>::new()
+    );
+
+    // An answer that is not a list of catalog numbers, or a failing model:
+    // ranked by meaning or words instead (Weather shares "weather").
+    fake.set_default(Reply::openai_text(&["The weather server, I think."]));
+    assert_eq!(
+        ranked("weather forecast for Oslo").await.first(),
+        Some(&id("Weather"))
+    );
+    fake.set_default(Reply::openai_text(&["[7]"]));
+    assert_eq!(
+        ranked("weather forecast for Oslo").await.first(),
+        Some(&id("Weather"))
+    );
+    fake.set_default(Reply::error(400, "bad request"));
+    assert_eq!(
+        ranked("weather forecast for Oslo").await.first(),
+        Some(&id("Weather"))
+    );
+    cx.teardown().await;
+}
