@@ -1,7 +1,7 @@
-//! MCP peers the tests start on 127.0.0.1: `@dwmkerr/mock-llm` with OAuth
-//! in front of its MCP endpoint (installed by `.ci/run` into
-//! `tests/peers/node_modules`). Shared by the integration tests and the
-//! CLI tests.
+//! MCP peers the tests start on 127.0.0.1 (installed by `.ci/run` into
+//! `tests/peers/node_modules`): `@modelcontextprotocol/server-everything`
+//! over streamable HTTP, and `@dwmkerr/mock-llm` with OAuth in front of
+//! its MCP endpoint. Shared by the integration tests and the CLI tests.
 
 use serde_json::json;
 use std::time::Duration;
@@ -10,6 +10,82 @@ use std::time::Duration;
 pub const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
 /// The first refresh token [`MockOauth`] issues.
 pub const MOCK_REFRESH_TOKEN: &str = "mcp-refresh-001";
+
+/// A free TCP port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Starts `tests/peers/node_modules/.bin/{name}` with `args` and `env`
+/// and waits (30 s at most) until it listens on `port`.
+async fn spawn(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+    port: u16,
+) -> std::process::Child {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("peers/node_modules/.bin")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+        bin.display()
+    );
+    let child = std::process::Command::new(bin)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child
+}
+
+/// A running `mcp-server-everything streamableHttp`, killed on drop.
+pub struct Everything {
+    child: std::process::Child,
+    /// The streamable HTTP endpoint.
+    pub url: String,
+}
+
+impl Everything {
+    pub async fn start() -> Everything {
+        let port = free_port();
+        let child = spawn(
+            "mcp-server-everything",
+            &["streamableHttp".as_ref()],
+            &[("PORT", &port.to_string())],
+            port,
+        )
+        .await;
+        Everything {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// A running `mock-llm` with OAuth in front of its MCP endpoint (RFC 9728
 /// and RFC 8414 discovery, RFC 7591 registration, PKCE S256), killed on
@@ -25,17 +101,7 @@ pub struct MockOauth {
 
 impl MockOauth {
     pub async fn start(api_public: &str) -> MockOauth {
-        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("peers/node_modules/.bin/mock-llm");
-        assert!(
-            bin.exists(),
-            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
         let dir = tempfile::tempdir().expect("a temporary directory");
         let config = json!({
@@ -65,26 +131,13 @@ impl MockOauth {
         // JSON is YAML.
         let path = dir.path().join("mock-llm.yaml");
         std::fs::write(&path, config.to_string()).expect("writing the mock-llm config");
-        let child = std::process::Command::new(bin)
-            .arg("--config")
-            .arg(&path)
-            .env("PORT", port.to_string())
-            .env("HOST", "127.0.0.1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting mock-llm");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "mock-llm did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let child = spawn(
+            "mock-llm",
+            &["--config".as_ref(), path.as_os_str()],
+            &[("PORT", &port.to_string()), ("HOST", "127.0.0.1")],
+            port,
+        )
+        .await;
         MockOauth {
             child,
             base,

@@ -10,6 +10,8 @@ use std::time::Duration;
 use uuid::Uuid;
 use workspace_server::config::Config;
 use workspace_tests::TestContext;
+use workspace_tests::sse::NumberedReader as Sse;
+use workspace_tests::ws;
 
 fn fast(c: &mut Config) {
     c.providers.offline_chunk_delay_ms = 0;
@@ -46,54 +48,6 @@ pub async fn req(
     let resp = r.send().await.expect("request");
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-/// Reads `id:`/`data:` events from a streamed response.
-pub struct Sse {
-    resp: reqwest::Response,
-    buf: String,
-}
-
-impl Sse {
-    pub fn new(resp: reqwest::Response) -> Sse {
-        Sse {
-            resp,
-            buf: String::new(),
-        }
-    }
-
-    pub async fn next(&mut self) -> Option<(Option<i32>, Value)> {
-        loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.parse().expect("numeric id"));
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                return Some((id, serde_json::from_str(&data).expect("json event")));
-            }
-            match self.resp.chunk().await {
-                Ok(Some(bytes)) => self.buf.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => return None,
-            }
-        }
-    }
-
-    pub async fn collect(mut self) -> Vec<(Option<i32>, Value)> {
-        let mut out = Vec::new();
-        while let Some(e) = self.next().await {
-            out.push(e);
-        }
-        out
-    }
 }
 
 async fn open(
@@ -1308,44 +1262,6 @@ async fn transcription_goes_to_an_openai_compatible_service() {
     cx.teardown().await;
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
-
-async fn ws_ticket(base: &str, token: &str, org: Uuid) -> String {
-    let (s, b) = req(
-        base,
-        token,
-        Method::POST,
-        "/api/chat/ws_ticket",
-        &q_org(org),
-        None,
-    )
-    .await;
-    assert_eq!(s, 201, "{b}");
-    b["ticket"].as_str().unwrap().to_string()
-}
-
-async fn ws_open(base: &str, org: Uuid, ticket: &str) -> Ws {
-    let addr = base.trim_start_matches("http://");
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let url = format!("ws://{addr}/api/chat/ws?org_id={org}&ticket={ticket}");
-    let (ws, response) = tokio_tungstenite::client_async(url, stream).await.unwrap();
-    assert_eq!(response.status().as_u16(), 101);
-    ws
-}
-
-/// The next JSON message, `None` when the socket closed or `wait` passed.
-async fn ws_next(ws: &mut Ws, wait: Duration) -> Option<Value> {
-    use futures::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
-    loop {
-        match tokio::time::timeout(wait, ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => return Some(serde_json::from_str(&t).unwrap()),
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) | Err(_) => return None,
-            Ok(Some(Ok(_))) => continue,
-        }
-    }
-}
-
 #[tokio::test]
 async fn titles_reach_websocket_clients_on_another_instance() {
     let cx = TestContext::with_config("chat_ws", fast).await;
@@ -1358,25 +1274,29 @@ async fn titles_reach_websocket_clients_on_another_instance() {
     ada.add_member(org, bob.id, member).await;
 
     // Ada and Bob watch on the second instance.
-    let mut ada_ws = ws_open(
+    let mut ada_ws = ws::open(
         &second_url,
         org,
-        &ws_ticket(&cx.base_url, &ada.token, org).await,
+        &ws::ticket(&cx.base_url, &ada.token, org).await,
     )
     .await;
-    let ready = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    let ready = ws::next(&mut ada_ws, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_eq!(
         ready,
         json!({"type": "ready", "org_id": org, "user_id": ada.id})
     );
-    let mut bob_ws = ws_open(
+    let mut bob_ws = ws::open(
         &second_url,
         org,
-        &ws_ticket(&second_url, &bob.token, org).await,
+        &ws::ticket(&second_url, &bob.token, org).await,
     )
     .await;
     assert_eq!(
-        ws_next(&mut bob_ws, Duration::from_secs(10)).await.unwrap()["type"],
+        ws::next(&mut bob_ws, Duration::from_secs(10))
+            .await
+            .unwrap()["type"],
         "ready"
     );
 
@@ -1399,7 +1319,9 @@ async fn titles_reach_websocket_clients_on_another_instance() {
         }
     }
     let chat = chat.unwrap();
-    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    let notice = ws::next(&mut ada_ws, Duration::from_secs(10))
+        .await
+        .unwrap();
     let fan_out = title_at.unwrap().elapsed();
     eprintln!(
         "websocket fan-out across instances: title seen {fan_out:?} after the SSE title event"
@@ -1408,7 +1330,9 @@ async fn titles_reach_websocket_clients_on_another_instance() {
         notice,
         json!({"type": "title", "chat_id": chat, "title": "Ideas for a garden party"})
     );
-    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    let notice = ws::next(&mut ada_ws, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_eq!(notice["type"], "message");
     assert_eq!(notice["chat_id"], chat);
     assert_eq!(notice["status"], "complete");
@@ -1428,38 +1352,43 @@ async fn titles_reach_websocket_clients_on_another_instance() {
     )
     .await;
     assert_eq!(s, 200);
-    let notice = ws_next(&mut ada_ws, Duration::from_secs(10)).await.unwrap();
+    let notice = ws::next(&mut ada_ws, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_eq!(
         notice,
         json!({"type": "title", "chat_id": chat, "title": "Party"})
     );
 
     // Bob hears nothing of Ada's chats.
-    assert_eq!(ws_next(&mut bob_ws, Duration::from_millis(500)).await, None);
+    assert_eq!(
+        ws::next(&mut bob_ws, Duration::from_millis(500)).await,
+        None
+    );
 
     // Tickets: single use, bound to their organization.
-    let ticket = ws_ticket(&cx.base_url, &ada.token, org).await;
-    let mut first = ws_open(&cx.base_url, org, &ticket).await;
+    let ticket = ws::ticket(&cx.base_url, &ada.token, org).await;
+    let mut first = ws::open(&cx.base_url, org, &ticket).await;
     assert_eq!(
-        ws_next(&mut first, Duration::from_secs(10)).await.unwrap()["type"],
+        ws::next(&mut first, Duration::from_secs(10)).await.unwrap()["type"],
         "ready"
     );
-    let mut again = ws_open(&second_url, org, &ticket).await;
+    let mut again = ws::open(&second_url, org, &ticket).await;
     assert_eq!(
-        ws_next(&mut again, Duration::from_secs(10)).await,
+        ws::next(&mut again, Duration::from_secs(10)).await,
         None,
         "a used ticket"
     );
     let bob_org = bob.personal_org().await;
-    let ticket = ws_ticket(&cx.base_url, &bob.token, bob_org).await;
-    let mut wrong = ws_open(&cx.base_url, org, &ticket).await;
+    let ticket = ws::ticket(&cx.base_url, &bob.token, bob_org).await;
+    let mut wrong = ws::open(&cx.base_url, org, &ticket).await;
     assert_eq!(
-        ws_next(&mut wrong, Duration::from_secs(10)).await,
+        ws::next(&mut wrong, Duration::from_secs(10)).await,
         None,
         "another organization"
     );
-    let mut bogus = ws_open(&cx.base_url, org, "not-a-ticket").await;
-    assert_eq!(ws_next(&mut bogus, Duration::from_secs(10)).await, None);
+    let mut bogus = ws::open(&cx.base_url, org, "not-a-ticket").await;
+    assert_eq!(ws::next(&mut bogus, Duration::from_secs(10)).await, None);
     drop((ada_ws, bob_ws, first));
     second.shutdown().await.unwrap();
     cx.teardown().await;

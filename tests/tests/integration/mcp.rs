@@ -9,62 +9,11 @@ use uuid::Uuid;
 use workspace_client::types::{ConnectAccount, GenerateUrl, InstanceRename};
 use workspace_server::mcp::McpClient;
 use workspace_server::mcp::config::{McpAuth, McpServerConfig};
-use workspace_tests::mcp_peers::{MOCK_ACCESS_TOKEN, MockOauth};
+use workspace_tests::mcp_peers::{Everything, MOCK_ACCESS_TOKEN, MockOauth};
 use workspace_tests::{TestContext, error_of, raw};
 
 const FRONTEND: &str = "http://frontend.test";
 const API_PUBLIC: &str = "http://api.test";
-
-/// A running `mcp-server-everything streamableHttp`, killed on drop.
-struct Everything {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Everything {
-    async fn start() -> Everything {
-        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("peers/node_modules/.bin/mcp-server-everything");
-        assert!(
-            bin.exists(),
-            "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new(bin)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting mcp-server-everything");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "mcp-server-everything did not listen"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Everything {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
-    }
-}
-
-impl Drop for Everything {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn server(name: &str, slug: &str, url: &str, auth: McpAuth) -> McpServerConfig {
     McpServerConfig {
@@ -902,6 +851,18 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
 }
 
 /// Posts to the playground; the status and the stream's items.
+/// The servers Intelligent Discovery recommends for `content`.
+async fn discovered(cx: &TestContext, token: &str, org: Uuid, content: &str) -> Vec<Uuid> {
+    let (status, items) = playground(cx, token, org, json!({ "content": content })).await;
+    assert_eq!(status, 200, "{items:?}");
+    items[0]["mcp"]["server_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
+        .collect()
+}
+
 async fn playground(
     cx: &TestContext,
     token: &str,
@@ -1359,19 +1320,7 @@ async fn mcp_discovery_ranks_by_meaning() {
         .await
         .unwrap();
     }
-    let ranked = |content: &'static str| {
-        let (cx, token) = (&cx, owner.token.clone());
-        async move {
-            let (status, items) = playground(cx, &token, org, json!({ "content": content })).await;
-            assert_eq!(status, 200, "{items:?}");
-            items[0]["mcp"]["server_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
-                .collect::<Vec<_>>()
-        }
-    };
+    let ranked = |content: &'static str| discovered(&cx, &owner.token, org, content);
     // No shared words (3+ letters) with any server: word matching would
     // recommend nothing. The first request loads the model; on a busy
     // machine it may take longer than the embedding budget and be answered
@@ -1560,19 +1509,7 @@ async fn mcp_discovery_asks_a_configured_model_first() {
         )
         .await
         .unwrap();
-    let ranked = |content: &'static str| {
-        let (cx, token) = (&cx, owner.token.clone());
-        async move {
-            let (status, items) = playground(cx, &token, org, json!({ "content": content })).await;
-            assert_eq!(status, 200, "{items:?}");
-            items[0]["mcp"]["server_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().parse::<Uuid>().unwrap())
-                .collect::<Vec<_>>()
-        }
-    };
+    let ranked = |content: &'static str| discovered(&cx, &owner.token, org, content);
 
     // The model (the first configured one) gets the numbered catalog and
     // the message; its pick is the recommendation, whatever words say.
