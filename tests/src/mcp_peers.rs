@@ -11,6 +11,31 @@ pub const MOCK_ACCESS_TOKEN: &str = "mcp-access-001";
 /// The first refresh token [`MockOauth`] issues.
 pub const MOCK_REFRESH_TOKEN: &str = "mcp-refresh-001";
 
+/// The browser's part of an OAuth authorization with a server that
+/// approves at once: follows the authorization URL (a `302`) and returns
+/// where the server sends the browser back (the service's callback with
+/// `code` and `state`).
+pub async fn browser_approves(authorization_url: &str) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let approved = http
+        .get(authorization_url)
+        .send()
+        .await
+        .expect("the authorization endpoint");
+    assert_eq!(
+        approved.status().as_u16(),
+        302,
+        "the authorization server approves at once"
+    );
+    approved.headers()["location"]
+        .to_str()
+        .expect("a Location header")
+        .to_string()
+}
+
 /// A free TCP port on 127.0.0.1.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -155,20 +180,7 @@ impl MockOauth {
     /// sends the browser back (the service's callback with `code` and
     /// `state`).
     pub async fn approve(&self, authorization_url: &str) -> String {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("an HTTP client");
-        let approved = http
-            .get(authorization_url)
-            .send()
-            .await
-            .expect("the authorization endpoint");
-        assert_eq!(approved.status().as_u16(), 302, "the mock approves");
-        approved.headers()["location"]
-            .to_str()
-            .expect("a Location header")
-            .to_string()
+        browser_approves(authorization_url).await
     }
 }
 

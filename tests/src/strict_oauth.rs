@@ -157,20 +157,7 @@ impl StrictOauth {
     /// The browser's part: follows the authorization URL and returns where
     /// the server sends the browser back.
     pub async fn approve(&self, authorization_url: &str) -> String {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("an HTTP client");
-        let approved = http
-            .get(authorization_url)
-            .send()
-            .await
-            .expect("the authorization endpoint");
-        assert_eq!(approved.status().as_u16(), 302, "approved");
-        approved.headers()["location"]
-            .to_str()
-            .expect("a Location header")
-            .to_string()
+        crate::mcp_peers::browser_approves(authorization_url).await
     }
 }
 
