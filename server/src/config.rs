@@ -128,6 +128,10 @@ pub struct DatabaseConfig {
     pub url: Option<String>,
     /// Connections in the pool.
     pub pool_size: usize,
+    /// Shared, pipelined connections for the short statements every
+    /// request runs (the authorization lookup), besides the pool; `0`: one
+    /// per CPU, at most 4.
+    pub shared_connections: usize,
     /// Where the embedded cluster and its binaries live when `url` is unset
     /// (default: `WORKSPACE_DATA_DIR`, else `/var/lib/workspace` as root,
     /// else `~/.local/share/workspace`).
@@ -146,6 +150,14 @@ pub struct DatabaseConfig {
 }
 
 impl DatabaseConfig {
+    /// `shared_connections`, with `0` resolved.
+    pub fn shared_connections(&self) -> usize {
+        match self.shared_connections {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            n => n,
+        }
+    }
+
     pub fn backoff(&self) -> crate::db::health::Backoff {
         crate::db::health::Backoff {
             initial: std::time::Duration::from_millis(self.reconnect_backoff_initial_ms),
@@ -544,6 +556,7 @@ impl Default for DatabaseConfig {
         DatabaseConfig {
             url: None,
             pool_size: 16,
+            shared_connections: 0,
             data_dir: None,
             ca_file: None,
             reconnect_backoff_initial_ms: 100,

@@ -375,6 +375,23 @@ async fn main() {
         ),
     ];
 
+    // `BENCH_HOLD=SECS`: print the endpoints and the token, keep the server
+    // up that long (for profiling it under an external load), then stop.
+    if let Some(hold) = std::env::var("BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        println!("server pid {}", server.0.id());
+        for (what, url, _) in &endpoints {
+            println!("{what}: {url}");
+        }
+        println!("token: {}", user.token);
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+        drop(server);
+        cx.teardown().await;
+        return;
+    }
+
     let use_wrk = !std::env::var("BENCH_DRIVER").is_ok_and(|d| d == "reqwest")
         && Command::new("wrk").arg("--version").output().is_ok();
     let driver = if use_wrk {

@@ -117,7 +117,9 @@ pub struct AgentSummary {
     pub is_public: bool,
     pub org_id: Uuid,
     pub status: AgentStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -134,7 +136,9 @@ pub struct AgentListItem {
     pub org_id: Uuid,
     pub status: AgentStatus,
     pub deployments_count: i64,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -153,6 +157,7 @@ pub struct AgentDeploymentRef {
     pub id: Uuid,
     pub name: String,
     pub description: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -170,7 +175,9 @@ pub struct AgentDetail {
     pub status: AgentStatus,
     pub tools: Vec<AgentToolView>,
     pub deployments: Vec<AgentDeploymentRef>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 

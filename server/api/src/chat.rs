@@ -87,7 +87,9 @@ pub struct ChatSession {
     pub metadata: ChatMetadata,
     #[schemars(with = "crate::schema::Nullable<ChatSettings>")]
     pub settings: Option<ChatSettings>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -132,6 +134,7 @@ pub struct ChatMessage {
     /// when failed, `error_code`.
     pub metadata: serde_json::Value,
     pub status: ChatMessageStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -158,7 +161,9 @@ pub struct ChatSessionDetail {
     pub metadata: ChatMetadata,
     #[schemars(with = "crate::schema::Nullable<ChatSettings>")]
     pub settings: Option<ChatSettings>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     /// Oldest first.
     pub messages: Vec<ChatMessage>,
@@ -390,6 +395,7 @@ pub struct TranscribeResponse {
 pub struct WsTicket {
     /// Opens `GET /api/chat/ws` once, within 60 seconds.
     pub ticket: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: DateTime<Utc>,
 }
 

@@ -89,8 +89,10 @@ pub struct Conversation {
     pub id: Uuid,
     pub title: String,
     pub is_archived: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// Changes when the conversation gets a session or a message.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -119,7 +121,9 @@ pub struct ConversationSession {
     pub conversation_id: Uuid,
     pub model_id: Uuid,
     pub status: ConversationSessionStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -131,6 +135,7 @@ pub struct ConversationSessionView {
     pub conversation_id: Uuid,
     pub model: Model,
     pub status: ConversationSessionStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -177,6 +182,7 @@ pub struct ConversationMessage {
     pub id: String,
     pub role: MessageRole,
     pub content: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// The session (and so the model) the message belongs to.
     pub chat_session_id: Uuid,

@@ -66,6 +66,7 @@ pub struct DeploymentCreate {
     pub rate_limit_per_minute: Option<u32>,
     /// When the key stops working (must be in the future); unset: never.
     #[serde(default)]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -83,6 +84,7 @@ pub struct DeploymentUpdate {
     /// `paused` refuses the key at once; `active` accepts it again.
     pub status: Option<DeploymentStatus>,
     /// A new expiry of the current key (in the future).
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub expires_at: Option<DateTime<Utc>>,
     /// `true`: the current key never expires.
     #[serde(default)]
@@ -113,15 +115,19 @@ pub struct Deployment {
     /// The first characters of the key (`wsk_live_` and 6 more).
     pub key_prefix: String,
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub expires_at: Option<DateTime<Utc>>,
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_used_at: Option<DateTime<Utc>>,
     pub usage: DeploymentUsage,
     /// How to use the deployment on its channel: an HTML snippet for
     /// `widget` and `iframe`, a curl command for `api` and `sdk` (the
     /// placeholder `$WORKSPACE_DEPLOYMENT_KEY` stands for the key).
     pub embed: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 

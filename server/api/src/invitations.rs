@@ -106,7 +106,9 @@ pub struct Invitation {
     /// The personal message; null when there is none.
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub message: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: DateTime<Utc>,
 }
 
@@ -124,7 +126,9 @@ pub struct InvitationListItem {
     /// The personal message; null when there is none.
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub message: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: DateTime<Utc>,
 }
 
@@ -139,7 +143,9 @@ pub struct InvitationPublic {
     /// account no longer exists.
     #[schemars(with = "crate::schema::Nullable<NamedRef>")]
     pub invited_by: Option<NamedRef>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: DateTime<Utc>,
 }
 
@@ -159,6 +165,7 @@ pub struct InvitationResent {
     pub id: Uuid,
     pub email: String,
     pub status: InvitationStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: DateTime<Utc>,
 }
 

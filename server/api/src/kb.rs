@@ -211,7 +211,9 @@ pub struct KbCreated {
     pub id: Uuid,
     pub name: String,
     pub description: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     pub org_id: Uuid,
     pub status: KbStatus,
@@ -227,7 +229,9 @@ pub struct KbSummary {
     pub status: KbStatus,
     pub document_count: i64,
     pub org_id: Uuid,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -243,6 +247,7 @@ pub struct Source {
     /// Why the source failed (`status` `failed`).
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub error: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -256,7 +261,9 @@ pub struct KbDetail {
     pub status: KbStatus,
     pub document_count: i64,
     pub org_id: Uuid,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     /// Oldest first; at most 20 sources are created at once, and
     /// `add_source` refuses more than 100 per knowledge base.
@@ -269,6 +276,7 @@ pub struct KbUpdated {
     pub id: Uuid,
     pub name: String,
     pub description: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -287,6 +295,7 @@ pub struct SourceAdded {
     #[serde(rename = "type")]
     pub source_type: SourceType,
     pub status: SourceStatus,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -315,7 +324,9 @@ pub struct KbDocument {
     /// Why ingestion failed (`status` `failed`).
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub error: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 

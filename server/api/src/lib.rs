@@ -21,6 +21,7 @@ pub mod orgs;
 pub mod roles;
 pub mod schema;
 pub mod system;
+pub mod time;
 pub mod tools;
 pub mod users;
 

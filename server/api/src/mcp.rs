@@ -16,6 +16,7 @@ pub struct McpServer {
     pub toolkit_slug: String,
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub toolkit_logo: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// The caller's instances of this server in the organization.
     pub server_instance_count: i64,
@@ -56,6 +57,7 @@ pub struct McpServerWithTools {
     pub toolkit_slug: String,
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub toolkit_logo: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     pub server_instance_count: i64,
     pub tools: Vec<McpTool>,
@@ -133,7 +135,9 @@ pub struct McpInstance {
     pub toolkit_slug: String,
     /// The session's state: `active` or `needs_reauth`.
     pub status: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 

@@ -21,7 +21,9 @@ pub struct Organization {
     pub name: String,
     /// URL slug, unique across the service (an addition to the spec's shape).
     pub slug: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     pub user_role: UserRole,
 }

@@ -26,7 +26,9 @@ pub struct Role {
     #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub organization_id: Option<Uuid>,
     pub is_system_role: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -44,7 +46,9 @@ pub struct RoleWithPermissions {
     pub organization_id: Uuid,
     /// Always false.
     pub is_system_role: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     /// The role's permissions, sorted by name.
     pub permissions: Vec<Permission>,

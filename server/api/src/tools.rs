@@ -66,7 +66,9 @@ pub struct ToolCategory {
     pub description: String,
     /// Addition: the organization that owns the category.
     pub org_id: Uuid,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -227,7 +229,9 @@ pub struct ToolCreated {
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub logo_url: Option<String>,
     pub is_public: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -244,6 +248,7 @@ pub struct ToolUpdated {
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub logo_url: Option<String>,
     pub is_public: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -271,7 +276,9 @@ pub struct ToolListItem {
     pub outputs: ToolOutputs,
     /// Addition: the organization that owns the tool.
     pub org_id: Uuid,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -293,7 +300,9 @@ pub struct Tool {
     pub outputs: ToolOutputs,
     pub settings: ToolSettings,
     pub org_id: Uuid,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
 }
 

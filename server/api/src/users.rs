@@ -26,6 +26,7 @@ pub struct CurrentUser {
     pub first_name: String,
     pub last_name: String,
     pub full_name: String,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// Active memberships only, oldest first.
     pub organizations: Vec<Membership>,
@@ -61,7 +62,9 @@ pub struct UpdatedUser {
     pub invite_id: Option<Uuid>,
     /// The user's last login; null if they never logged in.
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_active_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// The membership in the organization of the request, with the new role.
     pub organizations: Vec<Membership>,
@@ -114,10 +117,12 @@ pub struct UserListItem {
     pub invite_id: Option<Uuid>,
     /// When the invitation was created; null for active users.
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub invited_at: Option<DateTime<Utc>>,
     /// The last login of an active user; null for invitation rows and for
     /// users who never logged in.
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_active_at: Option<DateTime<Utc>>,
     /// One element: this organization, with the member's role (or the
     /// invited role for invitation rows).

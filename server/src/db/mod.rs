@@ -5,6 +5,7 @@
 pub mod datastore;
 pub mod enums;
 pub mod health;
+pub mod pipeline;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -114,6 +115,12 @@ pub fn migrations_fingerprint() -> String {
     }
     let digest = hasher.finalize();
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Builds the shared, pipelined connections (see [`pipeline`]).
+pub fn pipelines(url: &str, count: usize, tls: MakeRustlsConnect) -> Result<pipeline::Pipelines> {
+    let pg_config: tokio_postgres::Config = url.parse().context("parsing the database URL")?;
+    Ok(pipeline::Pipelines::new(pg_config, tls, count))
 }
 
 /// Builds the connection pool.

@@ -664,6 +664,62 @@ async fn a_database_outage_is_503_fails_fast_and_recovers() {
     ctx.teardown().await;
 }
 
+/// The authorization lookups of concurrent requests share a few pipelined
+/// connections: every request still gets its own caller's answer, and a
+/// shared connection the database ends is replaced on its next use.
+#[tokio::test]
+async fn shared_connections_answer_each_request_and_are_replaced() {
+    let ctx = TestContext::with_config("hardening_shared_connections", |c| {
+        c.database.shared_connections = 2;
+    })
+    .await;
+    let mut users = Vec::new();
+    for name in ["ada", "grace", "edsger"] {
+        users.push(ctx.user(name).await);
+    }
+    let mut calls = Vec::new();
+    for round in 0..40 {
+        let user = &users[round % users.len()];
+        let (client, id, org) = (user.client.clone(), user.id, user.personal_org().await);
+        calls.push(tokio::spawn(async move {
+            let me = client.users_me().send().await.unwrap().into_inner();
+            assert_eq!(me.id, id);
+            // An org-scoped request: its lookup runs on a shared connection.
+            client.conversation_list().org_id(org).send().await.unwrap();
+        }));
+    }
+    for call in calls {
+        call.await.unwrap();
+    }
+
+    // The database ends every session (as on a restart or a failover).
+    database_down(&ctx, None).await;
+    database_up(&ctx).await;
+    let started = Instant::now();
+    let mut failures = 0;
+    loop {
+        match users[0].client.users_me().send().await {
+            Ok(me) => {
+                assert_eq!(me.into_inner().id, users[0].id);
+                break;
+            }
+            Err(e) if started.elapsed() < Duration::from_secs(10) => {
+                assert_eq!(error_of::<()>(Err(e)).0, 503);
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no recovery: {e:?}"),
+        }
+    }
+    // Both shared connections work again: consecutive requests use both.
+    for user in &users {
+        let me = user.client.users_me().send().await.unwrap().into_inner();
+        assert_eq!(me.id, user.id);
+    }
+    eprintln!("recovered after {failures} failed requests");
+    ctx.teardown().await;
+}
+
 #[tokio::test]
 async fn a_delivered_answer_is_stored_after_an_outage() {
     let ctx = TestContext::with_config("hardening_answer_outage", |c| {

@@ -21,6 +21,7 @@ pub mod tools;
 pub mod users;
 
 use crate::db::health::DbHealth;
+use crate::db::pipeline::{Pipelines, Shared};
 use crate::error::Error;
 use deadpool_postgres::Pool;
 use std::sync::Arc;
@@ -46,6 +47,8 @@ pub(crate) fn is_unique_violation(error: &tokio_postgres::Error, constraint: &st
 #[derive(Clone)]
 pub struct Datastore {
     pool: Pool,
+    /// Shared connections for the statements every request runs.
+    pipelines: Arc<Pipelines>,
     health: Arc<DbHealth>,
 }
 
@@ -166,6 +169,19 @@ impl Conn {
     }
 }
 
+/// A shared, pipelined connection (see [`crate::db::pipeline`]), for a
+/// statement PostgreSQL answers in microseconds.
+pub(crate) struct Quick {
+    shared: Arc<Shared>,
+    health: Arc<DbHealth>,
+}
+
+// Not every statement method is used through a shared connection yet.
+#[allow(dead_code)]
+impl Quick {
+    cached_statements!(shared);
+}
+
 /// A transaction on a [`Conn`], with the same cached statements.
 pub(crate) struct Tx<'a> {
     tx: deadpool_postgres::Transaction<'a>,
@@ -182,9 +198,11 @@ impl Tx<'_> {
 }
 
 impl Datastore {
-    pub fn new(pool: Pool, backoff: crate::db::health::Backoff) -> Datastore {
+    /// The datastore on `pool` and the shared connections `pipelines`.
+    pub fn new(pool: Pool, pipelines: Pipelines, backoff: crate::db::health::Backoff) -> Datastore {
         Datastore {
             pool,
+            pipelines: Arc::new(pipelines),
             health: Arc::new(DbHealth::new(backoff)),
         }
     }
@@ -226,6 +244,16 @@ impl Datastore {
                 Err(error.into())
             }
         }
+    }
+
+    /// A shared, pipelined connection, for one of the short statements
+    /// every request runs (see [`crate::db::pipeline`]): no pool checkout,
+    /// and under load one round trip carries several requests' statements.
+    pub(crate) async fn quick(&self) -> Result<Quick, Error> {
+        Ok(Quick {
+            shared: self.pipelines.get(&self.health).await?,
+            health: self.health.clone(),
+        })
     }
 
     /// Checks that the database answers.

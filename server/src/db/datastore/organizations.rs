@@ -349,7 +349,7 @@ impl Datastore {
             Scope::Chat(id) => (ACCESS_BY_CHAT, id),
             Scope::McpInstance(id) => (ACCESS_BY_MCP_INSTANCE, id),
         };
-        let conn = self.conn().await?;
+        let conn = self.quick().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
             return Ok(AccessLookup::NoUser);
         };

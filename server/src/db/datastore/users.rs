@@ -127,7 +127,7 @@ impl Datastore {
 
     /// Whether a user with this id exists and can log in (has a password).
     pub async fn user_exists(&self, user_id: Uuid) -> Result<bool, Error> {
-        let conn = self.conn().await?;
+        let conn = self.quick().await?;
         let row = conn
             .query_opt(
                 "SELECT 1 FROM users WHERE id = $1 AND password_hash IS NOT NULL",
@@ -156,7 +156,7 @@ impl Datastore {
         &self,
         user_id: Uuid,
     ) -> Result<Option<(UserRow, Vec<MembershipRow>)>, Error> {
-        let conn = self.conn().await?;
+        let conn = self.quick().await?;
         let rows = conn.query(USER_ME, &[&user_id]).await?;
         let Some(first) = rows.first() else {
             return Ok(None);
