@@ -271,8 +271,14 @@ impl OrgAccess {
             role_is_system: membership.role_is_system,
             level: membership.level,
             permissions: membership.permissions,
-            log: log.new(slog::o!("org_id" => membership.org_id.to_string(),
-                "user_id" => user_id.to_string())),
+            // Formatted only if a line is logged.
+            log: {
+                let org_id = membership.org_id;
+                log.new(slog::o!(
+                    "org_id" => slog::FnValue(move |_: &slog::Record<'_>| org_id.to_string()),
+                    "user_id" => slog::FnValue(move |_: &slog::Record<'_>| user_id.to_string())
+                ))
+            },
         };
         access.check(require)?;
         Ok(access)

@@ -70,7 +70,10 @@ impl ServerContext {
     /// The one authorization call of an org-scoped handler: authenticates
     /// the request and checks, in one database statement, that the caller
     /// is an active member of the scope's organization whose role meets
-    /// `require`.
+    /// `require`. The token's signature is checked once per token (see
+    /// [`TokenKeys`]); the statement runs on a shared, pipelined
+    /// connection ([`crate::db::pipeline`]), so authorizing takes no
+    /// pooled connection.
     ///
     /// Not a member (including an organization that does not exist, so
     /// existence is not revealed): `403 forbidden` for [`Scope::Org`],

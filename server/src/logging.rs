@@ -57,8 +57,11 @@ fn redact_pair(pair: &str) -> Option<String> {
 /// `&` (and on an encoded `%26`), the query starting at `?` or at an
 /// encoded `%3F`.
 pub fn redact_query(value: &str) -> Cow<'_, str> {
-    let lower = value.to_ascii_lowercase();
-    let start = match (value.find('?'), lower.find("%3f")) {
+    let encoded_question_mark = value
+        .as_bytes()
+        .windows(3)
+        .position(|w| w.eq_ignore_ascii_case(b"%3f"));
+    let start = match (value.find('?'), encoded_question_mark) {
         (Some(q), Some(e)) if e < q => e + 3,
         (Some(q), _) => q + 1,
         (None, Some(e)) => e + 3,
@@ -69,6 +72,17 @@ pub fn redact_query(value: &str) -> Cow<'_, str> {
         Some(f) => query.split_at(f),
         None => (query, ""),
     };
+    // The usual query (`?org_id=...&limit=...`): ASCII, nothing encoded,
+    // no `;`, no secret's name. Decided without allocating.
+    if query.is_ascii()
+        && !query.contains(['%', ';'])
+        && query.split('&').all(|pair| {
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name).trim();
+            !SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
+        })
+    {
+        return Cow::Borrowed(value);
+    }
     let mut changed = false;
     let parts: Vec<String> = query
         .split('&')
@@ -322,6 +336,7 @@ pub fn stderr_logger() -> (slog::Logger, LogFlusher) {
     let shared = std::sync::Arc::new(Pending::default());
     let writer = BatchWriter {
         shared: shared.clone(),
+        record: Vec::with_capacity(512),
     };
     let drain = slog_term::FullFormat::new(slog_term::PlainDecorator::new(writer))
         .build()
@@ -402,30 +417,35 @@ impl Drop for LogFlusher {
     }
 }
 
-/// The formatter's output: appends to the shared buffer (one record is
-/// written in several pieces; the drain's lock keeps a record's pieces
-/// together).
+/// The formatter's output. A record arrives in many small pieces (under
+/// the drain's lock); they are gathered in `record` and moved to the shared
+/// buffer at once when the formatter flushes at the record's end, so the
+/// shared buffer's lock is taken once per line.
 struct BatchWriter {
     shared: std::sync::Arc<Pending>,
+    record: Vec<u8>,
 }
 
 impl std::io::Write for BatchWriter {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let mut buf = self.shared.buf.lock().unwrap_or_else(|e| e.into_inner());
-        if buf.len() + data.len() > MAX_PENDING {
-            // Counted once per record (records end with a newline).
-            if data.ends_with(b"\n") {
-                self.shared
-                    .dropped
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            return Ok(data.len());
-        }
-        buf.extend_from_slice(data);
+        self.record.extend_from_slice(data);
         Ok(data.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        if self.record.is_empty() {
+            return Ok(());
+        }
+        let mut buf = self.shared.buf.lock().unwrap_or_else(|e| e.into_inner());
+        if buf.len() + self.record.len() > MAX_PENDING {
+            self.shared
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            buf.extend_from_slice(&self.record);
+        }
+        drop(buf);
+        self.record.clear();
         Ok(())
     }
 }

@@ -187,6 +187,16 @@ async fn login_rate_limit_per_address_holds_across_instances() {
         c.rate_limits.window_secs = 1800;
     })
     .await;
+    // The windows start at multiples of 1800 s: a run that straddled one
+    // (it happened at 19:00:00) would count from zero again.
+    let into_window = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 1800;
+    if into_window > 1770 {
+        tokio::time::sleep(Duration::from_secs(1801 - into_window)).await;
+    }
     let second = ctx
         .second_instance(|c| {
             c.rate_limits.login_per_address = 3;
