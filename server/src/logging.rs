@@ -332,16 +332,20 @@ mod tests {
 /// of the server's CPU. Lines are formatted where they are logged, under a
 /// short lock. If stderr stops draining and [`MAX_PENDING`] bytes are
 /// waiting, further lines are dropped and counted, and a note says how many.
+/// Timestamps are in UTC.
 pub fn stderr_logger() -> (slog::Logger, LogFlusher) {
     let shared = std::sync::Arc::new(Pending::default());
     let writer = BatchWriter {
         shared: shared.clone(),
         record: Vec::with_capacity(512),
     };
-    let drain = slog_term::FullFormat::new(slog_term::PlainDecorator::new(writer))
+    // Each record is formatted into its own buffer without a lock (the
+    // sync decorator), then handed to the writer under its lock; UTC
+    // timestamps need no time-zone lookup.
+    let drain = slog_term::FullFormat::new(slog_term::PlainSyncDecorator::new(writer))
+        .use_utc_timestamp()
         .build()
         .fuse();
-    let drain = std::sync::Mutex::new(drain).fuse();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let thread = {
         let shared = shared.clone();
@@ -417,10 +421,10 @@ impl Drop for LogFlusher {
     }
 }
 
-/// The formatter's output. A record arrives in many small pieces (under
-/// the drain's lock); they are gathered in `record` and moved to the shared
-/// buffer at once when the formatter flushes at the record's end, so the
-/// shared buffer's lock is taken once per line.
+/// The formatter's output: a whole record at a time (the sync decorator
+/// buffers each record), gathered in `record` and moved to the shared
+/// buffer when the decorator flushes at the record's end, so the shared
+/// buffer's lock is taken once per line.
 struct BatchWriter {
     shared: std::sync::Arc<Pending>,
     record: Vec<u8>,
