@@ -14,7 +14,8 @@
 //! Printed: requests (transactions) per second, p50 and p99 latency, the
 //! server's share of pgbench's throughput, and the server's resident memory
 //! idle and after the load. `BENCH_SECS` sets each measurement's length
-//! (default 10 s).
+//! (default 10 s), `BENCH_ROUNDS` how many interleaved rounds run (default
+//! 3; the median share of each row is printed at the end).
 //!
 //! Run with `cargo xtask bench api` (builds the release binary first).
 
@@ -328,6 +329,11 @@ async fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(10),
     );
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1);
     let cx = TestContext::new("bench_api").await;
     let user = cx.user("bench").await;
     let org = user.personal_org().await;
@@ -417,15 +423,40 @@ async fn main() {
         "p99 ms",
         "share"
     );
-    for (what, url, sql) in &endpoints {
-        for conns in CONNECTIONS {
-            let s = if use_wrk {
-                wrk(url, &user.token, conns, secs).expect("wrk's report")
-            } else {
-                drive(url, &user.token, conns, secs).await
-            };
-            let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
-            row(what, conns, &s, &p);
+    // Each round measures every endpoint and connection count, the server
+    // and pgbench back to back; the machine's speed drifts by ±15 % over
+    // minutes, so a pair's ratio is steadier than either figure.
+    let mut shares: Vec<Vec<f64>> = vec![Vec::new(); endpoints.len() * CONNECTIONS.len()];
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!("round {round} of {rounds}");
+        }
+        for (e, (what, url, sql)) in endpoints.iter().enumerate() {
+            for (c, conns) in CONNECTIONS.into_iter().enumerate() {
+                let s = if use_wrk {
+                    wrk(url, &user.token, conns, secs).expect("wrk's report")
+                } else {
+                    drive(url, &user.token, conns, secs).await
+                };
+                let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
+                row(what, conns, &s, &p);
+                shares[e * CONNECTIONS.len() + c].push(100.0 * s.rate / p.rate);
+            }
+        }
+    }
+    if rounds > 1 {
+        println!("\nshare of pgbench, median of {rounds} rounds (lowest, highest)");
+        for (e, (what, _, _)) in endpoints.iter().enumerate() {
+            for (c, conns) in CONNECTIONS.into_iter().enumerate() {
+                let mut v = shares[e * CONNECTIONS.len() + c].clone();
+                v.sort_by(f64::total_cmp);
+                println!(
+                    "{what:<28} {conns:>5} | {:>5.0} % ({:.0} %, {:.0} %)",
+                    v[v.len() / 2],
+                    v[0],
+                    v[v.len() - 1]
+                );
+            }
         }
     }
     println!(
