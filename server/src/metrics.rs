@@ -70,6 +70,8 @@ pub struct Gauges {
     pub pool_max_size: usize,
     pub pool_available: usize,
     pub pool_waiting: usize,
+    pub shared_open: usize,
+    pub shared_max: usize,
     pub db_connection_errors: u64,
     pub db_statement_errors: u64,
     pub db_fast_failures: u64,
@@ -106,6 +108,8 @@ impl Source {
                 pool_max_size: pool.max_size,
                 pool_available: pool.available,
                 pool_waiting: pool.waiting,
+                shared_open: self.datastore.shared_connections().0,
+                shared_max: self.datastore.shared_connections().1,
                 db_connection_errors: health.connection_errors.load(Ordering::Relaxed),
                 db_statement_errors: health.statement_errors.load(Ordering::Relaxed),
                 db_fast_failures: health.fast_failures.load(Ordering::Relaxed),
@@ -193,6 +197,20 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
         "Idle pooled connections.",
         "gauge",
         g.pool_available.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_shared_connections",
+        "Open shared, pipelined database connections (the authorization lookups).",
+        "gauge",
+        g.shared_open.to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_db_shared_max_connections",
+        "Configured shared, pipelined connections.",
+        "gauge",
+        g.shared_max.to_string(),
     );
     gauge(
         &mut out,
@@ -305,6 +323,8 @@ mod tests {
             pool_max_size: 8,
             pool_available: 1,
             pool_waiting: 0,
+            shared_open: 1,
+            shared_max: 2,
             db_connection_errors: 0,
             db_statement_errors: 0,
             db_fast_failures: 0,

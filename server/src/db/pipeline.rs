@@ -101,6 +101,12 @@ impl Pipelines {
         }
     }
 
+    /// How many shared connections are open, and how many there may be.
+    pub(crate) fn status(&self) -> (usize, usize) {
+        let open = self.slots.iter().filter(|s| s.open().is_some()).count();
+        (open, self.slots.len())
+    }
+
     /// The next shared connection, connecting it if it is not open.
     pub(crate) async fn get(&self, health: &DbHealth) -> Result<Arc<Shared>, Error> {
         let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];

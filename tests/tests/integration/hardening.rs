@@ -886,9 +886,12 @@ async fn metrics_are_private_and_in_prometheus_format() {
     let ctx = TestContext::with_config("hardening_metrics", |c| {
         c.metrics.bind_address = Some("127.0.0.1:0".parse().unwrap());
         c.metrics.token = Some("metrics-token-0123456789".to_string());
+        c.database.shared_connections = 2;
     })
     .await;
-    let _ada = ctx.user("ada").await;
+    let ada = ctx.user("ada").await;
+    // Opens a shared connection (users/me runs on one).
+    ada.client.users_me().send().await.unwrap();
     let addr = ctx.server.metrics_addr().expect("metrics served");
     assert_ne!(addr, ctx.server.local_addr());
     let url = format!("http://{addr}/metrics");
@@ -909,6 +912,16 @@ async fn metrics_are_private_and_in_prometheus_format() {
     );
     assert!(text.contains("workspace_http_request_duration_seconds_bucket{operation=\"auth_signup\",status=\"201\",le=\"+Inf\"} 1"));
     assert!(text.contains("workspace_db_pool_max_connections 8"));
+    assert!(
+        text.contains("workspace_db_shared_max_connections 2"),
+        "{text}"
+    );
+    let shared_open: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("workspace_db_shared_connections "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no shared connections gauge: {text}"));
+    assert!((1..=2).contains(&shared_open), "{shared_open}");
     assert!(text.contains("workspace_password_hash_queue_depth 0"));
     // Not on the API address.
     let api = http

@@ -246,6 +246,12 @@ impl Datastore {
         }
     }
 
+    /// The shared, pipelined connections: how many are open, and how many
+    /// there may be.
+    pub fn shared_connections(&self) -> (usize, usize) {
+        self.pipelines.status()
+    }
+
     /// A shared, pipelined connection, for one of the short statements
     /// every request runs (see [`crate::db::pipeline`]): no pool checkout,
     /// and under load one round trip carries several requests' statements.
