@@ -337,7 +337,6 @@ pub fn stderr_logger() -> (slog::Logger, LogFlusher) {
     let shared = std::sync::Arc::new(Pending::default());
     let writer = BatchWriter {
         shared: shared.clone(),
-        record: Vec::with_capacity(512),
     };
     // Each record is formatted into its own buffer without a lock (the
     // sync decorator), then handed to the writer under its lock; UTC
@@ -421,35 +420,27 @@ impl Drop for LogFlusher {
     }
 }
 
-/// The formatter's output: a whole record at a time (the sync decorator
-/// buffers each record), gathered in `record` and moved to the shared
-/// buffer when the decorator flushes at the record's end, so the shared
-/// buffer's lock is taken once per line.
+/// The formatter's output: the sync decorator buffers each record and
+/// writes it whole, so one record is one `write`, appended to the shared
+/// buffer under its lock (or dropped and counted when the buffer is full).
 struct BatchWriter {
     shared: std::sync::Arc<Pending>,
-    record: Vec<u8>,
 }
 
 impl std::io::Write for BatchWriter {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.record.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        if self.record.is_empty() {
-            return Ok(());
-        }
         let mut buf = self.shared.buf.lock().unwrap_or_else(|e| e.into_inner());
-        if buf.len() + self.record.len() > MAX_PENDING {
+        if buf.len() + data.len() > MAX_PENDING {
             self.shared
                 .dropped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         } else {
-            buf.extend_from_slice(&self.record);
+            buf.extend_from_slice(data);
         }
-        drop(buf);
-        self.record.clear();
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

@@ -101,6 +101,7 @@ impl Source {
     pub fn render(&self) -> String {
         let pool = self.datastore.pool_status();
         let health = self.datastore.health();
+        let (shared_open, shared_max) = self.datastore.shared_connections();
         render(
             &self.metrics,
             &Gauges {
@@ -108,8 +109,8 @@ impl Source {
                 pool_max_size: pool.max_size,
                 pool_available: pool.available,
                 pool_waiting: pool.waiting,
-                shared_open: self.datastore.shared_connections().0,
-                shared_max: self.datastore.shared_connections().1,
+                shared_open,
+                shared_max,
                 db_connection_errors: health.connection_errors.load(Ordering::Relaxed),
                 db_statement_errors: health.statement_errors.load(Ordering::Relaxed),
                 db_fast_failures: health.fast_failures.load(Ordering::Relaxed),
