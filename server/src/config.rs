@@ -192,9 +192,9 @@ pub struct AuthConfig {
     pub hash_max_wait_ms: u64,
 }
 
-/// Fixed-window request limits per client address (the TCP peer) and for
-/// all clients together; counted in PostgreSQL so that they hold across
-/// instances. `0` disables a limit. Beyond a limit: `429 rate_limited`
+/// Request limits over a sliding window, per client address (the TCP
+/// peer) and for all clients together; counted in PostgreSQL so that they
+/// hold across instances. `0` disables a limit. Beyond a limit: `429 rate_limited`
 /// with `Retry-After`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]

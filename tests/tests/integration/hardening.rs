@@ -179,24 +179,13 @@ async fn parallel_wrong_passwords_verify_at_most_the_limit() {
 
 #[tokio::test]
 async fn login_rate_limit_per_address_holds_across_instances() {
-    // A half-hour window: the limit is a fixed window, so four requests
-    // spanning a minute's boundary would start counting again (a flake on
-    // a loaded machine with the 60 s default).
+    // The limit slides (see `login_rate_limit_slides_across_a_window_boundary`),
+    // so four requests straddling a window boundary still count together.
     let ctx = TestContext::with_config("hardening_rate_limit", |c| {
         c.rate_limits.login_per_address = 3;
         c.rate_limits.window_secs = 1800;
     })
     .await;
-    // The windows start at multiples of 1800 s: a run that straddled one
-    // (it happened at 19:00:00) would count from zero again.
-    let into_window = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 1800;
-    if into_window > 1770 {
-        tokio::time::sleep(Duration::from_secs(1801 - into_window)).await;
-    }
     let second = ctx
         .second_instance(|c| {
             c.rate_limits.login_per_address = 3;
@@ -261,6 +250,74 @@ async fn login_rate_limit_per_address_holds_across_instances() {
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error_code"], "rate_limited");
     second.shutdown().await.unwrap();
+    ctx.teardown().await;
+}
+
+#[tokio::test]
+async fn login_rate_limit_slides_across_a_window_boundary() {
+    // Three logins late in one 10 s window and a fourth just after the
+    // next window starts: a fixed window would count the fourth from zero
+    // and let it through; the sliding window still counts the three.
+    let ctx = TestContext::with_config("hardening_rate_slide", |c| {
+        c.rate_limits.login_per_address = 3;
+        c.rate_limits.window_secs = 10;
+        c.auth.login_max_failures = 100;
+    })
+    .await;
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    // Six seconds into a window (the windows start at multiples of 10 s).
+    let start = now();
+    let window = (start / 10.0).floor();
+    let at = if start - window * 10.0 <= 6.0 {
+        window * 10.0 + 6.0
+    } else {
+        window * 10.0 + 16.0
+    };
+    tokio::time::sleep(Duration::from_secs_f64(at - start)).await;
+    let first_window = (now() / 10.0).floor();
+    let login = || {
+        raw(
+            &ctx.base_url,
+            None,
+            reqwest::Method::POST,
+            "/api/auth/login",
+            &[],
+            Some(login_body("nobody@example.com", "wrong password")),
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(login().await.0, 401);
+    }
+    assert_eq!(
+        (now() / 10.0).floor(),
+        first_window,
+        "the three logins took more than 4 s"
+    );
+    // 0.3 s into the next window: the three weigh 2.9, plus this one.
+    let next = (first_window + 1.0) * 10.0 + 0.3;
+    tokio::time::sleep(Duration::from_secs_f64((next - now()).max(0.0))).await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/auth/login", ctx.base_url))
+        .json(&login_body("nobody@example.com", "wrong password"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // A fifth request fits once the three weigh at most 1: about 6.7 s
+    // into the window.
+    assert!((1..=10).contains(&retry), "{retry}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error_code"], "rate_limited");
     ctx.teardown().await;
 }
 

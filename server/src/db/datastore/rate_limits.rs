@@ -1,5 +1,7 @@
-//! Request rate limits shared by every server instance: fixed-window
-//! counters in PostgreSQL.
+//! Request rate limits shared by every server instance: counters per
+//! fixed window in PostgreSQL, read as a sliding window (the current
+//! window's count plus the previous window's, weighted by how much of it
+//! the sliding window still covers).
 
 use super::Datastore;
 use crate::error::Error;
@@ -8,13 +10,19 @@ use chrono::{DateTime, Utc};
 /// One counter after its increment.
 pub struct Hit {
     pub bucket: String,
+    /// This window's count, the request just counted included.
     pub hits: i32,
+    /// The previous window's count.
+    pub previous: i32,
+    /// How far into this window the request came, in seconds.
+    pub elapsed_secs: f64,
     pub window_end: DateTime<Utc>,
 }
 
 impl Datastore {
     /// Counts one request in each bucket (in the current window of
-    /// `window_secs`) and returns every bucket's count, in one statement.
+    /// `window_secs`) and returns every bucket's count with the previous
+    /// window's, in one statement.
     /// Buckets are locked in the given order, so callers that pass them in
     /// a fixed order (specific first, global last) do not deadlock.
     pub async fn rate_limit_hit(
@@ -26,11 +34,18 @@ impl Datastore {
         let window = window_secs.max(1) as f64;
         let rows = conn
             .query(
-                "INSERT INTO rate_limit_counters AS c (bucket, window_start, hits) \
-                 SELECT b, to_timestamp(floor(extract(epoch FROM now())::float8 / $2::float8) * $2::float8), 1 \
-                 FROM unnest($1::text[]) WITH ORDINALITY AS u(b, n) ORDER BY n \
-                 ON CONFLICT (bucket, window_start) DO UPDATE SET hits = c.hits + 1 \
-                 RETURNING bucket, hits, window_start + make_interval(secs => $2::float8)",
+                "WITH hit AS ( \
+                     INSERT INTO rate_limit_counters AS c (bucket, window_start, hits) \
+                     SELECT b, to_timestamp(floor(extract(epoch FROM now())::float8 / $2::float8) * $2::float8), 1 \
+                     FROM unnest($1::text[]) WITH ORDINALITY AS u(b, n) ORDER BY n \
+                     ON CONFLICT (bucket, window_start) DO UPDATE SET hits = c.hits + 1 \
+                     RETURNING bucket, hits, window_start) \
+                 SELECT hit.bucket, hit.hits, coalesce(p.hits, 0), \
+                        extract(epoch FROM now() - hit.window_start)::float8, \
+                        hit.window_start + make_interval(secs => $2::float8) \
+                 FROM hit LEFT JOIN rate_limit_counters p \
+                   ON p.bucket = hit.bucket \
+                  AND p.window_start = hit.window_start - make_interval(secs => $2::float8)",
                 &[&buckets, &window],
             )
             .await?;
@@ -39,7 +54,9 @@ impl Datastore {
             .map(|r| Hit {
                 bucket: r.get(0),
                 hits: r.get(1),
-                window_end: r.get(2),
+                previous: r.get(2),
+                elapsed_secs: r.get(3),
+                window_end: r.get(4),
             })
             .collect())
     }
@@ -51,7 +68,9 @@ impl Datastore {
         let window = login_window_secs as f64;
         let counters = conn
             .execute(
-                "DELETE FROM rate_limit_counters WHERE window_start < now() - interval '1 hour'",
+                // Windows are at most an hour, and the previous window
+                // still counts while the current one runs.
+                "DELETE FROM rate_limit_counters WHERE window_start < now() - interval '2 hours'",
                 &[],
             )
             .await?;
