@@ -467,6 +467,24 @@ pub async fn raw(
     )
 }
 
+/// Sends `request` and expects `429`: returns its `Retry-After` (in
+/// seconds) and `error_code`.
+pub async fn too_many_requests(request: reqwest::RequestBuilder) -> (u64, String) {
+    let response = request.send().await.expect("request");
+    assert_eq!(response.status().as_u16(), 429);
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After in seconds");
+    let body: serde_json::Value = response.json().await.expect("an Error body");
+    (
+        retry,
+        body["error_code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
 /// The `error_code` and HTTP status of a failed client call.
 pub fn error_of<T: std::fmt::Debug>(
     result: Result<T, workspace_client::Error<workspace_client::types::Error>>,

@@ -1,7 +1,7 @@
 //! Signup, login and the current user.
 
 use workspace_client::types::{LoginRequest, SignupRequest};
-use workspace_tests::{TEST_PASSWORD, TestContext, error_of};
+use workspace_tests::{TEST_PASSWORD, TestContext, error_of, too_many_requests};
 
 fn signup(email: &str, password: &str) -> workspace_client::types::builder::SignupRequest {
     SignupRequest::builder()
@@ -362,21 +362,14 @@ async fn failed_logins_are_rate_limited_across_instances() {
         assert_eq!(status, 401);
     }
     // Now even the right password is refused, with Retry-After.
-    let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/login", cx.base_url))
-        .json(&serde_json::json!({"email": user.email, "password": TEST_PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 429);
-    let retry: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (retry, code) = too_many_requests(
+        reqwest::Client::new()
+            .post(format!("{}/api/auth/login", cx.base_url))
+            .json(&serde_json::json!({"email": user.email, "password": TEST_PASSWORD})),
+    )
+    .await;
     assert!((590..=600).contains(&retry), "retry-after {retry}");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error_code"], "too_many_login_attempts");
+    assert_eq!(code, "too_many_login_attempts");
 
     // The count lives in PostgreSQL: a second instance refuses too.
     let second = cx

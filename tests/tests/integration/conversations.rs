@@ -13,7 +13,7 @@ use workspace_client::types::{
 use workspace_server::config::{Config, ModelConfig, ProviderKind};
 use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
 use workspace_tests::sse::{EventReader, NumberedReader, content};
-use workspace_tests::{TestContext, error_of};
+use workspace_tests::{TestContext, error_of, too_many_requests};
 
 const KEY: &str = "sk-test-key-do-not-leak-0123456789";
 
@@ -1394,23 +1394,16 @@ async fn the_daily_chat_limit_is_enforced_per_organization() {
         assert_complete(&chat(&ada.client, org, s, message).await);
     }
     // The third message of the day is refused before anything is stored.
-    let response = reqwest::Client::new()
-        .post(format!("{}/api/conversation/stream_chat", cx.base_url))
-        .query(&[("org_id", org.to_string())])
-        .bearer_auth(&ada.token)
-        .json(&serde_json::json!({"chat_session_id": s, "message": "three"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 429);
-    let retry: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (retry, code) = too_many_requests(
+        reqwest::Client::new()
+            .post(format!("{}/api/conversation/stream_chat", cx.base_url))
+            .query(&[("org_id", org.to_string())])
+            .bearer_auth(&ada.token)
+            .json(&serde_json::json!({"chat_session_id": s, "message": "three"})),
+    )
+    .await;
     assert!((1..=86_400).contains(&retry), "{retry}");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error_code"], "daily_chat_limit_exceeded");
+    assert_eq!(code, "daily_chat_limit_exceeded");
     assert_eq!(
         all_messages(&ada.client, org, conv).await.len(),
         4,

@@ -14,7 +14,7 @@ use workspace_client::types::{
     ConversationCreate, ConversationSessionCreate, LoginRequest, StreamChatRequest,
 };
 use workspace_tests::sse::{EventReader, content};
-use workspace_tests::{TEST_PASSWORD, TestContext, error_of, raw};
+use workspace_tests::{TEST_PASSWORD, TestContext, error_of, raw, too_many_requests};
 
 fn login_body(email: &str, password: &str) -> serde_json::Value {
     serde_json::json!({ "email": email, "password": password })
@@ -234,21 +234,14 @@ async fn login_rate_limit_per_address_holds_across_instances() {
         .0,
         401
     );
-    let response = reqwest::Client::new()
-        .post(format!("{second_url}/api/auth/login"))
-        .json(&body())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 429);
-    let retry: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (retry, code) = too_many_requests(
+        reqwest::Client::new()
+            .post(format!("{second_url}/api/auth/login"))
+            .json(&body()),
+    )
+    .await;
     assert!((1..=1800).contains(&retry), "{retry}");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error_code"], "rate_limited");
+    assert_eq!(code, "rate_limited");
     second.shutdown().await.unwrap();
     ctx.teardown().await;
 }
@@ -301,23 +294,16 @@ async fn login_rate_limit_slides_across_a_window_boundary() {
     // 0.3 s into the next window: the three weigh 2.9, plus this one.
     let next = (first_window + 1.0) * 10.0 + 0.3;
     tokio::time::sleep(Duration::from_secs_f64((next - now()).max(0.0))).await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/api/auth/login", ctx.base_url))
-        .json(&login_body("nobody@example.com", "wrong password"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 429);
-    let retry: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (retry, code) = too_many_requests(
+        reqwest::Client::new()
+            .post(format!("{}/api/auth/login", ctx.base_url))
+            .json(&login_body("nobody@example.com", "wrong password")),
+    )
+    .await;
     // A fifth request fits once the three weigh at most 1: about 6.7 s
     // into the window.
     assert!((1..=10).contains(&retry), "{retry}");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error_code"], "rate_limited");
+    assert_eq!(code, "rate_limited");
     ctx.teardown().await;
 }
 
