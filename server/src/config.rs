@@ -194,8 +194,8 @@ pub struct AuthConfig {
 
 /// Request limits over a sliding window, per client address (the TCP
 /// peer) and for all clients together; counted in PostgreSQL so that they
-/// hold across instances. `0` disables a limit. Beyond a limit: `429 rate_limited`
-/// with `Retry-After`.
+/// hold across instances. `0` disables a limit. Beyond a limit:
+/// `429 rate_limited` with `Retry-After`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitsConfig {

@@ -5,7 +5,6 @@
 
 use super::Datastore;
 use crate::error::Error;
-use chrono::{DateTime, Utc};
 
 /// One counter after its increment.
 pub struct Hit {
@@ -16,7 +15,6 @@ pub struct Hit {
     pub previous: i32,
     /// How far into this window the request came, in seconds.
     pub elapsed_secs: f64,
-    pub window_end: DateTime<Utc>,
 }
 
 impl Datastore {
@@ -41,8 +39,7 @@ impl Datastore {
                      ON CONFLICT (bucket, window_start) DO UPDATE SET hits = c.hits + 1 \
                      RETURNING bucket, hits, window_start) \
                  SELECT hit.bucket, hit.hits, coalesce(p.hits, 0), \
-                        extract(epoch FROM now() - hit.window_start)::float8, \
-                        hit.window_start + make_interval(secs => $2::float8) \
+                        extract(epoch FROM now() - hit.window_start)::float8 \
                  FROM hit LEFT JOIN rate_limit_counters p \
                    ON p.bucket = hit.bucket \
                   AND p.window_start = hit.window_start - make_interval(secs => $2::float8)",
@@ -56,7 +53,6 @@ impl Datastore {
                 hits: r.get(1),
                 previous: r.get(2),
                 elapsed_secs: r.get(3),
-                window_end: r.get(4),
             })
             .collect())
     }
