@@ -240,7 +240,9 @@ async fn login_rate_limit_per_address_holds_across_instances() {
             .json(&body()),
     )
     .await;
-    assert!((1..=1800).contains(&retry), "{retry}");
+    // The four requests still weigh in the next window: a fifth fits at
+    // most two windows from now (`over_limit`).
+    assert!((1..=2 * 1800).contains(&retry), "{retry}");
     assert_eq!(code, "rate_limited");
     second.shutdown().await.unwrap();
     ctx.teardown().await;
