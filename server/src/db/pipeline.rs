@@ -1,5 +1,6 @@
 //! Shared, pipelined connections for the short statements every request
-//! runs (the authorization lookup, the caller's own account).
+//! runs (the authorization lookup, the caller's own account, the first
+//! pages of the conversation list).
 //!
 //! A pooled connection ([`super::datastore::Conn`]) belongs to one request
 //! at a time: its statement goes out, PostgreSQL wakes up, answers and

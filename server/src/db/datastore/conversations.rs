@@ -97,6 +97,10 @@ pub const CONVERSATION_LIST: &str = "SELECT id, title, is_archived, created_at, 
      FROM conversations WHERE organization_id = $1 ORDER BY updated_at DESC, id \
      LIMIT $2 OFFSET $3";
 
+/// Rows a conversation page may read (offset plus limit) and still run on
+/// a shared connection (see [`crate::db::pipeline`]).
+const QUICK_PAGE_ROWS: i64 = 200;
+
 impl Datastore {
     pub async fn conversation_create(
         &self,
@@ -125,10 +129,16 @@ impl Datastore {
         page: super::Page,
     ) -> Result<Vec<ConversationRow>, Error> {
         let org_id = access.org_id();
-        let conn = self.conn().await?;
-        let rows = conn
-            .query(CONVERSATION_LIST, &[&org_id, &page.limit, &page.offset])
-            .await?;
+        let params: super::Params = &[&org_id, &page.limit, &page.offset];
+        // A page near the start (the sidebar's refresh, the hottest read
+        // of a chat client) is an index range of a few hundred entries at
+        // most, short enough for the shared connections; a deep page
+        // scans its offset and takes a pooled connection.
+        let rows = if page.offset + page.limit <= QUICK_PAGE_ROWS {
+            self.quick().await?.query(CONVERSATION_LIST, params).await?
+        } else {
+            self.conn().await?.query(CONVERSATION_LIST, params).await?
+        };
         Ok(rows.iter().map(ConversationRow::from_row).collect())
     }
 
