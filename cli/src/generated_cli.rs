@@ -159,7 +159,7 @@ impl<T: CliConfig> Cli<T> {
                     .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
                     .help(
-                        "Requests per minute through this deployment's key, counted across every server instance: 1 to 100,000, default 60.",
+                        "Requests per minute through this deployment's key, counted across every server instance over a sliding minute (a burst split across a minute boundary counts as one): 1 to 100,000, default 60.",
                     ),
             )
             .arg(

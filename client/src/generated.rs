@@ -3634,7 +3634,7 @@ pub mod types {
         pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         ///1 to 100 characters.
         pub name: DeploymentCreateName,
-        ///Requests per minute through this deployment's key, counted across every server instance: 1 to 100,000, default 60.
+        ///Requests per minute through this deployment's key, counted across every server instance over a sliding minute (a burst split across a minute boundary counts as one): 1 to 100,000, default 60.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub rate_limit_per_minute: ::std::option::Option<::std::num::NonZeroU32>,
     }

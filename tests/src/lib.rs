@@ -468,7 +468,8 @@ pub async fn raw(
 }
 
 /// Sends `request` and expects `429`: returns its `Retry-After` (in
-/// seconds) and `error_code`.
+/// seconds) and `error_code` (or, from a deployment's OpenAI-shaped
+/// surface, `error.code`).
 pub async fn too_many_requests(request: reqwest::RequestBuilder) -> (u64, String) {
     let response = request.send().await.expect("request");
     assert_eq!(response.status().as_u16(), 429);
@@ -479,10 +480,11 @@ pub async fn too_many_requests(request: reqwest::RequestBuilder) -> (u64, String
         .and_then(|v| v.parse().ok())
         .expect("a Retry-After in seconds");
     let body: serde_json::Value = response.json().await.expect("an Error body");
-    (
-        retry,
-        body["error_code"].as_str().unwrap_or_default().to_string(),
-    )
+    let code = body["error_code"]
+        .as_str()
+        .or(body["error"]["code"].as_str())
+        .unwrap_or_default();
+    (retry, code.to_string())
 }
 
 /// The `error_code` and HTTP status of a failed client call.

@@ -60,7 +60,8 @@ pub struct DeploymentCreate {
     #[serde(default)]
     pub allowed_origins: Option<Vec<String>>,
     /// Requests per minute through this deployment's key, counted across
-    /// every server instance: 1 to 100,000, default 60.
+    /// every server instance over a sliding minute (a burst split across a
+    /// minute boundary counts as one): 1 to 100,000, default 60.
     #[serde(default)]
     #[schemars(range(min = 1, max = 100000))]
     pub rate_limit_per_minute: Option<u32>,

@@ -1712,8 +1712,9 @@ pub trait WorkspaceApi {
     /// `401 invalid_api_key` (missing, unknown, paused, deleted or expired
     /// key), `403 origin_not_allowed` (a browser `Origin` not in the
     /// deployment's `allowed_origins`), `429 rate_limited` with
-    /// `Retry-After` (the deployment's per-minute limit, counted across
-    /// instances), `400 invalid_request`/`invalid_messages`, `503
+    /// `Retry-After` (the deployment's per-minute limit over a sliding
+    /// minute, counted across instances; `Retry-After` is the wait until
+    /// one more request fits), `400 invalid_request`/`invalid_messages`, `503
     /// agent_unavailable` (the agent's model is no longer offered). Every
     /// accepted request counts in the deployment's `usage`, sets
     /// `last_used_at` and makes a `deployed` agent `active`.

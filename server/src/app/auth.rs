@@ -240,7 +240,7 @@ pub enum Limited {
 /// Counts the request against the per-address and global limits of
 /// `what` (shared by every instance): `429 rate_limited` with
 /// `Retry-After` beyond either. The limits hold over a sliding window (see
-/// [`over_limit`]), so a burst split across a window boundary still counts
+/// [`super::rate_limits::over_limit`]), so a burst split across a window boundary still counts
 /// as one burst.
 pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Result<(), Error> {
     let limits = &cx.config.rate_limits;
@@ -269,13 +269,9 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
             .find(|(b, _)| *b == hit.bucket)
             .map(|(_, l)| *l)
             .unwrap_or(u32::MAX);
-        let window = SlidingCount {
-            hits: hit.hits.max(0) as f64,
-            previous: hit.previous.max(0) as f64,
-            elapsed_secs: hit.elapsed_secs,
-            window_secs: limits.window_secs.max(1) as f64,
-        };
-        if let Some(retry_after_secs) = over_limit(&window, f64::from(limit)) {
+        if let Some(retry_after_secs) =
+            super::rate_limits::over_limit(&hit.count, limits.window_secs, limit)
+        {
             return Err(Error::TooManyRequests {
                 code: "rate_limited",
                 message: format!("too many requests; retry in {retry_after_secs} seconds"),
@@ -284,87 +280,6 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
         }
     }
     Ok(())
-}
-
-/// A bucket's counts around one request (see `rate_limit_hit`).
-struct SlidingCount {
-    /// This fixed window's count, the request included.
-    hits: f64,
-    /// The previous fixed window's count.
-    previous: f64,
-    /// How far into this fixed window the request came.
-    elapsed_secs: f64,
-    window_secs: f64,
-}
-
-impl SlidingCount {
-    /// The requests in the window of `window_secs` ending `after_secs`
-    /// from now, if no other request comes: this window's count plus the
-    /// previous window's, weighted by the share of it the sliding window
-    /// still covers (the previous window is assumed evenly spread).
-    fn estimate(&self, after_secs: f64, with_next: bool) -> f64 {
-        let at = (self.elapsed_secs + after_secs) / self.window_secs;
-        let next = if with_next { 1.0 } else { 0.0 };
-        if at < 1.0 {
-            self.hits + next + self.previous * (1.0 - at)
-        } else {
-            next + self.hits * (2.0 - at).clamp(0.0, 1.0)
-        }
-    }
-}
-
-/// `Some(seconds to wait)` when the request exceeds `limit`: the wait is
-/// until a next request would fit, if no other came (at least 1 s).
-fn over_limit(count: &SlidingCount, limit: f64) -> Option<u64> {
-    if count.estimate(0.0, false) <= limit {
-        return None;
-    }
-    // The estimate only falls with time; find the first second at which
-    // one more request fits (two windows at most).
-    let horizon = (2.0 * count.window_secs).ceil() as u64;
-    let wait = (1..=horizon)
-        .find(|&s| count.estimate(s as f64, true) <= limit)
-        .unwrap_or(horizon);
-    Some(wait)
-}
-
-#[cfg(test)]
-mod sliding_tests {
-    use super::{SlidingCount, over_limit};
-
-    fn count(hits: f64, previous: f64, elapsed_secs: f64) -> SlidingCount {
-        SlidingCount {
-            hits,
-            previous,
-            elapsed_secs,
-            window_secs: 60.0,
-        }
-    }
-
-    #[test]
-    fn a_burst_across_a_boundary_counts_as_one() {
-        // 3 requests at the end of the last window, 1 just after the
-        // boundary: a fixed window would allow it.
-        assert!(over_limit(&count(1.0, 3.0, 1.0), 3.0).is_some());
-        // Late enough in the window, the old requests have slid out.
-        assert_eq!(over_limit(&count(1.0, 3.0, 50.0), 3.0), None);
-        // Within the limit in a fresh window.
-        assert_eq!(over_limit(&count(3.0, 0.0, 5.0), 3.0), None);
-        assert!(over_limit(&count(4.0, 0.0, 5.0), 3.0).is_some());
-    }
-
-    #[test]
-    fn retry_after_is_when_a_request_fits() {
-        // 4 of 3 in this window, nothing before, 30 s in: a request fits
-        // once the 4 weigh at most 2, i.e. 30 s into the next window.
-        assert_eq!(over_limit(&count(4.0, 0.0, 30.0), 3.0), Some(60));
-        // 1 here and 6 in the previous window, 10 s in: the 6 must weigh
-        // at most 1, i.e. 50 s into this window, 40 s from now.
-        assert_eq!(over_limit(&count(1.0, 6.0, 10.0), 3.0), Some(40));
-        // Hammering keeps the wait within two windows.
-        let wait = over_limit(&count(1000.0, 1000.0, 0.0), 3.0).unwrap();
-        assert!((60..=120).contains(&wait), "{wait}");
-    }
 }
 
 fn invalid_credentials() -> Error {

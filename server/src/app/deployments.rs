@@ -6,7 +6,7 @@ use crate::app::agents::{Collected, collect, run_spec};
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::deployments::{
-    DeploymentChanges, DeploymentRow, NewDeployment, RateDecision,
+    DeploymentChanges, DeploymentRow, NewDeployment,
 };
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
 use crate::error::Error;
@@ -413,12 +413,14 @@ pub async fn authenticate_key(
             ));
         }
     };
-    if let RateDecision::Limited { retry_after_secs } = cx
+    // The limit holds over a sliding minute (see `super::rate_limits`).
+    let count = cx
         .datastore
-        .deployment_rate_check(deployment.id, deployment.rate_limit_per_minute)
+        .deployment_rate_hit(deployment.id)
         .await
-        .map_err(openai_error)?
-    {
+        .map_err(openai_error)?;
+    let limit = u32::try_from(deployment.rate_limit_per_minute).unwrap_or(0);
+    if let Some(retry_after_secs) = super::rate_limits::over_limit(&count, 60, limit) {
         let mut e = OpenAiHttpError::new(
             429,
             "rate_limited",

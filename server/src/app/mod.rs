@@ -15,6 +15,7 @@ pub mod mcp_gateway;
 pub mod mcp_playground;
 pub mod models;
 pub mod orgs;
+pub mod rate_limits;
 pub mod roles;
 pub mod streams;
 pub mod tools;

@@ -9,7 +9,8 @@ use crate::tools::req;
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workspace_tests::TestContext;
+use std::time::Duration;
+use workspace_tests::{TestContext, too_many_requests};
 
 fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
     vec![("agent_id", agent.to_string())]
@@ -520,8 +521,72 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
     let limited: Vec<_> = statuses.iter().filter(|(s, _)| *s == 429).collect();
     assert!(!limited.is_empty(), "{statuses:?}");
     let retry: u64 = limited[0].1.as_deref().unwrap().parse().unwrap();
-    assert!((1..=60).contains(&retry));
+    assert!((1..=120).contains(&retry));
     second_server.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn a_deployment_limit_counts_the_previous_minute() {
+    // The per-minute limit slides: requests late in the previous minute
+    // still count early in this one, so a burst split across a minute
+    // boundary is one burst. A fixed window would let the second request
+    // below through.
+    let cx = TestContext::new("deployments_sliding").await;
+    let ada = cx.user("slide-ada").await;
+    let t = ada.token.as_str();
+    let (_org, _tool, _model, agent) = setup(&cx, t).await;
+    make_ready(&cx, t, agent).await;
+    let d = deploy(
+        &cx,
+        t,
+        agent,
+        json!({"name": "slide", "channel": "api", "rate_limit_per_minute": 5}),
+    )
+    .await;
+    let key = d["api_key"].as_str().unwrap();
+    let id: Uuid = d["id"].as_str().unwrap().parse().unwrap();
+    let db = cx.db().await;
+    let into_minute = || async {
+        let row = db
+            .query_one(
+                "SELECT extract(epoch FROM now() - date_trunc('minute', now()))::float8",
+                &[],
+            )
+            .await
+            .unwrap();
+        row.get::<_, f64>(0)
+    };
+    // Clear of the minute's end, so both requests land in one minute.
+    let before = into_minute().await;
+    if before > 45.0 {
+        tokio::time::sleep(Duration::from_secs_f64(61.0 - before)).await;
+    }
+    let before = into_minute().await;
+    let models = || {
+        reqwest::Client::new()
+            .get(format!("{}/api/agent_deploy/v1/models", cx.base_url))
+            .bearer_auth(key)
+    };
+    assert_eq!(models().send().await.unwrap().status(), 200);
+    // 50 requests in the previous minute (as another instance would have
+    // counted them).
+    db.execute(
+        "INSERT INTO deployment_rate_windows (deployment_id, window_start, count) \
+         VALUES ($1, date_trunc('minute', now()) - interval '1 minute', 50)",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let (retry, code) = too_many_requests(models()).await;
+    let after = into_minute().await;
+    assert_eq!(code, "rate_limited");
+    // 2 here plus one more fit once the 50 weigh at most 2: 57.6 s into
+    // this minute.
+    assert!(
+        (57.6 - after - 1.0..=57.6 - before + 1.0).contains(&(retry as f64)),
+        "Retry-After {retry} at {before:.1}..{after:.1} s into the minute"
+    );
     cx.teardown().await;
 }
 

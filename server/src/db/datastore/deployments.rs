@@ -2,6 +2,7 @@
 //! rate windows shared by every server instance, and usage.
 
 use super::Datastore;
+use super::rate_limits::WindowCount;
 use crate::authz::OrgAccess;
 use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
 use crate::error::Error;
@@ -83,15 +84,6 @@ pub struct DeploymentChanges {
 /// What a deployment key authenticates: the deployment and its agent.
 pub struct KeyAccess {
     pub deployment: DeploymentRow,
-}
-
-/// The outcome of counting one request against a deployment's limit.
-pub enum RateDecision {
-    Allowed,
-    /// Over the limit; seconds until the window ends.
-    Limited {
-        retry_after_secs: u64,
-    },
 }
 
 /// The agent's state once its deployments changed: `deployed`/`active`
@@ -331,32 +323,28 @@ impl Datastore {
     }
 
     /// Counts one request in the deployment's current one-minute window
-    /// (shared by every server instance) and says whether it is allowed.
-    pub async fn deployment_rate_check(
-        &self,
-        deployment_id: Uuid,
-        limit_per_minute: i32,
-    ) -> Result<RateDecision, Error> {
+    /// (shared by every server instance) and returns the count with the
+    /// previous minute's, in one statement.
+    pub async fn deployment_rate_hit(&self, deployment_id: Uuid) -> Result<WindowCount, Error> {
         let conn = self.conn().await?;
         let row = conn
             .query_one(
-                "INSERT INTO deployment_rate_windows (deployment_id, window_start, count) \
-                 VALUES ($1, date_trunc('minute', now()), 1) \
-                 ON CONFLICT (deployment_id, window_start) \
-                 DO UPDATE SET count = deployment_rate_windows.count + 1 \
-                 RETURNING count, \
-                   ceil(extract(epoch FROM (window_start + interval '1 minute' - now())))::int8",
+                "WITH hit AS ( \
+                     INSERT INTO deployment_rate_windows AS w (deployment_id, window_start, count) \
+                     VALUES ($1, date_trunc('minute', now()), 1) \
+                     ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
+                     RETURNING count, window_start) \
+                 SELECT hit.count, coalesce(p.count, 0), \
+                        extract(epoch FROM now() - hit.window_start)::float8 \
+                 FROM hit LEFT JOIN deployment_rate_windows p \
+                   ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'",
                 &[&deployment_id],
             )
             .await?;
-        let count: i32 = row.get(0);
-        let left: i64 = row.get(1);
-        Ok(if count > limit_per_minute {
-            RateDecision::Limited {
-                retry_after_secs: left.max(1) as u64,
-            }
-        } else {
-            RateDecision::Allowed
+        Ok(WindowCount {
+            hits: row.get(0),
+            previous: row.get(1),
+            elapsed_secs: row.get(2),
         })
     }
 

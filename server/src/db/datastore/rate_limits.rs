@@ -1,20 +1,25 @@
 //! Request rate limits shared by every server instance: counters per
-//! fixed window in PostgreSQL, read as a sliding window (the current
-//! window's count plus the previous window's, weighted by how much of it
-//! the sliding window still covers).
+//! fixed window in PostgreSQL, each returned with the previous window's
+//! count, which the app layer reads as a sliding window (see
+//! [`crate::app::rate_limits`]).
 
 use super::Datastore;
 use crate::error::Error;
 
-/// One counter after its increment.
-pub struct Hit {
-    pub bucket: String,
+/// A counter after its increment, with the window before it.
+pub struct WindowCount {
     /// This window's count, the request just counted included.
     pub hits: i32,
     /// The previous window's count.
     pub previous: i32,
     /// How far into this window the request came, in seconds.
     pub elapsed_secs: f64,
+}
+
+/// One bucket's [`WindowCount`].
+pub struct Hit {
+    pub bucket: String,
+    pub count: WindowCount,
 }
 
 impl Datastore {
@@ -50,9 +55,11 @@ impl Datastore {
             .iter()
             .map(|r| Hit {
                 bucket: r.get(0),
-                hits: r.get(1),
-                previous: r.get(2),
-                elapsed_secs: r.get(3),
+                count: WindowCount {
+                    hits: r.get(1),
+                    previous: r.get(2),
+                    elapsed_secs: r.get(3),
+                },
             })
             .collect())
     }
