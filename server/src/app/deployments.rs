@@ -5,9 +5,7 @@
 use crate::app::agents::{Collected, collect, run_spec};
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
-use crate::db::datastore::deployments::{
-    DeploymentChanges, DeploymentRow, NewDeployment,
-};
+use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDeployment};
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
 use crate::error::Error;
 use crate::providers::ChatMessage;

@@ -8,8 +8,8 @@ use crate::agents::setup;
 use crate::tools::req;
 use reqwest::Method;
 use serde_json::{Value, json};
-use uuid::Uuid;
 use std::time::Duration;
+use uuid::Uuid;
 use workspace_tests::{TestContext, too_many_requests};
 
 fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
