@@ -27296,7 +27296,7 @@ impl Client {
 
     Failed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.
 
-    Overload: logins are also limited per client address and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.
+    Overload: logins are also limited per client address (behind a configured trusted proxy, the address it forwards in `X-Forwarded-For`) and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.
 
     Sends a `POST` request to `/api/auth/login`
 
@@ -27319,7 +27319,7 @@ impl Client {
 
     Passwords are stored only as argon2id hashes (OWASP parameters: 19 MiB memory, 2 iterations, 1 lane).
 
-    The address is also NFC-normalised; control and format characters (zero-width space, soft hyphen, bidirectional overrides) and local parts or domain labels whose letters mix scripts (Latin, Greek, Cyrillic, any other block) are `400 invalid_email`. Signups are limited per client address and in total (`429 rate_limited`, shared with `signup_invite`); a hashing backlog is `503 server_busy`.
+    The address is also NFC-normalised; control and format characters (zero-width space, soft hyphen, bidirectional overrides) and local parts or domain labels whose letters mix scripts (Latin, Greek, Cyrillic, any other block) are `400 invalid_email`. Signups are limited per client address (behind a configured trusted proxy, the address it forwards in `X-Forwarded-For`) and in total (`429 rate_limited`, shared with `signup_invite`); a hashing backlog is `503 server_busy`.
 
     Sends a `POST` request to `/api/auth/signup`
 

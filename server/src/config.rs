@@ -270,6 +270,30 @@ pub struct HttpConfig {
     /// Request headers must arrive within this time once a request began,
     /// and an idle keep-alive connection is closed after it, in seconds.
     pub header_read_timeout_secs: u64,
+    /// The reverse proxies and load balancers in front of the server
+    /// (addresses or CIDR ranges). A request from one of them is the
+    /// client's found in `X-Forwarded-For`: its rightmost address that is
+    /// not itself a trusted proxy. Empty: the TCP peer is the client and
+    /// `X-Forwarded-For` is ignored (anyone could write it). The client
+    /// address keys the per-address rate limits.
+    #[serde(deserialize_with = "deserialize_nets")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+/// Addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
+fn deserialize_nets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ipnet::IpNet>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| {
+            s.parse::<ipnet::IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "trusted proxy {s:?} is not an address or a CIDR range"
+                    ))
+                })
+        })
+        .collect()
 }
 
 impl Default for HttpConfig {
@@ -279,11 +303,51 @@ impl Default for HttpConfig {
             max_connections: None,
             first_byte_timeout_secs: 10,
             header_read_timeout_secs: 30,
+            trusted_proxies: Vec::new(),
         }
     }
 }
 
 impl HttpConfig {
+    /// The client of a request from `peer` (see `trusted_proxies`):
+    /// `forwarded_for` are the request's `X-Forwarded-For` values in
+    /// order. Walking the chain from the right, every hop added by a
+    /// trusted proxy is believed; the first untrusted address is the
+    /// client. An entry that is not an address (or `address:port`) stops
+    /// the walk at the last hop believed.
+    pub fn client_address<'a>(
+        &self,
+        peer: std::net::IpAddr,
+        forwarded_for: impl DoubleEndedIterator<Item = &'a str>,
+    ) -> std::net::IpAddr {
+        let trusted = |a: std::net::IpAddr| {
+            let a = a.to_canonical();
+            self.trusted_proxies.iter().any(|n| n.contains(&a))
+        };
+        let mut client = peer.to_canonical();
+        if !trusted(client) {
+            return client;
+        }
+        for value in forwarded_for.rev() {
+            for hop in value.rsplit(',') {
+                let hop = hop.trim();
+                let parsed = hop
+                    .parse::<std::net::IpAddr>()
+                    .or_else(|_| hop.parse::<std::net::SocketAddr>().map(|s| s.ip()));
+                match parsed {
+                    Ok(addr) => {
+                        client = addr.to_canonical();
+                        if !trusted(client) {
+                            return client;
+                        }
+                    }
+                    Err(_) => return client,
+                }
+            }
+        }
+        client
+    }
+
     /// The connection cap: the configured one, else 8192 or the open-file
     /// limit less 256 (room for database connections and files).
     pub fn max_connections(&self) -> usize {
@@ -1044,5 +1108,69 @@ mod tests {
     #[test]
     fn unknown_keys_are_rejected() {
         assert!(toml::from_str::<Config>("bind_adress = \"x\"").is_err());
+    }
+}
+
+#[cfg(test)]
+mod client_address_tests {
+    use super::HttpConfig;
+    use std::net::IpAddr;
+
+    fn config(trusted: &[&str]) -> HttpConfig {
+        HttpConfig {
+            trusted_proxies: trusted.iter().map(|t| t.parse().unwrap()).collect(),
+            ..HttpConfig::default()
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn without_trusted_proxies_the_peer_is_the_client() {
+        let c = config(&[]);
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7"].into_iter()),
+            ip("10.0.0.5")
+        );
+    }
+
+    #[test]
+    fn a_trusted_proxy_forwards_the_rightmost_untrusted_hop() {
+        let c = config(&["10.0.0.0/8", "192.0.2.1/32"]);
+        // The load balancer (10.0.0.5) forwards for a client.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7"].into_iter()),
+            ip("203.0.113.7")
+        );
+        // A client cannot pick its address by prepending one: the hops a
+        // trusted proxy did not add are not believed.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["198.51.100.1, 203.0.113.7"].into_iter()),
+            ip("203.0.113.7")
+        );
+        // Two proxies, in two headers; ports and IPv4-mapped addresses.
+        assert_eq!(
+            c.client_address(
+                ip("::ffff:10.0.0.5"),
+                ["203.0.113.7:5123", "192.0.2.1"].into_iter()
+            ),
+            ip("203.0.113.7")
+        );
+        // An untrusted peer's header is ignored.
+        assert_eq!(
+            c.client_address(ip("198.51.100.9"), ["203.0.113.7"].into_iter()),
+            ip("198.51.100.9")
+        );
+        // Garbage stops at the last hop believed; no header: the proxy.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["nonsense"].into_iter()),
+            ip("10.0.0.5")
+        );
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), std::iter::empty()),
+            ip("10.0.0.5")
+        );
     }
 }

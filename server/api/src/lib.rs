@@ -147,8 +147,10 @@ pub trait WorkspaceApi {
     /// (zero-width space, soft hyphen, bidirectional overrides) and local
     /// parts or domain labels whose letters mix scripts (Latin, Greek,
     /// Cyrillic, any other block) are `400 invalid_email`. Signups are
-    /// limited per client address and in total (`429 rate_limited`, shared
-    /// with `signup_invite`); a hashing backlog is `503 server_busy`.
+    /// limited per client address (behind a configured trusted proxy, the
+    /// address it forwards in `X-Forwarded-For`) and in total (`429
+    /// rate_limited`, shared with `signup_invite`); a hashing backlog is
+    /// `503 server_busy`.
     #[endpoint { method = POST, path = "/api/auth/signup", tags = ["auth"] }]
     async fn auth_signup(
         rqctx: RequestContext<Self::Context>,
@@ -174,8 +176,10 @@ pub trait WorkspaceApi {
     /// Attempts are counted before the password is checked, so concurrent
     /// attempts verify at most that many passwords.
     ///
-    /// Overload: logins are also limited per client address and in total
-    /// (`429 rate_limited` with `Retry-After`), and password checks run a
+    /// Overload: logins are also limited per client address (behind a
+    /// configured trusted proxy, the address it forwards in
+    /// `X-Forwarded-For`) and in total (`429 rate_limited` with
+    /// `Retry-After`), and password checks run a
     /// few at a time: when too many wait, `503 server_busy` with
     /// `Retry-After`. An e-mail over 254 characters is `400 invalid_email`,
     /// a password over 128 characters `400 invalid_request`.

@@ -13,7 +13,7 @@ pub async fn signup(
 ) -> Result<HttpResponseCreated<SignupResponse>, HttpError> {
     let cx = rqctx.context();
     Ok(HttpResponseCreated(
-        app::auth::signup(cx, body.into_inner(), rqctx.request.remote_addr().ip()).await?,
+        app::auth::signup(cx, body.into_inner(), super::client_address(&rqctx)).await?,
     ))
 }
 
@@ -23,7 +23,7 @@ pub async fn login(
 ) -> Result<HttpResponseOk<LoginResponse>, HttpError> {
     let cx = rqctx.context();
     Ok(HttpResponseOk(
-        app::auth::login(cx, body.into_inner(), rqctx.request.remote_addr().ip()).await?,
+        app::auth::login(cx, body.into_inner(), super::client_address(&rqctx)).await?,
     ))
 }
 
@@ -33,7 +33,7 @@ pub async fn signup_invite(
 ) -> Result<HttpResponseCreated<SignupInviteResponse>, HttpError> {
     let cx = rqctx.context();
     Ok(HttpResponseCreated(
-        app::invitations::signup_invite(cx, body.into_inner(), rqctx.request.remote_addr().ip())
+        app::invitations::signup_invite(cx, body.into_inner(), super::client_address(&rqctx))
             .await?,
     ))
 }

@@ -53,6 +53,22 @@ pub enum WorkspaceImpl {}
 
 type Ctx = RequestContext<ServerContext>;
 
+/// The request's client address: the TCP peer, or what a trusted proxy
+/// forwarded (see `http.trusted_proxies`).
+fn client_address(rqctx: &Ctx) -> std::net::IpAddr {
+    let forwarded = rqctx
+        .request
+        .headers()
+        .get_all("x-forwarded-for")
+        .into_iter()
+        .filter_map(|v| v.to_str().ok());
+    rqctx
+        .context()
+        .config
+        .http
+        .client_address(rqctx.request.remote_addr().ip(), forwarded)
+}
+
 /// Watches one request: records its status and latency in the metrics and
 /// logs every 5xx at error level, with its `error_code`, the whole
 /// internal error chain and (through the request's logger) its request id.

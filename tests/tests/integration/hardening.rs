@@ -249,6 +249,52 @@ async fn login_rate_limit_per_address_holds_across_instances() {
 }
 
 #[tokio::test]
+async fn behind_a_trusted_proxy_the_forwarded_client_is_limited() {
+    // Behind a load balancer every request comes from its address: the
+    // per-address limit must count the client it forwards for, and only
+    // when the peer is a configured proxy.
+    let limits = |c: &mut workspace_server::config::Config| {
+        c.rate_limits.login_per_address = 2;
+        c.rate_limits.window_secs = 1800;
+        c.auth.login_max_failures = 100;
+    };
+    let ctx = TestContext::with_config("hardening_trusted_proxy", |c| {
+        limits(c);
+        c.http.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    // Another instance, with no trusted proxy.
+    let direct = ctx.second_instance(limits).await;
+    let direct_url = format!("http://{}", direct.local_addr());
+    let login = |base: &str, forwarded_for: &str| {
+        reqwest::Client::new()
+            .post(format!("{base}/api/auth/login"))
+            .header("X-Forwarded-For", forwarded_for)
+            .json(&login_body("nobody@example.com", "wrong password"))
+    };
+    let status =
+        |r: reqwest::RequestBuilder| async move { r.send().await.unwrap().status().as_u16() };
+    assert_eq!(status(login(&ctx.base_url, "203.0.113.7")).await, 401);
+    assert_eq!(status(login(&ctx.base_url, "203.0.113.7")).await, 401);
+    let (_, code) = too_many_requests(login(&ctx.base_url, "203.0.113.7")).await;
+    assert_eq!(code, "rate_limited");
+    // Another client behind the same proxy has its own count.
+    assert_eq!(status(login(&ctx.base_url, "203.0.113.8")).await, 401);
+    // A client cannot escape its count by prepending an address: the
+    // proxy appended the one it saw.
+    let (_, code) = too_many_requests(login(&ctx.base_url, "198.51.100.1, 203.0.113.7")).await;
+    assert_eq!(code, "rate_limited");
+    // Without trusted proxies the header is not believed: the peer
+    // (127.0.0.1, not counted so far) is limited whatever it claims.
+    assert_eq!(status(login(&direct_url, "198.51.100.2")).await, 401);
+    assert_eq!(status(login(&direct_url, "198.51.100.3")).await, 401);
+    let (_, code) = too_many_requests(login(&direct_url, "198.51.100.4")).await;
+    assert_eq!(code, "rate_limited");
+    direct.shutdown().await.unwrap();
+    ctx.teardown().await;
+}
+
+#[tokio::test]
 async fn login_rate_limit_slides_across_a_window_boundary() {
     // Three logins late in one 10 s window and a fourth just after the
     // next window starts: a fixed window would count the fourth from zero
