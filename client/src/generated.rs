@@ -1208,7 +1208,7 @@ pub mod types {
             Self::Message(value)
         }
     }
-    ///An answer in a chat ended (`status`: `complete`, `stopped`, `failed`).
+    ///An answer in a chat ended (`status`: `complete`, `stopped`, `failed`), also when its server stopped mid-answer and another instance's sweeper closed it (`failed`, `error_code` `answer_interrupted` on the stored message).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]

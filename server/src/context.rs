@@ -41,6 +41,10 @@ pub struct ServerContext {
     /// their stable ids.
     pub mcp: std::sync::Arc<dyn crate::mcp::McpClient>,
     pub mcp_catalog: std::collections::HashMap<uuid::Uuid, crate::mcp::config::McpServerConfig>,
+    /// Turns `true` when the server begins shutting down: open WebSockets
+    /// close with 1001 (going away) so that clients reconnect to another
+    /// instance, instead of holding the shutdown open.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 type Rq = dropshot::RequestContext<ServerContext>;

@@ -61,13 +61,15 @@ impl Server {
         self.metrics_addr
     }
 
-    /// Stops accepting requests, lets in-flight ones finish, then leaves the
-    /// embedded cluster: it is stopped only when no other server uses the
-    /// same data directory (the last one out stops it).
+    /// Stops accepting requests, closes open WebSockets (1001, going away),
+    /// lets in-flight requests finish, then leaves the embedded cluster: it
+    /// is stopped only when no other server uses the same data directory
+    /// (the last one out stops it).
     pub async fn shutdown(self) -> Result<()> {
         for task in &self.tasks {
             task.abort();
         }
+        self.http.app_private().stopping.send_replace(true);
         self.http.close().await.map_err(|e| anyhow::anyhow!(e))?;
         if let Some(cluster) = self.embedded {
             let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
@@ -338,6 +340,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         log: log.clone(),
         mcp: mcp_client,
         mcp_catalog,
+        stopping: tokio::sync::watch::Sender::new(false),
     };
     let connection_limits = dropshot::ConnectionLimits {
         max_connections: Some(context.config.http.max_connections()),

@@ -48,3 +48,18 @@ pub async fn next(ws: &mut Ws, wait: Duration) -> Option<Value> {
         }
     }
 }
+
+/// Reads until the server closes the socket and returns the close code
+/// (`None`: closed without a close frame, or `wait` passed).
+pub async fn close_code(ws: &mut Ws, wait: Duration) -> Option<u16> {
+    let read = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return None,
+            }
+        }
+    };
+    tokio::time::timeout(wait, read).await.ok().flatten()
+}

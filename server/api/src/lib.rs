@@ -1322,7 +1322,9 @@ pub trait WorkspaceApi {
     /// (or a bridge to such a store) subscribe here. Client frames are
     /// ignored (pings are answered). The user's membership and
     /// `chats:read` are checked when the socket opens and every 30
-    /// seconds; losing them closes it (1008).
+    /// seconds; losing them closes it (1008). An instance that shuts down
+    /// closes its sockets with 1001 (going away): reconnect with a new
+    /// ticket, and another instance serves the same events.
     #[channel { protocol = WEBSOCKETS, path = "/api/chat/ws", tags = ["chat"] }]
     async fn chat_ws(
         rqctx: RequestContext<Self::Context>,

@@ -16,6 +16,7 @@ use crate::app::streams::{Emitter, Lease};
 use crate::authz::{OrgAccess, perm};
 use crate::chat_hub::Notice;
 use crate::context::ServerContext;
+use crate::db::Datastore;
 use crate::db::datastore::chat::{
     ChatFileRow, ChatMessageRow, ChatRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
 };
@@ -849,15 +850,20 @@ impl Answer {
             let _ = self
                 .cx
                 .datastore
-                .notify(LIVE_CHANNEL, &live_payload(&self.access, &notice))
+                .notify(
+                    LIVE_CHANNEL,
+                    &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+                )
                 .await;
         }
-        let notice = json!({"type": "message", "chat_id": self.chat_id,
-            "message_id": self.answer_id, "status": status.as_str()});
+        let notice = message_notice(self.chat_id, self.answer_id, status);
         let sent = self
             .cx
             .datastore
-            .notify(LIVE_CHANNEL, &live_payload(&self.access, &notice))
+            .notify(
+                LIVE_CHANNEL,
+                &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+            )
             .await;
         if let Err(e) = sent {
             slog::warn!(self.log, "sending the live notice failed"; "error" => %e);
@@ -1053,8 +1059,34 @@ pub async fn prompt(
 // ---- live notices (WebSocket) ----
 
 /// The payload of a live notice: `<org_id>:<user_id>:<json>`.
-fn live_payload(access: &OrgAccess, notice: &Value) -> String {
-    format!("{}:{}:{notice}", access.org_id(), access.user_id())
+fn live_payload(org_id: Uuid, user_id: Uuid, notice: &Value) -> String {
+    format!("{org_id}:{user_id}:{notice}")
+}
+
+/// The live notice that an answer ended (`ChatLiveEvent::Message`).
+fn message_notice(chat_id: Uuid, message_id: Uuid, status: ChatMessageStatus) -> Value {
+    json!({"type": "message", "chat_id": chat_id, "message_id": message_id,
+        "status": status.as_str()})
+}
+
+/// Tells the owners' WebSocket clients, on every instance, that a sweeper
+/// closed these chat answers (`failed`), as the answers' own instance
+/// would have had it not stopped.
+pub async fn announce_swept(datastore: &Datastore, answer_ids: &[Uuid], log: &slog::Logger) {
+    let owners = match datastore.chat_answer_owners(answer_ids).await {
+        Ok(owners) => owners,
+        Err(e) => {
+            slog::warn!(log, "finding the owners of swept answers failed"; "error" => %e);
+            return;
+        }
+    };
+    for owner in owners {
+        let notice = message_notice(owner.chat_id, owner.message_id, ChatMessageStatus::Failed);
+        let payload = live_payload(owner.org_id, owner.user_id, &notice);
+        if let Err(e) = datastore.notify(LIVE_CHANNEL, &payload).await {
+            slog::warn!(log, "sending the live notice failed"; "error" => %e);
+        }
+    }
 }
 
 /// Sends a notice to the caller's WebSocket clients of this organization
@@ -1062,7 +1094,10 @@ fn live_payload(access: &OrgAccess, notice: &Value) -> String {
 pub async fn live_notice(cx: &ServerContext, access: &OrgAccess, notice: Value) {
     if let Err(e) = cx
         .datastore
-        .notify(LIVE_CHANNEL, &live_payload(access, &notice))
+        .notify(
+            LIVE_CHANNEL,
+            &live_payload(access.org_id(), access.user_id(), &notice),
+        )
         .await
     {
         slog::debug!(cx.log, "sending a live notice failed"; "error" => %e);
@@ -1272,6 +1307,7 @@ where
     let mut notices = cx
         .chat_hub
         .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
+    let mut stopping = cx.stopping.subscribe();
     if !ws_still_allowed(cx, org_id, user_id).await {
         return Ok(());
     }
@@ -1283,6 +1319,17 @@ where
     recheck.tick().await;
     loop {
         tokio::select! {
+            // The server shuts down: the client reconnects elsewhere.
+            _ = async { stopping.wait_for(|stopping| *stopping).await.is_ok() } => {
+                use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+                let _ = ws
+                    .close(Some(CloseFrame {
+                        code: CloseCode::Away,
+                        reason: "the server is shutting down".into(),
+                    }))
+                    .await;
+                break;
+            }
             _ = recheck.tick() => {
                 // A member who left, or lost chats:read, stops hearing.
                 if !ws_still_allowed(cx, org_id, user_id).await {

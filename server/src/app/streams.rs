@@ -404,6 +404,9 @@ pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logg
                         slog::warn!(log, "closed an answer whose instance stopped";
                             "area" => kind.as_str(), "message_id" => id.to_string());
                     }
+                    if kind == StreamKind::Chat && !ids.is_empty() {
+                        crate::app::chat::announce_swept(datastore, &ids, log).await;
+                    }
                     if (ids.len() as i64) < BATCH {
                         break;
                     }

@@ -1389,8 +1389,19 @@ async fn titles_reach_websocket_clients_on_another_instance() {
     );
     let mut bogus = ws::open(&cx.base_url, org, "not-a-ticket").await;
     assert_eq!(ws::next(&mut bogus, Duration::from_secs(10)).await, None);
-    drop((ada_ws, bob_ws, first));
-    second.shutdown().await.unwrap();
+    drop(first);
+
+    // An instance that shuts down closes its sockets as "going away" (the
+    // clients reconnect elsewhere) rather than waiting for them.
+    let (shutdown, ada_close, bob_close) = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(30), second.shutdown()),
+        ws::close_code(&mut ada_ws, Duration::from_secs(30)),
+        ws::close_code(&mut bob_ws, Duration::from_secs(30)),
+    );
+    shutdown
+        .expect("the shutdown waited for open sockets")
+        .unwrap();
+    assert_eq!((ada_close, bob_close), (Some(1001), Some(1001)));
     cx.teardown().await;
 }
 

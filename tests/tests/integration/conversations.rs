@@ -13,7 +13,7 @@ use workspace_client::types::{
 use workspace_server::config::{Config, ModelConfig, ProviderKind};
 use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
 use workspace_tests::sse::{EventReader, NumberedReader, content};
-use workspace_tests::{TestContext, error_of, too_many_requests};
+use workspace_tests::{TestContext, error_of, too_many_requests, ws};
 
 const KEY: &str = "sk-test-key-do-not-leak-0123456789";
 
@@ -1475,6 +1475,15 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let doomed = cx.crashable_instance(leases);
     let http = reqwest::Client::new();
     let long = "Tell me a very long story about a lighthouse keeper and the sea ".repeat(4);
+    // Ada's chat WebSocket on the surviving instance.
+    let mut live = ws::open(
+        &cx.base_url,
+        org,
+        &ws::ticket(&cx.base_url, &ada.token, org).await,
+    )
+    .await;
+    let ready = ws::next(&mut live, Duration::from_secs(10)).await;
+    assert_eq!(ready.expect("ready")["type"], "ready");
 
     // A conversation answer and a chat answer stream on the doomed instance.
     let resp = http
@@ -1582,7 +1591,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let chat: Value = http
         .get(format!("{}/api/chat", cx.base_url))
         .bearer_auth(&ada.token)
-        .query(&[("org_id", org.to_string()), ("chat_id", chat_id)])
+        .query(&[("org_id", org.to_string()), ("chat_id", chat_id.clone())])
         .send()
         .await
         .unwrap()
@@ -1594,6 +1603,23 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let answer = &chat["messages"][1];
     assert_eq!(answer["status"], "failed");
     assert_eq!(answer["metadata"]["error_code"], "answer_interrupted");
+    // The WebSocket heard that the chat answer ended, as it would have
+    // from the answer's own instance.
+    let mut notices = Vec::new();
+    let ended = loop {
+        let notice = ws::next(&mut live, Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("no notice that the answer ended: {notices:?}"));
+        if notice["type"] == "message" {
+            break notice;
+        }
+        notices.push(notice);
+    };
+    assert_eq!(
+        ended,
+        json!({"type": "message", "chat_id": chat_id, "message_id": chat_answer,
+            "status": "failed"})
+    );
     let db = cx.db().await;
     let row = db
         .query_one(

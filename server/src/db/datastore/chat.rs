@@ -143,8 +143,16 @@ pub const STREAM_CHANNEL: &str = "chat_stream";
 /// The NOTIFY channel asking the generating instance to stop an answer
 /// (chat or conversation; the payload is its id).
 pub const STOP_CHANNEL: &str = "chat_stop";
-/// The NOTIFY channel of WebSocket notices (`<user_id>:<json>`).
+/// The NOTIFY channel of WebSocket notices (`<org_id>:<user_id>:<json>`).
 pub const LIVE_CHANNEL: &str = "chat_live";
+
+/// Where a chat answer belongs (see `chat_answer_owners`).
+pub struct AnswerOwner {
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub chat_id: Uuid,
+    pub message_id: Uuid,
+}
 
 impl Datastore {
     pub async fn chat_create(
@@ -580,6 +588,31 @@ impl Datastore {
         Ok(conn
             .execute("DELETE FROM chat_ws_tickets WHERE expires_at < now()", &[])
             .await?)
+    }
+
+    /// The chats and owners of chat answers (for the live notices of
+    /// answers a sweeper closed); answers that no longer exist are left
+    /// out.
+    pub async fn chat_answer_owners(&self, answer_ids: &[Uuid]) -> Result<Vec<AnswerOwner>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT m.organization_id, c.user_id, m.chat_id, m.id \
+                 FROM chat_messages m \
+                 JOIN chats c ON c.id = m.chat_id AND c.organization_id = m.organization_id \
+                 WHERE m.id = ANY($1)",
+                &[&answer_ids],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AnswerOwner {
+                org_id: r.get(0),
+                user_id: r.get(1),
+                chat_id: r.get(2),
+                message_id: r.get(3),
+            })
+            .collect())
     }
 
     /// Sends a NOTIFY (to every instance's listener).
