@@ -1169,6 +1169,10 @@ mod client_address_tests {
             ip("10.0.0.5")
         );
         assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7", ""].into_iter()),
+            ip("10.0.0.5")
+        );
+        assert_eq!(
             c.client_address(ip("10.0.0.5"), std::iter::empty()),
             ip("10.0.0.5")
         );

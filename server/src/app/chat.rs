@@ -1292,7 +1292,26 @@ async fn ws_still_allowed(cx: &ServerContext, org_id: Uuid, user_id: Uuid) -> bo
     }
 }
 
-/// Serves an authenticated chat WebSocket until the client leaves.
+/// Closes a WebSocket with a code and a reason (best effort: the client
+/// may already be gone).
+pub async fn ws_close<S>(
+    ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode,
+    reason: &'static str,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    let _ = ws
+        .close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }))
+        .await;
+}
+
+/// Serves an authenticated chat WebSocket until the client leaves (or the
+/// server shuts down).
 pub async fn ws_serve<S>(
     cx: &ServerContext,
     org_id: Uuid,
@@ -1304,6 +1323,7 @@ where
 {
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
     let mut notices = cx
         .chat_hub
         .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
@@ -1321,25 +1341,13 @@ where
         tokio::select! {
             // The server shuts down: the client reconnects elsewhere.
             _ = async { stopping.wait_for(|stopping| *stopping).await.is_ok() } => {
-                use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
-                let _ = ws
-                    .close(Some(CloseFrame {
-                        code: CloseCode::Away,
-                        reason: "the server is shutting down".into(),
-                    }))
-                    .await;
+                ws_close(&mut ws, CloseCode::Away, "the server is shutting down").await;
                 break;
             }
             _ = recheck.tick() => {
                 // A member who left, or lost chats:read, stops hearing.
                 if !ws_still_allowed(cx, org_id, user_id).await {
-                    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
-                    let _ = ws
-                        .close(Some(CloseFrame {
-                            code: CloseCode::Policy,
-                            reason: "no longer allowed".into(),
-                        }))
-                        .await;
+                    ws_close(&mut ws, CloseCode::Policy, "no longer allowed").await;
                     break;
                 }
             }

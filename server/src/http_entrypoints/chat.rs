@@ -234,7 +234,7 @@ pub async fn ws(
     query: QueryParams<workspace_api::chat::WsQuery>,
     upgraded: dropshot::WebsocketConnection,
 ) -> dropshot::WebsocketChannelResult {
-    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, frame::coding::CloseCode};
+    use tokio_tungstenite::tungstenite::protocol::{Role, frame::coding::CloseCode};
     let cx = rqctx.context();
     let query = query.into_inner();
     let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
@@ -246,12 +246,12 @@ pub async fn ws(
     let user = match app::chat::ws_redeem(cx, query.org_id, &query.ticket).await {
         Ok(Some(user)) => user,
         Ok(None) | Err(_) => {
-            let _ = ws
-                .close(Some(CloseFrame {
-                    code: CloseCode::Policy,
-                    reason: "invalid, used or expired ticket".into(),
-                }))
-                .await;
+            app::chat::ws_close(
+                &mut ws,
+                CloseCode::Policy,
+                "invalid, used or expired ticket",
+            )
+            .await;
             return Ok(());
         }
     };

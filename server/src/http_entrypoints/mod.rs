@@ -61,7 +61,8 @@ fn client_address(rqctx: &Ctx) -> std::net::IpAddr {
         .headers()
         .get_all("x-forwarded-for")
         .into_iter()
-        .filter_map(|v| v.to_str().ok());
+        // A value that is not text stops the walk, like any garbage.
+        .map(|v| v.to_str().unwrap_or(""));
     rqctx
         .context()
         .config
