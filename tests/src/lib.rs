@@ -439,17 +439,29 @@ fn test_logger(test_name: &str) -> Result<slog::Logger> {
     .map_err(|e| anyhow::anyhow!("test logger: {e}"))
 }
 
-/// Sends a raw JSON request (bypassing the generated client's own
-/// validation, to prove the server's) and returns status and `error_code`.
-pub async fn raw(
+thread_local! {
+    /// One HTTP client per test thread (and so per test runtime): building
+    /// one loads the TLS roots, about 25 ms.
+    static HTTP: reqwest::Client = reqwest::Client::new();
+}
+
+/// This test thread's HTTP client (for raw requests beside the generated
+/// client).
+pub fn http() -> reqwest::Client {
+    HTTP.with(|c| c.clone())
+}
+
+/// Sends a JSON request, with `token` as its bearer token when there is
+/// one; returns the status and the JSON body (`null` when there is none).
+async fn send_json(
     base_url: &str,
     token: Option<&str>,
     method: reqwest::Method,
     path: &str,
     query: &[(&str, String)],
     body: Option<serde_json::Value>,
-) -> (u16, String) {
-    let mut request = reqwest::Client::new()
+) -> (u16, serde_json::Value) {
+    let mut request = http()
         .request(method, format!("{base_url}{path}"))
         .query(query);
     if let Some(token) = token {
@@ -460,7 +472,35 @@ pub async fn raw(
     }
     let response = request.send().await.expect("request");
     let status = response.status().as_u16();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    (status, response.json().await.unwrap_or_default())
+}
+
+/// Sends a JSON request as `token` to the instance at `base_url`
+/// (`cx.base_url`, or a second instance's): for the areas the tests drive
+/// without the generated client. Returns the status and the JSON body
+/// (`null` when there is none).
+pub async fn req(
+    base_url: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    query: &[(&str, String)],
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    send_json(base_url, Some(token), method, path, query, body).await
+}
+
+/// Sends a raw JSON request (bypassing the generated client's own
+/// validation, to prove the server's) and returns status and `error_code`.
+pub async fn raw(
+    base_url: &str,
+    token: Option<&str>,
+    method: reqwest::Method,
+    path: &str,
+    query: &[(&str, String)],
+    body: Option<serde_json::Value>,
+) -> (u16, String) {
+    let (status, body) = send_json(base_url, token, method, path, query, body).await;
     (
         status,
         body["error_code"].as_str().unwrap_or_default().to_string(),

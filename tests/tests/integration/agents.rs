@@ -1,15 +1,16 @@
 //! Agents area, lifecycle status, and the agent runtime (the offline
 //! model's `/tool` convention calling a sandboxed code tool).
 
-use crate::tools::{ADDER, category, req, tool, tool_body};
+use crate::tools::{ADDER, category, tool, tool_body};
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
 use workspace_tests::TestContext;
+use workspace_tests::req;
 
 async fn offline_model(cx: &TestContext, token: &str, org: Uuid) -> Uuid {
     let (_, models) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::GET,
         "/api/models/list",
@@ -44,7 +45,7 @@ fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
 /// Creates an agent and returns its id.
 pub async fn agent(cx: &TestContext, token: &str, org: Uuid, body: Value) -> Uuid {
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/agents",
@@ -59,7 +60,7 @@ pub async fn agent(cx: &TestContext, token: &str, org: Uuid, body: Value) -> Uui
 /// An organization with the adder tool, the offline model and an agent
 /// that uses the tool; returns (org, tool, model, agent).
 pub async fn setup(cx: &TestContext, token: &str) -> (Uuid, Uuid, Uuid, Uuid) {
-    let (_, me) = req(cx, token, Method::GET, "/api/users/me", &[], None).await;
+    let (_, me) = req(&cx.base_url, token, Method::GET, "/api/users/me", &[], None).await;
     let org: Uuid = me["organizations"][0]["id"]
         .as_str()
         .unwrap()
@@ -90,7 +91,15 @@ async fn agents_crud_validation_and_isolation() {
     let (org, tool_id, model, id) = setup(&cx, t).await;
 
     // Detail: tools with category and config, deployments, status.
-    let (s, d) = req(&cx, t, Method::GET, "/api/agents/get", &aq(id), None).await;
+    let (s, d) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/agents/get",
+        &aq(id),
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{d}");
     assert_eq!(d["status"], "configured");
     assert_eq!(d["model"]["id"], json!(model));
@@ -103,7 +112,7 @@ async fn agents_crud_validation_and_isolation() {
     assert_eq!(d["deployments"], json!([]));
     // List: model and deployments_count.
     let (_, l) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::GET,
         "/api/agents/list",
@@ -179,7 +188,7 @@ async fn agents_crud_validation_and_isolation() {
     ];
     for (body, code) in cases {
         let (s, b) = req(
-            &cx,
+            &cx.base_url,
             t,
             Method::POST,
             "/api/agents",
@@ -190,7 +199,7 @@ async fn agents_crud_validation_and_isolation() {
         assert_eq!((s, b["error_code"].as_str()), (400, Some(code)), "{b}");
     }
     let (_, l) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::GET,
         "/api/agents/list",
@@ -201,7 +210,7 @@ async fn agents_crud_validation_and_isolation() {
     assert_eq!(l.as_array().unwrap().len(), 1, "nothing half-written");
 
     // Update: every field; bad tool list leaves the agent untouched.
-    let (s, u) = req(&cx, t, Method::PUT, "/api/agents/update", &aq(id),
+    let (s, u) = req(&cx.base_url, t, Method::PUT, "/api/agents/update", &aq(id),
         Some(json!({"name": "renamed", "params": {"system_prompt": "", "temperature": 0.5}, "tools": []}))).await;
     assert_eq!(
         (s, u["name"].as_str(), u["status"].as_str()),
@@ -209,7 +218,7 @@ async fn agents_crud_validation_and_isolation() {
         "{u}"
     );
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/agents/update",
@@ -231,7 +240,7 @@ async fn agents_crud_validation_and_isolation() {
             Method::POST => Some(json!({"message": "hi"})),
             _ => None,
         };
-        let (s, b) = req(&cx, &bob.token, m, path, &aq(id), body).await;
+        let (s, b) = req(&cx.base_url, &bob.token, m, path, &aq(id), body).await;
         assert_eq!(
             (s, b["error_code"].as_str()),
             (404, Some("not_found")),
@@ -241,7 +250,7 @@ async fn agents_crud_validation_and_isolation() {
 
     // A tool in use cannot be deleted; the agent can.
     let (_, _) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/agents/update",
@@ -250,7 +259,7 @@ async fn agents_crud_validation_and_isolation() {
     )
     .await;
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::DELETE,
         "/api/tools/delete",
@@ -262,9 +271,25 @@ async fn agents_crud_validation_and_isolation() {
     )
     .await;
     assert_eq!((s, b["error_code"].as_str()), (409, Some("tool_in_use")));
-    let (s, b) = req(&cx, t, Method::DELETE, "/api/agents/delete", &aq(id), None).await;
+    let (s, b) = req(
+        &cx.base_url,
+        t,
+        Method::DELETE,
+        "/api/agents/delete",
+        &aq(id),
+        None,
+    )
+    .await;
     assert_eq!((s, b["success"].as_bool()), (200, Some(true)));
-    let (s, _) = req(&cx, t, Method::GET, "/api/agents/get", &aq(id), None).await;
+    let (s, _) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/agents/get",
+        &aq(id),
+        None,
+    )
+    .await;
     assert_eq!(s, 404);
     cx.teardown().await;
 }
@@ -280,7 +305,7 @@ async fn agent_runtime_calls_a_sandboxed_tool() {
     // The offline model's convention: `/tool NAME {json}` calls the tool.
     let started = std::time::Instant::now();
     let (s, r) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agents/test",
@@ -301,7 +326,7 @@ async fn agent_runtime_calls_a_sandboxed_tool() {
 
     // A tool error goes back to the model as the tool's result.
     let (_, r) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agents/test",
@@ -314,7 +339,7 @@ async fn agent_runtime_calls_a_sandboxed_tool() {
     assert!(r["output"].as_str().unwrap().contains("error: "), "{r}");
     // An unknown tool too.
     let (_, r) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agents/test",
@@ -327,7 +352,7 @@ async fn agent_runtime_calls_a_sandboxed_tool() {
     // Step overhead: the same agent answering without a tool.
     let started = std::time::Instant::now();
     let (_, r) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agents/test",

@@ -1061,8 +1061,8 @@ async fn every_operation_is_protected() {
         crate::agents::agent_body(model, json!([])),
     )
     .await;
-    let (s, tested) = crate::tools::req(
-        &cx,
+    let (s, tested) = workspace_tests::req(
+        &cx.base_url,
         &owner.token,
         Method::POST,
         "/api/agents/test",
@@ -1071,8 +1071,8 @@ async fn every_operation_is_protected() {
     )
     .await;
     assert_eq!(s, 200, "{tested}");
-    let (s, deployed) = crate::tools::req(
-        &cx,
+    let (s, deployed) = workspace_tests::req(
+        &cx.base_url,
         &owner.token,
         Method::POST,
         "/api/agent_deploy/create",

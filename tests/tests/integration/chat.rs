@@ -9,45 +9,13 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use uuid::Uuid;
 use workspace_server::config::Config;
-use workspace_tests::TestContext;
 use workspace_tests::sse::NumberedReader as Sse;
 use workspace_tests::ws;
+use workspace_tests::{TestContext, http, req};
 
 fn fast(c: &mut Config) {
     c.providers.offline_chunk_delay_ms = 0;
     c.providers.retry_backoff_ms = 5;
-}
-
-thread_local! {
-    /// One HTTP client per test thread (and so per test runtime): building
-    /// one loads the TLS roots, about 25 ms, which would swamp the
-    /// measurements.
-    static HTTP: reqwest::Client = reqwest::Client::new();
-}
-
-fn http() -> reqwest::Client {
-    HTTP.with(|c| c.clone())
-}
-
-/// A JSON request; returns the status and the body.
-pub async fn req(
-    base: &str,
-    token: &str,
-    method: Method,
-    path: &str,
-    query: &[(&str, String)],
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut r = http()
-        .request(method, format!("{base}{path}"))
-        .bearer_auth(token)
-        .query(query);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let resp = r.send().await.expect("request");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 async fn open(

@@ -5,11 +5,11 @@
 //! real `openai` Python client.
 
 use crate::agents::setup;
-use crate::tools::req;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
 use uuid::Uuid;
+use workspace_tests::req;
 use workspace_tests::{TestContext, too_many_requests};
 
 fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
@@ -26,7 +26,7 @@ fn dq(deployment: &Value) -> Vec<(&'static str, String)> {
 /// Tests the agent so it is `ready` (deployable).
 async fn make_ready(cx: &TestContext, token: &str, agent: Uuid) {
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/agents/test",
@@ -39,13 +39,21 @@ async fn make_ready(cx: &TestContext, token: &str, agent: Uuid) {
 }
 
 async fn agent_status(cx: &TestContext, token: &str, agent: Uuid) -> String {
-    let (_, b) = req(cx, token, Method::GET, "/api/agents/get", &aq(agent), None).await;
+    let (_, b) = req(
+        &cx.base_url,
+        token,
+        Method::GET,
+        "/api/agents/get",
+        &aq(agent),
+        None,
+    )
+    .await;
     b["status"].as_str().unwrap().to_string()
 }
 
 async fn deploy(cx: &TestContext, token: &str, agent: Uuid, body: Value) -> Value {
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/agent_deploy/create",
@@ -92,7 +100,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
 
     // An untested agent cannot be deployed.
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agent_deploy/create",
@@ -124,7 +132,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
         ),
     ] {
         let (s, b) = req(
-            &cx,
+            &cx.base_url,
             t,
             Method::POST,
             "/api/agent_deploy/create",
@@ -135,7 +143,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
         assert_eq!((s, b["error_code"].as_str()), (400, Some(code)), "{b}");
     }
     let (_, l) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::GET,
         "/api/agent_deploy/list",
@@ -161,7 +169,15 @@ async fn deployments_keys_lifecycle_and_isolation() {
     assert!(key.starts_with(d["key_prefix"].as_str().unwrap()));
     assert!(d["embed"].as_str().unwrap().contains("<script"));
     assert_eq!(agent_status(&cx, t, agent).await, "deployed");
-    let (s, g) = req(&cx, t, Method::GET, "/api/agent_deploy/get", &dq(&d), None).await;
+    let (s, g) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/agent_deploy/get",
+        &dq(&d),
+        None,
+    )
+    .await;
     assert_eq!(s, 200);
     assert!(g.get("api_key").is_none(), "{g}");
     let db = cx.db().await;
@@ -192,7 +208,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
     assert_eq!(agent_status(&cx, t, agent).await, "active");
 
     // A deployment key is no user token, and a user token no deployment key.
-    let (s, _) = req(&cx, &key, Method::GET, "/api/users/me", &[], None).await;
+    let (s, _) = req(&cx.base_url, &key, Method::GET, "/api/users/me", &[], None).await;
     assert_eq!(s, 401);
     let r = v1(&cx, t, Method::GET, "/models", None, None).await;
     assert_eq!(r.status(), 401);
@@ -203,7 +219,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
 
     // Regenerate: the old key dies at once.
     let (s, r2) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/agent_deploy/regenerate_key",
@@ -230,7 +246,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
     // Pause: refused; active again: accepted. Pausing the last active
     // deployment moves the agent back to deployed.
     let (s, p) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/agent_deploy/update",
@@ -248,7 +264,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
         401
     );
     req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/agent_deploy/update",
@@ -278,7 +294,7 @@ async fn deployments_keys_lifecycle_and_isolation() {
         401
     );
     let (_, u) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/agent_deploy/update",
@@ -295,7 +311,15 @@ async fn deployments_keys_lifecycle_and_isolation() {
     );
 
     // Usage is counted.
-    let (_, g) = req(&cx, t, Method::GET, "/api/agent_deploy/get", &dq(&d), None).await;
+    let (_, g) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/agent_deploy/get",
+        &dq(&d),
+        None,
+    )
+    .await;
     assert!(g["usage"]["requests"].as_i64().unwrap() >= 4, "{g}");
     assert!(g["last_used_at"].is_string());
 
@@ -314,13 +338,13 @@ async fn deployments_keys_lifecycle_and_isolation() {
             Method::POST => Some(json!({"name": "x", "channel": "api"})),
             _ => None,
         };
-        let (s, e) = req(&cx, b, method.clone(), path, &q, body).await;
+        let (s, e) = req(&cx.base_url, b, method.clone(), path, &q, body).await;
         assert_eq!(s, 404, "{method} {path}: {e}");
     }
 
     // Delete: the key dies, the agent is ready again.
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::DELETE,
         "/api/agent_deploy/delete",

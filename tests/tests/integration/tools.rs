@@ -4,28 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workspace_tests::{TestContext, raw};
-
-/// Sends a request and returns the status and the JSON body.
-pub async fn req(
-    cx: &TestContext,
-    token: &str,
-    method: Method,
-    path: &str,
-    query: &[(&str, String)],
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut r = reqwest::Client::new()
-        .request(method, format!("{}{path}", cx.base_url))
-        .query(query)
-        .bearer_auth(token);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let resp = r.send().await.expect("request");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
+use workspace_tests::{TestContext, raw, req};
 
 pub fn tool_body(name: &str, category: Uuid, code: &str) -> Value {
     json!({
@@ -47,7 +26,7 @@ pub const ADDER: &str = "def run(a, offset=0):\n    return a + 1 + offset\n";
 /// Creates a category and returns its id.
 pub async fn category(cx: &TestContext, token: &str, org: Uuid, name: &str) -> Uuid {
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/tools/create_category",
@@ -62,7 +41,7 @@ pub async fn category(cx: &TestContext, token: &str, org: Uuid, name: &str) -> U
 /// Creates a tool and returns its id.
 pub async fn tool(cx: &TestContext, token: &str, org: Uuid, body: Value) -> Uuid {
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/tools",
@@ -90,7 +69,7 @@ async fn tools_crud_validation_and_visibility() {
     let cat = category(&cx, t, org, "Math").await;
     // Duplicate category name (case-insensitive).
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/tools/create_category",
@@ -171,7 +150,7 @@ async fn tools_crud_validation_and_visibility() {
     ];
     for (body, code) in cases {
         let (s, b) = req(
-            &cx,
+            &cx.base_url,
             t,
             Method::POST,
             "/api/tools",
@@ -182,7 +161,7 @@ async fn tools_crud_validation_and_visibility() {
         assert_eq!((s, b["error_code"].as_str()), (400, Some(code)), "{b}");
     }
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/tools",
@@ -197,7 +176,7 @@ async fn tools_crud_validation_and_visibility() {
 
     // List view: category {id, name}, no settings; only one tool stored.
     let (s, list) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::GET,
         "/api/tools/list_all",
@@ -213,13 +192,21 @@ async fn tools_crud_validation_and_visibility() {
     assert_eq!(list[0]["inputs"][0]["type"], "int");
 
     // Get: full tool with settings.
-    let (s, got) = req(&cx, t, Method::GET, "/api/tools/get", &q(org, id), None).await;
+    let (s, got) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/tools/get",
+        &q(org, id),
+        None,
+    )
+    .await;
     assert_eq!(s, 200);
     assert_eq!(got["settings"]["function_info"]["code"], ADDER);
 
     // Update accepts every field; validation applies to the merge.
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/tools",
@@ -232,7 +219,7 @@ async fn tools_crud_validation_and_visibility() {
         (200, Some("adder2"), Some("2.0"))
     );
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/tools",
@@ -255,7 +242,7 @@ async fn tools_crud_validation_and_visibility() {
             Method::PUT => Some(json!({"name": "stolen"})),
             _ => None,
         };
-        let (s, b) = req(&cx, &bob.token, m, path, &bq, body).await;
+        let (s, b) = req(&cx.base_url, &bob.token, m, path, &bq, body).await;
         assert_eq!(
             (s, b["error_code"].as_str()),
             (404, Some("not_found")),
@@ -264,7 +251,7 @@ async fn tools_crud_validation_and_visibility() {
     }
     // Bob (not a member of Ada's org) addressing it through Ada's org: 403.
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::GET,
         "/api/tools/get",
@@ -274,7 +261,7 @@ async fn tools_crud_validation_and_visibility() {
     .await;
     assert_eq!(s, 403);
     let (_, list) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::GET,
         "/api/tools/list_all",
@@ -291,7 +278,7 @@ async fn tools_crud_validation_and_visibility() {
 
     // Public: visible (read, test) to Bob, but not writable.
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/tools",
@@ -300,10 +287,18 @@ async fn tools_crud_validation_and_visibility() {
     )
     .await;
     assert_eq!(s, 200);
-    let (s, got) = req(&cx, &bob.token, Method::GET, "/api/tools/get", &bq, None).await;
+    let (s, got) = req(
+        &cx.base_url,
+        &bob.token,
+        Method::GET,
+        "/api/tools/get",
+        &bq,
+        None,
+    )
+    .await;
     assert_eq!((s, got["name"].as_str()), (200, Some("adder2")));
     let (_, list) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::GET,
         "/api/tools/list_all",
@@ -318,7 +313,7 @@ async fn tools_crud_validation_and_visibility() {
             .any(|x| x["id"] == json!(id))
     );
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::PUT,
         "/api/tools",
@@ -328,7 +323,7 @@ async fn tools_crud_validation_and_visibility() {
     .await;
     assert_eq!(s, 404);
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::DELETE,
         "/api/tools/delete",
@@ -339,10 +334,18 @@ async fn tools_crud_validation_and_visibility() {
     assert_eq!(s, 404);
 
     // Categories: listing without org_id covers the caller's organizations.
-    let (_, cats) = req(&cx, t, Method::GET, "/api/tools/list_categories", &[], None).await;
+    let (_, cats) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/tools/list_categories",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(cats.as_array().unwrap().len(), 1);
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::GET,
         "/api/tools/list_categories",
@@ -359,7 +362,7 @@ async fn tools_crud_validation_and_visibility() {
         ("category_id", cat.to_string()),
     ];
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::PUT,
         "/api/tools/update_category",
@@ -369,7 +372,7 @@ async fn tools_crud_validation_and_visibility() {
     .await;
     assert_eq!((s, b["name"].as_str()), (200, Some("Maths")));
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::DELETE,
         "/api/tools/delete_category",
@@ -386,7 +389,7 @@ async fn tools_crud_validation_and_visibility() {
         ("category_id", cat.to_string()),
     ];
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         &bob.token,
         Method::DELETE,
         "/api/tools/delete_category",
@@ -398,7 +401,7 @@ async fn tools_crud_validation_and_visibility() {
 
     // Delete the tool, then the category.
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::DELETE,
         "/api/tools/delete",
@@ -408,7 +411,7 @@ async fn tools_crud_validation_and_visibility() {
     .await;
     assert_eq!((s, b["success"].as_bool()), (200, Some(true)));
     let (s, _) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::DELETE,
         "/api/tools/delete_category",
@@ -447,7 +450,7 @@ async fn run(
     }
     let id = tool(cx, token, org, body).await;
     let (s, b) = req(
-        cx,
+        &cx.base_url,
         token,
         Method::POST,
         "/api/tools/test",
@@ -470,7 +473,7 @@ async fn tool_test_runs_in_the_sandbox() {
     // The happy path, with a configuration default and an override.
     let id = tool(&cx, t, org, tool_body("adder", cat, ADDER)).await;
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/tools/test",
@@ -484,7 +487,7 @@ async fn tool_test_runs_in_the_sandbox() {
         "{b}"
     );
     let (_, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/tools/test",
@@ -496,7 +499,7 @@ async fn tool_test_runs_in_the_sandbox() {
     // Bad inputs are refused before running.
     for inputs in [json!({}), json!({"a": "x"}), json!({"a": 1, "zzz": 2})] {
         let (s, b) = req(
-            &cx,
+            &cx.base_url,
             t,
             Method::POST,
             "/api/tools/test",
@@ -589,7 +592,7 @@ async fn tool_test_runs_in_the_sandbox() {
     body["configuration"] = json!([]);
     let id = tool(&cx, t, org, body).await;
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         t,
         Method::POST,
         "/api/tools/test",
@@ -618,7 +621,7 @@ async fn tool_test_runs_in_the_sandbox() {
     let mut ms = Vec::new();
     for _ in 0..15 {
         let (_, b) = req(
-            &cx,
+            &cx.base_url,
             t,
             Method::POST,
             "/api/tools/test",
@@ -647,7 +650,7 @@ async fn no_bubblewrap_no_run() {
     let cat = category(&cx, &ada.token, org, "C").await;
     let id = tool(&cx, &ada.token, org, tool_body("adder", cat, ADDER)).await;
     let (s, b) = req(
-        &cx,
+        &cx.base_url,
         &ada.token,
         Method::POST,
         "/api/tools/test",
