@@ -278,6 +278,13 @@ pub struct HttpConfig {
     /// address keys the per-address rate limits.
     #[serde(deserialize_with = "deserialize_nets")]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// At shutdown (SIGTERM, Ctrl-C), how long in-flight requests and the
+    /// answers this instance generates may take to finish, in seconds.
+    /// WebSockets close at once (1001). Past it, the instance's unfinished
+    /// answers are closed `failed` (`answer_interrupted`, text kept, a last
+    /// `error` event ends their streams) and it stops. Keep it below the
+    /// orchestrator's kill timeout (Kubernetes: 30 s by default).
+    pub shutdown_grace_secs: u64,
 }
 
 /// Addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
@@ -304,6 +311,7 @@ impl Default for HttpConfig {
             first_byte_timeout_secs: 10,
             header_read_timeout_secs: 30,
             trusted_proxies: Vec::new(),
+            shutdown_grace_secs: 20,
         }
     }
 }

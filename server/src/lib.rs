@@ -61,16 +61,59 @@ impl Server {
         self.metrics_addr
     }
 
-    /// Stops accepting requests, closes open WebSockets (1001, going away),
-    /// lets in-flight requests finish, then leaves the embedded cluster: it
-    /// is stopped only when no other server uses the same data directory
-    /// (the last one out stops it).
+    /// Stops accepting requests and closes open WebSockets (1001, going
+    /// away); lets in-flight requests and this instance's answers finish for
+    /// `http.shutdown_grace_secs`, then ends the answers still running as
+    /// interrupted (through their generators: their streams get a last
+    /// `error` event; one stuck past a few seconds more is closed in the
+    /// database as a sweeper would), waits a few seconds more for the
+    /// requests, and stops the background tasks. Last, leaves the embedded
+    /// cluster: it is stopped only when no other server uses the same data
+    /// directory (the last one out stops it).
     pub async fn shutdown(self) -> Result<()> {
+        use tokio::time::{Instant, timeout_at};
+        /// How long answers, then requests, may take to end once the
+        /// answers are told to.
+        const AFTER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+        /// Until `deadline`, or until this instance generates no answer.
+        async fn drained(leases: &app::streams::Leases, deadline: Instant) -> bool {
+            while !leases.is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            leases.is_empty()
+        }
+        let cx = self.http.app_private();
+        let grace = std::time::Duration::from_secs(cx.config.http.shutdown_grace_secs);
+        let (leases, datastore) = (cx.leases.clone(), cx.datastore.clone());
+        cx.stopping.send_replace(true);
+        let deadline = Instant::now() + grace;
+        let mut close = std::pin::pin!(self.http.close());
+        let mut closed = timeout_at(deadline, &mut close).await.ok();
+        // Answers whose clients left are still generated (by tasks of
+        // their own): they get the grace period too.
+        if !drained(&leases, deadline).await || closed.is_none() {
+            leases.interrupt();
+            let stuck = if drained(&leases, Instant::now() + AFTER_GRACE).await {
+                0
+            } else {
+                app::streams::interrupt_own(&leases, &datastore, &self.log).await
+            };
+            if closed.is_none() {
+                closed = timeout_at(Instant::now() + AFTER_GRACE, &mut close)
+                    .await
+                    .ok();
+            }
+            slog::warn!(self.log, "the shutdown grace period ended: answers still running \
+                were interrupted"; "closed_in_the_database" => stuck,
+                "requests_open" => closed.is_none());
+        }
+        match closed {
+            Some(result) => result.map_err(|e| anyhow::anyhow!(e))?,
+            None => slog::warn!(self.log, "stopping with requests still open"),
+        }
         for task in &self.tasks {
             task.abort();
         }
-        self.http.app_private().stopping.send_replace(true);
-        self.http.close().await.map_err(|e| anyhow::anyhow!(e))?;
         if let Some(cluster) = self.embedded {
             let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
             if stopped {

@@ -416,7 +416,8 @@ pub enum ChatLiveEvent {
     /// A chat got a (generated or new) title.
     Title { chat_id: Uuid, title: String },
     /// An answer in a chat ended (`status`: `complete`, `stopped`,
-    /// `failed`), also when its server stopped mid-answer and another
+    /// `failed`), also when its server stopped mid-answer and closed it
+    /// at the end of its shutdown grace period, or died and another
     /// instance's sweeper closed it (`failed`, `error_code`
     /// `answer_interrupted` on the stored message).
     Message {

@@ -167,7 +167,8 @@ pub enum MessageStatus {
     /// An assistant answer cut short because the model provider failed, or
     /// because the server generating it stopped (`error_code`
     /// `answer_interrupted`, set by another instance once the answer's lease
-    /// expired); the text generated until then is kept.
+    /// expired, or by the stopping instance itself at the end of its
+    /// shutdown grace period); the text generated until then is kept.
     Failed,
     /// An assistant answer still being generated: the text so far (saved
     /// about once a second).

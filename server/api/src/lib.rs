@@ -716,6 +716,8 @@ pub trait WorkspaceApi {
     /// another instance closes the answer once the lease is older than
     /// `streams.lease_secs`, with `status` `failed`, the text so far, and a
     /// last event `{"type":"error","error_code":"answer_interrupted"}`.
+    /// An instance that is stopped lets its answers finish for
+    /// `http.shutdown_grace_secs` and closes the rest the same way at once.
     ///
     /// Several answers may stream in one session at once; each sees the
     /// history as stored when it started.
@@ -1227,9 +1229,10 @@ pub trait WorkspaceApi {
     /// answer whose instance died mid-answer is closed by another instance
     /// once its lease expired (`streams.lease_secs`, default 30 s): status
     /// `failed`, the text saved so far kept, and a last event
-    /// `{"type":"error","error_code":"answer_interrupted"}`. As a last
-    /// resort, a stream without events for 5 minutes ends with
-    /// `error_code` `stream_lost`.
+    /// `{"type":"error","error_code":"answer_interrupted"}`; an instance
+    /// that is stopped closes the answers it still generates the same way
+    /// once `http.shutdown_grace_secs` passed. As a last resort, a stream
+    /// without events for 5 minutes ends with `error_code` `stream_lost`.
     #[endpoint { method = GET, path = "/api/chat/stream", tags = ["chat"] }]
     async fn chat_stream(
         rqctx: RequestContext<Self::Context>,

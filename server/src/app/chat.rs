@@ -12,7 +12,7 @@
 //! client's `Last-Event-ID` and follows the notifications, on any
 //! instance.
 
-use crate::app::streams::{Emitter, Lease};
+use crate::app::streams::{Emitter, INTERRUPTED, INTERRUPTED_MESSAGE, Lease, LeaseEnd};
 use crate::authz::{OrgAccess, perm};
 use crate::chat_hub::Notice;
 use crate::context::ServerContext;
@@ -713,7 +713,12 @@ impl Answer {
         let mut events = crate::runtime::run(spec);
         let outcome = loop {
             let event = tokio::select! {
-                _ = lease.lost() => break Outcome::Lost,
+                end = lease.ended() => break match end {
+                    LeaseEnd::Lost => Outcome::Lost,
+                    LeaseEnd::Interrupted => {
+                        Outcome::Failed(INTERRUPTED.into(), INTERRUPTED_MESSAGE.into())
+                    }
+                },
                 notice = stops.recv() => {
                     match notice {
                         Ok(Notice { channel, payload }) if channel == STOP_CHANNEL && payload == me => {

@@ -6,7 +6,7 @@
 //! client that disconnects resumes with [`resume`] on any instance, and
 //! [`stop`] ends the answer wherever it is generated.
 
-use crate::app::streams::{Emitter, Lease, Numbered};
+use crate::app::streams::{self, Emitter, Lease, LeaseEnd, Numbered};
 use crate::authz::OrgAccess;
 use crate::chat_hub::Notice;
 use crate::context::ServerContext;
@@ -356,6 +356,17 @@ enum Outcome {
     /// A sweeper closed the answer (this instance had lost touch with the
     /// database for longer than the lease): nothing more to do.
     Lost,
+    /// The instance stops and its shutdown grace period ended.
+    Interrupted,
+}
+
+impl From<LeaseEnd> for Outcome {
+    fn from(end: LeaseEnd) -> Outcome {
+        match end {
+            LeaseEnd::Lost => Outcome::Lost,
+            LeaseEnd::Interrupted => Outcome::Interrupted,
+        }
+    }
 }
 
 /// A started answer: its emitter, event writer, stop subscription and
@@ -487,7 +498,7 @@ impl Relay {
         let mut saved_at = Instant::now();
         let started = tokio::select! {
             biased;
-            _ = lease.lost() => Err(Outcome::Lost),
+            end = lease.ended() => Err(Outcome::from(end)),
             _ = stop_requested(&mut stops, &me) => Err(Outcome::Stopped),
             r = providers::start(self.model.chat.as_ref(), &request, &self.retry, &log) => Ok(r),
         };
@@ -497,7 +508,7 @@ impl Relay {
             Ok(Ok(mut stream)) => loop {
                 let item = tokio::select! {
                     biased;
-                    _ = lease.lost() => break Outcome::Lost,
+                    end = lease.ended() => break Outcome::from(end),
                     _ = stop_requested(&mut stops, &me) => break Outcome::Stopped,
                     item = stream.next() => item,
                 };
@@ -533,6 +544,7 @@ impl Relay {
             Outcome::Complete => (db::MessageStatus::Complete, None),
             Outcome::Stopped => (db::MessageStatus::Cancelled, None),
             Outcome::Failed(e) => (db::MessageStatus::Failed, Some(e.error_code())),
+            Outcome::Interrupted => (db::MessageStatus::Failed, Some(streams::INTERRUPTED)),
             Outcome::Lost => {
                 slog::warn!(log, "abandoning an answer closed by a sweeper");
                 self.metrics
@@ -583,6 +595,10 @@ impl Relay {
             (Outcome::Failed(e), Ok(Ok(Ok(())))) => ConversationStreamEvent::Error {
                 error_code: e.error_code().to_string(),
                 message: e.public_message().to_string(),
+            },
+            (Outcome::Interrupted, Ok(Ok(Ok(())))) => ConversationStreamEvent::Error {
+                error_code: streams::INTERRUPTED.to_string(),
+                message: streams::INTERRUPTED_MESSAGE.to_string(),
             },
         };
         out.emit(last).await;

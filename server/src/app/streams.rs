@@ -18,6 +18,13 @@
 //! stream ends instead of waiting. An instance that finds one of its
 //! leases gone (a sweeper closed the answer while this instance was cut
 //! off from the database) abandons that answer.
+//!
+//! Shutdown ([`crate::Server::shutdown`]) lets this instance's answers
+//! finish for `http.shutdown_grace_secs` (heartbeats go on meanwhile), then
+//! ends the rest through their own generators ([`Leases::interrupt`]:
+//! every event stored, a last `error` event [`INTERRUPTED`], status
+//! `failed`); a generator that does not end in time is closed in the
+//! database as a sweeper would ([`interrupt_own`]).
 
 use crate::chat_hub::Hub;
 use crate::db::Datastore;
@@ -37,6 +44,9 @@ pub type Numbered = (Option<i32>, Value);
 
 /// The `error_code` of answers closed by the sweeper.
 pub const INTERRUPTED: &str = "answer_interrupted";
+/// The message of an [`INTERRUPTED`] answer's last event.
+pub const INTERRUPTED_MESSAGE: &str =
+    "the server generating this answer stopped; the text so far is kept";
 
 /// How long a slow requesting client may hold up the answer before it is
 /// detached (it then resumes with the area's resume operation).
@@ -278,9 +288,19 @@ pub fn last_event_id(headers: &http::HeaderMap) -> Result<i32, Error> {
 // ---- leases ----
 
 /// The answers this instance generates, whose leases [`heartbeat`] renews.
-#[derive(Default)]
 pub struct Leases {
     held: Mutex<HashMap<Uuid, (StreamKind, watch::Sender<bool>)>>,
+    /// `true` once the shutdown's grace period ended ([`Leases::interrupt`]).
+    interrupted: watch::Sender<bool>,
+}
+
+impl Default for Leases {
+    fn default() -> Leases {
+        Leases {
+            held: Mutex::default(),
+            interrupted: watch::Sender::new(false),
+        }
+    }
 }
 
 /// The lease of one answer, held while it is generated (dropping it ends
@@ -289,6 +309,18 @@ pub struct Lease {
     leases: Arc<Leases>,
     id: Uuid,
     lost: watch::Receiver<bool>,
+    interrupted: watch::Receiver<bool>,
+}
+
+/// Why an answer's generation must end early (see [`Lease::ended`]).
+pub enum LeaseEnd {
+    /// A sweeper closed the answer (this instance had lost touch with the
+    /// database for longer than the lease), or it was deleted: nothing
+    /// more to write.
+    Lost,
+    /// The instance stops and its grace period ended: close the answer as
+    /// [`INTERRUPTED`] (its events so far stored, a last `error` event).
+    Interrupted,
 }
 
 impl Leases {
@@ -303,7 +335,14 @@ impl Leases {
             leases: self.clone(),
             id,
             lost: rx,
+            interrupted: self.interrupted.subscribe(),
         }
+    }
+
+    /// Ends the shutdown's grace period: every answer still generated here
+    /// closes as [`INTERRUPTED`] through its own generator.
+    pub fn interrupt(&self) {
+        self.interrupted.send_replace(true);
     }
 
     fn ids(&self, kind: StreamKind) -> Vec<Uuid> {
@@ -316,6 +355,14 @@ impl Leases {
             .collect()
     }
 
+    /// Whether this instance generates no answer.
+    pub fn is_empty(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     fn lose(&self, id: Uuid) {
         if let Some((_, tx)) = self.held.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
             let _ = tx.send(true);
@@ -324,11 +371,19 @@ impl Leases {
 }
 
 impl Lease {
-    /// Resolves when the answer is no longer this instance's: a sweeper
-    /// closed it (or it was deleted). Never resolves otherwise.
-    pub async fn lost(&mut self) {
-        if self.lost.wait_for(|lost| *lost).await.is_err() {
-            std::future::pending::<()>().await;
+    /// Resolves when the answer's generation must end early: the answer is
+    /// no longer this instance's ([`LeaseEnd::Lost`]), or the instance
+    /// stops ([`LeaseEnd::Interrupted`]). Never resolves otherwise.
+    pub async fn ended(&mut self) -> LeaseEnd {
+        async fn set(flag: &mut watch::Receiver<bool>) {
+            if flag.wait_for(|set| *set).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        tokio::select! {
+            biased;
+            _ = set(&mut self.lost) => LeaseEnd::Lost,
+            _ = set(&mut self.interrupted) => LeaseEnd::Interrupted,
         }
     }
 }
@@ -382,7 +437,7 @@ fn interrupted_event() -> Value {
     json!({
         "type": "error",
         "error_code": INTERRUPTED,
-        "message": "the server generating this answer stopped; the text so far is kept",
+        "message": INTERRUPTED_MESSAGE,
     })
 }
 
@@ -400,13 +455,14 @@ pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logg
             {
                 Ok(ids) => {
                     total += ids.len();
-                    for id in &ids {
-                        slog::warn!(log, "closed an answer whose instance stopped";
-                            "area" => kind.as_str(), "message_id" => id.to_string());
-                    }
-                    if kind == StreamKind::Chat && !ids.is_empty() {
-                        crate::app::chat::announce_swept(datastore, &ids, log).await;
-                    }
+                    closed(
+                        datastore,
+                        kind,
+                        &ids,
+                        "closed an answer whose instance stopped",
+                        log,
+                    )
+                    .await;
                     if (ids.len() as i64) < BATCH {
                         break;
                     }
@@ -420,6 +476,57 @@ pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logg
         }
     }
     total
+}
+
+/// The last resort of a shutdown, for answers whose generators did not end
+/// when told to ([`Leases::interrupt`]): closes them as a sweeper would
+/// (`failed`, [`INTERRUPTED`], text kept, a last `error` event that ends
+/// their streams), at once rather than when their leases expire, and
+/// stops their generation. Returns how many.
+pub async fn interrupt_own(leases: &Leases, datastore: &Datastore, log: &slog::Logger) -> usize {
+    let event = interrupted_event();
+    let mut total = 0;
+    for kind in StreamKind::ALL {
+        let ids = leases.ids(kind);
+        if ids.is_empty() {
+            continue;
+        }
+        match datastore
+            .stream_interrupt(kind, &ids, INTERRUPTED, &event)
+            .await
+        {
+            Ok(ids) => {
+                for id in &ids {
+                    leases.lose(*id);
+                }
+                total += ids.len();
+                closed(datastore, kind, &ids, "closed an answer at shutdown", log).await;
+            }
+            Err(e) => {
+                slog::warn!(log, "closing this instance's answers at shutdown failed \
+                    (a sweeper will, once their leases expire)"; "area" => kind.as_str(),
+                    "error" => %e);
+            }
+        }
+    }
+    total
+}
+
+/// Logs answers closed `failed` without their generator, and tells the
+/// chat ones' WebSocket clients.
+async fn closed(
+    datastore: &Datastore,
+    kind: StreamKind,
+    ids: &[Uuid],
+    why: &'static str,
+    log: &slog::Logger,
+) {
+    for id in ids {
+        slog::warn!(log, "{}", why; "area" => kind.as_str(), "message_id" => id.to_string());
+    }
+    if kind == StreamKind::Chat && !ids.is_empty() {
+        crate::app::chat::announce_swept(datastore, ids, log).await;
+    }
 }
 
 /// Sweeps at once (start-up), then every `every`.

@@ -1635,3 +1635,134 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
 
     cx.teardown().await;
 }
+
+/// A stopped instance (SIGTERM) does not lose its answers: it lets an
+/// answer in flight finish within `http.shutdown_grace_secs`, and past the
+/// grace period closes the rest at once (`failed`, `answer_interrupted`,
+/// their streams ended) instead of leaving them to another instance's
+/// sweeper.
+#[tokio::test]
+async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
+    let cx = TestContext::with_config("conv_shutdown", slow).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "shutdown").await;
+    let http = reqwest::Client::new();
+    let ask = |base: String, sess: Uuid, message: String| {
+        let http = http.clone();
+        let token = ada.token.clone();
+        async move {
+            let resp = http
+                .post(format!("{base}/api/conversation/stream_chat"))
+                .bearer_auth(token)
+                .query(&[("org_id", org.to_string())])
+                .json(&json!({"chat_session_id": sess, "message": message}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            NumberedReader::new(resp)
+        }
+    };
+
+    // Within the grace period: the answer ends normally.
+    let patient = cx
+        .second_instance(|c| {
+            slow(c);
+            c.http.shutdown_grace_secs = 120;
+        })
+        .await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let mut sse = ask(
+        format!("http://{}", patient.local_addr()),
+        sess,
+        "Hello there".to_string(),
+    )
+    .await;
+    let first = sse.next().await.expect("the first event");
+    let answer = first.1["message_id"].as_str().unwrap().to_string();
+    let stopping = std::time::Instant::now();
+    let (stopped, rest) = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures::future::join(patient.shutdown(), sse.collect()),
+    )
+    .await
+    .expect("the answer finished and the instance stopped");
+    stopped.unwrap();
+    assert_eq!(rest.last().expect("events").1["type"], "end", "{rest:?}");
+    let stored = wait_finished(&ada.client, org, conv, &answer).await;
+    assert_eq!(stored.status, MessageStatus::Complete);
+    eprintln!("shutdown: waited {:?} for the answer", stopping.elapsed());
+
+    // Past it: closed at once as interrupted, the stream ended.
+    let hasty = cx
+        .second_instance(|c| {
+            slow(c);
+            c.http.shutdown_grace_secs = 1;
+        })
+        .await;
+    let sess = session(&ada.client, org, conv, model).await;
+    let long = "Tell me a very long story about a lighthouse keeper and the sea ".repeat(8);
+    let hasty_url = format!("http://{}", hasty.local_addr());
+    let mut sse = ask(hasty_url.clone(), sess, long.clone()).await;
+    let first = sse.next().await.expect("the first event");
+    let answer = first.1["message_id"].as_str().unwrap().to_string();
+    // A chat answer too.
+    let resp = http
+        .post(format!("{hasty_url}/api/chat/send_message"))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"content": long}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let chat_sse = NumberedReader::new(resp);
+    let stopping = std::time::Instant::now();
+    let (stopped, rest, chat_events) = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join3(hasty.shutdown(), sse.collect(), chat_sse.collect()),
+    )
+    .await
+    .expect("the instance stopped");
+    stopped.unwrap();
+    let chat_last = &chat_events.last().expect("chat events").1;
+    assert_eq!(
+        (&chat_last["type"], &chat_last["error_code"]),
+        (&json!("error"), &json!("answer_interrupted")),
+        "{chat_events:?}"
+    );
+    // The grace period, and not a lease (30 s by default), bounded it.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let (last_id, last) = rest.last().expect("events");
+    assert_eq!(last["type"], "error", "{rest:?}");
+    assert_eq!(last["error_code"], "answer_interrupted");
+    // Told by the instance itself, in order: no event lost or repeated.
+    let ids: Vec<i32> = std::iter::once(&first)
+        .chain(&rest)
+        .map(|(id, _)| id.unwrap())
+        .collect();
+    assert_eq!(ids, (1..=*last_id.as_ref().unwrap()).collect::<Vec<_>>());
+    let stored = wait_finished(&ada.client, org, conv, &answer).await;
+    assert_eq!(stored.status, MessageStatus::Failed);
+    assert_eq!(stored.content, text_of(&rest), "the text so far is kept");
+    let row = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT error_code FROM conversation_messages WHERE id = $1::text::uuid",
+            &[&answer],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        row.get::<_, Option<String>>(0).as_deref(),
+        Some("answer_interrupted")
+    );
+    cx.teardown().await;
+}

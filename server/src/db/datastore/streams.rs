@@ -49,7 +49,7 @@ impl StreamKind {
     fn swept_extra(self) -> &'static str {
         match self {
             StreamKind::Chat => {
-                ", metadata = m.metadata || jsonb_build_object('error_code', $3::text)"
+                ", metadata = m.metadata || jsonb_build_object('error_code', $1::text)"
             }
             StreamKind::Conversation => ", updated_at = now()",
         }
@@ -173,11 +173,9 @@ impl Datastore {
     }
 
     /// Closes at most `limit` answers still `streaming` whose heartbeat is
-    /// older than `lease_secs` (their instance died): status `failed` with
-    /// `error_code`, text kept, and `event` appended as their next (last)
-    /// stream event and announced, in one statement. Rows another sweeper
-    /// holds are skipped (`FOR UPDATE SKIP LOCKED`). Returns the closed
-    /// answers' ids.
+    /// older than `lease_secs` (their instance died): see
+    /// [`Datastore::stream_close`]. Rows another sweeper holds are skipped
+    /// (`FOR UPDATE SKIP LOCKED`). Returns the closed answers' ids.
     pub async fn stream_sweep(
         &self,
         kind: StreamKind,
@@ -185,6 +183,43 @@ impl Datastore {
         limit: i64,
         error_code: &str,
         event: &Value,
+    ) -> Result<Vec<Uuid>, Error> {
+        self.stream_close(
+            kind,
+            "heartbeat_at < now() - make_interval(secs => $4::bigint::double precision) \
+             ORDER BY heartbeat_at LIMIT $5 FOR UPDATE SKIP LOCKED",
+            &[&error_code, event, &STREAM_CHANNEL, &lease_secs, &limit],
+        )
+        .await
+    }
+
+    /// Closes these answers if they are still `streaming` (this instance's
+    /// own, at the end of a shutdown's grace period): see
+    /// [`Datastore::stream_close`]. Returns the closed answers' ids.
+    pub async fn stream_interrupt(
+        &self,
+        kind: StreamKind,
+        ids: &[Uuid],
+        error_code: &str,
+        event: &Value,
+    ) -> Result<Vec<Uuid>, Error> {
+        self.stream_close(
+            kind,
+            "id = ANY($4) FOR UPDATE",
+            &[&error_code, event, &STREAM_CHANNEL, &ids],
+        )
+        .await
+    }
+
+    /// Closes the `streaming` answers `which` selects (a condition and
+    /// locking clause over `$4`, `$5`…): status `failed` with `error_code`
+    /// (`$1`), text kept, and `event` (`$2`) appended as their next (last)
+    /// stream event and announced on `$3`, in one statement.
+    async fn stream_close(
+        &self,
+        kind: StreamKind,
+        which: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<Uuid>, Error> {
         let conn = self.conn().await?;
         let messages = kind.messages();
@@ -194,22 +229,19 @@ impl Datastore {
             .query(
                 &format!(
                     "WITH dead AS ( \
-                         SELECT id FROM {messages} \
-                         WHERE status = 'streaming' \
-                           AND heartbeat_at < now() - make_interval(secs => $1::bigint::double precision) \
-                         ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
+                         SELECT id FROM {messages} WHERE status = 'streaming' AND {which}), \
                      swept AS ( \
-                         UPDATE {messages} m SET status = 'failed', error_code = $3 {extra} \
+                         UPDATE {messages} m SET status = 'failed', error_code = $1 {extra} \
                          FROM dead WHERE m.id = dead.id RETURNING m.id), \
                      added AS ( \
                          INSERT INTO {events} (message_id, seq, event) \
                          SELECT s.id, COALESCE((SELECT max(e.seq) FROM {events} e \
-                                                WHERE e.message_id = s.id), 0) + 1, $4::jsonb \
+                                                WHERE e.message_id = s.id), 0) + 1, $2::jsonb \
                          FROM swept s RETURNING message_id, seq) \
-                     SELECT message_id, pg_notify($5::text, message_id::text || ':' || seq::text) \
+                     SELECT message_id, pg_notify($3::text, message_id::text || ':' || seq::text) \
                      FROM added"
                 ),
-                &[&lease_secs, &limit, &error_code, event, &STREAM_CHANNEL],
+                params,
             )
             .await?
             .iter()
