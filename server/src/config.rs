@@ -278,11 +278,13 @@ pub struct HttpConfig {
     /// address keys the per-address rate limits.
     #[serde(deserialize_with = "deserialize_nets")]
     pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// At shutdown (SIGTERM, Ctrl-C), how long in-flight requests and the
-    /// answers this instance generates may take to finish, in seconds.
-    /// WebSockets close at once (1001). Past it, the instance's unfinished
-    /// answers are closed `failed` (`answer_interrupted`, text kept, a last
-    /// `error` event ends their streams) and it stops. Keep it below the
+    /// At shutdown (SIGTERM, Ctrl-C), how long in-flight requests, the
+    /// answers this instance generates and its knowledge-base jobs may take
+    /// to finish, in seconds. WebSockets close at once (1001) and workers
+    /// claim no new job. Past it, the instance's unfinished answers are
+    /// closed `failed` (`answer_interrupted`, text kept, a last `error`
+    /// event ends their streams), its jobs go back to the queue (due at
+    /// once, the attempt not counted) and it stops. Keep it below the
     /// orchestrator's kill timeout (Kubernetes: 30 s by default).
     pub shutdown_grace_secs: u64,
 }

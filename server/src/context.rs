@@ -41,10 +41,23 @@ pub struct ServerContext {
     /// their stable ids.
     pub mcp: std::sync::Arc<dyn crate::mcp::McpClient>,
     pub mcp_catalog: std::collections::HashMap<uuid::Uuid, crate::mcp::config::McpServerConfig>,
-    /// Turns `true` when the server begins shutting down: open WebSockets
-    /// close with 1001 (going away) so that clients reconnect to another
-    /// instance, instead of holding the shutdown open.
-    pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Where the server is in its shutdown: once it is no longer
+    /// [`ShutdownPhase::Serving`], open WebSockets close with 1001 (going
+    /// away) so that clients reconnect to another instance.
+    pub shutdown: tokio::sync::watch::Sender<ShutdownPhase>,
+}
+
+/// Where the server is in its shutdown ([`crate::Server::shutdown`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownPhase {
+    Serving,
+    /// No new connection; WebSockets are closed and knowledge-base workers
+    /// claim no new job; requests, answers and jobs in progress go on for
+    /// `http.shutdown_grace_secs`.
+    Draining,
+    /// The grace period ended: answers end as interrupted, and jobs in
+    /// progress are handed back to the queue.
+    GraceOver,
 }
 
 type Rq = dropshot::RequestContext<ServerContext>;

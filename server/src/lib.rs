@@ -44,9 +44,13 @@ pub const EMBEDDED_DATABASE: &str = "workspace";
 pub struct Server {
     pub http: dropshot::HttpServer<ServerContext>,
     embedded: Option<Cluster>,
-    /// Background tasks (expiry of counters, the metrics listener), stopped
-    /// at shutdown.
+    /// Background tasks (leases and sweeps of answers, the LISTEN fan-out,
+    /// expiry of counters, the metrics listener), stopped at the end of a
+    /// shutdown.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The knowledge-base ingestion workers, which end by themselves at
+    /// shutdown (see [`context::ShutdownPhase`]).
+    kb_workers: Vec<tokio::task::JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
     log: slog::Logger,
 }
@@ -62,38 +66,49 @@ impl Server {
     }
 
     /// Stops accepting requests and closes open WebSockets (1001, going
-    /// away); lets in-flight requests and this instance's answers finish for
-    /// `http.shutdown_grace_secs`, then ends the answers still running as
+    /// away); lets in-flight requests, this instance's answers and its
+    /// knowledge-base jobs finish for `http.shutdown_grace_secs` (workers
+    /// claim no new job). Then ends the answers still running as
     /// interrupted (through their generators: their streams get a last
-    /// `error` event; one stuck past a few seconds more is closed in the
-    /// database as a sweeper would), waits a few seconds more for the
-    /// requests, and stops the background tasks. Last, leaves the embedded
-    /// cluster: it is stopped only when no other server uses the same data
-    /// directory (the last one out stops it).
+    /// `error` event; one stuck a few seconds more is closed in the
+    /// database as a sweeper would) and hands the jobs still running back to
+    /// the queue, waits a few seconds more for the requests, and stops the
+    /// background tasks. Last, leaves the embedded cluster: it is stopped
+    /// only when no other server uses the same data directory (the last one
+    /// out stops it).
     pub async fn shutdown(self) -> Result<()> {
+        use context::ShutdownPhase;
         use tokio::time::{Instant, timeout_at};
         /// How long answers, then requests, may take to end once the
         /// answers are told to.
         const AFTER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-        /// Until `deadline`, or until this instance generates no answer.
-        async fn drained(leases: &app::streams::Leases, deadline: Instant) -> bool {
-            while !leases.is_empty() && Instant::now() < deadline {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            leases.is_empty()
-        }
         let cx = self.http.app_private();
         let grace = std::time::Duration::from_secs(cx.config.http.shutdown_grace_secs);
         let (leases, datastore) = (cx.leases.clone(), cx.datastore.clone());
-        cx.stopping.send_replace(true);
+        let phase = cx.shutdown.clone();
+        let workers = self.kb_workers;
+        // Until `deadline`, or until no answer is generated and no job run
+        // here.
+        let drained = |deadline: Instant| {
+            let (leases, workers) = (&leases, &workers);
+            async move {
+                let idle = || leases.is_empty() && workers.iter().all(|w| w.is_finished());
+                while !idle() && Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                idle()
+            }
+        };
+        phase.send_replace(ShutdownPhase::Draining);
         let deadline = Instant::now() + grace;
         let mut close = std::pin::pin!(self.http.close());
         let mut closed = timeout_at(deadline, &mut close).await.ok();
         // Answers whose clients left are still generated (by tasks of
-        // their own): they get the grace period too.
-        if !drained(&leases, deadline).await || closed.is_none() {
+        // their own): they get the grace period too, as jobs do.
+        if !drained(deadline).await || closed.is_none() {
+            phase.send_replace(ShutdownPhase::GraceOver);
             leases.interrupt();
-            let stuck = if drained(&leases, Instant::now() + AFTER_GRACE).await {
+            let stuck = if drained(Instant::now() + AFTER_GRACE).await {
                 0
             } else {
                 app::streams::interrupt_own(&leases, &datastore, &self.log).await
@@ -104,14 +119,14 @@ impl Server {
                     .ok();
             }
             slog::warn!(self.log, "the shutdown grace period ended: answers still running \
-                were interrupted"; "closed_in_the_database" => stuck,
+                were interrupted, jobs handed back"; "answers_closed_in_the_database" => stuck,
                 "requests_open" => closed.is_none());
         }
         match closed {
             Some(result) => result.map_err(|e| anyhow::anyhow!(e))?,
             None => slog::warn!(self.log, "stopping with requests still open"),
         }
-        for task in &self.tasks {
+        for task in self.tasks.iter().chain(&workers) {
             task.abort();
         }
         if let Some(cluster) = self.embedded {
@@ -335,6 +350,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         std::time::Duration::from_secs(streams_config.lease_secs),
         log.clone(),
     ));
+    let shutdown = tokio::sync::watch::Sender::new(context::ShutdownPhase::Serving);
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
         datastore: datastore.clone(),
         files: kb.files.clone(),
@@ -346,6 +362,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         http: fetch::client(&config.fetch).context("building the source fetch client")?,
         hub: chat_hub.clone(),
         log: log.new(slog::o!("component" => "kb")),
+        shutdown: shutdown.subscribe(),
     });
     let kb_workers = app::kb_ingest::start(ingestion);
     if config.kb.workers > 0 {
@@ -383,7 +400,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         log: log.clone(),
         mcp: mcp_client,
         mcp_catalog,
-        stopping: tokio::sync::watch::Sender::new(false),
+        shutdown,
     };
     let connection_limits = dropshot::ConnectionLimits {
         max_connections: Some(context.config.http.max_connections()),
@@ -403,7 +420,6 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
     let mut tasks = vec![janitor, chat_listener, chat_janitor, heartbeat, sweeper];
-    tasks.extend(kb_workers);
     if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
         slog::warn!(log, "the chat listener is not connected yet");
     }
@@ -420,6 +436,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         http,
         embedded: None,
         tasks,
+        kb_workers,
         metrics_addr,
         log,
     })

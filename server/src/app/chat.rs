@@ -15,7 +15,7 @@
 use crate::app::streams::{Emitter, INTERRUPTED, INTERRUPTED_MESSAGE, Lease, LeaseEnd};
 use crate::authz::{OrgAccess, perm};
 use crate::chat_hub::Notice;
-use crate::context::ServerContext;
+use crate::context::{ServerContext, ShutdownPhase};
 use crate::db::Datastore;
 use crate::db::datastore::chat::{
     ChatFileRow, ChatMessageRow, ChatRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
@@ -1332,7 +1332,7 @@ where
     let mut notices = cx
         .chat_hub
         .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
-    let mut stopping = cx.stopping.subscribe();
+    let mut shutdown = cx.shutdown.subscribe();
     if !ws_still_allowed(cx, org_id, user_id).await {
         return Ok(());
     }
@@ -1345,7 +1345,9 @@ where
     loop {
         tokio::select! {
             // The server shuts down: the client reconnects elsewhere.
-            _ = async { stopping.wait_for(|stopping| *stopping).await.is_ok() } => {
+            _ = async {
+                shutdown.wait_for(|phase| *phase != ShutdownPhase::Serving).await.is_ok()
+            } => {
                 ws_close(&mut ws, CloseCode::Away, "the server is shutting down").await;
                 break;
             }

@@ -21,8 +21,12 @@
 //! robots.txt, wrong credentials) fails the document at once. Either way the
 //! document shows the error, and other documents go on. A worker that dies
 //! mid-job loses its lease; the job is taken over when the lease expires.
+//! A server that stops claims no new job, lets the jobs in progress finish
+//! for `http.shutdown_grace_secs`, then hands the rest back to the queue
+//! (due at once, the attempt not counted).
 
 use crate::chat_hub::Hub;
+use crate::context::ShutdownPhase;
 use crate::db::datastore::Datastore;
 use crate::db::datastore::kb_jobs::{
     ClaimedJob, DocumentFacts, Failure, IngestTarget, ListedDocument, NewChunk,
@@ -56,6 +60,9 @@ pub struct Ingestion {
     pub http: reqwest::Client,
     pub hub: Arc<Hub>,
     pub log: slog::Logger,
+    /// The server's shutdown: workers claim no job once it drains, and hand
+    /// theirs back when its grace period ends.
+    pub shutdown: tokio::sync::watch::Receiver<ShutdownPhase>,
 }
 
 /// Why a job's attempt failed.
@@ -96,24 +103,44 @@ pub fn start(ingestion: Arc<Ingestion>) -> Vec<tokio::task::JoinHandle<()>> {
         .collect()
 }
 
+/// Claims and runs jobs until the server drains (see [`ShutdownPhase`]).
 async fn worker(ing: Arc<Ingestion>, id: Uuid) {
     let mut wake = ing.hub.subscribe(CHANNEL, "");
+    let mut shutdown = ing.shutdown.clone();
     let poll = Duration::from_millis(ing.kb.poll_interval_ms.max(10));
     let lease = ing.kb.lease_secs.max(3) as f64;
-    loop {
-        match ing.datastore.kb_job_claim(id, lease).await {
-            Ok(Some(job)) => run(&ing, job).await,
-            Ok(None) => {
-                tokio::select! {
-                    _ = wake.recv() => {}
-                    _ = tokio::time::sleep(poll) => {}
-                }
+    while *shutdown.borrow_and_update() == ShutdownPhase::Serving {
+        let idle = match ing.datastore.kb_job_claim(id, lease).await {
+            Ok(Some(job)) => {
+                run(&ing, job).await;
+                continue;
             }
+            Ok(None) => poll,
             Err(e) => {
                 slog::debug!(ing.log, "kb worker: claiming failed"; "error" => %e);
-                tokio::time::sleep(poll).await;
+                poll
             }
+        };
+        tokio::select! {
+            _ = wake.recv() => {}
+            _ = tokio::time::sleep(idle) => {}
+            changed = shutdown.changed() => if changed.is_err() {
+                return;
+            },
         }
+    }
+}
+
+/// Resolves when the server's shutdown grace period ended; never while
+/// the server serves or drains.
+async fn grace_over(shutdown: &tokio::sync::watch::Receiver<ShutdownPhase>) {
+    let mut shutdown = shutdown.clone();
+    if shutdown
+        .wait_for(|phase| *phase == ShutdownPhase::GraceOver)
+        .await
+        .is_err()
+    {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -153,6 +180,16 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
         r = work => r,
         () = heartbeat => {
             slog::info!(log, "kb worker: lost the job's lease; leaving it");
+            return;
+        }
+        () = grace_over(&ing.shutdown) => {
+            // Not the job's fault: another instance takes it at once, and
+            // the attempt does not count.
+            match ing.datastore.kb_job_release(&job).await {
+                Ok(_) => slog::info!(log, "kb worker: handed the job back at shutdown"),
+                Err(e) => slog::warn!(log, "kb worker: handing the job back at shutdown \
+                    failed; it is taken over when its lease expires"; "error" => %e),
+            }
             return;
         }
     };

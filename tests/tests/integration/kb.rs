@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 use workspace_client::types;
-use workspace_tests::{TestContext, TestUser};
+use workspace_tests::{TestContext, TestUser, req};
 
 const MODEL: &str = "all-minilm-l6-v2";
 
@@ -31,29 +31,6 @@ async fn create_kb(
         .expect("kb_create")
         .into_inner()
         .id
-}
-
-/// A raw request with the user's token, for bodies the typed client would
-/// not send.
-async fn raw(
-    cx: &TestContext,
-    user: &TestUser,
-    method: reqwest::Method,
-    path: &str,
-    query: &[(&str, String)],
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", cx.base_url))
-        .bearer_auth(&user.token)
-        .query(query);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 #[tokio::test]
@@ -84,9 +61,9 @@ async fn knowledge_base_lifecycle() {
     assert_eq!(created.status, types::KbStatus::Ready);
 
     // With sources: processing; documents are listed at once for web.
-    let (status, body) = raw(
-        &cx,
-        &ada,
+    let (status, body) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -109,9 +86,9 @@ async fn knowledge_base_lifecycle() {
     let kb: Uuid = body["id"].as_str().unwrap().parse().unwrap();
 
     // The detail shows sources without credentials.
-    let (status, detail) = raw(
-        &cx,
-        &ada,
+    let (status, detail) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/get",
         &[("kb_id", kb.to_string())],
@@ -162,9 +139,9 @@ async fn knowledge_base_lifecycle() {
     assert_eq!(list[0].id, kb);
     assert_eq!(list[0].document_count, 2);
     assert_eq!(list[0].status, types::KbStatus::Processing);
-    let (status, body) = raw(
-        &cx,
-        &ada,
+    let (status, body) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/list",
         &[("org_id", org.to_string()), ("limit", "101".into())],
@@ -243,9 +220,9 @@ async fn knowledge_base_lifecycle() {
         .send()
         .await
         .unwrap();
-    let (status, body) = raw(
-        &cx,
-        &ada,
+    let (status, body) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::DELETE,
         "/api/kb/delete_document",
         &[
@@ -281,9 +258,9 @@ async fn knowledge_base_lifecycle() {
             "invalid_source",
         ),
     ] {
-        let (status, answer) = raw(
-            &cx,
-            &ada,
+        let (status, answer) = req(
+            &cx.base_url,
+            &ada.token,
             reqwest::Method::POST,
             "/api/kb/create",
             &[("org_id", org.to_string())],
@@ -317,9 +294,9 @@ async fn knowledge_base_lifecycle() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
-    let (status, _) = raw(
-        &cx,
-        &ada,
+    let (status, _) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/get",
         &[("kb_id", kb.to_string())],
@@ -395,7 +372,7 @@ async fn knowledge_bases_are_isolated() {
         (M::GET, "/api/kb/ingestion_status", q.clone(), None),
     ];
     for (method, path, query, body) in calls {
-        let (status, answer) = raw(&cx, &eve, method, path, &query, body).await;
+        let (status, answer) = req(&cx.base_url, &eve.token, method, path, &query, body).await;
         assert_eq!(
             (status, answer["error_code"].as_str()),
             (404, Some("not_found")),
@@ -405,9 +382,9 @@ async fn knowledge_bases_are_isolated() {
     // A document id of another knowledge base is not found through one's own.
     let eve_org = eve.personal_org().await;
     let own = create_kb(&eve, eve_org, "Mine", Vec::new()).await;
-    let (status, _) = raw(
-        &cx,
-        &eve,
+    let (status, _) = req(
+        &cx.base_url,
+        &eve.token,
         M::DELETE,
         "/api/kb/delete_document",
         &[("kb_id", own.to_string()), ("document_id", doc.to_string())],
@@ -553,9 +530,9 @@ async fn uploads_are_sniffed_limited_and_downloadable() {
     assert_eq!(docs.documents[0].title, "notes.md");
     assert_eq!(docs.documents[0].size_bytes, Some(text.len() as i64));
     let eve_org = eve.personal_org().await;
-    let (status, body) = raw(
-        &cx,
-        &eve,
+    let (status, body) = req(
+        &cx.base_url,
+        &eve.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", eve_org.to_string())],

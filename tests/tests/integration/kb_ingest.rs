@@ -7,30 +7,9 @@
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
-use workspace_tests::{TestContext, TestUser};
+use workspace_tests::{TestContext, TestUser, req};
 
 const MODEL: &str = "all-minilm-l6-v2";
-
-async fn call(
-    cx: &TestContext,
-    user: &TestUser,
-    method: reqwest::Method,
-    path: &str,
-    query: &[(&str, String)],
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{}{path}", cx.base_url))
-        .bearer_auth(&user.token)
-        .query(query);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
 
 async fn upload(user: &TestUser, org: Uuid, name: &str, bytes: Vec<u8>) -> Uuid {
     user.client
@@ -45,9 +24,9 @@ async fn upload(user: &TestUser, org: Uuid, name: &str, bytes: Vec<u8>) -> Uuid 
 async fn wait_ready(cx: &TestContext, user: &TestUser, kb: Uuid, limit: Duration) -> Value {
     let started = Instant::now();
     loop {
-        let (status, progress) = call(
-            cx,
-            user,
+        let (status, progress) = req(
+            &cx.base_url,
+            &user.token,
             reqwest::Method::GET,
             "/api/kb/ingestion_status",
             &[("kb_id", kb.to_string())],
@@ -67,9 +46,9 @@ async fn wait_ready(cx: &TestContext, user: &TestUser, kb: Uuid, limit: Duration
 }
 
 async fn search(cx: &TestContext, user: &TestUser, kb: Uuid, body: Value) -> Vec<Value> {
-    let (status, found) = call(
-        cx,
-        user,
+    let (status, found) = req(
+        &cx.base_url,
+        &user.token,
         reqwest::Method::POST,
         "/api/kb/search",
         &[("kb_id", kb.to_string())],
@@ -150,9 +129,9 @@ async fn documents_are_ingested_found_and_cited() {
     .await;
 
     let started = Instant::now();
-    let (status, kb) = call(
-        &cx,
-        &ada,
+    let (status, kb) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -171,9 +150,9 @@ async fn documents_are_ingested_found_and_cited() {
     assert_eq!(progress["documents_failed"], 1, "{progress}");
     assert_eq!(progress["sources"][0]["status"], "completed", "{progress}");
 
-    let (_, page) = call(
-        &cx,
-        &ada,
+    let (_, page) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/list_documents",
         &[("kb_id", kb.to_string())],
@@ -202,9 +181,9 @@ async fn documents_are_ingested_found_and_cited() {
     let retry = |doc: String| {
         let (cx, ada) = (&cx, &ada);
         async move {
-            call(
-                cx,
-                ada,
+            req(
+                &cx.base_url,
+                &ada.token,
                 reqwest::Method::POST,
                 "/api/kb/retry_document",
                 &[("kb_id", kb.to_string()), ("document_id", doc)],
@@ -275,9 +254,9 @@ async fn documents_are_ingested_found_and_cited() {
     assert_eq!(hits.len(), 1);
 
     // The answer cites its numbered sources (JSON).
-    let (_, models) = call(
-        &cx,
-        &ada,
+    let (_, models) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/models/list",
         &[("org_id", org.to_string())],
@@ -291,9 +270,9 @@ async fn documents_are_ingested_found_and_cited() {
         .find(|m| m["name"] == "fake")
         .unwrap()["id"]
         .clone();
-    let (status, answer) = call(
-        &cx,
-        &ada,
+    let (status, answer) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/query",
         &[("kb_id", kb.to_string())],
@@ -392,9 +371,9 @@ async fn documents_are_ingested_found_and_cited() {
 
     // Deleting a document removes its chunks from search.
     let log_doc = pdf_document(&page, "log.txt");
-    let (status, _) = call(
-        &cx,
-        &ada,
+    let (status, _) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::DELETE,
         "/api/kb/delete_document",
         &[("kb_id", kb.to_string()), ("document_id", log_doc.clone())],
@@ -408,9 +387,9 @@ async fn documents_are_ingested_found_and_cited() {
     // Nothing of this knowledge base is findable from another organization.
     let eve = cx.user("ingest-eve").await;
     for path in ["/api/kb/search", "/api/kb/query"] {
-        let (status, body) = call(
-            &cx,
-            &eve,
+        let (status, body) = req(
+            &cx.base_url,
+            &eve.token,
             reqwest::Method::POST,
             path,
             &[("kb_id", kb.to_string())],
@@ -451,9 +430,9 @@ async fn a_crashed_workers_job_is_taken_over() {
     let ada = cx.user("takeover-ada").await;
     let org = ada.personal_org().await;
     let file = upload(&ada, org, "notes.txt", LIGHTHOUSE.as_bytes().to_vec()).await;
-    let (status, kb) = call(
-        &cx,
-        &ada,
+    let (status, kb) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -598,9 +577,9 @@ async fn web_pages_and_s3_objects_are_ingested() {
     .await;
     let ada = cx.user("web-ada").await;
     let org = ada.personal_org().await;
-    let (status, kb) = call(
-        &cx,
-        &ada,
+    let (status, kb) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -624,9 +603,9 @@ async fn web_pages_and_s3_objects_are_ingested() {
     assert_eq!(progress["documents_total"], 7, "{progress}");
     assert_eq!(progress["documents_failed"], 3, "{progress}");
 
-    let (_, page) = call(
-        &cx,
-        &ada,
+    let (_, page) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/list_documents",
         &[("kb_id", kb.to_string()), ("limit", "50".into())],
@@ -686,9 +665,9 @@ async fn web_pages_and_s3_objects_are_ingested() {
     assert_eq!(hits[0]["document_id"], by_url("ropes.txt")["id"]);
 
     // Wrong credentials: the listing fails for good, the secret unshown.
-    let (status, bad) = call(
-        &cx,
-        &ada,
+    let (status, bad) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -726,9 +705,9 @@ async fn private_addresses_are_refused_by_default() {
     .await;
     let ada = cx.user("ssrf-ada").await;
     let org = ada.personal_org().await;
-    let (_, kb) = call(
-        &cx,
-        &ada,
+    let (_, kb) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::POST,
         "/api/kb/create",
         &[("org_id", org.to_string())],
@@ -741,9 +720,9 @@ async fn private_addresses_are_refused_by_default() {
     let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
     let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(60)).await;
     assert_eq!(progress["documents_failed"], 1, "{progress}");
-    let (_, page) = call(
-        &cx,
-        &ada,
+    let (_, page) = req(
+        &cx.base_url,
+        &ada.token,
         reqwest::Method::GET,
         "/api/kb/list_documents",
         &[("kb_id", kb.to_string())],
@@ -832,4 +811,94 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// A stopping instance claims no new job, and when its grace period ends
+/// hands the job it is still running back to the queue: due at once, the
+/// attempt not counted, so a rolling deploy neither uses up a document's
+/// attempts nor leaves it waiting for a lease to expire.
+#[tokio::test]
+async fn a_stopping_instance_hands_its_jobs_back() {
+    // A web server that accepts and never answers: the job's fetch waits.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (seen, mut fetched) = tokio::sync::mpsc::unbounded_channel();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            let _ = seen.send(());
+            held.push(socket);
+        }
+    });
+    let cx = TestContext::with_config("kb_handback", |c| c.kb.workers = 0).await;
+    let ada = cx.user("handback-ada").await;
+    let org = ada.personal_org().await;
+    let (status, kb) = req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "Silent", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "web", "config": {"urls": [format!("http://{addr}/page")]}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{kb}");
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    let worker = cx
+        .second_instance(|c| {
+            c.kb.poll_interval_ms = 100;
+            c.fetch.allow_private_networks = true;
+            c.http.shutdown_grace_secs = 1;
+        })
+        .await;
+    tokio::time::timeout(Duration::from_secs(60), fetched.recv())
+        .await
+        .expect("the worker fetches the page")
+        .unwrap();
+    let db = cx.db().await;
+    let running: (String, i32) = {
+        let row = db
+            .query_one(
+                "SELECT state, attempts FROM kb_jobs WHERE kb_id = $1",
+                &[&kb],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(running, ("running".to_string(), 1));
+
+    let stopping = Instant::now();
+    worker
+        .shutdown()
+        .await
+        .expect("stopping the worker's instance");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let row = db
+        .query_one(
+            "SELECT state, attempts, locked_by IS NULL, run_after <= now() \
+             FROM kb_jobs WHERE kb_id = $1",
+            &[&kb],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            row.get::<_, String>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, bool>(2),
+            row.get::<_, bool>(3)
+        ),
+        ("queued".to_string(), 0, true, true),
+        "handed back, due, the attempt not counted"
+    );
+    silent.abort();
+    cx.teardown().await;
 }

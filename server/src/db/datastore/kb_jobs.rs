@@ -139,6 +139,23 @@ impl Datastore {
         Ok(Some(job))
     }
 
+    /// Hands a claimed job back (its instance stops): queued and due at
+    /// once, the attempt not counted. `false` when the job was no longer
+    /// this worker's.
+    pub async fn kb_job_release(&self, job: &ClaimedJob) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE kb_jobs SET state = 'queued', attempts = greatest(attempts - 1, 0), \
+                     locked_by = NULL, locked_until = NULL, run_after = now(), \
+                     updated_at = now() \
+                 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
+                &[&job.id, &job.worker],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     /// Renews the lease; `false` when the job is no longer this worker's
     /// (taken over, or deleted with its knowledge base or document).
     pub async fn kb_job_heartbeat(&self, job: &ClaimedJob, lease_secs: f64) -> Result<bool, Error> {
