@@ -77,6 +77,12 @@ impl Server {
     /// only when no other server uses the same data directory (the last one
     /// out stops it).
     pub async fn shutdown(self) -> Result<()> {
+        self.shutdown_unless(std::future::pending()).await
+    }
+
+    /// [`Server::shutdown`], whose grace period `cut_short` ends early when
+    /// it resolves first (a second Ctrl-C).
+    pub async fn shutdown_unless(self, cut_short: impl Future<Output = ()>) -> Result<()> {
         use context::ShutdownPhase;
         use tokio::time::{Instant, timeout_at};
         /// How long answers, then requests, may take to end once the
@@ -100,12 +106,22 @@ impl Server {
             }
         };
         phase.send_replace(ShutdownPhase::Draining);
-        let deadline = Instant::now() + grace;
         let mut close = std::pin::pin!(self.http.close());
-        let mut closed = timeout_at(deadline, &mut close).await.ok();
         // Answers whose clients left are still generated (by tasks of
         // their own): they get the grace period too, as jobs do.
-        if !drained(deadline).await || closed.is_none() {
+        let deadline = Instant::now() + grace;
+        let grace_period = async {
+            let closed = timeout_at(deadline, &mut close).await.ok();
+            (closed, drained(deadline).await)
+        };
+        let (mut closed, idle) = tokio::select! {
+            done = grace_period => done,
+            () = cut_short => {
+                slog::warn!(self.log, "shutdown: the grace period was cut short");
+                (None, false)
+            }
+        };
+        if !idle || closed.is_none() {
             phase.send_replace(ShutdownPhase::GraceOver);
             leases.interrupt();
             let stuck = if drained(Instant::now() + AFTER_GRACE).await {

@@ -88,6 +88,7 @@ async fn run() -> Result<()> {
         .clone()
         .unwrap_or_else(workspace_embedded_db::data_root);
     let embedded = config.database.url.is_none();
+    let grace_secs = config.http.shutdown_grace_secs;
     let server = workspace_server::start(config, log.clone()).await?;
     // For people: where it is and how to stop it (the log lines are JSON).
     let url = format!("http://{}", server.local_addr());
@@ -108,7 +109,20 @@ async fn run() -> Result<()> {
         _ = sigterm.recv() => slog::info!(log, "SIGTERM received: shutting down"),
         _ = tokio::signal::ctrl_c() => slog::info!(log, "interrupt received: shutting down"),
     }
-    server.shutdown().await?;
+    eprintln!(
+        "Stopping: requests and answers in progress get up to {} s \
+         (http.shutdown_grace_secs); Ctrl-C again to stop now.",
+        grace_secs
+    );
+    // A second signal ends the grace period: answers still running end as
+    // interrupted, jobs go back to the queue, the cluster is left cleanly.
+    let again = async move {
+        tokio::select! {
+            _ = sigterm.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    server.shutdown_unless(again).await?;
     slog::info!(log, "stopped");
     Ok(())
 }

@@ -1695,11 +1695,12 @@ async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
     assert_eq!(stored.status, MessageStatus::Complete);
     eprintln!("shutdown: waited {:?} for the answer", stopping.elapsed());
 
-    // Past it: closed at once as interrupted, the stream ended.
+    // Past it (here cut short after 1 s, as by a second Ctrl-C): closed
+    // at once as interrupted, the stream ended.
     let hasty = cx
         .second_instance(|c| {
             slow(c);
-            c.http.shutdown_grace_secs = 1;
+            c.http.shutdown_grace_secs = 120;
         })
         .await;
     let sess = session(&ada.client, org, conv, model).await;
@@ -1722,7 +1723,11 @@ async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
     let stopping = std::time::Instant::now();
     let (stopped, rest, chat_events) = tokio::time::timeout(
         Duration::from_secs(30),
-        futures::future::join3(hasty.shutdown(), sse.collect(), chat_sse.collect()),
+        futures::future::join3(
+            hasty.shutdown_unless(tokio::time::sleep(Duration::from_secs(1))),
+            sse.collect(),
+            chat_sse.collect(),
+        ),
     )
     .await
     .expect("the instance stopped");
@@ -1733,7 +1738,7 @@ async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
         (&json!("error"), &json!("answer_interrupted")),
         "{chat_events:?}"
     );
-    // The grace period, and not a lease (30 s by default), bounded it.
+    // The cut grace period, and not a lease (30 s by default), bounded it.
     assert!(
         stopping.elapsed() < Duration::from_secs(8),
         "{:?}",
