@@ -115,7 +115,8 @@ enum Mode {
 enum DbAction {
     /// Start the test cluster (initialising it if needed) and print its URL.
     Start,
-    /// Stop the test cluster.
+    /// Stop the test cluster, unless a test run (another checkout's, or a
+    /// concurrent `cargo xtask test`) still uses it.
     Stop,
     /// Print the admin URL of the running test cluster.
     Url,
@@ -424,7 +425,14 @@ fn db(action: DbAction) -> Result<()> {
             println!("{}", cluster.url("postgres"));
             Ok(())
         }
-        DbAction::Stop => test_cluster()?.stop(),
+        DbAction::Stop => {
+            if test_cluster()?.release()? {
+                println!("stopped the test database");
+            } else {
+                println!("left the test database running: a test run uses it");
+            }
+            Ok(())
+        }
     }
 }
 
