@@ -57,7 +57,7 @@ async fn spawn(
         .join(name);
     assert!(
         bin.exists(),
-        "{} is missing: run `npm install --no-package-lock` in tests/peers (as .ci/run does)",
+        "{} is missing: `cargo xtask test` installs tests/peers/package.json with npm",
         bin.display()
     );
     let child = std::process::Command::new(bin)

@@ -175,35 +175,7 @@ fn check_all(root: &Path) -> Result<()> {
 /// `contract/consumer.ts` against them.
 fn contract(root: &Path) -> Result<()> {
     let dir = root.join("contract");
-    let node = Command::new("node")
-        .arg("--version")
-        .output()
-        .context("running node (install Node.js 20.19+ and npm)")?;
-    let version = String::from_utf8_lossy(&node.stdout).trim().to_string();
-    let parts: Vec<u32> = version
-        .trim_start_matches('v')
-        .split('.')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    if parts.len() < 2 || (parts[0], parts[1]) < (20, 19) {
-        bail!("contract/ needs Node.js 20.19 or newer (@redocly/cli), found {version:?}");
-    }
-    let manifest = std::fs::read_to_string(dir.join("package.json"))
-        .context("reading contract/package.json")?;
-    // Records which package.json the installed modules belong to.
-    let marker = dir.join("node_modules/.workspace-package.json");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
-        println!("installing contract/package.json with npm");
-        let status = Command::new("npm")
-            .current_dir(&dir)
-            .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
-            .status()
-            .context("running npm (install Node.js 20.19+ and npm)")?;
-        if !status.success() {
-            bail!("npm install in contract/ failed");
-        }
-        std::fs::write(&marker, &manifest)?;
-    }
+    npm_packages(&dir, "contract")?;
     let tool = |name: &str| dir.join("node_modules/.bin").join(name);
     let run = |what: &str, cmd: &mut Command| -> Result<()> {
         let status = cmd
@@ -239,6 +211,42 @@ fn contract(root: &Path) -> Result<()> {
         "tsc --strict (contract/consumer.ts)",
         Command::new(tool("tsc")).args(["-p", "tsconfig.json"]),
     )
+}
+
+/// Installs the npm packages pinned in `dir/package.json` when they are
+/// missing or the manifest changed since the last install (a copy of the
+/// manifest in `node_modules` records which one is installed). Checks the
+/// Node.js version first: @redocly/cli needs 20.19 or newer.
+fn npm_packages(dir: &Path, name: &str) -> Result<()> {
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .context("running node (install Node.js 20.19+ and npm)")?;
+    let version = String::from_utf8_lossy(&node.stdout).trim().to_string();
+    let parts: Vec<u32> = version
+        .trim_start_matches('v')
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    if parts.len() < 2 || (parts[0], parts[1]) < (20, 19) {
+        bail!("{name}/ needs Node.js 20.19 or newer, found {version:?}");
+    }
+    let manifest = std::fs::read_to_string(dir.join("package.json"))
+        .with_context(|| format!("reading {name}/package.json"))?;
+    let marker = dir.join("node_modules/.workspace-package.json");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
+        println!("installing {name}/package.json with npm");
+        let status = Command::new("npm")
+            .current_dir(dir)
+            .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
+            .status()
+            .context("running npm (install Node.js 20.19+ and npm)")?;
+        if !status.success() {
+            bail!("npm install in {name}/ failed");
+        }
+        std::fs::write(&marker, &manifest)?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -437,6 +445,22 @@ fn db(action: DbAction) -> Result<()> {
 }
 
 fn test(root: &Path, extra: &[String]) -> Result<()> {
+    // Fail before a long build, naming what to install, rather than with
+    // a handful of puzzling test failures at the end.
+    for (program, package, why) in SUITE_PROGRAMS {
+        let found = Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            bail!(
+                "the test suite needs `{program}` ({why}); \
+                 on Debian: apt-get install {package}"
+            );
+        }
+    }
+    // The real MCP servers and the mock LLM the integration tests start.
+    npm_packages(&root.join("tests/peers"), "tests/peers")?;
     let cluster = if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_some() {
         None
     } else {
@@ -473,6 +497,13 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     fuzzed?;
     checks
 }
+
+/// Programs the suite runs besides cargo, python3 and npm: the program,
+/// its Debian package, and what for.
+const SUITE_PROGRAMS: &[(&str, &str, &str)] = &[
+    ("bwrap", "bubblewrap", "the tool sandbox runs code under it"),
+    ("jq", "jq", "scripts/quickstart.sh, run by the CLI tests"),
+];
 
 /// The Python packages the suite runs, pinned: the contract fuzz
 /// (schemathesis), the local SMTP server (aiosmtpd) and the OpenAI client
