@@ -89,34 +89,57 @@ pub fn check_url(url: &reqwest::Url, allow_private: bool) -> Result<(), GuardErr
 }
 
 /// A resolver that drops non-public addresses (unless allowed) and fails
-/// when none is left.
+/// when none is left. It serves both HTTP clients that fetch for sources:
+/// reqwest's (web pages) and object_store's (S3 endpoints), so the address
+/// a connection goes to is the one that was checked: a name cannot resolve
+/// to a public address for a check and to an internal one for the request.
 #[derive(Clone, Debug)]
 pub struct GuardedResolver {
     pub allow_private: bool,
 }
 
+type DnsError = Box<dyn std::error::Error + Send + Sync>;
+
+impl GuardedResolver {
+    /// The addresses of `host` that may be connected to.
+    async fn addresses(self, host: String) -> Result<Vec<IpAddr>, DnsError> {
+        let resolved: Vec<IpAddr> = tokio::net::lookup_host((host.as_str(), 0))
+            .await?
+            .map(|a| a.ip())
+            .collect();
+        let kept: Vec<IpAddr> = resolved
+            .iter()
+            .copied()
+            .filter(|ip| self.allow_private || is_public(*ip))
+            .collect();
+        if kept.is_empty() {
+            let shown = resolved
+                .first()
+                .map(|ip| format!("{host} ({ip})"))
+                .unwrap_or(host);
+            return Err(Box::new(GuardError::Private(shown)));
+        }
+        Ok(kept)
+    }
+}
+
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let allow_private = self.allow_private;
-        let host = name.as_str().to_string();
+        let addresses = self.clone().addresses(name.as_str().to_string());
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let kept: Vec<SocketAddr> = resolved
-                .iter()
-                .copied()
-                .filter(|a| allow_private || is_public(a.ip()))
-                .collect();
-            if kept.is_empty() {
-                let shown = resolved
-                    .first()
-                    .map(|a| format!("{host} ({})", a.ip()))
-                    .unwrap_or(host);
-                return Err(Box::new(GuardError::Private(shown))
-                    as Box<dyn std::error::Error + Send + Sync>);
-            }
-            Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
+            // Port 0: reqwest puts the URL's port in.
+            let addrs = addresses
+                .await?
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, 0));
+            Ok(Box::new(addrs) as reqwest::dns::Addrs)
         })
+    }
+}
+
+impl object_store::client::DnsResolver for GuardedResolver {
+    fn resolve(&self, host: &str) -> object_store::client::DnsFuture {
+        Box::pin(self.clone().addresses(host.to_string()))
     }
 }
 

@@ -5,7 +5,11 @@
 //!
 //! With `endpoint_url` the bucket is addressed path-style at that endpoint
 //! (`http://` allowed); its host is resolved first and refused unless every
-//! address is public (or `fetch.allow_private_networks`). Without it the
+//! address is public (or `fetch.allow_private_networks`), and every
+//! connection the store makes resolves through the same guard
+//! ([`crate::fetch::GuardedResolver`]), so a name that changes its answer
+//! between the check and the request (DNS rebinding) still reaches no
+//! internal address. Without it the
 //! bucket is on AWS. `prefix` is a folder path (`docs/2024/`): objects whose
 //! keys are under it, folder markers (keys ending in `/`) skipped.
 
@@ -62,7 +66,25 @@ async fn store(
     src: &S3Source,
     allow_private: bool,
 ) -> Result<object_store::aws::AmazonS3, SourceError> {
+    if let Some(endpoint) = &src.endpoint_url {
+        check_endpoint(endpoint, allow_private).await?;
+    }
+    guarded_store(src, allow_private)
+}
+
+/// The store, its connections through the SSRF guard; [`store`] checks the
+/// endpoint first, for a clear message before any request.
+fn guarded_store(
+    src: &S3Source,
+    allow_private: bool,
+) -> Result<object_store::aws::AmazonS3, SourceError> {
+    // Every connection the store makes resolves through the SSRF guard
+    // (set first: with_client_options replaces the options set before it).
+    let options = object_store::ClientOptions::new().with_dns_resolver(std::sync::Arc::new(
+        crate::fetch::GuardedResolver { allow_private },
+    ));
     let mut builder = object_store::aws::AmazonS3Builder::new()
+        .with_client_options(options)
         .with_bucket_name(&src.bucket)
         .with_region(&src.region)
         .with_access_key_id(&src.access_key_id)
@@ -72,7 +94,6 @@ async fn store(
             ..Default::default()
         });
     if let Some(endpoint) = &src.endpoint_url {
-        check_endpoint(endpoint, allow_private).await?;
         builder = builder
             .with_endpoint(endpoint)
             .with_virtual_hosted_style_request(false)
@@ -196,4 +217,53 @@ pub async fn get(
         content,
         size_bytes: size,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+
+    /// DNS rebinding: a name that passed the endpoint check can answer
+    /// with an internal address at connection time. The store's own
+    /// connections resolve through the guard, so such a request never
+    /// leaves: here `localhost` stands for the rebound name, and the store
+    /// is built without the check.
+    #[tokio::test]
+    async fn store_connections_resolve_through_the_guard() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let src = S3Source {
+            bucket: "docs".into(),
+            prefix: String::new(),
+            region: "us-east-1".into(),
+            endpoint_url: Some(format!("http://localhost:{port}")),
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: "secret".into(),
+        };
+        let store = guarded_store(&src, false).unwrap();
+        let object = StorePath::from("a.txt");
+        let head = store.head(&object);
+        let err = tokio::time::timeout(std::time::Duration::from_secs(5), head)
+            .await
+            .expect("refused at once, not waiting on the address")
+            .expect_err("the guard refuses loopback");
+        assert!(
+            format!("{err:?}").contains("Private(\"localhost ("),
+            "{err:?}"
+        );
+        let accepted =
+            tokio::time::timeout(std::time::Duration::from_millis(200), listener.accept());
+        assert!(accepted.await.is_err(), "no connection reached the address");
+
+        // Allowed (fetch.allow_private_networks), the same store connects.
+        let store = guarded_store(&src, true).unwrap();
+        let request = tokio::spawn(async move { store.head(&StorePath::from("a.txt")).await });
+        let accepted = tokio::time::timeout(std::time::Duration::from_secs(5), listener.accept());
+        assert!(
+            accepted.await.is_ok_and(|a| a.is_ok()),
+            "the store connected"
+        );
+        request.abort();
+    }
 }
