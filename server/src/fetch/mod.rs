@@ -139,7 +139,14 @@ impl reqwest::dns::Resolve for GuardedResolver {
 
 impl object_store::client::DnsResolver for GuardedResolver {
     fn resolve(&self, host: &str) -> object_store::client::DnsFuture {
-        Box::pin(self.clone().addresses(host.to_string()))
+        let addresses = self.clone().addresses(host.to_string());
+        Box::pin(async move {
+            // Shuffled, as object_store's own resolver does by default, so
+            // connections spread over a bucket endpoint's addresses.
+            let mut kept = addresses.await?;
+            rand::seq::SliceRandom::shuffle(kept.as_mut_slice(), &mut rand::rng());
+            Ok(kept)
+        })
     }
 }
 
