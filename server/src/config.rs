@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// The file this configuration was read from (not a key of it): the
+    /// tool sandbox refuses to run where it could see it.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
     /// Address the HTTP server listens on.
     pub bind_address: SocketAddr,
     /// Largest accepted request body, in bytes.
@@ -600,6 +604,7 @@ pub const OFFLINE_MODEL_NAME: &str = "offline-dev-model";
 impl Default for Config {
     fn default() -> Self {
         Config {
+            source: None,
             bind_address: "127.0.0.1:8080".parse().expect("valid default address"),
             request_body_max_bytes: 1024 * 1024,
             database: DatabaseConfig::default(),
@@ -696,8 +701,10 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?
+                let mut config: Config = toml::from_str(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?;
+                config.source = Some(std::path::absolute(&path).unwrap_or(path));
+                config
             }
             None => Config::default(),
         };

@@ -21,6 +21,12 @@ pub struct FilesConfig {
     pub max_extracted_bytes: usize,
     /// Time budget of one extraction, in seconds.
     pub extraction_timeout_secs: u64,
+    /// Address-space limit of the extraction worker process, in MiB (a
+    /// file that needs more fails with `the file needs more than N MiB`).
+    pub extraction_memory_mib: u64,
+    /// The `workspace-server` executable whose `extract-worker`
+    /// subcommand parses files (default: this server's own executable).
+    pub extraction_worker: Option<PathBuf>,
 }
 
 impl Default for FilesConfig {
@@ -30,6 +36,8 @@ impl Default for FilesConfig {
             public_base_url: None,
             max_extracted_bytes: 10 * 1024 * 1024,
             extraction_timeout_secs: 30,
+            extraction_memory_mib: 1024,
+            extraction_worker: None,
         }
     }
 }

@@ -201,6 +201,37 @@ impl TestUser {
     }
 }
 
+/// The configuration every test server starts from: a free port on
+/// 127.0.0.1, the test's database, the harness's JWT secret, no rate limits
+/// (tests sign up and log in many users from one address; the rate limit
+/// tests set their own) and extraction in the server binary's worker.
+fn test_config(db_url: &str) -> Config {
+    let mut config = Config {
+        bind_address: "127.0.0.1:0".parse().expect("address"),
+        ..Config::default()
+    };
+    config.database.url = Some(db_url.to_string());
+    config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+    config.rate_limits = unlimited();
+    config.files.extraction_worker = server_binary();
+    config
+}
+
+/// The `workspace-server` executable of this build: `WORKSPACE_SERVER_BIN`
+/// (`cargo xtask test` builds it and sets it), else the one beside the test
+/// binary's folder (`target/debug/workspace-server` for
+/// `target/debug/deps/integration-…`). Test servers run in-process, so
+/// this is what they start as their extraction worker, and what the tests
+/// that kill a real server process run.
+pub fn server_binary() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("WORKSPACE_SERVER_BIN").filter(|p| !p.is_empty()) {
+        return Some(path.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let candidate = exe.parent()?.parent()?.join("workspace-server");
+    candidate.is_file().then_some(candidate)
+}
+
 /// One test's server and database.
 pub struct TestContext {
     pub server: workspace_server::Server,
@@ -228,16 +259,8 @@ impl TestContext {
         let database = fresh_database().await?;
         let admin_url = admin_url()?;
         let db_url = url_for(&admin_url, &database)?;
-        let mut config = Config {
-            bind_address: "127.0.0.1:0".parse()?,
-            ..Config::default()
-        };
-        config.database.url = Some(db_url.clone());
+        let mut config = test_config(&db_url);
         config.database.pool_size = 8;
-        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
-        // Tests sign up and log in many users from one address; the rate
-        // limit tests set their own limits.
-        config.rate_limits = unlimited();
         adjust(&mut config);
         let log_path = test_log_path(test_name)?;
         let server = workspace_server::start(config, test_logger(test_name)?).await?;
@@ -258,13 +281,7 @@ impl TestContext {
         &self,
         adjust: impl FnOnce(&mut Config),
     ) -> workspace_server::Server {
-        let mut config = Config {
-            bind_address: "127.0.0.1:0".parse().expect("address"),
-            ..Config::default()
-        };
-        config.database.url = Some(self.db_url.clone());
-        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
-        config.rate_limits = unlimited();
+        let mut config = test_config(&self.db_url);
         adjust(&mut config);
         workspace_server::start(config, test_logger("second").expect("logger"))
             .await
@@ -276,13 +293,7 @@ impl TestContext {
     /// of the instance (answers being generated, their heartbeats, its
     /// database connections) stops where it is, as when a process dies.
     pub fn crashable_instance(&self, adjust: impl FnOnce(&mut Config)) -> Crashable {
-        let mut config = Config {
-            bind_address: "127.0.0.1:0".parse().expect("address"),
-            ..Config::default()
-        };
-        config.database.url = Some(self.db_url.clone());
-        config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
-        config.rate_limits = unlimited();
+        let mut config = test_config(&self.db_url);
         adjust(&mut config);
         let log = test_logger("crashable").expect("logger");
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();

@@ -468,8 +468,13 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         println!("test database: {}", cluster.url("postgres"));
         Some(cluster)
     };
+    // The server executable: test servers run in-process but parse files
+    // in its extraction worker, and the crash tests kill it with SIGKILL.
+    // (The fuzz below runs the same build.)
+    let server_bin = build_server(root)?;
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
+    cmd.env("WORKSPACE_SERVER_BIN", &server_bin);
     let has_nextest = Command::new("cargo")
         .args(["nextest", "--version"])
         .output()
@@ -558,8 +563,9 @@ fn python_env(root: &Path) -> Result<PathBuf> {
     Ok(python)
 }
 
-fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
-    let python = python_env(root)?;
+/// Builds the `workspace-server` executable (dev profile) and returns its
+/// path.
+fn build_server(root: &Path) -> Result<PathBuf> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
         .args(["build", "--quiet", "-p", "workspace-server"])
@@ -570,7 +576,12 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let server_bin = target.join("debug/workspace-server");
+    Ok(std::path::absolute(target.join("debug/workspace-server"))?)
+}
+
+fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
+    let python = python_env(root)?;
+    let server_bin = build_server(root)?;
 
     // A fresh database on the test cluster (or WORKSPACE_TEST_DATABASE_URL's).
     let admin = match std::env::var("WORKSPACE_TEST_DATABASE_URL") {

@@ -308,6 +308,13 @@ impl Cluster {
         if !log_file.exists() {
             File::create(&log_file)?;
         }
+        // The server log holds statements and connection details: the
+        // cluster's user alone reads it, as PostgreSQL keeps its data
+        // directory (0700).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&log_file, fs::Permissions::from_mode(0o600))?;
+        }
         chown_to_postgres(&log_file)?;
         let mut options = format!(
             "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \

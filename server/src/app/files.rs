@@ -287,10 +287,7 @@ pub async fn extract_text(
     if let Some(error) = file.extraction_error {
         return Err(Error::unprocessable("extraction_failed", error));
     }
-    let budget = crate::extract::Budget {
-        max_bytes: cx.config.files.max_extracted_bytes,
-        timeout: std::time::Duration::from_secs(cx.config.files.extraction_timeout_secs),
-    };
+    let budget = crate::extract::Budget::from_config(&cx.config.files);
     let result = if crate::extract::supports(&file.content_type) {
         let bytes = read_all(cx, &file.storage_key, file.file_size).await?;
         crate::extract::extract(&file.content_type, bytes, budget).await

@@ -369,10 +369,7 @@ async fn read_text(
     job: &ClaimedJob,
     target: &IngestTarget,
 ) -> Result<Text, JobError> {
-    let budget = crate::extract::Budget {
-        max_bytes: ing.files_config.max_extracted_bytes,
-        timeout: Duration::from_secs(ing.files_config.extraction_timeout_secs),
-    };
+    let budget = crate::extract::Budget::from_config(&ing.files_config);
     match target.source_type {
         KbSourceType::File => {
             let file = target

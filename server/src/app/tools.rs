@@ -528,8 +528,23 @@ pub async fn delete(
 
 /// The sandbox executor of this server's configuration.
 pub fn executor(cx: &ServerContext) -> BwrapExecutor {
+    let config = &cx.config;
+    let data_dir = config
+        .database
+        .data_dir
+        .clone()
+        .unwrap_or_else(workspace_embedded_db::data_root);
+    let protected = [
+        Some(data_dir),
+        config.storage.local_dir.clone(),
+        config.source.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     BwrapExecutor {
-        config: cx.config.sandbox.clone(),
+        config: config.sandbox.clone(),
+        protected,
     }
 }
 

@@ -6,6 +6,9 @@
 //!
 //! `workspace-server db-url` prints the URL of the running embedded
 //! cluster's database (for `pg_dump` backups).
+//!
+//! `workspace-server extract-worker` is internal: the server runs itself
+//! that way to parse an uploaded file in a memory-limited process.
 
 use anyhow::Result;
 use clap::Parser;
@@ -34,8 +37,18 @@ enum Subcommand {
     DbUrl,
 }
 
+fn main() -> std::process::ExitCode {
+    // `workspace-server extract-worker TYPE MAX_BYTES`: parse one untrusted
+    // file in this memory-limited child process (see
+    // `workspace_server::extract`), before any runtime or thread starts.
+    if let Some(code) = workspace_server::extract::worker::main_if_worker() {
+        return code;
+    }
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
+async fn serve() -> std::process::ExitCode {
     // Errors are said in one plain line (with their causes), never as a
     // backtrace: the common ones are an operator's to fix (a taken port,
     // a bad configuration file).

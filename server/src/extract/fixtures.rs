@@ -120,12 +120,31 @@ pub fn xlsx(sheet: &str, rows: &[&[&str]]) -> Vec<u8> {
         }
         data.push_str("</row>");
     }
-    zip_of(&[
+    xlsx_of_sheet(sheet, &format!("<sheetData>{data}</sheetData>"), None)
+}
+
+/// An XLSX whose one sheet's XML (inside `<worksheet>`) is `sheet_xml`,
+/// with an optional `xl/sharedStrings.xml` part written by `shared`
+/// (streamed into the archive, so a fixture can inflate to far more than
+/// it is).
+fn xlsx_of_sheet(sheet: &str, sheet_xml: &str, shared: Option<&dyn Fn(&mut dyn Write)>) -> Vec<u8> {
+    let shared_type = if shared.is_some() {
+        r#"<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/>"#
+    } else {
+        ""
+    };
+    let shared_rel = if shared.is_some() {
+        r#"<Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings" Target="sharedStrings.xml"/>"#
+    } else {
+        ""
+    };
+    let files = [
         (
             "[Content_Types].xml",
-            r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#
-                .to_string(),
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>{shared_type}</Types>"#
+            ),
         ),
         (
             "_rels/.rels",
@@ -143,16 +162,148 @@ pub fn xlsx(sheet: &str, rows: &[&[&str]]) -> Vec<u8> {
         ),
         (
             "xl/_rels/workbook.xml.rels",
-            r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#
-                .to_string(),
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>{shared_rel}</Relationships>"#
+            ),
         ),
         (
             "xl/worksheets/sheet1.xml",
             format!(
                 r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{data}</sheetData></worksheet>"#
+<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">{sheet_xml}</worksheet>"#
             ),
         ),
-    ])
+    ];
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, body) in &files {
+        writer.start_file(*name, options).expect("zip entry");
+        writer.write_all(body.as_bytes()).expect("zip write");
+    }
+    if let Some(shared) = shared {
+        writer
+            .start_file("xl/sharedStrings.xml", options)
+            .expect("zip entry");
+        shared(&mut writer);
+    }
+    writer.finish().expect("zip finish").into_inner()
+}
+
+// ---- hostile files: small on disk, ruinous when parsed naively ----
+
+/// The spreadsheet that aborted the server: 1.5 KB, a declared dimension
+/// of `A1:XFD1048576` (17 billion cells) and two used cells at its corners.
+/// A dense read allocates rows × columns; a streamed one reads two cells.
+pub fn hostile_xlsx_dimension() -> Vec<u8> {
+    xlsx_of_sheet(
+        "Bomb",
+        r#"<dimension ref="A1:XFD1048576"/><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>top left</t></is></c></row><row r="1048576"><c r="XFD1048576" t="inlineStr"><is><t>bottom right</t></is></c></row></sheetData>"#,
+        None,
+    )
+}
+
+/// A spreadsheet whose shared strings inflate to `mib` MiB of text (a
+/// deflate bomb: about a thousandth of that on disk), all read into memory
+/// by the parser before the first cell.
+pub fn hostile_xlsx_shared_strings(mib: usize) -> Vec<u8> {
+    let write = move |w: &mut dyn Write| {
+        w.write_all(br#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="1" uniqueCount="1"><si><t>"#)
+            .expect("zip write");
+        let block = vec![b'a'; 1 << 20];
+        for _ in 0..mib {
+            w.write_all(&block).expect("zip write");
+        }
+        w.write_all(b"</t></si></sst>").expect("zip write");
+    };
+    xlsx_of_sheet(
+        "Strings",
+        r#"<sheetData><row r="1"><c r="A1" t="s"><v>0</v></c></row></sheetData>"#,
+        Some(&write),
+    )
+}
+
+/// A PDF whose one page's content stream (FlateDecode) inflates to `mib`
+/// MiB of spaces.
+pub fn hostile_pdf_stream(mib: usize) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder
+        .write_all(b"BT /F1 12 Tf 72 720 Td (deflated) Tj ET\n")
+        .expect("deflate");
+    let block = vec![b' '; 1 << 20];
+    for _ in 0..mib {
+        encoder.write_all(&block).expect("deflate");
+    }
+    let stream = encoder.finish().expect("deflate");
+    let mut content = format!(
+        "<< /Length {} /Filter /FlateDecode >>\nstream\n",
+        stream.len()
+    )
+    .into_bytes();
+    content.extend_from_slice(&stream);
+    content.extend_from_slice(b"\nendstream");
+    let objects: [Vec<u8>; 5] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+          /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+            .to_vec(),
+        content,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ];
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n", objects.len() + 1).as_bytes());
+    out.extend_from_slice(b"0000000000 65535 f \n");
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+/// A DOCX whose `word/document.xml` inflates to `mib` MiB: one run of
+/// text, then the rest of the XML.
+pub fn hostile_docx(mib: usize) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let small = docx(&["x"]);
+    let mut template = zip::ZipArchive::new(std::io::Cursor::new(small)).expect("docx");
+    for i in 0..template.len() {
+        let mut entry = template.by_index(i).expect("entry");
+        let name = entry.name().expect("entry name").to_string();
+        writer
+            .start_file(name.as_str(), options)
+            .expect("zip entry");
+        if name == "word/document.xml" {
+            writer
+                .write_all(br#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>"#)
+                .expect("zip write");
+            let block = vec![b'a'; 1 << 20];
+            for _ in 0..mib {
+                writer.write_all(&block).expect("zip write");
+            }
+            writer
+                .write_all(b"</w:t></w:r></w:p></w:body></w:document>")
+                .expect("zip write");
+        } else {
+            std::io::copy(&mut entry, &mut writer).expect("zip copy");
+        }
+    }
+    writer.finish().expect("zip finish").into_inner()
 }

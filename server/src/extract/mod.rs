@@ -1,23 +1,56 @@
 //! Text extraction from uploaded documents: TXT, MD, CSV, PDF, DOCX and
 //! XLSX.
 //!
-//! Parsing runs on the blocking pool under a wall-clock budget and
-//! `catch_unwind` (PDF parsers panic on hostile input); its output is cut
-//! at a byte budget. A corrupt, encrypted or unsupported file gives an
-//! [`ExtractError`] with a sentence meant for people; the caller records it
-//! against the one file or document and carries on with the others.
+//! Every file is hostile until bounded: a 1.5 KB spreadsheet can declare
+//! a sheet of 17 billion cells, a small PDF or DOCX can inflate a
+//! compressed stream to gigabytes, and an allocation that fails aborts a
+//! process (it is not a panic: `catch_unwind` cannot stop it). So parsing
+//! runs in a **separate, memory-limited process** ([`worker`]): the server
+//! binary re-executed as `workspace-server extract-worker`, with an
+//! address-space limit (`files.extraction_memory_mib`), a CPU limit, no
+//! file writes, an empty environment and the wall-clock budget; it is
+//! killed when the budget runs out. Whatever a file makes the parser do,
+//! the worker dies and the server goes on: the file gets a clear error.
+//! (Chosen over bounding each parser in the server: the parsers we use do
+//! not expose every allocation they make — shared strings, inflated PDF
+//! streams, the XML of a DOCX — so only a process boundary bounds them
+//! all.) The parsers are bounded as well, for the in-process fallback (a
+//! server library embedded without its binary, `files.extraction_worker`
+//! off) and to fail early and clearly: spreadsheets are read cell by cell
+//! (only used cells, never a dense sheet), and every extractor stops once
+//! it has produced `max_bytes` of text.
+//!
+//! A corrupt, encrypted or unsupported file gives an [`ExtractError`] with
+//! a sentence meant for people; the caller records it against the one file
+//! or document and carries on with the others.
 
 use std::io::{Cursor, Read};
+use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod worker;
+
 /// Limits of one extraction.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Budget {
     /// Largest text kept (bytes of UTF-8); longer text is cut at a
     /// character boundary.
     pub max_bytes: usize,
     /// Wall clock for parsing.
     pub timeout: Duration,
+    /// Where parsing runs.
+    pub isolation: Isolation,
+}
+
+/// Where a file is parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// In a child process: `program extract-worker` (the server's own
+    /// binary), its address space limited to `memory_mib`.
+    Process { program: PathBuf, memory_mib: u64 },
+    /// On the server's blocking pool (parsers bounded, but an allocation
+    /// failure would end the server): only where no worker binary exists.
+    InProcess,
 }
 
 /// Why a file's text could not be extracted.
@@ -35,6 +68,10 @@ pub enum ExtractError {
     /// Parsing took longer than the budget.
     #[error("text extraction took longer than {0} s")]
     TimedOut(u64),
+    /// Parsing needed more memory than extraction may use (a hostile or
+    /// pathological file): final, like a corrupt file.
+    #[error("the file needs more than {0} MiB of memory to read; it cannot be extracted")]
+    TooLarge(u64),
 }
 
 /// Whether text can be extracted from this (sniffed) content type.
@@ -49,8 +86,8 @@ const PDF: &str = "application/pdf";
 const DOCX: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 
-/// Extracts the text of `bytes` (of the sniffed `content_type`) on the
-/// blocking pool, within `budget`.
+/// Extracts the text of `bytes` (of the sniffed `content_type`) within
+/// `budget`: in the worker process, or on the blocking pool.
 pub async fn extract(
     content_type: &str,
     bytes: bytes::Bytes,
@@ -59,9 +96,35 @@ pub async fn extract(
     if !supports(content_type) {
         return Err(ExtractError::Unsupported(content_type.to_string()));
     }
+    let text = match &budget.isolation {
+        Isolation::Process {
+            program,
+            memory_mib,
+        } => {
+            worker::run(
+                program,
+                *memory_mib,
+                content_type,
+                bytes,
+                budget.max_bytes,
+                budget.timeout,
+            )
+            .await?
+        }
+        Isolation::InProcess => in_process(content_type, bytes, &budget).await?,
+    };
+    Ok(truncate(normalize(&text), budget.max_bytes))
+}
+
+async fn in_process(
+    content_type: &str,
+    bytes: bytes::Bytes,
+    budget: &Budget,
+) -> Result<String, ExtractError> {
     let content_type = content_type.to_string();
+    let max_bytes = budget.max_bytes;
     let task = tokio::task::spawn_blocking(move || {
-        std::panic::catch_unwind(|| extract_blocking(&content_type, &bytes))
+        std::panic::catch_unwind(|| extract_blocking(&content_type, &bytes, max_bytes))
     });
     // On timeout the blocking thread finishes on its own; its result is
     // dropped (a parser cannot be interrupted from outside).
@@ -71,24 +134,33 @@ pub async fn extract(
         Ok(Ok(Err(_panic))) => Err(ExtractError::Corrupt(
             "the parser could not read the file".to_string(),
         )),
-        Ok(Ok(Ok(result))) => result.map(|text| truncate(normalize(&text), budget.max_bytes)),
+        Ok(Ok(Ok(result))) => result,
     }
 }
 
-/// The synchronous extraction (call it on a blocking thread).
-pub fn extract_blocking(content_type: &str, bytes: &[u8]) -> Result<String, ExtractError> {
+/// The synchronous extraction (call it on a blocking thread, or in the
+/// worker process). Extractors stop once they have about `max_bytes` of
+/// text (the caller cuts it exactly).
+pub fn extract_blocking(
+    content_type: &str,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<String, ExtractError> {
     match content_type {
-        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(bytes).into_owned()),
-        "text/csv" => csv_text(bytes),
+        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(
+            &bytes[..bytes.len().min(max_bytes.saturating_add(4))],
+        )
+        .into_owned()),
+        "text/csv" => csv_text(bytes, max_bytes),
         PDF => pdf_text(bytes),
-        DOCX => docx_text(bytes),
-        XLSX => xlsx_text(bytes),
+        DOCX => docx_text(bytes, max_bytes),
+        XLSX => xlsx_text(bytes, max_bytes),
         other => Err(ExtractError::Unsupported(other.to_string())),
     }
 }
 
 /// CSV rows as lines of tab-separated cells (headers included).
-fn csv_text(bytes: &[u8]) -> Result<String, ExtractError> {
+fn csv_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -99,6 +171,9 @@ fn csv_text(bytes: &[u8]) -> Result<String, ExtractError> {
         let cells: Vec<_> = record.iter().map(String::from_utf8_lossy).collect();
         out.push_str(&cells.join("\t"));
         out.push('\n');
+        if out.len() > max_bytes {
+            break;
+        }
     }
     Ok(out)
 }
@@ -138,7 +213,7 @@ const MAX_DOCX_XML: u64 = 64 * 1024 * 1024;
 
 /// The `w:t` runs of `word/document.xml`, one line per paragraph, tabs and
 /// breaks kept.
-fn docx_text(bytes: &[u8]) -> Result<String, ExtractError> {
+fn docx_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
     use quick_xml::events::Event;
     let mut archive = open_zip(bytes)?;
     let mut xml = Vec::new();
@@ -182,17 +257,29 @@ fn docx_text(bytes: &[u8]) -> Result<String, ExtractError> {
             _ => {}
         }
         buf.clear();
+        if out.len() > max_bytes {
+            // One text event may be the whole inflated part: keep no more
+            // than the budget of it.
+            return Ok(truncate(out, max_bytes));
+        }
     }
     Ok(out)
 }
 
+/// Most empty columns written out between two used cells of a row; a
+/// wider gap is one tab (a sheet may place cells 16,384 columns apart).
+const MAX_COLUMN_GAP: u32 = 64;
+
 /// Every sheet as `# Sheet: NAME` followed by its rows as tab-separated
-/// lines.
-fn xlsx_text(bytes: &[u8]) -> Result<String, ExtractError> {
-    use calamine::{Reader, Xlsx};
+/// lines. Cells are streamed in file order, used cells only: a sheet's
+/// declared dimension (`A1:XFD1048576` fits in a 1.5 KB file) is never
+/// allocated as a dense range. Reading stops at `max_bytes` of text.
+fn xlsx_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
+    use calamine::{Data, Reader, Xlsx};
     if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
         return Err(ExtractError::Encrypted);
     }
+    let corrupt = |e: calamine::XlsxError| ExtractError::Corrupt(e.to_string());
     let mut workbook: Xlsx<_> = Xlsx::new(Cursor::new(bytes)).map_err(|e| {
         let message = e.to_string();
         if message.to_ascii_lowercase().contains("password") {
@@ -203,18 +290,33 @@ fn xlsx_text(bytes: &[u8]) -> Result<String, ExtractError> {
     })?;
     let mut out = String::new();
     for name in workbook.sheet_names() {
-        let range = workbook
-            .worksheet_range(&name)
-            .map_err(|e| ExtractError::Corrupt(e.to_string()))?;
+        let mut cells = workbook.worksheet_cells_reader(&name).map_err(corrupt)?;
         out.push_str("# Sheet: ");
         out.push_str(&name);
         out.push('\n');
-        for row in range.rows() {
-            let cells: Vec<String> = row.iter().map(|c| c.to_string()).collect();
-            if cells.iter().all(|c| c.is_empty()) {
+        // The row being written and the column of its last cell.
+        let mut at: Option<(u32, u32)> = None;
+        while let Some(cell) = cells.next_cell().map_err(corrupt)? {
+            let value = Data::from(cell.get_value().clone()).to_string();
+            if value.is_empty() {
                 continue;
             }
-            out.push_str(&cells.join("\t"));
+            let (row, column) = cell.get_position();
+            match at {
+                Some((r, c)) if r == row => {
+                    let gap = column.saturating_sub(c).clamp(1, MAX_COLUMN_GAP);
+                    out.extend(std::iter::repeat_n('\t', gap as usize));
+                }
+                Some(_) => out.push('\n'),
+                None => {}
+            }
+            out.push_str(&value);
+            at = Some((row, column));
+            if out.len() > max_bytes {
+                return Ok(out);
+            }
+        }
+        if at.is_some() {
             out.push('\n');
         }
         out.push('\n');
@@ -252,6 +354,7 @@ mod tests {
         Budget {
             max_bytes: 1 << 20,
             timeout: Duration::from_secs(30),
+            isolation: Isolation::InProcess,
         }
     }
 
@@ -290,6 +393,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_sheet_declaring_billions_of_cells_reads_only_its_used_cells() {
+        // Read as a dense range, this 1.5 KB file allocated 512 GiB and
+        // aborted the process.
+        let xlsx = fixtures::hostile_xlsx_dimension();
+        assert!(xlsx.len() < 4096, "{}", xlsx.len());
+        let text = extract(XLSX, xlsx.into(), budget()).await.unwrap();
+        assert_eq!(text, "# Sheet: Bomb\ntop left\nbottom right");
+    }
+
+    #[test]
+    fn wide_gaps_between_cells_are_one_tab_not_thousands() {
+        let text = extract_blocking(XLSX, &fixtures::hostile_xlsx_dimension(), 1 << 20).unwrap();
+        assert!(!text.contains("\t\t"), "{text:?}");
+    }
+
+    #[test]
+    fn extractors_stop_at_the_text_budget() {
+        // 40 MiB of inflated XML; 64 KiB of text wanted.
+        let text = extract_blocking(DOCX, &fixtures::hostile_docx(40), 64 * 1024).unwrap();
+        assert!(text.len() < 64 * 1024 + 128 * 1024, "{}", text.len());
+        let csv = "a,b\n".repeat(1 << 20);
+        let text = extract_blocking("text/csv", csv.as_bytes(), 1024).unwrap();
+        assert!(text.len() < 2048, "{}", text.len());
+    }
+
+    #[tokio::test]
     async fn corrupt_and_encrypted_files_give_clear_errors() {
         let err = extract(PDF, "%PDF-1.4 garbage".into(), budget())
             .await
@@ -323,6 +452,7 @@ mod tests {
         let small = Budget {
             max_bytes: 5,
             timeout: Duration::from_secs(5),
+            isolation: Isolation::InProcess,
         };
         let text = extract("text/plain", "ééé".into(), small).await.unwrap();
         assert_eq!(text, "éé");

@@ -3,19 +3,28 @@
 //! bubblewrap.
 //!
 //! The sandbox: a new user, PID, network, IPC, UTS and mount namespace
-//! (`--unshare-all`: no network at all, loopback included), the host's root
-//! mounted read-only, a private `/tmp` (tmpfs), a fresh `/proc` and a
-//! minimal `/dev`, an empty environment, killed with the server
-//! (`--die-with-parent`) and its whole PID namespace killed with it. When
-//! the server runs as root, every run gets its own unprivileged uid/gid
-//! (`setpriv`), so root-only files such as `/etc/shadow` are unreadable and
-//! the process limit counts that run's processes only. Limits (`prlimit`):
-//! CPU seconds, address space, processes, file size, open files, no core
-//! dumps; the server adds a wall-clock limit and bounds what it reads of
-//! stdout and stderr. Arguments go in as JSON on stdin; the result comes
-//! back as JSON on stdout (what the tool prints goes to stderr, discarded).
-//! When bubblewrap or python3 is missing the executor refuses: code never
-//! runs unsandboxed.
+//! (`--unshare-all`: no network at all, loopback included), no
+//! capabilities (`--cap-drop ALL`), an empty environment, killed with the
+//! server (`--die-with-parent`) and its whole PID namespace killed with it.
+//! Its file system is an explicit allow-list ([`SandboxMounts`]), never the
+//! host's root: `/usr` read-only (the Python runtime, its standard library
+//! and the packages installed for tools), the merged-`/usr` links (`/bin`,
+//! `/lib`, `/lib64`, `/sbin`), of `/etc` only what the dynamic linker and
+//! Python read (`ld.so.cache`, `localtime`, `alternatives`, `python3*`), the
+//! interpreter's own prefix when it lives outside `/usr`, a private `/tmp`
+//! (tmpfs), a fresh `/proc` of its own PID namespace and a minimal `/dev`
+//! (`null`, `zero`, `random`, `urandom`, ...). Nothing of the data directory,
+//! the configuration, the secrets file, `/home`, `/root`, `/var` or another
+//! run is visible; the server refuses to run code when one of its own
+//! paths would be (a data directory configured under `/usr`, say). When the
+//! server runs as root, every run gets its own unprivileged uid/gid
+//! (`setpriv`), so the process limit counts that run's processes only.
+//! Limits (`prlimit`): CPU seconds, address space, processes, file size,
+//! open files, no core dumps; the server adds a wall-clock limit and
+//! bounds what it reads of stdout and stderr. Arguments go in as JSON on
+//! stdin; the result comes back as JSON on stdout (what the tool prints
+//! goes to stderr, discarded). When bubblewrap or python3 is missing the
+//! executor refuses: code never runs unsandboxed.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -127,6 +136,93 @@ pub trait ToolExecutor: Send + Sync {
 /// `python3` under bubblewrap (see the module documentation).
 pub struct BwrapExecutor {
     pub config: SandboxConfig,
+    /// The server's own paths (data directory, configuration and secrets
+    /// files): a run is refused when the sandbox would see one of them.
+    pub protected: Vec<PathBuf>,
+}
+
+/// The read-only file system a tool run sees: what bubblewrap binds, in
+/// order. Built from the host's layout (merged `/usr` or not) and the
+/// configured interpreter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxMounts {
+    /// `(host path, sandbox path)` bound read-only; skipped when missing.
+    pub binds: Vec<(PathBuf, PathBuf)>,
+    /// `(link target, sandbox path)` symbolic links.
+    pub links: Vec<(String, PathBuf)>,
+}
+
+/// The top-level directories that a merged-`/usr` system has as links into
+/// `/usr` (Debian since 12) and older systems as directories of their own.
+const USR_LINKS: &[&str] = &["bin", "lib", "lib32", "lib64", "libx32", "sbin"];
+
+/// What of `/etc` a Python process reads: the dynamic linker's cache, the
+/// time zone, Debian's alternatives links (shared libraries such as BLAS
+/// are reached through them) and Debian's `sitecustomize`.
+const ETC_FILES: &[&str] = &["ld.so.cache", "localtime", "alternatives"];
+
+impl SandboxMounts {
+    /// The allow-list for `python` on this host.
+    pub fn for_python(python: &std::path::Path) -> SandboxMounts {
+        let mut binds = vec![(PathBuf::from("/usr"), PathBuf::from("/usr"))];
+        let mut links = Vec::new();
+        for name in USR_LINKS {
+            let path = PathBuf::from("/").join(name);
+            match std::fs::read_link(&path) {
+                Ok(target) => links.push((target.display().to_string(), path)),
+                Err(_) if path.is_dir() => binds.push((path.clone(), path)),
+                Err(_) => {}
+            }
+        }
+        for name in ETC_FILES {
+            let path = PathBuf::from("/etc").join(name);
+            binds.push((path.clone(), path));
+        }
+        if let Ok(entries) = std::fs::read_dir("/etc") {
+            let mut pythons: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+                .map(|e| e.path())
+                .collect();
+            pythons.sort();
+            binds.extend(pythons.into_iter().map(|p| (p.clone(), p)));
+        }
+        // An interpreter outside /usr (a pyenv or venv build): its prefix,
+        // the directory above its `bin/`.
+        let real = std::fs::canonicalize(python).unwrap_or_else(|_| python.to_path_buf());
+        if !real.starts_with("/usr")
+            && let Some(prefix) = real.parent().and_then(|bin| bin.parent())
+            && prefix != std::path::Path::new("/")
+        {
+            binds.push((prefix.to_path_buf(), prefix.to_path_buf()));
+        }
+        SandboxMounts { binds, links }
+    }
+
+    /// Whether `path` (absolute, as the server sees it) is visible inside.
+    pub fn exposes(&self, path: &std::path::Path) -> bool {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.binds.iter().any(|(host, _)| {
+            let host = std::fs::canonicalize(host).unwrap_or_else(|_| host.clone());
+            real.starts_with(&host)
+                || (host.starts_with(&real) && real != std::path::Path::new("/"))
+        })
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (host, inside) in &self.binds {
+            args.push("--ro-bind-try".to_string());
+            args.push(host.display().to_string());
+            args.push(inside.display().to_string());
+        }
+        for (target, inside) in &self.links {
+            args.push("--symlink".to_string());
+            args.push(target.clone());
+            args.push(inside.display().to_string());
+        }
+        args
+    }
 }
 
 /// Largest amount of stderr read (the tool's prints); beyond it the run is
@@ -170,7 +266,7 @@ struct RunnerResult {
 }
 
 impl BwrapExecutor {
-    fn command(&self) -> tokio::process::Command {
+    fn command(&self, mounts: &SandboxMounts) -> tokio::process::Command {
         let c = &self.config;
         let mut args: Vec<String> = Vec::new();
         let mut program = "prlimit".to_string();
@@ -202,18 +298,22 @@ impl BwrapExecutor {
                 "--unshare-all",
                 "--die-with-parent",
                 "--new-session",
-                "--ro-bind",
-                "/",
-                "/",
-                "--tmpfs",
-                "/tmp",
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--chdir",
-                "/tmp",
-                "--",
+                "--cap-drop",
+                "ALL",
+                "--clearenv",
+                "--setenv",
+                "PATH",
+                "/usr/bin:/bin",
+                "--setenv",
+                "LANG",
+                "C.UTF-8",
+            ]
+            .map(String::from),
+        );
+        args.extend(mounts.args());
+        args.extend(
+            [
+                "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--",
             ]
             .map(String::from),
         );
@@ -231,7 +331,7 @@ impl BwrapExecutor {
         cmd
     }
 
-    fn check_available(&self) -> Result<(), ExecError> {
+    fn check_available(&self) -> Result<SandboxMounts, ExecError> {
         for (what, path) in [
             ("bubblewrap", &self.config.bwrap),
             ("python3", &self.config.python),
@@ -243,7 +343,15 @@ impl BwrapExecutor {
                 )));
             }
         }
-        Ok(())
+        let mounts = SandboxMounts::for_python(&self.config.python);
+        if let Some(path) = self.protected.iter().find(|p| mounts.exposes(p)) {
+            return Err(ExecError::Unavailable(format!(
+                "the sandbox would expose the server's own files ({}); \
+                 keep the data directory and configuration outside /usr and the Python prefix",
+                path.display()
+            )));
+        }
+        Ok(mounts)
     }
 }
 
@@ -257,10 +365,10 @@ fn failure(code: &'static str, message: impl Into<String>) -> Result<Value, Tool
 #[async_trait::async_trait]
 impl ToolExecutor for BwrapExecutor {
     async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
-        self.check_available()?;
+        let mounts = self.check_available()?;
         let started = Instant::now();
         let mut child = self
-            .command()
+            .command(&mounts)
             .spawn()
             .map_err(|e| ExecError::Unavailable(format!("starting the sandbox: {e}")))?;
         let input = serde_json::json!({
@@ -364,5 +472,54 @@ impl ToolExecutor for BwrapExecutor {
             }
         };
         Ok(ExecOutcome { result, duration })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_allow_list_binds_usr_and_little_else() {
+        let mounts = SandboxMounts::for_python(Path::new("/usr/bin/python3"));
+        let hosts: Vec<&Path> = mounts.binds.iter().map(|(h, _)| h.as_path()).collect();
+        assert!(hosts.contains(&Path::new("/usr")), "{hosts:?}");
+        for host in &hosts {
+            assert!(
+                host.starts_with("/usr")
+                    || host.starts_with("/etc/")
+                    || USR_LINKS.iter().any(|l| host == &Path::new("/").join(l)),
+                "{host:?} is bound"
+            );
+            assert_ne!(*host, Path::new("/etc"));
+        }
+        assert!(!mounts.exposes(Path::new("/var/lib/workspace")));
+        assert!(!mounts.exposes(Path::new("/etc/workspace.toml")));
+        assert!(!mounts.exposes(Path::new("/root")));
+        assert!(mounts.exposes(Path::new("/usr/local/share/data")));
+    }
+
+    #[tokio::test]
+    async fn a_data_directory_the_sandbox_would_see_is_refused() {
+        let executor = BwrapExecutor {
+            config: SandboxConfig::default(),
+            protected: vec![PathBuf::from("/usr/local/share/workspace-data")],
+        };
+        // (The suite requires bubblewrap and python3: `cargo xtask test`
+        // checks for them before it builds.)
+        let err = executor
+            .execute(&ExecRequest {
+                code: "def run():\n    return 1\n".into(),
+                function: "run".into(),
+                args: Default::default(),
+                requirements: vec![],
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ExecError::Unavailable(m) if m.contains("expose")),
+            "{err:?}"
+        );
     }
 }

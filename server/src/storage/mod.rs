@@ -32,6 +32,9 @@ impl From<object_store::Error> for StorageError {
 /// An upload in progress: bytes are streamed in parts, never held whole.
 pub struct Writer {
     inner: WriteMultipart,
+    /// The local store's root and the object's key: the file is made
+    /// private to the server's user once written.
+    local: Option<(std::path::PathBuf, String)>,
 }
 
 impl Writer {
@@ -44,6 +47,12 @@ impl Writer {
 
     pub async fn finish(self) -> Result<(), StorageError> {
         self.inner.finish().await?;
+        if let Some((root, key)) = self.local {
+            tokio::task::spawn_blocking(move || make_private(&root, &key))
+                .await
+                .map_err(|e| StorageError(e.to_string()))?
+                .map_err(|e| StorageError(format!("restricting the stored file: {e}")))?;
+        }
         Ok(())
     }
 
@@ -75,7 +84,27 @@ async fn start_writer(store: &dyn ObjectStore, key: &str) -> Result<Writer, Stor
         .await?;
     Ok(Writer {
         inner: WriteMultipart::new_with_chunk_size(upload, 5 * 1024 * 1024),
+        local: None,
     })
+}
+
+/// Mode 0600 for the stored file at `key` under `root` and 0700 for every
+/// folder from `root` down to it: only the server's user reads uploads,
+/// whatever the process's umask (defence in depth besides the tool
+/// sandbox, which sees none of the data directory).
+fn make_private(root: &std::path::Path, key: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let private = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    };
+    private(root, 0o700)?;
+    let mut path = root.to_path_buf();
+    let parts: Vec<&str> = key.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        path.push(part);
+        private(&path, if i + 1 == parts.len() { 0o600 } else { 0o700 })?;
+    }
+    Ok(())
 }
 
 async fn read_from(
@@ -95,13 +124,16 @@ async fn read_from(
 /// The local filesystem store and its signed server links.
 pub struct LocalStore {
     store: object_store::local::LocalFileSystem,
+    root: std::path::PathBuf,
     links: Arc<LinkSigner>,
 }
 
 #[async_trait::async_trait]
 impl FileStore for LocalStore {
     async fn writer(&self, key: &str) -> Result<Writer, StorageError> {
-        start_writer(&self.store, key).await
+        let mut writer = start_writer(&self.store, key).await?;
+        writer.local = Some((self.root.clone(), key.to_string()));
+        Ok(writer)
     }
     async fn read(
         &self,
@@ -255,9 +287,16 @@ pub fn from_config(
                 .unwrap_or_else(|| data_dir.join("files"));
             std::fs::create_dir_all(&root)
                 .with_context(|| format!("creating the file store {}", root.display()))?;
+            // Folders made by an earlier version were 0755: closing the
+            // root closes everything below it.
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("restricting the file store {}", root.display()))?;
+            }
             let store = object_store::local::LocalFileSystem::new_with_prefix(&root)
                 .with_context(|| format!("opening the file store {}", root.display()))?;
-            Ok(Arc::new(LocalStore { store, links }))
+            Ok(Arc::new(LocalStore { store, root, links }))
         }
         StorageBackend::S3 => Ok(Arc::new(S3Store {
             store: s3_store(&config.s3)?,
@@ -268,6 +307,27 @@ pub fn from_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn local_files_are_private_to_the_server_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("files");
+        let config = StorageConfig {
+            local_dir: Some(root.clone()),
+            ..Default::default()
+        };
+        let links = Arc::new(LinkSigner::new(b"k".repeat(32), None));
+        let store = from_config(&config, dir.path(), links).unwrap();
+        let mut writer = store.writer("org/abc/file.bin").await.unwrap();
+        writer.write(Bytes::from_static(b"secret")).await.unwrap();
+        writer.finish().await.unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&root), 0o700);
+        assert_eq!(mode(&root.join("org")), 0o700);
+        assert_eq!(mode(&root.join("org/abc")), 0o700);
+        assert_eq!(mode(&root.join("org/abc/file.bin")), 0o600);
+    }
 
     #[test]
     fn links_verify_and_reject_tampering() {

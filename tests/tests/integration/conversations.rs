@@ -1771,3 +1771,184 @@ async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
     );
     cx.teardown().await;
 }
+
+/// Reads numbered events until `n` `content` events have arrived.
+async fn read_contents(sse: &mut NumberedReader, n: usize) -> Vec<(Option<i32>, Value)> {
+    let mut seen = Vec::new();
+    while seen
+        .iter()
+        .filter(|(_, e): &&(Option<i32>, Value)| e["type"] == "content")
+        .count()
+        < n
+    {
+        seen.push(sse.next().await.expect("the answer goes on"));
+    }
+    seen
+}
+
+/// A real server process, killed with SIGKILL right after its clients
+/// received three `content` events of a conversation answer and of a chat
+/// answer, loses none of that text: every event is stored before it is
+/// sent, and the sweeper of another instance closes each answer with the
+/// text rebuilt from its stored events (the periodic save, once a second,
+/// had not run yet).
+#[tokio::test]
+async fn text_a_client_received_survives_a_sigkill() {
+    let cx = TestContext::with_config("conv_sigkill", short_leases).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let model = model_id(&ada.client, org, "offline-dev-model").await;
+    let conv = conversation(&ada.client, org, "killed").await;
+    let sess = session(&ada.client, org, conv, model).await;
+
+    // The doomed instance: the server executable on the same database.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("doomed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "bind_address = \"127.0.0.1:{port}\"\n\
+             [database]\nurl = {:?}\n\
+             [auth]\njwt_secret = {:?}\n\
+             [providers]\noffline_chunk_delay_ms = 150\n\
+             [streams]\nheartbeat_secs = 1\nlease_secs = 3\nsweep_interval_secs = 1\n",
+            cx.db_url,
+            workspace_tests::TEST_JWT_SECRET
+        ),
+    )
+    .unwrap();
+    let binary = workspace_tests::server_binary()
+        .expect("the workspace-server executable (cargo xtask test builds it)");
+    let mut doomed = std::process::Command::new(binary)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("WORKSPACE_CONFIG")
+        .env_remove("DATABASE_URL")
+        .env("WORKSPACE_LOG_LEVEL", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    while !http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the child did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let long = "Tell me a very long story about a lighthouse keeper and the sea ".repeat(4);
+    let resp = http
+        .post(format!("{base}/api/conversation/stream_chat"))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"chat_session_id": sess, "message": long}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut conv_live = NumberedReader::new(resp);
+    let conv_seen = read_contents(&mut conv_live, 3).await;
+    let resp = http
+        .post(format!("{base}/api/chat/send_message"))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"content": long}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut chat_live = NumberedReader::new(resp);
+    let chat_seen = read_contents(&mut chat_live, 3).await;
+
+    doomed.kill().unwrap(); // SIGKILL
+    doomed.wait().unwrap();
+    drop(conv_live);
+    drop(chat_live);
+
+    let conv_answer = conv_seen[0].1["message_id"].as_str().unwrap().to_string();
+    let chat_answer = chat_seen[0].1["message_id"].as_str().unwrap().to_string();
+    let chat_id = chat_seen[0].1["chat_id"].as_str().unwrap().to_string();
+    let conv_received = text_of(&conv_seen);
+    let chat_received = text_of(&chat_seen);
+    assert!(!conv_received.is_empty() && !chat_received.is_empty());
+
+    // Resumed on the surviving instance from the last event each client
+    // saw: the streams end with the sweeper's event.
+    let conv_last = conv_seen.last().unwrap().0.unwrap().to_string();
+    let chat_last = chat_seen.last().unwrap().0.unwrap().to_string();
+    let conv_rest = NumberedReader::new(
+        resume(
+            &cx.base_url,
+            &ada.token,
+            org,
+            &conv_answer,
+            Some(&conv_last),
+        )
+        .await,
+    );
+    let chat_rest = http
+        .get(format!("{}/api/chat/stream", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string()), ("message_id", chat_answer)])
+        .header("Last-Event-ID", chat_last)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat_rest.status(), 200);
+    let (conv_rest, chat_rest) = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join(
+            conv_rest.collect(),
+            NumberedReader::new(chat_rest).collect(),
+        ),
+    )
+    .await
+    .expect("resumed streams of a killed instance end");
+    for rest in [&conv_rest, &chat_rest] {
+        let last = &rest.last().expect("an event").1;
+        assert_eq!(last["error_code"], "answer_interrupted", "{rest:?}");
+    }
+
+    // The stored answers hold at least every piece their clients saw.
+    let stored = wait_finished(&ada.client, org, conv, &conv_answer).await;
+    assert_eq!(stored.status, MessageStatus::Failed);
+    assert!(
+        stored.content.starts_with(&conv_received),
+        "received {conv_received:?}, stored {:?}",
+        stored.content
+    );
+    let chat: Value = http
+        .get(format!("{}/api/chat", cx.base_url))
+        .bearer_auth(&ada.token)
+        .query(&[("org_id", org.to_string()), ("chat_id", chat_id)])
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer = &chat["messages"][1];
+    assert_eq!(answer["status"], "failed", "{answer}");
+    let content = answer["content"].as_str().unwrap();
+    assert!(
+        content.starts_with(&chat_received),
+        "received {chat_received:?}, stored {content:?}"
+    );
+    cx.teardown().await;
+}

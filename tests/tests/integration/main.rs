@@ -10,6 +10,7 @@ mod conversations;
 mod database_tls;
 mod deployments;
 mod hardening;
+mod hostile_files;
 mod invitations;
 mod kb;
 mod kb_ingest;

@@ -664,3 +664,110 @@ async fn no_bubblewrap_no_run() {
     );
     cx.teardown().await;
 }
+
+/// Walks the sandbox's whole file system from `/` and reports what a tool
+/// can read: every readable file and folder outside `/usr` (the runtime,
+/// listed only at its top), the numeric `/proc` entries (processes it can
+/// see) and whether the given host paths exist inside.
+const WALKER: &str = r#"def run():
+    import os
+    readable = []
+    for root, dirs, files in os.walk("/", followlinks=False):
+        if root == "/usr" or root.startswith("/usr/") or root.startswith("/proc"):
+            dirs[:] = []
+            continue
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if os.access(path, os.R_OK):
+                readable.append(path)
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    probes = {p: os.path.exists(p) for p in ["/var", "/home", "/root", "/work", "/srv", "/opt",
+              "/var/lib/workspace", "/etc/passwd", "/etc/shadow", "/etc/hostname", "/proc/1/environ"]}
+    return {"readable": readable, "pids": pids, "probes": probes, "uid": os.getuid()}
+"#;
+
+/// Writes a marker into its own `/tmp` and waits, so that a concurrent run
+/// can look for it.
+const MARKER: &str = r#"def run():
+    import time
+    open("/tmp/other-run-marker", "w").write("secret of another run")
+    time.sleep(3)
+    return 1
+"#;
+
+#[tokio::test]
+async fn the_sandbox_sees_only_its_allow_list() {
+    let cx = TestContext::new("tools_sandbox_fs").await;
+    // Organization A uploads a file into the data directory.
+    let ada = cx.user("fs-ada").await;
+    let org_a = ada.personal_org().await;
+    let secret = "organization A's confidential numbers";
+    let upload = ada
+        .client
+        .chat_upload_file(org_a, None, "a.md", secret.as_bytes().to_vec())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!upload.url.is_empty());
+
+    // Organization B's member writes tools and runs them.
+    let bob = cx.user("fs-bob").await;
+    let org_b = bob.personal_org().await;
+    let t = bob.token.as_str();
+    let cat = category(&cx, t, org_b, "Walk").await;
+    let (walk, _) = tokio::join!(
+        async {
+            // Let the marker run start first.
+            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            run(&cx, t, org_b, cat, "walker", WALKER, json!({})).await
+        },
+        run(&cx, t, org_b, cat, "marker", MARKER, json!({})),
+    );
+    assert_eq!(walk["success"], true, "{walk}");
+    let out = &walk["output"];
+    let allowed = |p: &str| {
+        [
+            "/dev/",
+            "/tmp/",
+            "/etc/ld.so.cache",
+            "/etc/localtime",
+            "/etc/alternatives",
+            "/etc/python3",
+        ]
+        .iter()
+        .any(|a| p.starts_with(a))
+            || [
+                "/dev", "/tmp", "/etc", "/proc", "/usr", "/bin", "/lib", "/lib64", "/lib32",
+                "/libx32", "/sbin",
+            ]
+            .contains(&p)
+    };
+    let readable: Vec<&str> = out["readable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let outside: Vec<&&str> = readable.iter().filter(|p| !allowed(p)).collect();
+    assert!(
+        outside.is_empty(),
+        "readable outside the allow-list: {outside:?}"
+    );
+    assert!(
+        !readable.iter().any(|p| p.contains("other-run-marker")),
+        "another run's /tmp is visible: {readable:?}"
+    );
+    for (path, exists) in out["probes"].as_object().unwrap() {
+        assert_eq!(exists, &json!(false), "{path} is visible in the sandbox");
+    }
+    // Its own processes only (the runner; bubblewrap's init at most).
+    assert!(out["pids"].as_array().unwrap().len() <= 3, "{out}");
+    // The uploaded file's folder is closed to other users on the host too.
+    let root = workspace_embedded_db::data_root().join("files");
+    if root.is_dir() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", root.display());
+    }
+    cx.teardown().await;
+}

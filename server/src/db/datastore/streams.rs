@@ -214,7 +214,10 @@ impl Datastore {
     /// Closes the `streaming` answers `which` selects (a condition and
     /// locking clause over `$4`, `$5`…): status `failed` with `error_code`
     /// (`$1`), text kept, and `event` (`$2`) appended as their next (last)
-    /// stream event and announced on `$3`, in one statement.
+    /// stream event and announced on `$3`, in one statement. The text kept
+    /// is the stored `content` events joined, when they hold more than the
+    /// answer's last periodic save: every piece a client received is
+    /// stored as an event before it is sent, so none of it is lost.
     async fn stream_close(
         &self,
         kind: StreamKind,
@@ -230,9 +233,17 @@ impl Datastore {
                 &format!(
                     "WITH dead AS ( \
                          SELECT id FROM {messages} WHERE status = 'streaming' AND {which}), \
+                     rebuilt AS ( \
+                         SELECT d.id, string_agg(e.event->>'content', '' ORDER BY e.seq) AS text \
+                         FROM dead d JOIN {events} e \
+                           ON e.message_id = d.id AND e.event->>'type' = 'content' \
+                         GROUP BY d.id), \
                      swept AS ( \
-                         UPDATE {messages} m SET status = 'failed', error_code = $1 {extra} \
-                         FROM dead WHERE m.id = dead.id RETURNING m.id), \
+                         UPDATE {messages} m SET status = 'failed', error_code = $1, \
+                             content = CASE WHEN length(r.text) > length(m.content) \
+                                            THEN r.text ELSE m.content END {extra} \
+                         FROM dead LEFT JOIN rebuilt r ON r.id = dead.id \
+                         WHERE m.id = dead.id RETURNING m.id), \
                      added AS ( \
                          INSERT INTO {events} (message_id, seq, event) \
                          SELECT s.id, COALESCE((SELECT max(e.seq) FROM {events} e \

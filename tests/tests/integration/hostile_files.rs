@@ -1,0 +1,259 @@
+//! Hostile uploads (issue #21): files of a few kilobytes built to make a
+//! naive parser allocate gigabytes. The server parses them in its
+//! memory-limited extraction worker; whatever a file does there, the
+//! server stays up, the file or document ends with a clear error, other
+//! requests go on, and a failed ingestion job is not retried.
+
+use reqwest::Method;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+use workspace_server::extract::{Budget, ExtractError, Isolation, fixtures};
+use workspace_tests::sse::NumberedReader;
+use workspace_tests::{TestContext, http, raw, req};
+
+const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+const PDF: &str = "application/pdf";
+
+fn worker() -> std::path::PathBuf {
+    workspace_tests::server_binary().expect(
+        "the workspace-server executable (cargo xtask test builds it; \
+         else cargo build -p workspace-server)",
+    )
+}
+
+fn isolated(memory_mib: u64) -> Budget {
+    Budget {
+        max_bytes: 1 << 20,
+        timeout: Duration::from_secs(60),
+        isolation: Isolation::Process {
+            program: worker(),
+            memory_mib,
+        },
+    }
+}
+
+#[tokio::test]
+async fn the_worker_parses_what_is_bounded_and_dies_alone_on_the_rest() {
+    // The 1.5 KB spreadsheet that aborted the server reads as its two
+    // used cells.
+    let text = workspace_server::extract::extract(
+        XLSX,
+        fixtures::hostile_xlsx_dimension().into(),
+        isolated(256),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text, "# Sheet: Bomb\ntop left\nbottom right");
+    // Shared strings inflating to 600 MiB: the worker hits its address
+    // space limit and dies; this process gets a clear error.
+    let bomb = fixtures::hostile_xlsx_shared_strings(600);
+    assert!(bomb.len() < 4 << 20, "{}", bomb.len());
+    let err = workspace_server::extract::extract(XLSX, bomb.into(), isolated(256))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ExtractError::TooLarge(256));
+    assert!(err.to_string().contains("256 MiB"), "{err}");
+    // The same for a PDF stream inflating to 600 MiB.
+    let err = workspace_server::extract::extract(
+        PDF,
+        fixtures::hostile_pdf_stream(600).into(),
+        isolated(256),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ExtractError::TooLarge(256) | ExtractError::Corrupt(_)),
+        "{err:?}"
+    );
+    // Ordinary files still parse in the worker.
+    let text = workspace_server::extract::extract(
+        PDF,
+        fixtures::pdf("Quokkas live on Rottnest Island").into(),
+        isolated(256),
+    )
+    .await
+    .unwrap();
+    assert!(text.contains("Quokkas"), "{text}");
+}
+
+async fn upload(cx: &TestContext, token: &str, org: Uuid, name: &str, bytes: Vec<u8>) -> Uuid {
+    let client = cx.client_with_token(token);
+    client
+        .chat_upload_file(org, None, name, bytes)
+        .await
+        .unwrap_or_else(|e| panic!("uploading {name}: {e}"))
+        .into_inner()
+        .id
+}
+
+#[tokio::test]
+async fn hostile_uploads_leave_the_server_up_with_clear_errors() {
+    workspace_tests::ensure_local_model().await;
+    let cx = TestContext::with_config("hostile_uploads", |c| {
+        c.files.extraction_memory_mib = 256;
+        c.files.max_extracted_bytes = 64 * 1024;
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let ada = cx.user("hostile-ada").await;
+    let org = ada.personal_org().await;
+    let t = ada.token.as_str();
+
+    let sheet = upload(
+        &cx,
+        t,
+        org,
+        "corners.xlsx",
+        fixtures::hostile_xlsx_dimension(),
+    )
+    .await;
+    let strings = upload(
+        &cx,
+        t,
+        org,
+        "strings.xlsx",
+        fixtures::hostile_xlsx_shared_strings(600),
+    )
+    .await;
+    let pdf = upload(&cx, t, org, "stream.pdf", fixtures::hostile_pdf_stream(600)).await;
+    let docx = upload(&cx, t, org, "long.docx", fixtures::hostile_docx(60)).await;
+    let good = upload(
+        &cx,
+        t,
+        org,
+        "notes.md",
+        b"# Notes\n\nThe harbour master keeps the tide tables.\n".to_vec(),
+    )
+    .await;
+
+    // Chat: every upload goes into one message's prompt; the answer comes.
+    let response = http()
+        .post(format!("{}/api/chat/send_message", cx.base_url))
+        .bearer_auth(t)
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({"content": "What do these files say?",
+                      "upload_ids": [sheet, strings, pdf, docx, good]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = NumberedReader::new(response).collect().await;
+    assert_eq!(
+        events.last().map(|(_, e)| e["type"].clone()),
+        Some(json!("end")),
+        "{events:?}"
+    );
+    let db = cx.db().await;
+    let extraction = |id: Uuid| {
+        let db = &db;
+        async move {
+            let row = db
+                .query_one(
+                    "SELECT extracted_text, extraction_error FROM files WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (
+                row.get::<_, Option<String>>("extracted_text"),
+                row.get::<_, Option<String>>("extraction_error"),
+            )
+        }
+    };
+    let (text, _) = extraction(sheet).await;
+    assert_eq!(
+        text.as_deref(),
+        Some("# Sheet: Bomb\ntop left\nbottom right")
+    );
+    let (text, error) = extraction(strings).await;
+    assert_eq!(text, None);
+    assert!(
+        error.as_deref().unwrap_or_default().contains("256 MiB"),
+        "{error:?}"
+    );
+    let (text, error) = extraction(pdf).await;
+    assert!(text.is_none() && error.is_some(), "{text:?} {error:?}");
+    // 60 MiB of inflated DOCX text, kept to the budget.
+    let (text, _) = extraction(docx).await;
+    assert_eq!(text.map(|t| t.len()), Some(64 * 1024));
+
+    // Knowledge base: each hostile document fails once, for good; the
+    // good one is ingested.
+    let (status, kb) = req(
+        &cx.base_url,
+        t,
+        Method::POST,
+        "/api/kb/create",
+        &[("org_id", org.to_string())],
+        Some(json!({
+            "name": "Hostile", "description": "", "embedding_model": "all-minilm-l6-v2",
+            "sources": [{"type": "file", "config": {"file_ids": [strings, pdf, good]}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{kb}");
+    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    // Bypass the remembered extraction: the jobs parse the files again.
+    db.execute(
+        "UPDATE files SET extracted_text = NULL, extraction_error = NULL WHERE id = ANY($1)",
+        &[&vec![strings, pdf]],
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let progress = loop {
+        let (status, progress) = req(
+            &cx.base_url,
+            t,
+            Method::GET,
+            "/api/kb/ingestion_status",
+            &[("kb_id", kb.to_string())],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{progress}");
+        if progress["status"] == "ready" {
+            break progress;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "{progress}");
+        // Other requests are served meanwhile.
+        let (status, _) = req(&cx.base_url, t, Method::GET, "/api/users/me", &[], None).await;
+        assert_eq!(status, 200);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(progress["documents_failed"], 2, "{progress}");
+    let (_, page) = req(
+        &cx.base_url,
+        t,
+        Method::GET,
+        "/api/kb/list_documents",
+        &[("kb_id", kb.to_string())],
+        None,
+    )
+    .await;
+    for doc in page["documents"].as_array().unwrap() {
+        match doc["title"].as_str().unwrap() {
+            "notes.md" => assert_eq!(doc["status"], "completed", "{doc}"),
+            _ => {
+                assert_eq!(doc["status"], "failed", "{doc}");
+                assert!(
+                    !doc["error"].as_str().unwrap_or_default().is_empty(),
+                    "{doc}"
+                );
+            }
+        }
+    }
+    let attempts: Vec<i32> = db
+        .query("SELECT attempts FROM kb_jobs WHERE kb_id = $1", &[&kb])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(attempts.iter().all(|a| *a <= 1), "retried: {attempts:?}");
+
+    let (status, _) = raw(&cx.base_url, None, Method::GET, "/readyz", &[], None).await;
+    assert_eq!(status, 200);
+    cx.teardown().await;
+}
