@@ -284,7 +284,14 @@ pub fn hostile_docx(mib: usize) -> Vec<u8> {
         .compression_method(zip::CompressionMethod::Deflated);
     let small = docx(&["x"]);
     let mut template = zip::ZipArchive::new(std::io::Cursor::new(small)).expect("docx");
-    for i in 0..template.len() {
+    // The large part goes last: type sniffers read the first entries.
+    let mut order: Vec<usize> = (0..template.len()).collect();
+    order.sort_by_key(|&i| {
+        template
+            .by_index(i)
+            .is_ok_and(|e| e.name().is_ok_and(|n| n == "word/document.xml"))
+    });
+    for i in order {
         let mut entry = template.by_index(i).expect("entry");
         let name = entry.name().expect("entry name").to_string();
         writer

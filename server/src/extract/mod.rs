@@ -216,14 +216,12 @@ const MAX_DOCX_XML: u64 = 64 * 1024 * 1024;
 fn docx_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
     use quick_xml::events::Event;
     let mut archive = open_zip(bytes)?;
-    let mut xml = Vec::new();
-    archive
+    // Streamed from the archive, not inflated whole first.
+    let part = archive
         .by_name("word/document.xml")
         .map_err(|_| ExtractError::Corrupt("word/document.xml is missing".to_string()))?
-        .take(MAX_DOCX_XML)
-        .read_to_end(&mut xml)
-        .map_err(|e| ExtractError::Corrupt(e.to_string()))?;
-    let mut reader = quick_xml::Reader::from_reader(xml.as_slice());
+        .take(MAX_DOCX_XML);
+    let mut reader = quick_xml::Reader::from_reader(std::io::BufReader::new(part));
     let mut buf = Vec::new();
     let mut out = String::new();
     let mut in_text = false;
@@ -468,6 +466,11 @@ mod sniff_tests {
             (super::fixtures::pdf("x"), super::PDF),
             (super::fixtures::docx(&["x"]), super::DOCX),
             (super::fixtures::xlsx("S", &[&["x"]]), super::XLSX),
+            // The hostile ones too: they must reach the parsers to be tested.
+            (super::fixtures::hostile_xlsx_dimension(), super::XLSX),
+            (super::fixtures::hostile_xlsx_shared_strings(2), super::XLSX),
+            (super::fixtures::hostile_pdf_stream(2), super::PDF),
+            (super::fixtures::hostile_docx(60), super::DOCX),
         ] {
             assert_eq!(
                 crate::app::files::sniff(&bytes, true, "f").unwrap(),

@@ -576,10 +576,11 @@ async fn generated_documents_upload_and_extract() {
     let cx = TestContext::new("kb_extract_uploads").await;
     let ada = cx.user("ex-ada").await;
     let org = ada.personal_org().await;
-    let budget = Budget {
-        max_bytes: 1 << 20,
-        timeout: std::time::Duration::from_secs(30),
-    };
+    // Parsed as the server parses them: in its extraction worker.
+    let budget = Budget::from_config(&workspace_server::kb_config::FilesConfig {
+        extraction_worker: workspace_tests::server_binary(),
+        ..Default::default()
+    });
     let cases: [(&str, Vec<u8>, &str, &str); 3] = [
         (
             "report.pdf",
@@ -614,7 +615,9 @@ async fn generated_documents_upload_and_extract() {
             .bytes()
             .await
             .unwrap();
-        let text = extract(&upload.content_type, stored, budget).await.unwrap();
+        let text = extract(&upload.content_type, stored, budget.clone())
+            .await
+            .unwrap();
         assert!(text.contains(expected), "{name}: {text:?}");
     }
     cx.teardown().await;

@@ -524,10 +524,11 @@ async fn tool_test_runs_in_the_sandbox() {
         assert!(e.contains("refused") || e.contains("unreachable"), "{b}");
     }
 
+    // Not even there: the sandbox's /etc holds only what Python needs.
     let shadow = "def run():\n    return open('/etc/shadow').read()\n";
     let b = run(&cx, t, org, cat, "shadow", shadow, json!({})).await;
     assert!(
-        b["error"].as_str().unwrap().contains("PermissionError"),
+        b["error"].as_str().unwrap().contains("FileNotFoundError"),
         "{b}"
     );
 
@@ -682,7 +683,7 @@ const WALKER: &str = r#"def run():
                 readable.append(path)
     pids = [p for p in os.listdir("/proc") if p.isdigit()]
     probes = {p: os.path.exists(p) for p in ["/var", "/home", "/root", "/work", "/srv", "/opt",
-              "/var/lib/workspace", "/etc/passwd", "/etc/shadow", "/etc/hostname", "/proc/1/environ"]}
+              "/var/lib/workspace", "/etc/passwd", "/etc/shadow", "/etc/hostname"]}
     return {"readable": readable, "pids": pids, "probes": probes, "uid": os.getuid()}
 "#;
 
