@@ -400,11 +400,12 @@ async fn read_text(
             };
             let fetched =
                 crate::kb_sources::web::fetch(&ing.http, &target.locator, &limits).await?;
-            let (text, content_type) = content_text(fetched.content, budget, "text/html").await?;
+            let (text, content_type, title) =
+                content_text(fetched.content, &fetched.final_locator, budget, "text/html").await?;
             Ok(Text {
                 text,
                 content_type: Some(content_type),
-                title: fetched.title,
+                title: fetched.title.or(title),
                 size: i64::try_from(fetched.size_bytes).ok(),
                 url: Some(fetched.final_locator),
             })
@@ -421,11 +422,12 @@ async fn read_text(
                 ing.fetch.max_bytes,
             )
             .await?;
-            let (text, content_type) = content_text(fetched.content, budget, "text/plain").await?;
+            let (text, content_type, title) =
+                content_text(fetched.content, &target.locator, budget, "text/plain").await?;
             Ok(Text {
                 text,
                 content_type: Some(content_type),
-                title: fetched.title,
+                title: fetched.title.or(title),
                 size: i64::try_from(fetched.size_bytes).ok(),
                 url: None,
             })
@@ -433,19 +435,24 @@ async fn read_text(
     }
 }
 
+/// The text, content type and title (an HTML page's) of fetched content.
 async fn content_text(
     content: Content,
+    locator: &str,
     budget: crate::extract::Budget,
     text_type: &str,
-) -> Result<(String, String), JobError> {
+) -> Result<(String, String, Option<String>), JobError> {
     match content {
-        Content::Text(text) => Ok((text, text_type.to_string())),
+        Content::Text(text) => Ok((text, text_type.to_string(), None)),
         Content::Bytes {
             content_type,
             bytes,
         } => {
-            let text = extract(&content_type, bytes, budget).await?;
-            Ok((text, content_type))
+            let document =
+                crate::extract::extract_document(&content_type, bytes, Some(locator), budget)
+                    .await
+                    .map_err(job_error)?;
+            Ok((document.text, content_type, document.title))
         }
     }
 }
@@ -457,10 +464,17 @@ async fn extract(
 ) -> Result<String, JobError> {
     crate::extract::extract(content_type, bytes, budget)
         .await
-        .map_err(|e| match e {
-            crate::extract::ExtractError::TimedOut(_) => JobError::Transient(e.to_string()),
-            e => JobError::Permanent(e.to_string()),
-        })
+        .map_err(job_error)
+}
+
+/// A timeout may pass on a quieter machine: retried. Everything else
+/// (corrupt, encrypted, unsupported, too large for the worker's memory) is
+/// final.
+fn job_error(e: crate::extract::ExtractError) -> JobError {
+    match e {
+        crate::extract::ExtractError::TimedOut(_) => JobError::Transient(e.to_string()),
+        e => JobError::Permanent(e.to_string()),
+    }
 }
 
 async fn read_file(ing: &Ingestion, key: &str, size: i64) -> Result<bytes::Bytes, JobError> {

@@ -1,5 +1,5 @@
-//! Text extraction from uploaded documents: TXT, MD, CSV, PDF, DOCX and
-//! XLSX.
+//! Text extraction from uploaded and fetched documents: TXT, MD, CSV,
+//! HTML, PDF, DOCX and XLSX.
 //!
 //! Every file is hostile until bounded: a 1.5 KB spreadsheet can declare
 //! a sheet of 17 billion cells, a small PDF or DOCX can inflate a
@@ -28,6 +28,7 @@ use std::io::{Cursor, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod html;
 pub mod worker;
 
 /// Limits of one extraction.
@@ -78,10 +79,19 @@ pub enum ExtractError {
 pub fn supports(content_type: &str) -> bool {
     matches!(
         content_type,
-        "text/plain" | "text/markdown" | "text/csv" | PDF | DOCX | XLSX
+        "text/plain" | "text/markdown" | "text/csv" | HTML | PDF | DOCX | XLSX
     )
 }
 
+/// A document's extracted text, and its title when the format has one
+/// (HTML).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Document {
+    pub title: Option<String>,
+    pub text: String,
+}
+
+const HTML: &str = "text/html";
 const PDF: &str = "application/pdf";
 const DOCX: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
@@ -93,10 +103,23 @@ pub async fn extract(
     bytes: bytes::Bytes,
     budget: Budget,
 ) -> Result<String, ExtractError> {
+    Ok(extract_document(content_type, bytes, None, budget)
+        .await?
+        .text)
+}
+
+/// [`extract`] with the document's title; `base_url` is where an HTML
+/// page came from (its links are resolved against it).
+pub async fn extract_document(
+    content_type: &str,
+    bytes: bytes::Bytes,
+    base_url: Option<&str>,
+    budget: Budget,
+) -> Result<Document, ExtractError> {
     if !supports(content_type) {
         return Err(ExtractError::Unsupported(content_type.to_string()));
     }
-    let text = match &budget.isolation {
+    let document = match &budget.isolation {
         Isolation::Process {
             program,
             memory_mib,
@@ -105,26 +128,34 @@ pub async fn extract(
                 program,
                 *memory_mib,
                 content_type,
+                base_url,
                 bytes,
                 budget.max_bytes,
                 budget.timeout,
             )
             .await?
         }
-        Isolation::InProcess => in_process(content_type, bytes, &budget).await?,
+        Isolation::InProcess => in_process(content_type, bytes, base_url, &budget).await?,
     };
-    Ok(truncate(normalize(&text), budget.max_bytes))
+    Ok(Document {
+        title: document.title,
+        text: truncate(normalize(&document.text), budget.max_bytes),
+    })
 }
 
 async fn in_process(
     content_type: &str,
     bytes: bytes::Bytes,
+    base_url: Option<&str>,
     budget: &Budget,
-) -> Result<String, ExtractError> {
+) -> Result<Document, ExtractError> {
     let content_type = content_type.to_string();
+    let base_url = base_url.map(str::to_string);
     let max_bytes = budget.max_bytes;
     let task = tokio::task::spawn_blocking(move || {
-        std::panic::catch_unwind(|| extract_blocking(&content_type, &bytes, max_bytes))
+        std::panic::catch_unwind(|| {
+            extract_parts(&content_type, &bytes, base_url.as_deref(), max_bytes)
+        })
     });
     // On timeout the blocking thread finishes on its own; its result is
     // dropped (a parser cannot be interrupted from outside).
@@ -138,25 +169,41 @@ async fn in_process(
     }
 }
 
-/// The synchronous extraction (call it on a blocking thread, or in the
-/// worker process). Extractors stop once they have about `max_bytes` of
-/// text (the caller cuts it exactly).
+/// The synchronous extraction of the text (call it on a blocking thread).
+/// Extractors stop once they have about `max_bytes` of text (the caller
+/// cuts it exactly).
 pub fn extract_blocking(
     content_type: &str,
     bytes: &[u8],
     max_bytes: usize,
 ) -> Result<String, ExtractError> {
-    match content_type {
-        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(
-            &bytes[..bytes.len().min(max_bytes.saturating_add(4))],
-        )
-        .into_owned()),
-        "text/csv" => csv_text(bytes, max_bytes),
-        PDF => pdf_text(bytes),
-        DOCX => docx_text(bytes, max_bytes),
-        XLSX => xlsx_text(bytes, max_bytes),
-        other => Err(ExtractError::Unsupported(other.to_string())),
-    }
+    Ok(extract_parts(content_type, bytes, None, max_bytes)?.text)
+}
+
+/// The synchronous extraction: on a blocking thread, or in the worker.
+pub(crate) fn extract_parts(
+    content_type: &str,
+    bytes: &[u8],
+    base_url: Option<&str>,
+    max_bytes: usize,
+) -> Result<Document, ExtractError> {
+    let text = match content_type {
+        "text/plain" | "text/markdown" => {
+            String::from_utf8_lossy(&bytes[..bytes.len().min(max_bytes.saturating_add(4))])
+                .into_owned()
+        }
+        HTML => {
+            let (title, text) =
+                html::html_to_text(&String::from_utf8_lossy(bytes), base_url.unwrap_or(""));
+            return Ok(Document { title, text });
+        }
+        "text/csv" => csv_text(bytes, max_bytes)?,
+        PDF => pdf_text(bytes)?,
+        DOCX => docx_text(bytes, max_bytes)?,
+        XLSX => xlsx_text(bytes, max_bytes)?,
+        other => return Err(ExtractError::Unsupported(other.to_string())),
+    };
+    Ok(Document { title: None, text })
 }
 
 /// CSV rows as lines of tab-separated cells (headers included).

@@ -1,15 +1,15 @@
-//! The extraction worker: `workspace-server extract-worker TYPE MAX_BYTES`
-//! reads a file on stdin and writes its text as JSON on stdout, in a
+//! The extraction worker: `workspace-server extract-worker TYPE MAX_BYTES
+//! [BASE_URL]` reads a file on stdin and writes its text as JSON on stdout, in a
 //! process of its own whose address space, CPU time and file writes are
 //! limited ([`run`] starts it; [`main_if_worker`] is its entry point).
 //!
-//! Protocol (stdout, one JSON object): `{"text": "..."}`, or
+//! Protocol (stdout, one JSON object): `{"text": "...", "title": ...}`, or
 //! `{"error": "corrupt" | "encrypted" | "unsupported", "message": "..."}`.
 //! A worker that dies (an allocation refused by the address-space limit
 //! aborts it, so does a stack overflow) or runs out of CPU time answers
 //! nothing: the parent reads its exit status and its bounded stderr.
 
-use super::{Budget, ExtractError, Isolation};
+use super::{Budget, Document, ExtractError, Isolation};
 use crate::kb_config::FilesConfig;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -28,8 +28,15 @@ const MAX_STDERR: usize = 4096;
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
 enum Reply {
-    Text { text: String },
-    Error { error: String, message: String },
+    Text {
+        text: String,
+        #[serde(default)]
+        title: Option<String>,
+    },
+    Error {
+        error: String,
+        message: String,
+    },
 }
 
 impl Budget {
@@ -70,10 +77,11 @@ pub async fn run(
     program: &Path,
     memory_mib: u64,
     content_type: &str,
+    base_url: Option<&str>,
     bytes: bytes::Bytes,
     max_bytes: usize,
     timeout: Duration,
-) -> Result<String, ExtractError> {
+) -> Result<Document, ExtractError> {
     let cpu_secs = timeout.as_secs().max(1) + 1;
     let memory = memory_mib.saturating_mul(1024 * 1024);
     let mut command = tokio::process::Command::new(program);
@@ -81,6 +89,7 @@ pub async fn run(
         .arg(SUBCOMMAND)
         .arg(content_type)
         .arg(max_bytes.to_string())
+        .args(base_url)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -151,7 +160,7 @@ pub async fn run(
         && let Ok(reply) = serde_json::from_slice::<Reply>(&out)
     {
         return match reply {
-            Reply::Text { text } => Ok(text),
+            Reply::Text { text, title } => Ok(Document { title, text }),
             Reply::Error { error, message } => Err(match error.as_str() {
                 "encrypted" => ExtractError::Encrypted,
                 "unsupported" => ExtractError::Unsupported(message),
@@ -197,7 +206,7 @@ async fn read_bounded(mut r: impl tokio::io::AsyncRead + Unpin, limit: usize) ->
 }
 
 /// The worker's entry point: `Some(exit code)` when this process was
-/// started as `workspace-server extract-worker TYPE MAX_BYTES` (call it
+/// started as `workspace-server extract-worker TYPE MAX_BYTES [BASE_URL]` (call it
 /// first thing in `main`, before any runtime starts), `None` otherwise.
 pub fn main_if_worker() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
@@ -206,6 +215,7 @@ pub fn main_if_worker() -> Option<ExitCode> {
     }
     let content_type = args.next()?.into_string().ok()?;
     let max_bytes: usize = args.next()?.into_string().ok()?.parse().ok()?;
+    let base_url = args.next().and_then(|a| a.into_string().ok());
     // Panic messages are not for anyone: the parent maps the exit.
     std::panic::set_hook(Box::new(|_| {}));
     let mut bytes = Vec::new();
@@ -213,10 +223,11 @@ pub fn main_if_worker() -> Option<ExitCode> {
         return Some(ExitCode::FAILURE);
     }
     let reply = match std::panic::catch_unwind(|| {
-        super::extract_blocking(&content_type, &bytes, max_bytes)
+        super::extract_parts(&content_type, &bytes, base_url.as_deref(), max_bytes)
     }) {
-        Ok(Ok(text)) => Reply::Text {
-            text: super::truncate(super::normalize(&text), max_bytes),
+        Ok(Ok(document)) => Reply::Text {
+            text: super::truncate(super::normalize(&document.text), max_bytes),
+            title: document.title,
         },
         Ok(Err(e)) => Reply::Error {
             error: match &e {

@@ -21,8 +21,8 @@ pub enum SourceError {
     Permanent(String),
 }
 
-/// A fetched document's content: text ready to chunk (HTML made readable,
-/// plain text, Markdown), or bytes for `crate::extract` (PDF, DOCX, ...).
+/// A fetched document's content: text ready to chunk (plain text,
+/// Markdown), or bytes for `crate::extract` (HTML, PDF, DOCX, ...).
 pub enum Content {
     Text(String),
     Bytes {
@@ -43,12 +43,9 @@ pub struct Fetched {
 }
 
 /// The content of `bytes` of type `content_type` (a MIME type, parameters
-/// allowed), HTML and text decoded.
-pub(crate) fn content_of(
-    content_type: &str,
-    bytes: bytes::Bytes,
-    locator: &str,
-) -> (Option<String>, Content) {
+/// allowed): plain text and Markdown decoded, everything else (HTML
+/// included) left to `crate::extract`.
+pub(crate) fn content_of(content_type: &str, bytes: bytes::Bytes) -> (Option<String>, Content) {
     let mime = content_type
         .split(';')
         .next()
@@ -56,11 +53,15 @@ pub(crate) fn content_of(
         .trim()
         .to_ascii_lowercase();
     match mime.as_str() {
-        "text/html" | "application/xhtml+xml" => {
-            let html = String::from_utf8_lossy(&bytes);
-            let (title, text) = web::html_to_text(&html, locator);
-            (title, Content::Text(text))
-        }
+        // Parsed like uploads, in the extraction worker (a crafted page can
+        // keep an HTML parser busy for minutes).
+        "text/html" | "application/xhtml+xml" => (
+            None,
+            Content::Bytes {
+                content_type: "text/html".to_string(),
+                bytes,
+            },
+        ),
         "text/plain" | "text/markdown" | "text/x-markdown" => (
             None,
             Content::Text(String::from_utf8_lossy(&bytes).into_owned()),

@@ -210,7 +210,7 @@ pub async fn get(
                 .to_string()
         });
     let size = bytes.len() as u64;
-    let (title, content) = super::content_of(&content_type, bytes, key);
+    let (title, content) = super::content_of(&content_type, bytes);
     Ok(Fetched {
         final_locator: key.to_string(),
         title,

@@ -66,6 +66,22 @@ async fn the_worker_parses_what_is_bounded_and_dies_alone_on_the_rest() {
         matches!(err, ExtractError::TooLarge(256) | ExtractError::Corrupt(_)),
         "{err:?}"
     );
+    // A page of 200,000 nested elements keeps the HTML parsers busy for
+    // minutes (it did so on a server thread): the worker is killed at the
+    // budget.
+    let page = "<div>".repeat(200_000) + "deep" + &"</div>".repeat(200_000);
+    let mut budget = isolated(256);
+    budget.timeout = Duration::from_secs(3);
+    let started = Instant::now();
+    let err = workspace_server::extract::extract("text/html", page.into(), budget)
+        .await
+        .unwrap_err();
+    assert_eq!(err, ExtractError::TimedOut(3));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
     // Ordinary files still parse in the worker.
     let text = workspace_server::extract::extract(
         PDF,
