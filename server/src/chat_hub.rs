@@ -8,6 +8,7 @@
 //! receives [`Notice::reconnected`]); a notification only says "look now".
 
 use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
+use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -57,7 +58,7 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
         STREAM_CHANNEL => payload.split_once(':').map(|(id, _)| id.to_string()),
         STOP_CHANNEL => Some(payload.to_string()),
         // Ingestion wake-ups: one route, every idle worker.
-        crate::app::kb_ingest::CHANNEL => Some(String::new()),
+        KB_JOBS_CHANNEL => Some(String::new()),
         LIVE_CHANNEL => {
             let mut parts = payload.splitn(3, ':');
             let org = parts.next()?;
@@ -157,8 +158,7 @@ async fn listen(
                 let listened = client
                     .batch_execute(&format!(
                         "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
-                         LISTEN {}",
-                        crate::app::kb_ingest::CHANNEL
+                         LISTEN {KB_JOBS_CHANNEL}"
                     ))
                     .await;
                 match listened {

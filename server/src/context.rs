@@ -33,7 +33,7 @@ pub struct ServerContext {
     pub chat_hub: std::sync::Arc<crate::chat_hub::Hub>,
     /// The leases of the answers this instance generates (chat and
     /// conversations; see `app::streams`).
-    pub leases: std::sync::Arc<crate::app::streams::Leases>,
+    pub leases: std::sync::Arc<crate::leases::Leases>,
     /// Speech to text (`None`: not configured).
     pub transcriber: Option<std::sync::Arc<dyn crate::transcribe::Transcriber>>,
     pub log: slog::Logger,

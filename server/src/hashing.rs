@@ -15,10 +15,43 @@
 //! threads would leave hundreds of such blocks resident.
 
 use crate::error::Error;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use argon2::{Algorithm, Argon2, Params, Version};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// argon2id with OWASP's first recommended configuration: m = 19 MiB,
+/// t = 2, p = 1.
+fn argon2() -> Argon2<'static> {
+    let params = Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters");
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+/// Hashes a password (blocking: run it through
+/// [`HashPermit::hash`]).
+pub fn hash_password_blocking(password: &str) -> Result<String, Error> {
+    argon2()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| Error::internal(format!("hashing password: {e}")))
+}
+
+/// Verifies a password (blocking: run it through
+/// [`HashPermit::verify`]). With no stored hash (unknown
+/// user) it verifies against a fixed dummy hash so that timing does not
+/// reveal whether the account exists.
+pub fn verify_password_blocking(password: &str, hash: Option<&str>) -> bool {
+    let known = hash.is_some();
+    let ok = argon2()
+        .verify_password(password.as_bytes(), hash.unwrap_or(DUMMY_HASH))
+        .is_ok();
+    ok && known
+}
+
+/// argon2id hash of a random string, same parameters as real hashes.
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Gu7mEyeGOY3KYcFe7cmwrKsIgcaQpyTaOsFfoSHKj/A";
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -184,14 +217,13 @@ impl HashPermit {
 
     /// Hashes a password.
     pub async fn hash(self, password: String) -> Result<String, Error> {
-        self.run(move || crate::app::auth::hash_password_blocking(&password))
-            .await?
+        self.run(move || hash_password_blocking(&password)).await?
     }
 
     /// Verifies a password (against a dummy hash when `hash` is `None`, so
     /// that timing does not reveal unknown accounts).
     pub async fn verify(self, password: String, hash: Option<String>) -> Result<bool, Error> {
-        self.run(move || crate::app::auth::verify_password_blocking(&password, hash.as_deref()))
+        self.run(move || verify_password_blocking(&password, hash.as_deref()))
             .await
     }
 }
@@ -199,6 +231,28 @@ impl HashPermit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dummy_hash_parses_with_real_parameters() {
+        let parsed = argon2::PasswordHash::new(DUMMY_HASH).expect("dummy hash parses");
+        assert_eq!(parsed.algorithm.as_str(), "argon2id");
+        assert!(argon2().verify_password(b"anything", DUMMY_HASH).is_err());
+    }
+
+    #[test]
+    fn hash_then_verify() {
+        let hash = hash_password_blocking("correct horse battery").unwrap();
+        assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
+        assert!(verify_password_blocking(
+            "correct horse battery",
+            Some(&hash)
+        ));
+        assert!(!verify_password_blocking(
+            "wrong horse battery",
+            Some(&hash)
+        ));
+        assert!(!verify_password_blocking("anything", None));
+    }
 
     #[tokio::test]
     async fn at_most_concurrency_run_and_the_queue_is_bounded() {

@@ -16,6 +16,7 @@ pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;
 pub mod kb_sources;
+pub mod leases;
 pub mod logging;
 pub mod mailer;
 pub mod mcp;

@@ -137,7 +137,7 @@ async fn resolve_tools(
                 ));
             };
             if !names.insert(c.name.as_str())
-                || !(c.value.is_null() || crate::app::tools::value_matches(spec.type_, &c.value))
+                || !(c.value.is_null() || crate::sandbox::call::value_matches(spec.type_, &c.value))
             {
                 return Err(Error::invalid(
                     "invalid_tool_config",

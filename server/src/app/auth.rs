@@ -4,8 +4,6 @@ use crate::context::ServerContext;
 use crate::db::datastore::login_failures::LoginAttempt;
 use crate::db::datastore::users::NewUser;
 use crate::error::Error;
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
-use argon2::{Algorithm, Argon2, Params, Version};
 use std::net::IpAddr;
 use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse, TokenType};
 
@@ -15,41 +13,10 @@ pub const NAME_MAX_CHARS: usize = 100;
 /// RFC 5321's limit on a forward path.
 pub const EMAIL_MAX_CHARS: usize = 254;
 
-/// argon2id with OWASP's first recommended configuration: m = 19 MiB,
-/// t = 2, p = 1.
-fn argon2() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters");
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
-}
-
-/// Hashes a password (blocking: run it through
-/// [`crate::hashing::HashPermit::hash`]).
-pub fn hash_password_blocking(password: &str) -> Result<String, Error> {
-    argon2()
-        .hash_password(password.as_bytes())
-        .map(|h| h.to_string())
-        .map_err(|e| Error::internal(format!("hashing password: {e}")))
-}
-
-/// Verifies a password (blocking: run it through
-/// [`crate::hashing::HashPermit::verify`]). With no stored hash (unknown
-/// user) it verifies against a fixed dummy hash so that timing does not
-/// reveal whether the account exists.
-pub fn verify_password_blocking(password: &str, hash: Option<&str>) -> bool {
-    let known = hash.is_some();
-    let ok = argon2()
-        .verify_password(password.as_bytes(), hash.unwrap_or(DUMMY_HASH))
-        .is_ok();
-    ok && known
-}
-
 /// Hashes a password in a slot of the bounded hashing pool.
 pub async fn hash_password(cx: &ServerContext, password: String) -> Result<String, Error> {
     cx.hashing.permit().await?.hash(password).await
 }
-
-/// argon2id hash of a random string, same parameters as real hashes.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Gu7mEyeGOY3KYcFe7cmwrKsIgcaQpyTaOsFfoSHKj/A";
 
 /// Trims, lower-cases and NFC-normalises an e-mail address, so that the
 /// composed and decomposed spellings of `é` are one address.
@@ -412,28 +379,6 @@ mod tests {
             assert!(validate_email(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(normalize_email("  Ada@Example.COM "), "ada@example.com");
-    }
-
-    #[test]
-    fn dummy_hash_parses_with_real_parameters() {
-        let parsed = argon2::PasswordHash::new(DUMMY_HASH).expect("dummy hash parses");
-        assert_eq!(parsed.algorithm.as_str(), "argon2id");
-        assert!(argon2().verify_password(b"anything", DUMMY_HASH).is_err());
-    }
-
-    #[test]
-    fn hash_then_verify() {
-        let hash = hash_password_blocking("correct horse battery").unwrap();
-        assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
-        assert!(verify_password_blocking(
-            "correct horse battery",
-            Some(&hash)
-        ));
-        assert!(!verify_password_blocking(
-            "wrong horse battery",
-            Some(&hash)
-        ));
-        assert!(!verify_password_blocking("anything", None));
     }
 
     #[test]

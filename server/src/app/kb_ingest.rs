@@ -28,6 +28,7 @@
 use crate::chat_hub::Hub;
 use crate::context::ShutdownPhase;
 use crate::db::datastore::Datastore;
+use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::{
     ClaimedJob, DocumentFacts, Failure, IngestTarget, ListedDocument, NewChunk,
 };
@@ -40,8 +41,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The channel `kb_jobs` inserts notify.
-pub const CHANNEL: &str = "kb_jobs";
 /// Longest retry backoff.
 const BACKOFF_MAX_SECS: f64 = 600.0;
 /// Texts per embedder call.
@@ -105,7 +104,7 @@ pub fn start(ingestion: Arc<Ingestion>) -> Vec<tokio::task::JoinHandle<()>> {
 
 /// Claims and runs jobs until the server drains (see [`ShutdownPhase`]).
 async fn worker(ing: Arc<Ingestion>, id: Uuid) {
-    let mut wake = ing.hub.subscribe(CHANNEL, "");
+    let mut wake = ing.hub.subscribe(KB_JOBS_CHANNEL, "");
     let mut shutdown = ing.shutdown.clone();
     let poll = Duration::from_millis(ing.kb.poll_interval_ms.max(10));
     let lease = ing.kb.lease_secs.max(3) as f64;

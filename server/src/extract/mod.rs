@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub mod html;
+pub mod sniff;
 pub mod worker;
 
 /// Limits of one extraction.
@@ -519,10 +520,7 @@ mod sniff_tests {
             (super::fixtures::hostile_pdf_stream(2), super::PDF),
             (super::fixtures::hostile_docx(60), super::DOCX),
         ] {
-            assert_eq!(
-                crate::app::files::sniff(&bytes, true, "f").unwrap(),
-                expected
-            );
+            assert_eq!(super::sniff::sniff(&bytes, true, "f").unwrap(), expected);
         }
     }
 }

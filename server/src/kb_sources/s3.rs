@@ -205,7 +205,7 @@ pub async fn get(
     let content_type = super::type_of_name(key)
         .map(str::to_string)
         .unwrap_or_else(|| {
-            crate::app::files::sniff(&bytes[..bytes.len().min(8192)], true, key)
+            crate::extract::sniff::sniff(&bytes[..bytes.len().min(8192)], true, key)
                 .unwrap_or("application/octet-stream")
                 .to_string()
         });

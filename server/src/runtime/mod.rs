@@ -288,7 +288,7 @@ impl RuntimeTool for CodeTool {
             _ => return Err("the arguments must be a JSON object".into()),
         };
         let request: ExecRequest =
-            crate::app::tools::exec_request(&self.tool, &inputs, &self.config)
+            crate::sandbox::call::exec_request(&self.tool, &inputs, &self.config)
                 .map_err(|e| e.to_string())?;
         match self.executor.execute(&request).await {
             Err(e) => Err(e.to_string()),

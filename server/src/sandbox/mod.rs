@@ -33,6 +33,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+pub mod call;
+
 const RUNNER: &str = include_str!("runner.py");
 
 /// Limits and programs of the sandbox (`[sandbox]` in the configuration).

@@ -16,6 +16,10 @@ use crate::db::enums::{KbJobKind, KbSourceType};
 use crate::error::Error;
 use uuid::Uuid;
 
+/// The NOTIFY channel on which new and re-queued jobs wake idle workers
+/// (`NOTIFY kb_jobs`, sent in the transactions that queue them).
+pub const KB_JOBS_CHANNEL: &str = "kb_jobs";
+
 /// A job this worker holds.
 #[derive(Clone, Debug)]
 pub struct ClaimedJob {

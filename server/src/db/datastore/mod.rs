@@ -27,8 +27,8 @@ use deadpool_postgres::Pool;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One page of a list: `LIMIT` and `OFFSET`, validated by
-/// [`crate::app::page`].
+/// One page of a list: `LIMIT` and `OFFSET` (the app layer validates
+/// them against each list's bounds).
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
     pub limit: i64,

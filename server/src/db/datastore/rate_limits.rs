@@ -1,7 +1,6 @@
 //! Request rate limits shared by every server instance: counters per
 //! fixed window in PostgreSQL, each returned with the previous window's
-//! count, which the app layer reads as a sliding window (see
-//! [`crate::app::rate_limits`]).
+//! count, which the app layer reads as a sliding window.
 
 use super::Datastore;
 use crate::error::Error;
