@@ -1,15 +1,66 @@
-//! Log redaction: secrets that the spec puts in query strings (invitation
-//! tokens in `GET /api/invitations/validate?token=…`) must not reach the
-//! logs, but dropshot logs every request's URI. [`redacting`] wraps the
-//! server's logger so that the values of sensitive query parameters in any
-//! logged value are replaced by `[redacted]`.
+//! Log redaction: credentials that the API carries in URIs must not reach
+//! the logs, but dropshot logs every request's URI. [`redacting`] wraps the
+//! server's logger so that in any logged value
+//! - the values of credential query parameters ([`SECRET_PARAMS`]:
+//!   invitation tokens, OAuth callback `code` and `state`, signed download
+//!   links' `signature`, WebSocket `ticket`s, ...) and
+//! - credential path segments ([`SECRET_PATH_PREFIXES`]: the MCP gateway's
+//!   `/api/mcp/gateway/{secret}`)
+//!
+//! are replaced by `[redacted]`.
 
 use slog::{Drain, KV, Key, OwnedKVList, Record, Serializer};
 use std::borrow::Cow;
 use std::fmt;
 
 /// Query parameters whose values never reach the logs.
-const SECRET_PARAMS: &[&str] = &["token", "invite_token", "access_token", "code", "state"];
+const SECRET_PARAMS: &[&str] = &[
+    "token",
+    "invite_token",
+    "access_token",
+    "refresh_token",
+    "code",
+    "state",
+    "signature",
+    "ticket",
+    "secret",
+    "client_secret",
+    "api_key",
+    "password",
+];
+
+/// Paths whose next segment is a credential (compared case-insensitively).
+const SECRET_PATH_PREFIXES: &[&str] = &["/api/mcp/gateway/"];
+
+/// Replaces the segment after each [`SECRET_PATH_PREFIXES`] prefix (up to
+/// the next `/`, `?`, `#`, quote or white space) with `[redacted]`.
+fn redact_path(value: &str) -> Cow<'_, str> {
+    let lower = value.to_ascii_lowercase();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    for prefix in SECRET_PATH_PREFIXES {
+        for (at, _) in lower.match_indices(prefix) {
+            let start = at + prefix.len();
+            let end = value[start..]
+                .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'') || c.is_whitespace())
+                .map_or(value.len(), |e| start + e);
+            if end == start || start < copied {
+                continue;
+            }
+            let buf = out.get_or_insert_with(String::new);
+            buf.push_str(&value[copied..start]);
+            buf.push_str("[redacted]");
+            copied = end;
+        }
+    }
+    match out {
+        Some(mut buf) => {
+            buf.push_str(&value[copied..]);
+            Cow::Owned(buf)
+        }
+        None => Cow::Borrowed(value),
+    }
+}
 
 /// Wraps `log` so that secrets in logged values are redacted. Records
 /// below `level` are dropped first, before any of their values is
@@ -52,11 +103,18 @@ fn redact_pair(pair: &str) -> Option<String> {
         .then(|| "[redacted]".to_string())
 }
 
-/// Replaces the values of [`SECRET_PARAMS`] in a URI or query string:
-/// names compared case-insensitively and percent-decoded, pairs split on
-/// `&` (and on an encoded `%26`), the query starting at `?` or at an
-/// encoded `%3F`.
+/// Redacts the credentials of a logged value: [`redact_path`], then the
+/// values of [`SECRET_PARAMS`] in its query string: names compared
+/// case-insensitively and percent-decoded, pairs split on `&` (and on an
+/// encoded `%26`), the query starting at `?` or at an encoded `%3F`.
 pub fn redact_query(value: &str) -> Cow<'_, str> {
+    match redact_path(value) {
+        Cow::Borrowed(value) => redact_query_string(value),
+        Cow::Owned(path_redacted) => Cow::Owned(redact_query_string(&path_redacted).into_owned()),
+    }
+}
+
+fn redact_query_string(value: &str) -> Cow<'_, str> {
     let encoded_question_mark = value
         .as_bytes()
         .windows(3)
@@ -231,6 +289,29 @@ impl Drain for Redact {
 #[cfg(test)]
 mod tests {
     use super::redact_query;
+    use std::borrow::Cow;
+
+    #[test]
+    fn credentials_in_paths_and_links_are_redacted() {
+        let gateway = "GET /api/mcp/gateway/gw_5ecret-Value_1 HTTP/1.1";
+        assert_eq!(
+            redact_query(gateway),
+            "GET /api/mcp/gateway/[redacted] HTTP/1.1"
+        );
+        assert_eq!(
+            redact_query("http://h/API/MCP/Gateway/abc?x=1&ticket=t1"),
+            "http://h/API/MCP/Gateway/[redacted]?x=1&ticket=[redacted]"
+        );
+        assert_eq!(
+            redact_query("/api/files/download?file_id=1&expires=2&signature=ab12"),
+            "/api/files/download?file_id=1&expires=2&signature=[redacted]"
+        );
+        assert_eq!(redact_query("/api/mcp/gateway/"), "/api/mcp/gateway/");
+        assert!(matches!(
+            redact_query("/api/mcp/list_servers?org_id=1"),
+            Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn secrets_in_query_strings_are_redacted() {

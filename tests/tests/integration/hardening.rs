@@ -1045,3 +1045,80 @@ async fn mangled_invitation_links_do_not_leak_tokens_to_the_log() {
     let _ = Uuid::nil();
     ctx.teardown().await;
 }
+
+/// Every credential the API carries in a URI is used for real, then the
+/// server's log is read: the request lines are there, the credentials are
+/// not (a signed download link's `signature`, a WebSocket `ticket`, the
+/// OAuth callback's `code` and `state`, an MCP gateway secret in the path).
+#[tokio::test]
+async fn credentials_in_uris_do_not_reach_the_log() {
+    let ctx = TestContext::new("hardening_uri_credentials").await;
+    let ada = ctx.user("uri-ada").await;
+    let org = ada.personal_org().await;
+    let mut secrets = Vec::new();
+
+    // A signed download link of the local store, downloaded.
+    let upload = ada
+        .client
+        .chat_upload_file(org, None, "a.md", b"# hello".to_vec())
+        .await
+        .unwrap()
+        .into_inner();
+    let response = reqwest::get(&upload.url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let signature = upload.url.split("signature=").nth(1).unwrap().to_string();
+    assert!(signature.len() >= 32, "{signature}");
+    secrets.push(signature);
+
+    // A WebSocket ticket, used to open the chat socket.
+    let ticket = workspace_tests::ws::ticket(&ctx.base_url, &ada.token, org).await;
+    let mut socket = workspace_tests::ws::open(&ctx.base_url, org, &ticket).await;
+    let ready = workspace_tests::ws::next(&mut socket, Duration::from_secs(10)).await;
+    assert_eq!(ready.expect("ready")["type"], "ready");
+    drop(socket);
+    secrets.push(ticket);
+
+    // An OAuth callback as a provider sends it.
+    let code = "OAuthCodeNeverLogged0123456789";
+    let state = "OAuthStateNeverLogged0123456789";
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/api/mcp/callback", ctx.base_url))
+        .query(&[("code", code), ("state", state)])
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_redirection(), "{}", response.status());
+    secrets.extend([code.to_string(), state.to_string()]);
+
+    // A gateway URL's secret (an unknown one: the path is logged all the
+    // same; the MCP tests use real ones).
+    let gateway_secret = "gwSecretNeverLogged0123456789";
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/mcp/gateway/{gateway_secret}", ctx.base_url))
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    secrets.push(gateway_secret.to_string());
+
+    let log = std::fs::read_to_string(&ctx.log_path).unwrap();
+    for route in [
+        "/api/files/download",
+        "/api/chat/ws",
+        "/api/mcp/callback",
+        "/api/mcp/gateway/",
+    ] {
+        assert!(log.contains(route), "{route} was not logged");
+    }
+    for secret in &secrets {
+        assert!(
+            !log.contains(secret.as_str()),
+            "a credential reached the log: {secret}"
+        );
+    }
+    ctx.teardown().await;
+}

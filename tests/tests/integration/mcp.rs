@@ -240,6 +240,17 @@ async fn mcp_catalog_tools_instances_and_isolation() {
     assert!(out.result.to_string().contains("through the gateway"));
     let stale = first.mcp_url.replacen(API_PUBLIC, &cx.base_url, 1);
     assert!(client.list_tools(&stale, None).await.is_err());
+    // The gateway secrets used above are long-lived credentials: the
+    // request log has the gateway's path, never a secret.
+    let log = std::fs::read_to_string(&cx.log_path).unwrap();
+    assert!(
+        log.contains("/api/mcp/gateway/[redacted]"),
+        "gateway requests not logged"
+    );
+    for url in [&first.mcp_url, &second.mcp_url] {
+        let secret = url.rsplit('/').next().unwrap();
+        assert!(!log.contains(secret), "a gateway secret reached the log");
+    }
     // Or the instance id with the user's own bearer token.
     let by_id = format!("{}/api/mcp/gateway/{}", cx.base_url, instance.id);
     let through = client
