@@ -769,6 +769,8 @@ pub mod types {
         pub embedding_model: ::std::string::String,
         pub id: ::uuid::Uuid,
         pub name: ::std::string::String,
+        ///Always `ready`: only knowledge bases that finished ingesting are offered (the agreed shape carries it, so one view serves both lists).
+        pub status: KbStatus,
     }
     impl AvailableKnowledgeBase {
         pub fn builder() -> builder::AvailableKnowledgeBase {
@@ -1145,12 +1147,12 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct ChatCompletionRequest {
-        ///The newer name of `max_tokens`.
+        ///The newer name of `max_tokens`, at least 1.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub max_completion_tokens: ::std::option::Option<u32>,
-        ///Overrides the agent's `max_tokens` when lower.
+        pub max_completion_tokens: ::std::option::Option<::std::num::NonZeroU32>,
+        ///At least 1 (`0`: `400 integer_below_min_value`); overrides the agent's `max_tokens` when lower.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub max_tokens: ::std::option::Option<u32>,
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU32>,
         ///1 to 200 messages; the last must be a `user` message.
         pub messages: ::std::vec::Vec<OpenAiMessage>,
         ///Ignored: a deployment serves its one agent (see `v1/models`).
@@ -1161,7 +1163,7 @@ pub mod types {
         ///Options of a streamed answer.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub stream_options: ::std::option::Option<StreamOptions>,
-        ///0 to 2, overrides the agent's (values above 1 are taken as 1).
+        ///0 to 2 (outside: `400` with OpenAI's `decimal_above_max_value` or `decimal_below_min_value`), overrides the agent's (values above 1 are taken as 1).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub temperature: ::std::option::Option<f64>,
     }
@@ -11403,6 +11405,7 @@ pub mod types {
             embedding_model: ::std::result::Result<::std::string::String, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<super::KbStatus, ::std::string::String>,
         }
         impl ::std::default::Default for AvailableKnowledgeBase {
             fn default() -> Self {
@@ -11412,6 +11415,7 @@ pub mod types {
                     embedding_model: Err("no value supplied for embedding_model".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     name: Err("no value supplied for name".to_string()),
+                    status: Err("no value supplied for status".to_string()),
                 }
             }
         }
@@ -11466,6 +11470,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for name: {e}"));
                 self
             }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::KbStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
         }
         impl ::std::convert::TryFrom<AvailableKnowledgeBase> for super::AvailableKnowledgeBase {
             type Error = super::error::ConversionError;
@@ -11478,6 +11492,7 @@ pub mod types {
                     embedding_model: value.embedding_model?,
                     id: value.id?,
                     name: value.name?,
+                    status: value.status?,
                 })
             }
         }
@@ -11489,6 +11504,7 @@ pub mod types {
                     embedding_model: Ok(value.embedding_model),
                     id: Ok(value.id),
                     name: Ok(value.name),
+                    status: Ok(value.status),
                 }
             }
         }
@@ -11887,9 +11903,14 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct ChatCompletionRequest {
-            max_completion_tokens:
-                ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
-            max_tokens: ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            max_completion_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
             messages:
                 ::std::result::Result<::std::vec::Vec<super::OpenAiMessage>, ::std::string::String>,
             model: ::std::result::Result<
@@ -11919,7 +11940,7 @@ pub mod types {
         impl ChatCompletionRequest {
             pub fn max_completion_tokens<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.max_completion_tokens = value.try_into().map_err(|e| {
@@ -11929,7 +11950,7 @@ pub mod types {
             }
             pub fn max_tokens<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.max_tokens = value

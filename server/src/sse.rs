@@ -116,3 +116,45 @@ pub fn raw_response(
 ) -> Result<http::Response<dropshot::Body>, http::Error> {
     builder.body(dropshot::Body::wrap(RawBody { frames }))
 }
+
+/// Whether the request's `Accept` header names `text/event-stream` (with
+/// a non-zero quality).
+pub fn accepts_event_stream(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            media.eq_ignore_ascii_case("text/event-stream") && !refused
+        })
+}
+
+#[cfg(test)]
+mod accept_tests {
+    use super::accepts_event_stream;
+
+    #[test]
+    fn event_stream_is_accepted_by_its_name() {
+        let headers = |v: &str| {
+            let mut h = http::HeaderMap::new();
+            h.insert(http::header::ACCEPT, v.parse().unwrap());
+            h
+        };
+        assert!(accepts_event_stream(&headers("text/event-stream")));
+        assert!(accepts_event_stream(&headers(
+            "application/json, Text/Event-Stream;q=0.9"
+        )));
+        assert!(!accepts_event_stream(&headers("application/json")));
+        assert!(!accepts_event_stream(&headers("*/*")));
+        assert!(!accepts_event_stream(&headers("text/event-stream;q=0")));
+        assert!(!accepts_event_stream(&http::HeaderMap::new()));
+    }
+}

@@ -210,14 +210,20 @@ pub struct ChatCompletionRequest {
     /// Options of a streamed answer.
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    /// 0 to 2, overrides the agent's (values above 1 are taken as 1).
+    /// 0 to 2 (outside: `400` with OpenAI's `decimal_above_max_value` or
+    /// `decimal_below_min_value`), overrides the agent's (values above 1
+    /// are taken as 1).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 2))]
     pub temperature: Option<f64>,
-    /// Overrides the agent's `max_tokens` when lower.
+    /// At least 1 (`0`: `400 integer_below_min_value`); overrides the
+    /// agent's `max_tokens` when lower.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<u32>,
-    /// The newer name of `max_tokens`.
+    /// The newer name of `max_tokens`, at least 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_completion_tokens: Option<u32>,
 }
 

@@ -497,6 +497,9 @@ pub struct AvailableKnowledgeBase {
     pub id: Uuid,
     pub name: String,
     pub description: String,
+    /// Always `ready`: only knowledge bases that finished ingesting are
+    /// offered (the agreed shape carries it, so one view serves both lists).
+    pub status: KbStatus,
     pub embedding_model: String,
     pub document_count: i64,
 }

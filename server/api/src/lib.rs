@@ -990,7 +990,8 @@ pub trait WorkspaceApi {
     /// first of `GET /api/models/list`; `400 model_unavailable`) to answer
     /// from the numbered excerpts, citing them as `[n]`. Without `stream`
     /// the answer is JSON `{answer, sources}`; `sources[i].index` is the
-    /// number cited. With `"stream": true` it is Server-Sent Events in the
+    /// number cited. With `"stream": true`, or with `Accept:
+    /// text/event-stream` and no `stream` field, it is Server-Sent Events in the
     /// conversation stream's vocabulary: `{"type":"sources","sources":[...]}`
     /// first, then `start`, `content` pieces and `end`
     /// (`{"type":"error","error_code":...}` if the model fails mid-answer).

@@ -488,6 +488,51 @@ pub async fn models(
     )
 }
 
+/// What OpenAI refuses, refused as OpenAI does: `400
+/// invalid_request_error` naming the parameter, with OpenAI's codes.
+fn check_ranges(body: &ChatCompletionRequest) -> Result<(), OpenAiHttpError> {
+    let refuse = |param: &str, code: &str, message: String| {
+        let mut e = OpenAiHttpError::new(400, code, message);
+        e.error.param = Some(param.to_string());
+        e
+    };
+    if let Some(t) = body.temperature {
+        if t > 2.0 {
+            return Err(refuse(
+                "temperature",
+                "decimal_above_max_value",
+                format!(
+                    "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got {t} instead."
+                ),
+            ));
+        }
+        if t < 0.0 {
+            return Err(refuse(
+                "temperature",
+                "decimal_below_min_value",
+                format!(
+                    "Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got {t} instead."
+                ),
+            ));
+        }
+    }
+    for (param, value) in [
+        ("max_tokens", body.max_tokens),
+        ("max_completion_tokens", body.max_completion_tokens),
+    ] {
+        if value == Some(0) {
+            return Err(refuse(
+                param,
+                "integer_below_min_value",
+                format!(
+                    "Invalid '{param}': integer below minimum value. Expected a value >= 1, but got 0 instead."
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub async fn chat_completions(
     cx: &ServerContext,
     caller: KeyCaller,
@@ -516,6 +561,7 @@ pub async fn chat_completions(
             }
         }
     }
+    check_ranges(&body)?;
     let last_is_user = body.messages.last().is_some_and(|m| m.role == "user");
     if !last_is_user {
         return Err(invalid("the last message must be a user message"));

@@ -81,7 +81,14 @@ fn document_view(row: DocumentRow) -> KbDocument {
     let (url, file_id) = match row.source_type {
         db::KbSourceType::File => (None, row.locator.parse().ok()),
         db::KbSourceType::Web => (Some(row.locator.clone()), None),
-        db::KbSourceType::ObjectStore => (Some(row.locator.clone()), None),
+        // An object is named as the document says: `s3://bucket/key`.
+        db::KbSourceType::ObjectStore => (
+            Some(match &row.bucket {
+                Some(bucket) => format!("s3://{bucket}/{}", row.locator),
+                None => row.locator.clone(),
+            }),
+            None,
+        ),
     };
     KbDocument {
         id: row.id,
@@ -486,6 +493,7 @@ pub async fn available(
             id: r.id,
             name: r.name,
             description: r.description,
+            status: kb_status(r.processing),
             embedding_model: r.embedding_model,
             document_count: r.document_count,
         })

@@ -45,8 +45,15 @@ impl EmbedderRegistry {
         EmbedderRegistry { entries, local }
     }
 
+    /// The embedder named `name`, compared without regard to case or
+    /// surrounding blanks (`all-MiniLM-L6-v2`, the model's published name,
+    /// is `all-minilm-l6-v2`); knowledge bases store the canonical name.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Embedder>> {
-        self.entries.iter().find(|e| e.name() == name).cloned()
+        let name = name.trim();
+        self.entries
+            .iter()
+            .find(|e| e.name().eq_ignore_ascii_case(name))
+            .cloned()
     }
 
     pub fn names(&self) -> Vec<String> {

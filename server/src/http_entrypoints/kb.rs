@@ -176,7 +176,13 @@ pub async fn query(
     let access = cx
         .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_READ))
         .await?;
-    Ok(app::kb::query(cx, &access, kb_id, body.into_inner()).await?)
+    let mut body = body.into_inner();
+    // `Accept: text/event-stream` asks for the stream as `"stream": true`
+    // does (an explicit `"stream": false` keeps JSON).
+    if body.stream.is_none() && crate::sse::accepts_event_stream(rqctx.request.headers()) {
+        body.stream = Some(true);
+    }
+    Ok(app::kb::query(cx, &access, kb_id, body).await?)
 }
 
 pub async fn ingestion_status(

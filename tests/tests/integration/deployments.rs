@@ -472,6 +472,76 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
     assert_eq!(r.status(), 400);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "invalid_request", "{e}");
+    // What OpenAI refuses is refused, in its shape, naming the parameter
+    // (a temperature of 99 was accepted and clamped). On a deployment of
+    // its own, so the limit checked below is not spent here.
+    let checked = deploy(
+        &cx,
+        t,
+        agent,
+        json!({"name": "ranges", "channel": "api", "rate_limit_per_minute": 60}),
+    )
+    .await;
+    let ranges_key = checked["api_key"].as_str().unwrap();
+    for (extra, param, code) in [
+        (
+            json!({"temperature": 99}),
+            "temperature",
+            "decimal_above_max_value",
+        ),
+        (
+            json!({"temperature": 2.5}),
+            "temperature",
+            "decimal_above_max_value",
+        ),
+        (
+            json!({"temperature": -0.1}),
+            "temperature",
+            "decimal_below_min_value",
+        ),
+        (
+            json!({"max_tokens": 0}),
+            "max_tokens",
+            "integer_below_min_value",
+        ),
+        (
+            json!({"max_completion_tokens": 0}),
+            "max_completion_tokens",
+            "integer_below_min_value",
+        ),
+    ] {
+        let mut body = chat("hello");
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = v1(
+            &cx,
+            ranges_key,
+            Method::POST,
+            "/chat/completions",
+            Some(body),
+            None,
+        )
+        .await;
+        assert_eq!(r.status(), 400, "{extra}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+        assert_eq!(e["error"]["param"], param, "{e}");
+        assert_eq!(e["error"]["code"], code, "{e}");
+    }
+    // The bounds themselves are accepted.
+    let mut body = chat("hello");
+    body["temperature"] = json!(2);
+    let r = v1(
+        &cx,
+        ranges_key,
+        Method::POST,
+        "/chat/completions",
+        Some(body),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
 
     // CORS: an allowed origin is echoed; another is refused.
     let r = v1(

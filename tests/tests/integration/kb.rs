@@ -59,6 +59,44 @@ async fn knowledge_base_lifecycle() {
     assert_eq!(created.name, "Handbook");
     assert_eq!(created.org_id, org);
     assert_eq!(created.status, types::KbStatus::Ready);
+    // The model's published name, in its own case, names the same model;
+    // the knowledge base keeps the canonical name.
+    let published = ada
+        .client
+        .kb_create()
+        .org_id(org)
+        .body(
+            types::KbCreate::builder()
+                .name("Published".to_string())
+                .description(String::new())
+                .embedding_model("all-MiniLM-L6-v2".to_string())
+                .sources(Vec::new()),
+        )
+        .send()
+        .await
+        .expect("the published model name is accepted")
+        .into_inner();
+    let (status, detail) = req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::GET,
+        "/api/kb/get",
+        &[("kb_id", published.id.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["embedding_model"], MODEL);
+    let (status, _) = req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::DELETE,
+        "/api/kb/delete",
+        &[("kb_id", published.id.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
 
     // With sources: processing; documents are listed at once for web.
     let (status, body) = req(

@@ -149,6 +149,30 @@ async fn documents_are_ingested_found_and_cited() {
     assert_eq!(progress["documents_done"], 5, "{progress}");
     assert_eq!(progress["documents_failed"], 1, "{progress}");
     assert_eq!(progress["sources"][0]["status"], "completed", "{progress}");
+    // Offered to chats, in the agreed shape {id, name, description,
+    // status, document_count}.
+    let (status, offered) = req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::GET,
+        "/api/chat/available_knowledge_bases",
+        &[("org_id", org.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{offered}");
+    let handbook = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == kb.to_string())
+        .unwrap_or_else(|| panic!("not offered: {offered}"));
+    assert_eq!(handbook["name"], "Handbook");
+    assert_eq!(handbook["status"], "ready", "{handbook}");
+    assert!(
+        handbook["document_count"].as_i64().unwrap() >= 4,
+        "{handbook}"
+    );
 
     let (_, page) = req(
         &cx.base_url,
@@ -329,6 +353,24 @@ async fn documents_are_ingested_found_and_cited() {
         .map(|e| e["content"].as_str().unwrap())
         .collect();
     assert_eq!(streamed, "The keeper lights the lamp every evening [1].");
+    // The same stream when the request asks for it with `Accept` alone.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/kb/query", cx.base_url))
+        .bearer_auth(&ada.token)
+        .header("Accept", "text/event-stream")
+        .query(&[("kb_id", kb.to_string())])
+        .json(&json!({"query": "Who lights the lamp?", "model_id": fake_model}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let text = response.text().await.unwrap();
+    assert!(text.contains("data: {\"type\":\"sources\""), "{text}");
+    assert!(text.contains("\"type\":\"end\""), "{text}");
 
     // Chat with the knowledge base: a `sources` event with the excerpts the
     // model was given, the lighthouse chunk first.
@@ -639,6 +681,12 @@ async fn web_pages_and_s3_objects_are_ingested() {
     assert_eq!(boom["status"], "failed");
     assert!(boom["error"].as_str().unwrap().contains("503"), "{boom}");
     assert_eq!(by_url("ropes.txt")["status"], "completed");
+    // An object's document is named as the spec says: s3://bucket/key.
+    assert_eq!(
+        by_url("ropes.txt")["url"],
+        "s3://kb-bucket/docs/ropes.txt",
+        "{page}"
+    );
     assert_eq!(by_url("anchors.md")["status"], "completed");
     assert!(
         !docs.iter().any(|d| d["title"].as_str() == Some("skip.txt")),

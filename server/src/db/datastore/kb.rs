@@ -89,6 +89,8 @@ pub struct DocumentRow {
     pub id: Uuid,
     pub source_id: Uuid,
     pub source_type: KbSourceType,
+    /// An object-store source's bucket.
+    pub bucket: Option<String>,
     pub locator: String,
     pub title: String,
     pub content_type: Option<String>,
@@ -106,6 +108,7 @@ impl DocumentRow {
             id: r.get("id"),
             source_id: r.get("source_id"),
             source_type: r.get("type"),
+            bucket: r.get("bucket"),
             locator: r.get("locator"),
             title: r.get("title"),
             content_type: r.get("content_type"),
@@ -393,7 +396,8 @@ impl Datastore {
         }
         let rows = tx
             .query(
-                "SELECT d.id, d.source_id, s.type, d.locator, d.title, d.content_type, \
+                "SELECT d.id, d.source_id, s.type, s.config->>'bucket_name' AS bucket, \
+                        d.locator, d.title, d.content_type, \
                         d.size_bytes, d.status, d.error, d.chunk_count, d.created_at, \
                         d.updated_at \
                  FROM kb_documents d JOIN kb_sources s ON s.id = d.source_id \
