@@ -781,8 +781,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -799,7 +801,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Delete several chat sessions.\n\nPermission `chats:delete`. `chat_ids`: 1 to 100 ids (`400 invalid_request` otherwise; duplicates count once). Deletes as `delete_session` does, in one transaction, and answers one outcome per distinct id in request order: `deleted`, or `not_found` for an id that is not one of the caller's chats in the organization (never revealing whether it exists elsewhere). Always `200`.",
+                "Delete several chat sessions.\n\nPermission `chats:delete`. `chat_ids`: 1 to 100 ids (`400 invalid_request` otherwise; duplicates count once). Deletes as `delete_session` does, in one transaction, and answers one outcome per distinct id in request order: `deleted`, or `not_found` for an id that is not one of the caller's chats in the organization (never revealing whether it exists elsewhere). Always `200`.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_chat_delete_session() -> ::clap::Command {
@@ -1568,8 +1570,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("server-id")
@@ -1592,7 +1596,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Start connecting the caller's account to an MCP server.\n\nPermission `mcp:write`. The organization's `mcp_sessions` quota counts its active and unexpired pending sessions (all users): when exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth = \"none\"`: the session is `active` at once, its instance is created, and `redirect_url` is the frontend's callback page. An OAuth server: a `pending` session; `redirect_url` is the authorization server's authorization endpoint (found by RFC 9728 then RFC 8414 discovery, the client registered by RFC 7591 when none is configured) with PKCE S256 and a single-use `state` bound to the session, expiring after `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400 invalid_flow_type`).",
+                "Start connecting the caller's account to an MCP server.\n\nPermission `mcp:write`. The organization's `mcp_sessions` quota counts its active and unexpired pending sessions (all users): when exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth = \"none\"`: the session is `active` at once, its instance is created, and `redirect_url` is the frontend's callback page. An OAuth server: a `pending` session; `redirect_url` is the authorization server's authorization endpoint (found by RFC 9728 then RFC 8414 discovery, the client registered by RFC 7591 when none is configured) with PKCE S256 and a single-use `state` bound to the session, expiring after `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400 invalid_flow_type`).\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_mcp_generate_url() -> ::clap::Command {
@@ -1601,8 +1605,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("server-id")
@@ -1631,7 +1637,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Generate the MCP gateway URL of an instance.\n\nPermission `mcp:write`. `session_id` must be the caller's session of `server_id` in the organization with an instance (`404 not_found`). Each call makes a new unguessable secret (the previous URL stops working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`; only the secret's SHA-256 is stored. `status` is the session's.",
+                "Generate the MCP gateway URL of an instance.\n\nPermission `mcp:write`. `session_id` must be the caller's session of `server_id` in the organization with an instance (`404 not_found`). Each call makes a new unguessable secret (the previous URL stops working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`; only the secret's SHA-256 is stored. `status` is the session's.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_mcp_update_instance() -> ::clap::Command {
@@ -1653,7 +1659,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -1670,7 +1679,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Rename an MCP instance.\n\nPermission `mcp:write`. `name` 1 to 100 characters after trimming, without control characters (`400 invalid_name`). `404 not_found` unless the instance is the caller's in the organization.",
+                "Rename an MCP instance.\n\nPermission `mcp:write`. `name` 1 to 100 characters after trimming, without control characters (`400 invalid_name`). `404 not_found` unless the instance is the caller's in the organization.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_mcp_delete_instance() -> ::clap::Command {
@@ -1685,10 +1694,13 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .about(
-                "Delete an MCP instance.\n\nPermission `mcp:write`. Irreversible: removes the instance and its session with the sealed tokens (its gateway URL stops working). OAuth tokens are revoked at the provider (RFC 7009) when it declares a revocation endpoint; a failing revocation is logged and does not keep the instance. `404 not_found` unless the instance is the caller's in the organization.",
+                "Delete an MCP instance.\n\nPermission `mcp:write`. Irreversible: removes the instance and its session with the sealed tokens (its gateway URL stops working). OAuth tokens are revoked at the provider (RFC 7009) when it declares a revocation endpoint; a failing revocation is logged and does not keep the instance. `404 not_found` unless the instance is the caller's in the organization.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_mcp_list_instances() -> ::clap::Command {
@@ -1716,11 +1728,13 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true)
-                    .help("The organization."),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .about(
-                "List the MCP servers of the catalog.\n\nPermission `mcp:read`. The servers configured by the operator (`[[mcp_servers]]`), by name; ids are stable across restarts. `server_instance_count` counts the caller's instances of each server in the organization.",
+                "List the MCP servers of the catalog.\n\nPermission `mcp:read`. The servers configured by the operator (`[[mcp_servers]]`), by name; ids are stable across restarts. `server_instance_count` counts the caller's instances of each server in the organization.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_mcp_server_with_tools() -> ::clap::Command {
@@ -1729,7 +1743,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(false)
+                    .help(
+                        "The organization (absent: the caller's personal organization).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("server-id")
@@ -1738,7 +1755,7 @@ impl<T: CliConfig> Cli<T> {
                     .required(true),
             )
             .about(
-                "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.",
+                "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
             )
     }
     pub fn cli_models_list() -> ::clap::Command {

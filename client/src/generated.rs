@@ -27449,10 +27449,12 @@ impl Client {
 
     Permission `chats:delete`. `chat_ids`: 1 to 100 ids (`400 invalid_request` otherwise; duplicates count once). Deletes as `delete_session` does, in one transaction, and answers one outcome per distinct id in request order: `deleted`, or `not_found` for an id that is not one of the caller's chats in the organization (never revealing whether it exists elsewhere). Always `200`.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `POST` request to `/api/chat/bulk_delete_sessions`
 
     Arguments:
-    - `org_id`: The organization.
+    - `org_id`: The organization (absent: the caller's personal organization).
     - `body`
     ```ignore
     let response = client.chat_bulk_delete_sessions()
@@ -28164,10 +28166,12 @@ impl Client {
 
     Permission `mcp:write`. The organization's `mcp_sessions` quota counts its active and unexpired pending sessions (all users): when exhausted, `402 mcp_sessions_quota_exceeded`. A server with `auth = "none"`: the session is `active` at once, its instance is created, and `redirect_url` is the frontend's callback page. An OAuth server: a `pending` session; `redirect_url` is the authorization server's authorization endpoint (found by RFC 9728 then RFC 8414 discovery, the client registered by RFC 7591 when none is configured) with PKCE S256 and a single-use `state` bound to the session, expiring after `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400 invalid_flow_type`).
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `POST` request to `/api/mcp/connect_account`
 
     Arguments:
-    - `org_id`: The organization.
+    - `org_id`: The organization (absent: the caller's personal organization).
     - `body`
     ```ignore
     let response = client.mcp_connect_account()
@@ -28183,10 +28187,12 @@ impl Client {
 
     Permission `mcp:write`. `session_id` must be the caller's session of `server_id` in the organization with an instance (`404 not_found`). Each call makes a new unguessable secret (the previous URL stops working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`; only the secret's SHA-256 is stored. `status` is the session's.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `POST` request to `/api/mcp/generate_url`
 
     Arguments:
-    - `org_id`: The organization.
+    - `org_id`: The organization (absent: the caller's personal organization).
     - `body`
     ```ignore
     let response = client.mcp_generate_url()
@@ -28202,8 +28208,14 @@ impl Client {
 
     Permission `mcp:write`. `name` 1 to 100 characters after trimming, without control characters (`400 invalid_name`). `404 not_found` unless the instance is the caller's in the organization.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `PUT` request to `/api/mcp/instance`
 
+    Arguments:
+    - `instance_id`
+    - `org_id`: The organization (absent: the caller's personal organization).
+    - `body`
     ```ignore
     let response = client.mcp_update_instance()
         .instance_id(instance_id)
@@ -28219,8 +28231,13 @@ impl Client {
 
     Permission `mcp:write`. Irreversible: removes the instance and its session with the sealed tokens (its gateway URL stops working). OAuth tokens are revoked at the provider (RFC 7009) when it declares a revocation endpoint; a failing revocation is logged and does not keep the instance. `404 not_found` unless the instance is the caller's in the organization.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `DELETE` request to `/api/mcp/instance`
 
+    Arguments:
+    - `instance_id`
+    - `org_id`: The organization (absent: the caller's personal organization).
     ```ignore
     let response = client.mcp_delete_instance()
         .instance_id(instance_id)
@@ -28254,10 +28271,12 @@ impl Client {
 
     Permission `mcp:read`. The servers configured by the operator (`[[mcp_servers]]`), by name; ids are stable across restarts. `server_instance_count` counts the caller's instances of each server in the organization.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `GET` request to `/api/mcp/list_servers`
 
     Arguments:
-    - `org_id`: The organization.
+    - `org_id`: The organization (absent: the caller's personal organization).
     ```ignore
     let response = client.mcp_list_servers()
         .org_id(org_id)
@@ -28271,8 +28290,13 @@ impl Client {
 
     Permission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.
 
+    `org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.
+
     Sends a `GET` request to `/api/mcp/server_with_tools`
 
+    Arguments:
+    - `org_id`: The organization (absent: the caller's personal organization).
+    - `server_id`
     ```ignore
     let response = client.mcp_server_with_tools()
         .org_id(org_id)
@@ -30680,14 +30704,14 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ChatBulkDeleteSessions<'a> {
         client: &'a super::Client,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
         body: Result<types::builder::BulkDeleteRequest, String>,
     }
     impl<'a> ChatBulkDeleteSessions<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -30697,6 +30721,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34284,14 +34309,14 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct McpConnectAccount<'a> {
         client: &'a super::Client,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
         body: Result<types::builder::ConnectAccount, String>,
     }
     impl<'a> McpConnectAccount<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -34301,6 +34326,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34399,14 +34425,14 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct McpGenerateUrl<'a> {
         client: &'a super::Client,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
         body: Result<types::builder::GenerateUrl, String>,
     }
     impl<'a> McpGenerateUrl<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -34416,6 +34442,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34507,7 +34534,7 @@ pub mod builder {
     pub struct McpUpdateInstance<'a> {
         client: &'a super::Client,
         instance_id: Result<::uuid::Uuid, String>,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
         body: Result<types::builder::InstanceRename, String>,
     }
     impl<'a> McpUpdateInstance<'a> {
@@ -34515,7 +34542,7 @@ pub mod builder {
             Self {
                 client: client,
                 instance_id: Err("instance_id was not initialized".to_string()),
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -34534,6 +34561,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34631,14 +34659,14 @@ pub mod builder {
     pub struct McpDeleteInstance<'a> {
         client: &'a super::Client,
         instance_id: Result<::uuid::Uuid, String>,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
     }
     impl<'a> McpDeleteInstance<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
                 instance_id: Err("instance_id was not initialized".to_string()),
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
             }
         }
         pub fn instance_id<V>(mut self, value: V) -> Self
@@ -34656,6 +34684,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34819,13 +34848,13 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct McpListServers<'a> {
         client: &'a super::Client,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
     }
     impl<'a> McpListServers<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
             }
         }
         pub fn org_id<V>(mut self, value: V) -> Self
@@ -34834,6 +34863,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
@@ -34894,14 +34924,14 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct McpServerWithTools<'a> {
         client: &'a super::Client,
-        org_id: Result<::uuid::Uuid, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
         server_id: Result<::uuid::Uuid, String>,
     }
     impl<'a> McpServerWithTools<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
-                org_id: Err("org_id was not initialized".to_string()),
+                org_id: Ok(None),
                 server_id: Err("server_id was not initialized".to_string()),
             }
         }
@@ -34911,6 +34941,7 @@ pub mod builder {
         {
             self.org_id = value
                 .try_into()
+                .map(Some)
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }

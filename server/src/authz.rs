@@ -175,13 +175,23 @@ pub enum Scope {
     /// An MCP instance, authorized through its organization; only its own
     /// user's (anybody else's is `404`).
     McpInstance(uuid::Uuid),
+    /// The caller's personal organization (operations whose `org_id` is
+    /// optional).
+    PersonalOrg,
+}
+
+impl Scope {
+    /// `org_id` when given, else the caller's personal organization.
+    pub fn org_or_personal(org_id: Option<uuid::Uuid>) -> Scope {
+        org_id.map_or(Scope::PersonalOrg, Scope::Org)
+    }
 }
 
 impl Scope {
     /// The `404` of an object scope, `None` for an organization.
     pub fn not_found(self) -> Option<crate::error::Error> {
         match self {
-            Scope::Org(_) => None,
+            Scope::Org(_) | Scope::PersonalOrg => None,
             Scope::Invitation(_) => Some(crate::error::Error::NotFound { what: "invitation" }),
             Scope::Kb(_) => Some(crate::error::Error::NotFound {
                 what: "knowledge base",

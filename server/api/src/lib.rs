@@ -1148,10 +1148,14 @@ pub trait WorkspaceApi {
     /// per distinct id in request order: `deleted`, or `not_found` for an
     /// id that is not one of the caller's chats in the organization (never
     /// revealing whether it exists elsewhere). Always `200`.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = POST, path = "/api/chat/bulk_delete_sessions", tags = ["chat"] }]
     async fn chat_bulk_delete_sessions(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::PersonalOrgQuery>,
         body: JsonBody<chat::BulkDeleteRequest>,
     ) -> Result<HttpResponseOk<chat::BulkDeleteResponse>, HttpError>;
 
@@ -1778,10 +1782,14 @@ pub trait WorkspaceApi {
     /// (`[[mcp_servers]]`), by name; ids are stable across restarts.
     /// `server_instance_count` counts the caller's instances of each server
     /// in the organization.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = GET, path = "/api/mcp/list_servers", tags = ["mcp"] }]
     async fn mcp_list_servers(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::PersonalOrgQuery>,
     ) -> Result<HttpResponseOk<mcp::McpServerList>, HttpError>;
 
     /// Fetch an MCP server with its tools.
@@ -1795,6 +1803,10 @@ pub trait WorkspaceApi {
     /// no instance) while nothing is cached answers `502
     /// mcp_server_unavailable`; a stale cache entry is served when the
     /// server fails. `404 not_found` for an id not in the catalog.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = GET, path = "/api/mcp/server_with_tools", tags = ["mcp"] }]
     async fn mcp_server_with_tools(
         rqctx: RequestContext<Self::Context>,
@@ -1815,10 +1827,14 @@ pub trait WorkspaceApi {
     /// `mcp.state_ttl_secs`. `502 mcp_server_unavailable` when discovery or
     /// registration fails. `flow_type`: 1 to 50 of `[A-Za-z0-9_-]` (`400
     /// invalid_flow_type`).
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = POST, path = "/api/mcp/connect_account", tags = ["mcp"] }]
     async fn mcp_connect_account(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::PersonalOrgQuery>,
         body: JsonBody<mcp::ConnectAccount>,
     ) -> Result<HttpResponseOk<mcp::ConnectionStart>, HttpError>;
 
@@ -1855,6 +1871,10 @@ pub trait WorkspaceApi {
     /// Permission `mcp:write`. `name` 1 to 100 characters after trimming,
     /// without control characters (`400 invalid_name`). `404 not_found`
     /// unless the instance is the caller's in the organization.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = PUT, path = "/api/mcp/instance", tags = ["mcp"] }]
     async fn mcp_update_instance(
         rqctx: RequestContext<Self::Context>,
@@ -1870,6 +1890,10 @@ pub trait WorkspaceApi {
     /// a revocation endpoint; a failing revocation is logged and does not
     /// keep the instance. `404 not_found` unless the instance is the
     /// caller's in the organization.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = DELETE, path = "/api/mcp/instance", tags = ["mcp"] }]
     async fn mcp_delete_instance(
         rqctx: RequestContext<Self::Context>,
@@ -1883,10 +1907,14 @@ pub trait WorkspaceApi {
     /// Each call makes a new unguessable secret (the previous URL stops
     /// working): `mcp_url` is `{api_public_url}/api/mcp/gateway/{secret}`;
     /// only the secret's SHA-256 is stored. `status` is the session's.
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = POST, path = "/api/mcp/generate_url", tags = ["mcp"] }]
     async fn mcp_generate_url(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::PersonalOrgQuery>,
         body: JsonBody<mcp::GenerateUrl>,
     ) -> Result<HttpResponseOk<mcp::McpUrl>, HttpError>;
 
@@ -1982,10 +2010,14 @@ pub trait WorkspaceApi {
     /// `400 invalid_message` (empty or longer than 32,000
     /// characters), `400 invalid_model` (a name without a known prefix),
     /// `400 model_unavailable` (not offered here).
+    ///
+    /// `org_id` is optional (the spec lists no organization here): without
+    /// it the caller's personal organization is used, with it the given
+    /// one. An unauthenticated call is `401` either way.
     #[endpoint { method = POST, path = "/api/mcp_playground/chat", tags = ["mcp-playground"] }]
     async fn mcp_playground_chat(
         rqctx: RequestContext<Self::Context>,
-        query: QueryParams<orgs::OrgQuery>,
+        query: QueryParams<orgs::PersonalOrgQuery>,
         body: JsonBody<mcp::PlaygroundChat>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }

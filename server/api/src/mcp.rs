@@ -31,7 +31,9 @@ pub struct McpServerList {
 /// Query of `GET /api/mcp/server_with_tools`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ServerQuery {
-    pub org_id: Uuid,
+    /// The organization (absent: the caller's personal organization).
+    #[serde(default)]
+    pub org_id: Option<Uuid>,
     pub server_id: Uuid,
 }
 
@@ -159,7 +161,9 @@ pub struct InstanceListQuery {
 /// Query of `PUT` and `DELETE /api/mcp/instance`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceQuery {
-    pub org_id: Uuid,
+    /// The organization (absent: the caller's personal organization).
+    #[serde(default)]
+    pub org_id: Option<Uuid>,
     pub instance_id: Uuid,
 }
 

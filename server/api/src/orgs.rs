@@ -83,6 +83,15 @@ pub struct OrgQuery {
     pub org_id: Uuid,
 }
 
+/// `org_id` where the spec lists none: optional, the caller's personal
+/// organization when absent.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct PersonalOrgQuery {
+    /// The organization (absent: the caller's personal organization).
+    #[serde(default)]
+    pub org_id: Option<Uuid>,
+}
+
 /// Feature gates and quotas of an organization, with the server's
 /// defaults filled in where the organization has no override.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]

@@ -10,7 +10,7 @@ use workspace_api::chat::{
     SendMessageRequest, StopResponse,
 };
 use workspace_api::extract::{JsonBody, QueryParams};
-use workspace_api::orgs::{MessageResponse, OrgQuery};
+use workspace_api::orgs::{MessageResponse, OrgQuery, PersonalOrgQuery};
 
 pub async fn create(
     rqctx: Ctx,
@@ -99,14 +99,14 @@ pub async fn delete_session(
 
 pub async fn bulk_delete(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<PersonalOrgQuery>,
     body: JsonBody<BulkDeleteRequest>,
 ) -> Result<HttpResponseOk<BulkDeleteResponse>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::org_or_personal(query.into_inner().org_id),
             Require::Perm(perm::CHATS_DELETE),
         )
         .await?;

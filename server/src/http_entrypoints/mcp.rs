@@ -11,17 +11,17 @@ use workspace_api::mcp::{
     InstanceRename, McpDeleted, McpInstance, McpInstanceList, McpServerList, McpServerWithTools,
     McpUrl, ServerQuery,
 };
-use workspace_api::orgs::OrgQuery;
+use workspace_api::orgs::PersonalOrgQuery;
 
 pub async fn list_servers(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<PersonalOrgQuery>,
 ) -> Result<HttpResponseOk<McpServerList>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::org_or_personal(query.into_inner().org_id),
             Require::Perm(perm::MCP_READ),
         )
         .await?;
@@ -37,7 +37,7 @@ pub async fn server_with_tools(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.org_id),
+            Scope::org_or_personal(query.org_id),
             Require::Perm(perm::MCP_READ),
         )
         .await?;
@@ -48,14 +48,14 @@ pub async fn server_with_tools(
 
 pub async fn connect_account(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<PersonalOrgQuery>,
     body: JsonBody<ConnectAccount>,
 ) -> Result<HttpResponseOk<ConnectionStart>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::org_or_personal(query.into_inner().org_id),
             Require::Perm(perm::MCP_WRITE),
         )
         .await?;
@@ -102,7 +102,7 @@ pub async fn update_instance(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.org_id),
+            Scope::org_or_personal(query.org_id),
             Require::Perm(perm::MCP_WRITE),
         )
         .await?;
@@ -120,7 +120,7 @@ pub async fn delete_instance(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.org_id),
+            Scope::org_or_personal(query.org_id),
             Require::Perm(perm::MCP_WRITE),
         )
         .await?;
@@ -131,14 +131,14 @@ pub async fn delete_instance(
 
 pub async fn generate_url(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<PersonalOrgQuery>,
     body: JsonBody<GenerateUrl>,
 ) -> Result<HttpResponseOk<McpUrl>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::org_or_personal(query.into_inner().org_id),
             Require::Perm(perm::MCP_WRITE),
         )
         .await?;
@@ -184,14 +184,14 @@ pub async fn gateway(
 
 pub async fn playground_chat(
     rqctx: Ctx,
-    query: QueryParams<OrgQuery>,
+    query: QueryParams<PersonalOrgQuery>,
     body: JsonBody<workspace_api::mcp::PlaygroundChat>,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
     let cx = rqctx.context();
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            Scope::org_or_personal(query.into_inner().org_id),
             Require::Perm(perm::MCP_WRITE),
         )
         .await?;

@@ -667,7 +667,7 @@ impl WorkspaceApi for WorkspaceImpl {
 
     async fn chat_bulk_delete_sessions(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
         body: JsonBody<workspace_api::chat::BulkDeleteRequest>,
     ) -> Result<HttpResponseOk<workspace_api::chat::BulkDeleteResponse>, HttpError> {
         let probe = Probe::new(&rqctx);
@@ -957,7 +957,7 @@ impl WorkspaceApi for WorkspaceImpl {
 
     async fn mcp_list_servers(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
     ) -> Result<HttpResponseOk<workspace_api::mcp::McpServerList>, HttpError> {
         let probe = Probe::new(&rqctx);
         probe.done(mcp::list_servers(rqctx, query).await)
@@ -973,7 +973,7 @@ impl WorkspaceApi for WorkspaceImpl {
 
     async fn mcp_connect_account(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
         body: JsonBody<workspace_api::mcp::ConnectAccount>,
     ) -> Result<HttpResponseOk<workspace_api::mcp::ConnectionStart>, HttpError> {
         let probe = Probe::new(&rqctx);
@@ -1015,7 +1015,7 @@ impl WorkspaceApi for WorkspaceImpl {
 
     async fn mcp_generate_url(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
         body: JsonBody<workspace_api::mcp::GenerateUrl>,
     ) -> Result<HttpResponseOk<workspace_api::mcp::McpUrl>, HttpError> {
         let probe = Probe::new(&rqctx);
@@ -1050,7 +1050,7 @@ impl WorkspaceApi for WorkspaceImpl {
 
     async fn mcp_playground_chat(
         rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
+        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
         body: JsonBody<workspace_api::mcp::PlaygroundChat>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);

@@ -1573,3 +1573,149 @@ async fn mcp_discovery_asks_a_configured_model_first() {
     );
     cx.teardown().await;
 }
+
+/// Where the spec lists no `org_id` (the MCP catalog and instances, the
+/// playground, bulk chat deletion), it is optional: without it the caller's
+/// personal organization is used, with it the given one. An
+/// unauthenticated call is `401`, never a `400` about a missing parameter.
+#[tokio::test]
+async fn org_id_is_optional_where_the_spec_lists_none() {
+    let cx = context("mcp_personal_org", Vec::new(), 5).await;
+    let ada = cx.user("personal-ada").await;
+    let bob = cx.user("personal-bob").await;
+    let personal = ada.personal_org().await;
+    let nil = Uuid::nil().to_string();
+    let id_only = |name: &'static str| vec![(name, nil.clone())];
+    let calls: Vec<(Method, &str, Vec<(&str, String)>, Option<serde_json::Value>)> = vec![
+        (Method::GET, "/api/mcp/list_servers", vec![], None),
+        (
+            Method::GET,
+            "/api/mcp/server_with_tools",
+            id_only("server_id"),
+            None,
+        ),
+        (
+            Method::POST,
+            "/api/mcp/connect_account",
+            vec![],
+            Some(json!({"server_id": nil})),
+        ),
+        (
+            Method::POST,
+            "/api/mcp/generate_url",
+            vec![],
+            Some(json!({"server_id": nil, "session_id": nil})),
+        ),
+        (
+            Method::POST,
+            "/api/mcp_playground/chat",
+            vec![],
+            Some(json!({"content": "hi"})),
+        ),
+        (
+            Method::POST,
+            "/api/chat/bulk_delete_sessions",
+            vec![],
+            Some(json!({"chat_ids": [nil]})),
+        ),
+        (
+            Method::PUT,
+            "/api/mcp/instance",
+            id_only("instance_id"),
+            Some(json!({"name": "x"})),
+        ),
+        (
+            Method::DELETE,
+            "/api/mcp/instance",
+            id_only("instance_id"),
+            None,
+        ),
+    ];
+    for (method, path, query, body) in &calls {
+        let (status, code) = raw(
+            &cx.base_url,
+            None,
+            method.clone(),
+            path,
+            query,
+            body.clone(),
+        )
+        .await;
+        assert_eq!(status, 401, "{method} {path} without a token: {code}");
+        // Authenticated, without org_id: never a 400 about org_id.
+        let (status, code) = raw(
+            &cx.base_url,
+            Some(&ada.token),
+            method.clone(),
+            path,
+            query,
+            body.clone(),
+        )
+        .await;
+        assert!(
+            !(status == 400 && code == "invalid_request"),
+            "{method} {path} without org_id: {status} {code}"
+        );
+        assert!(status < 500, "{method} {path}: {status} {code}");
+    }
+
+    // The catalog without org_id is the personal organization's.
+    let (status, without) = workspace_tests::req(
+        &cx.base_url,
+        &ada.token,
+        Method::GET,
+        "/api/mcp/list_servers",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{without}");
+    let (_, with) = workspace_tests::req(
+        &cx.base_url,
+        &ada.token,
+        Method::GET,
+        "/api/mcp/list_servers",
+        &[("org_id", personal.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(without, with);
+
+    // Bulk deletion without org_id deletes the caller's chats of their
+    // personal organization.
+    let (status, chat) = workspace_tests::req(
+        &cx.base_url,
+        &ada.token,
+        Method::POST,
+        "/api/chat",
+        &[("org_id", personal.to_string())],
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 201, "{chat}");
+    let (status, deleted) = workspace_tests::req(
+        &cx.base_url,
+        &ada.token,
+        Method::POST,
+        "/api/chat/bulk_delete_sessions",
+        &[],
+        Some(json!({"chat_ids": [chat["id"]]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(deleted["deleted"], 1, "{deleted}");
+
+    // With org_id, the given organization as before: Bob is no member of
+    // Ada's.
+    let (status, _) = raw(
+        &cx.base_url,
+        Some(&bob.token),
+        Method::GET,
+        "/api/mcp/list_servers",
+        &[("org_id", personal.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    cx.teardown().await;
+}

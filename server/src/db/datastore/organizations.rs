@@ -78,6 +78,11 @@ const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents W
 const ACCESS_BY_CHAT: &str = access_sql!("(SELECT organization_id FROM chats WHERE id = $2)");
 const ACCESS_BY_MCP_INSTANCE: &str =
     access_sql!("(SELECT organization_id FROM mcp_instances WHERE id = $2 AND user_id = $1)");
+/// The caller's personal organization (`$2` is unused: a nil id).
+const ACCESS_BY_PERSONAL: &str = access_sql!(
+    "(SELECT o.id FROM organizations o WHERE o.is_personal AND o.created_by = $1 \
+      AND o.id <> $2 ORDER BY o.created_at, o.id LIMIT 1)"
+);
 const ACCESS_BY_DEPLOYMENT: &str =
     access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
 
@@ -348,6 +353,7 @@ impl Datastore {
             Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
             Scope::Chat(id) => (ACCESS_BY_CHAT, id),
             Scope::McpInstance(id) => (ACCESS_BY_MCP_INSTANCE, id),
+            Scope::PersonalOrg => (ACCESS_BY_PERSONAL, Uuid::nil()),
         };
         let conn = self.quick().await?;
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
