@@ -509,3 +509,51 @@ async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: 
         }
     }
 }
+
+/// The layering rule: `lib.rs` → `http_entrypoints` → `app` → everything
+/// else; nothing below `app` names `crate::app` (not in code, not in a doc
+/// link), so the layers stay acyclic.
+#[cfg(test)]
+mod layering {
+    use std::path::Path;
+
+    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("source folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_below_app_imports_app() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let upper = |p: &Path| {
+            let rel = p.strip_prefix(&src).expect("under src");
+            rel.starts_with("app")
+                || rel.starts_with("http_entrypoints")
+                || rel.starts_with("bin")
+                || rel == Path::new("lib.rs")
+        };
+        let offenders: Vec<String> = files
+            .iter()
+            .filter(|p| !upper(p))
+            .filter(|p| {
+                std::fs::read_to_string(p)
+                    .expect("readable source")
+                    .contains("crate::app")
+            })
+            .map(|p| p.display().to_string())
+            .collect();
+        assert!(files.len() > 50, "{} files found", files.len());
+        assert!(
+            offenders.is_empty(),
+            "modules below app import app: {offenders:?}"
+        );
+    }
+}

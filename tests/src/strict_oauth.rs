@@ -12,7 +12,10 @@
 //! `/token` (authorization code with PKCE, refresh token), RFC 7009
 //! `/revoke`, and `/mcp`, which answers any authorized request with a
 //! JSON-RPC `initialize` result and anything else with `401` and a
-//! `WWW-Authenticate` challenge.
+//! `WWW-Authenticate` challenge. With [`StrictOauth::identify_issuer`] it
+//! also announces `authorization_response_iss_parameter_supported` and
+//! sends RFC 9207's `iss` in its authorization responses (the right
+//! issuer, a wrong one, or none), as certified providers do.
 
 use base64::Engine;
 use std::collections::{HashMap, HashSet};
@@ -37,8 +40,22 @@ pub struct Seen {
     pub bearers: Vec<String>,
 }
 
+/// What the authorization response says of its issuer (RFC 9207).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Iss {
+    /// No `iss`, and none announced (an older provider).
+    Off,
+    /// Announced, and `iss` is this server's issuer.
+    Right,
+    /// Announced, and `iss` names another server (a mix-up attack).
+    Wrong,
+    /// Announced, but no `iss` sent.
+    Missing,
+}
+
 struct State {
     base: String,
+    iss: Iss,
     method: &'static str,
     client: Option<(String, Option<String>)>,
     /// code -> (challenge, redirect_uri)
@@ -111,6 +128,7 @@ impl StrictOauth {
         let base = format!("http://{addr}");
         let state = Arc::new(Mutex::new(State {
             base: base.clone(),
+            iss: Iss::Off,
             method,
             client: None,
             codes: HashMap::new(),
@@ -137,6 +155,11 @@ impl StrictOauth {
 
     pub fn mcp_url(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// How the authorization responses identify their issuer from now on.
+    pub fn identify_issuer(&self, iss: Iss) {
+        self.state.lock().expect("state").iss = iss;
     }
 
     pub fn seen(&self) -> Seen {
@@ -326,6 +349,7 @@ fn handle(state: &Mutex<State>, r: Request) -> Reply {
         ("GET", "/.well-known/oauth-authorization-server") => json(
             200,
             serde_json::json!({
+                "authorization_response_iss_parameter_supported": s.iss != Iss::Off,
                 "issuer": base,
                 "authorization_endpoint": format!("{base}/authorize"),
                 "token_endpoint": format!("{base}/token"),
@@ -378,6 +402,16 @@ fn handle(state: &Mutex<State>, r: Request) -> Reply {
             to.query_pairs_mut().append_pair("code", &code);
             if let Some(state) = q.get("state") {
                 to.query_pairs_mut().append_pair("state", state);
+            }
+            match s.iss {
+                Iss::Right => {
+                    to.query_pairs_mut().append_pair("iss", &s.base);
+                }
+                Iss::Wrong => {
+                    to.query_pairs_mut()
+                        .append_pair("iss", "http://mix-up.example");
+                }
+                Iss::Off | Iss::Missing => {}
             }
             Reply {
                 status: 302,

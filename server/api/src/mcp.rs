@@ -117,6 +117,13 @@ pub struct CallbackQuery {
     pub error: Option<String>,
     #[serde(default)]
     pub error_description: Option<String>,
+    /// The authorization server's issuer identifier (RFC 9207), sent by
+    /// providers that announce `authorization_response_iss_parameter_supported`:
+    /// it must equal the issuer discovered for the flow (a mismatch, or a
+    /// missing `iss` from a provider that announces it, ends at the
+    /// frontend with `error=issuer_mismatch`: a mix-up attack).
+    #[serde(default)]
+    pub iss: Option<String>,
     #[serde(default)]
     pub mcp_server_id: Option<String>,
     #[serde(default)]

@@ -45,12 +45,7 @@ fn instance_view(i: McpInstanceRow) -> McpInstance {
 }
 
 /// `502 mcp_server_unavailable`.
-pub fn unavailable(message: impl Into<String>) -> Error {
-    Error::BadGateway {
-        code: "mcp_server_unavailable",
-        message: message.into(),
-    }
-}
+pub use crate::mcp::unavailable;
 
 /// The configured entry of a server (its OAuth client settings).
 fn configured(cx: &ServerContext, id: Uuid) -> Result<&McpServerConfig, Error> {
@@ -225,10 +220,7 @@ pub fn frontend_callback(cx: &ServerContext, params: &[(&str, &str)]) -> String 
 
 /// The OAuth redirect URI of this service.
 pub fn redirect_uri(cx: &ServerContext) -> String {
-    format!(
-        "{}/api/mcp/callback",
-        cx.config.mcp.api_public_url.trim_end_matches('/')
-    )
+    cx.config.mcp.redirect_uri()
 }
 
 fn sha256(data: &[u8]) -> Vec<u8> {
@@ -382,8 +374,16 @@ async fn callback_inner(cx: &ServerContext, query: CallbackQuery) -> Result<Stri
     let Some(flow) = flow else {
         return Err(fail("invalid_state".to_string()).await);
     };
-    let tokens = match crate::mcp::oauth::exchange(cx, config, &flow, code, state).await {
+    let iss = query.iss.as_deref();
+    let tokens = match crate::mcp::oauth::exchange(cx, config, &flow, code, state, iss).await {
         Ok(tokens) => tokens,
+        Err(Error::InvalidRequest {
+            code: "issuer_mismatch",
+            message,
+        }) => {
+            slog::warn!(cx.log, "MCP callback: the issuer does not match"; "error" => %message);
+            return Err(fail("issuer_mismatch".to_string()).await);
+        }
         Err(e) => {
             slog::warn!(cx.log, "MCP callback: the code exchange failed"; "error" => %e);
             return Err(fail("token_exchange_failed".to_string()).await);

@@ -25,6 +25,17 @@ pub struct McpConfig {
     pub playground_model: Option<String>,
 }
 
+impl McpConfig {
+    /// The OAuth redirect URI this server registers:
+    /// `{api_public_url}/api/mcp/callback`.
+    pub fn redirect_uri(&self) -> String {
+        format!(
+            "{}/api/mcp/callback",
+            self.api_public_url.trim_end_matches('/')
+        )
+    }
+}
+
 impl Default for McpConfig {
     fn default() -> Self {
         McpConfig {

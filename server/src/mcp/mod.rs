@@ -4,6 +4,15 @@
 pub mod config;
 pub mod oauth;
 
+/// `502 mcp_server_unavailable`: an MCP server (or its authorization
+/// server) failed or cannot be reached.
+pub fn unavailable(message: impl Into<String>) -> crate::error::Error {
+    crate::error::Error::BadGateway {
+        code: "mcp_server_unavailable",
+        message: message.into(),
+    }
+}
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 

@@ -26,8 +26,8 @@ use crate::mcp::config::McpServerConfig;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use rmcp::transport::auth::{
-    AuthorizationManager, AuthorizationMetadata, InMemoryCredentialStore, InMemoryStateStore,
-    OAuthClientConfig, StateStore, StoredAuthorizationState,
+    AuthError, AuthorizationManager, AuthorizationMetadata, InMemoryCredentialStore,
+    InMemoryStateStore, OAuthClientConfig, StateStore, StoredAuthorizationState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -219,7 +219,7 @@ pub struct Tokens {
 }
 
 fn gateway(e: impl std::fmt::Display) -> Error {
-    crate::app::mcp::unavailable(format!("MCP authorization failed: {e}"))
+    super::unavailable(format!("MCP authorization failed: {e}"))
 }
 
 async fn manager(url: &str) -> Result<AuthorizationManager, Error> {
@@ -246,7 +246,7 @@ pub async fn start(
     }
     let metadata = resolution.metadata;
     m.set_metadata(metadata.clone());
-    let redirect_uri = crate::app::mcp::redirect_uri(cx);
+    let redirect_uri = cx.config.mcp.redirect_uri();
     let scopes: Vec<String> = if config.scopes.is_empty() {
         m.select_initial_scopes(&[]).await
     } else {
@@ -410,13 +410,17 @@ async fn registered_client(
     Ok(client)
 }
 
-/// Exchanges the code with the PKCE verifier of the flow.
+/// Exchanges the code with the PKCE verifier of the flow, after checking
+/// the authorization response's `iss` (RFC 9207) against the issuer
+/// discovered for the flow: `400 issuer_mismatch` when they differ, or
+/// when a provider that announces `iss` sent none.
 pub async fn exchange(
     _cx: &ServerContext,
     config: &McpServerConfig,
     flow: &StoredFlow,
     code: &str,
     state: &str,
+    iss: Option<&str>,
 ) -> Result<Tokens, Error> {
     let Some(auth_state) = flow.auth_state.clone() else {
         return Err(Error::internal("the flow's PKCE state is spent"));
@@ -437,9 +441,15 @@ pub async fn exchange(
     m.set_state_store(states);
     m.set_credential_store(InMemoryCredentialStore::new());
     let response = m
-        .exchange_code_for_token(code, state)
+        .exchange_code_for_token_with_issuer(code, state, iss)
         .await
-        .map_err(gateway)?;
+        .map_err(|e| match e {
+            AuthError::AuthorizationServerMismatch { .. }
+            | AuthError::AuthorizationServerMissingIssuer { .. } => {
+                Error::invalid("issuer_mismatch", e.to_string())
+            }
+            e => gateway(e),
+        })?;
     let token = serde_json::to_value(&response).map_err(Error::internal)?;
     let received_at = Utc::now();
     let expires_at = token

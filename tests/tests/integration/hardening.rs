@@ -1105,13 +1105,22 @@ async fn credentials_in_uris_do_not_reach_the_log() {
     assert!(response.status().is_client_error(), "{}", response.status());
     secrets.push(gateway_secret.to_string());
 
-    let log = std::fs::read_to_string(&ctx.log_path).unwrap();
-    for route in [
+    // The log is written asynchronously: wait for the last request's line.
+    let routes = [
         "/api/files/download",
         "/api/chat/ws",
         "/api/mcp/callback",
         "/api/mcp/gateway/",
-    ] {
+    ];
+    let started = Instant::now();
+    let log = loop {
+        let log = std::fs::read_to_string(&ctx.log_path).unwrap();
+        if routes.iter().all(|r| log.contains(r)) || started.elapsed() > Duration::from_secs(10) {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for route in routes {
         assert!(log.contains(route), "{route} was not logged");
     }
     for secret in &secrets {

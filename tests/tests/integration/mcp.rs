@@ -242,7 +242,17 @@ async fn mcp_catalog_tools_instances_and_isolation() {
     assert!(client.list_tools(&stale, None).await.is_err());
     // The gateway secrets used above are long-lived credentials: the
     // request log has the gateway's path, never a secret.
-    let log = std::fs::read_to_string(&cx.log_path).unwrap();
+    // (The log is written asynchronously: wait for the lines.)
+    let started = std::time::Instant::now();
+    let log = loop {
+        let log = std::fs::read_to_string(&cx.log_path).unwrap();
+        if log.contains("/api/mcp/gateway/[redacted]")
+            || started.elapsed() > Duration::from_secs(10)
+        {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
         log.contains("/api/mcp/gateway/[redacted]"),
         "gateway requests not logged"
@@ -1718,4 +1728,122 @@ async fn org_id_is_optional_where_the_spec_lists_none() {
     .await;
     assert_eq!(status, 403);
     cx.teardown().await;
+}
+
+/// RFC 9207 against a strict authorization server that announces
+/// `authorization_response_iss_parameter_supported` and sends `iss` in its
+/// authorization responses: with the right issuer the whole flow works
+/// (callback, the gateway used with the user's tokens, a refresh, the
+/// revocation on delete); a wrong issuer (a mix-up attack) or a missing one
+/// ends at the frontend with `error=issuer_mismatch` and no token
+/// exchanged. (The callback dropped `iss`, and every login with such a
+/// provider failed with `token_exchange_failed`.)
+#[tokio::test]
+async fn mcp_oauth_with_issuer_identification() {
+    use workspace_tests::strict_oauth::{Iss, StrictOauth};
+    for iss in [Iss::Right, Iss::Wrong, Iss::Missing] {
+        let peer = StrictOauth::start("client_secret_basic", 30).await;
+        peer.identify_issuer(iss);
+        let servers = vec![server("Strict", "strict", &peer.mcp_url(), McpAuth::Oauth)];
+        let cx = context(&format!("mcp_iss_{iss:?}"), servers, 10).await;
+        let owner = cx.user("mcp-iss").await;
+        let org = owner.personal_org().await;
+        let id = owner
+            .client
+            .mcp_list_servers()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .servers[0]
+            .id;
+        let start = owner
+            .client
+            .mcp_connect_account()
+            .org_id(org)
+            .body(ConnectAccount::builder().server_id(id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner();
+        let back = peer.approve(&start.redirect_url).await;
+        let carried = query_of(&back);
+        assert_eq!(carried.contains_key("iss"), iss != Iss::Missing, "{back}");
+        let landed = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+            .send()
+            .await
+            .unwrap();
+        let location = landed.headers()["location"].to_str().unwrap().to_string();
+        let landed = query_of(&location);
+        if iss != Iss::Right {
+            assert_eq!(
+                landed.get("error").map(String::as_str),
+                Some("issuer_mismatch"),
+                "{iss:?}: {location}"
+            );
+            assert_eq!(peer.seen().exchanges, 0, "{iss:?}: no code exchanged");
+            cx.teardown().await;
+            continue;
+        }
+        assert!(
+            !landed.contains_key("error"),
+            "{location} {:?}",
+            peer.seen()
+        );
+        assert_eq!(peer.seen().exchanges, 1);
+        // The gateway, with the user's tokens: the first use refreshes them
+        // (the exchanged ones expire in 30 s).
+        let session_id: Uuid = start.id.parse().unwrap();
+        let url = owner
+            .client
+            .mcp_generate_url()
+            .org_id(org)
+            .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .mcp_url;
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}});
+        let status = reqwest::Client::new()
+            .post(url.replacen(API_PUBLIC, &cx.base_url, 1))
+            .header("accept", "application/json, text/event-stream")
+            .json(&init)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        let seen = peer.seen();
+        assert_eq!(status, 200, "{seen:?}");
+        assert_eq!(seen.refreshes, 1, "{seen:?}");
+        assert_eq!(seen.bearers, vec!["at-3"], "{seen:?}");
+        // Deleting the instance revokes the grant.
+        let instance = owner
+            .client
+            .mcp_list_instances()
+            .org_id(org)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .instances[0]
+            .id;
+        owner
+            .client
+            .mcp_delete_instance()
+            .org_id(org)
+            .instance_id(instance)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(peer.seen().revocations.len(), 1, "{:?}", peer.seen());
+        cx.teardown().await;
+    }
 }
