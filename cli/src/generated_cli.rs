@@ -106,7 +106,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .arg(
                 ::clap::Arg::new("channel")
@@ -186,7 +187,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("deployment-id")
                     .long("deployment-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The deployment."),
             )
             .about(
                 "Delete a deployment.\n\nPermission `agent:delete`. Its key stops working at once. When it was the agent's last deployment, the agent goes back to `ready`. Returns `{success, message}`.",
@@ -198,7 +200,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("deployment-id")
                     .long("deployment-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The deployment."),
             )
             .about(
                 "Fetch a deployment with its usage.\n\nPermission `agent:read` in the deployment's organization (`404 not_found` elsewhere). `usage` counts requests and tokens served through the deployment; `last_used_at` is the last accepted request.",
@@ -210,7 +213,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .about(
                 "List an agent's deployments.\n\nPermission `agent:read`. Oldest first; keys are never shown (see `key_prefix`).",
@@ -222,7 +226,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("deployment-id")
                     .long("deployment-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The deployment."),
             )
             .about(
                 "Issue a new key for a deployment.\n\nPermission `agent:write`. The old key stops working at once; the new one (in `api_key`, shown only here) keeps the deployment's expiry setting unless the deployment had expired, in which case it never expires until `update` sets `expires_at`.",
@@ -241,7 +246,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("deployment-id")
                     .long("deployment-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The deployment."),
             )
             .arg(
                 ::clap::Arg::new("description")
@@ -372,7 +378,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .about(
                 "Delete an agent.\n\nPermission `agent:delete`. Deletes the agent and its deployments (their keys stop working at once), in any state. Returns `{success, message}`. `404 not_found` for another organization's agent.",
@@ -384,7 +391,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .about(
                 "Fetch an agent with its tools and deployments.\n\nPermission `agent:read` in the agent's organization; an agent of another organization is `404 not_found`. Tools that are no longer visible to the organization (a public tool made private) are left out.",
@@ -410,7 +418,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List the organization's agents.\n\nPermission `agent:read`. Newest first; each with `model {id, name}` and `deployments_count`. `limit` 1 to 500 (default 100), `offset` default 0.",
@@ -422,7 +431,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .arg(
                 ::clap::Arg::new("message")
@@ -455,7 +465,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("agent-id")
                     .long("agent-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The agent."),
             )
             .arg(
                 ::clap::Arg::new("agent-type")
@@ -647,13 +658,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("chat-id")
                     .long("chat-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The chat."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "Fetch a chat session with its messages and uploads.\n\nPermission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.",
@@ -665,13 +678,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("chat-id")
                     .long("chat-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The chat."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("status")
@@ -810,7 +825,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("session-id")
                     .long("session-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The chat session."),
             )
             .about(
                 "Delete a chat session.\n\nPermission `chats:delete` in the chat's organization (the spec gives only `session_id`; the organization is the chat's). Removes the chat, its messages, their stream events and its uploads (rows and stored bytes). An answer still streaming is stopped. `404 not_found` for a chat that is not the caller's.",
@@ -836,7 +852,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("status")
@@ -871,7 +888,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "Stop an answer that is streaming.\n\nPermission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.",
@@ -1011,7 +1029,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List the organization's conversations.\n\nPermission `conversation:read`. All conversations of the organization, archived ones included, most recently updated first (ties broken by id, so the order is stable).\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
@@ -1275,7 +1294,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -1351,7 +1371,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .about(
                 "Delete a knowledge base and all its contents.\n\nPermission `kb:delete`. Sources, documents, chunks and pending ingestion jobs go in one transaction; a worker busy with one of its documents notices and stops. Uploaded files stay (they belong to the chat). `404 not_found` as for `get`.",
@@ -1363,13 +1384,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("document-id")
                     .long("document-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The document, of the knowledge base `kb_id`."),
             )
             .arg(
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .about(
                 "Delete one document of a knowledge base.\n\nPermission `kb:delete`. Its chunks and pending jobs go with it. `404 not_found` when the knowledge base is not visible or the document is not one of its documents.",
@@ -1381,7 +1404,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .about(
                 "Fetch a knowledge base with its sources.\n\nPermission `kb:read` in the knowledge base's organization; `404 not_found` when it does not exist or belongs to an organization the caller is not a member of. Sources show their public configuration only (never credentials).",
@@ -1393,7 +1417,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .about(
                 "Ingestion progress of a knowledge base.\n\nPermission `kb:read`. The knowledge base's `status`, document counts (`documents_done` counts completed and failed documents) and each source's progress.",
@@ -1432,7 +1457,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .arg(
                 ::clap::Arg::new("limit")
@@ -1458,13 +1484,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("document-id")
                     .long("document-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The document, of the knowledge base `kb_id`."),
             )
             .arg(
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .about(
                 "Retry a failed document of a knowledge base.\n\nPermission `kb:write`. An addition to the spec: a document whose ingestion failed (`status: failed`, its `error` says why) is queued again with a fresh budget of attempts; its source and the knowledge base are `processing` until it finishes. `409 document_not_failed` for a document that is not `failed` (pending, processing and completed documents need no retry). `404 not_found` when the knowledge base is not visible or the document is not one of its documents. Answers `{success, message}`.",
@@ -1476,7 +1504,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .arg(
                 ::clap::Arg::new("limit")
@@ -1529,7 +1558,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("kb-id")
                     .long("kb-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The knowledge base."),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -1646,7 +1676,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("instance-id")
                     .long("instance-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The MCP instance (one of the caller's own)."),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -1688,7 +1719,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("instance-id")
                     .long("instance-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The MCP instance (one of the caller's own)."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -1709,7 +1741,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("server-id")
@@ -1752,7 +1785,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("server-id")
                     .long("server-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The MCP server (an id of `GET /api/mcp/list_servers`)."),
             )
             .about(
                 "Fetch an MCP server with its tools.\n\nPermission `mcp:read`. The tools are listed over MCP streamable HTTP and cached in the database for `mcp.tools_cache_ttl_secs`, shared by every instance of the service. The listing is unauthenticated; a server that requires authorization is listed with the caller's own active instance's token when they have one. A server that cannot be listed (unreachable, or authorization required and the caller has no instance) while nothing is cached answers `502 mcp_server_unavailable`; a stale cache entry is served when the server fails. `404 not_found` for an id not in the catalog.\n\n`org_id` is optional (the spec lists no organization here): without it the caller's personal organization is used, with it the given one. An unauthenticated call is `401` either way.",
@@ -2006,7 +2040,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "List an organization's roles.\n\nRequires `roles:read`. System and custom roles, highest level first, then by name; without `permissions`.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
@@ -2198,13 +2233,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("tool-id")
                     .long("tool-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool."),
             )
             .arg(
                 ::clap::Arg::new("version")
@@ -2357,13 +2394,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("tool-id")
                     .long("tool-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool."),
             )
             .about(
                 "Delete a tool.\n\nPermission `tool:delete`. Only the owning organization deletes a tool (`404 not_found` otherwise). A tool that an agent uses is not deleted (`409 tool_in_use`); remove it from the agents first.",
@@ -2375,13 +2414,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("category-id")
                     .long("category-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool category."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .about(
                 "Delete a tool category.\n\nPermission `tool:delete`. A category that still holds tools is not deleted (`409 category_in_use`); move or delete its tools first. `404 not_found` when the category is not the organization's.",
@@ -2393,13 +2434,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("tool-id")
                     .long("tool-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool."),
             )
             .about(
                 "Fetch a tool with its settings.\n\nPermission `tool:read`. A tool of the organization, or a public tool of any organization; anything else is `404 not_found`.",
@@ -2469,13 +2512,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("tool-id")
                     .long("tool-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -2501,7 +2546,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("category-id")
                     .long("category-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The tool category."),
             )
             .arg(
                 ::clap::Arg::new("description")
@@ -2521,7 +2567,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization."),
             )
             .arg(
                 ::clap::Arg::new("json-body")

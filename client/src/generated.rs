@@ -27117,6 +27117,9 @@ impl Client {
 
     Sends a `POST` request to `/api/agent_deploy/create`
 
+    Arguments:
+    - `agent_id`: The agent.
+    - `body`
     ```ignore
     let response = client.deployments_create()
         .agent_id(agent_id)
@@ -27133,6 +27136,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/agent_deploy/delete`
 
+    Arguments:
+    - `deployment_id`: The deployment.
     ```ignore
     let response = client.deployments_delete()
         .deployment_id(deployment_id)
@@ -27148,6 +27153,8 @@ impl Client {
 
     Sends a `GET` request to `/api/agent_deploy/get`
 
+    Arguments:
+    - `deployment_id`: The deployment.
     ```ignore
     let response = client.deployments_get()
         .deployment_id(deployment_id)
@@ -27163,6 +27170,8 @@ impl Client {
 
     Sends a `GET` request to `/api/agent_deploy/list`
 
+    Arguments:
+    - `agent_id`: The agent.
     ```ignore
     let response = client.deployments_list()
         .agent_id(agent_id)
@@ -27178,6 +27187,8 @@ impl Client {
 
     Sends a `POST` request to `/api/agent_deploy/regenerate_key`
 
+    Arguments:
+    - `deployment_id`: The deployment.
     ```ignore
     let response = client.deployments_regenerate_key()
         .deployment_id(deployment_id)
@@ -27193,6 +27204,9 @@ impl Client {
 
     Sends a `PUT` request to `/api/agent_deploy/update`
 
+    Arguments:
+    - `deployment_id`: The deployment.
+    - `body`
     ```ignore
     let response = client.deployments_update()
         .deployment_id(deployment_id)
@@ -27232,6 +27246,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/agents/delete`
 
+    Arguments:
+    - `agent_id`: The agent.
     ```ignore
     let response = client.agents_delete()
         .agent_id(agent_id)
@@ -27247,6 +27263,8 @@ impl Client {
 
     Sends a `GET` request to `/api/agents/get`
 
+    Arguments:
+    - `agent_id`: The agent.
     ```ignore
     let response = client.agents_get()
         .agent_id(agent_id)
@@ -27265,7 +27283,7 @@ impl Client {
     Arguments:
     - `limit`: 1 to 500, default 100.
     - `offset`: Default 0.
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.agents_list()
         .limit(limit)
@@ -27283,6 +27301,9 @@ impl Client {
 
     Sends a `POST` request to `/api/agents/test`
 
+    Arguments:
+    - `agent_id`: The agent.
+    - `body`
     ```ignore
     let response = client.agents_test()
         .agent_id(agent_id)
@@ -27299,6 +27320,9 @@ impl Client {
 
     Sends a `PUT` request to `/api/agents/update`
 
+    Arguments:
+    - `agent_id`: The agent.
+    - `body`
     ```ignore
     let response = client.agents_update()
         .agent_id(agent_id)
@@ -27380,6 +27404,9 @@ impl Client {
 
     Sends a `GET` request to `/api/chat`
 
+    Arguments:
+    - `chat_id`: The chat.
+    - `org_id`: The organization.
     ```ignore
     let response = client.chat_get()
         .chat_id(chat_id)
@@ -27396,6 +27423,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/chat`
 
+    Arguments:
+    - `chat_id`: The chat.
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.chat_update()
         .chat_id(chat_id)
@@ -27472,6 +27503,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/chat/delete_session`
 
+    Arguments:
+    - `session_id`: The chat session.
     ```ignore
     let response = client.chat_delete_session()
         .session_id(session_id)
@@ -27490,7 +27523,7 @@ impl Client {
     Arguments:
     - `limit`: Items to return: 1 to 500, default 100.
     - `offset`: Items to skip, default 0.
-    - `org_id`
+    - `org_id`: The organization.
     - `status`: Only chats in this state (default: `ACTIVE` and `ARCHIVED`).
     ```ignore
     let response = client.chat_list()
@@ -27562,7 +27595,7 @@ impl Client {
 
     Arguments:
     - `message_id`: The answer's id (from the `start` event).
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.chat_stop()
         .message_id(message_id)
@@ -27581,7 +27614,7 @@ impl Client {
 
     Arguments:
     - `message_id`: The answer's id (from the `start` event).
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.chat_stream()
         .message_id(message_id)
@@ -27603,7 +27636,7 @@ impl Client {
     Arguments:
     - `content_type`: The type of a raw (non-multipart) body, e.g. `audio/mpeg`.
     - `language`: One of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`, `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (default: detected).
-    - `org_id`
+    - `org_id`: The organization.
     - `body`
     ```ignore
     let response = client.chat_transcribe()
@@ -27702,7 +27735,7 @@ impl Client {
     Arguments:
     - `limit`: Items to return: 1 to 500, default 100.
     - `offset`: Items to skip, default 0.
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.conversation_list()
         .limit(limit)
@@ -27816,7 +27849,7 @@ impl Client {
 
     Arguments:
     - `expires`: Expiry, seconds since the Unix epoch.
-    - `file_id`
+    - `file_id`: The uploaded file.
     - `signature`: HMAC-SHA256 of the file id and expiry, hex.
     ```ignore
     let response = client.files_download()
@@ -27978,6 +28011,9 @@ impl Client {
 
     Sends a `POST` request to `/api/kb/add_source`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
+    - `body`
     ```ignore
     let response = client.kb_add_source()
         .kb_id(kb_id)
@@ -28015,6 +28051,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/kb/delete`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
     ```ignore
     let response = client.kb_delete()
         .kb_id(kb_id)
@@ -28030,6 +28068,9 @@ impl Client {
 
     Sends a `DELETE` request to `/api/kb/delete_document`
 
+    Arguments:
+    - `document_id`: The document, of the knowledge base `kb_id`.
+    - `kb_id`: The knowledge base.
     ```ignore
     let response = client.kb_delete_document()
         .document_id(document_id)
@@ -28046,6 +28087,8 @@ impl Client {
 
     Sends a `GET` request to `/api/kb/get`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
     ```ignore
     let response = client.kb_get()
         .kb_id(kb_id)
@@ -28061,6 +28104,8 @@ impl Client {
 
     Sends a `GET` request to `/api/kb/ingestion_status`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
     ```ignore
     let response = client.kb_ingestion_status()
         .kb_id(kb_id)
@@ -28098,7 +28143,7 @@ impl Client {
     Sends a `GET` request to `/api/kb/list_documents`
 
     Arguments:
-    - `kb_id`
+    - `kb_id`: The knowledge base.
     - `limit`: 1 to 100, default 20.
     - `page`: 1-based page, default 1.
     ```ignore
@@ -28118,6 +28163,9 @@ impl Client {
 
     Sends a `POST` request to `/api/kb/retry_document`
 
+    Arguments:
+    - `document_id`: The document, of the knowledge base `kb_id`.
+    - `kb_id`: The knowledge base.
     ```ignore
     let response = client.kb_retry_document()
         .document_id(document_id)
@@ -28136,6 +28184,9 @@ impl Client {
 
     Sends a `POST` request to `/api/kb/search`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
+    - `body`
     ```ignore
     let response = client.kb_search()
         .kb_id(kb_id)
@@ -28152,6 +28203,9 @@ impl Client {
 
     Sends a `PUT` request to `/api/kb/update`
 
+    Arguments:
+    - `kb_id`: The knowledge base.
+    - `body`
     ```ignore
     let response = client.kb_update()
         .kb_id(kb_id)
@@ -28213,7 +28267,7 @@ impl Client {
     Sends a `PUT` request to `/api/mcp/instance`
 
     Arguments:
-    - `instance_id`
+    - `instance_id`: The MCP instance (one of the caller's own).
     - `org_id`: The organization (absent: the caller's personal organization).
     - `body`
     ```ignore
@@ -28236,7 +28290,7 @@ impl Client {
     Sends a `DELETE` request to `/api/mcp/instance`
 
     Arguments:
-    - `instance_id`
+    - `instance_id`: The MCP instance (one of the caller's own).
     - `org_id`: The organization (absent: the caller's personal organization).
     ```ignore
     let response = client.mcp_delete_instance()
@@ -28255,7 +28309,7 @@ impl Client {
     Sends a `GET` request to `/api/mcp/list_instances`
 
     Arguments:
-    - `org_id`
+    - `org_id`: The organization.
     - `server_id`: Only instances of this server.
     ```ignore
     let response = client.mcp_list_instances()
@@ -28296,7 +28350,7 @@ impl Client {
 
     Arguments:
     - `org_id`: The organization (absent: the caller's personal organization).
-    - `server_id`
+    - `server_id`: The MCP server (an id of `GET /api/mcp/list_servers`).
     ```ignore
     let response = client.mcp_server_with_tools()
         .org_id(org_id)
@@ -28464,7 +28518,7 @@ impl Client {
     Arguments:
     - `limit`: Items to return: 1 to 500, default 100.
     - `offset`: Items to skip, default 0.
-    - `org_id`
+    - `org_id`: The organization.
     ```ignore
     let response = client.roles_list_roles()
         .limit(limit)
@@ -28571,6 +28625,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/tools`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `tool_id`: The tool.
+    - `body`
     ```ignore
     let response = client.tools_update()
         .org_id(org_id)
@@ -28630,6 +28688,9 @@ impl Client {
 
     Sends a `DELETE` request to `/api/tools/delete`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `tool_id`: The tool.
     ```ignore
     let response = client.tools_delete()
         .org_id(org_id)
@@ -28646,6 +28707,9 @@ impl Client {
 
     Sends a `DELETE` request to `/api/tools/delete_category`
 
+    Arguments:
+    - `category_id`: The tool category.
+    - `org_id`: The organization.
     ```ignore
     let response = client.tools_delete_category()
         .category_id(category_id)
@@ -28662,6 +28726,9 @@ impl Client {
 
     Sends a `GET` request to `/api/tools/get`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `tool_id`: The tool.
     ```ignore
     let response = client.tools_get()
         .org_id(org_id)
@@ -28722,6 +28789,10 @@ impl Client {
 
     Sends a `POST` request to `/api/tools/test`
 
+    Arguments:
+    - `org_id`: The organization.
+    - `tool_id`: The tool.
+    - `body`
     ```ignore
     let response = client.tools_test()
         .org_id(org_id)
@@ -28739,6 +28810,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/tools/update_category`
 
+    Arguments:
+    - `category_id`: The tool category.
+    - `org_id`: The organization.
+    - `body`
     ```ignore
     let response = client.tools_update_category()
         .category_id(category_id)

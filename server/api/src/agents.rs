@@ -9,12 +9,14 @@ use uuid::Uuid;
 /// Query naming one agent by its own id.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct AgentQuery {
+    /// The agent.
     pub agent_id: Uuid,
 }
 
 /// Query of `GET /api/agents/list`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct AgentListQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// 1 to 500, default 100.
     pub limit: Option<u32>,

@@ -174,13 +174,16 @@ pub struct ChatSessionDetail {
 /// `org_id` and `chat_id`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChatQuery {
+    /// The organization.
     pub org_id: Uuid,
+    /// The chat.
     pub chat_id: Uuid,
 }
 
 /// Query of `GET /api/chat/list`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChatListQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// Only chats in this state (default: `ACTIVE` and `ARCHIVED`).
     #[serde(default)]
@@ -195,6 +198,7 @@ pub struct ChatListQuery {
 /// Query of `DELETE /api/chat/delete_session`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct DeleteSessionQuery {
+    /// The chat session.
     pub session_id: Uuid,
 }
 
@@ -266,6 +270,7 @@ pub struct SendMessageRequest {
 /// `org_id` and the `message_id` of an answer.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChatMessageQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// The answer's id (from the `start` event).
     pub message_id: Uuid,
@@ -371,6 +376,7 @@ impl ChatStreamEvent {
 /// Query of `POST /api/chat/transcribe`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct TranscribeQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// One of `en-US`, `en-GB`, `es-ES`, `fr-FR`, `de-DE`, `it-IT`,
     /// `pt-BR`, `ja-JP`, `ko-KR`, `zh-CN` (default: detected).
@@ -402,6 +408,7 @@ pub struct WsTicket {
 /// Query of `GET /api/chat/ws`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct WsQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// From `POST /api/chat/ws_ticket` (single use).
     pub ticket: String,

@@ -17,6 +17,7 @@ pub const ORIGINS_MAX: usize = 20;
 /// Query naming one deployment.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct DeploymentQuery {
+    /// The deployment.
     pub deployment_id: Uuid,
 }
 

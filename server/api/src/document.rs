@@ -768,3 +768,34 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod parameter_descriptions {
+    /// Every parameter of every operation says what it is: the document is
+    /// what frontend teams read (a field without a doc comment shows as a
+    /// bare name in every generated client).
+    #[test]
+    fn every_parameter_has_a_description() {
+        let doc = crate::openapi_document();
+        let mut missing = Vec::new();
+        for (path, item) in doc.paths.paths.iter() {
+            let openapiv3::ReferenceOr::Item(item) = item else {
+                continue;
+            };
+            for (method, op) in item.iter() {
+                for p in &op.parameters {
+                    if let openapiv3::ReferenceOr::Item(p) = p {
+                        let data = p.parameter_data_ref();
+                        if data.description.as_deref().unwrap_or("").trim().is_empty() {
+                            missing.push(format!("{method} {path} {}", data.name));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "parameters without a description: {missing:#?}"
+        );
+    }
+}

@@ -33,6 +33,7 @@ pub struct Upload {
 /// Query of `GET /api/files/download` (the signed link of the local store).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct DownloadQuery {
+    /// The uploaded file.
     pub file_id: Uuid,
     /// Expiry, seconds since the Unix epoch.
     pub expires: i64,

@@ -43,12 +43,14 @@ pub struct KbListQuery {
 /// Query naming one knowledge base.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct KbQuery {
+    /// The knowledge base.
     pub kb_id: Uuid,
 }
 
 /// Query of `GET /api/kb/list_documents`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct KbDocumentsQuery {
+    /// The knowledge base.
     pub kb_id: Uuid,
     /// 1-based page, default 1.
     #[schemars(range(min = 1, max = 100000))]
@@ -61,7 +63,9 @@ pub struct KbDocumentsQuery {
 /// Query of `DELETE /api/kb/delete_document`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct KbDocumentQuery {
+    /// The knowledge base.
     pub kb_id: Uuid,
+    /// The document, of the knowledge base `kb_id`.
     pub document_id: Uuid,
 }
 

@@ -34,6 +34,7 @@ pub struct ServerQuery {
     /// The organization (absent: the caller's personal organization).
     #[serde(default)]
     pub org_id: Option<Uuid>,
+    /// The MCP server (an id of `GET /api/mcp/list_servers`).
     pub server_id: Uuid,
 }
 
@@ -109,12 +110,16 @@ pub struct ConnectionStart {
 /// that a broken callback still lands on the frontend with an `error`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct CallbackQuery {
+    /// The authorization code the OAuth provider issued.
     #[serde(default)]
     pub code: Option<String>,
+    /// The single-use `state` of the flow (its CSRF protection).
     #[serde(default)]
     pub state: Option<String>,
+    /// The provider's OAuth error code (RFC 6749 section 4.1.2.1), instead of `code`.
     #[serde(default)]
     pub error: Option<String>,
+    /// The provider's description of `error`.
     #[serde(default)]
     pub error_description: Option<String>,
     /// The authorization server's issuer identifier (RFC 9207), sent by
@@ -124,10 +129,13 @@ pub struct CallbackQuery {
     /// frontend with `error=issuer_mismatch`: a mix-up attack).
     #[serde(default)]
     pub iss: Option<String>,
+    /// Accepted (the spec lists it) and ignored: the `state` names the flow.
     #[serde(default)]
     pub mcp_server_id: Option<String>,
+    /// Accepted (the spec lists it) and ignored: the `state` names the flow.
     #[serde(default)]
     pub mcp_session_id: Option<String>,
+    /// Accepted (the spec lists it) and ignored: the `state` names the flow.
     #[serde(default)]
     pub flow_type: Option<String>,
 }
@@ -159,6 +167,7 @@ pub struct McpInstanceList {
 /// Query of `GET /api/mcp/list_instances`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct InstanceListQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// Only instances of this server.
     #[serde(default)]
@@ -171,6 +180,7 @@ pub struct InstanceQuery {
     /// The organization (absent: the caller's personal organization).
     #[serde(default)]
     pub org_id: Option<Uuid>,
+    /// The MCP instance (one of the caller's own).
     pub instance_id: Uuid,
 }
 

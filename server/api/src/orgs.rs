@@ -68,6 +68,7 @@ pub struct PageQuery {
 /// An organization and the paging of a list operation in it.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct OrgPageQuery {
+    /// The organization.
     pub org_id: Uuid,
     /// Items to return: 1 to 500, default 100.
     #[schemars(range(min = 1, max = 500))]

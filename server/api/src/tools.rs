@@ -27,14 +27,18 @@ pub struct ToolListQuery {
 /// Query naming one category of an organization.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CategoryQuery {
+    /// The organization.
     pub org_id: Uuid,
+    /// The tool category.
     pub category_id: Uuid,
 }
 
 /// Query naming one tool, as seen from an organization.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ToolQuery {
+    /// The organization.
     pub org_id: Uuid,
+    /// The tool.
     pub tool_id: Uuid,
 }
 
