@@ -403,7 +403,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
                     .help("1 to 500, default 100."),
             )
@@ -1851,7 +1851,7 @@ impl<T: CliConfig> Cli<T> {
                     .value_parser(::clap::value_parser!(types::OrgCreateOrgName))
                     .required(true)
                     .help(
-                        "The organization's name (1 to 100 characters after trimming).",
+                        "The organization's name: 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).",
                     ),
             )
             .about(
@@ -2221,7 +2221,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("logo-url")
                     .long("logo-url")
                     .value_parser(::clap::value_parser!(types::ToolUpdateLogoUrl))
-                    .required(false),
+                    .required(false)
+                    .help(
+                        "An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -2300,7 +2303,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("logo-url")
                     .long("logo-url")
                     .value_parser(::clap::value_parser!(types::ToolCreateLogoUrl))
-                    .required(false),
+                    .required(false)
+                    .help(
+                        "An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -2453,7 +2459,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
                     .help("Items per page: 1 to 500, default 100."),
             )
@@ -2482,7 +2488,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
                     .help("Items per page: 1 to 500, default 100."),
             )
@@ -3102,7 +3108,7 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_agents_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.agents_list();
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<u32>("offset") {
@@ -4941,7 +4947,7 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_tools_list_all(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.tools_list_all();
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<u32>("offset") {
@@ -4968,7 +4974,7 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.tools_list_categories();
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<u32>("offset") {

@@ -4216,7 +4216,7 @@ pub mod types {
         ///Whether the function is `async def` (it is then run with `asyncio`).
         #[serde(default)]
         pub is_async: bool,
-        ///The Python function to call (an identifier defined by `code`).
+        ///The Python function to call (an identifier defined by `code`: an ASCII letter or `_`, then letters, digits or `_`; `400 invalid_function` otherwise).
         pub name: FunctionInfoName,
     }
     impl FunctionInfo {
@@ -4336,7 +4336,7 @@ pub mod types {
                 })
         }
     }
-    ///The Python function to call (an identifier defined by `code`).
+    ///The Python function to call (an identifier defined by `code`: an ASCII letter or `_`, then letters, digits or `_`; `400 invalid_function` otherwise).
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -4361,6 +4361,13 @@ pub mod types {
             }
             if value.chars().count() < 1usize {
                 return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z_][A-Za-z0-9_]*$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -7082,6 +7089,20 @@ pub mod types {
             if value.chars().count() < 1usize {
                 return Err("shorter than 1 characters".into());
             }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$\""
+                        .into(),
+                );
+            }
             Ok(Self(value.to_string()))
         }
     }
@@ -7485,8 +7506,8 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct PlaygroundChat {
-        ///The user's message: 1 to 32,000 characters.
-        pub content: ::std::string::String,
+        ///The user's message: 1 to 32,000 characters, not blank (`400 invalid_message`).
+        pub content: PlaygroundChatContent,
         ///The caller's instances whose tools the model may call (Direct MCP mode). Absent or empty: Intelligent Discovery.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub mcp_instance_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
@@ -7497,6 +7518,66 @@ pub mod types {
     impl PlaygroundChat {
         pub fn builder() -> builder::PlaygroundChat {
             Default::default()
+        }
+    }
+    ///The user's message: 1 to 32,000 characters, not blank (`400 invalid_message`).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct PlaygroundChatContent(::std::string::String);
+    impl ::std::ops::Deref for PlaygroundChatContent {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PlaygroundChatContent> for ::std::string::String {
+        fn from(value: PlaygroundChatContent) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PlaygroundChatContent {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 32000usize {
+                return Err("longer than 32000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("\\S").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"\\S\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PlaygroundChatContent {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PlaygroundChatContent {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PlaygroundChatContent {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Body of `POST /api/chat/prompt`.
@@ -8628,6 +8709,7 @@ pub mod types {
         ///Default false.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub is_public: ::std::option::Option<bool>,
+        ///An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub logo_url: ::std::option::Option<ToolCreateLogoUrl>,
         ///1 to 100 characters after trimming; unique in the organization.
@@ -8694,7 +8776,7 @@ pub mod types {
                 })
         }
     }
-    ///`ToolCreateLogoUrl`
+    ///An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -8716,6 +8798,11 @@ pub mod types {
         fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
             if value.chars().count() > 2000usize {
                 return Err("longer than 2000 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^https?://").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^https?://\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -9196,6 +9283,7 @@ pub mod types {
         pub is_active: ::std::option::Option<bool>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub is_public: ::std::option::Option<bool>,
+        ///An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub logo_url: ::std::option::Option<ToolUpdateLogoUrl>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -9264,7 +9352,7 @@ pub mod types {
                 })
         }
     }
-    ///`ToolUpdateLogoUrl`
+    ///An `http` or `https` URL of at most 2,000 characters (`400 invalid_logo_url`).
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -9286,6 +9374,11 @@ pub mod types {
         fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
             if value.chars().count() > 2000usize {
                 return Err("longer than 2000 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^https?://").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^https?://\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -22450,7 +22543,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct PlaygroundChat {
-            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            content: ::std::result::Result<super::PlaygroundChatContent, ::std::string::String>,
             mcp_instance_ids: ::std::result::Result<
                 ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
                 ::std::string::String,
@@ -22472,7 +22565,7 @@ pub mod types {
         impl PlaygroundChat {
             pub fn content<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::string::String>,
+                T: ::std::convert::TryInto<super::PlaygroundChatContent>,
                 T::Error: ::std::fmt::Display,
             {
                 self.content = value
@@ -28400,7 +28493,7 @@ impl Client {
     Sends a `POST` request to `/api/org/create_org`
 
     Arguments:
-    - `name`: The organization's name (1 to 100 characters after trimming).
+    - `name`: The organization's name: 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).
     ```ignore
     let response = client.org_create_org()
         .name(name)
@@ -29769,7 +29862,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct AgentsList<'a> {
         client: &'a super::Client,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
     }
@@ -29784,12 +29877,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self
@@ -37037,7 +37129,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ToolsListAll<'a> {
         client: &'a super::Client,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<Option<::uuid::Uuid>, String>,
     }
@@ -37052,12 +37144,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self
@@ -37147,7 +37238,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ToolsListCategories<'a> {
         client: &'a super::Client,
-        limit: Result<Option<u32>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<Option<::uuid::Uuid>, String>,
     }
@@ -37162,12 +37253,11 @@ pub mod builder {
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<u32>,
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
         {
-            self.limit = value
-                .try_into()
-                .map(Some)
-                .map_err(|_| "conversion to `u32` for limit failed".to_string());
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
             self
         }
         pub fn offset<V>(mut self, value: V) -> Self

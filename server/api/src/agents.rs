@@ -19,8 +19,10 @@ pub struct AgentListQuery {
     /// The organization.
     pub org_id: Uuid,
     /// 1 to 500, default 100.
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// Default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 

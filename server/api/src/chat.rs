@@ -192,6 +192,7 @@ pub struct ChatListQuery {
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// Items to skip, default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 

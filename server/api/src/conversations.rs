@@ -56,6 +56,7 @@ pub struct MessagesQuery {
     #[schemars(range(min = 1, max = "MESSAGES_MAX_LIMIT"))]
     pub limit: Option<u32>,
     /// Number of messages to skip (not a page number), default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 

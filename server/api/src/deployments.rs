@@ -220,11 +220,11 @@ pub struct ChatCompletionRequest {
     /// At least 1 (`0`: `400 integer_below_min_value`); overrides the
     /// agent's `max_tokens` when lower.
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 4294967295u32))]
     pub max_tokens: Option<u32>,
     /// The newer name of `max_tokens`, at least 1.
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 4294967295u32))]
     pub max_completion_tokens: Option<u32>,
 }
 

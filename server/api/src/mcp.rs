@@ -228,7 +228,9 @@ pub struct GatewayPath {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlaygroundChat {
-    /// The user's message: 1 to 32,000 characters.
+    /// The user's message: 1 to 32,000 characters, not blank (`400
+    /// invalid_message`).
+    #[schemars(length(min = 1, max = 32000), regex(pattern = r"\S"))]
     pub content: String,
     /// The caller's instances whose tools the model may call (Direct MCP
     /// mode). Absent or empty: Intelligent Discovery.

@@ -31,8 +31,12 @@ pub struct Organization {
 /// Query of `POST /api/org/create_org`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CreateOrgQuery {
-    /// The organization's name (1 to 100 characters after trimming).
-    #[schemars(length(min = 1, max = 100))]
+    /// The organization's name: 1 to 100 characters after trimming, not
+    /// blank, without control characters (`400 invalid_name`).
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub name: String,
 }
 
@@ -62,6 +66,7 @@ pub struct PageQuery {
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// Items to skip, default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 
@@ -74,6 +79,7 @@ pub struct OrgPageQuery {
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// Items to skip, default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 

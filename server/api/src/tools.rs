@@ -19,8 +19,10 @@ pub struct ToolListQuery {
     /// read tools, plus public tools.
     pub org_id: Option<Uuid>,
     /// Items per page: 1 to 500, default 100.
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// Items to skip, default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
 }
 
@@ -132,8 +134,13 @@ pub struct ToolOutputs {
 /// The tool's code.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 pub struct FunctionInfo {
-    /// The Python function to call (an identifier defined by `code`).
-    #[schemars(length(min = 1, max = 64))]
+    /// The Python function to call (an identifier defined by `code`: an
+    /// ASCII letter or `_`, then letters, digits or `_`; `400
+    /// invalid_function` otherwise).
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$")
+    )]
     pub name: String,
     /// Whether the function is `async def` (it is then run with `asyncio`).
     #[serde(default)]
@@ -192,7 +199,9 @@ pub struct ToolCreate {
     /// Default true.
     #[serde(default)]
     pub is_active: Option<bool>,
-    #[schemars(length(max = 2000))]
+    /// An `http` or `https` URL of at most 2,000 characters (`400
+    /// invalid_logo_url`).
+    #[schemars(length(max = 2000), regex(pattern = r"^https?://"))]
     #[serde(default)]
     pub logo_url: Option<String>,
     /// Default false.
@@ -216,7 +225,9 @@ pub struct ToolUpdate {
     pub outputs: Option<ToolOutputs>,
     pub settings: Option<ToolSettings>,
     pub is_active: Option<bool>,
-    #[schemars(length(max = 2000))]
+    /// An `http` or `https` URL of at most 2,000 characters (`400
+    /// invalid_logo_url`).
+    #[schemars(length(max = 2000), regex(pattern = r"^https?://"))]
     pub logo_url: Option<String>,
     pub is_public: Option<bool>,
 }

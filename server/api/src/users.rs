@@ -77,6 +77,7 @@ pub struct UserListQuery {
     pub org_id: Uuid,
     /// A 0-based page number (not a row count): the page starts at row
     /// `offset * limit`. Default 0.
+    #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
     /// Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
     #[schemars(range(min = 1, max = "USERS_LIST_MAX_LIMIT"))]
