@@ -1142,6 +1142,26 @@ pub mod types {
             Default::default()
         }
     }
+    ///One event of a streamed completion (`stream: true`), sent as `data: <json>` and a blank line: OpenAI's `chat.completion.chunk`. The first chunk's delta has `role` `assistant`; then one chunk per piece of text; the last chunk with a choice has an empty delta and `finish_reason` `stop`; a final chunk with no choices carries `usage`; the stream ends with `data: [DONE]`. A failure mid-answer is a last `data:` event in OpenAI's error shape (`{"error": {...}}`) instead.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatCompletionChunk {
+        pub choices: ::std::vec::Vec<ChunkChoice>,
+        ///Unix seconds.
+        pub created: i64,
+        pub id: ::std::string::String,
+        pub model: ::std::string::String,
+        ///Always `chat.completion.chunk`.
+        pub object: ::std::string::String,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub usage: ::std::option::Option<CompletionUsage>,
+    }
+    impl ChatCompletionChunk {
+        pub fn builder() -> builder::ChatCompletionChunk {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat Completions request; fields not listed are accepted and ignored).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -2447,6 +2467,45 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///The one choice of a streamed chunk.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChunkChoice {
+        pub delta: ChunkDelta,
+        ///`stop` on the last chunk with a choice, else `null`.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub finish_reason: ::std::option::Option<::std::string::String>,
+        pub index: u32,
+    }
+    impl ChunkChoice {
+        pub fn builder() -> builder::ChunkChoice {
+            Default::default()
+        }
+    }
+    ///What a chunk adds to the message.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct ChunkDelta {
+        ///The next piece of the answer's text (absent on the last chunk).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<::std::string::String>,
+        ///`assistant`, on the first chunk only (absent elsewhere).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub role: ::std::option::Option<::std::string::String>,
+    }
+    impl ChunkDelta {
+        pub fn builder() -> builder::ChunkDelta {
+            Default::default()
         }
     }
     ///One choice of a completion.
@@ -11995,6 +12054,120 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatCompletionChunk {
+            choices:
+                ::std::result::Result<::std::vec::Vec<super::ChunkChoice>, ::std::string::String>,
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<
+                ::std::option::Option<super::CompletionUsage>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatCompletionChunk {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatCompletionChunk {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChunkChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for choices: {e}"));
+                self
+            }
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for object: {e}"));
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::CompletionUsage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for usage: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletionChunk> for super::ChatCompletionChunk {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletionChunk,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    created: value.created?,
+                    id: value.id?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletionChunk> for ChatCompletionChunk {
+            fn from(value: super::ChatCompletionChunk) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatCompletionRequest {
             max_completion_tokens: ::std::result::Result<
                 ::std::option::Option<::std::num::NonZeroU32>,
@@ -14160,6 +14333,137 @@ pub mod types {
                     settings: Ok(value.settings),
                     status: Ok(value.status),
                     title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChunkChoice {
+            delta: ::std::result::Result<super::ChunkDelta, ::std::string::String>,
+            finish_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<u32, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChunkChoice {
+            fn default() -> Self {
+                Self {
+                    delta: Err("no value supplied for delta".to_string()),
+                    finish_reason: Err("no value supplied for finish_reason".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                }
+            }
+        }
+        impl ChunkChoice {
+            pub fn delta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChunkDelta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.delta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for delta: {e}"));
+                self
+            }
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for finish_reason: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChunkChoice> for super::ChunkChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChunkChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    delta: value.delta?,
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChunkChoice> for ChunkChoice {
+            fn from(value: super::ChunkChoice) -> Self {
+                Self {
+                    delta: Ok(value.delta),
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChunkDelta {
+            content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChunkDelta {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    role: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChunkDelta {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChunkDelta> for super::ChunkDelta {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChunkDelta,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChunkDelta> for ChunkDelta {
+            fn from(value: super::ChunkDelta) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    role: Ok(value.role),
                 }
             }
         }

@@ -245,11 +245,57 @@ pub struct CompletionChoice {
 }
 
 /// Token usage in OpenAI's names.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 pub struct CompletionUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+}
+
+/// One event of a streamed completion (`stream: true`), sent as `data:
+/// <json>` and a blank line: OpenAI's `chat.completion.chunk`. The first
+/// chunk's delta has `role` `assistant`; then one chunk per piece of text;
+/// the last chunk with a choice has an empty delta and `finish_reason`
+/// `stop`; a final chunk with no choices carries `usage`; the stream ends
+/// with `data: [DONE]`. A failure mid-answer is a last `data:` event in
+/// OpenAI's error shape (`{"error": {...}}`) instead.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct ChatCompletionChunk {
+    pub id: String,
+    /// Always `chat.completion.chunk`.
+    pub object: String,
+    /// Unix seconds.
+    pub created: i64,
+    pub model: String,
+    pub choices: Vec<ChunkChoice>,
+    /// Only on the final chunk (whose `choices` is empty); absent, never
+    /// `null`, elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "CompletionUsage")]
+    pub usage: Option<CompletionUsage>,
+}
+
+/// The one choice of a streamed chunk.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct ChunkChoice {
+    pub index: u32,
+    pub delta: ChunkDelta,
+    /// `stop` on the last chunk with a choice, else `null`.
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub finish_reason: Option<String>,
+}
+
+/// What a chunk adds to the message.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct ChunkDelta {
+    /// `assistant`, on the first chunk only (absent elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub role: Option<String>,
+    /// The next piece of the answer's text (absent on the last chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub content: Option<String>,
 }
 
 /// A chat completion (`object` is `chat.completion`).

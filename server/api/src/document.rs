@@ -267,23 +267,15 @@ fn patch_deployment_responses(id: &str, op: &mut Operation) {
         "deployments_chat_completions" => {
             let mut r = Response {
                 description: "`stream: false`: a `chat.completion` object. `stream: true`: \
-                    Server-Sent Events, each `data: <chat.completion.chunk JSON>`, ending \
-                    with `data: [DONE]`."
+                    Server-Sent Events, each `data: <ChatCompletionChunk JSON>` (OpenAI's \
+                    `chat.completion.chunk`), ending with `data: [DONE]`."
                     .to_string(),
                 ..Default::default()
             };
             r.content
                 .insert("application/json".to_string(), json("ChatCompletion"));
-            r.content.insert(
-                "text/event-stream".to_string(),
-                MediaType {
-                    schema: Some(ReferenceOr::Item(Schema {
-                        schema_data: Default::default(),
-                        schema_kind: SchemaKind::Type(Type::String(Default::default())),
-                    })),
-                    ..Default::default()
-                },
-            );
+            r.content
+                .insert("text/event-stream".to_string(), json("ChatCompletionChunk"));
             r
         }
         "deployments_models" => {
@@ -449,6 +441,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     patch_error_schema(doc);
     add_schema::<crate::conversations::ConversationStreamEvent>(doc);
     add_schema::<crate::deployments::ChatCompletion>(doc);
+    add_schema::<crate::deployments::ChatCompletionChunk>(doc);
     add_schema::<crate::deployments::OpenAiModelList>(doc);
     add_schema::<crate::deployments::OpenAiHttpError>(doc);
     name_tagged_variants(doc, STREAM_EVENTS, "type");

@@ -583,7 +583,15 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "deployments_chat_completions",
         &[
-            (400, &["invalid_messages"]),
+            (
+                400,
+                &[
+                    "invalid_messages",
+                    "decimal_above_max_value",
+                    "decimal_below_min_value",
+                    "integer_below_min_value",
+                ],
+            ),
             (403, &["origin_not_allowed"]),
             (429, &["rate_limited"]),
             (

@@ -15,10 +15,11 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use workspace_api::deployments::{
-    ChatCompletion, ChatCompletionRequest, CompletionChoice, CompletionMessage, CompletionUsage,
-    Deployment, DeploymentChannel, DeploymentCreate, DeploymentStatus, DeploymentUpdate,
-    DeploymentUsage, DeploymentWithKey, KEY_PREFIX, ORIGINS_MAX, OpenAiHttpError, OpenAiModel,
-    OpenAiModelList, RATE_LIMIT_DEFAULT, RATE_LIMIT_MAX,
+    ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice, ChunkDelta,
+    CompletionChoice, CompletionMessage, CompletionUsage, Deployment, DeploymentChannel,
+    DeploymentCreate, DeploymentStatus, DeploymentUpdate, DeploymentUsage, DeploymentWithKey,
+    KEY_PREFIX, ORIGINS_MAX, OpenAiHttpError, OpenAiModel, OpenAiModelList, RATE_LIMIT_DEFAULT,
+    RATE_LIMIT_MAX,
 };
 use workspace_api::tools::SuccessResponse;
 
@@ -632,21 +633,26 @@ pub async fn chat_completions(
     )
 }
 
-fn chunk(
-    id: &str,
-    created: i64,
-    model: &str,
-    delta: serde_json::Value,
-    finish: Option<&str>,
-) -> String {
-    let value = serde_json::json!({
-        "id": id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    });
-    format!("data: {value}\n\n")
+fn chunk(id: &str, created: i64, model: &str, delta: ChunkDelta, finish: Option<&str>) -> String {
+    let chunk = ChatCompletionChunk {
+        id: id.to_string(),
+        object: "chat.completion.chunk".to_string(),
+        created,
+        model: model.to_string(),
+        choices: vec![ChunkChoice {
+            index: 0,
+            delta,
+            finish_reason: finish.map(str::to_string),
+        }],
+        usage: None,
+    };
+    sse_data(&chunk)
+}
+
+/// One `data:` event.
+fn sse_data(value: &impl serde::Serialize) -> String {
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string());
+    format!("data: {json}\n\n")
 }
 
 /// Streams OpenAI `chat.completion.chunk`s, then `data: [DONE]`.
@@ -668,7 +674,10 @@ fn stream(
                 &id,
                 created,
                 &model,
-                serde_json::json!({"role": "assistant", "content": ""}),
+                ChunkDelta {
+                    role: Some("assistant".to_string()),
+                    content: Some(String::new()),
+                },
                 None,
             ))
             .await
@@ -684,7 +693,10 @@ fn stream(
                             &id,
                             created,
                             &model,
-                            serde_json::json!({"content": t}),
+                            ChunkDelta {
+                                role: None,
+                                content: Some(t),
+                            },
                             None,
                         ))
                         .await
@@ -701,15 +713,19 @@ fn stream(
                             &id,
                             created,
                             &model,
-                            serde_json::json!({}),
+                            ChunkDelta::default(),
                             Some("stop"),
                         ))
                         .await;
-                    let last = serde_json::json!({
-                        "id": id, "object": "chat.completion.chunk", "created": created,
-                        "model": model, "choices": [], "usage": usage,
-                    });
-                    let _ = tx.send(format!("data: {last}\n\n")).await;
+                    let last = ChatCompletionChunk {
+                        id: id.clone(),
+                        object: "chat.completion.chunk".to_string(),
+                        created,
+                        model: model.clone(),
+                        choices: Vec::new(),
+                        usage: Some(usage.clone()),
+                    };
+                    let _ = tx.send(sse_data(&last)).await;
                     let _ = tx.send("data: [DONE]\n\n".to_string()).await;
                     break;
                 }

@@ -429,6 +429,14 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
         .map(|f| serde_json::from_str(f).unwrap())
         .collect();
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    // Each chunk is the contract's ChatCompletionChunk, exactly (nothing
+    // more, nothing less, after a round trip through the typed value).
+    for c in &chunks {
+        let typed: workspace_api::deployments::ChatCompletionChunk =
+            serde_json::from_value(c.clone()).unwrap_or_else(|e| panic!("{e}: {c}"));
+        assert_eq!(&serde_json::to_value(&typed).unwrap(), c);
+        assert_eq!(typed.object, "chat.completion.chunk");
+    }
     let streamed: String = chunks
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
