@@ -127,7 +127,10 @@ pub fn xlsx(sheet: &str, rows: &[&[&str]]) -> Vec<u8> {
 /// with an optional `xl/sharedStrings.xml` part written by `shared`
 /// (streamed into the archive, so a fixture can inflate to far more than
 /// it is).
-fn xlsx_of_sheet(sheet: &str, sheet_xml: &str, shared: Option<&dyn Fn(&mut dyn Write)>) -> Vec<u8> {
+/// Writes a part of an archive being built.
+type PartWriter<'a> = &'a dyn Fn(&mut dyn Write);
+
+fn xlsx_of_sheet(sheet: &str, sheet_xml: &str, shared: Option<PartWriter>) -> Vec<u8> {
     let shared_type = if shared.is_some() {
         r#"<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/>"#
     } else {

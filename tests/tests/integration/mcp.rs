@@ -1596,7 +1596,14 @@ async fn org_id_is_optional_where_the_spec_lists_none() {
     let personal = ada.personal_org().await;
     let nil = Uuid::nil().to_string();
     let id_only = |name: &'static str| vec![(name, nil.clone())];
-    let calls: Vec<(Method, &str, Vec<(&str, String)>, Option<serde_json::Value>)> = vec![
+    // (method, path, query, body)
+    type Call<'a> = (
+        Method,
+        &'a str,
+        Vec<(&'a str, String)>,
+        Option<serde_json::Value>,
+    );
+    let calls: Vec<Call> = vec![
         (Method::GET, "/api/mcp/list_servers", vec![], None),
         (
             Method::GET,
