@@ -778,7 +778,10 @@ impl Config {
         if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
             self.mail.public_url = url;
         }
-        crate::kb_config::apply_env(self, &get)?;
+        // Each section applies its own overrides.
+        self.fetch.apply_env(&get);
+        self.kb.apply_env(&get);
+        self.files.apply_env(&get)?;
         self.transcription.apply_env(&get);
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)

@@ -203,22 +203,36 @@ impl std::fmt::Debug for EmbedderConfig {
     }
 }
 
-/// Environment overrides of these sections.
-pub(crate) fn apply_env(
-    config: &mut crate::config::Config,
-    get: &impl Fn(&str) -> Option<String>,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    if let Some(v) = get("WORKSPACE_FETCH_ALLOW_PRIVATE_NETWORKS").filter(|v| !v.is_empty()) {
-        config.fetch.allow_private_networks = matches!(v.as_str(), "1" | "true" | "TRUE" | "yes");
+impl FetchConfig {
+    /// `WORKSPACE_FETCH_ALLOW_PRIVATE_NETWORKS`.
+    pub(crate) fn apply_env(&mut self, get: &impl Fn(&str) -> Option<String>) {
+        if let Some(v) = get("WORKSPACE_FETCH_ALLOW_PRIVATE_NETWORKS").filter(|v| !v.is_empty()) {
+            self.allow_private_networks = matches!(v.as_str(), "1" | "true" | "TRUE" | "yes");
+        }
     }
-    if let Some(v) = get("WORKSPACE_MODEL_DIR").filter(|v| !v.is_empty()) {
-        config.kb.local_model_dir = Some(PathBuf::from(v));
+}
+
+impl KbConfig {
+    /// `WORKSPACE_MODEL_DIR`.
+    pub(crate) fn apply_env(&mut self, get: &impl Fn(&str) -> Option<String>) {
+        if let Some(v) = get("WORKSPACE_MODEL_DIR").filter(|v| !v.is_empty()) {
+            self.local_model_dir = Some(PathBuf::from(v));
+        }
     }
-    if let Some(v) = get("WORKSPACE_MAX_UPLOAD_BYTES").filter(|v| !v.is_empty()) {
-        config.files.max_upload_bytes = v
-            .parse()
-            .with_context(|| format!("WORKSPACE_MAX_UPLOAD_BYTES {v:?}"))?;
+}
+
+impl FilesConfig {
+    /// `WORKSPACE_MAX_UPLOAD_BYTES`.
+    pub(crate) fn apply_env(
+        &mut self,
+        get: &impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<()> {
+        use anyhow::Context;
+        if let Some(v) = get("WORKSPACE_MAX_UPLOAD_BYTES").filter(|v| !v.is_empty()) {
+            self.max_upload_bytes = v
+                .parse()
+                .with_context(|| format!("WORKSPACE_MAX_UPLOAD_BYTES {v:?}"))?;
+        }
+        Ok(())
     }
-    Ok(())
 }
