@@ -24,11 +24,19 @@ pub fn pdf(text: &str) -> Vec<u8> {
          /Encoding /WinAnsiEncoding >>"
             .to_string(),
     ];
+    pdf_of_objects(&objects.map(String::into_bytes))
+}
+
+/// A PDF of these numbered objects (1 the catalog), with its cross-reference
+/// table and trailer.
+fn pdf_of_objects(objects: &[Vec<u8>]) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (i, body) in objects.iter().enumerate() {
         offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();
     out.extend_from_slice(format!("xref\n0 {}\n", objects.len() + 1).as_bytes());
@@ -255,28 +263,7 @@ pub fn hostile_pdf_stream(mib: usize) -> Vec<u8> {
         content,
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
     ];
-    let mut out = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (i, body) in objects.iter().enumerate() {
-        offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
-        out.extend_from_slice(body);
-        out.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n", objects.len() + 1).as_bytes());
-    out.extend_from_slice(b"0000000000 65535 f \n");
-    for offset in offsets {
-        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-    }
-    out.extend_from_slice(
-        format!(
-            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
-        )
-        .as_bytes(),
-    );
-    out
+    pdf_of_objects(&objects)
 }
 
 /// A DOCX whose `word/document.xml` inflates to `mib` MiB: one run of
