@@ -106,6 +106,7 @@ impl RmcpClient {
 /// An error's text, classified: 401/403 answers become
 /// [`McpError::Unauthorized`].
 fn classify(text: &str) -> McpError {
+    let text = &without_type_names(text);
     let lower = text.to_lowercase();
     if lower.contains("401")
         || lower.contains("403")
@@ -116,6 +117,27 @@ fn classify(text: &str) -> McpError {
     } else {
         McpError::Failed(text.to_string())
     }
+}
+
+/// `text` without the bracketed Rust type names rmcp's errors carry
+/// (`Transport [rmcp::transport::worker::WorkerTransport<...>] error: ...`):
+/// these messages reach API clients, which must not see internals.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let inner = &rest[open + 1..close];
+        if !inner.contains("::") {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[async_trait]
@@ -162,5 +184,30 @@ impl McpClient for RmcpClient {
             Ok(ToolOutput { is_error, result })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_lose_rust_type_names() {
+        let raw = "Send message error Transport [rmcp::transport::worker::WorkerTransport<\
+                   rmcp::transport::streamable_http_client::StreamableHttpClientWorker<\
+                   reqwest::async_impl::client::Client>>] error: Auth required, when send \
+                   initialize request";
+        let McpError::Unauthorized(text) = classify(raw) else {
+            panic!("a 401 is Unauthorized");
+        };
+        assert_eq!(
+            text,
+            "Send message error Transport error: Auth required, when send initialize request"
+        );
+        // Brackets that are not type names stay.
+        assert_eq!(
+            without_type_names("tool [echo] failed"),
+            "tool [echo] failed"
+        );
     }
 }

@@ -1854,3 +1854,191 @@ async fn mcp_oauth_with_issuer_identification() {
         cx.teardown().await;
     }
 }
+
+/// The whole flow against an OpenID-certified authorization server (panva's
+/// `oidc-provider`: dynamic registration, PKCE required, resource
+/// indicators with JWT access tokens bound to the MCP server's URL, RFC 9207
+/// `iss`) in front of an MCP server that verifies every token: connect,
+/// sign-in and consent on the provider's own pages, the callback, the
+/// server's tools listed with the user's token, a tool called through the
+/// gateway URL by an independent MCP client as the user, the refresh of the
+/// 30-second tokens, and revocation when the instance is deleted.
+#[tokio::test]
+async fn mcp_oauth_with_a_certified_provider() {
+    use workspace_tests::mcp_peers::OidcMcp;
+    let peer = OidcMcp::start().await;
+    let servers = vec![server(
+        "Certified",
+        "certified",
+        &peer.mcp_url,
+        McpAuth::Oauth,
+    )];
+    let cx = context("mcp_oauth_certified", servers, 10).await;
+    let owner = cx.user("mcp-certified").await;
+    let org = owner.personal_org().await;
+    let id = owner
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    // Before connecting, the server lists its tools to nobody.
+    let (s, c) = error_of(
+        owner
+            .client
+            .mcp_server_with_tools()
+            .org_id(org)
+            .server_id(id)
+            .send()
+            .await,
+    );
+    assert_eq!((s, c.as_str()), (502, "mcp_server_unavailable"));
+
+    let start = owner
+        .client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(ConnectAccount::builder().server_id(id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let asked = query_of(&start.redirect_url);
+    assert!(
+        start.redirect_url.starts_with(&peer.issuer),
+        "{}",
+        start.redirect_url
+    );
+    assert_eq!(asked.get("resource"), Some(&peer.mcp_url), "RFC 8707");
+    assert_eq!(
+        asked.get("code_challenge_method").map(String::as_str),
+        Some("S256")
+    );
+    assert_eq!(peer.count("registered").await, 1, "RFC 7591 registration");
+
+    let back = peer.sign_in(&start.redirect_url, "alice").await;
+    let carried = query_of(&back);
+    assert_eq!(carried.get("iss"), Some(&peer.issuer), "RFC 9207: {back}");
+    assert!(carried.contains_key("code"), "{back}");
+    let landed = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
+        .send()
+        .await
+        .unwrap();
+    let location = landed.headers()["location"].to_str().unwrap().to_string();
+    assert!(location.starts_with(FRONTEND), "{location}");
+    assert!(
+        !query_of(&location).contains_key("error"),
+        "{location}: {:?}",
+        peer.events().await
+    );
+    assert_eq!(peer.count("issued").await, 1, "{:?}", peer.events().await);
+
+    // The tools, listed with the user's token: the access token expires in
+    // 30 s, so its first use refreshes it.
+    let tools = owner
+        .client
+        .mcp_server_with_tools()
+        .org_id(org)
+        .server_id(id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["add", "whoami"]);
+    assert!(
+        peer.count("refreshed").await >= 1,
+        "{:?}",
+        peer.events().await
+    );
+    // (The listing asks without a token first: a server may list its tools
+    // to anyone.)
+    let refused_before = peer.count("mcp_refused").await;
+
+    // A tool called through the gateway URL by an independent MCP client
+    // runs as the user who signed in.
+    let session_id: Uuid = start.id.parse().unwrap();
+    let gateway = owner
+        .client
+        .mcp_generate_url()
+        .org_id(org)
+        .body(GenerateUrl::builder().server_id(id).session_id(session_id))
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .mcp_url
+        .replacen(API_PUBLIC, &cx.base_url, 1);
+    let client = workspace_server::mcp::RmcpClient {
+        timeout: Duration::from_secs(20),
+    };
+    let out = client
+        .call_tool(&gateway, None, "whoami", serde_json::Map::new())
+        .await
+        .expect("whoami through the gateway");
+    assert!(
+        out.result.to_string().contains("subject:alice"),
+        "{:?}",
+        out.result
+    );
+    let mut args = serde_json::Map::new();
+    args.insert("a".into(), json!(2));
+    args.insert("b".into(), json!(40));
+    let out = client
+        .call_tool(&gateway, None, "add", args)
+        .await
+        .expect("add through the gateway");
+    assert!(out.result.to_string().contains("42"), "{:?}", out.result);
+    let events = peer.events().await;
+    let calls: Vec<_> = events
+        .iter()
+        .filter(|e| e["kind"] == "call")
+        .map(|e| (e["tool"].as_str().unwrap(), e["subject"].as_str().unwrap()))
+        .collect();
+    assert_eq!(calls, [("whoami", "alice"), ("add", "alice")], "{events:?}");
+    // Every token the service sent was accepted: right audience, issuer,
+    // signature and scope, refreshed before it expired.
+    assert!(
+        !events.iter().any(|e| e["kind"] == "grant_error"),
+        "{events:?}"
+    );
+    assert_eq!(
+        peer.count("mcp_refused").await,
+        refused_before,
+        "{events:?}"
+    );
+
+    // Deleting the instance revokes the grant at the provider; the gateway
+    // URL stops working.
+    let instance = owner
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    owner
+        .client
+        .mcp_delete_instance()
+        .org_id(org)
+        .instance_id(instance)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peer.count("revoked").await, 1, "{:?}", peer.events().await);
+    assert!(client.list_tools(&gateway, None).await.is_err());
+    cx.teardown().await;
+}
