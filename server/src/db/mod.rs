@@ -6,6 +6,7 @@ pub mod datastore;
 pub mod enums;
 pub mod health;
 pub mod pipeline;
+pub(crate) mod row;
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};

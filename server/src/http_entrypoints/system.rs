@@ -85,14 +85,14 @@ pub async fn outbox(
         .await?;
     Ok(HttpResponseOk(workspace_api::system::OutboxPage {
         emails: rows
-            .iter()
+            .into_iter()
             .map(|r| workspace_api::system::OutboxEmail {
-                id: r.get(0),
-                to_address: r.get(1),
-                subject: r.get(2),
-                body_text: r.get(3),
-                kind: r.get(4),
-                created_at: r.get(5),
+                id: r.id,
+                to_address: r.to_address,
+                subject: r.subject,
+                body_text: r.body_text,
+                kind: r.kind,
+                created_at: r.created_at,
             })
             .collect(),
     }))

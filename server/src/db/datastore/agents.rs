@@ -309,7 +309,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
-        Ok(row.get(0))
+        Ok(row.get("status"))
     }
 
     pub async fn agent_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {

@@ -5,108 +5,62 @@
 use super::{Datastore, Page};
 use crate::authz::OrgAccess;
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-pub struct ChatRow {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub user_id: Uuid,
-    pub title: String,
-    pub status: ChatStatus,
-    pub settings: Option<Value>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cached_tokens: i64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-const CHAT_COLUMNS: &str = "id, organization_id, user_id, title, status, settings, \
-     input_tokens, output_tokens, cached_tokens, created_at, updated_at";
-
-impl ChatRow {
-    fn from_row(r: &tokio_postgres::Row) -> ChatRow {
-        ChatRow {
-            id: r.get(0),
-            org_id: r.get(1),
-            user_id: r.get(2),
-            title: r.get(3),
-            status: r.get(4),
-            settings: r.get(5),
-            input_tokens: r.get(6),
-            output_tokens: r.get(7),
-            cached_tokens: r.get(8),
-            created_at: r.get(9),
-            updated_at: r.get(10),
-        }
+db_row! {
+    pub struct ChatRow {
+        pub id: Uuid = "id",
+        pub org_id: Uuid = "organization_id",
+        pub user_id: Uuid = "user_id",
+        pub title: String = "title",
+        pub status: ChatStatus = "status",
+        pub settings: Option<Value> = "settings",
+        pub input_tokens: i64 = "input_tokens",
+        pub output_tokens: i64 = "output_tokens",
+        pub cached_tokens: i64 = "cached_tokens",
+        pub created_at: DateTime<Utc> = "created_at",
+        pub updated_at: DateTime<Utc> = "updated_at",
     }
 }
 
-pub struct ChatMessageRow {
-    pub id: Uuid,
-    pub chat_id: Uuid,
-    pub role: ChatRole,
-    pub content: String,
-    pub parent_message_id: Option<Uuid>,
-    pub model_id: Option<Uuid>,
-    pub agent_id: Option<Uuid>,
-    pub prompt_data: Option<Value>,
-    pub metadata: Value,
-    pub status: ChatMessageStatus,
-    pub created_at: DateTime<Utc>,
-}
+const CHAT_COLUMNS: &str = ChatRow::COLUMNS;
 
-const MESSAGE_COLUMNS: &str = "m.id, m.chat_id, m.role, m.content, m.parent_message_id, \
-     m.model_id, m.agent_id, m.prompt_data, m.metadata, m.status, m.created_at";
-
-impl ChatMessageRow {
-    fn from_row(r: &tokio_postgres::Row) -> ChatMessageRow {
-        ChatMessageRow {
-            id: r.get(0),
-            chat_id: r.get(1),
-            role: r.get(2),
-            content: r.get(3),
-            parent_message_id: r.get(4),
-            model_id: r.get(5),
-            agent_id: r.get(6),
-            prompt_data: r.get(7),
-            metadata: r.get(8),
-            status: r.get(9),
-            created_at: r.get(10),
-        }
+db_row! {
+    pub struct ChatMessageRow {
+        pub id: Uuid = "m.id",
+        pub chat_id: Uuid = "m.chat_id",
+        pub role: ChatRole = "m.role",
+        pub content: String = "m.content",
+        pub parent_message_id: Option<Uuid> = "m.parent_message_id",
+        pub model_id: Option<Uuid> = "m.model_id",
+        pub agent_id: Option<Uuid> = "m.agent_id",
+        pub prompt_data: Option<Value> = "m.prompt_data",
+        pub metadata: Value = "m.metadata",
+        pub status: ChatMessageStatus = "m.status",
+        pub created_at: DateTime<Utc> = "m.created_at",
     }
 }
 
-/// An upload of a chat (or named by `send_message`).
-pub struct ChatFileRow {
-    pub id: Uuid,
-    pub message_id: Uuid,
-    pub filename: String,
-    pub content_type: String,
-    pub file_size: i64,
-    pub storage_key: String,
-    pub extracted_text: Option<String>,
-}
+const MESSAGE_COLUMNS: &str = ChatMessageRow::COLUMNS;
 
-const FILE_COLUMNS: &str =
-    "id, message_id, filename, content_type, file_size, storage_key, extracted_text";
-
-impl ChatFileRow {
-    fn from_row(r: &tokio_postgres::Row) -> ChatFileRow {
-        ChatFileRow {
-            id: r.get(0),
-            message_id: r.get(1),
-            filename: r.get(2),
-            content_type: r.get(3),
-            file_size: r.get(4),
-            storage_key: r.get(5),
-            extracted_text: r.get(6),
-        }
+db_row! {
+    /// An upload of a chat (or named by `send_message`).
+    pub struct ChatFileRow {
+        pub id: Uuid = "id",
+        pub message_id: Uuid = "message_id",
+        pub filename: String = "filename",
+        pub content_type: String = "content_type",
+        pub file_size: i64 = "file_size",
+        pub storage_key: String = "storage_key",
+        pub extracted_text: Option<String> = "extracted_text",
     }
 }
+
+const FILE_COLUMNS: &str = ChatFileRow::COLUMNS;
 
 /// What `send_message` stores before the answer starts.
 pub struct NewExchange<'a> {
@@ -281,7 +235,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("id"))
             .collect();
         let deleted: Vec<Uuid> = tx
             .query(
@@ -291,7 +245,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("id"))
             .collect();
         let keys: Vec<String> = tx
             .query(
@@ -302,7 +256,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("storage_key"))
             .collect();
         tx.commit().await?;
         Ok((deleted, keys, streaming))
@@ -579,7 +533,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "message" })?;
-        Ok((row.get(0), row.get(1)))
+        Ok((row.get("chat_id"), row.get("status")))
     }
 
     /// Deletes expired WebSocket tickets.
@@ -607,10 +561,10 @@ impl Datastore {
         Ok(rows
             .iter()
             .map(|r| AnswerOwner {
-                org_id: r.get(0),
-                user_id: r.get(1),
-                chat_id: r.get(2),
-                message_id: r.get(3),
+                org_id: r.get("organization_id"),
+                user_id: r.get("user_id"),
+                chat_id: r.get("chat_id"),
+                message_id: r.get("id"),
             })
             .collect())
     }
@@ -656,11 +610,11 @@ impl Datastore {
         Ok(conn
             .query_opt(
                 "DELETE FROM chat_ws_tickets WHERE ticket_hash = $1 \
-                 RETURNING organization_id, user_id, expires_at > now()",
+                 RETURNING organization_id, user_id, expires_at > now() AS fresh",
                 &[&ticket_hash],
             )
             .await?
-            .filter(|r| r.get::<_, bool>(2))
-            .map(|r| (r.get(0), r.get(1))))
+            .filter(|r| r.get::<_, bool>("fresh"))
+            .map(|r| (r.get("organization_id"), r.get("user_id"))))
     }
 }

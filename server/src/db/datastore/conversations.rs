@@ -4,6 +4,7 @@
 use super::Datastore;
 use crate::authz::OrgAccess;
 use crate::db::enums::{MessageRole, MessageStatus, SessionStatus};
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -28,34 +29,20 @@ impl ConversationRow {
     }
 }
 
-pub struct SessionRow {
-    pub id: Uuid,
-    pub conversation_id: Uuid,
-    pub model_id: Uuid,
-    pub model_name: String,
-    pub model_provider: String,
-    pub status: SessionStatus,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-const SESSION_COLUMNS: &str = "s.id, s.conversation_id, s.model_id, m.name AS model_name, \
-     m.provider AS model_provider, s.status, s.created_at, s.updated_at";
-
-impl SessionRow {
-    fn from_row(row: &tokio_postgres::Row) -> SessionRow {
-        SessionRow {
-            id: row.get("id"),
-            conversation_id: row.get("conversation_id"),
-            model_id: row.get("model_id"),
-            model_name: row.get("model_name"),
-            model_provider: row.get("model_provider"),
-            status: row.get("status"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-        }
+db_row! {
+    pub struct SessionRow {
+        pub id: Uuid = "s.id",
+        pub conversation_id: Uuid = "s.conversation_id",
+        pub model_id: Uuid = "s.model_id",
+        pub model_name: String = "m.name",
+        pub model_provider: String = "m.provider",
+        pub status: SessionStatus = "s.status",
+        pub created_at: DateTime<Utc> = "s.created_at",
+        pub updated_at: DateTime<Utc> = "s.updated_at",
     }
 }
+
+const SESSION_COLUMNS: &str = SessionRow::COLUMNS;
 
 pub struct MessageRow {
     pub id: Uuid,
@@ -292,7 +279,7 @@ impl Datastore {
                 ],
             )
             .await?
-            .get(0);
+            .get("seq");
         tx.execute(
             "INSERT INTO conversation_messages \
                 (id, organization_id, conversation_id, session_id, role, content, status) \
@@ -383,7 +370,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "message" })?;
-        Ok(row.get(0))
+        Ok(row.get("status"))
     }
 
     /// A page of the conversation's messages (all sessions, insertion
@@ -408,12 +395,12 @@ impl Datastore {
             .await?;
         let total: i64 = conn
             .query_one(
-                "SELECT count(*) FROM conversation_messages \
+                "SELECT count(*) AS total FROM conversation_messages \
                  WHERE organization_id = $1 AND conversation_id = $2",
                 &[&org_id, &conversation_id],
             )
             .await?
-            .get(0);
+            .get("total");
         Ok((rows.iter().map(MessageRow::from_row).collect(), total))
     }
 }

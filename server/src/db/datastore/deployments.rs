@@ -116,7 +116,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
-        let status: AgentStatus = agent.get(0);
+        let status: AgentStatus = agent.get("status");
         if !matches!(
             status,
             AgentStatus::Ready | AgentStatus::Deployed | AgentStatus::Active
@@ -256,7 +256,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;
-        let agent_id: Uuid = row.get(0);
+        let agent_id: Uuid = row.get("agent_id");
         tx.execute(SETTLE_AGENT, &[&agent_id]).await?;
         tx.commit().await?;
         Ok(())
@@ -334,17 +334,17 @@ impl Datastore {
                      VALUES ($1, date_trunc('minute', now()), 1) \
                      ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
                      RETURNING count, window_start) \
-                 SELECT hit.count, coalesce(p.count, 0), \
-                        extract(epoch FROM now() - hit.window_start)::float8 \
+                 SELECT hit.count, coalesce(p.count, 0) AS previous, \
+                        extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
                  FROM hit LEFT JOIN deployment_rate_windows p \
                    ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'",
                 &[&deployment_id],
             )
             .await?;
         Ok(WindowCount {
-            hits: row.get(0),
-            previous: row.get(1),
-            elapsed_secs: row.get(2),
+            hits: row.get("count"),
+            previous: row.get("previous"),
+            elapsed_secs: row.get("elapsed_secs"),
         })
     }
 

@@ -1,9 +1,23 @@
 //! The outbox of the default mailer.
 
 use super::Datastore;
+use crate::db::row::db_row;
 use crate::error::Error;
 use crate::mailer::Email;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+db_row! {
+    /// A stored e-mail.
+    pub struct OutboxRow {
+        pub id: Uuid = "id",
+        pub to_address: String = "to_address",
+        pub subject: String = "subject",
+        pub body_text: String = "body_text",
+        pub kind: String = "kind",
+        pub created_at: DateTime<Utc> = "created_at",
+    }
+}
 
 impl Datastore {
     /// Stores an e-mail; returns its outbox id.
@@ -31,14 +45,17 @@ impl Datastore {
         &self,
         _admin: &crate::authz::SystemAdmin,
         limit: i64,
-    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+    ) -> Result<Vec<OutboxRow>, Error> {
         let conn = self.conn().await?;
-        Ok(conn
+        let rows = conn
             .query(
-                "SELECT id, to_address, subject, body_text, kind, created_at FROM email_outbox \
-                 ORDER BY created_at DESC, id LIMIT $1",
+                &format!(
+                    "SELECT {} FROM email_outbox ORDER BY created_at DESC, id LIMIT $1",
+                    OutboxRow::COLUMNS
+                ),
                 &[&limit],
             )
-            .await?)
+            .await?;
+        Ok(rows.iter().map(OutboxRow::from_row).collect())
     }
 }

@@ -68,10 +68,10 @@ impl Datastore {
             )
             .await?
             .map(|r| StoredFile {
-                filename: r.get(0),
-                content_type: r.get(1),
-                file_size: r.get(2),
-                storage_key: r.get(3),
+                filename: r.get("filename"),
+                content_type: r.get("content_type"),
+                file_size: r.get("file_size"),
+                storage_key: r.get("storage_key"),
             }))
     }
 
@@ -90,11 +90,11 @@ impl Datastore {
             )
             .await?
             .map(|r| FileForExtraction {
-                content_type: r.get(0),
-                file_size: r.get(1),
-                storage_key: r.get(2),
-                extracted_text: r.get(3),
-                extraction_error: r.get(4),
+                content_type: r.get("content_type"),
+                file_size: r.get("file_size"),
+                storage_key: r.get("storage_key"),
+                extracted_text: r.get("extracted_text"),
+                extraction_error: r.get("extraction_error"),
             }))
     }
 

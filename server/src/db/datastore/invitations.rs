@@ -191,14 +191,14 @@ impl Datastore {
                 )
                 .await?;
             let user_id: Uuid = match upserted {
-                Some(row) => row.get(0),
+                Some(row) => row.get("id"),
                 None => tx
                     .query_one(
                         "SELECT id FROM users WHERE email_normalized = $1",
                         &[&new.email],
                     )
                     .await?
-                    .get(0),
+                    .get("id"),
             };
             let membership = tx
                 .execute(
@@ -351,7 +351,7 @@ impl Datastore {
         let Some(row) = row else {
             return Ok(false);
         };
-        let invited_user: Option<Uuid> = row.get(0);
+        let invited_user: Option<Uuid> = row.get("invited_user_id");
         if let Some(user_id) = invited_user {
             tx.execute(
                 "DELETE FROM memberships \
@@ -384,7 +384,7 @@ impl Datastore {
         let Some(inv) = tx
             .query_opt(
                 &format!(
-                    "SELECT i.id, i.organization_id, i.role_id, {STATUS_SQL} \
+                    "SELECT i.id, i.organization_id, i.role_id, {STATUS_SQL} AS status \
                      FROM invitations i WHERE i.token_hash = $1 FOR UPDATE"
                 ),
                 &[&token_hash],
@@ -393,10 +393,10 @@ impl Datastore {
         else {
             return Ok(AcceptOutcome::UnknownToken);
         };
-        let invitation_id: Uuid = inv.get(0);
-        let org_id: Uuid = inv.get(1);
-        let role_id: Uuid = inv.get(2);
-        let status: InvitationStatus = inv.get(3);
+        let invitation_id: Uuid = inv.get("id");
+        let org_id: Uuid = inv.get("organization_id");
+        let role_id: Uuid = inv.get("role_id");
+        let status: InvitationStatus = inv.get("status");
         if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
@@ -426,9 +426,9 @@ impl Datastore {
         tx.commit().await?;
         Ok(AcceptOutcome::Accepted(AcceptedUser {
             id: user_id,
-            email: user.get(0),
-            first_name: user.get(1),
-            last_name: user.get(2),
+            email: user.get("email"),
+            first_name: user.get("first_name"),
+            last_name: user.get("last_name"),
         }))
     }
 
@@ -438,7 +438,7 @@ impl Datastore {
         let Some(inv) = tx
             .query_opt(
                 &format!(
-                    "SELECT i.id, i.organization_id, i.email, i.role_id, {STATUS_SQL} \
+                    "SELECT i.id, i.organization_id, i.email, i.role_id, {STATUS_SQL} AS status \
                      FROM invitations i WHERE i.token_hash = $1 FOR UPDATE"
                 ),
                 &[&a.token_hash],
@@ -447,11 +447,11 @@ impl Datastore {
         else {
             return Ok(AcceptOutcome::UnknownToken);
         };
-        let invitation_id: Uuid = inv.get(0);
-        let org_id: Uuid = inv.get(1);
-        let email: String = inv.get(2);
-        let role_id: Uuid = inv.get(3);
-        let status: InvitationStatus = inv.get(4);
+        let invitation_id: Uuid = inv.get("id");
+        let org_id: Uuid = inv.get("organization_id");
+        let email: String = inv.get("email");
+        let role_id: Uuid = inv.get("role_id");
+        let status: InvitationStatus = inv.get("status");
         if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
@@ -464,11 +464,11 @@ impl Datastore {
             .await?;
         let user_id = match existing {
             Some(row) => {
-                let hash: Option<String> = row.get(1);
+                let hash: Option<String> = row.get("password_hash");
                 if hash.is_some() {
                     return Ok(AcceptOutcome::EmailTaken);
                 }
-                let id: Uuid = row.get(0);
+                let id: Uuid = row.get("id");
                 tx.execute(
                     "UPDATE users SET first_name = $2, last_name = $3, password_hash = $4, \
                             last_active_at = now(), updated_at = now() WHERE id = $1",
@@ -493,7 +493,7 @@ impl Datastore {
                     )
                     .await;
                 match inserted {
-                    Ok(row) => row.get(0),
+                    Ok(row) => row.get("id"),
                     Err(e) if is_unique_violation(&e, "users_email_normalized_key") => {
                         return Ok(AcceptOutcome::EmailTaken);
                     }

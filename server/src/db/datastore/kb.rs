@@ -4,86 +4,48 @@
 use super::Datastore;
 use crate::authz::OrgAccess;
 use crate::db::enums::{KbDocumentStatus, KbJobKind, KbSourceStatus, KbSourceType};
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// A knowledge base with its derived state.
-pub struct KbRow {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub name: String,
-    pub description: String,
-    pub embedding_model: String,
-    pub embedding_dimensions: i32,
-    /// Any source still `processing`.
-    pub processing: bool,
-    pub document_count: i64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+db_row! {
+    /// A knowledge base with its derived state.
+    pub struct KbRow {
+        pub id: Uuid = "k.id",
+        pub org_id: Uuid = "k.organization_id",
+        pub name: String = "k.name",
+        pub description: String = "k.description",
+        pub embedding_model: String = "k.embedding_model",
+        pub embedding_dimensions: i32 = "k.embedding_dimensions",
+        /// Any source still `processing`.
+        pub processing: bool = "EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id AND s.status = 'processing')",
+        pub document_count: i64 = "(SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id)",
+        pub created_at: DateTime<Utc> = "k.created_at",
+        pub updated_at: DateTime<Utc> = "k.updated_at",
+    }
 }
 
 /// The columns of [`KbRow`] for `knowledge_bases k`.
-const KB_COLUMNS: &str = "k.id, k.organization_id, k.name, k.description, k.embedding_model, \
-     k.embedding_dimensions, k.created_at, k.updated_at, \
-     EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id AND s.status = 'processing') \
-        AS processing, \
-     (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id) AS document_count";
+const KB_COLUMNS: &str = KbRow::COLUMNS;
 
-impl KbRow {
-    fn from_row(r: &tokio_postgres::Row) -> KbRow {
-        KbRow {
-            id: r.get("id"),
-            org_id: r.get("organization_id"),
-            name: r.get("name"),
-            description: r.get("description"),
-            embedding_model: r.get("embedding_model"),
-            embedding_dimensions: r.get("embedding_dimensions"),
-            processing: r.get("processing"),
-            document_count: r.get("document_count"),
-            created_at: r.get("created_at"),
-            updated_at: r.get("updated_at"),
-        }
+db_row! {
+    pub struct SourceRow {
+        pub id: Uuid = "s.id",
+        pub kb_id: Uuid = "s.kb_id",
+        pub source_type: KbSourceType = "s.type",
+        /// The public configuration (no credentials).
+        pub config: serde_json::Value = "s.config",
+        pub status: KbSourceStatus = "s.status",
+        pub error: Option<String> = "s.error",
+        pub document_count: i64 = "(SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id)",
+        pub documents_done: i64 = "(SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id AND d.status IN ('completed', 'failed'))",
+        pub documents_failed: i64 = "(SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id AND d.status = 'failed')",
+        pub created_at: DateTime<Utc> = "s.created_at",
     }
 }
 
-pub struct SourceRow {
-    pub id: Uuid,
-    pub kb_id: Uuid,
-    pub source_type: KbSourceType,
-    /// The public configuration (no credentials).
-    pub config: serde_json::Value,
-    pub status: KbSourceStatus,
-    pub error: Option<String>,
-    pub document_count: i64,
-    pub documents_done: i64,
-    pub documents_failed: i64,
-    pub created_at: DateTime<Utc>,
-}
-
-const SOURCE_COLUMNS: &str = "s.id, s.kb_id, s.type, s.config, s.status, s.error, s.created_at, \
-     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id) AS document_count, \
-     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id \
-        AND d.status IN ('completed', 'failed')) AS documents_done, \
-     (SELECT count(*) FROM kb_documents d WHERE d.source_id = s.id \
-        AND d.status = 'failed') AS documents_failed";
-
-impl SourceRow {
-    fn from_row(r: &tokio_postgres::Row) -> SourceRow {
-        SourceRow {
-            id: r.get("id"),
-            kb_id: r.get("kb_id"),
-            source_type: r.get("type"),
-            config: r.get("config"),
-            status: r.get("status"),
-            error: r.get("error"),
-            document_count: r.get("document_count"),
-            documents_done: r.get("documents_done"),
-            documents_failed: r.get("documents_failed"),
-            created_at: r.get("created_at"),
-        }
-    }
-}
+const SOURCE_COLUMNS: &str = SourceRow::COLUMNS;
 
 pub struct DocumentRow {
     pub id: Uuid,
@@ -340,7 +302,7 @@ impl Datastore {
         let tx = conn.transaction().await?;
         let count: i64 = tx
             .query_opt(
-                "SELECT (SELECT count(*) FROM kb_sources s WHERE s.kb_id = k.id) \
+                "SELECT (SELECT count(*) FROM kb_sources s WHERE s.kb_id = k.id) AS sources \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2 \
                  FOR UPDATE",
                 &[&access.org_id(), &kb_id],
@@ -349,7 +311,7 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "knowledge base",
             })?
-            .get(0);
+            .get("sources");
         if count >= SOURCES_PER_KB_MAX {
             return Err(Error::invalid(
                 "too_many_sources",
@@ -408,11 +370,12 @@ impl Datastore {
             .await?;
         let total: i64 = tx
             .query_one(
-                "SELECT count(*) FROM kb_documents WHERE organization_id = $1 AND kb_id = $2",
+                "SELECT count(*) AS total FROM kb_documents \
+                 WHERE organization_id = $1 AND kb_id = $2",
                 &[&access.org_id(), &kb_id],
             )
             .await?
-            .get(0);
+            .get("total");
         tx.commit().await?;
         Ok((rows.iter().map(DocumentRow::from_row).collect(), total))
     }
@@ -435,7 +398,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "document" })?
-            .get(0);
+            .get("source_id");
         settle_source(&tx, source_id).await?;
         tx.commit().await?;
         Ok(())
@@ -446,7 +409,7 @@ impl Datastore {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT (SELECT count(*) FROM kb_chunks c WHERE c.kb_id = k.id) \
+                "SELECT (SELECT count(*) FROM kb_chunks c WHERE c.kb_id = k.id) AS chunks \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
                 &[&access.org_id(), &kb_id],
             )
@@ -454,7 +417,7 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "knowledge base",
             })?;
-        Ok(row.get(0))
+        Ok(row.get("chunks"))
     }
 
     /// The embedder and dimensions of a knowledge base (`404` when not
@@ -475,7 +438,7 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "knowledge base",
             })?;
-        Ok((row.get(0), row.get(1)))
+        Ok((row.get("embedding_model"), row.get("embedding_dimensions")))
     }
 
     /// Hybrid search of one knowledge base (see [`search_sql`]).
@@ -522,14 +485,14 @@ impl Datastore {
         Ok(rows
             .iter()
             .map(|r| SearchHit {
-                chunk_id: r.get(0),
-                document_id: r.get(1),
-                content: r.get(2),
-                metadata: r.get(3),
-                score: r.get(4),
-                title: r.get(5),
-                locator: r.get(6),
-                source_type: r.get(7),
+                chunk_id: r.get("chunk_id"),
+                document_id: r.get("document_id"),
+                content: r.get("content"),
+                metadata: r.get("metadata"),
+                score: r.get("score"),
+                title: r.get("title"),
+                locator: r.get("locator"),
+                source_type: r.get("source_type"),
             })
             .collect())
     }
@@ -544,12 +507,13 @@ impl Datastore {
         let row = conn
             .query_opt(
                 "SELECT EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id \
-                            AND s.status = 'processing'), \
-                        (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id), \
+                            AND s.status = 'processing') AS processing, \
+                        (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id) \
+                            AS documents_total, \
                         (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
-                            AND d.status IN ('completed', 'failed')), \
+                            AND d.status IN ('completed', 'failed')) AS documents_done, \
                         (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
-                            AND d.status = 'failed') \
+                            AND d.status = 'failed') AS documents_failed \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
                 &[&access.org_id(), &kb_id],
             )
@@ -558,10 +522,10 @@ impl Datastore {
                 what: "knowledge base",
             })?;
         Ok(IngestionCounts {
-            processing: row.get(0),
-            documents_total: row.get(1),
-            documents_done: row.get(2),
-            documents_failed: row.get(3),
+            processing: row.get("processing"),
+            documents_total: row.get("documents_total"),
+            documents_done: row.get("documents_done"),
+            documents_failed: row.get("documents_failed"),
         })
     }
 }
@@ -764,8 +728,8 @@ macro_rules! search_sql {
                      ((coalesce(greatest(1 - v.dist, 0) * 61.0 / (60 + v.r), 0) \
                       + coalesce(61.0 / (60 + f.r), 0)) / 2)::float8 AS score \
                  FROM vec_ranked v FULL JOIN fts f ON f.id = v.id) \
-             SELECT c.id, c.document_id, c.content, c.metadata, fused.score, \
-                    d.title, d.locator, s.type \
+             SELECT c.id AS chunk_id, c.document_id, c.content, c.metadata, fused.score, \
+                    d.title, d.locator, s.type AS source_type \
              FROM fused \
              JOIN kb_chunks c ON c.id = fused.id \
              JOIN kb_documents d ON d.id = c.document_id \

@@ -121,14 +121,14 @@ impl Datastore {
             return Ok(None);
         };
         let job = ClaimedJob {
-            id: row.get(0),
-            org_id: row.get(1),
-            kb_id: row.get(2),
-            source_id: row.get(3),
-            document_id: row.get(4),
-            kind: row.get(5),
-            attempts: row.get(6),
-            max_attempts: row.get(7),
+            id: row.get("id"),
+            org_id: row.get("organization_id"),
+            kb_id: row.get("kb_id"),
+            source_id: row.get("source_id"),
+            document_id: row.get("document_id"),
+            kind: row.get("kind"),
+            attempts: row.get("attempts"),
+            max_attempts: row.get("max_attempts"),
             worker,
         };
         if let Some(document) = job.document_id {
@@ -196,20 +196,20 @@ impl Datastore {
             )
             .await?;
         Ok(row.map(|r| {
-            let storage_key: Option<String> = r.get(7);
+            let storage_key: Option<String> = r.get("storage_key");
             IngestTarget {
-                source_type: r.get(0),
-                locator: r.get(1),
-                title: r.get(2),
-                source_config: r.get(3),
-                sealed_credentials: r.get(4),
-                embedding_model: r.get(5),
-                dimensions: r.get(6),
+                source_type: r.get("type"),
+                locator: r.get("locator"),
+                title: r.get("title"),
+                source_config: r.get("config"),
+                sealed_credentials: r.get("sealed_credentials"),
+                embedding_model: r.get("embedding_model"),
+                dimensions: r.get("embedding_dimensions"),
                 file: storage_key.map(|storage_key| FileTarget {
                     storage_key,
-                    content_type: r.get(8),
-                    file_size: r.get(9),
-                    extracted_text: r.get(10),
+                    content_type: r.get("content_type"),
+                    file_size: r.get("file_size"),
+                    extracted_text: r.get("extracted_text"),
                 }),
             }
         }))
@@ -228,7 +228,7 @@ impl Datastore {
                 &[&job.source_id, &job.org_id, &job.kb_id],
             )
             .await?;
-        Ok(row.map(|r| (r.get(0), r.get(1))))
+        Ok(row.map(|r| (r.get("config"), r.get("sealed_credentials"))))
     }
 
     /// Stores a document's chunks (replacing any earlier ones), marks it
@@ -443,8 +443,8 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "document" })?;
-        let status: crate::db::enums::KbDocumentStatus = row.get(0);
-        let source_id: Uuid = row.get(1);
+        let status: crate::db::enums::KbDocumentStatus = row.get("status");
+        let source_id: Uuid = row.get("source_id");
         if status != crate::db::enums::KbDocumentStatus::Failed {
             return Err(Error::Conflict {
                 code: "document_not_failed",

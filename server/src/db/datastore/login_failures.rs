@@ -40,15 +40,17 @@ impl Datastore {
         .await?;
         let row = tx
             .query_one(
-                "SELECT count(*), min(failed_at) FROM login_failures \
+                "SELECT count(*) AS failures, min(failed_at) AS oldest FROM login_failures \
                  WHERE email_normalized = $1 \
                    AND failed_at > now() - make_interval(secs => $2)",
                 &[&email_normalized, &window],
             )
             .await?;
-        let count: i64 = row.get(0);
+        let count: i64 = row.get("failures");
         if count >= i64::from(max_failures) {
-            return Ok(LoginAttempt::Locked { oldest: row.get(1) });
+            return Ok(LoginAttempt::Locked {
+                oldest: row.get("oldest"),
+            });
         }
         tx.execute(
             "INSERT INTO login_failures (email_normalized) VALUES ($1)",

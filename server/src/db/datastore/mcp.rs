@@ -5,23 +5,27 @@
 use super::Datastore;
 use crate::authz::OrgAccess;
 use crate::db::enums::McpSessionStatus;
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// A catalog entry as stored.
-#[derive(Clone, Debug)]
-pub struct McpServerRow {
-    pub id: Uuid,
-    pub name: String,
-    pub toolkit_name: String,
-    pub toolkit_slug: String,
-    pub toolkit_logo: Option<String>,
-    pub url: String,
-    pub auth: String,
-    pub created_at: DateTime<Utc>,
-    /// The caller's instances of the server in the organization.
-    pub instance_count: i64,
+db_row! {
+    /// A catalog entry as stored.
+    #[derive(Clone, Debug)]
+    pub struct McpServerRow {
+        pub id: Uuid = "s.id",
+        pub name: String = "s.name",
+        pub toolkit_name: String = "s.toolkit_name",
+        pub toolkit_slug: String = "s.toolkit_slug",
+        pub toolkit_logo: Option<String> = "s.toolkit_logo",
+        pub url: String = "s.url",
+        pub auth: String = "s.auth",
+        pub created_at: DateTime<Utc> = "s.created_at",
+        /// The caller's instances of the server in the organization.
+        pub instance_count: i64 = "(SELECT count(*) FROM mcp_instances i \
+            WHERE i.server_id = s.id AND i.organization_id = $1 AND i.user_id = $2)",
+    }
 }
 
 /// What the catalog sync writes for one configured server.
@@ -34,57 +38,27 @@ pub struct McpServerSpec<'a> {
     pub auth: &'a str,
 }
 
-const SERVER_COLUMNS: &str = "s.id, s.name, s.toolkit_name, s.toolkit_slug, s.toolkit_logo, \
-     s.url, s.auth, s.created_at, \
-     (SELECT count(*) FROM mcp_instances i \
-      WHERE i.server_id = s.id AND i.organization_id = $1 AND i.user_id = $2)";
+const SERVER_COLUMNS: &str = McpServerRow::COLUMNS;
 
-fn server_row(r: &tokio_postgres::Row) -> McpServerRow {
-    McpServerRow {
-        id: r.get(0),
-        name: r.get(1),
-        toolkit_name: r.get(2),
-        toolkit_slug: r.get(3),
-        toolkit_logo: r.get(4),
-        url: r.get(5),
-        auth: r.get(6),
-        created_at: r.get(7),
-        instance_count: r.get(8),
+db_row! {
+    /// An instance with its session's state and server.
+    #[derive(Clone, Debug)]
+    pub struct McpInstanceRow {
+        pub id: Uuid = "i.id",
+        pub name: String = "i.name",
+        pub server_id: Uuid = "i.server_id",
+        pub session_id: Uuid = "i.session_id",
+        pub toolkit_name: String = "s.toolkit_name",
+        pub toolkit_slug: String = "s.toolkit_slug",
+        pub status: McpSessionStatus = "ss.status",
+        pub created_at: DateTime<Utc> = "i.created_at",
+        pub updated_at: DateTime<Utc> = "i.updated_at",
     }
 }
 
-/// An instance with its session's state and server.
-#[derive(Clone, Debug)]
-pub struct McpInstanceRow {
-    pub id: Uuid,
-    pub name: String,
-    pub server_id: Uuid,
-    pub session_id: Uuid,
-    pub toolkit_name: String,
-    pub toolkit_slug: String,
-    pub status: McpSessionStatus,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-const INSTANCE_COLUMNS: &str = "i.id, i.name, i.server_id, i.session_id, s.toolkit_name, \
-     s.toolkit_slug, ss.status, i.created_at, i.updated_at";
+const INSTANCE_COLUMNS: &str = McpInstanceRow::COLUMNS;
 const INSTANCE_FROM: &str = "mcp_instances i JOIN mcp_servers s ON s.id = i.server_id \
      JOIN mcp_sessions ss ON ss.id = i.session_id";
-
-fn instance_row(r: &tokio_postgres::Row) -> McpInstanceRow {
-    McpInstanceRow {
-        id: r.get(0),
-        name: r.get(1),
-        server_id: r.get(2),
-        session_id: r.get(3),
-        toolkit_name: r.get(4),
-        toolkit_slug: r.get(5),
-        status: r.get(6),
-        created_at: r.get(7),
-        updated_at: r.get(8),
-    }
-}
 
 /// A pending session taken by its `state` in the OAuth callback.
 pub struct PendingSession {
@@ -107,7 +81,7 @@ pub struct DeletedInstance {
 
 /// Sessions counted by the `mcp_sessions` quota: every live one of the
 /// organization (all users).
-const LIVE_SESSIONS: &str = "SELECT count(*) FROM mcp_sessions \
+const LIVE_SESSIONS: &str = "SELECT count(*) AS live FROM mcp_sessions \
      WHERE organization_id = $1 AND (status IN ('active', 'needs_reauth') \
         OR (status = 'pending' AND state_expires_at > now()))";
 
@@ -151,7 +125,7 @@ impl Datastore {
                     ],
                 )
                 .await?;
-            ids[i] = row.get(0);
+            ids[i] = row.get("id");
         }
         tx.execute(
             "UPDATE mcp_servers SET configured = false, updated_at = now() \
@@ -175,7 +149,7 @@ impl Datastore {
                 &[&access.org_id(), &access.user_id()],
             )
             .await?;
-        Ok(rows.iter().map(server_row).collect())
+        Ok(rows.iter().map(McpServerRow::from_row).collect())
     }
 
     /// One configured server (`404` otherwise).
@@ -195,7 +169,7 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "MCP server" })?;
-        Ok(server_row(&row))
+        Ok(McpServerRow::from_row(&row))
     }
 
     /// The cached tool list of a server listed from `url`, and its age in
@@ -208,12 +182,12 @@ impl Datastore {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT tools, extract(epoch FROM now() - fetched_at)::float8 \
+                "SELECT tools, extract(epoch FROM now() - fetched_at)::float8 AS age \
                  FROM mcp_tool_cache WHERE server_id = $1 AND url = $2",
                 &[&server_id, &url],
             )
             .await?;
-        Ok(row.map(|r| (r.get(0), r.get(1))))
+        Ok(row.map(|r| (r.get("tools"), r.get("age"))))
     }
 
     /// Stores a server's freshly listed tools.
@@ -248,7 +222,7 @@ impl Datastore {
                 &[&server_id, &redirect_uri],
             )
             .await?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(row.map(|r| r.get("client_sealed")))
     }
 
     /// Stores a dynamic registration (the first one stored wins).
@@ -295,7 +269,7 @@ impl Datastore {
         let live: i64 = tx
             .query_one(LIVE_SESSIONS, &[&access.org_id()])
             .await?
-            .get(0);
+            .get("live");
         if live >= i64::from(quota) {
             return Err(Error::PaymentRequired {
                 code: "mcp_sessions_quota_exceeded",
@@ -368,18 +342,18 @@ impl Datastore {
                     status = CASE WHEN state_expires_at > now() THEN status ELSE 'failed' END \
                  WHERE state_hash = $1 AND status = 'pending' \
                  RETURNING id, organization_id, user_id, server_id, flow_type, flow_sealed, \
-                    state_expires_at <= now()",
+                    state_expires_at <= now() AS expired",
                 &[&state_hash],
             )
             .await?;
         Ok(row.map(|r| PendingSession {
-            id: r.get(0),
-            organization_id: r.get(1),
-            user_id: r.get(2),
-            server_id: r.get(3),
-            flow_type: r.get(4),
-            flow_sealed: r.get(5),
-            expired: r.get(6),
+            id: r.get("id"),
+            organization_id: r.get("organization_id"),
+            user_id: r.get("user_id"),
+            server_id: r.get("server_id"),
+            flow_type: r.get("flow_type"),
+            flow_sealed: r.get("flow_sealed"),
+            expired: r.get("expired"),
         }))
     }
 
@@ -456,7 +430,7 @@ impl Datastore {
                 &[&access.org_id(), &access.user_id(), &server_id],
             )
             .await?;
-        Ok(rows.iter().map(instance_row).collect())
+        Ok(rows.iter().map(McpInstanceRow::from_row).collect())
     }
 
     /// Renames one of the caller's instances.
@@ -482,7 +456,7 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "MCP instance",
             })?;
-        Ok(instance_row(&row))
+        Ok(McpInstanceRow::from_row(&row))
     }
 
     /// Deletes one of the caller's instances with its session (the
@@ -506,9 +480,9 @@ impl Datastore {
                 what: "MCP instance",
             })?;
         Ok(DeletedInstance {
-            session_id: row.get(0),
-            server_id: row.get(1),
-            tokens_sealed: row.get(2),
+            session_id: row.get("id"),
+            server_id: row.get("server_id"),
+            tokens_sealed: row.get("tokens_sealed"),
         })
     }
 
@@ -541,21 +515,25 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "MCP session",
             })?;
-        Ok(row.get(0))
+        Ok(row.get("status"))
     }
 }
 
-/// What the gateway needs of the instance behind a secret.
-pub struct GatewayTarget {
-    pub instance_id: Uuid,
-    pub session_id: Uuid,
-    pub server_id: Uuid,
-    pub user_id: Uuid,
-    pub url: String,
-    pub status: McpSessionStatus,
-    pub tokens_sealed: Option<Vec<u8>>,
-    pub token_expires_at: Option<DateTime<Utc>>,
+db_row! {
+    /// What the gateway needs of the instance behind a secret.
+    pub struct GatewayTarget {
+        pub instance_id: Uuid = "i.id",
+        pub session_id: Uuid = "ss.id",
+        pub server_id: Uuid = "ss.server_id",
+        pub user_id: Uuid = "ss.user_id",
+        pub url: String = "s.url",
+        pub status: McpSessionStatus = "ss.status",
+        pub tokens_sealed: Option<Vec<u8>> = "ss.tokens_sealed",
+        pub token_expires_at: Option<DateTime<Utc>> = "ss.token_expires_at",
+    }
 }
+
+const TARGET_COLUMNS: &str = GatewayTarget::COLUMNS;
 
 impl Datastore {
     /// The instance whose gateway secret hashes to `secret_hash`. Not
@@ -568,24 +546,16 @@ impl Datastore {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
-                    ss.token_expires_at, i.id \
-                 FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
-                 JOIN mcp_servers s ON s.id = i.server_id \
-                 WHERE i.gateway_secret_hash = $1",
+                &format!(
+                    "SELECT {TARGET_COLUMNS} \
+                     FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
+                     JOIN mcp_servers s ON s.id = i.server_id \
+                     WHERE i.gateway_secret_hash = $1"
+                ),
                 &[&secret_hash],
             )
             .await?;
-        Ok(row.map(|r| GatewayTarget {
-            instance_id: r.get(7),
-            session_id: r.get(0),
-            server_id: r.get(1),
-            user_id: r.get(2),
-            url: r.get(3),
-            status: r.get(4),
-            tokens_sealed: r.get(5),
-            token_expires_at: r.get(6),
-        }))
+        Ok(row.as_ref().map(GatewayTarget::from_row))
     }
 
     /// Runs `refresh` on a session's current tokens while holding the
@@ -625,7 +595,7 @@ impl Datastore {
         else {
             return Ok(None);
         };
-        let (store, value) = refresh(row.get(0), row.get(1)).await?;
+        let (store, value) = refresh(row.get("tokens_sealed"), row.get("token_expires_at")).await?;
         if let Some((sealed, expires)) = store {
             tx.execute(
                 "UPDATE mcp_sessions SET tokens_sealed = $2, token_expires_at = $3, \
@@ -663,12 +633,13 @@ impl Datastore {
         let conn = self.conn().await?;
         let rows = conn
             .query(
-                "SELECT ss.id, ss.server_id, ss.user_id, s.url, ss.status, ss.tokens_sealed, \
-                    ss.token_expires_at, s.toolkit_slug, i.id \
-                 FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
-                 JOIN mcp_servers s ON s.id = i.server_id \
-                 WHERE i.organization_id = $1 AND i.user_id = $2 AND i.id = ANY($3) \
-                 ORDER BY i.created_at, i.id",
+                &format!(
+                    "SELECT {TARGET_COLUMNS}, s.toolkit_slug \
+                     FROM mcp_instances i JOIN mcp_sessions ss ON ss.id = i.session_id \
+                     JOIN mcp_servers s ON s.id = i.server_id \
+                     WHERE i.organization_id = $1 AND i.user_id = $2 AND i.id = ANY($3) \
+                     ORDER BY i.created_at, i.id"
+                ),
                 &[&access.org_id(), &access.user_id(), &ids],
             )
             .await?;
@@ -680,21 +651,7 @@ impl Datastore {
         }
         Ok(rows
             .iter()
-            .map(|r| {
-                (
-                    r.get(7),
-                    GatewayTarget {
-                        instance_id: r.get(8),
-                        session_id: r.get(0),
-                        server_id: r.get(1),
-                        user_id: r.get(2),
-                        url: r.get(3),
-                        status: r.get(4),
-                        tokens_sealed: r.get(5),
-                        token_expires_at: r.get(6),
-                    },
-                )
-            })
+            .map(|r| (r.get("toolkit_slug"), GatewayTarget::from_row(r)))
             .collect())
     }
 }
@@ -726,9 +683,9 @@ impl Datastore {
         Ok(rows
             .iter()
             .map(|r| PaginationHint {
-                tool: r.get(0),
-                next_page_token: r.get(1),
-                result_size_estimate: r.get(2),
+                tool: r.get("tool"),
+                next_page_token: r.get("next_page_token"),
+                result_size_estimate: r.get("result_size_estimate"),
             })
             .collect())
     }

@@ -30,7 +30,7 @@ impl Datastore {
                     &[&Uuid::new_v4(), &name, &provider],
                 )
                 .await?;
-            ids[i] = row.get(0);
+            ids[i] = row.get("id");
         }
         tx.commit().await?;
         Ok(ids)

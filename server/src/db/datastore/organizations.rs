@@ -55,10 +55,11 @@ pub enum AccessLookup {
 macro_rules! access_sql {
     ($org:literal) => {
         concat!(
-            "SELECT m.organization_id, r.id, r.name, r.is_system_role, r.hierarchy_level, \
+            "SELECT m.organization_id AS org_id, r.id AS role_id, r.name AS role_name, \
+                    r.is_system_role AS role_is_system, r.hierarchy_level AS level, \
                     ARRAY(SELECT p.name FROM role_permissions rp \
                           JOIN permissions p ON p.id = rp.permission_id \
-                          WHERE rp.role_id = r.id) \
+                          WHERE rp.role_id = r.id) AS permissions \
              FROM users u \
              LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
                   AND m.organization_id = ",
@@ -222,11 +223,11 @@ impl Datastore {
             .await?;
         Ok(row
             .map(|r| FeatureOverrides {
-                team_members: r.get(0),
-                file_upload: r.get(1),
-                chat_uploads: r.get(2),
-                mcp_sessions: r.get(3),
-                daily_chat_limit: r.get(4),
+                team_members: r.get("team_members"),
+                file_upload: r.get("file_upload"),
+                chat_uploads: r.get("chat_uploads"),
+                mcp_sessions: r.get("mcp_sessions"),
+                daily_chat_limit: r.get("daily_chat_limit"),
             })
             .unwrap_or_default())
     }
@@ -279,11 +280,11 @@ impl Datastore {
             )
             .await?;
         Ok(row.map(|r| MembershipState {
-            status: r.get(0),
-            role_id: r.get(1),
-            role_name: r.get(2),
-            role_level: r.get(3),
-            role_is_system: r.get(4),
+            status: r.get("status"),
+            role_id: r.get("id"),
+            role_name: r.get("name"),
+            role_level: r.get("hierarchy_level"),
+            role_is_system: r.get("is_system_role"),
         }))
     }
 
@@ -359,16 +360,16 @@ impl Datastore {
         let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
             return Ok(AccessLookup::NoUser);
         };
-        let Some(org_id) = row.get::<_, Option<Uuid>>(0) else {
+        let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
             return Ok(AccessLookup::NotMember);
         };
         Ok(AccessLookup::Member(Membership {
             org_id,
-            role_id: row.get(1),
-            role_name: row.get(2),
-            role_is_system: row.get(3),
-            level: row.get(4),
-            permissions: row.get(5),
+            role_id: row.get("role_id"),
+            role_name: row.get("role_name"),
+            role_is_system: row.get("role_is_system"),
+            level: row.get("level"),
+            permissions: row.get("permissions"),
         }))
     }
 }

@@ -42,8 +42,8 @@ impl Datastore {
                      FROM unnest($1::text[]) WITH ORDINALITY AS u(b, n) ORDER BY n \
                      ON CONFLICT (bucket, window_start) DO UPDATE SET hits = c.hits + 1 \
                      RETURNING bucket, hits, window_start) \
-                 SELECT hit.bucket, hit.hits, coalesce(p.hits, 0), \
-                        extract(epoch FROM now() - hit.window_start)::float8 \
+                 SELECT hit.bucket, hit.hits, coalesce(p.hits, 0) AS previous, \
+                        extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
                  FROM hit LEFT JOIN rate_limit_counters p \
                    ON p.bucket = hit.bucket \
                   AND p.window_start = hit.window_start - make_interval(secs => $2::float8)",
@@ -53,11 +53,11 @@ impl Datastore {
         Ok(rows
             .iter()
             .map(|r| Hit {
-                bucket: r.get(0),
+                bucket: r.get("bucket"),
                 count: WindowCount {
-                    hits: r.get(1),
-                    previous: r.get(2),
-                    elapsed_secs: r.get(3),
+                    hits: r.get("hits"),
+                    previous: r.get("previous"),
+                    elapsed_secs: r.get("elapsed_secs"),
                 },
             })
             .collect())

@@ -2,38 +2,25 @@
 
 use super::{Datastore, is_unique_violation};
 use crate::authz::{OrgAccess, SystemAdmin};
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-pub struct RoleRow {
-    pub id: Uuid,
-    pub organization_id: Uuid,
-    pub name: String,
-    pub description: String,
-    pub hierarchy_level: i32,
-    pub is_system_role: bool,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-const ROLE_COLUMNS: &str = "id, organization_id, name, description, hierarchy_level, \
-                            is_system_role, created_at, updated_at";
-
-impl RoleRow {
-    fn from_row(row: &tokio_postgres::Row) -> RoleRow {
-        RoleRow {
-            id: row.get("id"),
-            organization_id: row.get("organization_id"),
-            name: row.get("name"),
-            description: row.get("description"),
-            hierarchy_level: row.get("hierarchy_level"),
-            is_system_role: row.get("is_system_role"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-        }
+db_row! {
+    pub struct RoleRow {
+        pub id: Uuid = "id",
+        pub organization_id: Uuid = "organization_id",
+        pub name: String = "name",
+        pub description: String = "description",
+        pub hierarchy_level: i32 = "hierarchy_level",
+        pub is_system_role: bool = "is_system_role",
+        pub created_at: DateTime<Utc> = "created_at",
+        pub updated_at: DateTime<Utc> = "updated_at",
     }
 }
+
+const ROLE_COLUMNS: &str = RoleRow::COLUMNS;
 
 #[derive(Clone)]
 pub struct PermissionRow {

@@ -20,6 +20,6 @@ impl Datastore {
         let row = conn
             .query_one("SELECT value FROM server_secrets WHERE name = $1", &[&name])
             .await?;
-        Ok(row.get(0))
+        Ok(row.get("value"))
     }
 }

@@ -103,7 +103,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| (r.get(0), r.get(1)))
+            .map(|r| (r.get("seq"), r.get("event")))
             .collect())
     }
 
@@ -117,13 +117,13 @@ impl Datastore {
         Ok(conn
             .query_opt(
                 &format!(
-                    "SELECT status = 'streaming' FROM {} WHERE id = $1",
+                    "SELECT status = 'streaming' AS streaming FROM {} WHERE id = $1",
                     kind.messages()
                 ),
                 &[&message_id],
             )
             .await?
-            .map(|r| r.get(0)))
+            .map(|r| r.get("streaming")))
     }
 
     /// Deletes the stream events of answers that ended before
@@ -168,7 +168,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("id"))
             .collect())
     }
 
@@ -256,7 +256,7 @@ impl Datastore {
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("message_id"))
             .collect())
     }
 }

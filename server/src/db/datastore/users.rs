@@ -3,6 +3,7 @@
 use super::Datastore;
 use crate::authz::OrgAccess;
 use crate::db::enums::UserListStatus;
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -38,12 +39,15 @@ impl UserRow {
     }
 }
 
-pub struct MembershipRow {
-    pub organization_id: Uuid,
-    pub organization_name: String,
-    pub slug: String,
-    pub role_id: Uuid,
-    pub role_name: String,
+db_row! {
+    /// An active membership: the organization and the member's role.
+    pub struct MembershipRow {
+        pub organization_id: Uuid = "o.id",
+        pub organization_name: String = "o.name",
+        pub slug: String = "o.slug",
+        pub role_id: Uuid = "r.id",
+        pub role_name: String = "r.name",
+    }
 }
 
 /// What login needs to know about an account.
@@ -56,7 +60,8 @@ pub struct Credentials {
 /// membership (or one row of NULLs when there is none). Public for the API
 /// benchmark, which runs the same SQL through pgbench.
 pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
-            u.last_active_at, u.is_system_admin, o.id, o.name, o.slug, r.id, r.name \
+            u.last_active_at, u.is_system_admin, o.id AS organization_id, \
+            o.name AS organization_name, o.slug AS slug, r.id AS role_id, r.name AS role_name \
      FROM users u \
      LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
      LEFT JOIN organizations o ON o.id = m.organization_id \
@@ -109,8 +114,8 @@ impl Datastore {
             )
             .await?;
         Ok(row.map(|r| Credentials {
-            id: r.get(0),
-            password_hash: r.get(1),
+            id: r.get("id"),
+            password_hash: r.get("password_hash"),
         }))
     }
 
@@ -161,25 +166,12 @@ impl Datastore {
         let Some(first) = rows.first() else {
             return Ok(None);
         };
-        let user = UserRow {
-            id: first.get(0),
-            email: first.get(1),
-            first_name: first.get(2),
-            last_name: first.get(3),
-            created_at: first.get(4),
-            last_active_at: first.get(5),
-            is_system_admin: first.get(6),
-        };
+        let user = UserRow::from_row(first);
         let memberships = rows
             .iter()
             .filter_map(|r| {
-                Some(MembershipRow {
-                    organization_id: r.get::<_, Option<Uuid>>(7)?,
-                    organization_name: r.get(8),
-                    slug: r.get(9),
-                    role_id: r.get(10),
-                    role_name: r.get(11),
-                })
+                r.get::<_, Option<Uuid>>("organization_id")?;
+                Some(MembershipRow::from_row(r))
             })
             .collect();
         Ok(Some((user, memberships)))
@@ -193,25 +185,19 @@ impl Datastore {
         let conn = self.conn().await?;
         let rows = conn
             .query(
-                "SELECT o.id, o.name, o.slug, r.id, r.name \
+                &format!(
+                    "SELECT {} \
                  FROM memberships m \
                  JOIN organizations o ON o.id = m.organization_id \
                  JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
                  WHERE m.user_id = $1 AND m.status = 'active' \
                  ORDER BY m.created_at, o.id",
+                    MembershipRow::COLUMNS
+                ),
                 &[&user_id],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| MembershipRow {
-                organization_id: r.get(0),
-                organization_name: r.get(1),
-                slug: r.get(2),
-                role_id: r.get(3),
-                role_name: r.get(4),
-            })
-            .collect())
+        Ok(rows.iter().map(MembershipRow::from_row).collect())
     }
 }
 
@@ -265,21 +251,22 @@ impl Datastore {
         let tx = conn.snapshot().await?;
         let total: i64 = tx
             .query_one(
-                &format!("SELECT count(*) FROM ({USER_LIST_ROWS}) AS rows"),
+                &format!("SELECT count(*) AS total FROM ({USER_LIST_ROWS}) AS rows"),
                 &[&org_id],
             )
             .await?
-            .get(0);
+            .get("total");
         let rows = tx
             .query(
                 &format!(
                     "SELECT l.user_id, l.email, l.first_name, l.last_name, l.status, l.invite_id, \
-                            l.invited_at, l.last_active_at, o.id, o.name, o.slug, r.id, r.name \
+                            l.invited_at, l.last_active_at, {} \
                      FROM ({USER_LIST_ROWS}) AS l \
                      JOIN organizations o ON o.id = $1 \
                      JOIN roles r ON r.id = l.role_id AND r.organization_id = $1 \
                      ORDER BY l.grp, l.sort_at DESC, l.email \
-                     LIMIT $2 OFFSET $3"
+                     LIMIT $2 OFFSET $3",
+                    MembershipRow::COLUMNS
                 ),
                 &[&org_id, &limit, &skip],
             )
@@ -288,22 +275,32 @@ impl Datastore {
         Ok((
             rows.iter()
                 .map(|r| UserListRow {
-                    user_id: r.get(0),
-                    email: r.get(1),
-                    first_name: r.get(2),
-                    last_name: r.get(3),
-                    status: r.get(4),
-                    invite_id: r.get(5),
-                    invited_at: r.get(6),
-                    last_active_at: r.get(7),
-                    organization_id: r.get(8),
-                    organization_name: r.get(9),
-                    slug: r.get(10),
-                    role_id: r.get(11),
-                    role_name: r.get(12),
+                    user_id: r.get("user_id"),
+                    email: r.get("email"),
+                    first_name: r.get("first_name"),
+                    last_name: r.get("last_name"),
+                    status: r.get("status"),
+                    invite_id: r.get("invite_id"),
+                    invited_at: r.get("invited_at"),
+                    last_active_at: r.get("last_active_at"),
+                    organization_id: r.get("organization_id"),
+                    organization_name: r.get("organization_name"),
+                    slug: r.get("slug"),
+                    role_id: r.get("role_id"),
+                    role_name: r.get("role_name"),
                 })
                 .collect(),
             total,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_me_selects_the_membership_columns() {
+        assert!(USER_ME.contains(MembershipRow::COLUMNS), "{USER_ME}");
     }
 }
