@@ -556,4 +556,167 @@ mod layering {
             "modules below app import app: {offenders:?}"
         );
     }
+
+    /// The module a source file defines, as a path: `app/chat/mod.rs` is
+    /// `app::chat`, `lib.rs` is the crate root (empty).
+    fn module_of(src: &Path, file: &Path) -> String {
+        let rel = file
+            .strip_prefix(src)
+            .expect("under src")
+            .with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+            parts.pop();
+        }
+        parts.join("::")
+    }
+
+    /// The `crate::…` and `super::…` paths a source names (outside its
+    /// comments and its test module), `use crate::{a, b::c}` groups
+    /// expanded one level, as absolute paths.
+    fn paths_named(module: &str, text: &str) -> Vec<String> {
+        let code: String = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        let mut out = Vec::new();
+        for (prefix, base) in [("crate::", String::new()), ("super::", parent.to_string())] {
+            let mut rest = code.as_str();
+            while let Some(at) = rest.find(prefix) {
+                let before = rest[..at].chars().next_back();
+                rest = &rest[at + prefix.len()..];
+                if before.is_some_and(ident) {
+                    continue;
+                }
+                let path_len = rest
+                    .find(|c: char| !(ident(c) || c == ':'))
+                    .unwrap_or(rest.len());
+                let path = rest[..path_len].trim_end_matches(':');
+                let join = |p: &str| match (base.is_empty(), p.is_empty()) {
+                    (true, _) => p.to_string(),
+                    (false, true) => base.clone(),
+                    (false, false) => format!("{base}::{p}"),
+                };
+                if rest[path_len..].starts_with('{') {
+                    let group = &rest[path_len + 1..];
+                    let group = &group[..group.find('}').unwrap_or(group.len())];
+                    for item in group.split(',') {
+                        let item: String = item
+                            .trim()
+                            .chars()
+                            .take_while(|&c| ident(c) || c == ':')
+                            .collect();
+                        let item = item.trim_end_matches(':');
+                        out.push(join(
+                            &[path, item]
+                                .iter()
+                                .filter(|s| !s.is_empty())
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join("::"),
+                        ));
+                    }
+                } else {
+                    out.push(join(path));
+                }
+            }
+        }
+        out
+    }
+
+    /// No two server modules import each other, directly or through
+    /// others: the layers stay acyclic (lib → http_entrypoints → app →
+    /// services → db → foundations), and within a layer no module leans
+    /// on one that leans back.
+    #[test]
+    fn no_modules_import_each_other_in_a_cycle() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let modules: BTreeMap<String, &Path> = files
+            .iter()
+            .map(|f| (module_of(&src, f), f.as_path()))
+            .collect();
+        // A path names the longest module that is a prefix of it.
+        let resolve = |path: &str| -> Option<String> {
+            let parts: Vec<&str> = path.split("::").collect();
+            (1..=parts.len())
+                .rev()
+                .map(|n| parts[..n].join("::"))
+                .find(|m| modules.contains_key(m))
+        };
+        let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for (module, file) in &modules {
+            let text = std::fs::read_to_string(file).expect("readable source");
+            let targets = paths_named(module, &text)
+                .iter()
+                .filter_map(|p| resolve(p))
+                .filter(|t| t != module)
+                .collect();
+            edges.insert(module, targets);
+        }
+        // Depth-first search; a back edge is a cycle.
+        fn visit<'a>(
+            m: &'a str,
+            edges: &'a BTreeMap<&str, BTreeSet<String>>,
+            state: &mut BTreeMap<&'a str, bool>,
+            stack: &mut Vec<&'a str>,
+            cycles: &mut Vec<String>,
+        ) {
+            state.insert(m, false);
+            stack.push(m);
+            for next in edges.get(m).into_iter().flatten() {
+                match state.get(next.as_str()) {
+                    None => visit(next, edges, state, stack, cycles),
+                    Some(false) => {
+                        let from = stack.iter().position(|s| s == next).unwrap_or(0);
+                        cycles.push(format!("{} -> {next}", stack[from..].join(" -> ")));
+                    }
+                    Some(true) => {}
+                }
+            }
+            stack.pop();
+            state.insert(m, true);
+        }
+        let mut state = BTreeMap::new();
+        let mut cycles = Vec::new();
+        for m in edges.keys() {
+            if !state.contains_key(m) {
+                visit(m, &edges, &mut state, &mut Vec::new(), &mut cycles);
+            }
+        }
+        assert!(modules.len() > 50, "{} modules found", modules.len());
+        assert!(
+            edges.values().map(BTreeSet::len).sum::<usize>() > 200,
+            "the import graph looks empty: {edges:?}"
+        );
+        assert!(cycles.is_empty(), "import cycles: {cycles:#?}");
+    }
+
+    #[test]
+    fn paths_are_read_from_uses_and_expressions() {
+        let text = "use crate::{app::chat, db::Datastore};\n\
+                    use super::sibling::Thing;\n\
+                    // crate::commented::out\n\
+                    fn f() { crate::metrics::count(); }\n";
+        assert_eq!(
+            paths_named("app::chat::live", text),
+            [
+                "app::chat",
+                "db::Datastore",
+                "metrics::count",
+                "app::chat::sibling::Thing"
+            ]
+        );
+    }
 }

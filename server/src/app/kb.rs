@@ -656,7 +656,7 @@ pub async fn query(
             "temperature is 0 to 1 and max_tokens 1 to 32000",
         ));
     }
-    let model = crate::app::chat::pick_model(cx, body.model_id)?;
+    let model = crate::app::models::pick(cx, body.model_id)?;
     let hits = retrieve(
         cx,
         access,

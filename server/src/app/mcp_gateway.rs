@@ -123,7 +123,7 @@ pub(crate) async fn access_token(
                 }
                 Err(RefreshError::Failed(why)) => Ok((
                     None,
-                    Err(Some(crate::app::mcp::unavailable(format!(
+                    Err(Some(crate::mcp::unavailable(format!(
                         "refreshing the MCP access token failed: {why}"
                     )))),
                 )),
@@ -212,7 +212,7 @@ async fn forward_target(
             request = request.body(body.clone());
         }
         let response = request.send().await.map_err(|e| {
-            crate::app::mcp::unavailable(format!("the MCP server cannot be reached: {e}"))
+            crate::mcp::unavailable(format!("the MCP server cannot be reached: {e}"))
         })?;
         let status = response.status().as_u16();
         if status == 401 || status == 403 {
@@ -221,7 +221,7 @@ async fn forward_target(
                 token = access_token(cx, &target, true).await?;
                 continue;
             }
-            return Err(crate::app::mcp::unavailable(
+            return Err(crate::mcp::unavailable(
                 "the MCP server rejected the stored credentials",
             ));
         }

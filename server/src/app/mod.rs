@@ -2,6 +2,7 @@
 //! authenticating and authorizing; these call the datastore.
 
 pub mod agents;
+pub mod answer;
 pub mod auth;
 pub mod chat;
 pub mod conversations;
@@ -40,3 +41,9 @@ pub fn page(limit: Option<u32>, offset: Option<u32>) -> Result<Page, Error> {
         offset: i64::from(offset.unwrap_or(0)),
     })
 }
+
+/// Longest chat or conversation title, in characters (the contract's
+/// `maxLength`).
+pub const TITLE_MAX_CHARS: usize = 200;
+/// Longest chat or conversation message, in characters.
+pub const MESSAGE_MAX_CHARS: usize = 100_000;

@@ -435,7 +435,7 @@ async fn closed(
         slog::warn!(log, "{}", why; "area" => kind.as_str(), "message_id" => id.to_string());
     }
     if kind == StreamKind::Chat && !ids.is_empty() {
-        crate::app::chat::announce_swept(datastore, ids, log).await;
+        crate::app::chat::live::announce_swept(datastore, ids, log).await;
     }
 }
 

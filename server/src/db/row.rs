@@ -56,6 +56,7 @@ pub(crate) use db_row;
 #[cfg(test)]
 mod tests {
     db_row! {
+        #[allow(dead_code)]
         struct Probe {
             id: uuid::Uuid = "p.id",
             label: String = "coalesce(p.label, '')",

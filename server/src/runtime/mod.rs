@@ -155,7 +155,13 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                 }
             }
         }
-        if calls.is_empty() {
+        // With no tools offered, a tool call is not followed (a model may
+        // still propose one): the answer is the text.
+        if calls.is_empty() || spec.tools.is_empty() {
+            if !calls.is_empty() {
+                slog::debug!(spec.log, "ignoring tool calls: no tools are offered";
+                    "calls" => calls.len());
+            }
             let _ = tx.send(RuntimeEvent::End).await;
             return;
         }

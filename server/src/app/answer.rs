@@ -1,0 +1,411 @@
+//! One answer pipeline, shared by chat and conversations.
+//!
+//! An answer goes through the same steps whatever area asked for it:
+//!
+//! 1. **start** ([`Answer::begin`]): subscribe to stop requests and take
+//!    the lease before the client can know the answer's id, start the
+//!    event writer (each event is numbered, stored in the stream's events
+//!    and announced with `NOTIFY`, then handed to the requesting client);
+//!    the area emits its first events ([`Answer::emit`]);
+//! 2. **generate** ([`Answer::spawn`]): a task of its own runs the model
+//!    through the agent runtime and turns its events into the area's
+//!    events, saving the text every [`SAVE_INTERVAL`] without holding up
+//!    the stream;
+//! 3. **end**: the lease ends (interrupted at shutdown, or lost to a
+//!    sweeper), a stop request arrives from any instance, the model ends
+//!    or fails;
+//! 4. **store**: the finished answer is stored by a task of its own that
+//!    retries for as long as the database is unavailable (a generated
+//!    answer must reach the database); the stream waits [`STORE_WAIT`] for
+//!    it;
+//! 5. **close**: the area emits its closing events (usage, title, the last
+//!    event) and notices, and the writer drains.
+//!
+//! What differs between areas (where answers are stored, which events the
+//! wire format has) is an [`Area`].
+
+use crate::app::streams::{Emitter, INTERRUPTED, INTERRUPTED_MESSAGE, Lease, LeaseEnd, Numbered};
+use crate::chat_hub::Notice;
+use crate::context::ServerContext;
+use crate::db::datastore::chat::STOP_CHANNEL;
+use crate::db::datastore::streams::StreamKind;
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::providers::Usage;
+use crate::runtime::{RunSpec, RuntimeEvent};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// How often the text of a streaming answer is saved.
+pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long the stream waits for a finished answer to be stored before it
+/// closes (storing goes on in the background).
+pub const STORE_WAIT: Duration = Duration::from_secs(30);
+/// The longest pause between two attempts to store an answer.
+const STORE_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How an answer ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Complete,
+    /// Stopped by a stop request.
+    Stopped,
+    /// The model (or the runtime) failed: the error's code and public
+    /// message.
+    Failed {
+        code: String,
+        message: String,
+    },
+    /// The instance stops and its shutdown grace period ended.
+    Interrupted,
+    /// A sweeper closed the answer (this instance had lost touch with the
+    /// database for longer than the lease): nothing more to do.
+    Lost,
+}
+
+impl Outcome {
+    /// The error code an answer that ended this way is stored with.
+    pub fn error_code(&self) -> Option<&str> {
+        match self {
+            Outcome::Failed { code, .. } => Some(code),
+            Outcome::Interrupted => Some(INTERRUPTED),
+            Outcome::Complete | Outcome::Stopped | Outcome::Lost => None,
+        }
+    }
+
+    /// The error event's code and message for an answer that failed.
+    pub fn error(&self) -> Option<(String, String)> {
+        match self {
+            Outcome::Failed { code, message } => Some((code.clone(), message.clone())),
+            Outcome::Interrupted => Some((INTERRUPTED.into(), INTERRUPTED_MESSAGE.into())),
+            Outcome::Complete | Outcome::Stopped | Outcome::Lost => None,
+        }
+    }
+}
+
+impl From<LeaseEnd> for Outcome {
+    fn from(end: LeaseEnd) -> Outcome {
+        match end {
+            LeaseEnd::Lost => Outcome::Lost,
+            LeaseEnd::Interrupted => Outcome::Interrupted,
+        }
+    }
+}
+
+/// Whether the finished answer reached the database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    Yes,
+    /// Not within [`STORE_WAIT`]: the database is unavailable, and the
+    /// answer is stored when it is back.
+    Pending,
+    /// Storing failed for good (logged).
+    Failed,
+}
+
+/// What an area supplies to the pipeline.
+#[async_trait::async_trait]
+pub trait Area: Send + Sync + 'static {
+    /// The area's stream events (their schema is in the contract).
+    type Event: Serialize + Send;
+
+    /// The event of a piece of text.
+    fn content(&self, piece: String) -> Self::Event;
+
+    /// The event of a tool call starting, when the area's stream has one.
+    fn tool_started(&self, _id: String, _name: String, _input: Value) -> Option<Self::Event> {
+        None
+    }
+
+    /// The event of a tool call finished, when the area's stream has one.
+    fn tool_finished(&self, _finished: ToolFinished) -> Option<Self::Event> {
+        None
+    }
+
+    /// The stored status of an answer that ended this way (also the
+    /// `workspace_streams_total` outcome).
+    fn status(&self, outcome: &Outcome) -> &'static str;
+
+    /// Saves the text so far.
+    async fn save_partial(&self, text: &str) -> Result<(), Error>;
+
+    /// Stores the finished answer (called again while the database is
+    /// unavailable).
+    async fn store(&self, text: &str, usage: Option<Usage>, outcome: &Outcome)
+    -> Result<(), Error>;
+
+    /// Emits the closing events, the last one included, and sends the
+    /// area's notices.
+    async fn close(
+        &self,
+        out: &mut Emitter,
+        outcome: Outcome,
+        stored: Stored,
+        usage: Option<Usage>,
+    );
+}
+
+/// A finished tool call, as the runtime reports it.
+pub struct ToolFinished {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub successful: bool,
+}
+
+/// An answer that has started: its area, event writer, stop subscription
+/// and lease.
+pub struct Answer<A: Area> {
+    area: Arc<A>,
+    id: Uuid,
+    metrics: Arc<Metrics>,
+    log: slog::Logger,
+    out: Emitter,
+    writer: tokio::task::JoinHandle<()>,
+    stops: tokio::sync::broadcast::Receiver<Notice>,
+    lease: Lease,
+}
+
+impl<A: Area> Answer<A> {
+    /// Starts the answer `id` of `area`: subscribed to stop requests and
+    /// leased before the client can know the id, with its event writer.
+    /// The receiver (of `buffer` events) yields the numbered events to the
+    /// requesting client while it keeps up.
+    pub fn begin(
+        cx: &ServerContext,
+        area: A,
+        (kind, id): (StreamKind, Uuid),
+        buffer: usize,
+        log: slog::Logger,
+    ) -> (Answer<A>, mpsc::Receiver<Numbered>) {
+        let stops = cx.chat_hub.subscribe(STOP_CHANNEL, &id.to_string());
+        let lease = cx.leases.hold(kind, id);
+        let (live, rx) = mpsc::channel(buffer);
+        let (out, writer) = Emitter::start(cx.datastore.clone(), kind, id, live, log.clone());
+        let answer = Answer {
+            area: Arc::new(area),
+            id,
+            metrics: cx.metrics.clone(),
+            log,
+            out,
+            writer,
+            stops,
+            lease,
+        };
+        (answer, rx)
+    }
+
+    /// Emits one of the first events (in the channel when the response
+    /// goes out, so they leave with its headers).
+    pub async fn emit(&mut self, event: A::Event) {
+        self.out.emit(event).await;
+    }
+
+    /// Generates the answer by a task of its own, which goes on when the
+    /// client goes away.
+    pub fn spawn(self, spec: RunSpec) {
+        tokio::spawn(self.run(spec));
+    }
+
+    async fn run(self, spec: RunSpec) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Answer {
+            area,
+            id,
+            metrics,
+            log,
+            mut out,
+            writer,
+            mut stops,
+            mut lease,
+        } = self;
+        let me = id.to_string();
+        metrics.streams_active.fetch_add(1, Relaxed);
+        let mut text = String::new();
+        let mut usage: Option<Usage> = None;
+        let mut saving: Option<tokio::task::JoinHandle<()>> = None;
+        let mut saved_at = Instant::now();
+        let mut events = crate::runtime::run(spec);
+        let outcome = loop {
+            let event = tokio::select! {
+                biased;
+                end = lease.ended() => break Outcome::from(end),
+                _ = stop_requested(&mut stops, &me) => break Outcome::Stopped,
+                event = events.recv() => event,
+            };
+            match event {
+                None => {
+                    break Outcome::Failed {
+                        code: "internal_error".into(),
+                        message: "the answer ended unexpectedly".into(),
+                    };
+                }
+                Some(RuntimeEvent::Text(piece)) => {
+                    text.push_str(&piece);
+                    out.emit(area.content(piece)).await;
+                    save_partial(&area, &text, &mut saving, &mut saved_at, &log);
+                }
+                Some(RuntimeEvent::ToolStarted { id, name, input }) => {
+                    if let Some(event) = area.tool_started(id, name, input) {
+                        out.emit(event).await;
+                    }
+                }
+                Some(RuntimeEvent::ToolFinished {
+                    id,
+                    name,
+                    input,
+                    output,
+                    error,
+                    successful,
+                }) => {
+                    let finished = ToolFinished {
+                        id,
+                        name,
+                        input,
+                        output,
+                        error,
+                        successful,
+                    };
+                    if let Some(event) = area.tool_finished(finished) {
+                        out.emit(event).await;
+                    }
+                }
+                Some(RuntimeEvent::Usage(u)) => {
+                    let total = usage.get_or_insert_with(Usage::default);
+                    total.input_tokens += u.input_tokens;
+                    total.output_tokens += u.output_tokens;
+                    total.cached_tokens += u.cached_tokens;
+                }
+                Some(RuntimeEvent::End) => break Outcome::Complete,
+                Some(RuntimeEvent::Error { code, message }) => {
+                    slog::warn!(log, "the answer failed"; "error_code" => &code);
+                    break Outcome::Failed { code, message };
+                }
+            }
+        };
+        // Dropping the runtime's receiver stops a run still going.
+        drop(events);
+        if let Some(saving) = saving {
+            saving.abort();
+        }
+        metrics.streams_active.fetch_sub(1, Relaxed);
+        let status = area.status(&outcome);
+        metrics.stream_finished(status);
+        if matches!(outcome, Outcome::Lost) {
+            slog::warn!(log, "abandoning an answer closed by a sweeper");
+            drop(out);
+            writer.abort();
+            return;
+        }
+        let chars = text.len();
+        // Stored by a task of its own, which outlives the stream's wait.
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let store = {
+            let area = area.clone();
+            let metrics = metrics.clone();
+            let log = log.clone();
+            let outcome = outcome.clone();
+            tokio::spawn(async move {
+                let result =
+                    store_until_stored(&*area, &text, usage, &outcome, &metrics, &log).await;
+                let _ = done_tx.send(result.is_ok());
+            })
+        };
+        let stored = match tokio::time::timeout(STORE_WAIT, done_rx).await {
+            Ok(Ok(true)) => Stored::Yes,
+            Ok(_) => Stored::Failed,
+            Err(_elapsed) => Stored::Pending,
+        };
+        drop(store);
+        slog::info!(log, "answer finished"; "status" => status, "chars" => chars,
+            "stored" => matches!(stored, Stored::Yes));
+        area.close(&mut out, outcome, stored, usage).await;
+        drop(out);
+        let _ = writer.await;
+    }
+}
+
+/// Saves the text so far, at most once per [`SAVE_INTERVAL`] and one save
+/// at a time, without holding up the stream (a save that fails, e.g.
+/// while the database is down, is simply superseded).
+fn save_partial<A: Area>(
+    area: &Arc<A>,
+    text: &str,
+    saving: &mut Option<tokio::task::JoinHandle<()>>,
+    saved_at: &mut Instant,
+    log: &slog::Logger,
+) {
+    if saved_at.elapsed() < SAVE_INTERVAL || saving.as_ref().is_some_and(|s| !s.is_finished()) {
+        return;
+    }
+    *saved_at = Instant::now();
+    let area = area.clone();
+    let text = text.to_string();
+    let log = log.clone();
+    *saving = Some(tokio::spawn(async move {
+        if let Err(e) = area.save_partial(&text).await {
+            slog::debug!(log, "saving the partial answer failed"; "error" => %e);
+        }
+    }));
+}
+
+/// Stores the answer, retrying with backoff (100 ms doubling to 5 s) for
+/// as long as the database is unavailable: a generated answer must reach
+/// the database. Other errors are logged and end the attempts.
+async fn store_until_stored<A: Area>(
+    area: &A,
+    text: &str,
+    usage: Option<Usage>,
+    outcome: &Outcome,
+    metrics: &Metrics,
+    log: &slog::Logger,
+) -> Result<(), Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut backoff = Duration::from_millis(100);
+    let mut pending = false;
+    let result = loop {
+        match area.store(text, usage, outcome).await {
+            Ok(()) => break Ok(()),
+            Err(e @ Error::Unavailable { .. }) => {
+                if !pending {
+                    pending = true;
+                    metrics.answers_pending_store.fetch_add(1, Relaxed);
+                    slog::warn!(log, "storing the answer failed; retrying until the database is back";
+                        "error" => %e);
+                }
+                metrics.answers_store_retries.fetch_add(1, Relaxed);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(STORE_BACKOFF_MAX);
+            }
+            Err(e) => {
+                slog::error!(log, "storing the answer failed"; "error" => %e);
+                break Err(e);
+            }
+        }
+    };
+    if pending {
+        metrics.answers_pending_store.fetch_sub(1, Relaxed);
+        if result.is_ok() {
+            slog::info!(log, "answer stored after the database came back");
+        }
+    }
+    result
+}
+
+/// Resolves when a stop request for `me` arrives (from any instance).
+async fn stop_requested(stops: &mut tokio::sync::broadcast::Receiver<Notice>, me: &str) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match stops.recv().await {
+            Ok(n) if n.channel == STOP_CHANNEL && n.payload == me => return,
+            Ok(_) | Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
+}

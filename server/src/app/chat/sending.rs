@@ -1,0 +1,605 @@
+//! `send_message` and the answer it starts, resuming and stopping an
+//! answer's stream, and prompt suggestions.
+
+use crate::app::answer::{Answer, Area, Outcome, Stored, ToolFinished};
+use crate::app::streams::Emitter;
+use crate::authz::{OrgAccess, perm};
+use crate::context::ServerContext;
+use crate::db::datastore::chat::{
+    ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
+};
+use crate::db::datastore::streams::StreamKind;
+use crate::db::enums::{AgentStatus, ChatMessageStatus, ChatRole};
+use crate::error::Error;
+use crate::providers::{ChatMessage as ModelMessage, ChatRequest, ModelEntry, Role};
+use crate::runtime::{RunLimits, RunSpec, RuntimeEvent};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+use workspace_api::chat::{
+    ChatSource, ChatStreamEvent, DEFAULT_TITLE, PromptRequest, SendMessageRequest, StopResponse,
+};
+
+use super::live::{live_payload, message_notice};
+use super::{
+    KB_LIMIT, KB_SCORE_THRESHOLD, MESSAGE_MAX_CHARS, Numbered, UPLOAD_TEXT_MAX, check_message,
+    check_settings, settings_of,
+};
+
+// ---- send_message ----
+
+/// The text of an upload for the prompt, if it has one: extracted once
+/// (TXT, MD, CSV, PDF, DOCX, XLSX) and kept with the file, cut at
+/// `UPLOAD_TEXT_MAX` bytes. Images, audio and files whose extraction failed
+/// add nothing (the failure is kept with the file and not retried).
+async fn upload_text(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    file: &ChatFileRow,
+) -> Result<Option<String>, Error> {
+    let mut text = match &file.extracted_text {
+        Some(text) => text.clone(),
+        None if !crate::extract::supports(&file.content_type) => return Ok(None),
+        None => match crate::app::files::extract_text(cx, access, file.id).await {
+            Ok(text) => text,
+            Err(Error::Unprocessable { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    if text.len() > UPLOAD_TEXT_MAX {
+        let mut cut = UPLOAD_TEXT_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    Ok(Some(text))
+}
+
+/// The user's message as the model sees it: the excerpts to cite and the
+/// uploads' text, then the message.
+fn prompt_text(content: &str, sources: &[ChatSource], files: &[(String, String)]) -> String {
+    if sources.is_empty() && files.is_empty() {
+        return content.to_string();
+    }
+    let mut out = String::new();
+    if !sources.is_empty() {
+        out.push_str(
+            "Answer using these excerpts from the knowledge bases when they are relevant, \
+             citing them as [n]:\n",
+        );
+        for s in sources {
+            out.push_str(&format!("[{}] {}\n", s.index, s.content.trim()));
+        }
+        out.push('\n');
+    }
+    for (name, text) in files {
+        out.push_str(&format!("Attached file {name}:\n{}\n\n", text.trim()));
+    }
+    out.push_str(content);
+    out
+}
+
+/// Starts an answer; the receiver yields its numbered events.
+pub async fn send_message(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: SendMessageRequest,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    check_message(&body.content, MESSAGE_MAX_CHARS)?;
+    if let Some(s) = &body.settings {
+        check_settings(s)?;
+    }
+    let kb_ids = body.knowledge_base_ids.clone().unwrap_or_default();
+    let upload_ids = body.upload_ids.clone().unwrap_or_default();
+    if kb_ids.len() > 10 || upload_ids.len() > 10 {
+        return Err(Error::invalid(
+            workspace_api::extract::INVALID_REQUEST,
+            "at most 10 knowledge bases and 10 uploads",
+        ));
+    }
+    // The chat (checked again, atomically, when the message is stored).
+    let chat = match body.chat_id {
+        Some(id) => Some(cx.datastore.chat_get(access, id).await?),
+        None => None,
+    };
+    // An agent: its model, prompt, settings and tools.
+    let agent = match body.agent_id {
+        None => None,
+        Some(id) => {
+            if !access.has(perm::AGENT_EXECUTE) {
+                return Err(Error::forbidden(
+                    "your role does not grant the agent:execute permission",
+                ));
+            }
+            let agent = cx.datastore.agent_get(access, id).await?;
+            if !matches!(
+                agent.status,
+                AgentStatus::Ready | AgentStatus::Deployed | AgentStatus::Active
+            ) {
+                return Err(Error::conflict(
+                    "agent_not_active",
+                    format!(
+                        "the agent is {}; it must pass its test (ready) or be deployed first",
+                        agent.status
+                    ),
+                ));
+            }
+            Some(agent)
+        }
+    };
+    let model = match &agent {
+        Some(a) => crate::app::models::pick(cx, Some(a.model_id))?,
+        None => crate::app::models::pick(cx, body.model_id)?,
+    };
+    // Retrieval.
+    let mut sources = Vec::new();
+    if !kb_ids.is_empty() {
+        if !access.has(perm::KB_READ) {
+            return Err(Error::forbidden(
+                "your role does not grant the kb:read permission",
+            ));
+        }
+        let query: String = body.content.chars().take(2000).collect();
+        for kb_id in &kb_ids {
+            let found = crate::app::kb::search(
+                cx,
+                access,
+                *kb_id,
+                workspace_api::kb::KbSearchRequest {
+                    query: query.clone(),
+                    limit: Some(KB_LIMIT),
+                    score_threshold: Some(KB_SCORE_THRESHOLD),
+                    filters: None,
+                },
+            )
+            .await?;
+            for r in found.results {
+                sources.push(ChatSource {
+                    index: sources.len() as u32 + 1,
+                    knowledge_base_id: *kb_id,
+                    document_id: r.document_id,
+                    chunk_id: r.chunk_id,
+                    content: r.content,
+                    score: r.score,
+                    metadata: r.metadata,
+                });
+            }
+        }
+    }
+    // Uploads.
+    let mut files = Vec::new();
+    if !upload_ids.is_empty() {
+        for f in cx
+            .datastore
+            .chat_files_of_caller(access, &upload_ids)
+            .await?
+        {
+            if let Some(text) = upload_text(cx, access, &f).await? {
+                files.push((f.filename.clone(), text));
+            }
+        }
+    }
+    let settings = body
+        .settings
+        .clone()
+        .or_else(|| chat.as_ref().and_then(|c| settings_of(&c.settings)));
+    let daily_limit = crate::app::orgs::features(cx, access)
+        .await?
+        .daily_chat_limit;
+    let user_message_id = Uuid::new_v4();
+    let answer_id = Uuid::new_v4();
+    let metadata = json!({"knowledge_base_ids": kb_ids, "upload_ids": upload_ids});
+    let (chat, created, history) = cx
+        .datastore
+        .chat_begin_exchange(
+            access,
+            &NewExchange {
+                chat_id: body.chat_id,
+                new_title: DEFAULT_TITLE,
+                new_settings: None,
+                content: &body.content,
+                model_id: model.id,
+                agent_id: body.agent_id,
+                metadata,
+                upload_ids: &upload_ids,
+                daily_limit,
+                user_message_id,
+                answer_id,
+            },
+        )
+        .await?;
+
+    let mut messages: Vec<ModelMessage> = history
+        .into_iter()
+        .filter(|m| !(m.role == ChatRole::Model && m.content.is_empty()))
+        .map(|m| {
+            ModelMessage::new(
+                match m.role {
+                    ChatRole::User => Role::User,
+                    ChatRole::Model => Role::Assistant,
+                },
+                m.content,
+            )
+        })
+        .collect();
+    messages.push(ModelMessage::user(prompt_text(
+        &body.content,
+        &sources,
+        &files,
+    )));
+    let log = access.log().new(slog::o!(
+        "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
+    let spec = match &agent {
+        Some(agent) => {
+            let mut spec =
+                crate::app::agents::run_spec(cx, access.org_id(), agent, messages, &log).await?;
+            if let Some(s) = &body.settings {
+                spec.temperature = s.temperature.map(|t| t as f32).or(spec.temperature);
+                spec.max_tokens = s.max_tokens.or(spec.max_tokens);
+            }
+            spec
+        }
+        None => RunSpec {
+            model: model.clone(),
+            retry: cx.models.retry.clone(),
+            system_prompt: String::new(),
+            temperature: settings
+                .as_ref()
+                .and_then(|s| s.temperature)
+                .map(|t| t as f32),
+            max_tokens: settings.as_ref().and_then(|s| s.max_tokens),
+            history: messages,
+            tools: Vec::new(),
+            limits: RunLimits::default(),
+            log: log.clone(),
+        },
+    };
+    let area = ChatAnswer {
+        datastore: cx.datastore.clone(),
+        retry: cx.models.retry.clone(),
+        access: access.clone(),
+        chat_id: chat.id,
+        new_chat: created,
+        first_message: body.content.clone(),
+        model,
+        answer_id,
+        sources: sources.clone(),
+        upload_ids,
+        log: log.clone(),
+    };
+    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Chat, answer_id), 256, log);
+    answer
+        .emit(ChatStreamEvent::Start {
+            chat_id: chat.id,
+            user_message_id,
+            message_id: answer_id,
+        })
+        .await;
+    if !sources.is_empty() {
+        answer.emit(ChatStreamEvent::Sources { sources }).await;
+    }
+    answer.spawn(spec);
+    Ok(rx)
+}
+
+/// A chat's answer, as the answer pipeline sees it: stored in the chat's
+/// messages with its usage, streamed as [`ChatStreamEvent`]s (tool calls
+/// included), closed with the usage, a new chat's title and live notices.
+struct ChatAnswer {
+    datastore: crate::db::Datastore,
+    retry: crate::providers::RetryPolicy,
+    access: OrgAccess,
+    chat_id: Uuid,
+    new_chat: bool,
+    first_message: String,
+    model: ModelEntry,
+    answer_id: Uuid,
+    sources: Vec<ChatSource>,
+    upload_ids: Vec<Uuid>,
+    log: slog::Logger,
+}
+
+/// How a chat answer that ended this way is stored.
+fn stored_status(outcome: &Outcome) -> ChatMessageStatus {
+    match outcome {
+        Outcome::Complete => ChatMessageStatus::Complete,
+        Outcome::Stopped => ChatMessageStatus::Stopped,
+        Outcome::Failed { .. } | Outcome::Interrupted | Outcome::Lost => ChatMessageStatus::Failed,
+    }
+}
+
+#[async_trait::async_trait]
+impl Area for ChatAnswer {
+    type Event = ChatStreamEvent;
+
+    fn content(&self, piece: String) -> ChatStreamEvent {
+        ChatStreamEvent::Content { content: piece }
+    }
+
+    fn tool_started(&self, id: String, name: String, input: Value) -> Option<ChatStreamEvent> {
+        Some(ChatStreamEvent::ToolStarted { id, name, input })
+    }
+
+    fn tool_finished(&self, f: ToolFinished) -> Option<ChatStreamEvent> {
+        Some(ChatStreamEvent::ToolFinished {
+            id: f.id,
+            name: f.name,
+            input: f.input,
+            output: f.output,
+            error: f.error,
+            successful: f.successful,
+        })
+    }
+
+    fn status(&self, outcome: &Outcome) -> &'static str {
+        stored_status(outcome).as_str()
+    }
+
+    async fn save_partial(&self, text: &str) -> Result<(), Error> {
+        self.datastore
+            .chat_answer_save_partial(&self.access, self.answer_id, text)
+            .await
+    }
+
+    async fn store(
+        &self,
+        text: &str,
+        usage: Option<crate::providers::Usage>,
+        outcome: &Outcome,
+    ) -> Result<(), Error> {
+        let usage = usage.unwrap_or_default();
+        let prompt_data = (!self.sources.is_empty() || !self.upload_ids.is_empty())
+            .then(|| json!({"sources": self.sources, "upload_ids": self.upload_ids}));
+        let finished = FinishedAnswer {
+            chat_id: self.chat_id,
+            id: self.answer_id,
+            content: text,
+            status: stored_status(outcome),
+            error_code: outcome.error_code(),
+            input_tokens: i64::from(usage.input_tokens),
+            output_tokens: i64::from(usage.output_tokens),
+            cached_tokens: i64::from(usage.cached_tokens),
+            prompt_data,
+        };
+        self.datastore
+            .chat_answer_finish(&self.access, &finished)
+            .await
+    }
+
+    /// `usage`, then for a new chat that completed its title (also as a
+    /// live notice), the live notice that the answer ended, and the last
+    /// event: `end` (`stop` or `stopped`) or `error`.
+    async fn close(
+        &self,
+        out: &mut Emitter,
+        outcome: Outcome,
+        _stored: Stored,
+        usage: Option<crate::providers::Usage>,
+    ) {
+        let usage = usage.unwrap_or_default();
+        out.emit(ChatStreamEvent::Usage {
+            input_tokens: i64::from(usage.input_tokens),
+            output_tokens: i64::from(usage.output_tokens),
+            total_tokens: i64::from(usage.total_tokens()),
+            cached_tokens: i64::from(usage.cached_tokens),
+        })
+        .await;
+        if self.new_chat && matches!(outcome, Outcome::Complete) {
+            let title =
+                generate_title(&self.model, &self.retry, &self.first_message, &self.log).await;
+            if let Err(e) = self
+                .datastore
+                .chat_set_title(&self.access, self.chat_id, &title)
+                .await
+            {
+                slog::warn!(self.log, "storing the title failed"; "error" => %e);
+            }
+            out.emit(ChatStreamEvent::Title {
+                chat_id: self.chat_id,
+                title: title.clone(),
+            })
+            .await;
+            let notice = json!({"type": "title", "chat_id": self.chat_id, "title": title});
+            let _ = self
+                .datastore
+                .notify(
+                    LIVE_CHANNEL,
+                    &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+                )
+                .await;
+        }
+        let notice = message_notice(self.chat_id, self.answer_id, stored_status(&outcome));
+        let sent = self
+            .datastore
+            .notify(
+                LIVE_CHANNEL,
+                &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+            )
+            .await;
+        if let Err(e) = sent {
+            slog::warn!(self.log, "sending the live notice failed"; "error" => %e);
+        }
+        let last = match (&outcome, outcome.error()) {
+            (_, Some((error_code, message))) => ChatStreamEvent::Error {
+                error_code,
+                message,
+            },
+            (Outcome::Stopped, None) => ChatStreamEvent::End {
+                message: "DONE".into(),
+                finish_reason: "stopped".into(),
+            },
+            (_, None) => ChatStreamEvent::End {
+                message: "DONE".into(),
+                finish_reason: "stop".into(),
+            },
+        };
+        out.emit(last).await;
+    }
+}
+
+/// The title of a new chat: the offline model's is the first words of the
+/// message (deterministic); other models are asked for one (15 s at
+/// most), falling back to those words.
+async fn generate_title(
+    model: &ModelEntry,
+    retry: &crate::providers::RetryPolicy,
+    message: &str,
+    log: &slog::Logger,
+) -> String {
+    let fallback = fallback_title(message);
+    if model.provider == "offline" {
+        return fallback;
+    }
+    let request = ChatRequest {
+        messages: vec![
+            ModelMessage::system(
+                "Write a title of at most six words for a chat that starts with the \
+                 user's message. Answer with the title only, without quotes.",
+            ),
+            ModelMessage::user(message.chars().take(2000).collect::<String>()),
+        ],
+        max_tokens: Some(24),
+        ..Default::default()
+    };
+    match crate::providers::ask(
+        model.chat.as_ref(),
+        &request,
+        retry,
+        log,
+        Duration::from_secs(15),
+    )
+    .await
+    {
+        Some(t) => {
+            let t = t.trim().trim_matches('"').trim();
+            let t: String = t.chars().take(80).collect();
+            if t.is_empty() { fallback } else { t }
+        }
+        None => fallback,
+    }
+}
+
+/// The first six words of the message, at most 60 characters.
+pub fn fallback_title(message: &str) -> String {
+    let words: Vec<&str> = message.split_whitespace().take(6).collect();
+    let mut title: String = words.join(" ").chars().take(60).collect();
+    if title.is_empty() {
+        title = DEFAULT_TITLE.to_string();
+    }
+    title
+}
+
+// ---- resume and stop ----
+
+/// Replays the events of an answer after `after`, then follows it live.
+pub async fn resume(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    message_id: Uuid,
+    after: i32,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    cx.datastore
+        .chat_answer_of_caller(access, message_id)
+        .await?;
+    Ok(crate::app::streams::follow(
+        cx.datastore.clone(),
+        &cx.chat_hub,
+        StreamKind::Chat,
+        message_id,
+        after,
+        "GET /api/chat",
+        access.log().clone(),
+    ))
+}
+
+pub async fn stop(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    message_id: Uuid,
+) -> Result<StopResponse, Error> {
+    let (_, status) = cx
+        .datastore
+        .chat_answer_of_caller(access, message_id)
+        .await?;
+    let streaming = status == ChatMessageStatus::Streaming;
+    if streaming {
+        cx.datastore
+            .notify(STOP_CHANNEL, &message_id.to_string())
+            .await?;
+    }
+    Ok(StopResponse {
+        message_id,
+        stopped: streaming,
+        message: if streaming {
+            "the answer is being stopped".into()
+        } else {
+            "the answer had already ended".into()
+        },
+    })
+}
+
+// ---- prompt suggestions ----
+
+pub async fn prompt(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    body: PromptRequest,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    check_message(&body.text, 10_000)?;
+    let model = crate::app::models::pick(cx, body.model_id)?;
+    let spec = RunSpec {
+        model,
+        retry: cx.models.retry.clone(),
+        system_prompt: "Suggest three prompts the user could send to an AI assistant, based \
+                        on the user's text. Answer with the three prompts only, one per line."
+            .into(),
+        temperature: None,
+        max_tokens: Some(300),
+        history: vec![ModelMessage::user(body.text)],
+        tools: Vec::new(),
+        limits: RunLimits {
+            max_steps: 1,
+            ..RunLimits::default()
+        },
+        log: access.log().clone(),
+    };
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut events = crate::runtime::run(spec);
+        let send = |e: ChatStreamEvent| {
+            let tx = tx.clone();
+            async move {
+                let v = serde_json::to_value(&e).unwrap_or(Value::Null);
+                tx.send((None, v)).await.is_ok()
+            }
+        };
+        while let Some(event) = events.recv().await {
+            let ok = match event {
+                RuntimeEvent::Text(t) => send(ChatStreamEvent::Content { content: t }).await,
+                RuntimeEvent::End => {
+                    send(ChatStreamEvent::End {
+                        message: "DONE".into(),
+                        finish_reason: "stop".into(),
+                    })
+                    .await;
+                    return;
+                }
+                RuntimeEvent::Error { code, message } => {
+                    send(ChatStreamEvent::Error {
+                        error_code: code,
+                        message,
+                    })
+                    .await;
+                    return;
+                }
+                _ => true,
+            };
+            if !ok {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
