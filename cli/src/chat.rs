@@ -192,46 +192,40 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
 
 /// Prints the `content` of a chat stream; `start`, `title` and the end go
 /// to stderr. An `error` event exits 1.
-async fn print_stream(mut response: reqwest::Response) -> Result<()> {
-    let mut buffer = String::new();
+async fn print_stream(response: reqwest::Response) -> Result<()> {
+    let mut events = workspace_client::sse::SseReader::from_response(response);
     let mut stdout = std::io::stdout();
-    while let Some(bytes) = response.chunk().await.context("reading the stream")? {
-        buffer.push_str(&String::from_utf8_lossy(&bytes));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let event: serde_json::Value = serde_json::from_str(data.trim())?;
-                match event["type"].as_str() {
-                    Some("start") => eprintln!(
-                        "chat {} message {}",
-                        event["chat_id"].as_str().unwrap_or(""),
-                        event["message_id"].as_str().unwrap_or("")
-                    ),
-                    Some("content") => {
-                        print!("{}", event["content"].as_str().unwrap_or(""));
-                        stdout.flush()?;
-                    }
-                    Some("sources") => eprintln!(
-                        "sources: {}",
-                        event["sources"].as_array().map(Vec::len).unwrap_or(0)
-                    ),
-                    Some("title") => eprintln!("title: {}", event["title"].as_str().unwrap_or("")),
-                    Some("end") => {
-                        println!();
-                        return Ok(());
-                    }
-                    Some("error") => {
-                        println!();
-                        eprintln!(
-                            "error: {}: {}",
-                            event["error_code"].as_str().unwrap_or("error"),
-                            event["message"].as_str().unwrap_or("")
-                        );
-                        return Err(anyhow::Error::new(output::Reported));
-                    }
-                    _ => {}
-                }
+    while let Some(event) = events.next().await {
+        let event: serde_json::Value = event.context("reading the stream")?.json()?;
+        match event["type"].as_str() {
+            Some("start") => eprintln!(
+                "chat {} message {}",
+                event["chat_id"].as_str().unwrap_or(""),
+                event["message_id"].as_str().unwrap_or("")
+            ),
+            Some("content") => {
+                print!("{}", event["content"].as_str().unwrap_or(""));
+                stdout.flush()?;
             }
+            Some("sources") => eprintln!(
+                "sources: {}",
+                event["sources"].as_array().map(Vec::len).unwrap_or(0)
+            ),
+            Some("title") => eprintln!("title: {}", event["title"].as_str().unwrap_or("")),
+            Some("end") => {
+                println!();
+                return Ok(());
+            }
+            Some("error") => {
+                println!();
+                eprintln!(
+                    "error: {}: {}",
+                    event["error_code"].as_str().unwrap_or("error"),
+                    event["message"].as_str().unwrap_or("")
+                );
+                return Err(anyhow::Error::new(output::Reported));
+            }
+            _ => {}
         }
     }
     println!();

@@ -31,7 +31,6 @@ pub fn command() -> Command {
 }
 
 pub async fn run(url: &str, m: &ArgMatches) -> Result<()> {
-    use futures::StreamExt;
     use std::io::Write;
     let key = m.get_one::<String>("key").context("--key")?;
     let message = match m.get_one::<String>("message") {
@@ -72,35 +71,26 @@ pub async fn run(url: &str, m: &ArgMatches) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&body)?);
         return Ok(());
     }
-    let mut body = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = workspace_client::sse::SseReader::from_response(response);
     let mut stdout = std::io::stdout();
-    while let Some(bytes) = body.next().await {
-        buffer.push_str(&String::from_utf8_lossy(
-            &bytes.context("reading the stream")?,
-        ));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let data = data.trim();
-                if data == "[DONE]" {
-                    println!();
-                    return Ok(());
-                }
-                let chunk: serde_json::Value = serde_json::from_str(data)?;
-                if let Some(error) = chunk.get("error") {
-                    println!();
-                    bail!(
-                        "{}: {}",
-                        error["code"].as_str().unwrap_or("error"),
-                        error["message"].as_str().unwrap_or("")
-                    );
-                }
-                if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str() {
-                    print!("{text}");
-                    stdout.flush()?;
-                }
-            }
+    while let Some(event) = events.next().await {
+        let event = event.context("reading the stream")?;
+        if event.data.trim() == "[DONE]" {
+            println!();
+            return Ok(());
+        }
+        let chunk: serde_json::Value = event.json()?;
+        if let Some(error) = chunk.get("error") {
+            println!();
+            bail!(
+                "{}: {}",
+                error["code"].as_str().unwrap_or("error"),
+                error["message"].as_str().unwrap_or("")
+            );
+        }
+        if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str() {
+            print!("{text}");
+            stdout.flush()?;
         }
     }
     println!();

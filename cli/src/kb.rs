@@ -423,19 +423,6 @@ async fn search(client: &Client, m: &ArgMatches) -> Result<()> {
     Ok(())
 }
 
-/// The complete Server-Sent Events in `buffer` (their `data:` lines as
-/// JSON), removed from it; a partial event stays for the next read.
-fn drain_events(buffer: &mut String) -> Result<Vec<Value>> {
-    let mut events = Vec::new();
-    while let Some(end) = buffer.find("\n\n") {
-        let block: String = buffer.drain(..end + 2).collect();
-        for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-            events.push(serde_json::from_str(data.trim()).context("a stream event")?);
-        }
-    }
-    Ok(events)
-}
-
 fn print_sources(sources: &[Value]) {
     print!("{}", render_sources(sources));
 }
@@ -467,7 +454,6 @@ fn render_sources(sources: &[Value]) -> String {
 }
 
 async fn query(client: &Client, m: &ArgMatches) -> Result<()> {
-    use futures::StreamExt;
     use std::io::Write;
     let kb = m.get_one::<uuid::Uuid>("kb-id").context("--kb-id")?;
     let stream = !m.get_flag("no-stream");
@@ -503,46 +489,37 @@ async fn query(client: &Client, m: &ArgMatches) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(());
     }
-    let mut bytes = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = workspace_client::sse::SseReader::from_response(response);
     let mut sources = Vec::new();
     let mut stdout = std::io::stdout();
-    // Bytes not yet decoded: a UTF-8 character may span two chunks.
-    let mut pending: Vec<u8> = Vec::new();
-    while let Some(chunk) = bytes.next().await {
-        pending.extend_from_slice(&chunk.context("reading the stream")?);
-        let valid = match std::str::from_utf8(&pending) {
-            Ok(text) => text.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => bail!("the stream is not UTF-8"),
-        };
-        buffer.push_str(std::str::from_utf8(&pending[..valid]).unwrap_or_default());
-        pending.drain(..valid);
-        for event in drain_events(&mut buffer)? {
-            match event["type"].as_str() {
-                Some("sources") => {
-                    sources = event["sources"].as_array().cloned().unwrap_or_default();
-                }
-                Some("content") => {
-                    print!("{}", event["content"].as_str().unwrap_or(""));
-                    stdout.flush()?;
-                }
-                Some("end") => {
-                    println!();
-                    print_sources(&sources);
-                    return Ok(());
-                }
-                Some("error") => {
-                    println!();
-                    output::report_api_error(
-                        0,
-                        event["error_code"].as_str().unwrap_or("error"),
-                        event["message"].as_str().unwrap_or(""),
-                    );
-                    return Err(reported());
-                }
-                _ => {}
+    while let Some(event) = events.next().await {
+        let event: Value = event
+            .context("reading the stream")?
+            .json()
+            .context("a stream event")?;
+        match event["type"].as_str() {
+            Some("sources") => {
+                sources = event["sources"].as_array().cloned().unwrap_or_default();
             }
+            Some("content") => {
+                print!("{}", event["content"].as_str().unwrap_or(""));
+                stdout.flush()?;
+            }
+            Some("end") => {
+                println!();
+                print_sources(&sources);
+                return Ok(());
+            }
+            Some("error") => {
+                println!();
+                output::report_api_error(
+                    0,
+                    event["error_code"].as_str().unwrap_or("error"),
+                    event["message"].as_str().unwrap_or(""),
+                );
+                return Err(reported());
+            }
+            _ => {}
         }
     }
     println!();
@@ -553,23 +530,26 @@ async fn query(client: &Client, m: &ArgMatches) -> Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn stream_events_are_read_across_chunks() {
-        let mut buffer = String::new();
-        buffer.push_str("data: {\"type\":\"sources\",\"sources\":[{\"index\":1,");
-        assert!(drain_events(&mut buffer).unwrap().is_empty());
-        buffer.push_str(
+    #[tokio::test]
+    async fn stream_events_are_read_across_chunks() {
+        let chunks: Vec<Result<bytes::Bytes, reqwest::Error>> = [
+            "data: {\"type\":\"sources\",\"sources\":[{\"index\":1,",
             "\"title\":\"a.txt\",\"url\":null,\"score\":0.9}]}\n\ndata: {\"type\":\"start\",\"message_id\":\"m\"}\n\ndata: {\"type\":\"content\",",
-        );
-        let events = drain_events(&mut buffer).unwrap();
-        assert_eq!(events.len(), 2);
+            "\"content\":\"Hi [1]\"}\n\ndata: {\"type\":\"end\"}\n\n",
+        ]
+        .into_iter()
+        .map(|c| Ok(bytes::Bytes::from_static(c.as_bytes())))
+        .collect();
+        let mut reader = workspace_client::sse::SseReader::new(futures::stream::iter(chunks));
+        let mut events: Vec<Value> = Vec::new();
+        while let Some(event) = reader.next().await {
+            events.push(event.unwrap().json().unwrap());
+        }
+        assert_eq!(events.len(), 4);
         assert_eq!(events[0]["type"], "sources");
         assert_eq!(events[1]["type"], "start");
-        buffer.push_str("\"content\":\"Hi [1]\"}\n\ndata: {\"type\":\"end\"}\n\n");
-        let events = drain_events(&mut buffer).unwrap();
-        assert_eq!(events[0]["content"], "Hi [1]");
-        assert_eq!(events[1]["type"], "end");
-        assert!(buffer.is_empty());
+        assert_eq!(events[2]["content"], "Hi [1]");
+        assert_eq!(events[3]["type"], "end");
         let sources = vec![
             json!({"index": 1, "title": "a.txt", "url": null, "score": 0.9}),
             json!({"index": 2, "title": "page\ntwo", "url": "https://example.com/p", "score": 0.5}),

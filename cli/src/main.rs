@@ -424,7 +424,6 @@ pub(crate) fn conversation_chat_command() -> Command {
 /// Streams the answer's text to stdout as it arrives. A stream that ends
 /// with an error event prints `error: <code>: <message>` and exits 1.
 async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
-    use futures::StreamExt;
     use std::io::Write;
     let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
     let session = *m
@@ -451,38 +450,29 @@ async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
             return Err(anyhow::Error::new(output::Reported));
         }
     };
-    let mut stream = stream.into_inner();
-    let mut buffer = String::new();
+    let mut events = workspace_client::sse::SseReader::from_byte_stream(stream);
     let mut stdout = std::io::stdout();
-    while let Some(bytes) = stream.next().await {
-        buffer.push_str(&String::from_utf8_lossy(
-            &bytes.context("reading the stream")?,
-        ));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            for data in block.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let event: serde_json::Value = serde_json::from_str(data.trim())?;
-                match event["type"].as_str() {
-                    Some("content") => {
-                        print!("{}", event["content"].as_str().unwrap_or(""));
-                        stdout.flush()?;
-                    }
-                    Some("end") => {
-                        println!();
-                        return Ok(());
-                    }
-                    Some("error") => {
-                        println!();
-                        eprintln!(
-                            "error: {}: {}",
-                            event["error_code"].as_str().unwrap_or("error"),
-                            event["message"].as_str().unwrap_or("")
-                        );
-                        return Err(anyhow::Error::new(output::Reported));
-                    }
-                    _ => {}
-                }
+    while let Some(event) = events.next().await {
+        let event: serde_json::Value = event.context("reading the stream")?.json()?;
+        match event["type"].as_str() {
+            Some("content") => {
+                print!("{}", event["content"].as_str().unwrap_or(""));
+                stdout.flush()?;
             }
+            Some("end") => {
+                println!();
+                return Ok(());
+            }
+            Some("error") => {
+                println!();
+                eprintln!(
+                    "error: {}: {}",
+                    event["error_code"].as_str().unwrap_or("error"),
+                    event["message"].as_str().unwrap_or("")
+                );
+                return Err(anyhow::Error::new(output::Reported));
+            }
+            _ => {}
         }
     }
     println!();

@@ -11,6 +11,7 @@
 include!("generated.rs");
 
 mod handwritten;
+pub mod sse;
 
 use std::time::Duration;
 

@@ -60,32 +60,26 @@ async fn direct(http: &reqwest::Client, url: &str) -> Duration {
         "messages": [{"role": "user", "content": "What do the gardeners do?"}],
     });
     let sent = Instant::now();
-    let mut response = http
+    let response = http
         .post(url)
         .json(&body)
         .send()
         .await
         .expect("direct request");
-    let mut buffer = String::new();
+    let mut events = workspace_client::sse::SseReader::from_response(response);
     let mut first = None;
-    while let Some(bytes) = response.chunk().await.expect("direct body") {
-        buffer.push_str(&String::from_utf8_lossy(&bytes));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let Some(data) = block.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            if data == "[DONE]" || first.is_some() {
-                continue;
-            }
-            let chunk: Value = serde_json::from_str(data).expect("chunk");
-            if chunk
-                .pointer("/choices/0/delta/content")
-                .and_then(|c| c.as_str())
-                .is_some_and(|c| !c.is_empty())
-            {
-                first = Some(sent.elapsed());
-            }
+    while let Some(event) = events.next().await {
+        let event = event.expect("direct body");
+        if event.data == "[DONE]" || first.is_some() {
+            continue;
+        }
+        let chunk: Value = event.json().expect("chunk");
+        if chunk
+            .pointer("/choices/0/delta/content")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| !c.is_empty())
+        {
+            first = Some(sent.elapsed());
         }
     }
     first.expect("a content chunk")

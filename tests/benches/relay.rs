@@ -18,7 +18,6 @@
 //! Run with `cargo xtask bench` (release build) or
 //! `cargo bench -p workspace-tests --bench relay`.
 
-use futures::StreamExt;
 use std::time::{Duration, Instant};
 use workspace_api::conversations::ConversationStreamEvent;
 use workspace_client::types::{ConversationCreate, ConversationSessionCreate, StreamChatRequest};
@@ -57,27 +56,20 @@ async fn direct(url: &str, http: &reqwest::Client) -> Run {
         .send()
         .await
         .expect("direct request");
-    let mut stream = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = workspace_client::sse::SseReader::from_response(response);
     let mut arrivals = Vec::new();
-    while let Some(bytes) = stream.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&bytes.expect("direct body")));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let Some(data) = block.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            if data == "[DONE]" {
-                continue;
-            }
-            let chunk: serde_json::Value = serde_json::from_str(data).expect("chunk");
-            if chunk
-                .pointer("/choices/0/delta/content")
-                .and_then(|c| c.as_str())
-                .is_some_and(|c| !c.is_empty())
-            {
-                arrivals.push(Instant::now());
-            }
+    while let Some(event) = events.next().await {
+        let event = event.expect("direct body");
+        if event.data == "[DONE]" {
+            continue;
+        }
+        let chunk: serde_json::Value = event.json().expect("chunk");
+        if chunk
+            .pointer("/choices/0/delta/content")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| !c.is_empty())
+        {
+            arrivals.push(Instant::now());
         }
     }
     Run { sent, arrivals }

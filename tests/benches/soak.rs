@@ -23,7 +23,6 @@
 //!
 //! Run with `cargo xtask soak` (builds the release binary first).
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -220,32 +219,22 @@ async fn stream_one(
     if !r.status().is_success() {
         return Err(r.status().as_u16().to_string());
     }
-    let mut body = r.bytes_stream();
-    let mut buf = String::new();
+    let mut events = workspace_client::sse::SseReader::from_response(r);
     let mut id = None;
     let mut text = String::new();
-    while let Some(chunk) = body.next().await {
-        let Ok(chunk) = chunk else {
+    while let Some(event) = events.next().await {
+        let Ok(event) = event else {
             return Ok(None);
         };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(at) = buf.find("\n\n") {
-            let event: String = buf.drain(..at + 2).collect();
-            for line in event.lines() {
-                let Some(data) = line.strip_prefix("data: ") else {
-                    continue;
-                };
-                let Ok(v) = serde_json::from_str::<Value>(data) else {
-                    continue;
-                };
-                match v["type"].as_str() {
-                    Some("start") => id = v["message_id"].as_str().map(str::to_string),
-                    Some("content") => text.push_str(v["content"].as_str().unwrap_or_default()),
-                    Some("end") => return Ok(id.map(|id| (id, text))),
-                    Some("error") => return Ok(None),
-                    _ => {}
-                }
-            }
+        let Ok(v) = event.json::<Value>() else {
+            continue;
+        };
+        match v["type"].as_str() {
+            Some("start") => id = v["message_id"].as_str().map(str::to_string),
+            Some("content") => text.push_str(v["content"].as_str().unwrap_or_default()),
+            Some("end") => return Ok(id.map(|id| (id, text))),
+            Some("error") => return Ok(None),
+            _ => {}
         }
     }
     Ok(None)

@@ -462,6 +462,19 @@ pub fn http() -> reqwest::Client {
     HTTP.with(|c| c.clone())
 }
 
+thread_local! {
+    static BROWSER: reqwest::Client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+}
+
+/// This test thread's HTTP client that does not follow redirects: a
+/// browser's view of an OAuth or download redirect, each `Location` seen.
+pub fn browser() -> reqwest::Client {
+    BROWSER.with(|c| c.clone())
+}
+
 /// Sends a JSON request, with `token` as its bearer token when there is
 /// one; returns the status and the JSON body (`null` when there is none).
 async fn send_json(

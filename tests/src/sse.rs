@@ -1,52 +1,30 @@
-//! Reading the Server-Sent Events of `conversation_stream_chat` from the
-//! generated client's `ByteStream`.
+//! Typed views of the streams for the tests, over the client's one
+//! Server-Sent Events reader ([`workspace_client::sse`]).
 
-use futures::StreamExt;
 use workspace_api::conversations::ConversationStreamEvent;
 use workspace_client::ByteStream;
+use workspace_client::sse::SseReader;
 
-type Inner = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send + Sync>,
->;
-
-/// Parses `data: <json>` events from a byte stream as they arrive.
+/// Reads the typed events of a conversation stream as they arrive.
 pub struct EventReader {
-    inner: Inner,
-    buffer: String,
+    inner: SseReader,
 }
 
 impl EventReader {
     pub fn new(stream: ByteStream) -> EventReader {
         EventReader {
-            inner: stream.into_inner(),
-            buffer: String::new(),
+            inner: SseReader::from_byte_stream(stream),
         }
     }
 
     /// The next event; `None` when the body ended (or broke).
     pub async fn next(&mut self) -> Option<ConversationStreamEvent> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let data: String = block
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if data.is_empty() {
-                    continue;
-                }
-                return Some(
-                    serde_json::from_str(&data)
-                        .unwrap_or_else(|e| panic!("bad event {data:?}: {e}")),
-                );
-            }
-            match self.inner.next().await {
-                Some(Ok(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => return None,
-            }
-        }
+        let event = self.inner.next().await?.ok()?;
+        Some(
+            event
+                .json()
+                .unwrap_or_else(|e| panic!("bad event {:?}: {e}", event.data)),
+        )
     }
 
     /// All remaining events.
@@ -70,46 +48,27 @@ pub fn content(events: &[ConversationStreamEvent]) -> String {
         .collect()
 }
 
-/// Reads numbered events (`id: N` and `data: <json>` lines, as the chat
+/// Reads numbered events (`id: N` and `data: <json>`, as the chat
 /// streams send them) from a raw streamed response, as they arrive.
 pub struct NumberedReader {
-    response: reqwest::Response,
-    buffer: String,
+    inner: SseReader,
 }
 
 impl NumberedReader {
     pub fn new(response: reqwest::Response) -> NumberedReader {
         NumberedReader {
-            response,
-            buffer: String::new(),
+            inner: SseReader::from_response(response),
         }
     }
 
     /// The next event and its number (`None` for an unnumbered event);
     /// `None` when the body ended (or broke).
     pub async fn next(&mut self) -> Option<(Option<i32>, serde_json::Value)> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.parse().expect("a numeric event id"));
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                return Some((id, serde_json::from_str(&data).expect("a JSON event")));
-            }
-            match self.response.chunk().await {
-                Ok(Some(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => return None,
-            }
+        let event = self.inner.next().await?.ok()?;
+        if let Some(id) = &event.id {
+            assert!(event.number().is_some(), "a numeric event id: {id:?}");
         }
+        Some((event.number(), event.json().expect("a JSON event")))
     }
 
     /// All remaining events.
@@ -120,4 +79,25 @@ impl NumberedReader {
         }
         out
     }
+}
+
+/// The data of every event of a streamed response, in order, once it has
+/// ended.
+pub async fn data_of(response: reqwest::Response) -> Vec<String> {
+    let mut reader = SseReader::from_response(response);
+    let mut out = Vec::new();
+    while let Some(event) = reader.next().await {
+        out.push(event.expect("a readable stream").data);
+    }
+    out
+}
+
+/// Every event of a streamed response as JSON, in order, once it has
+/// ended.
+pub async fn json_of(response: reqwest::Response) -> Vec<serde_json::Value> {
+    data_of(response)
+        .await
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad event {d:?}: {e}")))
+        .collect()
 }

@@ -233,7 +233,7 @@ async fn signup_validates_input() {
             .is_err()
     );
     // The message names the rule.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/auth/signup", cx.base_url))
         .json(&serde_json::json!({
             "email": "x@example.com", "first_name": "X", "last_name": "Y", "password": "short"
@@ -257,7 +257,7 @@ async fn signup_validates_input() {
         "[]",
         "{\"email\": 5}",
     ] {
-        let response = reqwest::Client::new()
+        let response = workspace_tests::http()
             .post(format!("{}/api/auth/signup", cx.base_url))
             .header("content-type", "application/json")
             .body(raw)
@@ -363,7 +363,7 @@ async fn failed_logins_are_rate_limited_across_instances() {
     }
     // Now even the right password is refused, with Retry-After.
     let (retry, code) = too_many_requests(
-        reqwest::Client::new()
+        workspace_tests::http()
             .post(format!("{}/api/auth/login", cx.base_url))
             .json(&serde_json::json!({"email": user.email, "password": TEST_PASSWORD})),
     )

@@ -914,7 +914,7 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
 }
 
 async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
-    let mut request = reqwest::Client::new()
+    let mut request = workspace_tests::http()
         .request(c.method.clone(), format!("{}{}", cx.base_url, c.path))
         .query(&c.query);
     if let Some(token) = token {

@@ -827,7 +827,7 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
     let answer = text_of(&all);
     assert!(answer.contains("lighthouse keeper"), "{answer}");
     // A Last-Event-ID that is no event number is refused.
-    let resp = reqwest::Client::new()
+    let resp = workspace_tests::http()
         .get(format!("{second_url}/api/chat/stream"))
         .bearer_auth(&ada.token)
         .query(&[("org_id", org.to_string()), ("message_id", message_id)])
@@ -1051,7 +1051,7 @@ async fn transcribe_raw(
     for (k, v) in extra {
         q.push((k.to_string(), v.to_string()));
     }
-    let mut r = reqwest::Client::new()
+    let mut r = workspace_tests::http()
         .post(format!("{base}/api/chat/transcribe"))
         .bearer_auth(token)
         .query(&q)
@@ -1430,7 +1430,7 @@ async fn send_message_time_to_first_token_overhead() {
     )
     .await;
     let kb = kb["id"].clone();
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     const N: usize = 25;
 
     let mut bare = Vec::new();

@@ -692,7 +692,7 @@ async fn invalid_input_is_rejected_before_streaming() {
 
     // A malformed body is invalid_request (raw request: the client would
     // not send one).
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!(
             "{}/api/conversation/stream_chat?org_id={org}",
             cx.base_url
@@ -1151,7 +1151,7 @@ async fn resume(
     message_id: &str,
     last_event_id: Option<&str>,
 ) -> reqwest::Response {
-    let mut r = reqwest::Client::new()
+    let mut r = workspace_tests::http()
         .get(format!("{base}/api/conversation/stream"))
         .bearer_auth(token)
         .query(&[
@@ -1187,7 +1187,7 @@ async fn a_dropped_stream_resumes_on_another_instance_exactly_once() {
     let sess = session(&ada.client, org, conv, model).await;
 
     // The first instance streams with `id:` lines.
-    let resp = reqwest::Client::new()
+    let resp = workspace_tests::http()
         .post(format!("{}/api/conversation/stream_chat", cx.base_url))
         .bearer_auth(&ada.token)
         .query(&[("org_id", org.to_string())])
@@ -1337,7 +1337,7 @@ async fn sessions_each_use_their_own_model_and_history() {
 
     // The combined view's session has `model` and no `model_id` or
     // `updated_at`, exactly as the spec describes.
-    let raw: serde_json::Value = reqwest::Client::new()
+    let raw: serde_json::Value = workspace_tests::http()
         .get(format!(
             "{}/api/conversation/get_with_sessions?org_id={org}&conversation_id={conv}",
             cx.base_url
@@ -1395,7 +1395,7 @@ async fn the_daily_chat_limit_is_enforced_per_organization() {
     }
     // The third message of the day is refused before anything is stored.
     let (retry, code) = too_many_requests(
-        reqwest::Client::new()
+        workspace_tests::http()
             .post(format!("{}/api/conversation/stream_chat", cx.base_url))
             .query(&[("org_id", org.to_string())])
             .bearer_auth(&ada.token)
@@ -1473,7 +1473,7 @@ async fn answers_of_a_crashed_instance_are_closed_by_a_sweeper() {
     let conv = conversation(&ada.client, org, "crash").await;
     let sess = session(&ada.client, org, conv, model).await;
     let doomed = cx.crashable_instance(leases);
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let long = "Tell me a very long story about a lighthouse keeper and the sea ".repeat(4);
     // Ada's chat WebSocket on the surviving instance.
     let mut live = ws::open(
@@ -1648,7 +1648,7 @@ async fn shutdown_lets_answers_finish_then_interrupts_the_rest() {
     let org = ada.personal_org().await;
     let model = model_id(&ada.client, org, "offline-dev-model").await;
     let conv = conversation(&ada.client, org, "shutdown").await;
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let ask = |base: String, sess: Uuid, message: String| {
         let http = http.clone();
         let token = ada.token.clone();
@@ -1835,7 +1835,7 @@ async fn text_a_client_received_survives_a_sigkill() {
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let started = std::time::Instant::now();
     while !http
         .get(format!("{base}/readyz"))

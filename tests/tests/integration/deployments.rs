@@ -74,7 +74,7 @@ async fn v1(
     body: Option<Value>,
     origin: Option<&str>,
 ) -> reqwest::Response {
-    let mut r = reqwest::Client::new()
+    let mut r = workspace_tests::http()
         .request(method, format!("{}/api/agent_deploy/v1{path}", cx.base_url))
         .bearer_auth(key);
     if let Some(o) = origin {
@@ -418,12 +418,12 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
             .unwrap()
             .starts_with("text/event-stream")
     );
-    let text = r.text().await.unwrap();
-    let frames: Vec<&str> = text
-        .split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .collect();
-    assert_eq!(frames.last(), Some(&"[DONE]"), "{text}");
+    let frames = workspace_tests::sse::data_of(r).await;
+    assert_eq!(
+        frames.last().map(String::as_str),
+        Some("[DONE]"),
+        "{frames:?}"
+    );
     let chunks: Vec<Value> = frames[..frames.len() - 1]
         .iter()
         .map(|f| serde_json::from_str(f).unwrap())
@@ -578,7 +578,7 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
     assert_eq!(r.status(), 403);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "origin_not_allowed");
-    let pre = reqwest::Client::new()
+    let pre = workspace_tests::http()
         .request(
             Method::OPTIONS,
             format!("{}/api/agent_deploy/v1/chat/completions", cx.base_url),
@@ -607,7 +607,7 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
         } else {
             second.clone()
         };
-        let r = reqwest::Client::new()
+        let r = workspace_tests::http()
             .get(format!("{base}/api/agent_deploy/v1/models"))
             .header("X-API-Key", key)
             .send()
@@ -666,7 +666,7 @@ async fn a_deployment_limit_counts_the_previous_minute() {
     }
     let before = into_minute().await;
     let models = || {
-        reqwest::Client::new()
+        workspace_tests::http()
             .get(format!("{}/api/agent_deploy/v1/models", cx.base_url))
             .bearer_auth(key)
     };

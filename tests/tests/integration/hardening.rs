@@ -42,7 +42,7 @@ async fn four_hundred_concurrent_logins_stay_bounded() {
     })
     .await;
     let url = format!("{}/api/auth/login", ctx.base_url);
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let before = (
         status_mib("VmRSS:"),
         status_mib("RssAnon:"),
@@ -122,7 +122,7 @@ async fn parallel_wrong_passwords_verify_at_most_the_limit() {
     let ctx = TestContext::new("hardening_failed_login_race").await;
     let ada = ctx.user("ada").await;
     let url = format!("{}/api/auth/login", ctx.base_url);
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let (http, url, email) = (http.clone(), url.clone(), ada.email.clone());
@@ -235,7 +235,7 @@ async fn login_rate_limit_per_address_holds_across_instances() {
         401
     );
     let (retry, code) = too_many_requests(
-        reqwest::Client::new()
+        workspace_tests::http()
             .post(format!("{second_url}/api/auth/login"))
             .json(&body()),
     )
@@ -267,7 +267,7 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_limited() {
     let direct = ctx.second_instance(limits).await;
     let direct_url = format!("http://{}", direct.local_addr());
     let login = |base: &str, forwarded_for: &str| {
-        reqwest::Client::new()
+        workspace_tests::http()
             .post(format!("{base}/api/auth/login"))
             .header("X-Forwarded-For", forwarded_for)
             .json(&login_body("nobody@example.com", "wrong password"))
@@ -343,7 +343,7 @@ async fn login_rate_limit_slides_across_a_window_boundary() {
     let next = (first_window + 1.0) * 10.0 + 0.3;
     tokio::time::sleep(Duration::from_secs_f64((next - now()).max(0.0))).await;
     let (retry, code) = too_many_requests(
-        reqwest::Client::new()
+        workspace_tests::http()
             .post(format!("{}/api/auth/login", ctx.base_url))
             .json(&login_body("nobody@example.com", "wrong password")),
     )
@@ -479,7 +479,7 @@ async fn look_alike_addresses_do_not_make_new_accounts() {
 async fn invalid_utf8_in_a_query_is_refused() {
     let ctx = TestContext::new("hardening_query_utf8").await;
     let ada = ctx.user("ada").await;
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/org/create_org?name=%FF%FE", ctx.base_url))
         .bearer_auth(&ada.token)
         .send()
@@ -988,7 +988,7 @@ async fn metrics_are_private_and_in_prometheus_format() {
     let addr = ctx.server.metrics_addr().expect("metrics served");
     assert_ne!(addr, ctx.server.local_addr());
     let url = format!("http://{addr}/metrics");
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     assert_eq!(http.get(&url).send().await.unwrap().status().as_u16(), 401);
     let text = http
         .get(&url)
@@ -1081,10 +1081,7 @@ async fn credentials_in_uris_do_not_reach_the_log() {
     // An OAuth callback as a provider sends it.
     let code = "OAuthCodeNeverLogged0123456789";
     let state = "OAuthStateNeverLogged0123456789";
-    let response = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let response = workspace_tests::browser()
         .get(format!("{}/api/mcp/callback", ctx.base_url))
         .query(&[("code", code), ("state", state)])
         .send()
@@ -1096,7 +1093,7 @@ async fn credentials_in_uris_do_not_reach_the_log() {
     // A gateway URL's secret (an unknown one: the path is logged all the
     // same; the MCP tests use real ones).
     let gateway_secret = "gwSecretNeverLogged0123456789";
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/mcp/gateway/{gateway_secret}", ctx.base_url))
         .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
         .send()

@@ -106,7 +106,7 @@ async fn create_get_list_validate_accept() {
     assert_eq!(got.invited_by.unwrap().name, "owner Tester");
 
     // list: the invitation, without token or organization.
-    let raw: serde_json::Value = reqwest::Client::new()
+    let raw: serde_json::Value = workspace_tests::http()
         .get(format!("{}/api/invitations/list?org_id={org}", cx.base_url))
         .bearer_auth(&owner.token)
         .send()
@@ -121,7 +121,7 @@ async fn create_get_list_validate_accept() {
     assert_eq!(items[0]["invited_by"]["id"], owner.id.to_string());
 
     // validate is public and shows only the spec's fields.
-    let raw: serde_json::Value = reqwest::Client::new()
+    let raw: serde_json::Value = workspace_tests::http()
         .get(format!("{}/api/invitations/validate", cx.base_url))
         .query(&[("token", &token)])
         .send()
@@ -692,7 +692,7 @@ async fn create_enforces_every_rule() {
         (400, "invalid_message".to_string())
     );
     // Malformed input and no token.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!(
             "{}/api/invitations/create?org_id={org}",
             cx.base_url
@@ -1130,7 +1130,7 @@ async fn signup_invite_error_rules() {
         (410, "invitation_used".to_string())
     );
     // Malformed body.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/auth/signup_invite", cx.base_url))
         .json(&serde_json::json!({"invite_token": token}))
         .send()

@@ -324,7 +324,7 @@ async fn documents_are_ingested_found_and_cited() {
     );
 
     // Streamed: sources, start, content..., end.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/kb/query", cx.base_url))
         .bearer_auth(&ada.token)
         .query(&[("kb_id", kb.to_string())])
@@ -337,12 +337,7 @@ async fn documents_are_ingested_found_and_cited() {
         response.headers()["content-type"].to_str().unwrap(),
         "text/event-stream"
     );
-    let text = response.text().await.unwrap();
-    let events: Vec<Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let events = workspace_tests::sse::json_of(response).await;
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"sources"), "{kinds:?}");
     assert_eq!(kinds.get(1), Some(&"start"), "{kinds:?}");
@@ -354,7 +349,7 @@ async fn documents_are_ingested_found_and_cited() {
         .collect();
     assert_eq!(streamed, "The keeper lights the lamp every evening [1].");
     // The same stream when the request asks for it with `Accept` alone.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/kb/query", cx.base_url))
         .bearer_auth(&ada.token)
         .header("Accept", "text/event-stream")
@@ -374,7 +369,7 @@ async fn documents_are_ingested_found_and_cited() {
 
     // Chat with the knowledge base: a `sources` event with the excerpts the
     // model was given, the lighthouse chunk first.
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/chat/send_message", cx.base_url))
         .bearer_auth(&ada.token)
         .query(&[("org_id", org.to_string())])
@@ -386,16 +381,11 @@ async fn documents_are_ingested_found_and_cited() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let text = response.text().await.unwrap();
-    let events: Vec<Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let events = workspace_tests::sse::json_of(response).await;
     let sources = events
         .iter()
         .find(|e| e["type"] == "sources")
-        .unwrap_or_else(|| panic!("no sources event: {text}"));
+        .unwrap_or_else(|| panic!("no sources event: {events:?}"));
     assert_eq!(
         sources["sources"][0]["document_id"],
         json!(pdf_document(&page, "lighthouse.pdf")),

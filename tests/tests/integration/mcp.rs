@@ -548,10 +548,7 @@ async fn mcp_callback_with_a_bad_state_redirects_with_an_error() {
         10,
     )
     .await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = workspace_tests::browser();
     for query in [vec![("state", "forged"), ("code", "x")], vec![]] {
         let response = http
             .get(format!("{}/api/mcp/callback", cx.base_url))
@@ -648,10 +645,7 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
     assert_eq!(clients, 1);
 
     // The authorization server approves and sends the browser back.
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = workspace_tests::browser();
     let approved = http.get(&start.redirect_url).send().await.unwrap();
     assert_eq!(approved.status().as_u16(), 302);
     let back = approved.headers()["location"].to_str().unwrap().to_string();
@@ -734,7 +728,7 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
     assert!(via.iter().any(|t| t.name == "echo"));
     // The provider expires the access token: a 401 refreshes silently and
     // the call goes through with the new token.
-    let control = reqwest::Client::new();
+    let control = workspace_tests::http();
     control
         .post(format!("{}/oauth/expire", peer.base))
         .json(&json!({"token": MOCK_ACCESS_TOKEN}))
@@ -890,7 +884,7 @@ async fn playground(
     org: Uuid,
     body: serde_json::Value,
 ) -> (u16, Vec<serde_json::Value>) {
-    let response = reqwest::Client::new()
+    let response = workspace_tests::http()
         .post(format!("{}/api/mcp_playground/chat", cx.base_url))
         .query(&[("org_id", org.to_string())])
         .bearer_auth(token)
@@ -900,19 +894,10 @@ async fn playground(
         .await
         .unwrap();
     let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
     if status != 200 {
-        return (
-            status,
-            vec![serde_json::from_str(&text).unwrap_or_default()],
-        );
+        return (status, vec![response.json().await.unwrap_or_default()]);
     }
-    let items = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).expect("a JSON item"))
-        .collect();
-    (status, items)
+    (status, workspace_tests::sse::json_of(response).await)
 }
 
 #[tokio::test]
@@ -1099,10 +1084,7 @@ async fn mcp_oauth_with_a_preregistered_confidential_client() {
     let q = query_of(&start.redirect_url);
     assert_eq!(q["client_id"], "preregistered");
     assert_eq!(q["scope"], "mcp:read mcp:tools");
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = workspace_tests::browser();
     let approved = http.get(&start.redirect_url).send().await.unwrap();
     let back = approved.headers()["location"].to_str().unwrap().to_string();
     let landed = http
@@ -1183,10 +1165,7 @@ async fn mcp_token_auth_methods_refresh_lock_and_revocation() {
         let (_, secret) = peer.client().expect("registered");
         assert_eq!(secret.is_some(), method != "none", "{method}");
         let back = peer.approve(&start.redirect_url).await;
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
+        let http = workspace_tests::browser();
         let landed = http
             .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
             .send()
@@ -1217,7 +1196,7 @@ async fn mcp_token_auth_methods_refresh_lock_and_revocation() {
         let post = |base: String| {
             let (path, init) = (path.clone(), init.clone());
             async move {
-                reqwest::Client::new()
+                workspace_tests::http()
                     .post(format!("{base}{path}"))
                     .header("accept", "application/json, text/event-stream")
                     .json(&init)
@@ -1777,10 +1756,7 @@ async fn mcp_oauth_with_issuer_identification() {
         let back = peer.approve(&start.redirect_url).await;
         let carried = query_of(&back);
         assert_eq!(carried.contains_key("iss"), iss != Iss::Missing, "{back}");
-        let landed = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap()
+        let landed = workspace_tests::browser()
             .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
             .send()
             .await
@@ -1819,7 +1795,7 @@ async fn mcp_oauth_with_issuer_identification() {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "probe", "version": "1"}}});
-        let status = reqwest::Client::new()
+        let status = workspace_tests::http()
             .post(url.replacen(API_PUBLIC, &cx.base_url, 1))
             .header("accept", "application/json, text/event-stream")
             .json(&init)
@@ -1924,10 +1900,7 @@ async fn mcp_oauth_with_a_certified_provider() {
     let carried = query_of(&back);
     assert_eq!(carried.get("iss"), Some(&peer.issuer), "RFC 9207: {back}");
     assert!(carried.contains_key("code"), "{back}");
-    let landed = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    let landed = workspace_tests::browser()
         .get(back.replacen(API_PUBLIC, &cx.base_url, 1))
         .send()
         .await

@@ -11,13 +11,6 @@ use workspace_server::providers::{
 };
 use workspace_tests::fake_provider::{FakeProvider, Reply};
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap()
-}
-
 fn request() -> ChatRequest {
     ChatRequest {
         messages: vec![
@@ -60,7 +53,7 @@ async fn events(model: &dyn ChatModel) -> Vec<ChatEvent> {
 async fn openai_tool_call_deltas_and_usage() {
     let fake = FakeProvider::with_default(Reply::openai_tool_call("call_7", "get_weather")).await;
     let client = OpenAiClient::new(
-        http(),
+        workspace_tests::http(),
         &format!("{}/v1", fake.base_url()),
         Some("k".into()),
         "gpt-x",
@@ -97,7 +90,12 @@ async fn openai_tool_call_deltas_and_usage() {
 async fn anthropic_tool_use_and_system_prompt() {
     let fake =
         FakeProvider::with_default(Reply::anthropic_tool_use("toolu_9", "get_weather")).await;
-    let client = AnthropicClient::new(http(), &fake.base_url(), Some("k".into()), "claude-x");
+    let client = AnthropicClient::new(
+        workspace_tests::http(),
+        &fake.base_url(),
+        Some("k".into()),
+        "claude-x",
+    );
     assert_eq!(
         events(&client).await,
         [
@@ -128,7 +126,7 @@ async fn error_bodies_are_classified_and_scrubbed() {
     ))
     .await;
     let client = OpenAiClient::new(
-        http(),
+        workspace_tests::http(),
         &format!("{}/v1", fake.base_url()),
         Some("sk-live-abcdef".into()),
         "gpt-x",

@@ -112,7 +112,7 @@ async fn system_admins_read_the_outbox() {
     let ada = cx.user("outbox-ada").await;
     let org = ada.personal_org().await;
     let member = ada.role_id(org, "member").await;
-    let http = reqwest::Client::new();
+    let http = workspace_tests::http();
     let url = |path: &str| format!("{}{path}", cx.base_url);
     for email in ["first@example.com", "second@example.com"] {
         let r = http

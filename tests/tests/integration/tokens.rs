@@ -6,7 +6,7 @@ use serde_json::json;
 use workspace_tests::{TEST_JWT_SECRET, TestContext};
 
 async fn me_status(cx: &TestContext, authorization: Option<&str>) -> (u16, String) {
-    let mut request = reqwest::Client::new().get(format!("{}/api/users/me", cx.base_url));
+    let mut request = workspace_tests::http().get(format!("{}/api/users/me", cx.base_url));
     if let Some(value) = authorization {
         request = request.header("authorization", value);
     }
