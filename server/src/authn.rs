@@ -185,6 +185,29 @@ pub fn invalid_token() -> Error {
     Error::unauthenticated("invalid_token", "the access token is invalid")
 }
 
+/// The deployment key a request presents (`Authorization: Bearer
+/// wsk_live_…` or `X-API-Key`), when it has the keys' shape.
+pub fn deployment_key(headers: &http::HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|k| k.starts_with(workspace_api::deployments::KEY_PREFIX) && k.len() <= 128)
+}
+
+/// A deployment key as stored: its SHA-256 (the key has 256 random bits,
+/// so a fast hash is enough).
+pub fn hash_deployment_key(key: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes()).to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

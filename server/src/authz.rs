@@ -265,6 +265,69 @@ pub struct Membership {
     pub permissions: Vec<String>,
 }
 
+/// What a deployment key grants: acting for its deployment's agent in its
+/// organization (the OpenAI-compatible operations). Made only by
+/// [`crate::context::ServerContext::authorize_deployment_key`].
+#[derive(Clone, Debug)]
+pub struct DeploymentAccess {
+    org_id: uuid::Uuid,
+    deployment_id: uuid::Uuid,
+    agent_id: uuid::Uuid,
+}
+
+impl DeploymentAccess {
+    pub(crate) fn grant(
+        org_id: uuid::Uuid,
+        deployment_id: uuid::Uuid,
+        agent_id: uuid::Uuid,
+    ) -> DeploymentAccess {
+        DeploymentAccess {
+            org_id,
+            deployment_id,
+            agent_id,
+        }
+    }
+
+    pub fn org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+
+    pub fn deployment_id(&self) -> uuid::Uuid {
+        self.deployment_id
+    }
+
+    pub fn agent_id(&self) -> uuid::Uuid {
+        self.agent_id
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::OrgAccess {}
+    impl Sealed for super::DeploymentAccess {}
+}
+
+/// An organization the caller was authorized in, by a member's token
+/// ([`OrgAccess`]) or a deployment key ([`DeploymentAccess`]): what the
+/// datastore's reads shared by both take instead of a bare organization id.
+/// Sealed: nothing else is a scope.
+pub trait OrgScope: sealed::Sealed + Sync {
+    /// The authorized organization.
+    fn scope_org_id(&self) -> uuid::Uuid;
+}
+
+impl OrgScope for OrgAccess {
+    fn scope_org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+}
+
+impl OrgScope for DeploymentAccess {
+    fn scope_org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+}
+
 impl OrgAccess {
     /// Checks `require` against a membership and grants access.
     pub(crate) fn grant(

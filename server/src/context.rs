@@ -1,9 +1,10 @@
 //! The state shared by every request handler.
 
 use crate::authn::{Actor, TokenKeys};
-use crate::authz::{OrgAccess, Require, Scope, SystemAdmin};
+use crate::authz::{DeploymentAccess, OrgAccess, Require, Scope, SystemAdmin};
 use crate::config::Config;
 use crate::db::Datastore;
+use crate::db::datastore::deployments::DeploymentRow;
 use crate::db::datastore::organizations::AccessLookup;
 use crate::error::Error;
 use crate::providers::ModelRegistry;
@@ -112,6 +113,24 @@ impl ServerContext {
                 OrgAccess::grant(user_id, membership, require, &rqctx.log)
             }
         }
+    }
+
+    /// The one authentication of a deployment key (the OpenAI-compatible
+    /// operations): the active, unexpired deployment whose key the request
+    /// presents, and the access it grants. `None` when there is none (the
+    /// caller answers `401 invalid_api_key`).
+    pub async fn authorize_deployment_key(
+        &self,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<(DeploymentAccess, DeploymentRow)>, Error> {
+        let Some(key) = crate::authn::deployment_key(headers) else {
+            return Ok(None);
+        };
+        let hash = crate::authn::hash_deployment_key(key);
+        Ok(self.datastore.deployment_by_key(&hash).await?.map(|found| {
+            let d = found.deployment;
+            (DeploymentAccess::grant(d.org_id, d.id, d.agent_id), d)
+        }))
     }
 
     /// The one authorization call of a system-level operation (the global

@@ -1,7 +1,7 @@
 //! Agents: validation, lifecycle status, and loading an agent into the
 //! runtime.
 
-use crate::authz::OrgAccess;
+use crate::authz::{OrgAccess, OrgScope};
 use crate::context::ServerContext;
 use crate::db::datastore::agents::{AgentFields, AgentRow};
 use crate::db::enums::AgentStatus as DbStatus;
@@ -97,7 +97,7 @@ fn validate_model(cx: &ServerContext, model_id: Uuid) -> Result<(), Error> {
 /// stored.
 async fn resolve_tools(
     cx: &ServerContext,
-    org_id: Uuid,
+    scope: &impl OrgScope,
     tools: &[AgentToolRef],
 ) -> Result<Vec<(Uuid, Value)>, Error> {
     if tools.len() > MAX_TOOLS {
@@ -115,7 +115,7 @@ async fn resolve_tools(
                 format!("tool {} is listed twice", t.tool_id),
             ));
         }
-        let tool = match cx.datastore.tool_visible_to(org_id, t.tool_id).await {
+        let tool = match cx.datastore.tool_get_visible(scope, t.tool_id).await {
             Ok(row) => crate::app::tools::tool_view(row)?,
             Err(Error::NotFound { .. }) => {
                 return Err(Error::invalid(
@@ -175,7 +175,7 @@ pub async fn create(
     let agent_type = validate_type(&body.agent_type)?;
     validate_model(cx, body.model_id)?;
     validate_params(&body.params)?;
-    let tools = resolve_tools(cx, access.org_id(), body.tools.as_deref().unwrap_or(&[])).await?;
+    let tools = resolve_tools(cx, access, body.tools.as_deref().unwrap_or(&[])).await?;
     let status = configured(&body.params, !tools.is_empty());
     let row = cx
         .datastore
@@ -297,7 +297,7 @@ pub async fn update(
         validate_params(p)?;
     }
     let tools = match &body.tools {
-        Some(t) => Some(resolve_tools(cx, access.org_id(), t).await?),
+        Some(t) => Some(resolve_tools(cx, access, t).await?),
         None => None,
     };
     let had_tools = !cx.datastore.agent_tools(access, id).await?.is_empty();
@@ -346,10 +346,10 @@ pub async fn delete(
     })
 }
 
-/// Loads an agent of `org_id` into a runtime spec with `history`.
+/// Loads an agent of the authorized organization into a runtime spec with `history`.
 pub async fn run_spec(
     cx: &ServerContext,
-    org_id: Uuid,
+    scope: &impl OrgScope,
     agent: &AgentRow,
     history: Vec<ChatMessage>,
     log: &slog::Logger,
@@ -366,9 +366,9 @@ pub async fn run_spec(
     let params = params_of(&agent.params)?;
     let executor: Arc<dyn crate::sandbox::ToolExecutor> = Arc::new(crate::app::tools::executor(cx));
     let mut tools: Vec<Arc<dyn RuntimeTool>> = Vec::new();
-    for t in cx.datastore.agent_tools_of_org(org_id, agent.id).await? {
+    for t in cx.datastore.agent_tools(scope, agent.id).await? {
         let tool =
-            crate::app::tools::tool_view(cx.datastore.tool_visible_to(org_id, t.tool_id).await?)?;
+            crate::app::tools::tool_view(cx.datastore.tool_get_visible(scope, t.tool_id).await?)?;
         let config: BTreeMap<String, Value> = serde_json::from_value::<Vec<ConfigValue>>(t.config)
             .unwrap_or_default()
             .into_iter()
@@ -454,7 +454,7 @@ pub async fn test(
     let agent = cx.datastore.agent_get(access, id).await?;
     let spec = run_spec(
         cx,
-        access.org_id(),
+        access,
         &agent,
         vec![ChatMessage::user(body.message)],
         access.log(),
@@ -462,7 +462,7 @@ pub async fn test(
     .await?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];
     cx.datastore
-        .agent_transition(access.org_id(), id, &before, DbStatus::Testing)
+        .agent_transition(access, id, &before, DbStatus::Testing)
         .await?;
     let result = collect(crate::runtime::run(spec)).await;
     let (to, from) = if result.error.is_none() {
@@ -476,10 +476,7 @@ pub async fn test(
             [DbStatus::Testing, DbStatus::Ready, DbStatus::Created],
         )
     };
-    let status = cx
-        .datastore
-        .agent_transition(access.org_id(), id, &from, to)
-        .await?;
+    let status = cx.datastore.agent_transition(access, id, &from, to).await?;
     Ok(AgentTestResult {
         success: result.error.is_none(),
         output: result.text,

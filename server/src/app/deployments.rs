@@ -3,7 +3,7 @@
 //! through the agent runtime.
 
 use crate::app::agents::{Collected, collect, run_spec};
-use crate::authz::OrgAccess;
+use crate::authz::{DeploymentAccess, OrgAccess};
 use crate::context::ServerContext;
 use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDeployment};
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
@@ -12,7 +12,6 @@ use crate::providers::ChatMessage;
 use crate::runtime::RuntimeEvent;
 use base64::Engine;
 use chrono::Utc;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use workspace_api::deployments::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice, ChunkDelta,
@@ -31,12 +30,8 @@ fn new_key() -> (String, Vec<u8>) {
         "{KEY_PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     );
-    let hash = hash_key(&key);
+    let hash = crate::authn::hash_deployment_key(&key);
     (key, hash)
-}
-
-pub fn hash_key(key: &str) -> Vec<u8> {
-    Sha256::digest(key.as_bytes()).to_vec()
 }
 
 /// What identifies a key in views: the prefix and 6 characters.
@@ -352,6 +347,8 @@ pub async fn regenerate_key(
 
 /// A request authenticated by a deployment key.
 pub struct KeyCaller {
+    /// What the key grants (the datastore's reads take it).
+    pub access: DeploymentAccess,
     pub deployment: DeploymentRow,
     /// The request's `Origin`, when it is an allowed one (for CORS).
     pub cors_origin: Option<String>,
@@ -369,17 +366,6 @@ pub async fn authenticate_key(
     cx: &ServerContext,
     headers: &http::HeaderMap,
 ) -> Result<KeyCaller, OpenAiHttpError> {
-    let bearer = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
-    let key = bearer
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
-        .map(str::trim)
-        .filter(|k| k.starts_with(KEY_PREFIX) && k.len() <= 128);
     let unauthorized = || {
         OpenAiHttpError::new(
             401,
@@ -387,16 +373,11 @@ pub async fn authenticate_key(
             "a valid deployment key is required (Authorization: Bearer wsk_live_…)",
         )
     };
-    let Some(key) = key else {
-        return Err(unauthorized());
-    };
-    let access = cx
-        .datastore
-        .deployment_by_key(&hash_key(key))
+    let (access, deployment) = cx
+        .authorize_deployment_key(headers)
         .await
         .map_err(openai_error)?
         .ok_or_else(unauthorized)?;
-    let deployment = access.deployment;
     let origin = headers
         .get(http::header::ORIGIN)
         .and_then(|v| v.to_str().ok())
@@ -436,6 +417,7 @@ pub async fn authenticate_key(
         .await
         .map_err(openai_error)?;
     Ok(KeyCaller {
+        access,
         deployment,
         cors_origin,
     })
@@ -569,10 +551,10 @@ pub async fn chat_completions(
     }
     let agent = cx
         .datastore
-        .agent_of_org(d.org_id, d.agent_id)
+        .agent_get(&caller.access, caller.access.agent_id())
         .await
         .map_err(openai_error)?;
-    let mut spec = run_spec(cx, d.org_id, &agent, history, log)
+    let mut spec = run_spec(cx, &caller.access, &agent, history, log)
         .await
         .map_err(|e| match e {
             Error::InvalidRequest { message, .. } => {

@@ -233,8 +233,7 @@ pub async fn send_message(
         "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
     let spec = match &agent {
         Some(agent) => {
-            let mut spec =
-                crate::app::agents::run_spec(cx, access.org_id(), agent, messages, &log).await?;
+            let mut spec = crate::app::agents::run_spec(cx, access, agent, messages, &log).await?;
             if let Some(s) = &body.settings {
                 spec.temperature = s.temperature.map(|t| t as f32).or(spec.temperature);
                 spec.max_tokens = s.max_tokens.or(spec.max_tokens);

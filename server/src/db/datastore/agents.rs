@@ -1,7 +1,7 @@
 //! Agents and their tools.
 
 use super::Datastore;
-use crate::authz::OrgAccess;
+use crate::authz::{OrgAccess, OrgScope};
 use crate::db::enums::AgentStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -165,12 +165,9 @@ impl Datastore {
         Ok(rows.iter().map(AgentRow::from_row).collect())
     }
 
-    pub async fn agent_get(&self, access: &OrgAccess, id: Uuid) -> Result<AgentRow, Error> {
-        self.agent_of_org(access.org_id(), id).await
-    }
-
-    /// The agent, for callers that proved access to `org_id` (deployments).
-    pub(crate) async fn agent_of_org(&self, org_id: Uuid, id: Uuid) -> Result<AgentRow, Error> {
+    /// The agent, in the organization of a member or of a deployment key.
+    pub async fn agent_get(&self, scope: &impl OrgScope, id: Uuid) -> Result<AgentRow, Error> {
+        let org_id = scope.scope_org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -183,11 +180,14 @@ impl Datastore {
     }
 
     /// The agent's tools that its organization can still see, in order.
-    pub(crate) async fn agent_tools_of_org(
+    /// The agent's tools, in the organization of a member or of a
+    /// deployment key.
+    pub async fn agent_tools(
         &self,
-        org_id: Uuid,
+        scope: &impl OrgScope,
         agent_id: Uuid,
     ) -> Result<Vec<AgentToolRow>, Error> {
+        let org_id = scope.scope_org_id();
         let conn = self.conn().await?;
         let rows = conn
             .query(
@@ -211,14 +211,6 @@ impl Datastore {
                 config: r.get("config"),
             })
             .collect())
-    }
-
-    pub async fn agent_tools(
-        &self,
-        access: &OrgAccess,
-        agent_id: Uuid,
-    ) -> Result<Vec<AgentToolRow>, Error> {
-        self.agent_tools_of_org(access.org_id(), agent_id).await
     }
 
     pub async fn agent_deployments(
@@ -294,7 +286,7 @@ impl Datastore {
     /// the status after.
     pub(crate) async fn agent_transition(
         &self,
-        org_id: Uuid,
+        access: &OrgAccess,
         id: Uuid,
         from: &[AgentStatus],
         to: AgentStatus,
@@ -305,7 +297,7 @@ impl Datastore {
             .query_opt(
                 "UPDATE agents SET status = CASE WHEN status = ANY($3) THEN $4 ELSE status END \
                  WHERE organization_id = $1 AND id = $2 RETURNING status",
-                &[&org_id, &id, &from, &to],
+                &[&access.org_id(), &id, &from, &to],
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;

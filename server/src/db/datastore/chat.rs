@@ -341,7 +341,7 @@ impl Datastore {
         let user_id = access.user_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        super::conversations::count_daily_message(&tx, org_id, new.daily_limit).await?;
+        super::conversations::count_daily_message(&tx, access, new.daily_limit).await?;
         let (chat, created) = match new.chat_id {
             Some(id) => {
                 let row = tx

@@ -263,7 +263,7 @@ impl Datastore {
         let org_id = access.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        count_daily_message(&tx, org_id, daily_limit).await?;
+        count_daily_message(&tx, access, daily_limit).await?;
         let seq: i64 = tx
             .query_one(
                 "INSERT INTO conversation_messages \
@@ -426,9 +426,10 @@ async fn touch(tx: &super::Tx<'_>, org_id: Uuid, session: &SessionRow) -> Result
 /// seconds until the next UTC day. Shared by conversations and chats.
 pub(crate) async fn count_daily_message(
     tx: &super::Tx<'_>,
-    org_id: Uuid,
+    access: &OrgAccess,
     daily_limit: u32,
 ) -> Result<(), Error> {
+    let org_id = access.org_id();
     let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
     let counted = tx
         .query_opt(

@@ -5,7 +5,7 @@
 
 use super::{Datastore, is_unique_violation};
 use crate::authn::Actor;
-use crate::authz::OrgAccess;
+use crate::authz::{OrgAccess, OrgScope};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -345,14 +345,14 @@ impl Datastore {
         Ok(row)
     }
 
-    /// A tool visible to the organization (its own or public), with settings.
-    pub async fn tool_get_visible(&self, access: &OrgAccess, id: Uuid) -> Result<ToolRow, Error> {
-        self.tool_visible_to(access.org_id(), id).await
-    }
-
-    /// A tool visible to `org_id`, for callers that already proved access
-    /// to that organization (the agent runtime, deployments).
-    pub(crate) async fn tool_visible_to(&self, org_id: Uuid, id: Uuid) -> Result<ToolRow, Error> {
+    /// A tool visible to the authorized organization (its own or public),
+    /// with settings: for a member, the agent runtime and deployments.
+    pub async fn tool_get_visible(
+        &self,
+        scope: &impl OrgScope,
+        id: Uuid,
+    ) -> Result<ToolRow, Error> {
+        let org_id = scope.scope_org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
