@@ -28,6 +28,7 @@ pub mod sandbox;
 pub mod secrets;
 mod sse;
 pub mod storage;
+pub mod tasks;
 pub mod transcribe;
 
 use anyhow::{Context, Result};
@@ -48,7 +49,7 @@ pub struct Server {
     /// Background tasks (leases and sweeps of answers, the LISTEN fan-out,
     /// expiry of counters, the metrics listener), stopped at the end of a
     /// shutdown.
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: std::sync::Arc<tasks::BackgroundTasks>,
     /// The knowledge-base ingestion workers, which end by themselves at
     /// shutdown (see [`context::ShutdownPhase`]).
     kb_workers: Vec<tokio::task::JoinHandle<()>>,
@@ -143,9 +144,7 @@ impl Server {
             Some(result) => result.map_err(|e| anyhow::anyhow!(e))?,
             None => slog::warn!(self.log, "stopping with requests still open"),
         }
-        for task in self.tasks.iter().chain(&workers) {
-            task.abort();
-        }
+        self.tasks.abort_all();
         if let Some(cluster) = self.embedded {
             let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
             if stopped {
@@ -337,36 +336,47 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         std::time::Duration::from_millis(config.auth.hash_max_wait_ms),
     ));
     let metrics: std::sync::Arc<metrics::Metrics> = Default::default();
+    let tasks: std::sync::Arc<tasks::BackgroundTasks> = Default::default();
+    tasks.adopt("chat_listener", &chat_listener);
     let metrics_source = metrics::Source {
         metrics: metrics.clone(),
         datastore: datastore.clone(),
         hashing: hashing.clone(),
+        tasks: tasks.clone(),
     };
     let metrics_bind = config.metrics.bind_address;
     let metrics_token = config.metrics.token.clone();
     let login_window_secs = config.auth.login_window_secs;
-    let janitor = tokio::spawn(expire_counters(
-        datastore.clone(),
-        login_window_secs,
-        log.clone(),
-    ));
-    let chat_janitor = tokio::spawn(app::streams::janitor(datastore.clone(), log.clone()));
+    tasks.spawn(
+        "counter_janitor",
+        expire_counters(datastore.clone(), login_window_secs, log.clone()),
+    );
+    tasks.spawn(
+        "stream_janitor",
+        app::streams::janitor(datastore.clone(), log.clone()),
+    );
     // Leases of the answers this instance generates, and the sweeper that
     // closes answers whose instance died (see `app::streams`).
     let leases: std::sync::Arc<app::streams::Leases> = Default::default();
     let streams_config = config.streams.clone();
-    let heartbeat = tokio::spawn(app::streams::heartbeat(
-        leases.clone(),
-        datastore.clone(),
-        std::time::Duration::from_secs(streams_config.heartbeat_secs),
-        log.clone(),
-    ));
-    let sweeper = tokio::spawn(app::streams::sweeper(
-        datastore.clone(),
-        std::time::Duration::from_secs(streams_config.sweep_interval_secs),
-        std::time::Duration::from_secs(streams_config.lease_secs),
-        log.clone(),
-    ));
+    tasks.spawn(
+        "stream_heartbeat",
+        app::streams::heartbeat(
+            leases.clone(),
+            datastore.clone(),
+            std::time::Duration::from_secs(streams_config.heartbeat_secs),
+            log.clone(),
+        ),
+    );
+    tasks.spawn(
+        "stream_sweeper",
+        app::streams::sweeper(
+            datastore.clone(),
+            std::time::Duration::from_secs(streams_config.sweep_interval_secs),
+            std::time::Duration::from_secs(streams_config.lease_secs),
+            log.clone(),
+        ),
+    );
     let shutdown = tokio::sync::watch::Sender::new(context::ShutdownPhase::Serving);
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
         datastore: datastore.clone(),
@@ -382,6 +392,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         shutdown: shutdown.subscribe(),
     });
     let kb_workers = app::kb_ingest::start(ingestion);
+    for (i, worker) in kb_workers.iter().enumerate() {
+        tasks.adopt(&format!("kb_worker_{i}"), worker);
+    }
     if config.kb.workers > 0 {
         // First run: fetch the local embedding model's files now (about
         // 84 MB), not when the first document waits for them.
@@ -436,7 +449,6 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if let Some(links) = &kb.download_links {
         links.default_base_url(format!("http://{}", http.local_addr()));
     }
-    let mut tasks = vec![janitor, chat_listener, chat_janitor, heartbeat, sweeper];
     if !chat_hub.ready(std::time::Duration::from_secs(5)).await {
         slog::warn!(log, "the chat listener is not connected yet");
     }
@@ -447,7 +459,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
             .context("starting the metrics listener")?;
         slog::info!(log, "metrics listening"; "address" => addr.to_string());
         metrics_addr = Some(addr);
-        tasks.push(task);
+        tasks.adopt("metrics_listener", &task);
     }
     Ok(Server {
         http,

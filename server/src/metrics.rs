@@ -79,6 +79,8 @@ pub struct Gauges {
     pub hash_running: usize,
     pub hash_waiting: usize,
     pub hash_rejected: u64,
+    /// Each background task's name and whether it still runs.
+    pub tasks: Vec<(String, bool)>,
 }
 
 fn escape(value: &str) -> String {
@@ -94,6 +96,7 @@ pub struct Source {
     pub metrics: std::sync::Arc<Metrics>,
     pub datastore: crate::db::Datastore,
     pub hashing: std::sync::Arc<crate::hashing::PasswordHashing>,
+    pub tasks: std::sync::Arc<crate::tasks::BackgroundTasks>,
 }
 
 impl Source {
@@ -118,6 +121,7 @@ impl Source {
                 hash_running: self.hashing.running(),
                 hash_waiting: self.hashing.waiting(),
                 hash_rejected: self.hashing.rejected(),
+                tasks: self.tasks.states(),
             },
         )
     }
@@ -276,6 +280,18 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
         "gauge",
         metrics.streams_active.load(Ordering::Relaxed).to_string(),
     );
+    out.push_str(
+        "# HELP workspace_background_task_running Whether each background task still runs (0: it ended).\n",
+    );
+    out.push_str("# TYPE workspace_background_task_running gauge\n");
+    for (task, running) in &g.tasks {
+        let _ = writeln!(
+            out,
+            "workspace_background_task_running{{task=\"{}\"}} {}",
+            escape(task),
+            u8::from(*running)
+        );
+    }
     out.push_str("# HELP workspace_streams_total Streamed answers by outcome.\n");
     out.push_str("# TYPE workspace_streams_total counter\n");
     for (outcome, n) in metrics
@@ -333,8 +349,11 @@ mod tests {
             hash_running: 0,
             hash_waiting: 0,
             hash_rejected: 0,
+            tasks: vec![("sweeper".into(), true), ("janitor".into(), false)],
         };
         let text = render(&m, &g);
+        assert!(text.contains("workspace_background_task_running{task=\"sweeper\"} 1"));
+        assert!(text.contains("workspace_background_task_running{task=\"janitor\"} 0"));
         assert!(
             text.contains(
                 "workspace_http_requests_total{operation=\"auth_login\",status=\"200\"} 2"

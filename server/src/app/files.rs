@@ -42,113 +42,24 @@ fn too_large(max: u64) -> Error {
     }
 }
 
+/// `POST /api/chat/upload_file`: checks the plan's gates, takes the form's
+/// `file` part, sniffs its type from the head, streams it to the store
+/// (bounded by `files.max_upload_bytes`, hashed on the way) and records it.
 pub async fn upload(
     cx: &ServerContext,
     access: &OrgAccess,
     chat_id: Option<Uuid>,
     body: dropshot::MultipartBody,
 ) -> Result<Upload, Error> {
-    let features = crate::app::orgs::features(cx, access).await?;
-    for (enabled, name) in [
-        (features.file_upload, "file_upload"),
-        (features.chat_uploads, "chat_uploads"),
-    ] {
-        if !enabled {
-            return Err(Error::Forbidden {
-                code: "feature_disabled",
-                message: format!("the organization's plan does not include the {name} feature"),
-            });
-        }
-    }
+    check_upload_features(cx, access).await?;
     let max = cx.config.files.max_upload_bytes;
-    let mut multipart = body.content;
-    let mut field = None;
-    // The `file` part; at most a few other parts are skipped.
-    for _ in 0..8 {
-        match multipart
-            .next_field()
-            .await
-            .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
-        {
-            Some(f) if f.name() == Some("file") => {
-                field = Some(f);
-                break;
-            }
-            Some(_) => continue,
-            None => break,
-        }
-    }
-    let mut field = field.ok_or_else(|| invalid_upload("the form has no part named `file`"))?;
-    let filename = clean_filename(field.file_name());
-
-    // Sniff from the head, then stream the head and the rest to the store.
-    let mut head = BytesMut::new();
-    let mut complete = false;
-    while head.len() < SNIFF_BYTES {
-        match field
-            .chunk()
-            .await
-            .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
-        {
-            Some(chunk) => head.extend_from_slice(&chunk),
-            None => {
-                complete = true;
-                break;
-            }
-        }
-        if head.len() as u64 > max {
-            return Err(too_large(max));
-        }
-    }
-    if head.is_empty() {
-        return Err(invalid_upload("the file is empty"));
-    }
-    let content_type = crate::extract::sniff::sniff(&head, complete, &filename)?;
-
+    let mut part = FilePart::of(body).await?;
+    let filename = clean_filename(part.file_name());
+    let head = part.head(max).await?;
+    let content_type = crate::extract::sniff::sniff(&head.bytes, head.complete, &filename)?;
     let file_id = Uuid::new_v4();
     let key = format!("orgs/{}/files/{file_id}", access.org_id());
-    let mut writer = cx.files.writer(&key).await.map_err(Error::internal)?;
-    let mut size = head.len() as u64;
-    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
-    sha2::Digest::update(&mut hasher, &head);
-    let mut pending: Option<Bytes> = Some(head.freeze());
-    let result: Result<(), Error> = async {
-        loop {
-            if let Some(bytes) = pending.take() {
-                writer.write(bytes).await.map_err(Error::internal)?;
-            }
-            if complete {
-                break;
-            }
-            match field
-                .chunk()
-                .await
-                .map_err(|e| invalid_upload(format!("malformed multipart body: {e}")))?
-            {
-                Some(chunk) => {
-                    size += chunk.len() as u64;
-                    if size > max {
-                        return Err(too_large(max));
-                    }
-                    sha2::Digest::update(&mut hasher, &chunk);
-                    pending = Some(chunk);
-                }
-                None => complete = true,
-            }
-        }
-        Ok(())
-    }
-    .await;
-    if let Err(e) = result {
-        writer.abort().await;
-        return Err(e);
-    }
-    writer.finish().await.map_err(Error::internal)?;
-    let sha256: String = sha2::Digest::finalize(hasher)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-
+    let (size, sha256) = store_stream(cx, &key, head, &mut part, max).await?;
     let message_id = Uuid::new_v4();
     let inserted = cx
         .datastore
@@ -185,6 +96,138 @@ pub async fn upload(
         content_type: content_type.to_string(),
         url,
     })
+}
+
+/// `403 feature_disabled` unless the plan has both upload features.
+async fn check_upload_features(cx: &ServerContext, access: &OrgAccess) -> Result<(), Error> {
+    let features = crate::app::orgs::features(cx, access).await?;
+    for (enabled, name) in [
+        (features.file_upload, "file_upload"),
+        (features.chat_uploads, "chat_uploads"),
+    ] {
+        if !enabled {
+            return Err(Error::Forbidden {
+                code: "feature_disabled",
+                message: format!("the organization's plan does not include the {name} feature"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `file` part of an upload form, read chunk by chunk.
+struct FilePart {
+    field: multer::Field<'static>,
+}
+
+/// The first bytes of a file (up to [`SNIFF_BYTES`]), and whether they are
+/// all of it.
+struct Head {
+    bytes: BytesMut,
+    complete: bool,
+}
+
+fn malformed(e: impl std::fmt::Display) -> Error {
+    invalid_upload(format!("malformed multipart body: {e}"))
+}
+
+impl FilePart {
+    /// The form's part named `file` (at most a few other parts are
+    /// skipped): `400 invalid_upload` when there is none.
+    async fn of(body: dropshot::MultipartBody) -> Result<FilePart, Error> {
+        let mut multipart = body.content;
+        for _ in 0..8 {
+            match multipart.next_field().await.map_err(malformed)? {
+                Some(field) if field.name() == Some("file") => return Ok(FilePart { field }),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        Err(invalid_upload("the form has no part named `file`"))
+    }
+
+    fn file_name(&self) -> Option<&str> {
+        self.field.file_name()
+    }
+
+    async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
+        self.field.chunk().await.map_err(malformed)
+    }
+
+    /// Reads the head to sniff: `400` for an empty file, `413` past `max`.
+    async fn head(&mut self, max: u64) -> Result<Head, Error> {
+        let mut head = Head {
+            bytes: BytesMut::new(),
+            complete: false,
+        };
+        while head.bytes.len() < SNIFF_BYTES {
+            match self.chunk().await? {
+                Some(chunk) => head.bytes.extend_from_slice(&chunk),
+                None => {
+                    head.complete = true;
+                    break;
+                }
+            }
+            if head.bytes.len() as u64 > max {
+                return Err(too_large(max));
+            }
+        }
+        if head.bytes.is_empty() {
+            return Err(invalid_upload("the file is empty"));
+        }
+        Ok(head)
+    }
+}
+
+/// Streams the head and the rest of the part to the store under `key`,
+/// refusing (and removing) a file over `max` bytes; returns its size and
+/// SHA-256 (hex).
+async fn store_stream(
+    cx: &ServerContext,
+    key: &str,
+    head: Head,
+    part: &mut FilePart,
+    max: u64,
+) -> Result<(u64, String), Error> {
+    let mut complete = head.complete;
+    let mut writer = cx.files.writer(key).await.map_err(Error::internal)?;
+    let mut size = head.bytes.len() as u64;
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut hasher, &head.bytes);
+    let mut pending: Option<Bytes> = Some(head.bytes.freeze());
+    let result: Result<(), Error> = async {
+        loop {
+            if let Some(bytes) = pending.take() {
+                writer.write(bytes).await.map_err(Error::internal)?;
+            }
+            if complete {
+                break;
+            }
+            match part.chunk().await? {
+                Some(chunk) => {
+                    size += chunk.len() as u64;
+                    if size > max {
+                        return Err(too_large(max));
+                    }
+                    sha2::Digest::update(&mut hasher, &chunk);
+                    pending = Some(chunk);
+                }
+                None => complete = true,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        writer.abort().await;
+        return Err(e);
+    }
+    writer.finish().await.map_err(Error::internal)?;
+    let sha256 = sha2::Digest::finalize(hasher)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((size, sha256))
 }
 
 /// The text of an uploaded file of the caller's organization (for a chat

@@ -172,329 +172,67 @@ fn message(message: String) -> HttpResponseOk<MessageResponse> {
     HttpResponseOk(MessageResponse { message })
 }
 
+/// One endpoint whose handler only delegates: times it, counts it in
+/// `/metrics` and logs its outcome ([`Probe`]), then calls the area's
+/// handler with the same arguments.
+macro_rules! delegate {
+    (fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $target:path) => {
+        async fn $name(rqctx: Ctx, $($arg: $ty),*) -> Result<$ret, HttpError> {
+            let probe = Probe::new(&rqctx);
+            probe.done($target(rqctx, $($arg),*).await)
+        }
+    };
+}
+
 impl WorkspaceApi for WorkspaceImpl {
     type Context = ServerContext;
 
-    async fn docs_page(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(system::docs_page(rqctx).await)
-    }
-
-    async fn docs_script(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(system::docs_script(rqctx).await)
-    }
-
-    async fn openapi_json(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(system::openapi_json(rqctx).await)
-    }
+    delegate!(fn docs_page() -> http::Response<dropshot::Body> => system::docs_page);
+    delegate!(fn docs_script() -> http::Response<dropshot::Body> => system::docs_script);
+    delegate!(fn openapi_json() -> http::Response<dropshot::Body> => system::openapi_json);
 
     async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
         let probe = Probe::new(&_rqctx);
         probe.done(system::healthz(_rqctx).await)
     }
 
-    async fn system_outbox(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::system::OutboxQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::system::OutboxPage>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(system::outbox(rqctx, query).await)
-    }
-
-    async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(system::readyz(rqctx).await)
-    }
-
-    async fn auth_signup(
-        rqctx: Ctx,
-        body: JsonBody<SignupRequest>,
-    ) -> Result<HttpResponseCreated<SignupResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(auth::signup(rqctx, body).await)
-    }
-
-    async fn auth_login(
-        rqctx: Ctx,
-        body: JsonBody<LoginRequest>,
-    ) -> Result<HttpResponseOk<LoginResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(auth::login(rqctx, body).await)
-    }
-
-    async fn users_me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(users::me(rqctx).await)
-    }
-
-    async fn org_list(
-        rqctx: Ctx,
-        query: QueryParams<PageQuery>,
-    ) -> Result<HttpResponseOk<Vec<Organization>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(orgs::list(rqctx, query).await)
-    }
-
-    async fn org_create_org(
-        rqctx: Ctx,
-        query: QueryParams<CreateOrgQuery>,
-    ) -> Result<HttpResponseCreated<Organization>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(orgs::create_org(rqctx, query).await)
-    }
-
-    async fn org_add_member(
-        rqctx: Ctx,
-        body: JsonBody<AddMemberRequest>,
-    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(orgs::add_member(rqctx, body).await)
-    }
-
-    async fn org_features(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(orgs::features(rqctx, query).await)
-    }
-
-    async fn org_update_features(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<OrgFeaturesUpdate>,
-    ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(orgs::update_features(rqctx, query, body).await)
-    }
-
-    async fn users_update(
-        rqctx: Ctx,
-        query: QueryParams<UpdateUserQuery>,
-        body: JsonBody<UpdateUserRoleRequest>,
-    ) -> Result<HttpResponseOk<UpdatedUser>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(users::update(rqctx, query, body).await)
-    }
-
-    async fn users_list(
-        rqctx: Ctx,
-        query: QueryParams<UserListQuery>,
-    ) -> Result<HttpResponseOk<UserListResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(users::list(rqctx, query).await)
-    }
-
-    async fn users_invite(
-        rqctx: Ctx,
-        query: QueryParams<UserInviteQuery>,
-        body: JsonBody<UserInviteRequest>,
-    ) -> Result<HttpResponseCreated<UserInviteResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(users::invite(rqctx, query, body).await)
-    }
-
-    async fn roles_create(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<CreateRoleRequest>,
-    ) -> Result<HttpResponseCreated<RoleWithPermissions>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::create(rqctx, query, body).await)
-    }
-
-    async fn roles_update(
-        rqctx: Ctx,
-        query: QueryParams<RoleQuery>,
-        body: JsonBody<UpdateRoleRequest>,
-    ) -> Result<HttpResponseOk<RoleWithPermissions>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::update(rqctx, query, body).await)
-    }
-
-    async fn roles_remove(
-        rqctx: Ctx,
-        query: QueryParams<RoleQuery>,
-    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::remove(rqctx, query).await)
-    }
-
-    async fn roles_list_roles(
-        rqctx: Ctx,
-        query: QueryParams<OrgPageQuery>,
-    ) -> Result<HttpResponseOk<Vec<Role>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::list_roles(rqctx, query).await)
-    }
-
-    async fn roles_list_permissions(
-        rqctx: Ctx,
-        query: QueryParams<PageQuery>,
-    ) -> Result<HttpResponseOk<Vec<Permission>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::list_permissions(rqctx, query).await)
-    }
-
-    async fn roles_create_permission(
-        rqctx: Ctx,
-        body: JsonBody<CreatePermissionRequest>,
-    ) -> Result<HttpResponseCreated<Permission>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::create_permission(rqctx, body).await)
-    }
-
-    async fn roles_delete_permission(
-        rqctx: Ctx,
-        query: QueryParams<PermissionQuery>,
-    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(roles::delete_permission(rqctx, query).await)
-    }
-
-    async fn invitations_create(
-        rqctx: Ctx,
-        query: QueryParams<InvitationOrgQuery>,
-        body: JsonBody<InvitationCreateRequest>,
-    ) -> Result<HttpResponseCreated<Invitation>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::create(rqctx, query, body).await)
-    }
-
-    async fn invitations_list(
-        rqctx: Ctx,
-        query: QueryParams<InvitationListQuery>,
-    ) -> Result<HttpResponseOk<Vec<InvitationListItem>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::list(rqctx, query).await)
-    }
-
-    async fn invitations_get(
-        rqctx: Ctx,
-        query: QueryParams<InvitationIdQuery>,
-    ) -> Result<HttpResponseOk<Invitation>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::get(rqctx, query).await)
-    }
-
-    async fn invitations_validate(
-        rqctx: Ctx,
-        query: QueryParams<InvitationTokenQuery>,
-    ) -> Result<HttpResponseOk<InvitationValidation>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::validate(rqctx, query).await)
-    }
-
-    async fn invitations_resend(
-        rqctx: Ctx,
-        query: QueryParams<InvitationIdQuery>,
-    ) -> Result<HttpResponseOk<InvitationResendResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::resend(rqctx, query).await)
-    }
-
-    async fn invitations_revoke(
-        rqctx: Ctx,
-        query: QueryParams<InvitationIdQuery>,
-    ) -> Result<HttpResponseOk<InvitationRevokeResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::revoke(rqctx, query).await)
-    }
-
-    async fn invitations_bulk_create(
-        rqctx: Ctx,
-        query: QueryParams<InvitationOrgQuery>,
-        body: JsonBody<InvitationBulkCreateRequest>,
-    ) -> Result<HttpResponseOk<InvitationBulkCreateResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(invitations::bulk_create(rqctx, query, body).await)
-    }
-
-    async fn auth_signup_invite(
-        rqctx: Ctx,
-        body: JsonBody<SignupInviteRequest>,
-    ) -> Result<HttpResponseCreated<SignupInviteResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(auth::signup_invite(rqctx, body).await)
-    }
-
-    async fn models_list(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-    ) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::models_list(rqctx, query).await)
-    }
-
-    async fn conversation_create(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<ConversationCreate>,
-    ) -> Result<HttpResponseCreated<Conversation>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::create(rqctx, query, body).await)
-    }
-
-    async fn conversation_create_session(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<ConversationSessionCreate>,
-    ) -> Result<HttpResponseCreated<ConversationSession>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::create_session(rqctx, query, body).await)
-    }
-
-    async fn conversation_stream_chat(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<StreamChatRequest>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::stream_chat(rqctx, query, body).await)
-    }
-
-    async fn conversation_stream(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::conversations::ConversationMessageQuery>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::stream(rqctx, query).await)
-    }
-
-    async fn conversation_stop(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::conversations::ConversationMessageQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::conversations::ConversationStopResponse>, HttpError>
-    {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::stop(rqctx, query).await)
-    }
-
-    async fn conversation_list(
-        rqctx: Ctx,
-        query: QueryParams<OrgPageQuery>,
-    ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::list(rqctx, query).await)
-    }
-
-    async fn conversation_get_with_sessions(
-        rqctx: Ctx,
-        query: QueryParams<ConversationQuery>,
-    ) -> Result<HttpResponseOk<ConversationWithSessions>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::get_with_sessions(rqctx, query).await)
-    }
-
-    async fn conversation_messages(
-        rqctx: Ctx,
-        query: QueryParams<MessagesQuery>,
-    ) -> Result<HttpResponseOk<ConversationMessagesPage>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(conversations::messages(rqctx, query).await)
-    }
+    delegate!(fn system_outbox(query: QueryParams<workspace_api::system::OutboxQuery>) -> HttpResponseOk<workspace_api::system::OutboxPage> => system::outbox);
+    delegate!(fn readyz() -> HttpResponseOk<HealthStatus> => system::readyz);
+    delegate!(fn auth_signup(body: JsonBody<SignupRequest>) -> HttpResponseCreated<SignupResponse> => auth::signup);
+    delegate!(fn auth_login(body: JsonBody<LoginRequest>) -> HttpResponseOk<LoginResponse> => auth::login);
+    delegate!(fn users_me() -> HttpResponseOk<CurrentUser> => users::me);
+    delegate!(fn org_list(query: QueryParams<PageQuery>) -> HttpResponseOk<Vec<Organization>> => orgs::list);
+    delegate!(fn org_create_org(query: QueryParams<CreateOrgQuery>) -> HttpResponseCreated<Organization> => orgs::create_org);
+    delegate!(fn org_add_member(body: JsonBody<AddMemberRequest>) -> HttpResponseOk<MessageResponse> => orgs::add_member);
+    delegate!(fn org_features(query: QueryParams<OrgQuery>) -> HttpResponseOk<OrgFeatures> => orgs::features);
+    delegate!(fn org_update_features(query: QueryParams<OrgQuery>, body: JsonBody<OrgFeaturesUpdate>) -> HttpResponseOk<OrgFeatures> => orgs::update_features);
+    delegate!(fn users_update(query: QueryParams<UpdateUserQuery>, body: JsonBody<UpdateUserRoleRequest>) -> HttpResponseOk<UpdatedUser> => users::update);
+    delegate!(fn users_list(query: QueryParams<UserListQuery>) -> HttpResponseOk<UserListResponse> => users::list);
+    delegate!(fn users_invite(query: QueryParams<UserInviteQuery>, body: JsonBody<UserInviteRequest>) -> HttpResponseCreated<UserInviteResponse> => users::invite);
+    delegate!(fn roles_create(query: QueryParams<OrgQuery>, body: JsonBody<CreateRoleRequest>) -> HttpResponseCreated<RoleWithPermissions> => roles::create);
+    delegate!(fn roles_update(query: QueryParams<RoleQuery>, body: JsonBody<UpdateRoleRequest>) -> HttpResponseOk<RoleWithPermissions> => roles::update);
+    delegate!(fn roles_remove(query: QueryParams<RoleQuery>) -> HttpResponseOk<MessageResponse> => roles::remove);
+    delegate!(fn roles_list_roles(query: QueryParams<OrgPageQuery>) -> HttpResponseOk<Vec<Role>> => roles::list_roles);
+    delegate!(fn roles_list_permissions(query: QueryParams<PageQuery>) -> HttpResponseOk<Vec<Permission>> => roles::list_permissions);
+    delegate!(fn roles_create_permission(body: JsonBody<CreatePermissionRequest>) -> HttpResponseCreated<Permission> => roles::create_permission);
+    delegate!(fn roles_delete_permission(query: QueryParams<PermissionQuery>) -> HttpResponseOk<MessageResponse> => roles::delete_permission);
+    delegate!(fn invitations_create(query: QueryParams<InvitationOrgQuery>, body: JsonBody<InvitationCreateRequest>) -> HttpResponseCreated<Invitation> => invitations::create);
+    delegate!(fn invitations_list(query: QueryParams<InvitationListQuery>) -> HttpResponseOk<Vec<InvitationListItem>> => invitations::list);
+    delegate!(fn invitations_get(query: QueryParams<InvitationIdQuery>) -> HttpResponseOk<Invitation> => invitations::get);
+    delegate!(fn invitations_validate(query: QueryParams<InvitationTokenQuery>) -> HttpResponseOk<InvitationValidation> => invitations::validate);
+    delegate!(fn invitations_resend(query: QueryParams<InvitationIdQuery>) -> HttpResponseOk<InvitationResendResponse> => invitations::resend);
+    delegate!(fn invitations_revoke(query: QueryParams<InvitationIdQuery>) -> HttpResponseOk<InvitationRevokeResponse> => invitations::revoke);
+    delegate!(fn invitations_bulk_create(query: QueryParams<InvitationOrgQuery>, body: JsonBody<InvitationBulkCreateRequest>) -> HttpResponseOk<InvitationBulkCreateResponse> => invitations::bulk_create);
+    delegate!(fn auth_signup_invite(body: JsonBody<SignupInviteRequest>) -> HttpResponseCreated<SignupInviteResponse> => auth::signup_invite);
+    delegate!(fn models_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<Model>> => conversations::models_list);
+    delegate!(fn conversation_create(query: QueryParams<OrgQuery>, body: JsonBody<ConversationCreate>) -> HttpResponseCreated<Conversation> => conversations::create);
+    delegate!(fn conversation_create_session(query: QueryParams<OrgQuery>, body: JsonBody<ConversationSessionCreate>) -> HttpResponseCreated<ConversationSession> => conversations::create_session);
+    delegate!(fn conversation_stream_chat(query: QueryParams<OrgQuery>, body: JsonBody<StreamChatRequest>) -> http::Response<dropshot::Body> => conversations::stream_chat);
+    delegate!(fn conversation_stream(query: QueryParams<workspace_api::conversations::ConversationMessageQuery>) -> http::Response<dropshot::Body> => conversations::stream);
+    delegate!(fn conversation_stop(query: QueryParams<workspace_api::conversations::ConversationMessageQuery>) -> HttpResponseOk<workspace_api::conversations::ConversationStopResponse> => conversations::stop);
+    delegate!(fn conversation_list(query: QueryParams<OrgPageQuery>) -> HttpResponseOk<Vec<Conversation>> => conversations::list);
+    delegate!(fn conversation_get_with_sessions(query: QueryParams<ConversationQuery>) -> HttpResponseOk<ConversationWithSessions> => conversations::get_with_sessions);
+    delegate!(fn conversation_messages(query: QueryParams<MessagesQuery>) -> HttpResponseOk<ConversationMessagesPage> => conversations::messages);
     async fn kb_create(
         rqctx: Ctx,
         query: QueryParams<OrgQuery>,
@@ -504,226 +242,35 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(kb::create(rqctx, query, body).await)
     }
 
-    async fn kb_list(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbListQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::kb::KbSummary>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::list(rqctx, query).await)
-    }
-
-    async fn kb_get(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbDetail>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::get(rqctx, query).await)
-    }
-
-    async fn kb_update(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-        body: JsonBody<workspace_api::kb::KbUpdate>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbUpdated>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::update(rqctx, query, body).await)
-    }
-
-    async fn kb_delete(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::delete(rqctx, query).await)
-    }
-
-    async fn kb_add_source(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-        body: JsonBody<workspace_api::kb::SourceInput>,
-    ) -> Result<HttpResponseCreated<workspace_api::kb::SourceAdded>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::add_source(rqctx, query, body).await)
-    }
-
-    async fn kb_list_documents(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbDocumentsQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbDocumentsPage>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::list_documents(rqctx, query).await)
-    }
-
-    async fn kb_delete_document(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbDocumentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::delete_document(rqctx, query).await)
-    }
-
-    async fn kb_retry_document(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbDocumentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbDeleted>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::retry_document(rqctx, query).await)
-    }
-
-    async fn kb_search(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-        body: JsonBody<workspace_api::kb::KbSearchRequest>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbSearchResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::search(rqctx, query, body).await)
-    }
-
-    async fn kb_query(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-        body: JsonBody<workspace_api::kb::KbQueryRequest>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::query(rqctx, query, body).await)
-    }
-
-    async fn kb_ingestion_status(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::kb::KbQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::kb::KbIngestionStatus>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::ingestion_status(rqctx, query).await)
-    }
-
-    async fn chat_available_knowledge_bases(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::kb::AvailableKnowledgeBase>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::available_knowledge_bases(rqctx, query).await)
-    }
-
-    async fn chat_upload_file(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::files::UploadQuery>,
-        body: workspace_api::files::MultipartForm,
-    ) -> Result<HttpResponseCreated<workspace_api::files::Upload>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::upload_file(rqctx, query, body).await)
-    }
-
-    async fn files_download(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::files::DownloadQuery>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(kb::download(rqctx, query).await)
-    }
+    delegate!(fn kb_list(query: QueryParams<workspace_api::kb::KbListQuery>) -> HttpResponseOk<Vec<workspace_api::kb::KbSummary>> => kb::list);
+    delegate!(fn kb_get(query: QueryParams<workspace_api::kb::KbQuery>) -> HttpResponseOk<workspace_api::kb::KbDetail> => kb::get);
+    delegate!(fn kb_update(query: QueryParams<workspace_api::kb::KbQuery>, body: JsonBody<workspace_api::kb::KbUpdate>) -> HttpResponseOk<workspace_api::kb::KbUpdated> => kb::update);
+    delegate!(fn kb_delete(query: QueryParams<workspace_api::kb::KbQuery>) -> HttpResponseOk<workspace_api::kb::KbDeleted> => kb::delete);
+    delegate!(fn kb_add_source(query: QueryParams<workspace_api::kb::KbQuery>, body: JsonBody<workspace_api::kb::SourceInput>) -> HttpResponseCreated<workspace_api::kb::SourceAdded> => kb::add_source);
+    delegate!(fn kb_list_documents(query: QueryParams<workspace_api::kb::KbDocumentsQuery>) -> HttpResponseOk<workspace_api::kb::KbDocumentsPage> => kb::list_documents);
+    delegate!(fn kb_delete_document(query: QueryParams<workspace_api::kb::KbDocumentQuery>) -> HttpResponseOk<workspace_api::kb::KbDeleted> => kb::delete_document);
+    delegate!(fn kb_retry_document(query: QueryParams<workspace_api::kb::KbDocumentQuery>) -> HttpResponseOk<workspace_api::kb::KbDeleted> => kb::retry_document);
+    delegate!(fn kb_search(query: QueryParams<workspace_api::kb::KbQuery>, body: JsonBody<workspace_api::kb::KbSearchRequest>) -> HttpResponseOk<workspace_api::kb::KbSearchResponse> => kb::search);
+    delegate!(fn kb_query(query: QueryParams<workspace_api::kb::KbQuery>, body: JsonBody<workspace_api::kb::KbQueryRequest>) -> http::Response<dropshot::Body> => kb::query);
+    delegate!(fn kb_ingestion_status(query: QueryParams<workspace_api::kb::KbQuery>) -> HttpResponseOk<workspace_api::kb::KbIngestionStatus> => kb::ingestion_status);
+    delegate!(fn chat_available_knowledge_bases(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<workspace_api::kb::AvailableKnowledgeBase>> => kb::available_knowledge_bases);
+    delegate!(fn chat_upload_file(query: QueryParams<workspace_api::files::UploadQuery>, body: workspace_api::files::MultipartForm) -> HttpResponseCreated<workspace_api::files::Upload> => kb::upload_file);
+    delegate!(fn files_download(query: QueryParams<workspace_api::files::DownloadQuery>) -> http::Response<dropshot::Body> => kb::download);
 
     // ---- Chat area ----
 
-    async fn chat_create(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::chat::ChatWrite>,
-    ) -> Result<HttpResponseCreated<workspace_api::chat::ChatIdResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::create(rqctx, query, body).await)
-    }
-
-    async fn chat_get(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::ChatQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::chat::ChatSessionDetail>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::get(rqctx, query).await)
-    }
-
-    async fn chat_list(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::ChatListQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::chat::ChatSession>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::list(rqctx, query).await)
-    }
-
-    async fn chat_update(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::ChatQuery>,
-        body: JsonBody<workspace_api::chat::ChatWrite>,
-    ) -> Result<HttpResponseOk<workspace_api::chat::ChatIdResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::update(rqctx, query, body).await)
-    }
-
-    async fn chat_delete_session(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::DeleteSessionQuery>,
-    ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::delete_session(rqctx, query).await)
-    }
-
-    async fn chat_bulk_delete_sessions(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
-        body: JsonBody<workspace_api::chat::BulkDeleteRequest>,
-    ) -> Result<HttpResponseOk<workspace_api::chat::BulkDeleteResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::bulk_delete(rqctx, query, body).await)
-    }
-
-    async fn chat_send_message(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::chat::SendMessageRequest>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::send_message(rqctx, query, body).await)
-    }
-
-    async fn chat_stream(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::ChatMessageQuery>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::stream(rqctx, query).await)
-    }
-
-    async fn chat_stop(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::ChatMessageQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::chat::StopResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::stop(rqctx, query).await)
-    }
-
-    async fn chat_prompt(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::chat::PromptRequest>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::prompt(rqctx, query, body).await)
-    }
-
-    async fn chat_transcribe(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::chat::TranscribeQuery>,
-        body: dropshot::UntypedBody,
-    ) -> Result<HttpResponseOk<workspace_api::chat::TranscribeResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::transcribe(rqctx, query, body).await)
-    }
-
-    async fn chat_ws_ticket(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-    ) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(chat::ws_ticket(rqctx, query).await)
-    }
+    delegate!(fn chat_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::ChatWrite>) -> HttpResponseCreated<workspace_api::chat::ChatIdResponse> => chat::create);
+    delegate!(fn chat_get(query: QueryParams<workspace_api::chat::ChatQuery>) -> HttpResponseOk<workspace_api::chat::ChatSessionDetail> => chat::get);
+    delegate!(fn chat_list(query: QueryParams<workspace_api::chat::ChatListQuery>) -> HttpResponseOk<Vec<workspace_api::chat::ChatSession>> => chat::list);
+    delegate!(fn chat_update(query: QueryParams<workspace_api::chat::ChatQuery>, body: JsonBody<workspace_api::chat::ChatWrite>) -> HttpResponseOk<workspace_api::chat::ChatIdResponse> => chat::update);
+    delegate!(fn chat_delete_session(query: QueryParams<workspace_api::chat::DeleteSessionQuery>) -> HttpResponseOk<MessageResponse> => chat::delete_session);
+    delegate!(fn chat_bulk_delete_sessions(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::chat::BulkDeleteRequest>) -> HttpResponseOk<workspace_api::chat::BulkDeleteResponse> => chat::bulk_delete);
+    delegate!(fn chat_send_message(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::SendMessageRequest>) -> http::Response<dropshot::Body> => chat::send_message);
+    delegate!(fn chat_stream(query: QueryParams<workspace_api::chat::ChatMessageQuery>) -> http::Response<dropshot::Body> => chat::stream);
+    delegate!(fn chat_stop(query: QueryParams<workspace_api::chat::ChatMessageQuery>) -> HttpResponseOk<workspace_api::chat::StopResponse> => chat::stop);
+    delegate!(fn chat_prompt(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::PromptRequest>) -> http::Response<dropshot::Body> => chat::prompt);
+    delegate!(fn chat_transcribe(query: QueryParams<workspace_api::chat::TranscribeQuery>, body: dropshot::UntypedBody) -> HttpResponseOk<workspace_api::chat::TranscribeResponse> => chat::transcribe);
+    delegate!(fn chat_ws_ticket(query: QueryParams<OrgQuery>) -> HttpResponseCreated<workspace_api::chat::WsTicket> => chat::ws_ticket);
 
     // A WebSocket runs after the upgrade (101): no status to probe.
     async fn chat_ws(
@@ -736,193 +283,31 @@ impl WorkspaceApi for WorkspaceImpl {
 
     // ---- Tools area ----
 
-    async fn tools_list_categories(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolListQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolCategory>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::list_categories(rqctx, query).await)
-    }
-
-    async fn tools_create_category(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::tools::CategoryCreate>,
-    ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCategory>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::create_category(rqctx, query, body).await)
-    }
-
-    async fn tools_update_category(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::CategoryQuery>,
-        body: JsonBody<workspace_api::tools::CategoryUpdate>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::ToolCategory>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::update_category(rqctx, query, body).await)
-    }
-
-    async fn tools_delete_category(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::CategoryQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::delete_category(rqctx, query).await)
-    }
-
-    async fn tools_create(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::tools::ToolCreate>,
-    ) -> Result<HttpResponseCreated<workspace_api::tools::ToolCreated>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::create(rqctx, query, body).await)
-    }
-
-    async fn tools_list_all(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolListQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::tools::ToolListItem>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::list_all(rqctx, query).await)
-    }
-
-    async fn tools_update(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolQuery>,
-        body: JsonBody<workspace_api::tools::ToolUpdate>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::ToolUpdated>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::update(rqctx, query, body).await)
-    }
-
-    async fn tools_get(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::Tool>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::get(rqctx, query).await)
-    }
-
-    async fn tools_delete(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::delete(rqctx, query).await)
-    }
-
-    async fn tools_test(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::tools::ToolQuery>,
-        body: JsonBody<workspace_api::tools::ToolTestRequest>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::ToolTestResult>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(tools::test(rqctx, query, body).await)
-    }
+    delegate!(fn tools_list_categories(query: QueryParams<workspace_api::tools::ToolListQuery>) -> HttpResponseOk<Vec<workspace_api::tools::ToolCategory>> => tools::list_categories);
+    delegate!(fn tools_create_category(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::tools::CategoryCreate>) -> HttpResponseCreated<workspace_api::tools::ToolCategory> => tools::create_category);
+    delegate!(fn tools_update_category(query: QueryParams<workspace_api::tools::CategoryQuery>, body: JsonBody<workspace_api::tools::CategoryUpdate>) -> HttpResponseOk<workspace_api::tools::ToolCategory> => tools::update_category);
+    delegate!(fn tools_delete_category(query: QueryParams<workspace_api::tools::CategoryQuery>) -> HttpResponseOk<workspace_api::tools::SuccessResponse> => tools::delete_category);
+    delegate!(fn tools_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::tools::ToolCreate>) -> HttpResponseCreated<workspace_api::tools::ToolCreated> => tools::create);
+    delegate!(fn tools_list_all(query: QueryParams<workspace_api::tools::ToolListQuery>) -> HttpResponseOk<Vec<workspace_api::tools::ToolListItem>> => tools::list_all);
+    delegate!(fn tools_update(query: QueryParams<workspace_api::tools::ToolQuery>, body: JsonBody<workspace_api::tools::ToolUpdate>) -> HttpResponseOk<workspace_api::tools::ToolUpdated> => tools::update);
+    delegate!(fn tools_get(query: QueryParams<workspace_api::tools::ToolQuery>) -> HttpResponseOk<workspace_api::tools::Tool> => tools::get);
+    delegate!(fn tools_delete(query: QueryParams<workspace_api::tools::ToolQuery>) -> HttpResponseOk<workspace_api::tools::SuccessResponse> => tools::delete);
+    delegate!(fn tools_test(query: QueryParams<workspace_api::tools::ToolQuery>, body: JsonBody<workspace_api::tools::ToolTestRequest>) -> HttpResponseOk<workspace_api::tools::ToolTestResult> => tools::test);
 
     // ---- Agents area ----
 
-    async fn agents_create(
-        rqctx: Ctx,
-        query: QueryParams<OrgQuery>,
-        body: JsonBody<workspace_api::agents::AgentCreate>,
-    ) -> Result<HttpResponseCreated<workspace_api::agents::AgentSummary>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::create(rqctx, query, body).await)
-    }
-
-    async fn agents_list(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentListQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::agents::AgentListItem>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::list(rqctx, query).await)
-    }
-
-    async fn agents_get(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::agents::AgentDetail>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::get(rqctx, query).await)
-    }
-
-    async fn agents_update(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-        body: JsonBody<workspace_api::agents::AgentUpdate>,
-    ) -> Result<HttpResponseOk<workspace_api::agents::AgentSummary>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::update(rqctx, query, body).await)
-    }
-
-    async fn agents_delete(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::delete(rqctx, query).await)
-    }
-
-    async fn agents_test(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-        body: JsonBody<workspace_api::agents::AgentTestRequest>,
-    ) -> Result<HttpResponseOk<workspace_api::agents::AgentTestResult>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(agents::test(rqctx, query, body).await)
-    }
-
-    async fn deployments_create(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-        body: JsonBody<workspace_api::deployments::DeploymentCreate>,
-    ) -> Result<HttpResponseCreated<workspace_api::deployments::DeploymentWithKey>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::create(rqctx, query, body).await)
-    }
-
-    async fn deployments_list(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::agents::AgentQuery>,
-    ) -> Result<HttpResponseOk<Vec<workspace_api::deployments::Deployment>>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::list(rqctx, query).await)
-    }
-
-    async fn deployments_get(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::deployments::Deployment>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::get(rqctx, query).await)
-    }
-
-    async fn deployments_update(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
-        body: JsonBody<workspace_api::deployments::DeploymentUpdate>,
-    ) -> Result<HttpResponseOk<workspace_api::deployments::Deployment>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::update(rqctx, query, body).await)
-    }
-
-    async fn deployments_delete(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::tools::SuccessResponse>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::delete(rqctx, query).await)
-    }
-
-    async fn deployments_regenerate_key(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::deployments::DeploymentQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::deployments::DeploymentWithKey>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::regenerate_key(rqctx, query).await)
-    }
+    delegate!(fn agents_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::agents::AgentCreate>) -> HttpResponseCreated<workspace_api::agents::AgentSummary> => agents::create);
+    delegate!(fn agents_list(query: QueryParams<workspace_api::agents::AgentListQuery>) -> HttpResponseOk<Vec<workspace_api::agents::AgentListItem>> => agents::list);
+    delegate!(fn agents_get(query: QueryParams<workspace_api::agents::AgentQuery>) -> HttpResponseOk<workspace_api::agents::AgentDetail> => agents::get);
+    delegate!(fn agents_update(query: QueryParams<workspace_api::agents::AgentQuery>, body: JsonBody<workspace_api::agents::AgentUpdate>) -> HttpResponseOk<workspace_api::agents::AgentSummary> => agents::update);
+    delegate!(fn agents_delete(query: QueryParams<workspace_api::agents::AgentQuery>) -> HttpResponseOk<workspace_api::tools::SuccessResponse> => agents::delete);
+    delegate!(fn agents_test(query: QueryParams<workspace_api::agents::AgentQuery>, body: JsonBody<workspace_api::agents::AgentTestRequest>) -> HttpResponseOk<workspace_api::agents::AgentTestResult> => agents::test);
+    delegate!(fn deployments_create(query: QueryParams<workspace_api::agents::AgentQuery>, body: JsonBody<workspace_api::deployments::DeploymentCreate>) -> HttpResponseCreated<workspace_api::deployments::DeploymentWithKey> => deployments::create);
+    delegate!(fn deployments_list(query: QueryParams<workspace_api::agents::AgentQuery>) -> HttpResponseOk<Vec<workspace_api::deployments::Deployment>> => deployments::list);
+    delegate!(fn deployments_get(query: QueryParams<workspace_api::deployments::DeploymentQuery>) -> HttpResponseOk<workspace_api::deployments::Deployment> => deployments::get);
+    delegate!(fn deployments_update(query: QueryParams<workspace_api::deployments::DeploymentQuery>, body: JsonBody<workspace_api::deployments::DeploymentUpdate>) -> HttpResponseOk<workspace_api::deployments::Deployment> => deployments::update);
+    delegate!(fn deployments_delete(query: QueryParams<workspace_api::deployments::DeploymentQuery>) -> HttpResponseOk<workspace_api::tools::SuccessResponse> => deployments::delete);
+    delegate!(fn deployments_regenerate_key(query: QueryParams<workspace_api::deployments::DeploymentQuery>) -> HttpResponseOk<workspace_api::deployments::DeploymentWithKey> => deployments::regenerate_key);
 
     async fn deployments_chat_completions(
         rqctx: Ctx,
@@ -939,88 +324,19 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done_openai(deployments::models(rqctx).await)
     }
 
-    async fn deployments_chat_completions_preflight(
-        rqctx: Ctx,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::preflight(rqctx).await)
-    }
-
-    async fn deployments_models_preflight(
-        rqctx: Ctx,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(deployments::preflight(rqctx).await)
-    }
+    delegate!(fn deployments_chat_completions_preflight() -> http::Response<dropshot::Body> => deployments::preflight);
+    delegate!(fn deployments_models_preflight() -> http::Response<dropshot::Body> => deployments::preflight);
 
     // MCP area.
 
-    async fn mcp_list_servers(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpServerList>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::list_servers(rqctx, query).await)
-    }
-
-    async fn mcp_server_with_tools(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::mcp::ServerQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpServerWithTools>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::server_with_tools(rqctx, query).await)
-    }
-
-    async fn mcp_connect_account(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
-        body: JsonBody<workspace_api::mcp::ConnectAccount>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::ConnectionStart>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::connect_account(rqctx, query, body).await)
-    }
-
-    async fn mcp_callback(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::mcp::CallbackQuery>,
-    ) -> Result<dropshot::HttpResponseSeeOther, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::callback(rqctx, query).await)
-    }
-
-    async fn mcp_list_instances(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::mcp::InstanceListQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpInstanceList>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::list_instances(rqctx, query).await)
-    }
-
-    async fn mcp_update_instance(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::mcp::InstanceQuery>,
-        body: JsonBody<workspace_api::mcp::InstanceRename>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpInstance>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::update_instance(rqctx, query, body).await)
-    }
-
-    async fn mcp_delete_instance(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::mcp::InstanceQuery>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpDeleted>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::delete_instance(rqctx, query).await)
-    }
-
-    async fn mcp_generate_url(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
-        body: JsonBody<workspace_api::mcp::GenerateUrl>,
-    ) -> Result<HttpResponseOk<workspace_api::mcp::McpUrl>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::generate_url(rqctx, query, body).await)
-    }
+    delegate!(fn mcp_list_servers(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>) -> HttpResponseOk<workspace_api::mcp::McpServerList> => mcp::list_servers);
+    delegate!(fn mcp_server_with_tools(query: QueryParams<workspace_api::mcp::ServerQuery>) -> HttpResponseOk<workspace_api::mcp::McpServerWithTools> => mcp::server_with_tools);
+    delegate!(fn mcp_connect_account(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::mcp::ConnectAccount>) -> HttpResponseOk<workspace_api::mcp::ConnectionStart> => mcp::connect_account);
+    delegate!(fn mcp_callback(query: QueryParams<workspace_api::mcp::CallbackQuery>) -> dropshot::HttpResponseSeeOther => mcp::callback);
+    delegate!(fn mcp_list_instances(query: QueryParams<workspace_api::mcp::InstanceListQuery>) -> HttpResponseOk<workspace_api::mcp::McpInstanceList> => mcp::list_instances);
+    delegate!(fn mcp_update_instance(query: QueryParams<workspace_api::mcp::InstanceQuery>, body: JsonBody<workspace_api::mcp::InstanceRename>) -> HttpResponseOk<workspace_api::mcp::McpInstance> => mcp::update_instance);
+    delegate!(fn mcp_delete_instance(query: QueryParams<workspace_api::mcp::InstanceQuery>) -> HttpResponseOk<workspace_api::mcp::McpDeleted> => mcp::delete_instance);
+    delegate!(fn mcp_generate_url(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::mcp::GenerateUrl>) -> HttpResponseOk<workspace_api::mcp::McpUrl> => mcp::generate_url);
 
     async fn mcp_gateway_post(
         rqctx: Ctx,
@@ -1048,12 +364,5 @@ impl WorkspaceApi for WorkspaceImpl {
         probe.done(mcp::gateway(rqctx, path, reqwest::Method::DELETE, bytes::Bytes::new()).await)
     }
 
-    async fn mcp_playground_chat(
-        rqctx: Ctx,
-        query: QueryParams<workspace_api::orgs::PersonalOrgQuery>,
-        body: JsonBody<workspace_api::mcp::PlaygroundChat>,
-    ) -> Result<http::Response<dropshot::Body>, HttpError> {
-        let probe = Probe::new(&rqctx);
-        probe.done(mcp::playground_chat(rqctx, query, body).await)
-    }
+    delegate!(fn mcp_playground_chat(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::mcp::PlaygroundChat>) -> http::Response<dropshot::Body> => mcp::playground_chat);
 }

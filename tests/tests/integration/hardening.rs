@@ -1016,6 +1016,23 @@ async fn metrics_are_private_and_in_prometheus_format() {
         .unwrap_or_else(|| panic!("no shared connections gauge: {text}"));
     assert!((1..=2).contains(&shared_open), "{shared_open}");
     assert!(text.contains("workspace_password_hash_queue_depth 0"));
+    // Every background task is named and running.
+    for task in [
+        "chat_listener",
+        "counter_janitor",
+        "stream_janitor",
+        "stream_heartbeat",
+        "stream_sweeper",
+        "kb_worker_0",
+        "metrics_listener",
+    ] {
+        assert!(
+            text.contains(&format!(
+                "workspace_background_task_running{{task=\"{task}\"}} 1"
+            )),
+            "{task}: {text}"
+        );
+    }
     // Not on the API address.
     let api = http
         .get(format!("{}/metrics", ctx.base_url))
