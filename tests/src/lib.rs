@@ -15,6 +15,7 @@ pub mod fake_transcriber;
 pub mod fixtures;
 pub mod mcp_pager;
 pub mod mcp_peers;
+pub mod resources;
 pub mod strict_oauth;
 
 /// Provisions the local embedding model's files once for every test

@@ -5,29 +5,12 @@ use crate::tools::{ADDER, category, tool, tool_body};
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workspace_tests::TestContext;
 use workspace_tests::req;
+use workspace_tests::{TestContext, resources};
 
 async fn offline_model(cx: &TestContext, token: &str, org: Uuid) -> Uuid {
-    let (_, models) = req(
-        &cx.base_url,
-        token,
-        Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    models
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["provider"] == "offline")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let client = resources::client_for(&cx.base_url, token);
+    resources::offline_model(&client, org).await
 }
 
 pub fn agent_body(model: Uuid, tools: Value) -> Value {
@@ -42,19 +25,10 @@ fn aq(agent: Uuid) -> Vec<(&'static str, String)> {
     vec![("agent_id", agent.to_string())]
 }
 
-/// Creates an agent and returns its id.
+/// Creates an agent and returns its id (the typed fixture).
 pub async fn agent(cx: &TestContext, token: &str, org: Uuid, body: Value) -> Uuid {
-    let (s, b) = req(
-        &cx.base_url,
-        token,
-        Method::POST,
-        "/api/agents",
-        &[("org_id", org.to_string())],
-        Some(body),
-    )
-    .await;
-    assert_eq!(s, 201, "{b}");
-    b["id"].as_str().unwrap().parse().unwrap()
+    let client = resources::client_for(&cx.base_url, token);
+    resources::agent(&client, org, body).await
 }
 
 /// An organization with the adder tool, the offline model and an agent

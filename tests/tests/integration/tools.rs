@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workspace_tests::{TestContext, raw, req};
+use workspace_tests::{TestContext, raw, req, resources};
 
 pub fn tool_body(name: &str, category: Uuid, code: &str) -> Value {
     json!({
@@ -23,34 +23,16 @@ pub fn tool_body(name: &str, category: Uuid, code: &str) -> Value {
 
 pub const ADDER: &str = "def run(a, offset=0):\n    return a + 1 + offset\n";
 
-/// Creates a category and returns its id.
+/// Creates a category and returns its id (the typed fixture).
 pub async fn category(cx: &TestContext, token: &str, org: Uuid, name: &str) -> Uuid {
-    let (s, b) = req(
-        &cx.base_url,
-        token,
-        Method::POST,
-        "/api/tools/create_category",
-        &[("org_id", org.to_string())],
-        Some(json!({"name": name, "description": "d"})),
-    )
-    .await;
-    assert_eq!(s, 201, "{b}");
-    b["id"].as_str().unwrap().parse().unwrap()
+    let client = resources::client_for(&cx.base_url, token);
+    resources::category(&client, org, name).await
 }
 
-/// Creates a tool and returns its id.
+/// Creates a tool and returns its id (the typed fixture).
 pub async fn tool(cx: &TestContext, token: &str, org: Uuid, body: Value) -> Uuid {
-    let (s, b) = req(
-        &cx.base_url,
-        token,
-        Method::POST,
-        "/api/tools",
-        &[("org_id", org.to_string())],
-        Some(body),
-    )
-    .await;
-    assert_eq!(s, 201, "{b}");
-    b["id"].as_str().unwrap().parse().unwrap()
+    let client = resources::client_for(&cx.base_url, token);
+    resources::tool(&client, org, body).await
 }
 
 fn q(org: Uuid, tool: Uuid) -> Vec<(&'static str, String)> {
