@@ -1590,7 +1590,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("flow-type")
                     .long("flow-type")
-                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .value_parser(::clap::value_parser!(types::ConnectAccountFlowType))
                     .required(false)
                     .help(
                         "Where the flow started (e.g. `chat`, `settings`): 1 to 50 of `[A-Za-z0-9_-]`, handed back to the frontend.",
@@ -4182,7 +4182,7 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.mcp_connect_account();
-        if let Some(value) = matches.get_one::<::std::string::String>("flow-type") {
+        if let Some(value) = matches.get_one::<types::ConnectAccountFlowType>("flow-type") {
             request = request.body_map(|body| body.flow_type(value.clone()));
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {

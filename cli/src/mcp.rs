@@ -104,7 +104,11 @@ impl std::error::Error for ExitWith {}
 async fn connect(client: &Client, m: &ArgMatches) -> Result<()> {
     let server = *m.get_one::<uuid::Uuid>("server-id").context("SERVER_ID")?;
     let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
-    let flow_type = m.get_one::<String>("flow-type").cloned();
+    let flow_type = m
+        .get_one::<String>("flow-type")
+        .map(|f| f.parse::<workspace_client::types::ConnectAccountFlowType>())
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--flow-type: {e}"))?;
     let timeout = Duration::from_secs(*m.get_one::<u64>("timeout").context("--timeout")?);
     let interval = Duration::from_secs(*m.get_one::<u64>("interval").context("--interval")?);
 

@@ -2626,12 +2626,72 @@ pub mod types {
     pub struct ConnectAccount {
         ///Where the flow started (e.g. `chat`, `settings`): 1 to 50 of `[A-Za-z0-9_-]`, handed back to the frontend.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub flow_type: ::std::option::Option<::std::string::String>,
+        pub flow_type: ::std::option::Option<ConnectAccountFlowType>,
         pub server_id: ::uuid::Uuid,
     }
     impl ConnectAccount {
         pub fn builder() -> builder::ConnectAccount {
             Default::default()
+        }
+    }
+    ///Where the flow started (e.g. `chat`, `settings`): 1 to 50 of `[A-Za-z0-9_-]`, handed back to the frontend.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConnectAccountFlowType(::std::string::String);
+    impl ::std::ops::Deref for ConnectAccountFlowType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConnectAccountFlowType> for ::std::string::String {
+        fn from(value: ConnectAccountFlowType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConnectAccountFlowType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 50usize {
+                return Err("longer than 50 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[A-Za-z0-9_-]+$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9_-]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConnectAccountFlowType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConnectAccountFlowType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConnectAccountFlowType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///What the frontend needs to know about the connection's authentication.
@@ -14714,7 +14774,7 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct ConnectAccount {
             flow_type: ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                ::std::option::Option<super::ConnectAccountFlowType>,
                 ::std::string::String,
             >,
             server_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -14730,7 +14790,7 @@ pub mod types {
         impl ConnectAccount {
             pub fn flow_type<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T: ::std::convert::TryInto<::std::option::Option<super::ConnectAccountFlowType>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.flow_type = value

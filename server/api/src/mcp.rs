@@ -74,6 +74,7 @@ pub struct ConnectAccount {
     /// Where the flow started (e.g. `chat`, `settings`): 1 to 50 of
     /// `[A-Za-z0-9_-]`, handed back to the frontend.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 50), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
     pub flow_type: Option<String>,
 }
 

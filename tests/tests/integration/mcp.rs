@@ -6,7 +6,9 @@ use reqwest::Method;
 use serde_json::json;
 use std::time::Duration;
 use uuid::Uuid;
-use workspace_client::types::{ConnectAccount, GenerateUrl, InstanceRename};
+use workspace_client::types::{
+    ConnectAccount, ConnectAccountFlowType, GenerateUrl, InstanceRename,
+};
 use workspace_server::mcp::McpClient;
 use workspace_server::mcp::config::{McpAuth, McpServerConfig};
 use workspace_tests::mcp_peers::{Everything, MOCK_ACCESS_TOKEN, MockOauth};
@@ -127,7 +129,7 @@ async fn mcp_catalog_tools_instances_and_isolation() {
         .body(
             ConnectAccount::builder()
                 .server_id(everything.id)
-                .flow_type(Some("chat".to_string())),
+                .flow_type(Some("chat".parse::<ConnectAccountFlowType>().unwrap())),
         )
         .send()
         .await
@@ -615,7 +617,7 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
         .body(
             ConnectAccount::builder()
                 .server_id(id)
-                .flow_type(Some("settings".to_string())),
+                .flow_type(Some("settings".parse::<ConnectAccountFlowType>().unwrap())),
         )
         .send()
         .await
