@@ -1,23 +1,29 @@
-//! One answer pipeline, shared by chat and conversations.
+//! One answer pipeline, shared by every streamed answer: chat, chat's
+//! prompt suggestions, conversations, the MCP playground and the
+//! OpenAI-compatible deployment endpoint.
 //!
 //! An answer goes through the same steps whatever area asked for it:
 //!
-//! 1. **start** ([`Answer::begin`]): subscribe to stop requests and take
-//!    the lease before the client can know the answer's id, start the
-//!    event writer (each event is numbered, stored in the stream's events
-//!    and announced with `NOTIFY`, then handed to the requesting client);
-//!    the area emits its first events ([`Answer::emit`]);
+//! 1. **start**: a *kept* answer ([`Answer::begin`]: chat, conversations)
+//!    subscribes to stop requests and takes the lease before the client
+//!    can know the answer's id, and starts the event writer (each event is
+//!    numbered, stored in the stream's events and announced with
+//!    `NOTIFY`, then handed to the requesting client, who may resume); a
+//!    *direct* answer ([`Answer::direct`]: prompt suggestions, the
+//!    playground, deployments) hands its events straight to the client
+//!    and ends when the client goes away. The area emits its first events
+//!    ([`Answer::emit`]);
 //! 2. **generate** ([`Answer::spawn`]): a task of its own runs the model
 //!    through the agent runtime and turns its events into the area's
 //!    events, saving the text every [`SAVE_INTERVAL`] without holding up
 //!    the stream;
 //! 3. **end**: the lease ends (interrupted at shutdown, or lost to a
-//!    sweeper), a stop request arrives from any instance, the model ends
-//!    or fails;
+//!    sweeper), a stop request arrives from any instance, the client of a
+//!    direct answer goes away, the model ends or fails;
 //! 4. **store**: the finished answer is stored by a task of its own that
 //!    retries for as long as the database is unavailable (a generated
-//!    answer must reach the database); the stream waits [`STORE_WAIT`] for
-//!    it;
+//!    answer must reach the database); the stream waits
+//!    [`Area::store_wait`] for it;
 //! 5. **close**: the area emits its closing events (usage, title, the last
 //!    event) and notices, and the writer drains.
 //!
@@ -65,6 +71,8 @@ pub enum Outcome {
     /// A sweeper closed the answer (this instance had lost touch with the
     /// database for longer than the lease): nothing more to do.
     Lost,
+    /// The client of a direct answer went away.
+    Gone,
 }
 
 impl Outcome {
@@ -73,7 +81,7 @@ impl Outcome {
         match self {
             Outcome::Failed { code, .. } => Some(code),
             Outcome::Interrupted => Some(INTERRUPTED),
-            Outcome::Complete | Outcome::Stopped | Outcome::Lost => None,
+            Outcome::Complete | Outcome::Stopped | Outcome::Lost | Outcome::Gone => None,
         }
     }
 
@@ -82,7 +90,7 @@ impl Outcome {
         match self {
             Outcome::Failed { code, message } => Some((code.clone(), message.clone())),
             Outcome::Interrupted => Some((INTERRUPTED.into(), INTERRUPTED_MESSAGE.into())),
-            Outcome::Complete | Outcome::Stopped | Outcome::Lost => None,
+            Outcome::Complete | Outcome::Stopped | Outcome::Lost | Outcome::Gone => None,
         }
     }
 }
@@ -107,6 +115,28 @@ pub enum Stored {
     Failed,
 }
 
+/// Where an answer's events go.
+pub enum Out<E> {
+    /// Numbered, stored and announced, then handed to the requesting
+    /// client while it keeps up (a kept answer: resumable).
+    Kept(Emitter),
+    /// Straight to the requesting client (a direct answer).
+    Direct(mpsc::Sender<E>),
+}
+
+impl<E: Serialize + Send> Out<E> {
+    /// Emits an event; false when the client of a direct answer is gone.
+    pub async fn emit(&mut self, event: E) -> bool {
+        match self {
+            Out::Kept(emitter) => {
+                emitter.emit(event).await;
+                true
+            }
+            Out::Direct(tx) => tx.send(event).await.is_ok(),
+        }
+    }
+}
+
 /// What an area supplies to the pipeline.
 #[async_trait::async_trait]
 pub trait Area: Send + Sync + 'static {
@@ -127,22 +157,42 @@ pub trait Area: Send + Sync + 'static {
     }
 
     /// The stored status of an answer that ended this way (also the
-    /// `workspace_streams_total` outcome).
-    fn status(&self, outcome: &Outcome) -> &'static str;
+    /// `workspace_streams_total` outcome): by default `complete`,
+    /// `stopped` (also when the client went away) or `failed`.
+    fn status(&self, outcome: &Outcome) -> &'static str {
+        match outcome {
+            Outcome::Complete => "complete",
+            Outcome::Stopped | Outcome::Gone => "stopped",
+            Outcome::Failed { .. } | Outcome::Interrupted | Outcome::Lost => "failed",
+        }
+    }
 
-    /// Saves the text so far.
-    async fn save_partial(&self, text: &str) -> Result<(), Error>;
+    /// Saves the text so far (nothing for an area that keeps no text).
+    async fn save_partial(&self, _text: &str) -> Result<(), Error> {
+        Ok(())
+    }
 
-    /// Stores the finished answer (called again while the database is
-    /// unavailable).
-    async fn store(&self, text: &str, usage: Option<Usage>, outcome: &Outcome)
-    -> Result<(), Error>;
+    /// Stores the finished answer, or what the area records of it (called
+    /// again while the database is unavailable; nothing by default).
+    async fn store(
+        &self,
+        _text: &str,
+        _usage: Option<Usage>,
+        _outcome: &Outcome,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// How long the stream waits for [`Area::store`] before it closes.
+    fn store_wait(&self) -> Duration {
+        STORE_WAIT
+    }
 
     /// Emits the closing events, the last one included, and sends the
     /// area's notices.
     async fn close(
         &self,
-        out: &mut Emitter,
+        out: &mut Out<Self::Event>,
         outcome: Outcome,
         stored: Stored,
         usage: Option<Usage>,
@@ -159,24 +209,41 @@ pub struct ToolFinished {
     pub successful: bool,
 }
 
-/// An answer that has started: its area, event writer, stop subscription
-/// and lease.
+/// An answer that has started: its area, where its events go and, for a
+/// kept answer, its event writer, stop subscription and lease.
 pub struct Answer<A: Area> {
     area: Arc<A>,
-    id: Uuid,
     metrics: Arc<Metrics>,
     log: slog::Logger,
-    out: Emitter,
+    out: Out<A::Event>,
+    kept: Option<Kept>,
+}
+
+/// What a kept answer holds besides its events.
+struct Kept {
+    id: Uuid,
     writer: tokio::task::JoinHandle<()>,
     stops: tokio::sync::broadcast::Receiver<Notice>,
     lease: Lease,
 }
 
+impl Kept {
+    /// Resolves when the lease ends or a stop request arrives.
+    async fn ended(&mut self) -> Outcome {
+        let me = self.id.to_string();
+        tokio::select! {
+            biased;
+            end = self.lease.ended() => Outcome::from(end),
+            _ = stop_requested(&mut self.stops, &me) => Outcome::Stopped,
+        }
+    }
+}
+
 impl<A: Area> Answer<A> {
-    /// Starts the answer `id` of `area`: subscribed to stop requests and
-    /// leased before the client can know the id, with its event writer.
-    /// The receiver (of `buffer` events) yields the numbered events to the
-    /// requesting client while it keeps up.
+    /// Starts the kept answer `id` of `area`: subscribed to stop requests
+    /// and leased before the client can know the id, with its event
+    /// writer. The receiver (of `buffer` events) yields the numbered
+    /// events to the requesting client while it keeps up.
     pub fn begin(
         cx: &ServerContext,
         area: A,
@@ -190,21 +257,42 @@ impl<A: Area> Answer<A> {
         let (out, writer) = Emitter::start(cx.datastore.clone(), kind, id, live, log.clone());
         let answer = Answer {
             area: Arc::new(area),
-            id,
             metrics: cx.metrics.clone(),
             log,
-            out,
-            writer,
-            stops,
-            lease,
+            out: Out::Kept(out),
+            kept: Some(Kept {
+                id,
+                writer,
+                stops,
+                lease,
+            }),
+        };
+        (answer, rx)
+    }
+
+    /// Starts a direct answer of `area`: its events go straight to the
+    /// receiver (of `buffer` events), and it ends when that is dropped.
+    pub fn direct(
+        cx: &ServerContext,
+        area: A,
+        buffer: usize,
+        log: slog::Logger,
+    ) -> (Answer<A>, mpsc::Receiver<A::Event>) {
+        let (tx, rx) = mpsc::channel(buffer);
+        let answer = Answer {
+            area: Arc::new(area),
+            metrics: cx.metrics.clone(),
+            log,
+            out: Out::Direct(tx),
+            kept: None,
         };
         (answer, rx)
     }
 
     /// Emits one of the first events (in the channel when the response
     /// goes out, so they leave with its headers).
-    pub async fn emit(&mut self, event: A::Event) {
-        self.out.emit(event).await;
+    pub async fn emit(&mut self, event: A::Event) -> bool {
+        self.out.emit(event).await
     }
 
     /// Generates the answer by a task of its own, which goes on when the
@@ -213,19 +301,17 @@ impl<A: Area> Answer<A> {
         tokio::spawn(self.run(spec));
     }
 
-    async fn run(self, spec: RunSpec) {
+    /// Generates the answer in the calling task (for an area that prepares
+    /// the run in a task of its own).
+    pub async fn run(self, spec: RunSpec) {
         use std::sync::atomic::Ordering::Relaxed;
         let Answer {
             area,
-            id,
             metrics,
             log,
             mut out,
-            writer,
-            mut stops,
-            mut lease,
+            mut kept,
         } = self;
-        let me = id.to_string();
         metrics.streams_active.fetch_add(1, Relaxed);
         let mut text = String::new();
         let mut usage: Option<Usage> = None;
@@ -235,8 +321,7 @@ impl<A: Area> Answer<A> {
         let outcome = loop {
             let event = tokio::select! {
                 biased;
-                end = lease.ended() => break Outcome::from(end),
-                _ = stop_requested(&mut stops, &me) => break Outcome::Stopped,
+                end = ended(&mut kept) => break end,
                 event = events.recv() => event,
             };
             match event {
@@ -248,12 +333,16 @@ impl<A: Area> Answer<A> {
                 }
                 Some(RuntimeEvent::Text(piece)) => {
                     text.push_str(&piece);
-                    out.emit(area.content(piece)).await;
+                    if !out.emit(area.content(piece)).await {
+                        break Outcome::Gone;
+                    }
                     save_partial(&area, &text, &mut saving, &mut saved_at, &log);
                 }
                 Some(RuntimeEvent::ToolStarted { id, name, input }) => {
-                    if let Some(event) = area.tool_started(id, name, input) {
-                        out.emit(event).await;
+                    if let Some(event) = area.tool_started(id, name, input)
+                        && !out.emit(event).await
+                    {
+                        break Outcome::Gone;
                     }
                 }
                 Some(RuntimeEvent::ToolFinished {
@@ -272,8 +361,10 @@ impl<A: Area> Answer<A> {
                         error,
                         successful,
                     };
-                    if let Some(event) = area.tool_finished(finished) {
-                        out.emit(event).await;
+                    if let Some(event) = area.tool_finished(finished)
+                        && !out.emit(event).await
+                    {
+                        break Outcome::Gone;
                     }
                 }
                 Some(RuntimeEvent::Usage(u)) => {
@@ -300,7 +391,9 @@ impl<A: Area> Answer<A> {
         if matches!(outcome, Outcome::Lost) {
             slog::warn!(log, "abandoning an answer closed by a sweeper");
             drop(out);
-            writer.abort();
+            if let Some(kept) = kept {
+                kept.writer.abort();
+            }
             return;
         }
         let chars = text.len();
@@ -317,7 +410,7 @@ impl<A: Area> Answer<A> {
                 let _ = done_tx.send(result.is_ok());
             })
         };
-        let stored = match tokio::time::timeout(STORE_WAIT, done_rx).await {
+        let stored = match tokio::time::timeout(area.store_wait(), done_rx).await {
             Ok(Ok(true)) => Stored::Yes,
             Ok(_) => Stored::Failed,
             Err(_elapsed) => Stored::Pending,
@@ -327,7 +420,18 @@ impl<A: Area> Answer<A> {
             "stored" => matches!(stored, Stored::Yes));
         area.close(&mut out, outcome, stored, usage).await;
         drop(out);
-        let _ = writer.await;
+        if let Some(kept) = kept {
+            let _ = kept.writer.await;
+        }
+    }
+}
+
+/// Resolves when a kept answer's lease ends or a stop request arrives;
+/// never for a direct answer.
+async fn ended(kept: &mut Option<Kept>) -> Outcome {
+    match kept {
+        Some(kept) => kept.ended().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -7,8 +7,8 @@
 //! generated. [`ConversationAnswer`] is what conversations supply: where
 //! the answer is stored and the events of their stream.
 
-use crate::app::answer::{Answer, Area, Outcome, Stored};
-use crate::app::streams::{Emitter, Numbered};
+use crate::app::answer::{Answer, Area, Out, Outcome, Stored};
+use crate::app::streams::Numbered;
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::Datastore;
@@ -381,7 +381,7 @@ impl Area for ConversationAnswer {
     /// with `database_unavailable` when it is not stored yet.
     async fn close(
         &self,
-        out: &mut Emitter,
+        out: &mut Out<Self::Event>,
         outcome: Outcome,
         stored: Stored,
         _usage: Option<Usage>,
@@ -411,7 +411,7 @@ impl Area for ConversationAnswer {
 fn stored_status(outcome: &Outcome) -> db::MessageStatus {
     match outcome {
         Outcome::Complete => db::MessageStatus::Complete,
-        Outcome::Stopped => db::MessageStatus::Cancelled,
+        Outcome::Stopped | Outcome::Gone => db::MessageStatus::Cancelled,
         Outcome::Failed { .. } | Outcome::Interrupted | Outcome::Lost => db::MessageStatus::Failed,
     }
 }

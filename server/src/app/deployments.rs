@@ -9,7 +9,6 @@ use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDep
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
 use crate::error::Error;
 use crate::providers::ChatMessage;
-use crate::runtime::RuntimeEvent;
 use base64::Engine;
 use chrono::Utc;
 use uuid::Uuid;
@@ -577,16 +576,19 @@ pub async fn chat_completions(
     let id = format!("chatcmpl-{}", Uuid::new_v4().simple());
     let created = Utc::now().timestamp();
     let model = model_name(d.agent_id);
-    let events = crate::runtime::run(spec);
     if body.stream == Some(true) {
-        return stream(cx, caller, events, id, created, model);
+        return stream(cx, caller, spec, id, created, model, log);
     }
     let Collected {
         text, usage, error, ..
-    } = collect(events).await;
+    } = collect(crate::runtime::run(spec)).await;
     let _ = cx
         .datastore
-        .deployment_add_usage(d.id, usage.input_tokens as i64, usage.output_tokens as i64)
+        .deployment_add_usage(
+            &caller.access,
+            usage.input_tokens as i64,
+            usage.output_tokens as i64,
+        )
         .await;
     if let Some((code, message)) = error {
         return Err(OpenAiHttpError::new(502, &code, message));
@@ -637,96 +639,37 @@ fn sse_data(value: &impl serde::Serialize) -> String {
     format!("data: {json}\n\n")
 }
 
-/// Streams OpenAI `chat.completion.chunk`s, then `data: [DONE]`.
+/// Streams OpenAI `chat.completion.chunk`s, then `data: [DONE]` (a direct
+/// answer of the pipeline: the run stops when the client goes away; the
+/// tokens used are added to the deployment's usage either way).
 fn stream(
     cx: &ServerContext,
     caller: KeyCaller,
-    mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>,
+    spec: crate::runtime::RunSpec,
     id: String,
     created: i64,
     model: String,
+    log: &slog::Logger,
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
-    let datastore = cx.datastore.clone();
-    let deployment_id = caller.deployment.id;
+    let area = CompletionStream {
+        datastore: cx.datastore.clone(),
+        access: caller.access.clone(),
+        id,
+        created,
+        model,
+    };
+    let first = area.chunk(
+        ChunkDelta {
+            role: Some("assistant".to_string()),
+            content: Some(String::new()),
+        },
+        None,
+    );
+    let (mut answer, rx) = crate::app::answer::Answer::direct(cx, area, 64, log.clone());
     tokio::spawn(async move {
-        let mut usage = CompletionUsage::default();
-        let mut ok = tx
-            .send(chunk(
-                &id,
-                created,
-                &model,
-                ChunkDelta {
-                    role: Some("assistant".to_string()),
-                    content: Some(String::new()),
-                },
-                None,
-            ))
-            .await
-            .is_ok();
-        while ok {
-            let Some(event) = events.recv().await else {
-                break;
-            };
-            match event {
-                RuntimeEvent::Text(t) => {
-                    ok = tx
-                        .send(chunk(
-                            &id,
-                            created,
-                            &model,
-                            ChunkDelta {
-                                role: None,
-                                content: Some(t),
-                            },
-                            None,
-                        ))
-                        .await
-                        .is_ok();
-                }
-                RuntimeEvent::Usage(u) => {
-                    usage.prompt_tokens += u64::from(u.input_tokens);
-                    usage.completion_tokens += u64::from(u.output_tokens);
-                    usage.total_tokens += u64::from(u.total_tokens());
-                }
-                RuntimeEvent::End => {
-                    let _ = tx
-                        .send(chunk(
-                            &id,
-                            created,
-                            &model,
-                            ChunkDelta::default(),
-                            Some("stop"),
-                        ))
-                        .await;
-                    let last = ChatCompletionChunk {
-                        id: id.clone(),
-                        object: "chat.completion.chunk".to_string(),
-                        created,
-                        model: model.clone(),
-                        choices: Vec::new(),
-                        usage: Some(usage.clone()),
-                    };
-                    let _ = tx.send(sse_data(&last)).await;
-                    let _ = tx.send("data: [DONE]\n\n".to_string()).await;
-                    break;
-                }
-                RuntimeEvent::Error { code, message } => {
-                    let e = OpenAiHttpError::new(502, &code, message);
-                    let body = serde_json::json!({"error": e.error});
-                    let _ = tx.send(format!("data: {body}\n\n")).await;
-                    break;
-                }
-                RuntimeEvent::ToolStarted { .. } | RuntimeEvent::ToolFinished { .. } => {}
-            }
+        if answer.emit(first).await {
+            answer.run(spec).await;
         }
-        let _ = datastore
-            .deployment_add_usage(
-                deployment_id,
-                usage.prompt_tokens as i64,
-                usage.completion_tokens as i64,
-            )
-            .await;
     });
     let builder = with_cors(http::Response::builder().status(200), &caller.cors_origin)
         .header(http::header::CONTENT_TYPE, "text/event-stream")
@@ -734,6 +677,101 @@ fn stream(
         .header("x-accel-buffering", "no");
     crate::sse::raw_response(builder, rx)
         .map_err(|_| OpenAiHttpError::new(500, "internal_error", "internal error"))
+}
+
+/// A streamed completion, as the answer pipeline sees it: its events are
+/// whole SSE frames of `chat.completion.chunk`s.
+struct CompletionStream {
+    datastore: crate::db::datastore::Datastore,
+    access: DeploymentAccess,
+    id: String,
+    created: i64,
+    model: String,
+}
+
+impl CompletionStream {
+    fn chunk(&self, delta: ChunkDelta, finish: Option<&str>) -> String {
+        chunk(&self.id, self.created, &self.model, delta, finish)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::app::answer::Area for CompletionStream {
+    type Event = String;
+
+    fn content(&self, piece: String) -> String {
+        self.chunk(
+            ChunkDelta {
+                role: None,
+                content: Some(piece),
+            },
+            None,
+        )
+    }
+
+    /// Adds the tokens used to the deployment's usage.
+    async fn store(
+        &self,
+        _text: &str,
+        usage: Option<crate::providers::Usage>,
+        _outcome: &crate::app::answer::Outcome,
+    ) -> Result<(), Error> {
+        let usage = usage.unwrap_or_default();
+        self.datastore
+            .deployment_add_usage(
+                &self.access,
+                i64::from(usage.input_tokens),
+                i64::from(usage.output_tokens),
+            )
+            .await
+    }
+
+    /// The stream does not wait for the usage to be recorded.
+    fn store_wait(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    /// `finish_reason: stop`, the usage chunk and `[DONE]`; or the error
+    /// as an OpenAI error object.
+    async fn close(
+        &self,
+        out: &mut crate::app::answer::Out<String>,
+        outcome: crate::app::answer::Outcome,
+        _stored: crate::app::answer::Stored,
+        usage: Option<crate::providers::Usage>,
+    ) {
+        use crate::app::answer::Outcome;
+        match outcome {
+            Outcome::Complete => {
+                out.emit(self.chunk(ChunkDelta::default(), Some("stop")))
+                    .await;
+                let usage = usage.unwrap_or_default();
+                let last = ChatCompletionChunk {
+                    id: self.id.clone(),
+                    object: "chat.completion.chunk".to_string(),
+                    created: self.created,
+                    model: self.model.clone(),
+                    choices: Vec::new(),
+                    usage: Some(CompletionUsage {
+                        prompt_tokens: u64::from(usage.input_tokens),
+                        completion_tokens: u64::from(usage.output_tokens),
+                        total_tokens: u64::from(usage.total_tokens()),
+                    }),
+                };
+                out.emit(sse_data(&last)).await;
+                out.emit("data: [DONE]\n\n".to_string()).await;
+            }
+            Outcome::Gone => {}
+            other => {
+                let (code, message) = other.error().unwrap_or_else(|| {
+                    ("internal_error".to_string(), "the answer ended".to_string())
+                });
+                let e = OpenAiHttpError::new(502, &code, message);
+                let body = serde_json::json!({"error": e.error});
+                out.emit(format!("data: {body}\n\n")).await;
+            }
+        }
+    }
 }
 
 /// A CORS preflight answer for the v1 operations.

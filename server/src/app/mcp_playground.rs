@@ -42,13 +42,14 @@
 //! longer than [`DISCOVERY_MODEL_BUDGET`] or answers anything but such an
 //! array, discovery ranks by meaning or words as above.
 
+use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::mcp::{GatewayTarget, PaginationHint};
 use crate::db::enums::McpSessionStatus;
 use crate::error::Error;
 use crate::mcp::McpError;
-use crate::runtime::{RunLimits, RunSpec, RuntimeEvent, RuntimeTool, model_tool_name};
+use crate::runtime::{RunLimits, RunSpec, RuntimeTool, model_tool_name};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -283,8 +284,8 @@ pub async fn chat(
         ));
     }
     let ids = body.mcp_instance_ids.clone().unwrap_or_default();
-    let (tx, rx) = mpsc::channel(64);
     if ids.is_empty() {
+        let (tx, rx) = mpsc::channel(2);
         let model = model(cx, body.model.as_deref())?;
         let servers = discover(cx, access, &body.content, &model).await?;
         tokio::spawn(async move {
@@ -317,13 +318,14 @@ pub async fn chat(
     let wants_more = asks_for_more(&body.content);
     let access = access.clone();
     let log = access.log().clone();
+    let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, log.clone());
     tokio::spawn(async move {
         let cx = handle.get();
         let mut tools: Vec<Arc<dyn RuntimeTool>> = Vec::new();
         for (slug, target) in targets {
             if target.status != McpSessionStatus::Active {
-                let _ = tx
-                    .send(error(
+                answer
+                    .emit(error(
                         "an MCP instance needs a new authorization: connect the account again",
                     ))
                     .await;
@@ -343,8 +345,8 @@ pub async fn chat(
             let listed = match listed {
                 Ok(l) => l,
                 Err(e) => {
-                    let _ = tx
-                        .send(error(format!("listing the MCP tools failed: {e}")))
+                    answer
+                        .emit(error(format!("listing the MCP tools failed: {e}")))
                         .await;
                     return;
                 }
@@ -377,52 +379,71 @@ pub async fn chat(
             },
             log,
         };
-        let mut events = crate::runtime::run(spec);
-        while let Some(event) = events.recv().await {
-            let item = match event {
-                RuntimeEvent::Text(t) => message(t),
-                RuntimeEvent::ToolStarted { id, name, input } => PlaygroundItem {
-                    message: Some(String::new()),
-                    tool: Some(Some(PlaygroundTool {
-                        id,
-                        name,
-                        input,
-                        output: None,
-                        successful: None,
-                        error: None,
-                    })),
-                    ..Default::default()
-                },
-                RuntimeEvent::ToolFinished {
-                    id,
-                    name,
-                    input,
-                    output,
-                    error,
-                    successful,
-                } => PlaygroundItem {
-                    message: Some(String::new()),
-                    tool: Some(Some(PlaygroundTool {
-                        id,
-                        name,
-                        input,
-                        output,
-                        successful: Some(successful),
-                        error: Some(error),
-                    })),
-                    ..Default::default()
-                },
-                RuntimeEvent::Usage(_) => continue,
-                RuntimeEvent::End => message("DONE"),
-                RuntimeEvent::Error { message, .. } => error(message),
-            };
-            let last = item.error.is_some() || item.message.as_deref() == Some("DONE");
-            if tx.send(item).await.is_err() || last {
-                return;
-            }
-        }
+        answer.run(spec).await;
     });
     Ok(rx)
+}
+
+/// A playground answer, as the answer pipeline sees it: its items carry
+/// the text, the tool calls as they start and finish, then `DONE` or an
+/// error.
+struct PlaygroundAnswer;
+
+fn tool_item(tool: PlaygroundTool) -> PlaygroundItem {
+    PlaygroundItem {
+        message: Some(String::new()),
+        tool: Some(Some(tool)),
+        ..Default::default()
+    }
+}
+
+#[async_trait::async_trait]
+impl Area for PlaygroundAnswer {
+    type Event = PlaygroundItem;
+
+    fn content(&self, piece: String) -> PlaygroundItem {
+        message(piece)
+    }
+
+    fn tool_started(&self, id: String, name: String, input: Value) -> Option<PlaygroundItem> {
+        Some(tool_item(PlaygroundTool {
+            id,
+            name,
+            input,
+            output: None,
+            successful: None,
+            error: None,
+        }))
+    }
+
+    fn tool_finished(&self, f: ToolFinished) -> Option<PlaygroundItem> {
+        Some(tool_item(PlaygroundTool {
+            id: f.id,
+            name: f.name,
+            input: f.input,
+            output: f.output,
+            successful: Some(f.successful),
+            error: Some(f.error),
+        }))
+    }
+
+    async fn close(
+        &self,
+        out: &mut Out<PlaygroundItem>,
+        outcome: Outcome,
+        _stored: Stored,
+        _usage: Option<crate::providers::Usage>,
+    ) {
+        match outcome.error() {
+            None if matches!(outcome, Outcome::Complete) => {
+                out.emit(message("DONE")).await;
+            }
+            None => {}
+            Some((_, text)) => {
+                out.emit(error(text)).await;
+            }
+        }
+    }
 }
 
 fn words(text: &str) -> std::collections::HashSet<String> {

@@ -182,7 +182,7 @@ pub async fn prompt(
         )
         .await?;
     let events = app::chat::prompt(cx, &access, body.into_inner()).await?;
-    crate::sse::numbered_response(events)
+    crate::sse::response(events)
 }
 
 pub async fn transcribe(

@@ -453,6 +453,38 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
             .unwrap()
             > 0
     );
+    // The streamed answer's tokens reach the deployment's usage (recorded
+    // by the answer pipeline after the stream's last event).
+    let streamed_output = chunks.last().unwrap()["usage"]["completion_tokens"]
+        .as_i64()
+        .unwrap();
+    let client = workspace_tests::resources::client_for(&cx.base_url, t);
+    let deployment_id: uuid::Uuid = d["id"].as_str().unwrap().parse().unwrap();
+    let usage = || async {
+        client
+            .deployments_get()
+            .deployment_id(deployment_id)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .usage
+    };
+    let mut recorded = usage().await;
+    for _ in 0..50 {
+        if recorded.output_tokens
+            >= c["usage"]["completion_tokens"].as_i64().unwrap() + streamed_output
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        recorded = usage().await;
+    }
+    assert_eq!(
+        recorded.output_tokens,
+        c["usage"]["completion_tokens"].as_i64().unwrap() + streamed_output,
+        "the usage of both answers: {recorded:?}"
+    );
 
     // Errors in OpenAI's shape.
     let r = v1(

@@ -1,8 +1,7 @@
 //! `send_message` and the answer it starts, resuming and stopping an
 //! answer's stream, and prompt suggestions.
 
-use crate::app::answer::{Answer, Area, Outcome, Stored, ToolFinished};
-use crate::app::streams::Emitter;
+use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
 use crate::authz::{OrgAccess, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{
@@ -12,7 +11,7 @@ use crate::db::datastore::streams::StreamKind;
 use crate::db::enums::{AgentStatus, ChatMessageStatus, ChatRole};
 use crate::error::Error;
 use crate::providers::{ChatMessage as ModelMessage, ChatRequest, ModelEntry, Role};
-use crate::runtime::{RunLimits, RunSpec, RuntimeEvent};
+use crate::runtime::{RunLimits, RunSpec};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -304,7 +303,7 @@ struct ChatAnswer {
 fn stored_status(outcome: &Outcome) -> ChatMessageStatus {
     match outcome {
         Outcome::Complete => ChatMessageStatus::Complete,
-        Outcome::Stopped => ChatMessageStatus::Stopped,
+        Outcome::Stopped | Outcome::Gone => ChatMessageStatus::Stopped,
         Outcome::Failed { .. } | Outcome::Interrupted | Outcome::Lost => ChatMessageStatus::Failed,
     }
 }
@@ -372,7 +371,7 @@ impl Area for ChatAnswer {
     /// event: `end` (`stop` or `stopped`) or `error`.
     async fn close(
         &self,
-        out: &mut Emitter,
+        out: &mut Out<Self::Event>,
         outcome: Outcome,
         _stored: Stored,
         usage: Option<crate::providers::Usage>,
@@ -541,11 +540,13 @@ pub async fn stop(
 
 // ---- prompt suggestions ----
 
+/// Streams three prompt suggestions for the user's text (a direct answer:
+/// not stored, ends when the client goes away).
 pub async fn prompt(
     cx: &ServerContext,
     access: &OrgAccess,
     body: PromptRequest,
-) -> Result<mpsc::Receiver<Numbered>, Error> {
+) -> Result<mpsc::Receiver<ChatStreamEvent>, Error> {
     check_message(&body.text, 10_000)?;
     let model = crate::app::models::pick(cx, body.model_id)?;
     let spec = RunSpec {
@@ -564,41 +565,42 @@ pub async fn prompt(
         },
         log: access.log().clone(),
     };
-    let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(async move {
-        let mut events = crate::runtime::run(spec);
-        let send = |e: ChatStreamEvent| {
-            let tx = tx.clone();
-            async move {
-                let v = serde_json::to_value(&e).unwrap_or(Value::Null);
-                tx.send((None, v)).await.is_ok()
-            }
-        };
-        while let Some(event) = events.recv().await {
-            let ok = match event {
-                RuntimeEvent::Text(t) => send(ChatStreamEvent::Content { content: t }).await,
-                RuntimeEvent::End => {
-                    send(ChatStreamEvent::End {
-                        message: "DONE".into(),
-                        finish_reason: "stop".into(),
-                    })
-                    .await;
-                    return;
-                }
-                RuntimeEvent::Error { code, message } => {
-                    send(ChatStreamEvent::Error {
-                        error_code: code,
-                        message,
-                    })
-                    .await;
-                    return;
-                }
-                _ => true,
-            };
-            if !ok {
-                return;
-            }
-        }
-    });
+    let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, access.log().clone());
+    answer.spawn(spec);
     Ok(rx)
+}
+
+/// Prompt suggestions, as the answer pipeline sees them: `content`
+/// events, then `end` or `error`.
+struct PromptAnswer;
+
+#[async_trait::async_trait]
+impl Area for PromptAnswer {
+    type Event = ChatStreamEvent;
+
+    fn content(&self, piece: String) -> ChatStreamEvent {
+        ChatStreamEvent::Content { content: piece }
+    }
+
+    async fn close(
+        &self,
+        out: &mut Out<ChatStreamEvent>,
+        outcome: Outcome,
+        _stored: Stored,
+        _usage: Option<crate::providers::Usage>,
+    ) {
+        let last = match outcome.error() {
+            None => ChatStreamEvent::End {
+                message: "DONE".into(),
+                finish_reason: "stop".into(),
+            },
+            Some((error_code, message)) => ChatStreamEvent::Error {
+                error_code,
+                message,
+            },
+        };
+        if !matches!(outcome, Outcome::Gone) {
+            out.emit(last).await;
+        }
+    }
 }

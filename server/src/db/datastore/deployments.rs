@@ -3,7 +3,7 @@
 
 use super::Datastore;
 use super::rate_limits::WindowCount;
-use crate::authz::OrgAccess;
+use crate::authz::{DeploymentAccess, OrgAccess};
 use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -351,15 +351,20 @@ impl Datastore {
     /// Adds a request's tokens to the deployment's usage.
     pub async fn deployment_add_usage(
         &self,
-        deployment_id: Uuid,
+        access: &DeploymentAccess,
         input_tokens: i64,
         output_tokens: i64,
     ) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
             "UPDATE agent_deployments SET input_tokens = input_tokens + $2, \
-             output_tokens = output_tokens + $3 WHERE id = $1",
-            &[&deployment_id, &input_tokens, &output_tokens],
+             output_tokens = output_tokens + $3 WHERE id = $1 AND organization_id = $4",
+            &[
+                &access.deployment_id(),
+                &input_tokens,
+                &output_tokens,
+                &access.org_id(),
+            ],
         )
         .await?;
         Ok(())
