@@ -201,12 +201,24 @@ pub fn deployment_key(headers: &http::HeaderMap) -> Option<&str> {
         .filter(|k| k.starts_with(workspace_api::deployments::KEY_PREFIX) && k.len() <= 128)
 }
 
-/// A deployment key as stored: its SHA-256 (the key has 256 random bits,
-/// so a fast hash is enough).
-pub fn hash_deployment_key(key: &str) -> Vec<u8> {
+/// A random credential as stored: its SHA-256. Deployment keys, MCP
+/// gateway secrets and OAuth `state` values have 256 random bits, so a
+/// fast hash is enough (passwords go through [`crate::hashing`]).
+pub fn hash_secret(secret: &str) -> Vec<u8> {
     use sha2::Digest;
-    sha2::Sha256::digest(key.as_bytes()).to_vec()
+    sha2::Sha256::digest(secret.as_bytes()).to_vec()
 }
+
+/// A WebSocket ticket as stored: its SHA-256 in hex.
+pub fn hash_ticket(ticket: &str) -> String {
+    hash_secret(ticket)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The longest WebSocket ticket looked up (they are 43 characters).
+pub const TICKET_MAX_LEN: usize = 100;
 
 #[cfg(test)]
 mod tests {

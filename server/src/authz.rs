@@ -301,6 +301,84 @@ impl DeploymentAccess {
     }
 }
 
+/// A redeemed WebSocket ticket: the member it was issued to, in the
+/// organization it was issued for (the live channel's notices). Made only
+/// by [`crate::context::ServerContext::authorize_ws_ticket`].
+#[derive(Clone, Debug)]
+pub struct LiveAccess {
+    org_id: uuid::Uuid,
+    user_id: uuid::Uuid,
+}
+
+impl LiveAccess {
+    pub(crate) fn grant(org_id: uuid::Uuid, user_id: uuid::Uuid) -> LiveAccess {
+        LiveAccess { org_id, user_id }
+    }
+
+    pub fn org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+
+    pub fn user_id(&self) -> uuid::Uuid {
+        self.user_id
+    }
+}
+
+/// A download link whose signature and expiry were checked: it grants
+/// reading the one file it names. Made only by
+/// [`crate::context::ServerContext::authorize_download`].
+#[derive(Clone, Copy, Debug)]
+pub struct DownloadGrant {
+    file_id: uuid::Uuid,
+}
+
+impl DownloadGrant {
+    pub(crate) fn grant(file_id: uuid::Uuid) -> DownloadGrant {
+        DownloadGrant { file_id }
+    }
+
+    pub fn file_id(&self) -> uuid::Uuid {
+        self.file_id
+    }
+}
+
+/// An MCP gateway secret that matched an instance: it grants forwarding
+/// requests to that instance's server with its owner's tokens. Made only
+/// by [`crate::context::ServerContext::authorize_gateway_secret`].
+#[derive(Clone, Copy, Debug)]
+pub struct GatewayAccess {
+    instance_id: uuid::Uuid,
+}
+
+impl GatewayAccess {
+    pub(crate) fn grant(instance_id: uuid::Uuid) -> GatewayAccess {
+        GatewayAccess { instance_id }
+    }
+
+    pub fn instance_id(&self) -> uuid::Uuid {
+        self.instance_id
+    }
+}
+
+/// An OAuth callback whose `state` matched a pending, unexpired MCP
+/// session (the state is single-use: it was taken): it grants finishing
+/// or failing that session. Made only by
+/// [`crate::context::ServerContext::authorize_oauth_state`].
+#[derive(Clone, Copy, Debug)]
+pub struct OAuthCallbackGrant {
+    session_id: uuid::Uuid,
+}
+
+impl OAuthCallbackGrant {
+    pub(crate) fn grant(session_id: uuid::Uuid) -> OAuthCallbackGrant {
+        OAuthCallbackGrant { session_id }
+    }
+
+    pub fn session_id(&self) -> uuid::Uuid {
+        self.session_id
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::OrgAccess {}

@@ -1,10 +1,14 @@
 //! The state shared by every request handler.
 
 use crate::authn::{Actor, TokenKeys};
-use crate::authz::{DeploymentAccess, OrgAccess, Require, Scope, SystemAdmin};
+use crate::authz::{
+    DeploymentAccess, DownloadGrant, GatewayAccess, LiveAccess, OAuthCallbackGrant, OrgAccess,
+    Require, Scope, SystemAdmin,
+};
 use crate::config::Config;
 use crate::db::Datastore;
 use crate::db::datastore::deployments::DeploymentRow;
+use crate::db::datastore::mcp::{GatewayTarget, PendingSession};
 use crate::db::datastore::organizations::AccessLookup;
 use crate::error::Error;
 use crate::providers::ModelRegistry;
@@ -126,11 +130,85 @@ impl ServerContext {
         let Some(key) = crate::authn::deployment_key(headers) else {
             return Ok(None);
         };
-        let hash = crate::authn::hash_deployment_key(key);
+        let hash = crate::authn::hash_secret(key);
         Ok(self.datastore.deployment_by_key(&hash).await?.map(|found| {
             let d = found.deployment;
             (DeploymentAccess::grant(d.org_id, d.id, d.agent_id), d)
         }))
+    }
+
+    /// Redeems a WebSocket ticket (single-use: it is consumed) issued for
+    /// `org_id`: the member it was issued to, or `None` when it is unknown,
+    /// used, expired or of another organization.
+    pub async fn authorize_ws_ticket(
+        &self,
+        org_id: uuid::Uuid,
+        ticket: &str,
+    ) -> Result<Option<LiveAccess>, Error> {
+        if ticket.len() > crate::authn::TICKET_MAX_LEN {
+            return Ok(None);
+        }
+        Ok(self
+            .datastore
+            .chat_ws_ticket_take(&crate::authn::hash_ticket(ticket))
+            .await?
+            .filter(|(org, _)| *org == org_id)
+            .map(|(org, user)| LiveAccess::grant(org, user)))
+    }
+
+    /// Checks a signed download link of the local file store: `404` when
+    /// the store signs no links, `403 invalid_signature`, `410
+    /// link_expired`.
+    pub fn authorize_download(
+        &self,
+        file_id: uuid::Uuid,
+        expires: i64,
+        signature: &str,
+    ) -> Result<DownloadGrant, Error> {
+        let Some(links) = &self.download_links else {
+            return Err(Error::NotFound { what: "file" });
+        };
+        if !links.verify(file_id, expires, signature) {
+            return Err(Error::Forbidden {
+                code: "invalid_signature",
+                message: "the download link's signature does not match".to_string(),
+            });
+        }
+        if chrono::Utc::now().timestamp() > expires {
+            return Err(Error::gone("link_expired", "the download link has expired"));
+        }
+        Ok(DownloadGrant::grant(file_id))
+    }
+
+    /// The MCP instance behind a gateway secret (`404` for an unknown
+    /// one).
+    pub async fn authorize_gateway_secret(
+        &self,
+        secret: &str,
+    ) -> Result<(GatewayAccess, GatewayTarget), Error> {
+        let target = self
+            .datastore
+            .mcp_gateway_target(&crate::authn::hash_secret(secret))
+            .await?
+            .ok_or(Error::NotFound {
+                what: "MCP gateway",
+            })?;
+        Ok((GatewayAccess::grant(target.instance_id), target))
+    }
+
+    /// Takes the pending MCP session an OAuth callback's `state` names
+    /// (single-use); `None` when it is unknown, used or expired (an expired
+    /// one is marked failed).
+    pub async fn authorize_oauth_state(
+        &self,
+        state: &str,
+    ) -> Result<Option<(OAuthCallbackGrant, PendingSession)>, Error> {
+        Ok(self
+            .datastore
+            .mcp_session_take_state(&crate::authn::hash_secret(state))
+            .await?
+            .filter(|session| !session.expired)
+            .map(|session| (OAuthCallbackGrant::grant(session.id), session)))
     }
 
     /// The one authorization call of a system-level operation (the global

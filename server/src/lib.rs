@@ -569,6 +569,49 @@ mod layering {
         );
     }
 
+    /// Credentials are checked in one room: the sealed values that carry
+    /// an authorization (`OrgAccess`, `DeploymentAccess`, `LiveAccess`,
+    /// `DownloadGrant`, `GatewayAccess`, `OAuthCallbackGrant`,
+    /// `SystemAdmin`) are granted only in `authz.rs` and by the
+    /// `authorize_*` calls of `context.rs`.
+    #[test]
+    fn sealed_accesses_are_granted_only_where_credentials_are_checked() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let sealed = [
+            "OrgAccess",
+            "DeploymentAccess",
+            "LiveAccess",
+            "DownloadGrant",
+            "GatewayAccess",
+            "OAuthCallbackGrant",
+            "SystemAdmin",
+        ];
+        let allowed = [src.join("authz.rs"), src.join("context.rs")];
+        let mut offenders = Vec::new();
+        for file in files.iter().filter(|f| !allowed.contains(f)) {
+            let text = std::fs::read_to_string(file).expect("readable source");
+            for name in sealed {
+                if text.contains(&format!("{name}::grant(")) || text.contains(&format!("{name} {{"))
+                {
+                    offenders.push(format!("{}: {name}", file.display()));
+                }
+            }
+        }
+        let context = std::fs::read_to_string(&allowed[1]).expect("context.rs");
+        for name in &sealed[1..6] {
+            assert!(
+                context.contains(&format!("{name}::grant(")),
+                "{name} is not granted by context.rs"
+            );
+        }
+        assert!(
+            offenders.is_empty(),
+            "sealed accesses built elsewhere: {offenders:?}"
+        );
+    }
+
     /// The module a source file defines, as a path: `app/chat/mod.rs` is
     /// `app::chat`, `lib.rs` is the crate root (empty).
     fn module_of(src: &Path, file: &Path) -> String {

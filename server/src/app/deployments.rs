@@ -29,7 +29,7 @@ fn new_key() -> (String, Vec<u8>) {
         "{KEY_PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     );
-    let hash = crate::authn::hash_deployment_key(&key);
+    let hash = crate::authn::hash_secret(&key);
     (key, hash)
 }
 

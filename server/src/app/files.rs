@@ -1,13 +1,13 @@
 //! Chat uploads: sniffing, the allow-list, the size limit, streaming to
 //! the file store, and the signed download links of the local store.
 
-use crate::authz::OrgAccess;
+use crate::authz::{DownloadGrant, OrgAccess};
 use crate::context::ServerContext;
 use crate::error::Error;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use uuid::Uuid;
-use workspace_api::files::{DownloadQuery, Upload};
+use workspace_api::files::Upload;
 
 /// Bytes looked at to decide a file's type.
 const SNIFF_BYTES: usize = 64 * 1024;
@@ -299,26 +299,14 @@ async fn read_all(cx: &ServerContext, key: &str, size: i64) -> Result<Bytes, Err
     Ok(Bytes::from(out))
 }
 
-/// Serves a signed download link of the local store.
+/// Serves the file of a checked download link of the local store.
 pub async fn download(
     cx: &ServerContext,
-    query: DownloadQuery,
+    grant: DownloadGrant,
 ) -> Result<http::Response<dropshot::Body>, Error> {
-    let Some(links) = &cx.download_links else {
-        return Err(Error::NotFound { what: "file" });
-    };
-    if !links.verify(query.file_id, query.expires, &query.signature) {
-        return Err(Error::Forbidden {
-            code: "invalid_signature",
-            message: "the download link's signature does not match".to_string(),
-        });
-    }
-    if chrono::Utc::now().timestamp() > query.expires {
-        return Err(Error::gone("link_expired", "the download link has expired"));
-    }
     let file = cx
         .datastore
-        .file_for_download(query.file_id)
+        .file_for_download(&grant)
         .await?
         .ok_or(Error::NotFound { what: "file" })?;
     let stream = cx

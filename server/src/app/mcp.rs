@@ -223,10 +223,6 @@ pub fn redirect_uri(cx: &ServerContext) -> String {
     cx.config.mcp.redirect_uri()
 }
 
-fn sha256(data: &[u8]) -> Vec<u8> {
-    <sha2::Sha256 as sha2::Digest>::digest(data).to_vec()
-}
-
 fn random_secret() -> String {
     let mut bytes = [0u8; 32];
     rand::fill(&mut bytes);
@@ -300,7 +296,7 @@ pub async fn connect_account(
                     server.id,
                     quota,
                     body.flow_type.as_deref(),
-                    Some((&sha256(state.as_bytes()), expires, &sealed)),
+                    Some((&crate::authn::hash_secret(&state), expires, &sealed)),
                     &server.toolkit_name,
                 )
                 .await?;
@@ -329,22 +325,15 @@ async fn callback_inner(cx: &ServerContext, query: CallbackQuery) -> Result<Stri
     let Some(state) = query.state.as_deref().filter(|s| !s.is_empty()) else {
         return Err("invalid_state".to_string());
     };
-    let taken = cx
-        .datastore
-        .mcp_session_take_state(&sha256(state.as_bytes()))
-        .await
-        .map_err(|e| {
-            slog::warn!(cx.log, "MCP callback: reading the session failed"; "error" => %e);
-            "server_error".to_string()
-        })?;
-    let Some(session) = taken else {
+    let taken = cx.authorize_oauth_state(state).await.map_err(|e| {
+        slog::warn!(cx.log, "MCP callback: reading the session failed"; "error" => %e);
+        "server_error".to_string()
+    })?;
+    let Some((grant, session)) = taken else {
         return Err("invalid_state".to_string());
     };
-    if session.expired {
-        return Err("invalid_state".to_string());
-    }
     let fail = |code: String| async move {
-        if let Err(e) = cx.datastore.mcp_session_fail(session.id).await {
+        if let Err(e) = cx.datastore.mcp_session_fail(&grant).await {
             slog::warn!(cx.log, "MCP callback: failing the session failed"; "error" => %e);
         }
         code
@@ -403,7 +392,14 @@ async fn callback_inner(cx: &ServerContext, query: CallbackQuery) -> Result<Stri
         .unwrap_or_default();
     match cx
         .datastore
-        .mcp_session_activate(&session, &tokens_sealed, tokens.expires_at, &kept, &name)
+        .mcp_session_activate(
+            &grant,
+            &session,
+            &tokens_sealed,
+            tokens.expires_at,
+            &kept,
+            &name,
+        )
         .await
     {
         Ok(Some(_)) => {}
@@ -503,7 +499,7 @@ pub async fn generate_url(
             access,
             body.server_id,
             body.session_id,
-            &sha256(secret.as_bytes()),
+            &crate::authn::hash_secret(&secret),
         )
         .await?;
     Ok(McpUrl {

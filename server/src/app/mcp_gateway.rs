@@ -15,6 +15,7 @@
 //! tries one silent refresh and retries; a grant the authorization server
 //! no longer honours marks the session `needs_reauth`.
 
+use crate::authz::GatewayAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::mcp::GatewayTarget;
 use crate::db::enums::McpSessionStatus;
@@ -47,10 +48,6 @@ fn http_client() -> &'static reqwest::Client {
             .build()
             .unwrap_or_default()
     })
-}
-
-fn sha256(data: &[u8]) -> Vec<u8> {
-    <sha2::Sha256 as sha2::Digest>::digest(data).to_vec()
 }
 
 fn open_tokens(cx: &ServerContext, target: &GatewayTarget, sealed: &[u8]) -> Option<StoredTokens> {
@@ -143,22 +140,15 @@ pub(crate) async fn access_token(
     }
 }
 
-/// Forwards one request (`POST`, `GET` or `DELETE`) to the instance behind
-/// `secret`.
+/// Forwards one request (`POST`, `GET` or `DELETE`) to the instance a
+/// gateway secret granted.
 pub async fn forward(
     cx: &ServerContext,
-    secret: &str,
+    (_grant, target): (GatewayAccess, GatewayTarget),
     method: reqwest::Method,
     headers: &http::HeaderMap,
     body: bytes::Bytes,
 ) -> Result<http::Response<dropshot::Body>, Error> {
-    let target = cx
-        .datastore
-        .mcp_gateway_target(&sha256(secret.as_bytes()))
-        .await?
-        .ok_or(Error::NotFound {
-            what: "MCP gateway",
-        })?;
     forward_target(cx, target, method, headers, body).await
 }
 

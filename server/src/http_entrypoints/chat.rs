@@ -243,8 +243,8 @@ pub async fn ws(
         None,
     )
     .await;
-    let user = match app::chat::ws_redeem(cx, query.org_id, &query.ticket).await {
-        Ok(Some(user)) => user,
+    let access = match cx.authorize_ws_ticket(query.org_id, &query.ticket).await {
+        Ok(Some(access)) => access,
         Ok(None) | Err(_) => {
             app::chat::ws_close(
                 &mut ws,
@@ -255,5 +255,5 @@ pub async fn ws(
             return Ok(());
         }
     };
-    app::chat::ws_serve(cx, query.org_id, user, ws).await
+    app::chat::ws_serve(cx, access, ws).await
 }

@@ -233,11 +233,14 @@ pub async fn upload_file(
     ))
 }
 
-/// Public: the link's signature is the credential (no authorization call).
+/// Public: the link's signature is the credential, checked by
+/// `authorize_download`.
 pub async fn download(
     rqctx: Ctx,
     query: QueryParams<DownloadQuery>,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
     let cx = rqctx.context();
-    Ok(app::files::download(cx, query.into_inner()).await?)
+    let query = query.into_inner();
+    let grant = cx.authorize_download(query.file_id, query.expires, &query.signature)?;
+    Ok(app::files::download(cx, grant).await?)
 }

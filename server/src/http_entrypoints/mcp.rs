@@ -179,7 +179,8 @@ pub async fn gateway(
         )
         .await?);
     }
-    Ok(app::mcp_gateway::forward(cx, &secret, method, headers, body).await?)
+    let grant = cx.authorize_gateway_secret(&secret).await?;
+    Ok(app::mcp_gateway::forward(cx, grant, method, headers, body).await?)
 }
 
 pub async fn playground_chat(

@@ -1,7 +1,7 @@
 //! The live channel: notices to a user's WebSocket clients on every
 //! instance, and the WebSocket itself (tickets, serving, closing).
 
-use crate::authz::{OrgAccess, perm};
+use crate::authz::{LiveAccess, OrgAccess, perm};
 use crate::context::{ServerContext, ShutdownPhase};
 use crate::db::Datastore;
 use crate::db::datastore::chat::LIVE_CHANNEL;
@@ -65,14 +65,6 @@ pub async fn live_notice(cx: &ServerContext, access: &OrgAccess, notice: Value) 
 /// How long a WebSocket ticket stays valid.
 const TICKET_LIFETIME: Duration = Duration::from_secs(60);
 
-fn ticket_hash(ticket: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(ticket.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 pub async fn ws_ticket(
     cx: &ServerContext,
     access: &OrgAccess,
@@ -84,27 +76,9 @@ pub async fn ws_ticket(
     let expires_at = chrono::Utc::now()
         + chrono::Duration::from_std(TICKET_LIFETIME).map_err(Error::internal)?;
     cx.datastore
-        .chat_ws_ticket_insert(access, &ticket_hash(&ticket), expires_at)
+        .chat_ws_ticket_insert(access, &crate::authn::hash_ticket(&ticket), expires_at)
         .await?;
     Ok(workspace_api::chat::WsTicket { ticket, expires_at })
-}
-
-/// Consumes a ticket: the organization and user it was issued to, when it
-/// is valid and of `org_id`.
-pub async fn ws_redeem(
-    cx: &ServerContext,
-    org_id: Uuid,
-    ticket: &str,
-) -> Result<Option<Uuid>, Error> {
-    if ticket.len() > 100 {
-        return Ok(None);
-    }
-    Ok(cx
-        .datastore
-        .chat_ws_ticket_take(&ticket_hash(ticket))
-        .await?
-        .filter(|(org, _)| *org == org_id)
-        .map(|(_, user)| user))
 }
 
 /// How often an open WebSocket re-checks its user's membership.
@@ -112,11 +86,11 @@ const WS_RECHECK: Duration = Duration::from_secs(30);
 
 /// Whether the user is still an active member with `chats:read` (a
 /// database outage keeps the socket open).
-async fn ws_still_allowed(cx: &ServerContext, org_id: Uuid, user_id: Uuid) -> bool {
+async fn ws_still_allowed(cx: &ServerContext, access: &LiveAccess) -> bool {
     use crate::db::datastore::organizations::AccessLookup;
     match cx
         .datastore
-        .access_lookup(user_id, crate::authz::Scope::Org(org_id))
+        .access_lookup(access.user_id(), crate::authz::Scope::Org(access.org_id()))
         .await
     {
         Ok(AccessLookup::Member(m)) => {
@@ -149,8 +123,7 @@ pub async fn ws_close<S>(
 /// server shuts down).
 pub async fn ws_serve<S>(
     cx: &ServerContext,
-    org_id: Uuid,
-    user_id: Uuid,
+    access: LiveAccess,
     mut ws: tokio_tungstenite::WebSocketStream<S>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
@@ -159,11 +132,12 @@ where
     use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let (org_id, user_id) = (access.org_id(), access.user_id());
     let mut notices = cx
         .chat_hub
         .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
     let mut shutdown = cx.shutdown.subscribe();
-    if !ws_still_allowed(cx, org_id, user_id).await {
+    if !ws_still_allowed(cx, &access).await {
         return Ok(());
     }
     let ready = workspace_api::chat::ChatLiveEvent::Ready { org_id, user_id };
@@ -183,7 +157,7 @@ where
             }
             _ = recheck.tick() => {
                 // A member who left, or lost chats:read, stops hearing.
-                if !ws_still_allowed(cx, org_id, user_id).await {
+                if !ws_still_allowed(cx, &access).await {
                     ws_close(&mut ws, CloseCode::Policy, "no longer allowed").await;
                     break;
                 }

@@ -39,7 +39,7 @@ pub(crate) mod live;
 mod sending;
 mod transcription;
 
-pub use live::{announce_swept, live_notice, ws_close, ws_redeem, ws_serve, ws_ticket};
+pub use live::{announce_swept, live_notice, ws_close, ws_serve, ws_ticket};
 pub use sending::{fallback_title, prompt, resume, send_message, stop};
 pub use transcription::transcribe;
 

@@ -1,7 +1,7 @@
 //! Uploaded files.
 
 use super::Datastore;
-use crate::authz::OrgAccess;
+use crate::authz::{DownloadGrant, OrgAccess};
 use crate::error::Error;
 use uuid::Uuid;
 
@@ -59,12 +59,15 @@ impl Datastore {
 
     /// A file by id, for a signed download link (the link's signature,
     /// checked before, is the authorization: no organization applies).
-    pub async fn file_for_download(&self, file_id: Uuid) -> Result<Option<StoredFile>, Error> {
+    pub async fn file_for_download(
+        &self,
+        grant: &DownloadGrant,
+    ) -> Result<Option<StoredFile>, Error> {
         let conn = self.conn().await?;
         Ok(conn
             .query_opt(
                 "SELECT filename, content_type, file_size, storage_key FROM files WHERE id = $1",
-                &[&file_id],
+                &[&grant.file_id()],
             )
             .await?
             .map(|r| StoredFile {

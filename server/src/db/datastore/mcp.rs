@@ -3,7 +3,7 @@
 //! every query of them filters by the caller's organization AND user.
 
 use super::Datastore;
-use crate::authz::OrgAccess;
+use crate::authz::{OAuthCallbackGrant, OrgAccess};
 use crate::db::enums::McpSessionStatus;
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -359,12 +359,12 @@ impl Datastore {
 
     /// Marks a pending session failed (a provider error or a failed code
     /// exchange).
-    pub async fn mcp_session_fail(&self, session_id: Uuid) -> Result<(), Error> {
+    pub async fn mcp_session_fail(&self, grant: &OAuthCallbackGrant) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
             "UPDATE mcp_sessions SET status = 'failed', flow_sealed = NULL, updated_at = now() \
              WHERE id = $1 AND status = 'pending'",
-            &[&session_id],
+            &[&grant.session_id()],
         )
         .await?;
         Ok(())
@@ -375,6 +375,7 @@ impl Datastore {
     /// session is no longer pending.
     pub async fn mcp_session_activate(
         &self,
+        grant: &OAuthCallbackGrant,
         session: &PendingSession,
         tokens_sealed: &[u8],
         token_expires_at: Option<DateTime<Utc>>,
@@ -388,7 +389,12 @@ impl Datastore {
                 "UPDATE mcp_sessions SET status = 'active', tokens_sealed = $2, \
                     token_expires_at = $3, flow_sealed = $4, updated_at = now() \
                  WHERE id = $1 AND status = 'pending'",
-                &[&session.id, &tokens_sealed, &token_expires_at, &flow_sealed],
+                &[
+                    &grant.session_id(),
+                    &tokens_sealed,
+                    &token_expires_at,
+                    &flow_sealed,
+                ],
             )
             .await?;
         if n != 1 {
