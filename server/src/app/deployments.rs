@@ -395,7 +395,7 @@ pub async fn authenticate_key(
     // The limit holds over a sliding minute (see `super::rate_limits`).
     let count = cx
         .datastore
-        .deployment_rate_hit(deployment.id)
+        .deployment_rate_hit(&access)
         .await
         .map_err(openai_error)?;
     let limit = u32::try_from(deployment.rate_limit_per_minute).unwrap_or(0);
@@ -412,7 +412,7 @@ pub async fn authenticate_key(
         return Err(e);
     }
     cx.datastore
-        .deployment_record_use(deployment.id)
+        .deployment_record_use(&access)
         .await
         .map_err(openai_error)?;
     Ok(KeyCaller {

@@ -5,6 +5,16 @@
 //! (`FromSql`/`ToSql`), so no state is compared as a string outside this
 //! file and an unknown value read from the database is an error, not a
 //! silent mismatch.
+//!
+//! Statements bind these values as parameters. A state stays a literal in
+//! SQL only where the planner must see it or where no parameter can go:
+//! predicates that select a partial index (`status = 'streaming'` in the
+//! stream sweeps, `state IN ('queued', 'running')` in the job claim), the
+//! select-list expressions of `db_row!` declarations and shared constants
+//! spliced into statements with their own parameters (the authorization
+//! statement, `users/me`, which the API benchmark also runs through
+//! pgbench, the users list). The test `every_state_literal_in_sql_is_a_known_value`
+//! checks each such literal against these enums.
 
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
@@ -19,6 +29,10 @@ macro_rules! text_enum {
         }
 
         impl $name {
+            /// Every stored value.
+            #[allow(dead_code)]
+            pub const VALUES: &'static [&'static str] = &[$($text),+];
+
             /// The value as stored.
             pub const fn as_str(self) -> &'static str {
                 match self {
@@ -228,6 +242,99 @@ text_enum! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quoted words a statement compares a `status` or `state` with,
+    /// or yields as one (`THEN 'x'`, `ELSE 'x'`, `'x' AS status`).
+    fn state_literals(text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let quoted_after = |rest: &str| -> Vec<String> {
+            // `= 'a'`, `<> 'a'`, `IN ('a', 'b')`
+            let rest = rest.trim_start();
+            let rest = rest
+                .strip_prefix("<>")
+                .or_else(|| rest.strip_prefix('='))
+                .or_else(|| rest.strip_prefix("IN"))
+                .unwrap_or("");
+            let rest = rest.trim_start().trim_start_matches('(').trim_start();
+            let mut out = Vec::new();
+            let mut rest = rest;
+            while let Some(r) = rest.strip_prefix('\'') {
+                let Some(end) = r.find('\'') else { break };
+                out.push(r[..end].to_string());
+                rest = r[end + 1..].trim_start();
+                match rest.strip_prefix(',') {
+                    Some(r) => rest = r.trim_start(),
+                    None => break,
+                }
+            }
+            out
+        };
+        for key in ["status", "state"] {
+            for (i, _) in text.match_indices(key) {
+                found.extend(quoted_after(&text[i + key.len()..]));
+            }
+        }
+        for key in ["THEN '", "ELSE '"] {
+            for (i, _) in text.match_indices(key) {
+                let r = &text[i + key.len()..];
+                if let Some(end) = r.find('\'') {
+                    found.push(r[..end].to_string());
+                }
+            }
+        }
+        for (i, _) in text.match_indices("' AS status") {
+            if let Some(start) = text[..i].rfind('\'') {
+                found.push(text[start + 1..i].to_string());
+            }
+        }
+        // States are words; other quoted text (an error message) is not one.
+        found.retain(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_'));
+        found
+    }
+
+    #[test]
+    fn every_state_literal_in_sql_is_a_known_value() {
+        let known: Vec<&str> = [
+            MembershipStatus::VALUES,
+            InvitationStatus::VALUES,
+            UserListStatus::VALUES,
+            SessionStatus::VALUES,
+            MessageStatus::VALUES,
+            AgentStatus::VALUES,
+            KbSourceStatus::VALUES,
+            KbDocumentStatus::VALUES,
+            KbJobState::VALUES,
+            DeploymentStatus::VALUES,
+            ChatStatus::VALUES,
+            ChatMessageStatus::VALUES,
+            McpSessionStatus::VALUES,
+        ]
+        .concat();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db/datastore");
+        let mut seen = 0;
+        let mut unknown = Vec::new();
+        for entry in std::fs::read_dir(&dir)
+            .expect("datastore sources")
+            .flatten()
+        {
+            let text = std::fs::read_to_string(entry.path()).expect("readable source");
+            for literal in state_literals(&text) {
+                seen += 1;
+                if !known.contains(&literal.as_str()) {
+                    unknown.push(format!("{}: {literal:?}", entry.path().display()));
+                }
+            }
+        }
+        assert!(
+            seen >= 15,
+            "only {seen} state literals found: is the scan broken?"
+        );
+        assert!(unknown.is_empty(), "unknown states in SQL: {unknown:?}");
+        assert_eq!(
+            state_literals("WHERE status IN ('active', 'actve') AND x = 'y' THEN 'gone'"),
+            ["active", "actve", "gone"]
+        );
+    }
 
     #[test]
     fn text_round_trip() {

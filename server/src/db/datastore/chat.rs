@@ -165,7 +165,7 @@ impl Datastore {
                 &format!(
                     "SELECT {CHAT_COLUMNS} FROM chats \
                      WHERE organization_id = $1 AND user_id = $2 \
-                       AND CASE WHEN $3::text IS NULL THEN status <> 'DELETED' \
+                       AND CASE WHEN $3::text IS NULL THEN status <> $6 \
                                 ELSE status = $3::text END \
                      ORDER BY updated_at DESC, id LIMIT $4 OFFSET $5"
                 ),
@@ -175,6 +175,7 @@ impl Datastore {
                     &status,
                     &page.limit,
                     &page.offset,
+                    &ChatStatus::Deleted,
                 ],
             )
             .await?;
@@ -230,8 +231,13 @@ impl Datastore {
             .query(
                 "SELECT m.id FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
                  WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = ANY($3) \
-                   AND m.status = 'streaming'",
-                &[&access.org_id(), &access.user_id(), &ids],
+                   AND m.status = $4",
+                &[
+                    &access.org_id(),
+                    &access.user_id(),
+                    &ids,
+                    &ChatMessageStatus::Streaming,
+                ],
             )
             .await?
             .iter()
@@ -400,7 +406,7 @@ impl Datastore {
         tx.execute(
             "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
                  parent_message_id, model_id, agent_id, metadata) \
-             VALUES ($1, $2, $3, 'USER', $4, $5, $6, $7, $8)",
+             VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
             &[
                 &new.user_message_id,
                 &org_id,
@@ -410,13 +416,14 @@ impl Datastore {
                 &new.model_id,
                 &new.agent_id,
                 &new.metadata,
+                &ChatRole::User,
             ],
         )
         .await?;
         tx.execute(
             "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
                  parent_message_id, model_id, agent_id, metadata, status) \
-             VALUES ($1, $2, $3, 'MODEL', '', $4, $5, $6, $7, 'streaming')",
+             VALUES ($1, $2, $3, $9, '', $4, $5, $6, $7, $8)",
             &[
                 &new.answer_id,
                 &org_id,
@@ -425,6 +432,8 @@ impl Datastore {
                 &new.model_id,
                 &new.agent_id,
                 &new.metadata,
+                &ChatMessageStatus::Streaming,
+                &ChatRole::Model,
             ],
         )
         .await?;
@@ -442,8 +451,13 @@ impl Datastore {
         let conn = self.conn().await?;
         conn.execute(
             "UPDATE chat_messages SET content = $3 \
-             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
-            &[&access.org_id(), &id, &content],
+             WHERE organization_id = $1 AND id = $2 AND status = $4",
+            &[
+                &access.org_id(),
+                &id,
+                &content,
+                &ChatMessageStatus::Streaming,
+            ],
         )
         .await?;
         Ok(())
@@ -471,7 +485,7 @@ impl Datastore {
         tx.execute(
             "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
                  metadata = metadata || $6, prompt_data = $7 \
-             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
+             WHERE organization_id = $1 AND id = $2 AND status = $8",
             &[
                 &access.org_id(),
                 &answer.id,
@@ -480,6 +494,7 @@ impl Datastore {
                 &answer.error_code,
                 &extra,
                 &answer.prompt_data,
+                &ChatMessageStatus::Streaming,
             ],
         )
         .await?;
@@ -528,8 +543,13 @@ impl Datastore {
             .query_opt(
                 "SELECT m.chat_id, m.status FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
                  WHERE c.organization_id = $1 AND c.user_id = $2 AND m.id = $3 \
-                   AND m.role = 'MODEL'",
-                &[&access.org_id(), &access.user_id(), &message_id],
+                   AND m.role = $4",
+                &[
+                    &access.org_id(),
+                    &access.user_id(),
+                    &message_id,
+                    &ChatRole::Model,
+                ],
             )
             .await?
             .ok_or(Error::NotFound { what: "message" })?;

@@ -268,7 +268,7 @@ impl Datastore {
             .query_one(
                 "INSERT INTO conversation_messages \
                     (id, organization_id, conversation_id, session_id, role, content, created_by) \
-                 VALUES ($1, $2, $3, $4, 'user', $5, $6) RETURNING seq",
+                 VALUES ($1, $2, $3, $4, $7, $5, $6) RETURNING seq",
                 &[
                     &Uuid::new_v4(),
                     &org_id,
@@ -276,6 +276,7 @@ impl Datastore {
                     &session.id,
                     &content,
                     &user_id,
+                    &MessageRole::User,
                 ],
             )
             .await?
@@ -283,8 +284,15 @@ impl Datastore {
         tx.execute(
             "INSERT INTO conversation_messages \
                 (id, organization_id, conversation_id, session_id, role, content, status) \
-             VALUES ($1, $2, $3, $4, 'assistant', '', 'streaming')",
-            &[&answer_id, &org_id, &session.conversation_id, &session.id],
+             VALUES ($1, $2, $3, $4, $6, '', $5)",
+            &[
+                &answer_id,
+                &org_id,
+                &session.conversation_id,
+                &session.id,
+                &MessageStatus::Streaming,
+                &MessageRole::Assistant,
+            ],
         )
         .await?;
         touch(&tx, org_id, session).await?;
@@ -313,8 +321,8 @@ impl Datastore {
         let conn = self.conn().await?;
         conn.execute(
             "UPDATE conversation_messages SET content = $3, updated_at = now() \
-             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
-            &[&org_id, &answer_id, &content],
+             WHERE organization_id = $1 AND id = $2 AND status = $4",
+            &[&org_id, &answer_id, &content, &MessageStatus::Streaming],
         )
         .await?;
         Ok(())
@@ -336,7 +344,7 @@ impl Datastore {
         tx.execute(
             "UPDATE conversation_messages SET content = $3, status = $4, error_code = $5, \
                  input_tokens = $6, output_tokens = $7, cached_tokens = $8, updated_at = now() \
-             WHERE organization_id = $1 AND id = $2 AND status = 'streaming'",
+             WHERE organization_id = $1 AND id = $2 AND status = $9",
             &[
                 &org_id,
                 &answer.id,
@@ -346,6 +354,7 @@ impl Datastore {
                 &answer.input_tokens,
                 &answer.output_tokens,
                 &answer.cached_tokens,
+                &MessageStatus::Streaming,
             ],
         )
         .await?;
@@ -365,8 +374,8 @@ impl Datastore {
         let row = conn
             .query_opt(
                 "SELECT status FROM conversation_messages \
-                 WHERE organization_id = $1 AND id = $2 AND role = 'assistant'",
-                &[&access.org_id(), &message_id],
+                 WHERE organization_id = $1 AND id = $2 AND role = $3",
+                &[&access.org_id(), &message_id, &MessageRole::Assistant],
             )
             .await?
             .ok_or(Error::NotFound { what: "message" })?;

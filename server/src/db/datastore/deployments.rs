@@ -91,12 +91,28 @@ pub struct KeyAccess {
 /// `ready` when none is left, else unchanged.
 const SETTLE_AGENT: &str = "UPDATE agents a SET status = CASE \
        WHEN EXISTS (SELECT 1 FROM agent_deployments d WHERE d.agent_id = a.id \
-                    AND d.status = 'active') \
-         THEN CASE WHEN a.status = 'active' THEN 'active' ELSE 'deployed' END \
+                    AND d.status = $2) \
+         THEN CASE WHEN a.status = $3 THEN $3 ELSE $4 END \
        WHEN EXISTS (SELECT 1 FROM agent_deployments d WHERE d.agent_id = a.id) \
-         THEN 'deployed' \
-       ELSE 'ready' END, updated_at = now() \
-     WHERE a.id = $1 AND a.status IN ('ready', 'deployed', 'active')";
+         THEN $4 \
+       ELSE $5 END, updated_at = now() \
+     WHERE a.id = $1 AND a.status IN ($5, $4, $3)";
+
+/// Runs [`SETTLE_AGENT`] for `agent_id`.
+async fn settle_agent(tx: &super::Tx<'_>, agent_id: &Uuid) -> Result<(), Error> {
+    tx.execute(
+        SETTLE_AGENT,
+        &[
+            agent_id,
+            &DeploymentStatus::Active,
+            &AgentStatus::Active,
+            &AgentStatus::Deployed,
+            &AgentStatus::Ready,
+        ],
+    )
+    .await?;
+    Ok(())
+}
 
 impl Datastore {
     /// Inserts a deployment of an agent in `ready`, `deployed` or `active`
@@ -151,7 +167,7 @@ impl Datastore {
                 ],
             )
             .await?;
-        tx.execute(SETTLE_AGENT, &[&agent_id]).await?;
+        settle_agent(&tx, &agent_id).await?;
         tx.commit().await?;
         Ok(DeploymentRow::from_row(&row))
     }
@@ -238,7 +254,7 @@ impl Datastore {
         if changes.status.is_some() {
             // The spec's "pause or stop": an active agent with no active
             // deployment left goes back to deployed.
-            tx.execute(SETTLE_AGENT, &[&row.agent_id]).await?;
+            settle_agent(&tx, &row.agent_id).await?;
         }
         tx.commit().await?;
         Ok(row)
@@ -257,7 +273,7 @@ impl Datastore {
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;
         let agent_id: Uuid = row.get("agent_id");
-        tx.execute(SETTLE_AGENT, &[&agent_id]).await?;
+        settle_agent(&tx, &agent_id).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -295,10 +311,10 @@ impl Datastore {
             .query_opt(
                 &format!(
                     "SELECT {COLUMNS} FROM agent_deployments WHERE key_hash = $1 \
-                     AND status = 'active' \
+                     AND status = $2 \
                      AND (key_expires_at IS NULL OR key_expires_at > now())"
                 ),
-                &[&key_hash],
+                &[&key_hash, &DeploymentStatus::Active],
             )
             .await?;
         Ok(row.map(|r| KeyAccess {
@@ -309,14 +325,18 @@ impl Datastore {
     /// Records an accepted request (`last_used_at`, request count) and
     /// makes a `deployed` agent `active` (the spec's "start receiving
     /// requests"), in one statement.
-    pub async fn deployment_record_use(&self, deployment_id: Uuid) -> Result<(), Error> {
+    pub async fn deployment_record_use(&self, access: &DeploymentAccess) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
             "WITH used AS (UPDATE agent_deployments SET last_used_at = now(), \
                request_count = request_count + 1 WHERE id = $1 RETURNING agent_id) \
-             UPDATE agents SET status = 'active', updated_at = now() \
-             WHERE id = (SELECT agent_id FROM used) AND status = 'deployed'",
-            &[&deployment_id],
+             UPDATE agents SET status = $3, updated_at = now() \
+             WHERE id = (SELECT agent_id FROM used) AND status = $2",
+            &[
+                &access.deployment_id(),
+                &AgentStatus::Deployed,
+                &AgentStatus::Active,
+            ],
         )
         .await?;
         Ok(())
@@ -325,7 +345,10 @@ impl Datastore {
     /// Counts one request in the deployment's current one-minute window
     /// (shared by every server instance) and returns the count with the
     /// previous minute's, in one statement.
-    pub async fn deployment_rate_hit(&self, deployment_id: Uuid) -> Result<WindowCount, Error> {
+    pub async fn deployment_rate_hit(
+        &self,
+        access: &DeploymentAccess,
+    ) -> Result<WindowCount, Error> {
         let conn = self.conn().await?;
         let row = conn
             .query_one(
@@ -338,7 +361,7 @@ impl Datastore {
                         extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
                  FROM hit LEFT JOIN deployment_rate_windows p \
                    ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'",
-                &[&deployment_id],
+                &[&access.deployment_id()],
             )
             .await?;
         Ok(WindowCount {

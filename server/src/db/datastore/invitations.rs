@@ -7,7 +7,7 @@
 
 use super::{Datastore, is_unique_violation};
 use crate::authz::OrgAccess;
-use crate::db::enums::InvitationStatus;
+use crate::db::enums::{InvitationStatus, MembershipStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -159,18 +159,28 @@ impl Datastore {
             .query_opt(
                 "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id \
                  WHERE m.organization_id = $1 AND u.email_normalized = $2 \
-                   AND m.status IN ('active', 'suspended')",
-                &[&org_id, &new.email],
+                   AND m.status IN ($3, $4)",
+                &[
+                    &org_id,
+                    &new.email,
+                    &MembershipStatus::Active,
+                    &MembershipStatus::Suspended,
+                ],
             )
             .await?;
         if member.is_some() {
             return Err(already_member());
         }
         tx.execute(
-            "UPDATE invitations SET status = 'expired', updated_at = now() \
-             WHERE organization_id = $1 AND email = $2 AND status = 'pending' \
+            "UPDATE invitations SET status = $4, updated_at = now() \
+             WHERE organization_id = $1 AND email = $2 AND status = $3 \
                AND expires_at <= now()",
-            &[&org_id, &new.email],
+            &[
+                &org_id,
+                &new.email,
+                &InvitationStatus::Pending,
+                &InvitationStatus::Expired,
+            ],
         )
         .await?;
 
@@ -203,11 +213,18 @@ impl Datastore {
             let membership = tx
                 .execute(
                     "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-                     VALUES ($1, $2, $3, 'invited') \
+                     VALUES ($1, $2, $3, $6) \
                      ON CONFLICT (user_id, organization_id) DO UPDATE \
-                        SET role_id = EXCLUDED.role_id, status = 'invited', updated_at = now() \
-                        WHERE memberships.status IN ('invited', 'deleted')",
-                    &[&user_id, &org_id, &new.role_id],
+                        SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
+                        WHERE memberships.status IN ($4, $5)",
+                    &[
+                        &user_id,
+                        &org_id,
+                        &new.role_id,
+                        &MembershipStatus::Invited,
+                        &MembershipStatus::Deleted,
+                        &MembershipStatus::Invited,
+                    ],
                 )
                 .await?;
             if membership == 0 {
@@ -312,8 +329,13 @@ impl Datastore {
                 "UPDATE invitations SET \
                         expires_at = now() + make_interval(secs => $3), updated_at = now() \
                  WHERE organization_id = $1 AND id = $2 \
-                   AND status = 'pending' AND expires_at > now()",
-                &[&org_id, &invitation_id, &lifetime],
+                   AND status = $4 AND expires_at > now()",
+                &[
+                    &org_id,
+                    &invitation_id,
+                    &lifetime,
+                    &InvitationStatus::Pending,
+                ],
             )
             .await?;
         if updated == 0 {
@@ -341,11 +363,16 @@ impl Datastore {
         let tx = conn.transaction().await?;
         let row = tx
             .query_opt(
-                "UPDATE invitations SET status = 'revoked', revoked_at = now(), updated_at = now() \
+                "UPDATE invitations SET status = $4, revoked_at = now(), updated_at = now() \
                  WHERE organization_id = $1 AND id = $2 \
-                   AND status = 'pending' AND expires_at > now() \
+                   AND status = $3 AND expires_at > now() \
                  RETURNING invited_user_id",
-                &[&org_id, &invitation_id],
+                &[
+                    &org_id,
+                    &invitation_id,
+                    &InvitationStatus::Pending,
+                    &InvitationStatus::Revoked,
+                ],
             )
             .await?;
         let Some(row) = row else {
@@ -355,8 +382,8 @@ impl Datastore {
         if let Some(user_id) = invited_user {
             tx.execute(
                 "DELETE FROM memberships \
-                 WHERE organization_id = $1 AND user_id = $2 AND status = 'invited'",
-                &[&org_id, &user_id],
+                 WHERE organization_id = $1 AND user_id = $2 AND status = $3",
+                &[&org_id, &user_id, &MembershipStatus::Invited],
             )
             .await?;
         }
@@ -402,18 +429,25 @@ impl Datastore {
         }
         tx.execute(
             "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-             VALUES ($1, $2, $3, 'active') \
+             VALUES ($1, $2, $3, $6) \
              ON CONFLICT (user_id, organization_id) DO UPDATE \
-                SET role_id = EXCLUDED.role_id, status = 'active', updated_at = now() \
-                WHERE memberships.status IN ('invited', 'deleted')",
-            &[&user_id, &org_id, &role_id],
+                SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
+                WHERE memberships.status IN ($4, $5)",
+            &[
+                &user_id,
+                &org_id,
+                &role_id,
+                &MembershipStatus::Invited,
+                &MembershipStatus::Deleted,
+                &MembershipStatus::Active,
+            ],
         )
         .await?;
         tx.execute(
-            "UPDATE invitations SET status = 'accepted', accepted_at = now(), \
+            "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
              WHERE id = $1",
-            &[&invitation_id, &user_id],
+            &[&invitation_id, &user_id, &InvitationStatus::Accepted],
         )
         .await?;
         let user = tx
@@ -513,11 +547,18 @@ impl Datastore {
         let joined = tx
             .execute(
                 "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-                 VALUES ($1, $2, $3, 'active') \
+                 VALUES ($1, $2, $3, $6) \
                  ON CONFLICT (user_id, organization_id) DO UPDATE \
-                    SET role_id = EXCLUDED.role_id, status = 'active', updated_at = now() \
-                    WHERE memberships.status IN ('invited', 'deleted')",
-                &[&user_id, &org_id, &role_id],
+                    SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
+                    WHERE memberships.status IN ($4, $5)",
+                &[
+                    &user_id,
+                    &org_id,
+                    &role_id,
+                    &MembershipStatus::Invited,
+                    &MembershipStatus::Deleted,
+                    &MembershipStatus::Active,
+                ],
             )
             .await?;
         if joined == 0 {
@@ -526,10 +567,10 @@ impl Datastore {
             ));
         }
         tx.execute(
-            "UPDATE invitations SET status = 'accepted', accepted_at = now(), \
+            "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
              WHERE id = $1",
-            &[&invitation_id, &user_id],
+            &[&invitation_id, &user_id, &InvitationStatus::Accepted],
         )
         .await?;
         tx.commit().await?;

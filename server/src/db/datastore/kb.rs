@@ -3,7 +3,7 @@
 
 use super::Datastore;
 use crate::authz::OrgAccess;
-use crate::db::enums::{KbDocumentStatus, KbJobKind, KbSourceStatus, KbSourceType};
+use crate::db::enums::{KbDocumentStatus, KbJobKind, KbJobState, KbSourceStatus, KbSourceType};
 use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -507,15 +507,22 @@ impl Datastore {
         let row = conn
             .query_opt(
                 "SELECT EXISTS (SELECT 1 FROM kb_sources s WHERE s.kb_id = k.id \
-                            AND s.status = 'processing') AS processing, \
+                            AND s.status = $6) AS processing, \
                         (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id) \
                             AS documents_total, \
                         (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
-                            AND d.status IN ('completed', 'failed')) AS documents_done, \
+                            AND d.status IN ($4, $5)) AS documents_done, \
                         (SELECT count(*) FROM kb_documents d WHERE d.kb_id = k.id \
-                            AND d.status = 'failed') AS documents_failed \
+                            AND d.status = $3) AS documents_failed \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
-                &[&access.org_id(), &kb_id],
+                &[
+                    &access.org_id(),
+                    &kb_id,
+                    &KbDocumentStatus::Failed,
+                    &KbDocumentStatus::Completed,
+                    &KbDocumentStatus::Failed,
+                    &KbSourceStatus::Processing,
+                ],
             )
             .await?
             .ok_or(Error::NotFound {
@@ -628,17 +635,26 @@ pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result
         "UPDATE kb_sources s SET \
              status = CASE WHEN EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id) \
                   AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id \
-                                  AND d.status <> 'failed') \
-                  THEN 'failed' ELSE 'completed' END, \
+                                  AND d.status <> $8) \
+                  THEN $6 ELSE $7 END, \
              error = CASE WHEN EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id) \
                   AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id \
-                                  AND d.status <> 'failed') \
+                                  AND d.status <> $5) \
                   THEN 'every document failed (see their errors)' ELSE NULL END, \
              updated_at = now() \
-         WHERE s.id = $1 AND s.status = 'processing' \
+         WHERE s.id = $1 AND s.status = $4 \
            AND NOT EXISTS (SELECT 1 FROM kb_jobs j WHERE j.source_id = s.id \
-                           AND j.state IN ('queued', 'running'))",
-        &[&source_id],
+                           AND j.state IN ($2, $3))",
+        &[
+            &source_id,
+            &KbJobState::Queued,
+            &KbJobState::Running,
+            &KbSourceStatus::Processing,
+            &KbDocumentStatus::Failed,
+            &KbSourceStatus::Failed,
+            &KbSourceStatus::Completed,
+            &KbDocumentStatus::Failed,
+        ],
     )
     .await?;
     Ok(())

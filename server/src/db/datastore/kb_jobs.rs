@@ -12,7 +12,7 @@
 //! organization and knowledge base filter every statement here.
 
 use super::Datastore;
-use crate::db::enums::{KbJobKind, KbSourceType};
+use crate::db::enums::{KbDocumentStatus, KbJobKind, KbJobState, KbSourceStatus, KbSourceType};
 use crate::error::Error;
 use uuid::Uuid;
 
@@ -88,7 +88,7 @@ pub enum Failure<'a> {
 
 /// The lease check every write of a worker starts with.
 const HOLDS_LEASE: &str = "SELECT 1 FROM kb_jobs WHERE id = $1 AND locked_by = $2 \
-     AND state = 'running' FOR UPDATE";
+     AND state = $3 FOR UPDATE";
 
 impl Datastore {
     /// Claims the next due job (queued and due, or running with an expired
@@ -108,13 +108,13 @@ impl Datastore {
                         OR (state = 'running' AND locked_until < now()) \
                      ORDER BY run_after, created_at \
                      LIMIT 1 FOR UPDATE SKIP LOCKED) \
-                 UPDATE kb_jobs j SET state = 'running', attempts = j.attempts + 1, \
+                 UPDATE kb_jobs j SET state = $3, attempts = j.attempts + 1, \
                      locked_by = $1, locked_until = now() + make_interval(secs => $2), \
                      updated_at = now() \
                  FROM next WHERE j.id = next.id \
                  RETURNING j.id, j.organization_id, j.kb_id, j.source_id, j.document_id, \
                      j.kind, j.attempts, j.max_attempts",
-                &[&worker, &lease_secs],
+                &[&worker, &lease_secs, &KbJobState::Running],
             )
             .await?;
         let Some(row) = row else {
@@ -133,9 +133,14 @@ impl Datastore {
         };
         if let Some(document) = job.document_id {
             tx.execute(
-                "UPDATE kb_documents SET status = 'processing', updated_at = now() \
-                 WHERE id = $1 AND organization_id = $2 AND status <> 'completed'",
-                &[&document, &job.org_id],
+                "UPDATE kb_documents SET status = $4, updated_at = now() \
+                 WHERE id = $1 AND organization_id = $2 AND status <> $3",
+                &[
+                    &document,
+                    &job.org_id,
+                    &KbDocumentStatus::Completed,
+                    &KbDocumentStatus::Processing,
+                ],
             )
             .await?;
         }
@@ -150,11 +155,16 @@ impl Datastore {
         let conn = self.conn().await?;
         let n = conn
             .execute(
-                "UPDATE kb_jobs SET state = 'queued', attempts = greatest(attempts - 1, 0), \
+                "UPDATE kb_jobs SET state = $4, attempts = greatest(attempts - 1, 0), \
                      locked_by = NULL, locked_until = NULL, run_after = now(), \
                      updated_at = now() \
-                 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
-                &[&job.id, &job.worker],
+                 WHERE id = $1 AND locked_by = $2 AND state = $3",
+                &[
+                    &job.id,
+                    &job.worker,
+                    &KbJobState::Running,
+                    &KbJobState::Queued,
+                ],
             )
             .await?;
         Ok(n == 1)
@@ -167,8 +177,8 @@ impl Datastore {
         let n = conn
             .execute(
                 "UPDATE kb_jobs SET locked_until = now() + make_interval(secs => $3) \
-                 WHERE id = $1 AND locked_by = $2 AND state = 'running'",
-                &[&job.id, &job.worker, &lease_secs],
+                 WHERE id = $1 AND locked_by = $2 AND state = $4",
+                &[&job.id, &job.worker, &lease_secs, &KbJobState::Running],
             )
             .await?;
         Ok(n == 1)
@@ -189,10 +199,10 @@ impl Datastore {
                  FROM kb_documents d \
                  JOIN kb_sources s ON s.id = d.source_id \
                  JOIN knowledge_bases k ON k.id = d.kb_id \
-                 LEFT JOIN files f ON s.type = 'file' AND f.id::text = d.locator \
+                 LEFT JOIN files f ON s.type = $4 AND f.id::text = d.locator \
                       AND f.organization_id = d.organization_id \
                  WHERE d.id = $1 AND d.organization_id = $2 AND d.kb_id = $3",
-                &[&document, &job.org_id, &job.kb_id],
+                &[&document, &job.org_id, &job.kb_id, &KbSourceType::File],
             )
             .await?;
         Ok(row.map(|r| {
@@ -247,7 +257,7 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if tx
-            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker])
+            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker, &KbJobState::Running])
             .await?
             .is_none()
         {
@@ -281,7 +291,7 @@ impl Datastore {
         }
         let count = chunks.len() as i32;
         tx.execute(
-            "UPDATE kb_documents SET status = 'completed', error = NULL, chunk_count = $3, \
+            "UPDATE kb_documents SET status = $7, error = NULL, chunk_count = $3, \
                  title = coalesce($4, title), content_type = coalesce($5, content_type), \
                  size_bytes = coalesce($6, size_bytes), updated_at = now() \
              WHERE id = $1 AND organization_id = $2",
@@ -292,6 +302,7 @@ impl Datastore {
                 &facts.title,
                 &facts.content_type,
                 &facts.size_bytes,
+                &KbDocumentStatus::Completed,
             ],
         )
         .await?;
@@ -310,7 +321,7 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if tx
-            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker])
+            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker, &KbJobState::Running])
             .await?
             .is_none()
         {
@@ -337,11 +348,16 @@ impl Datastore {
             "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, document_id, kind, \
                  max_attempts) \
              SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.source_id, d.id, \
-                    'ingest', $3 \
+                    $4, $3 \
              FROM kb_documents d \
              WHERE d.source_id = $1 AND d.organization_id = $2 \
                AND NOT EXISTS (SELECT 1 FROM kb_jobs j WHERE j.document_id = d.id)",
-            &[&job.source_id, &job.org_id, &job.max_attempts],
+            &[
+                &job.source_id,
+                &job.org_id,
+                &job.max_attempts,
+                &KbJobKind::Ingest,
+            ],
         )
         .await?;
         finish_job(&tx, job).await?;
@@ -358,7 +374,7 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if tx
-            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker])
+            .query_opt(HOLDS_LEASE, &[&job.id, &job.worker, &KbJobState::Running])
             .await?
             .is_none()
         {
@@ -370,11 +386,11 @@ impl Datastore {
                 backoff_secs,
             } => {
                 tx.execute(
-                    "UPDATE kb_jobs SET state = 'queued', locked_by = NULL, locked_until = NULL, \
+                    "UPDATE kb_jobs SET state = $4, locked_by = NULL, locked_until = NULL, \
                          run_after = now() + make_interval(secs => $2), last_error = $3, \
                          updated_at = now() \
                      WHERE id = $1",
-                    &[&job.id, &backoff_secs, &error],
+                    &[&job.id, &backoff_secs, &error, &KbJobState::Queued],
                 )
                 .await?;
                 if let Some(document) = job.document_id {
@@ -383,38 +399,38 @@ impl Datastore {
                         job.attempts, job.max_attempts
                     );
                     tx.execute(
-                        "UPDATE kb_documents SET status = 'pending', error = $3, \
+                        "UPDATE kb_documents SET status = $4, error = $3, \
                              updated_at = now() \
                          WHERE id = $1 AND organization_id = $2",
-                        &[&document, &job.org_id, &shown],
+                        &[&document, &job.org_id, &shown, &KbDocumentStatus::Pending],
                     )
                     .await?;
                 }
             }
             Failure::Final { error } => {
                 tx.execute(
-                    "UPDATE kb_jobs SET state = 'failed', locked_by = NULL, \
+                    "UPDATE kb_jobs SET state = $3, locked_by = NULL, \
                          locked_until = NULL, last_error = $2, updated_at = now() \
                      WHERE id = $1",
-                    &[&job.id, &error],
+                    &[&job.id, &error, &KbJobState::Failed],
                 )
                 .await?;
                 match job.document_id {
                     Some(document) => {
                         tx.execute(
-                            "UPDATE kb_documents SET status = 'failed', error = $3, \
+                            "UPDATE kb_documents SET status = $4, error = $3, \
                                  updated_at = now() \
                              WHERE id = $1 AND organization_id = $2",
-                            &[&document, &job.org_id, &error],
+                            &[&document, &job.org_id, &error, &KbDocumentStatus::Failed],
                         )
                         .await?;
                     }
                     None => {
                         tx.execute(
-                            "UPDATE kb_sources SET status = 'failed', error = $3, \
+                            "UPDATE kb_sources SET status = $4, error = $3, \
                                  updated_at = now() \
                              WHERE id = $1 AND organization_id = $2",
-                            &[&job.source_id, &job.org_id, &error],
+                            &[&job.source_id, &job.org_id, &error, &KbSourceStatus::Failed],
                         )
                         .await?;
                     }
@@ -452,22 +468,22 @@ impl Datastore {
             });
         }
         tx.execute(
-            "UPDATE kb_documents SET status = 'pending', error = NULL, updated_at = now() \
+            "UPDATE kb_documents SET status = $2, error = NULL, updated_at = now() \
              WHERE id = $1",
-            &[&document_id],
+            &[&document_id, &KbDocumentStatus::Pending],
         )
         .await?;
         tx.execute(
-            "UPDATE kb_jobs SET state = 'queued', attempts = 0, run_after = now(), \
+            "UPDATE kb_jobs SET state = $3, attempts = 0, run_after = now(), \
                  last_error = NULL, locked_by = NULL, locked_until = NULL, updated_at = now() \
              WHERE document_id = $1 AND organization_id = $2",
-            &[&document_id, &access.org_id()],
+            &[&document_id, &access.org_id(), &KbJobState::Queued],
         )
         .await?;
         tx.execute(
-            "UPDATE kb_sources SET status = 'processing', error = NULL, updated_at = now() \
+            "UPDATE kb_sources SET status = $2, error = NULL, updated_at = now() \
              WHERE id = $1",
-            &[&source_id],
+            &[&source_id, &KbSourceStatus::Processing],
         )
         .await?;
         tx.execute("NOTIFY kb_jobs", &[]).await?;
@@ -479,10 +495,10 @@ impl Datastore {
 /// Marks the job done and settles its source.
 async fn finish_job(tx: &super::Tx<'_>, job: &ClaimedJob) -> Result<(), Error> {
     tx.execute(
-        "UPDATE kb_jobs SET state = 'done', locked_by = NULL, locked_until = NULL, \
+        "UPDATE kb_jobs SET state = $2, locked_by = NULL, locked_until = NULL, \
              last_error = NULL, updated_at = now() \
          WHERE id = $1",
-        &[&job.id],
+        &[&job.id, &KbJobState::Done],
     )
     .await?;
     super::kb::settle_source(tx, job.source_id).await

@@ -82,8 +82,8 @@ pub struct DeletedInstance {
 /// Sessions counted by the `mcp_sessions` quota: every live one of the
 /// organization (all users).
 const LIVE_SESSIONS: &str = "SELECT count(*) AS live FROM mcp_sessions \
-     WHERE organization_id = $1 AND (status IN ('active', 'needs_reauth') \
-        OR (status = 'pending' AND state_expires_at > now()))";
+     WHERE organization_id = $1 AND (status IN ($2, $3) \
+        OR (status = $4 AND state_expires_at > now()))";
 
 impl Datastore {
     /// Upserts the configured servers by name and returns their ids in the
@@ -267,7 +267,15 @@ impl Datastore {
         )
         .await?;
         let live: i64 = tx
-            .query_one(LIVE_SESSIONS, &[&access.org_id()])
+            .query_one(
+                LIVE_SESSIONS,
+                &[
+                    &access.org_id(),
+                    &McpSessionStatus::Active,
+                    &McpSessionStatus::NeedsReauth,
+                    &McpSessionStatus::Pending,
+                ],
+            )
             .await?
             .get("live");
         if live >= i64::from(quota) {
@@ -339,11 +347,15 @@ impl Datastore {
         let row = conn
             .query_opt(
                 "UPDATE mcp_sessions SET state_hash = NULL, updated_at = now(), \
-                    status = CASE WHEN state_expires_at > now() THEN status ELSE 'failed' END \
-                 WHERE state_hash = $1 AND status = 'pending' \
+                    status = CASE WHEN state_expires_at > now() THEN status ELSE $3 END \
+                 WHERE state_hash = $1 AND status = $2 \
                  RETURNING id, organization_id, user_id, server_id, flow_type, flow_sealed, \
                     state_expires_at <= now() AS expired",
-                &[&state_hash],
+                &[
+                    &state_hash,
+                    &McpSessionStatus::Pending,
+                    &McpSessionStatus::Failed,
+                ],
             )
             .await?;
         Ok(row.map(|r| PendingSession {
@@ -362,9 +374,13 @@ impl Datastore {
     pub async fn mcp_session_fail(&self, grant: &OAuthCallbackGrant) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
-            "UPDATE mcp_sessions SET status = 'failed', flow_sealed = NULL, updated_at = now() \
-             WHERE id = $1 AND status = 'pending'",
-            &[&grant.session_id()],
+            "UPDATE mcp_sessions SET status = $3, flow_sealed = NULL, updated_at = now() \
+             WHERE id = $1 AND status = $2",
+            &[
+                &grant.session_id(),
+                &McpSessionStatus::Pending,
+                &McpSessionStatus::Failed,
+            ],
         )
         .await?;
         Ok(())
@@ -386,14 +402,16 @@ impl Datastore {
         let tx = conn.transaction().await?;
         let n = tx
             .execute(
-                "UPDATE mcp_sessions SET status = 'active', tokens_sealed = $2, \
+                "UPDATE mcp_sessions SET status = $6, tokens_sealed = $2, \
                     token_expires_at = $3, flow_sealed = $4, updated_at = now() \
-                 WHERE id = $1 AND status = 'pending'",
+                 WHERE id = $1 AND status = $5",
                 &[
                     &grant.session_id(),
                     &tokens_sealed,
                     &token_expires_at,
                     &flow_sealed,
+                    &McpSessionStatus::Pending,
+                    &McpSessionStatus::Active,
                 ],
             )
             .await?;
@@ -594,8 +612,8 @@ impl Datastore {
         let Some(row) = tx
             .query_opt(
                 "SELECT tokens_sealed, token_expires_at FROM mcp_sessions \
-                 WHERE id = $1 AND status = 'active'",
-                &[&target.session_id],
+                 WHERE id = $1 AND status = $2",
+                &[&target.session_id, &McpSessionStatus::Active],
             )
             .await?
         else {
@@ -618,9 +636,13 @@ impl Datastore {
     pub async fn mcp_session_needs_reauth(&self, session_id: Uuid) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
-            "UPDATE mcp_sessions SET status = 'needs_reauth', updated_at = now() \
-             WHERE id = $1 AND status = 'active'",
-            &[&session_id],
+            "UPDATE mcp_sessions SET status = $3, updated_at = now() \
+             WHERE id = $1 AND status = $2",
+            &[
+                &session_id,
+                &McpSessionStatus::Active,
+                &McpSessionStatus::NeedsReauth,
+            ],
         )
         .await?;
         Ok(())

@@ -141,10 +141,15 @@ impl Datastore {
         let rows = conn
             .query(
                 &format!(
-                    "{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.status = 'active' \
+                    "{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.status = $4 \
                      ORDER BY m.created_at, o.id LIMIT $2 OFFSET $3"
                 ),
-                &[&user_id, &page.limit, &page.offset],
+                &[
+                    &user_id,
+                    &page.limit,
+                    &page.offset,
+                    &MembershipStatus::Active,
+                ],
             )
             .await?;
         Ok(rows.iter().map(OrgRow::from_row).collect())
@@ -167,9 +172,15 @@ impl Datastore {
         let taken = tx
             .query_opt(
                 "SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
-                 WHERE m.user_id = $1 AND m.status IN ('active', 'invited', 'suspended') \
+                 WHERE m.user_id = $1 AND m.status IN ($3, $4, $5) \
                    AND lower(o.name) = lower($2)",
-                &[&owner_id, &name],
+                &[
+                    &owner_id,
+                    &name,
+                    &MembershipStatus::Active,
+                    &MembershipStatus::Invited,
+                    &MembershipStatus::Suspended,
+                ],
             )
             .await?;
         if taken.is_some() {
@@ -302,11 +313,18 @@ impl Datastore {
         let changed = conn
             .execute(
                 "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-                 VALUES ($1, $2, $3, 'active') \
+                 VALUES ($1, $2, $3, $6) \
                  ON CONFLICT (user_id, organization_id) DO UPDATE \
-                     SET status = 'active', role_id = EXCLUDED.role_id, updated_at = now() \
-                     WHERE memberships.status IN ('deleted', 'invited')",
-                &[&user_id, &org_id, &role_id],
+                     SET status = $6, role_id = EXCLUDED.role_id, updated_at = now() \
+                     WHERE memberships.status IN ($4, $5)",
+                &[
+                    &user_id,
+                    &org_id,
+                    &role_id,
+                    &MembershipStatus::Deleted,
+                    &MembershipStatus::Invited,
+                    &MembershipStatus::Active,
+                ],
             )
             .await?;
         if changed == 0 {
@@ -333,8 +351,14 @@ impl Datastore {
         let n = conn
             .execute(
                 "UPDATE memberships SET role_id = $4, updated_at = now() \
-                 WHERE organization_id = $1 AND user_id = $2 AND role_id = $3 AND status = 'active'",
-                &[&org_id, &user_id, &expected_role, &role_id],
+                 WHERE organization_id = $1 AND user_id = $2 AND role_id = $3 AND status = $5",
+                &[
+                    &org_id,
+                    &user_id,
+                    &expected_role,
+                    &role_id,
+                    &MembershipStatus::Active,
+                ],
             )
             .await?;
         Ok(n == 1)
@@ -429,8 +453,8 @@ pub(crate) async fn insert_with_system_roles(
     let owner_role = owner_role.ok_or_else(|| Error::internal("no owner system role"))?;
     tx.execute(
         "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-         VALUES ($1, $2, $3, 'active')",
-        &[&owner_id, &org_id, &owner_role],
+         VALUES ($1, $2, $3, $4)",
+        &[&owner_id, &org_id, &owner_role, &MembershipStatus::Active],
     )
     .await?;
     Ok((org_id, owner_role))

@@ -2,7 +2,7 @@
 
 use super::Datastore;
 use crate::authz::OrgAccess;
-use crate::db::enums::UserListStatus;
+use crate::db::enums::{MembershipStatus, UserListStatus};
 use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -190,11 +190,11 @@ impl Datastore {
                  FROM memberships m \
                  JOIN organizations o ON o.id = m.organization_id \
                  JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
-                 WHERE m.user_id = $1 AND m.status = 'active' \
+                 WHERE m.user_id = $1 AND m.status = $2 \
                  ORDER BY m.created_at, o.id",
                     MembershipRow::COLUMNS
                 ),
-                &[&user_id],
+                &[&user_id, &MembershipStatus::Active],
             )
             .await?;
         Ok(rows.iter().map(MembershipRow::from_row).collect())
