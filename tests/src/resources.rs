@@ -1,4 +1,5 @@
-//! Typed fixtures: the tools, categories and agents tests need, created
+//! Typed fixtures: the tools, categories, agents, knowledge bases,
+//! deployments and conversations tests need, created
 //! through the generated client, so that a fixture's request is checked
 //! against the contract (its JSON body must be the operation's request
 //! type) and its answer is typed.
@@ -73,4 +74,103 @@ pub async fn agent(client: &Client, org: Uuid, agent: Value) -> Uuid {
         .expect("agents/create")
         .into_inner()
         .id
+}
+
+/// Creates a knowledge base from a `KbCreate` body.
+pub async fn knowledge_base(client: &Client, org: Uuid, kb: Value) -> types::KbCreated {
+    client
+        .kb_create()
+        .org_id(org)
+        .body(body::<types::KbCreate>(kb))
+        .send()
+        .await
+        .expect("kb/create")
+        .into_inner()
+}
+
+/// Deploys an agent from a `DeploymentCreate` body (the answer carries
+/// the key, shown once).
+pub async fn deployment(
+    client: &Client,
+    agent: Uuid,
+    deployment: Value,
+) -> types::DeploymentWithKey {
+    client
+        .deployments_create()
+        .agent_id(agent)
+        .body(body::<types::DeploymentCreate>(deployment))
+        .send()
+        .await
+        .expect("agent_deploy/create")
+        .into_inner()
+}
+
+/// Creates a conversation from a `ConversationCreate` body.
+pub async fn conversation(client: &Client, org: Uuid, conversation: Value) -> types::Conversation {
+    client
+        .conversation_create()
+        .org_id(org)
+        .body(body::<types::ConversationCreate>(conversation))
+        .send()
+        .await
+        .expect("conversation/create")
+        .into_inner()
+}
+
+/// An answered chat message: the chat it went to and the answer's events,
+/// typed by the contract's `ChatStreamEvent`.
+pub struct Answered {
+    pub chat_id: Uuid,
+    pub message_id: Uuid,
+    pub events: Vec<types::ChatStreamEvent>,
+}
+
+impl Answered {
+    /// The answer's text (its `content` events).
+    pub fn text(&self) -> String {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                types::ChatStreamEvent::Content(c) => Some(c.content.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Sends a chat message from a `SendMessageRequest` body (a new chat
+/// without `chat_id`) and reads the answer to its last event.
+pub async fn chat_message(client: &Client, org: Uuid, message: Value) -> Answered {
+    let stream = client
+        .chat_send_message()
+        .org_id(org)
+        .body(body::<types::SendMessageRequest>(message))
+        .send()
+        .await
+        .expect("chat/send_message")
+        .into_inner();
+    let mut reader = workspace_client::sse::SseReader::from_byte_stream(stream);
+    let mut events = Vec::new();
+    while let Some(event) = reader.next().await {
+        let event: types::ChatStreamEvent = event
+            .expect("the answer's stream")
+            .json()
+            .expect("a ChatStreamEvent");
+        let last = matches!(
+            event,
+            types::ChatStreamEvent::End(_) | types::ChatStreamEvent::Error(_)
+        );
+        events.push(event);
+        if last {
+            break;
+        }
+    }
+    let Some(types::ChatStreamEvent::Start(start)) = events.first() else {
+        panic!("the answer starts with `start`: {events:?}");
+    };
+    Answered {
+        chat_id: start.chat_id,
+        message_id: start.message_id,
+        events,
+    }
 }

@@ -88,15 +88,10 @@ fn message_id_of(events: &[(Option<i32>, Value)]) -> String {
 /// A chat with one answered message; returns (chat, answer id). Used by
 /// the authorization test's fixture.
 pub async fn fixture_chat(cx: &TestContext, token: &str, org: Uuid) -> (Uuid, Uuid) {
-    let events = send(&cx.base_url, token, org, json!({"content": "fixture"}))
-        .await
-        .collect()
-        .await;
-    let start = &events[0].1;
-    (
-        start["chat_id"].as_str().unwrap().parse().unwrap(),
-        start["message_id"].as_str().unwrap().parse().unwrap(),
-    )
+    let client = workspace_tests::resources::client_for(&cx.base_url, token);
+    let answered =
+        workspace_tests::resources::chat_message(&client, org, json!({"content": "fixture"})).await;
+    (answered.chat_id, answered.message_id)
 }
 
 async fn get_chat(cx: &TestContext, token: &str, org: Uuid, chat: Uuid) -> (u16, Value) {
@@ -514,16 +509,19 @@ async fn uploads_and_knowledge_bases_go_into_the_prompt() {
         .await
         .unwrap()
         .into_inner();
-    let kb = |token: String, org: Uuid| {
-        let base = base.clone();
+    let kb = |user: &workspace_tests::TestUser, org: Uuid| {
+        let client = user.client.clone();
         async move {
-            let (s, b) = req(&base, &token, Method::POST, "/api/kb/create", &q_org(org), Some(json!({
-                "name": "kb", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []}))).await;
-            assert_eq!(s, 201, "{b}");
-            b["id"].as_str().unwrap().parse::<Uuid>().unwrap()
+            workspace_tests::resources::knowledge_base(
+                &client,
+                org,
+                json!({"name": "kb", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []}),
+            )
+            .await
+            .id
         }
     };
-    let kb_id = kb(ada.token.clone(), org).await;
+    let kb_id = kb(&ada, org).await;
     let events = send(&base, &ada.token, org, json!({
         "content": "What is the password?", "upload_ids": [upload.id], "knowledge_base_ids": [kb_id]}))
         .await
@@ -550,7 +548,7 @@ async fn uploads_and_knowledge_bases_go_into_the_prompt() {
     );
 
     // Another organization's knowledge base, another user's upload: 404.
-    let eve_kb = kb(eve.token.clone(), eve_org).await;
+    let eve_kb = kb(&eve, eve_org).await;
     let (s, b) = req(
         &base,
         &ada.token,
@@ -1419,17 +1417,13 @@ async fn send_message_time_to_first_token_overhead() {
         .find(|m| m["name"] == "fake")
         .unwrap()["id"]
         .clone();
-    let (_, kb) = req(
-        &base,
-        &ada.token,
-        Method::POST,
-        "/api/kb/create",
-        &q_org(org),
-        Some(json!({
-        "name": "kb", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []})),
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({"name": "kb", "description": "", "embedding_model": "all-minilm-l6-v2", "sources": []}),
     )
-    .await;
-    let kb = kb["id"].clone();
+    .await
+    .id;
     let http = workspace_tests::http();
     const N: usize = 25;
 
@@ -1470,22 +1464,15 @@ async fn send_message_time_to_first_token_overhead() {
     let with_kb =
         measure(json!({"content": "hi", "model_id": model, "knowledge_base_ids": [kb]})).await;
     // The conversation stream on the same model, for comparison.
-    let (_, conv) = req(
-        &base,
-        &ada.token,
-        Method::POST,
-        "/api/conversation/create",
-        &q_org(org),
-        Some(json!({"title": "ttft"})),
-    )
-    .await;
+    let conv =
+        workspace_tests::resources::conversation(&ada.client, org, json!({"title": "ttft"})).await;
     let (_, session) = req(
         &base,
         &ada.token,
         Method::POST,
         "/api/conversation/create_session",
         &q_org(org),
-        Some(json!({"conversation_id": conv["id"], "model_id": model})),
+        Some(json!({"conversation_id": conv.id, "model_id": model})),
     )
     .await;
     let mut conversation = Vec::new();

@@ -52,17 +52,9 @@ async fn agent_status(cx: &TestContext, token: &str, agent: Uuid) -> String {
 }
 
 async fn deploy(cx: &TestContext, token: &str, agent: Uuid, body: Value) -> Value {
-    let (s, b) = req(
-        &cx.base_url,
-        token,
-        Method::POST,
-        "/api/agent_deploy/create",
-        &aq(agent),
-        Some(body),
-    )
-    .await;
-    assert_eq!(s, 201, "{b}");
-    b
+    let client = workspace_tests::resources::client_for(&cx.base_url, token);
+    let created = workspace_tests::resources::deployment(&client, agent, body).await;
+    serde_json::to_value(created).expect("a deployment as JSON")
 }
 
 /// A request to the OpenAI-compatible surface with `key`.

@@ -196,20 +196,16 @@ async fn hostile_uploads_leave_the_server_up_with_clear_errors() {
 
     // Knowledge base: each hostile document fails once, for good; the
     // good one is ingested.
-    let (status, kb) = req(
-        &cx.base_url,
-        t,
-        Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let kb = workspace_tests::resources::knowledge_base(
+        &workspace_tests::resources::client_for(&cx.base_url, t),
+        org,
+        json!({
             "name": "Hostile", "description": "", "embedding_model": "all-minilm-l6-v2",
             "sources": [{"type": "file", "config": {"file_ids": [strings, pdf, good]}}]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201, "{kb}");
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     // Bypass the remembered extraction: the jobs parse the files again.
     db.execute(
         "UPDATE files SET extracted_text = NULL, extraction_error = NULL WHERE id = ANY($1)",

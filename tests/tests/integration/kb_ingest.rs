@@ -129,20 +129,16 @@ async fn documents_are_ingested_found_and_cited() {
     .await;
 
     let started = Instant::now();
-    let (status, kb) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
             "name": "Handbook", "description": "", "embedding_model": MODEL,
             "sources": [{"type": "file", "config": {"file_ids": [pdf, docx, md, txt, png]}}]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201, "{kb}");
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(180)).await;
     println!("ingested 5 documents in {:?}", started.elapsed());
     assert_eq!(progress["documents_total"], 5, "{progress}");
@@ -462,20 +458,16 @@ async fn a_crashed_workers_job_is_taken_over() {
     let ada = cx.user("takeover-ada").await;
     let org = ada.personal_org().await;
     let file = upload(&ada, org, "notes.txt", LIGHTHOUSE.as_bytes().to_vec()).await;
-    let (status, kb) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
             "name": "K", "description": "", "embedding_model": MODEL,
             "sources": [{"type": "file", "config": {"file_ids": [file]}}]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201);
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     // A worker of a dead instance claimed the job: running, lease held by
     // a worker id nobody has, expiring in a moment.
     let db = cx.db().await;
@@ -609,13 +601,10 @@ async fn web_pages_and_s3_objects_are_ingested() {
     .await;
     let ada = cx.user("web-ada").await;
     let org = ada.personal_org().await;
-    let (status, kb) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
             "name": "Port", "description": "", "embedding_model": MODEL,
             "sources": [
                 {"type": "web", "config": {"urls": [
@@ -626,11 +615,10 @@ async fn web_pages_and_s3_objects_are_ingested() {
                     "endpoint_url": s3.endpoint(),
                     "cloud_access_key_id": ACCESS_KEY, "cloud_secret_access_key": SECRET_KEY}}
             ]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201, "{kb}");
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(180)).await;
     assert_eq!(progress["documents_total"], 7, "{progress}");
     assert_eq!(progress["documents_failed"], 3, "{progress}");
@@ -703,23 +691,19 @@ async fn web_pages_and_s3_objects_are_ingested() {
     assert_eq!(hits[0]["document_id"], by_url("ropes.txt")["id"]);
 
     // Wrong credentials: the listing fails for good, the secret unshown.
-    let (status, bad) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let bad = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
             "name": "Bad", "description": "", "embedding_model": MODEL,
             "sources": [{"type": "object_store", "config": {
                 "bucket_name": "kb-bucket", "prefix": "docs/", "cloud_region": "us-east-1",
                 "endpoint_url": s3.endpoint(),
                 "cloud_access_key_id": ACCESS_KEY, "cloud_secret_access_key": "wrong-secret-value-123"}}]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201);
-    let bad: Uuid = bad["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     let progress = wait_ready(&cx, &ada, bad, Duration::from_secs(60)).await;
     let source = &progress["sources"][0];
     assert_eq!(source["status"], "failed", "{progress}");
@@ -743,19 +727,14 @@ async fn private_addresses_are_refused_by_default() {
     .await;
     let ada = cx.user("ssrf-ada").await;
     let org = ada.personal_org().await;
-    let (_, kb) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(
-            json!({"name": "K", "description": "", "embedding_model": MODEL,
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({"name": "K", "description": "", "embedding_model": MODEL,
             "sources": [{"type": "web", "config": {"urls": [site.url("/a")]}}]}),
-        ),
     )
-    .await;
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(60)).await;
     assert_eq!(progress["documents_failed"], 1, "{progress}");
     let (_, page) = req(
@@ -871,20 +850,16 @@ async fn a_stopping_instance_hands_its_jobs_back() {
     let cx = TestContext::with_config("kb_handback", |c| c.kb.workers = 0).await;
     let ada = cx.user("handback-ada").await;
     let org = ada.personal_org().await;
-    let (status, kb) = req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::POST,
-        "/api/kb/create",
-        &[("org_id", org.to_string())],
-        Some(json!({
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
             "name": "Silent", "description": "", "embedding_model": MODEL,
             "sources": [{"type": "web", "config": {"urls": [format!("http://{addr}/page")]}}]
-        })),
+        }),
     )
-    .await;
-    assert_eq!(status, 201, "{kb}");
-    let kb: Uuid = kb["id"].as_str().unwrap().parse().unwrap();
+    .await
+    .id;
     let worker = cx
         .second_instance(|c| {
             c.kb.poll_interval_ms = 100;

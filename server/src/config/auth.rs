@@ -1,0 +1,132 @@
+//! Authentication, rate limits of logins and signups, and the keys that
+//! encrypt secrets at rest.
+
+use anyhow::Result;
+use serde::Deserialize;
+
+/// Encryption keys for secrets at rest.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// `ID:BASE64` entries (ids 1 to 255, 32-byte keys). Every key opens
+    /// what it sealed. Empty: a key generated once and kept in the
+    /// database.
+    pub keys: Vec<String>,
+    /// The id of the key that seals new values (default: the highest).
+    pub write_key: Option<u8>,
+}
+
+impl std::fmt::Debug for SecretsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretsConfig")
+            .field("keys", &format_args!("[{} redacted]", self.keys.len()))
+            .field("write_key", &self.write_key)
+            .finish()
+    }
+}
+
+/// Secret keys by id, and the id of the writing key.
+pub type SecretKeys = (Vec<(u8, [u8; 32])>, u8);
+
+impl SecretsConfig {
+    /// The configured keys, parsed, and the writing key id; `None` when no
+    /// key is configured.
+    pub fn parsed(&self) -> Result<Option<SecretKeys>> {
+        if self.keys.is_empty() {
+            return Ok(None);
+        }
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| crate::secrets::parse_key(k))
+            .collect::<Result<Vec<_>>>()?;
+        let write = match self.write_key {
+            Some(id) => id,
+            None => keys.iter().map(|(id, _)| *id).max().unwrap_or_default(),
+        };
+        Ok(Some((keys, write)))
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// HS256 signing secret for access tokens (at least 32 bytes). When
+    /// unset, a random secret is generated once and kept in the database so
+    /// that every instance shares it.
+    pub jwt_secret: Option<String>,
+    /// Access token lifetime in seconds.
+    pub token_lifetime_secs: u64,
+    /// Failed logins per e-mail address allowed within `login_window_secs`.
+    pub login_max_failures: u32,
+    /// Window of the failed-login limit, in seconds.
+    pub login_window_secs: u64,
+    /// E-mail addresses of system administrators (who manage the global
+    /// permission catalog and organizations' feature gates).
+    pub system_admins: Vec<String>,
+    /// Password hashes (argon2id, 19 MiB each) computed at once. Default:
+    /// the number of CPU cores.
+    pub hash_concurrency: Option<usize>,
+    /// Requests that may wait for a hashing slot; beyond that they are
+    /// answered `503 server_busy` with `Retry-After` at once.
+    pub hash_queue: usize,
+    /// Longest wait for a hashing slot, in milliseconds (then `503`).
+    pub hash_max_wait_ms: u64,
+}
+
+/// Request limits over a sliding window, per client address (the TCP
+/// peer) and for all clients together; counted in PostgreSQL so that they
+/// hold across instances. `0` disables a limit. Beyond a limit:
+/// `429 rate_limited` with `Retry-After`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitsConfig {
+    /// The window, in seconds.
+    pub window_secs: u64,
+    /// `POST /api/auth/login` per client address and window.
+    pub login_per_address: u32,
+    /// `POST /api/auth/login` for all clients, per window.
+    pub login_global: u32,
+    /// `POST /api/auth/signup` and `signup_invite` per client address.
+    pub signup_per_address: u32,
+    /// `POST /api/auth/signup` and `signup_invite` for all clients.
+    pub signup_global: u32,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        RateLimitsConfig {
+            window_secs: 60,
+            login_per_address: 30,
+            login_global: 1200,
+            signup_per_address: 10,
+            signup_global: 300,
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            jwt_secret: None,
+            token_lifetime_secs: 3600,
+            login_max_failures: 5,
+            login_window_secs: 15 * 60,
+            system_admins: Vec::new(),
+            hash_concurrency: None,
+            hash_queue: 64,
+            hash_max_wait_ms: 10_000,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The configured hashing concurrency, or the number of CPU cores.
+    pub fn hash_concurrency(&self) -> usize {
+        self.hash_concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        })
+    }
+}

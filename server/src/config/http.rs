@@ -1,0 +1,247 @@
+//! HTTP connections and bodies, the Prometheus endpoint, and the leases
+//! of streamed answers.
+
+use anyhow::Result;
+use serde::Deserialize;
+use std::net::SocketAddr;
+
+/// Leases of streamed answers (chat and conversations): the instance that
+/// generates an answer renews its lease (a heartbeat on the message row);
+/// every instance sweeps now and then, and at start-up, for answers whose
+/// lease expired (their instance died) and closes them as `failed`
+/// (`answer_interrupted`), keeping their text and ending their stream.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamsConfig {
+    /// How often the generating instance renews its answers' leases, in
+    /// seconds.
+    pub heartbeat_secs: u64,
+    /// An answer whose lease was not renewed for this long is closed, in
+    /// seconds (at least twice `heartbeat_secs`).
+    pub lease_secs: u64,
+    /// How often every instance sweeps for expired leases, in seconds.
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for StreamsConfig {
+    fn default() -> Self {
+        StreamsConfig {
+            heartbeat_secs: 5,
+            lease_secs: 30,
+            sweep_interval_secs: 10,
+        }
+    }
+}
+
+/// Limits of the HTTP server itself.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Longest time to receive a request body once its headers arrived, in
+    /// seconds (then `408 request_timeout`).
+    pub body_read_timeout_secs: u64,
+    /// Most client connections open at once (at the limit, new connections
+    /// wait in the kernel's backlog until one closes). Unset: 8192, or the
+    /// process's open-file limit less 256 when that is lower.
+    pub max_connections: Option<usize>,
+    /// A new connection that sends nothing for this long is closed, in
+    /// seconds.
+    pub first_byte_timeout_secs: u64,
+    /// Request headers must arrive within this time once a request began,
+    /// and an idle keep-alive connection is closed after it, in seconds.
+    pub header_read_timeout_secs: u64,
+    /// The reverse proxies and load balancers in front of the server
+    /// (addresses or CIDR ranges). A request from one of them is the
+    /// client's found in `X-Forwarded-For`: its rightmost address that is
+    /// not itself a trusted proxy. Empty: the TCP peer is the client and
+    /// `X-Forwarded-For` is ignored (anyone could write it). The client
+    /// address keys the per-address rate limits.
+    #[serde(deserialize_with = "deserialize_nets")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// At shutdown (SIGTERM, Ctrl-C), how long in-flight requests, the
+    /// answers this instance generates and its knowledge-base jobs may take
+    /// to finish, in seconds. WebSockets close at once (1001) and workers
+    /// claim no new job. Past it, the instance's unfinished answers are
+    /// closed `failed` (`answer_interrupted`, text kept, a last `error`
+    /// event ends their streams), its jobs go back to the queue (due at
+    /// once, the attempt not counted) and it stops. Keep it below the
+    /// orchestrator's kill timeout (Kubernetes: 30 s by default).
+    pub shutdown_grace_secs: u64,
+}
+
+/// Addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
+fn deserialize_nets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ipnet::IpNet>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| {
+            s.parse::<ipnet::IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "trusted proxy {s:?} is not an address or a CIDR range"
+                    ))
+                })
+        })
+        .collect()
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            body_read_timeout_secs: 30,
+            max_connections: None,
+            first_byte_timeout_secs: 10,
+            header_read_timeout_secs: 30,
+            trusted_proxies: Vec::new(),
+            shutdown_grace_secs: 20,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The client of a request from `peer` (see `trusted_proxies`):
+    /// `forwarded_for` are the request's `X-Forwarded-For` values in
+    /// order. Walking the chain from the right, every hop added by a
+    /// trusted proxy is believed; the first untrusted address is the
+    /// client. An entry that is not an address (or `address:port`) stops
+    /// the walk at the last hop believed.
+    pub fn client_address<'a>(
+        &self,
+        peer: std::net::IpAddr,
+        forwarded_for: impl DoubleEndedIterator<Item = &'a str>,
+    ) -> std::net::IpAddr {
+        let trusted = |a: std::net::IpAddr| {
+            let a = a.to_canonical();
+            self.trusted_proxies.iter().any(|n| n.contains(&a))
+        };
+        let mut client = peer.to_canonical();
+        if !trusted(client) {
+            return client;
+        }
+        for value in forwarded_for.rev() {
+            for hop in value.rsplit(',') {
+                let hop = hop.trim();
+                let parsed = hop
+                    .parse::<std::net::IpAddr>()
+                    .or_else(|_| hop.parse::<std::net::SocketAddr>().map(|s| s.ip()));
+                match parsed {
+                    Ok(addr) => {
+                        client = addr.to_canonical();
+                        if !trusted(client) {
+                            return client;
+                        }
+                    }
+                    Err(_) => return client,
+                }
+            }
+        }
+        client
+    }
+
+    /// The connection cap: the configured one, else 8192 or the open-file
+    /// limit less 256 (room for database connections and files).
+    pub fn max_connections(&self) -> usize {
+        if let Some(n) = self.max_connections {
+            return n.max(1);
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given.
+        let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+            usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+        } else {
+            usize::MAX
+        };
+        8192.min(files.saturating_sub(256)).max(16)
+    }
+}
+
+/// The Prometheus text endpoint `GET /metrics`, on a listener of its own.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where `/metrics` is served. Unset (the default): not served.
+    /// Keep it on a private address (e.g. `127.0.0.1:9090`).
+    pub bind_address: Option<SocketAddr>,
+    /// When set, `/metrics` requires `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsConfig")
+            .field("bind_address", &self.bind_address)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod client_address_tests {
+    use super::HttpConfig;
+    use std::net::IpAddr;
+
+    fn config(trusted: &[&str]) -> HttpConfig {
+        HttpConfig {
+            trusted_proxies: trusted.iter().map(|t| t.parse().unwrap()).collect(),
+            ..HttpConfig::default()
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn without_trusted_proxies_the_peer_is_the_client() {
+        let c = config(&[]);
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7"].into_iter()),
+            ip("10.0.0.5")
+        );
+    }
+
+    #[test]
+    fn a_trusted_proxy_forwards_the_rightmost_untrusted_hop() {
+        let c = config(&["10.0.0.0/8", "192.0.2.1/32"]);
+        // The load balancer (10.0.0.5) forwards for a client.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7"].into_iter()),
+            ip("203.0.113.7")
+        );
+        // A client cannot pick its address by prepending one: the hops a
+        // trusted proxy did not add are not believed.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["198.51.100.1, 203.0.113.7"].into_iter()),
+            ip("203.0.113.7")
+        );
+        // Two proxies, in two headers; ports and IPv4-mapped addresses.
+        assert_eq!(
+            c.client_address(
+                ip("::ffff:10.0.0.5"),
+                ["203.0.113.7:5123", "192.0.2.1"].into_iter()
+            ),
+            ip("203.0.113.7")
+        );
+        // An untrusted peer's header is ignored.
+        assert_eq!(
+            c.client_address(ip("198.51.100.9"), ["203.0.113.7"].into_iter()),
+            ip("198.51.100.9")
+        );
+        // Garbage stops at the last hop believed; no header: the proxy.
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["nonsense"].into_iter()),
+            ip("10.0.0.5")
+        );
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), ["203.0.113.7", ""].into_iter()),
+            ip("10.0.0.5")
+        );
+        assert_eq!(
+            c.client_address(ip("10.0.0.5"), std::iter::empty()),
+            ip("10.0.0.5")
+        );
+    }
+}
