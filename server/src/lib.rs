@@ -441,9 +441,11 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
             context.config.http.header_read_timeout_secs.max(1),
         )),
     };
+    let cors = context.config.http.cors_policy();
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
         .config(dropshot_config)
         .connection_limits(connection_limits)
+        .cors(cors)
         .start()
         .context("starting the HTTP server")?;
     if let Some(links) = &kb.download_links {

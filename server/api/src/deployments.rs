@@ -197,6 +197,10 @@ pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
+/// The path prefix of the OpenAI-compatible invocation surface, which
+/// answers cross-origin requests with each deployment's own origins.
+pub const V1_PREFIX: &str = "/api/agent_deploy/v1/";
+
 /// Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat
 /// Completions request; fields not listed are accepted and ignored).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

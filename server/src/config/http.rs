@@ -67,6 +67,52 @@ pub struct HttpConfig {
     /// once, the attempt not counted) and it stops. Keep it below the
     /// orchestrator's kill timeout (Kubernetes: 30 s by default).
     pub shutdown_grace_secs: u64,
+    /// Origins (`scheme://host[:port]`, exact) whose pages may call the API
+    /// from a browser (CORS). Empty: same-origin only. `*` is refused: the
+    /// API is called with credentials (bearer tokens), and a wildcard would
+    /// let every web page read the answers of a user's requests. The
+    /// deployment endpoint keeps its per-deployment origins.
+    #[serde(deserialize_with = "deserialize_origins")]
+    pub cors_allowed_origins: Vec<String>,
+    /// How long a browser may cache a preflight answer, in seconds.
+    pub cors_max_age_secs: u64,
+}
+
+/// Exact origins: `http(s)://host[:port]`, nothing after; lowercased.
+fn deserialize_origins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|o| parse_origin(o).map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// An origin as browsers send it in `Origin`, lowercased.
+pub fn parse_origin(origin: &str) -> Result<String, String> {
+    if origin.trim() == "*" {
+        return Err(
+            "http.cors_allowed_origins: \"*\" is refused: list the exact origins \
+             of your frontends (the API is called with credentials, and a wildcard would \
+             let any web page read a user's answers)"
+                .to_string(),
+        );
+    }
+    let url = reqwest::Url::parse(origin)
+        .map_err(|e| format!("http.cors_allowed_origins: {origin:?} is not an origin ({e})"))?;
+    let bare = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && url.path() == "/"
+        && !origin.trim_end().ends_with('/');
+    if !bare {
+        return Err(format!(
+            "http.cors_allowed_origins: {origin:?} is not an origin: write scheme://host[:port] \
+             with nothing after (for example https://app.example.com)"
+        ));
+    }
+    Ok(url.origin().ascii_serialization())
 }
 
 /// Addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
@@ -94,11 +140,39 @@ impl Default for HttpConfig {
             header_read_timeout_secs: 30,
             trusted_proxies: Vec::new(),
             shutdown_grace_secs: 20,
+            cors_allowed_origins: Vec::new(),
+            cors_max_age_secs: 600,
         }
     }
 }
 
 impl HttpConfig {
+    /// Request headers a cross-origin page may send.
+    pub const CORS_ALLOWED_HEADERS: &[&str] =
+        &["accept", "authorization", "content-type", "last-event-id"];
+    /// Response headers a cross-origin page may read (besides the
+    /// CORS-safelisted ones): a retry's delay, the request id of an error
+    /// report, a download's file name, the answer's length.
+    pub const CORS_EXPOSED_HEADERS: &[&str] = &[
+        "retry-after",
+        "x-request-id",
+        "content-disposition",
+        "content-length",
+    ];
+
+    /// The CORS policy of every route but the deployment endpoint's (which
+    /// answers with its deployment's origins).
+    pub fn cors_policy(&self) -> dropshot::CorsPolicy {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        dropshot::CorsPolicy {
+            allowed_origins: self.cors_allowed_origins.clone(),
+            allowed_headers: list(Self::CORS_ALLOWED_HEADERS),
+            exposed_headers: list(Self::CORS_EXPOSED_HEADERS),
+            max_age_secs: self.cors_max_age_secs,
+            excluded_path_prefixes: vec![workspace_api::deployments::V1_PREFIX.to_string()],
+        }
+    }
+
     /// The client of a request from `peer` (see `trusted_proxies`):
     /// `forwarded_for` are the request's `X-Forwarded-For` values in
     /// order. Walking the chain from the right, every hop added by a
@@ -175,6 +249,39 @@ impl std::fmt::Debug for MetricsConfig {
             .field("bind_address", &self.bind_address)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::parse_origin;
+
+    #[test]
+    fn origins_are_exact_and_never_a_wildcard() {
+        assert_eq!(
+            parse_origin("https://App.Example.com").unwrap(),
+            "https://app.example.com"
+        );
+        assert_eq!(
+            parse_origin("http://localhost:5173").unwrap(),
+            "http://localhost:5173"
+        );
+        // A default port is the origin without it (as browsers send it).
+        assert_eq!(
+            parse_origin("https://app.example.com:443").unwrap(),
+            "https://app.example.com"
+        );
+        assert!(parse_origin("*").unwrap_err().contains("refused"));
+        for bad in [
+            "https://app.example.com/",
+            "https://app.example.com/app",
+            "https://app.example.com?x=1",
+            "app.example.com",
+            "ftp://app.example.com",
+            "https://user@app.example.com",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
     }
 }
 

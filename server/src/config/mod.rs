@@ -210,6 +210,15 @@ impl Config {
         if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
             self.mail.public_url = url;
         }
+        if let Some(origins) = get("WORKSPACE_CORS_ORIGINS").filter(|v| !v.is_empty()) {
+            self.http.cors_allowed_origins = origins
+                .split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(http::parse_origin)
+                .collect::<Result<_, _>>()
+                .map_err(|e| anyhow::anyhow!("WORKSPACE_CORS_ORIGINS: {e}"))?;
+        }
         // Each section applies its own overrides.
         self.fetch.apply_env(&get);
         self.kb.apply_env(&get);

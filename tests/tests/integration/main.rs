@@ -7,6 +7,7 @@ mod authz;
 mod chat;
 mod contract;
 mod conversations;
+mod cors;
 mod database_tls;
 mod deployments;
 mod hardening;

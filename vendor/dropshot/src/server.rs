@@ -84,6 +84,8 @@ pub struct DropshotState<C: ServerContext> {
     pub(crate) handler_waitgroup_worker: DebugIgnore<waitgroup::Worker>,
     /// specifies how incoming requests are mapped to handlers based on versions
     pub(crate) version_policy: VersionPolicy,
+    /// Workspace patch: the CORS policy, set by [`ServerBuilder::cors`].
+    pub(crate) cors: std::sync::OnceLock<crate::cors::CorsPolicy>,
 }
 
 impl<C: ServerContext> DropshotState<C> {
@@ -227,6 +229,7 @@ impl<C: ServerContext> HttpServerStarter<C> {
             tls_acceptor: tls_acceptor.clone(),
             handler_waitgroup_worker: DebugIgnore(handler_waitgroup.worker()),
             version_policy,
+            cors: std::sync::OnceLock::new(),
         });
 
         for (path, method, endpoint) in app_state.router.endpoints(None) {
@@ -897,14 +900,51 @@ async fn http_request_handle_wrap<C: ServerContext>(
         });
     });
 
-    let maybe_response = http_request_handle(
-        server,
-        request,
-        &request_id,
-        request_log.new(o!()),
-        remote_addr,
-    )
-    .await;
+    // Workspace patch: CORS (see `cors.rs`). A preflight of a route without
+    // an OPTIONS handler of its own is answered here.
+    let cors = server.cors.get().cloned();
+    let path = request.uri().path().to_string();
+    let origin = request.headers().get(http::header::ORIGIN).cloned();
+    let preflight = cors.as_ref().and_then(|policy| {
+        if !policy.is_preflight(request.method(), &path, request.headers()) {
+            return None;
+        }
+        let methods = match server.router.lookup_route(
+            &http::Method::OPTIONS,
+            path.as_str().into(),
+            None,
+        ) {
+            Ok(_) => return None,
+            // No route at this path: the usual 404.
+            Err(e) if e.status_code.as_u16() == 404 => return None,
+            Err(e) => e
+                .headers
+                .as_deref()
+                .map(|h| {
+                    h.get_all(http::header::ALLOW)
+                        .iter()
+                        .filter_map(|v| v.to_str().ok().map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        };
+        Some(policy.preflight(request.headers(), &methods, &request_id))
+    });
+    // A preflight answer carries its own headers: not decorated again.
+    let cors = if preflight.is_some() { None } else { cors };
+    let maybe_response = match preflight {
+        Some(response) => Ok(response),
+        None => {
+            http_request_handle(
+                server,
+                request,
+                &request_id,
+                request_log.new(o!()),
+                remote_addr,
+            )
+            .await
+        }
+    };
 
     // If `http_request_handle` completed, it means the request wasn't
     // cancelled and we can safely "defuse" the scopeguard.
@@ -939,7 +979,11 @@ async fn http_request_handle_wrap<C: ServerContext>(
                     "error_message_external" => message_external,
                 );
             };
-            error.into_response(&request_id)
+            let mut response = error.into_response(&request_id);
+            if let Some(policy) = &cors {
+                policy.decorate(&path, origin.as_ref(), &mut response);
+            }
+            response
         }
 
         Ok(response) => {
@@ -960,6 +1004,10 @@ async fn http_request_handle_wrap<C: ServerContext>(
                 }
             });
 
+            let mut response = response;
+            if let Some(policy) = &cors {
+                policy.decorate(&path, origin.as_ref(), &mut response);
+            }
             response
         }
     };
@@ -1226,6 +1274,7 @@ pub struct ServerBuilder<C: ServerContext> {
     version_policy: VersionPolicy,
     tls: Option<ConfigTls>,
     connection_limits: ConnectionLimits,
+    cors: Option<crate::cors::CorsPolicy>,
 }
 
 impl<C: ServerContext> ServerBuilder<C> {
@@ -1248,7 +1297,15 @@ impl<C: ServerContext> ServerBuilder<C> {
             version_policy: VersionPolicy::Unversioned,
             tls: Default::default(),
             connection_limits: ConnectionLimits::default(),
+            cors: None,
         }
+    }
+
+    /// Workspace patch: cross-origin requests for every route (see
+    /// [`crate::CorsPolicy`]).
+    pub fn cors(mut self, policy: crate::cors::CorsPolicy) -> Self {
+        self.cors = Some(policy);
+        self
     }
 
     /// Workspace patch: limits on plain-HTTP connections (see
@@ -1321,6 +1378,9 @@ impl<C: ServerContext> ServerBuilder<C> {
             .max_connections
             .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
         starter.http_acceptor.limits = self.connection_limits;
+        if let Some(policy) = self.cors {
+            let _ = starter.app_state.cors.set(policy);
+        }
         Ok(starter)
     }
 }
