@@ -19,6 +19,7 @@ mod mcp;
 mod orgs;
 mod providers;
 mod roles;
+mod sdk;
 mod system;
 mod tokens;
 mod tools;

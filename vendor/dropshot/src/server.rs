@@ -85,7 +85,7 @@ pub struct DropshotState<C: ServerContext> {
     /// specifies how incoming requests are mapped to handlers based on versions
     pub(crate) version_policy: VersionPolicy,
     /// Workspace patch: the CORS policy, set by [`ServerBuilder::cors`].
-    pub(crate) cors: std::sync::OnceLock<crate::cors::CorsPolicy>,
+    pub(crate) cors: std::sync::OnceLock<Arc<crate::cors::CorsPolicy>>,
 }
 
 impl<C: ServerContext> DropshotState<C> {
@@ -903,8 +903,13 @@ async fn http_request_handle_wrap<C: ServerContext>(
     // Workspace patch: CORS (see `cors.rs`). A preflight of a route without
     // an OPTIONS handler of its own is answered here.
     let cors = server.cors.get().cloned();
-    let path = request.uri().path().to_string();
-    let origin = request.headers().get(http::header::ORIGIN).cloned();
+    let (path, origin) = match &cors {
+        Some(_) => (
+            request.uri().path().to_string(),
+            request.headers().get(http::header::ORIGIN).cloned(),
+        ),
+        None => (String::new(), None),
+    };
     let preflight = cors.as_ref().and_then(|policy| {
         if !policy.is_preflight(request.method(), &path, request.headers()) {
             return None;
@@ -1378,8 +1383,9 @@ impl<C: ServerContext> ServerBuilder<C> {
             .max_connections
             .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
         starter.http_acceptor.limits = self.connection_limits;
-        if let Some(policy) = self.cors {
-            let _ = starter.app_state.cors.set(policy);
+        // An empty policy (no allowed origin) costs nothing per request.
+        if let Some(policy) = self.cors.filter(|p| !p.allowed_origins.is_empty()) {
+            let _ = starter.app_state.cors.set(Arc::new(policy));
         }
         Ok(starter)
     }

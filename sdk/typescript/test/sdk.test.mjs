@@ -1,0 +1,212 @@
+// The SDK against a real server, started by the Rust harness
+// (tests/tests/integration/sdk.rs), which passes WORKSPACE_URL,
+// WORKSPACE_TOKEN and WORKSPACE_ORG. Run: `node --experimental-websocket
+// --test test/` after `tsc`.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createWorkspace, WorkspaceError } from "../dist/index.js";
+
+const baseUrl = process.env.WORKSPACE_URL;
+const token = process.env.WORKSPACE_TOKEN;
+const orgId = process.env.WORKSPACE_ORG;
+if (!baseUrl || !token || !orgId) throw new Error("run through the harness: WORKSPACE_URL, WORKSPACE_TOKEN, WORKSPACE_ORG");
+
+const ws = createWorkspace({ baseUrl, token });
+
+async function collect(iterable) {
+  const out = [];
+  for await (const e of iterable) out.push(e);
+  return out;
+}
+
+const textOf = (events) => events.filter((e) => e.type === "content").map((e) => e.content).join("");
+
+/** A fetch whose first streamed response is cut after `bytes` bytes (a dropped connection). */
+function droppingFetch(bytes) {
+  let dropped = 0;
+  const calls = [];
+  const f = async (input, init) => {
+    const response = await fetch(input, init);
+    calls.push({ url: String(input instanceof Request ? input.url : input), lastEventId: new Headers(init?.headers).get("last-event-id") });
+    const streamed = response.headers.get("content-type")?.startsWith("text/event-stream");
+    if (!streamed || dropped > 0) return response;
+    dropped++;
+    const reader = response.body.getReader();
+    let seen = 0;
+    const body = new ReadableStream({
+      async pull(controller) {
+        if (seen >= bytes) {
+          await reader.cancel();
+          controller.error(new TypeError("terminated"));
+          return;
+        }
+        const { value, done } = await reader.read();
+        if (done) return controller.close();
+        const piece = value.subarray(0, Math.max(0, bytes - seen));
+        seen += value.byteLength;
+        controller.enqueue(piece);
+      },
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+  return { fetch: f, calls };
+}
+
+test("typed operations and typed errors", async () => {
+  const { data, error } = await ws.api.GET("/api/users/me");
+  assert.equal(error, undefined);
+  assert.ok(data.id);
+  // An error answer is the document's Error, with its stable code.
+  const missing = await ws.api.GET("/api/chat", {
+    params: { query: { org_id: orgId, chat_id: "00000000-0000-4000-8000-000000000000" } },
+  });
+  assert.equal(missing.response.status, 404);
+  assert.equal(missing.error.error_code, "not_found");
+  const anonymous = createWorkspace({ baseUrl });
+  const refused = await anonymous.api.GET("/api/users/me");
+  assert.equal(refused.response.status, 401);
+  assert.equal(refused.error.error_code, "unauthenticated");
+});
+
+test("stream() yields typed events from start to end", async () => {
+  const events = await collect(ws.stream("chat", { content: "Hello from the SDK" }, { orgId }));
+  assert.equal(events[0].type, "start");
+  assert.equal(events.at(-1).type, "end");
+  assert.ok(textOf(events).length > 0);
+  assert.ok(events.some((e) => e.type === "usage"));
+});
+
+test("stream() resumes a dropped connection: no event lost or doubled", async () => {
+  const dropping = droppingFetch(600);
+  const sdk = createWorkspace({ baseUrl, token, fetch: dropping.fetch });
+  const events = await collect(sdk.stream("chat", { content: "Tell me a long story about resuming streams" }, { orgId }));
+  assert.equal(events.at(-1).type, "end", JSON.stringify(events.at(-1)));
+  // It reconnected to chat/stream with the last event it had.
+  const resumed = dropping.calls.find((c) => c.url.includes("/api/chat/stream?"));
+  assert.ok(resumed, JSON.stringify(dropping.calls));
+  assert.ok(Number(resumed.lastEventId) >= 1);
+  // Each event once: the stored answer is exactly the text yielded.
+  const start = events[0];
+  const { data: chat } = await ws.api.GET("/api/chat", { params: { query: { org_id: orgId, chat_id: start.chat_id } } });
+  const answer = chat.messages.find((m) => m.id === start.message_id);
+  assert.equal(textOf(events), answer.content);
+  assert.equal(events.filter((e) => e.type === "start").length, 1);
+});
+
+test("stream() gives up with stream_lost when it cannot resume", async () => {
+  // The first connection drops; every reconnection fails.
+  const dropping = droppingFetch(300);
+  const unreachable = async (input, init) => {
+    if (String(input).includes("/api/chat/stream?")) throw new TypeError("fetch failed");
+    return dropping.fetch(input, init);
+  };
+  const sdk = createWorkspace({ baseUrl, token, fetch: unreachable });
+  await assert.rejects(
+    collect(sdk.stream("chat", { content: "This connection keeps dropping" }, { orgId, maxReconnects: 2 })),
+    (e) => e instanceof WorkspaceError && e.errorCode === "stream_lost",
+  );
+});
+
+test("a refused stream is a typed error", async () => {
+  await assert.rejects(
+    collect(ws.stream("chat", { content: "" }, { orgId })),
+    (e) => e instanceof WorkspaceError && e.status === 400 && e.errorCode === "invalid_message",
+  );
+});
+
+test("stop() ends an answer", async () => {
+  const events = [];
+  for await (const e of ws.stream("chat", { content: "A long answer, please, that I will stop" }, { orgId })) {
+    events.push(e);
+    if (e.type === "start") await ws.stop("chat", e.message_id, orgId);
+  }
+  const last = events.at(-1);
+  assert.equal(last.type, "end");
+  assert.equal(last.finish_reason, "stopped");
+});
+
+test("conversation streams are typed and end", async () => {
+  const { data: conversation } = await ws.api.POST("/api/conversation/create", {
+    params: { query: { org_id: orgId } },
+    body: { title: "SDK" },
+  });
+  const { data: models } = await ws.api.GET("/api/models/list", { params: { query: { org_id: orgId } } });
+  const { data: session } = await ws.api.POST("/api/conversation/create_session", {
+    params: { query: { org_id: orgId } },
+    body: { conversation_id: conversation.id, model_id: models[0].id },
+  });
+  const events = await collect(ws.stream("conversation", { chat_session_id: session.id, message: "hi" }, { orgId }));
+  assert.equal(events[0].type, "start");
+  assert.equal(events.at(-1).type, "end");
+});
+
+test("live() delivers title updates", async () => {
+  const controller = new AbortController();
+  const seen = [];
+  const listening = (async () => {
+    for await (const e of ws.live({ orgId, signal: controller.signal })) {
+      seen.push(e);
+      if (e.type === "title" && e.title === "Renamed by the SDK") controller.abort();
+    }
+  })();
+  // Wait for `ready`, then rename a chat.
+  for (let i = 0; i < 100 && !seen.some((e) => e.type === "ready"); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(seen.some((e) => e.type === "ready"), JSON.stringify(seen));
+  const events = await collect(ws.stream("chat", { content: "Name me" }, { orgId }));
+  const chatId = events[0].chat_id;
+  const renamed = await ws.api.PUT("/api/chat", {
+    params: { query: { org_id: orgId, chat_id: chatId } },
+    body: { title: "Renamed by the SDK" },
+  });
+  assert.equal(renamed.response.status, 200, JSON.stringify(renamed.error));
+  await listening;
+  assert.ok(seen.some((e) => e.type === "title" && e.title === "Renamed by the SDK"), JSON.stringify(seen));
+});
+
+test("upload() reports progress and types the server's refusals", async () => {
+  const progress = [];
+  const text = "The password is swordfish.\n".repeat(8000);
+  const uploaded = await ws.upload(new Blob([text], { type: "text/plain" }), "notes.txt", {
+    orgId,
+    onProgress: (sent, total) => progress.push([sent, total]),
+  });
+  assert.equal(uploaded.filename, "notes.txt");
+  assert.ok(progress.length > 1, "several progress reports");
+  const [sent, total] = progress.at(-1);
+  assert.equal(sent, total);
+  // An executable: 415.
+  await assert.rejects(
+    ws.upload(new Blob([new Uint8Array([0x4d, 0x5a, 0x90, 0, 3, 0, 0, 0])]), "tool.exe", { orgId }),
+    (e) => e instanceof WorkspaceError && e.status === 415,
+  );
+  // Over the server's limit (the harness sets 1 MiB): 413.
+  await assert.rejects(
+    ws.upload(new Blob(["x".repeat(2 * 1024 * 1024)], { type: "text/plain" }), "big.txt", { orgId }),
+    (e) => e instanceof WorkspaceError && e.status === 413,
+  );
+});
+
+test("429 and 503 are retried after Retry-After", async () => {
+  let attempts = 0;
+  const busyOnce = async (input, init) => {
+    attempts++;
+    if (attempts === 1) {
+      return new Response(JSON.stringify({ error_code: "server_busy", message: "busy", request_id: "r" }), {
+        status: 503,
+        headers: { "retry-after": "0", "content-type": "application/json" },
+      });
+    }
+    return fetch(input, init);
+  };
+  const sdk = createWorkspace({ baseUrl, token, fetch: busyOnce });
+  const { data } = await sdk.api.GET("/api/users/me");
+  assert.equal(attempts, 2);
+  assert.ok(data.id);
+  // Without retries the refusal is the caller's, with its Retry-After.
+  attempts = 0;
+  const impatient = createWorkspace({ baseUrl, token, fetch: busyOnce, retries: 0 });
+  const refused = await impatient.api.GET("/api/users/me");
+  assert.equal(refused.response.status, 503);
+  assert.equal(refused.error.error_code, "server_busy");
+});
