@@ -607,6 +607,8 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     npm_packages(&root.join("tests/peers"), "tests/peers")?;
     // The TypeScript SDK, compiled for its tests (`integration::sdk`).
     sdk_build(root)?;
+    // The example page's browser test (`integration::web`): playwright-core.
+    npm_packages(&root.join("examples/web"), "examples/web")?;
     let cluster = if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_some() {
         None
     } else {

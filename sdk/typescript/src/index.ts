@@ -92,6 +92,8 @@ export interface Workspace {
   api: Client<paths>;
   /** An answer's events, resumed by itself after a dropped connection. */
   stream: typeof stream;
+  /** Resumes an answer after a given event (a page reload). */
+  resume: typeof resume;
   /** The chat WebSocket's events, reconnecting with a new ticket. */
   live: typeof live;
   /** Uploads a file to a chat, with progress. */
@@ -153,7 +155,7 @@ export function createWorkspace(options: WorkspaceOptions): Workspace {
     },
   };
   api.use(auth);
-  const workspace: Workspace = { api, stream, live, upload, stop, options: full };
+  const workspace: Workspace = { api, stream, resume, live, upload, stop, options: full };
   return workspace;
 }
 
@@ -184,6 +186,11 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Reconnections in a row before giving up with `stream_lost`. Default 5. */
   maxReconnects?: number;
+  /**
+   * Called with each event's number and the answer's id (keep them to
+   * resume after a page reload: `resume()`).
+   */
+  onEventId?: (eventId: number, messageId: string | undefined) => void;
 }
 
 /** One parsed Server-Sent Event. */
@@ -262,13 +269,49 @@ async function* stream<K extends keyof StreamKinds>(
     throw new WorkspaceError(0, "network_error", String(e));
   }
   if (!response.ok || !response.body) throw await errorOf(response);
-  let last = 0;
-  let messageId: string | undefined;
+  yield* follow.call(this, kind, response, { last: 0, messageId: undefined }, options);
+}
+
+/**
+ * Resumes the answer `messageId` (of `kind`) after the event numbered
+ * `lastEventId` (0: from its start), e.g. after a page reload: the same
+ * events and guarantees as `stream()`.
+ */
+async function* resume<K extends keyof StreamKinds>(
+  this: Workspace,
+  kind: K,
+  messageId: string,
+  lastEventId: number,
+  options: StreamOptions,
+): AsyncGenerator<StreamKinds[K]["event"]> {
+  yield* follow.call(this, kind, undefined, { last: lastEventId, messageId }, options);
+}
+
+/** Reads an answer's events from `first` (or from a reconnection), resuming dropped connections. */
+async function* follow<K extends keyof StreamKinds>(
+  this: Workspace,
+  kind: K,
+  first: Response | undefined,
+  state: { last: number; messageId: string | undefined },
+  options: StreamOptions,
+): AsyncGenerator<StreamKinds[K]["event"]> {
+  const urls = STREAMS[kind];
+  const fetcher = retryingFetch(this.options);
+  const headers = (extra: Record<string, string>) => {
+    const h: Record<string, string> = { accept: "text/event-stream", ...extra };
+    const token = tokenOf(this.options);
+    if (token) h.authorization = `Bearer ${token}`;
+    return h;
+  };
+  const org = encodeURIComponent(options.orgId);
+  let response = first;
+  let last = state.last;
+  let messageId = state.messageId;
   let failures = 0;
   const maxReconnects = options.maxReconnects ?? 5;
   for (;;) {
     try {
-      for await (const event of sseEvents(response.body!)) {
+      if (response?.body) for await (const event of sseEvents(response.body)) {
         const n = event.id === undefined ? undefined : Number(event.id);
         if (n !== undefined && n <= last) continue; // seen before a reconnection
         if (n !== undefined) last = n;
@@ -280,6 +323,7 @@ async function* stream<K extends keyof StreamKinds>(
           throw new WorkspaceError(0, "invalid_response", "an event is not JSON");
         }
         if (parsed.type === "start") messageId = (parsed as { message_id: string }).message_id;
+        if (n !== undefined) options.onEventId?.(n, messageId);
         yield parsed;
         if (parsed.type === "end" || parsed.type === "error") return;
       }
@@ -294,8 +338,10 @@ async function* stream<K extends keyof StreamKinds>(
       if (failures >= maxReconnects) {
         throw new WorkspaceError(0, "stream_lost", `the stream could not be resumed after ${failures} attempts`);
       }
+      // A resume asked for (no connection yet) goes at once.
+      const planned = response === undefined && failures === 0;
       failures++;
-      await sleep(Math.min(250 * 2 ** (failures - 1), 4000), options.signal);
+      if (!planned) await sleep(Math.min(250 * 2 ** (failures - 1), 4000), options.signal);
       try {
         response = await fetcher(
           `${this.options.baseUrl}${urls.resume}?org_id=${org}&message_id=${encodeURIComponent(messageId)}`,

@@ -24,3 +24,4 @@ mod system;
 mod tokens;
 mod tools;
 mod users_list;
+mod web;

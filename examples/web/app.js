@@ -1,0 +1,195 @@
+// A small chat page built only on the SDK. The API's address comes from
+// `?api=`; the session (token, organization, an answer in progress) lives
+// in sessionStorage, so a reload resumes an answer where it was.
+import { createWorkspace, WorkspaceError } from "/sdk/index.js";
+
+const api = new URLSearchParams(location.search).get("api") ?? location.origin;
+const $ = (id) => document.getElementById(id);
+const state = JSON.parse(sessionStorage.getItem("workspace") ?? "{}");
+const save = () => sessionStorage.setItem("workspace", JSON.stringify(state));
+let ws = createWorkspace({ baseUrl: api, token: () => state.token });
+let kbId = state.kbId;
+
+function fail(e) {
+  $("error").textContent = e instanceof WorkspaceError ? `${e.errorCode}: ${e.message}` : String(e);
+}
+
+function bubble(role, text) {
+  const div = document.createElement("div");
+  div.className = role;
+  div.textContent = text;
+  $("messages").append(div);
+  return div;
+}
+
+async function signIn(signup) {
+  const f = new FormData($("auth"));
+  const body = { email: f.get("email"), password: f.get("password") };
+  if (signup) {
+    const r = await ws.api.POST("/api/auth/signup", {
+      body: { ...body, first_name: f.get("first_name") || "Web", last_name: "User" },
+    });
+    if (r.error) throw new WorkspaceError(r.response.status, r.error.error_code, r.error.message);
+  }
+  const r = await ws.api.POST("/api/auth/login", { body });
+  if (r.error) throw new WorkspaceError(r.response.status, r.error.error_code, r.error.message);
+  state.token = r.data.access_token;
+  save();
+  await start();
+}
+
+async function start() {
+  const me = await ws.api.GET("/api/users/me");
+  if (me.error) throw new WorkspaceError(me.response.status, me.error.error_code, me.error.message);
+  $("auth").hidden = true;
+  const orgs = $("orgs");
+  orgs.replaceChildren(...me.data.organizations.map((o) => new Option(o.name, o.id)));
+  orgs.hidden = false;
+  state.orgId ??= me.data.organizations[0].id;
+  orgs.value = state.orgId;
+  save();
+  $("send").hidden = $("files").hidden = false;
+  document.body.dataset.ready = "true";
+  // After a reload: the conversation so far, then the answer in progress.
+  if (state.chatId) await openChat(state.chatId, state.pending?.messageId);
+  else await listChats();
+  listen();
+  if (state.pending) await resumePending();
+}
+
+async function listChats() {
+  const r = await ws.api.GET("/api/chat/list", { params: { query: { org_id: state.orgId } } });
+  if (r.error) return fail(r.error.message);
+  $("chats").replaceChildren(
+    ...r.data.map((c) => {
+      const li = document.createElement("li");
+      li.dataset.chatId = c.id;
+      li.textContent = c.title;
+      li.className = c.id === state.chatId ? "active" : "";
+      li.onclick = () => openChat(c.id);
+      return li;
+    }),
+  );
+}
+
+async function openChat(id, inProgress) {
+  state.chatId = id;
+  save();
+  const r = await ws.api.GET("/api/chat", { params: { query: { org_id: state.orgId, chat_id: id } } });
+  if (r.error) return fail(r.error.message);
+  $("messages").replaceChildren();
+  for (const m of r.data.messages) {
+    if (m.id !== inProgress) bubble(m.role === "USER" ? "user" : "assistant", m.content);
+  }
+  await listChats();
+}
+
+/** Titles (generated, or renamed elsewhere) arrive over the live channel. */
+async function listen() {
+  try {
+    for await (const event of ws.live({ orgId: state.orgId })) {
+      if (event.type === "ready") document.body.dataset.live = "true";
+      if (event.type === "title") {
+        const li = document.querySelector(`li[data-chat-id="${event.chat_id}"]`);
+        if (li) li.textContent = event.title;
+        else await listChats();
+      }
+    }
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/** Shows an answer's events; `pending` keeps what a reload needs to resume it. */
+async function show(events, out) {
+  for await (const event of events) {
+    if (event.type === "start") {
+      state.chatId = event.chat_id;
+      state.pending = { messageId: event.message_id, lastEventId: 0, text: "" };
+    }
+    if (event.type === "content") {
+      out.textContent += event.content;
+      state.pending.text = out.textContent;
+    }
+    if (event.type === "sources") out.dataset.sources = String(event.sources.length);
+    if (event.type === "error") fail(`${event.error_code}: ${event.message}`);
+    save();
+  }
+  delete state.pending;
+  save();
+  out.dataset.done = "true";
+  await listChats();
+}
+
+const onEventId = (id) => {
+  if (state.pending) {
+    state.pending.lastEventId = id;
+    save();
+  }
+};
+
+async function send(content, useKb) {
+  bubble("user", content);
+  const out = bubble("assistant", "");
+  const body = { content };
+  if (state.chatId) body.chat_id = state.chatId;
+  if (useKb && kbId) body.knowledge_base_ids = [kbId];
+  await show(ws.stream("chat", body, { orgId: state.orgId, onEventId }), out);
+}
+
+async function resumePending() {
+  const { messageId, lastEventId, text } = state.pending;
+  const out = bubble("assistant", text);
+  out.dataset.resumed = "true";
+  await show(ws.resume("chat", messageId, lastEventId, { orgId: state.orgId, onEventId }), out);
+}
+
+async function addFile(file) {
+  const progress = $("files").querySelector("progress");
+  const uploaded = await ws.upload(file, file.name, {
+    orgId: state.orgId,
+    onProgress: (sent, total) => (progress.value = sent / total),
+  });
+  const created = await ws.api.POST("/api/kb/create", {
+    params: { query: { org_id: state.orgId } },
+    body: {
+      name: `Files ${new Date().toISOString()}`,
+      description: "",
+      embedding_model: "all-minilm-l6-v2",
+      sources: [{ type: "file", config: { file_ids: [uploaded.id] } }],
+    },
+  });
+  if (created.error) throw new WorkspaceError(created.response.status, created.error.error_code, created.error.message);
+  kbId = state.kbId = created.data.id;
+  save();
+  for (;;) {
+    const { data } = await ws.api.GET("/api/kb/ingestion_status", { params: { query: { kb_id: kbId } } });
+    $("kb-status").textContent = data.status;
+    if (data.status !== "processing") break;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+$("auth").addEventListener("submit", (e) => {
+  e.preventDefault();
+  signIn(e.submitter?.name === "signup").catch(fail);
+});
+$("send").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = new FormData($("send"));
+  $("send").reset();
+  send(f.get("content"), f.get("kb") === "on").catch(fail);
+});
+$("files").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const file = $("files").querySelector("input[type=file]").files[0];
+  if (file) addFile(file).catch(fail);
+});
+$("orgs").addEventListener("change", () => {
+  state.orgId = $("orgs").value;
+  delete state.chatId;
+  save();
+  listChats();
+});
+if (state.token) start().catch(fail);
+

@@ -1,0 +1,104 @@
+// The example page in headless Chromium, on another origin than the API.
+// Run by tests/tests/integration/web.rs, which passes API_URL, PAGE_URL
+// (an origin the API allows), REFUSED_PAGE_URL (one it does not),
+// CHROMIUM (the browser's path) and SCREENSHOT (where to save the finished
+// conversation).
+
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+
+const { API_URL, PAGE_URL, REFUSED_PAGE_URL, CHROMIUM, SCREENSHOT } = process.env;
+if (!API_URL || !PAGE_URL || !REFUSED_PAGE_URL || !CHROMIUM) throw new Error("run through the harness");
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+after(() => browser.close());
+
+const user = { email: `web-${Date.now()}@example.com`, password: "correct horse battery staple" };
+
+async function signedIn(page, url, signup) {
+  await page.goto(`${url}/?api=${encodeURIComponent(API_URL)}`);
+  await page.fill("[name=email]", user.email);
+  await page.fill("[name=password]", user.password);
+  await page.click(signup ? "button[name=signup]" : "button[name=login]");
+  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+}
+
+const lastAnswer = (page) => page.locator(".assistant").last();
+
+test("sign up, chat, live titles, a file through a knowledge base, a reload mid-answer", async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const refusedCalls = [];
+  // Requests the browser refused or that failed (the reload's abort of the
+  // stream in flight is not one).
+  page.on("requestfailed", (r) => {
+    if (r.failure()?.errorText !== "net::ERR_ABORTED") refusedCalls.push(`${r.url()}: ${r.failure()?.errorText}`);
+  });
+  await signedIn(page, PAGE_URL, true);
+  await page.waitForSelector("body[data-live=true]", { timeout: 15000 });
+
+  // A message: its answer streams in, the chat appears with its title (a
+  // live update once generated).
+  await page.fill("[name=content]", "Hello from a browser");
+  await page.click("#send button");
+  await page.waitForSelector(".assistant[data-done=true]", { timeout: 30000 });
+  assert.match(await lastAnswer(page).textContent(), /You said: "Hello from a browser"/);
+  await page.waitForFunction(() => document.querySelectorAll("#chats li").length === 1 && document.querySelector("#chats li").textContent.length > 0);
+
+  // A file, through a knowledge base, then asked about.
+  await page.setInputFiles("input[type=file]", {
+    name: "facts.md",
+    mimeType: "text/markdown",
+    buffer: Buffer.from("# Facts\n\nThe password is swordfish.\n"),
+  });
+  await page.click("#files button");
+  await page.waitForFunction(() => ["ready", "failed"].includes(document.getElementById("kb-status").textContent), null, { timeout: 60000 });
+  assert.equal(await page.textContent("#kb-status"), "ready");
+  await page.check("[name=kb]");
+  await page.fill("[name=content]", "What is the password?");
+  await page.click("#send button");
+  await page.waitForFunction(() => document.querySelectorAll(".assistant[data-done=true]").length === 2, null, { timeout: 30000 });
+  assert.ok(Number(await lastAnswer(page).getAttribute("data-sources")) >= 1);
+  assert.match(await lastAnswer(page).textContent(), /swordfish/);
+
+  // A long answer, the page reloaded in the middle: it resumes, no text
+  // lost or doubled.
+  const words = Array.from({ length: 120 }, (_, i) => `word${i}`).join(" ");
+  await page.fill("[name=content]", words);
+  await page.click("#send button");
+  await page.waitForFunction(() => (document.querySelector(".assistant:last-child")?.textContent.length ?? 0) > 80);
+  await page.reload();
+  await page.waitForSelector(".assistant[data-resumed=true]", { timeout: 15000 });
+  await page.waitForSelector(".assistant[data-resumed=true][data-done=true]", { timeout: 60000 });
+  const shown = await page.locator(".assistant[data-resumed=true]").textContent();
+  const { token, chatId } = await page.evaluate(() => JSON.parse(sessionStorage.getItem("workspace")));
+  const orgId = await page.evaluate(() => JSON.parse(sessionStorage.getItem("workspace")).orgId);
+  const stored = await (
+    await fetch(`${API_URL}/api/chat?org_id=${orgId}&chat_id=${chatId}`, { headers: { authorization: `Bearer ${token}` } })
+  ).json();
+  const answer = stored.messages.at(-1);
+  assert.equal(answer.status, "complete");
+  assert.equal(shown, answer.content);
+  assert.ok(shown.includes("word0") && shown.includes("word119"));
+
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  assert.deepEqual(refusedCalls, []);
+  await context.close();
+});
+
+test("a page on an origin the API does not allow is blocked by the browser", async () => {
+  const page = await browser.newPage();
+  const messages = [];
+  page.on("console", (m) => messages.push(m.text()));
+  await page.goto(`${REFUSED_PAGE_URL}/?api=${encodeURIComponent(API_URL)}`);
+  await page.fill("[name=email]", user.email);
+  await page.fill("[name=password]", user.password);
+  await page.click("button[name=login]");
+  await page.waitForFunction(() => document.getElementById("error").textContent.length > 0, null, { timeout: 15000 });
+  // fetch() rejects: the SDK's call never sees the answer.
+  assert.match(await page.textContent("#error"), /TypeError|Failed to fetch|network/i);
+  assert.ok(messages.some((m) => /CORS|Access-Control-Allow-Origin/.test(m)), messages.join("\n"));
+  assert.notEqual(await page.getAttribute("body", "data-ready"), "true");
+  await page.close();
+});

@@ -1,0 +1,89 @@
+//! The example page (`examples/web`, built only on the TypeScript SDK) in
+//! headless Chromium, served from another origin than the API: its own
+//! test (`examples/web/test/browser.test.mjs`, playwright-core driving
+//! Debian's `chromium`) signs up, chats, follows live titles, asks about a
+//! file through a knowledge base, reloads mid-answer, and checks that a
+//! page on a refused origin is blocked. The screenshot of the finished
+//! conversation goes to `target/examples-web.png`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::AsyncBufReadExt;
+use workspace_tests::TestContext;
+
+/// Starts `examples/web/serve.mjs` on a free port; the child and its port.
+async fn serve(web: &Path) -> (tokio::process::Child, u16) {
+    let mut child = tokio::process::Command::new("node")
+        .current_dir(web)
+        .args(["serve.mjs", "0"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("running node");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = lines
+        .next_line()
+        .await
+        .expect("reading serve.mjs")
+        .expect("serve.mjs prints its port");
+    let port = line
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"));
+    (child, port)
+}
+
+fn chromium() -> PathBuf {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("Debian's chromium (apt-get install chromium; .ci/run installs it)")
+}
+
+#[tokio::test]
+async fn the_example_page_works_in_a_real_browser() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let web = root.join("examples/web");
+    assert!(
+        root.join("sdk/typescript/dist/index.js").exists()
+            && web.join("node_modules/playwright-core").exists(),
+        "run `cargo xtask test` (it compiles the SDK and installs examples/web's packages)"
+    );
+    let (_page, page_port) = serve(&web).await;
+    let (_refused, refused_port) = serve(&web).await;
+    let page = format!("http://127.0.0.1:{page_port}");
+    let cx = TestContext::with_config("web_example", |c| {
+        c.http.cors_allowed_origins = vec![page.clone()];
+        // Long enough answers to reload in the middle of one.
+        c.providers.offline_chunk_delay_ms = 40;
+    })
+    .await;
+    let screenshot = root.join("target/examples-web.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let output = tokio::process::Command::new("node")
+        .current_dir(&web)
+        .args(["--test", "--test-reporter=spec", "test/"])
+        .env("API_URL", &cx.base_url)
+        .env("PAGE_URL", &page)
+        .env(
+            "REFUSED_PAGE_URL",
+            format!("http://127.0.0.1:{refused_port}"),
+        )
+        .env("CHROMIUM", chromium())
+        .env("SCREENSHOT", &screenshot)
+        .output()
+        .await
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the browser test failed");
+    assert!(stdout.contains("pass 2"), "{stdout}");
+    assert!(
+        screenshot.exists(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+    cx.teardown().await;
+}
