@@ -164,6 +164,38 @@ test("live() delivers title updates", async () => {
   assert.ok(seen.some((e) => e.type === "title" && e.title === "Renamed by the SDK"), JSON.stringify(seen));
 });
 
+test("live() reconnects with a new ticket when the server goes away (1001)", async () => {
+  // The first connection is told the server goes away after `ready`, as
+  // at a restart; the SDK must take a new ticket and connect again.
+  let connections = 0;
+  class GoingAway {
+    constructor(url) {
+      this.inner = new WebSocket(url);
+      this.first = ++connections === 1;
+      this.inner.onmessage = (m) => {
+        this.onmessage?.(m);
+        if (this.first) {
+          this.inner.onclose = null;
+          this.inner.close();
+          this.onclose?.({ code: 1001, reason: "the server is shutting down" });
+        }
+      };
+      this.inner.onclose = (c) => this.onclose?.(c);
+    }
+    close(code) {
+      this.inner.close(code);
+    }
+  }
+  const sdk = createWorkspace({ baseUrl, token, WebSocket: GoingAway });
+  const controller = new AbortController();
+  let readies = 0;
+  for await (const e of sdk.live({ orgId, signal: controller.signal })) {
+    if (e.type === "ready" && ++readies === 2) controller.abort();
+  }
+  assert.equal(connections, 2);
+  assert.equal(readies, 2);
+});
+
 test("upload() reports progress and types the server's refusals", async () => {
   const progress = [];
   const text = "The password is swordfish.\n".repeat(8000);
