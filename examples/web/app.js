@@ -10,6 +10,12 @@ const save = () => sessionStorage.setItem("workspace", JSON.stringify(state));
 let ws = createWorkspace({ baseUrl: api, token: () => state.token });
 let kbId = state.kbId;
 
+/** The data of an SDK answer, or its error as a `WorkspaceError`. */
+function ok({ data, error, response }) {
+  if (error) throw new WorkspaceError(response.status, error.error_code, error.message, error.request_id);
+  return data;
+}
+
 function fail(e) {
   $("error").textContent = e instanceof WorkspaceError ? `${e.errorCode}: ${e.message}` : String(e);
 }
@@ -26,21 +32,17 @@ async function signIn(signup) {
   const f = new FormData($("auth"));
   const body = { email: f.get("email"), password: f.get("password") };
   if (signup) {
-    const r = await ws.api.POST("/api/auth/signup", {
+    ok(await ws.api.POST("/api/auth/signup", {
       body: { ...body, first_name: f.get("first_name") || "Web", last_name: "User" },
-    });
-    if (r.error) throw new WorkspaceError(r.response.status, r.error.error_code, r.error.message);
+    }));
   }
-  const r = await ws.api.POST("/api/auth/login", { body });
-  if (r.error) throw new WorkspaceError(r.response.status, r.error.error_code, r.error.message);
-  state.token = r.data.access_token;
+  state.token = ok(await ws.api.POST("/api/auth/login", { body })).access_token;
   save();
   await start();
 }
 
 async function start() {
-  const me = await ws.api.GET("/api/users/me");
-  if (me.error) throw new WorkspaceError(me.response.status, me.error.error_code, me.error.message);
+  const me = { data: ok(await ws.api.GET("/api/users/me")) };
   $("auth").hidden = true;
   const orgs = $("orgs");
   orgs.replaceChildren(...me.data.organizations.map((o) => new Option(o.name, o.id)));
@@ -150,7 +152,7 @@ async function addFile(file) {
     orgId: state.orgId,
     onProgress: (sent, total) => (progress.value = sent / total),
   });
-  const created = await ws.api.POST("/api/kb/create", {
+  const created = ok(await ws.api.POST("/api/kb/create", {
     params: { query: { org_id: state.orgId } },
     body: {
       name: `Files ${new Date().toISOString()}`,
@@ -158,9 +160,8 @@ async function addFile(file) {
       embedding_model: "all-minilm-l6-v2",
       sources: [{ type: "file", config: { file_ids: [uploaded.id] } }],
     },
-  });
-  if (created.error) throw new WorkspaceError(created.response.status, created.error.error_code, created.error.message);
-  kbId = state.kbId = created.data.id;
+  }));
+  kbId = state.kbId = created.id;
   save();
   for (;;) {
     const { data } = await ws.api.GET("/api/kb/ingestion_status", { params: { query: { kb_id: kbId } } });

@@ -199,6 +199,14 @@ interface SseEvent {
   data: string;
 }
 
+/** The headers of a stream's requests: `accept`, the token, and `extra`. */
+function streamHeaders(options: WorkspaceOptions, extra: Record<string, string>): Record<string, string> {
+  const h: Record<string, string> = { accept: "text/event-stream", ...extra };
+  const token = tokenOf(options);
+  if (token) h.authorization = `Bearer ${token}`;
+  return h;
+}
+
 /** Parses Server-Sent Events from a response body (lines split across chunks included). */
 async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<SseEvent> {
   const reader = body.getReader();
@@ -249,12 +257,7 @@ async function* stream<K extends keyof StreamKinds>(
 ): AsyncGenerator<StreamKinds[K]["event"]> {
   const urls = STREAMS[kind];
   const fetcher = retryingFetch(this.options);
-  const headers = (extra: Record<string, string>) => {
-    const h: Record<string, string> = { accept: "text/event-stream", ...extra };
-    const token = tokenOf(this.options);
-    if (token) h.authorization = `Bearer ${token}`;
-    return h;
-  };
+  const headers = (extra: Record<string, string>) => streamHeaders(this.options, extra);
   const org = encodeURIComponent(options.orgId);
   let response: Response;
   try {
@@ -297,12 +300,7 @@ async function* follow<K extends keyof StreamKinds>(
 ): AsyncGenerator<StreamKinds[K]["event"]> {
   const urls = STREAMS[kind];
   const fetcher = retryingFetch(this.options);
-  const headers = (extra: Record<string, string>) => {
-    const h: Record<string, string> = { accept: "text/event-stream", ...extra };
-    const token = tokenOf(this.options);
-    if (token) h.authorization = `Bearer ${token}`;
-    return h;
-  };
+  const headers = (extra: Record<string, string>) => streamHeaders(this.options, extra);
   const org = encodeURIComponent(options.orgId);
   let response = first;
   let last = state.last;

@@ -427,22 +427,7 @@ impl Datastore {
         if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
-        tx.execute(
-            "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-             VALUES ($1, $2, $3, $6) \
-             ON CONFLICT (user_id, organization_id) DO UPDATE \
-                SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
-                WHERE memberships.status IN ($4, $5)",
-            &[
-                &user_id,
-                &org_id,
-                &role_id,
-                &MembershipStatus::Invited,
-                &MembershipStatus::Deleted,
-                &MembershipStatus::Active,
-            ],
-        )
-        .await?;
+        join_membership(&tx, user_id, org_id, role_id).await?;
         tx.execute(
             "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
@@ -544,23 +529,7 @@ impl Datastore {
             true,
         )
         .await?;
-        let joined = tx
-            .execute(
-                "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-                 VALUES ($1, $2, $3, $6) \
-                 ON CONFLICT (user_id, organization_id) DO UPDATE \
-                    SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
-                    WHERE memberships.status IN ($4, $5)",
-                &[
-                    &user_id,
-                    &org_id,
-                    &role_id,
-                    &MembershipStatus::Invited,
-                    &MembershipStatus::Deleted,
-                    &MembershipStatus::Active,
-                ],
-            )
-            .await?;
+        let joined = join_membership(&tx, user_id, org_id, role_id).await?;
         if joined == 0 {
             return Err(Error::internal(
                 "a user without a password holds a non-invited membership",
@@ -581,4 +550,32 @@ impl Datastore {
             last_name: a.last_name.to_string(),
         }))
     }
+}
+
+/// Makes the user an active member with `role_id` (a new membership, or an
+/// invited or deleted one revived); the rows changed (0: already a member
+/// otherwise).
+async fn join_membership(
+    tx: &super::Tx<'_>,
+    user_id: Uuid,
+    org_id: Uuid,
+    role_id: Uuid,
+) -> Result<u64, Error> {
+    Ok(tx
+        .execute(
+            "INSERT INTO memberships (user_id, organization_id, role_id, status) \
+             VALUES ($1, $2, $3, $6) \
+             ON CONFLICT (user_id, organization_id) DO UPDATE \
+                SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
+                WHERE memberships.status IN ($4, $5)",
+            &[
+                &user_id,
+                &org_id,
+                &role_id,
+                &MembershipStatus::Invited,
+                &MembershipStatus::Deleted,
+                &MembershipStatus::Active,
+            ],
+        )
+        .await?)
 }
