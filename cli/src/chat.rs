@@ -193,12 +193,23 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
 /// Prints the `content` of a chat stream; `start`, `title` and the end go
 /// to stderr. An `error` event exits 1.
 async fn print_stream(response: reqwest::Response) -> Result<()> {
-    let mut events = workspace_client::sse::SseReader::from_response(response);
+    print_answer(
+        workspace_client::sse::SseReader::from_response(response),
+        "the stream ended before the answer was complete (resume it with `chat resume`)",
+    )
+    .await
+}
+
+/// Prints the `content` of an answer's stream (chat or conversation) to
+/// stdout; `start` (of a chat), `sources` and `title` go to stderr. An
+/// `error` event prints `error: <code>: <message>` and exits 1; a stream
+/// that ends before `end` fails with `cut`.
+pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &str) -> Result<()> {
     let mut stdout = std::io::stdout();
     while let Some(event) = events.next().await {
         let event: serde_json::Value = event.context("reading the stream")?.json()?;
         match event["type"].as_str() {
-            Some("start") => eprintln!(
+            Some("start") if event["chat_id"].is_string() => eprintln!(
                 "chat {} message {}",
                 event["chat_id"].as_str().unwrap_or(""),
                 event["message_id"].as_str().unwrap_or("")
@@ -229,7 +240,7 @@ async fn print_stream(response: reqwest::Response) -> Result<()> {
         }
     }
     println!();
-    bail!("the stream ended before the answer was complete (resume it with `chat resume`)")
+    bail!("{cut}")
 }
 
 async fn transcribe(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {

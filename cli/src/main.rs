@@ -424,7 +424,6 @@ pub(crate) fn conversation_chat_command() -> Command {
 /// Streams the answer's text to stdout as it arrives. A stream that ends
 /// with an error event prints `error: <code>: <message>` and exits 1.
 async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
-    use std::io::Write;
     let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
     let session = *m
         .get_one::<uuid::Uuid>("chat-session-id")
@@ -450,33 +449,11 @@ async fn conversation_chat(client: &Client, m: &ArgMatches) -> Result<()> {
             return Err(anyhow::Error::new(output::Reported));
         }
     };
-    let mut events = workspace_client::sse::SseReader::from_byte_stream(stream);
-    let mut stdout = std::io::stdout();
-    while let Some(event) = events.next().await {
-        let event: serde_json::Value = event.context("reading the stream")?.json()?;
-        match event["type"].as_str() {
-            Some("content") => {
-                print!("{}", event["content"].as_str().unwrap_or(""));
-                stdout.flush()?;
-            }
-            Some("end") => {
-                println!();
-                return Ok(());
-            }
-            Some("error") => {
-                println!();
-                eprintln!(
-                    "error: {}: {}",
-                    event["error_code"].as_str().unwrap_or("error"),
-                    event["message"].as_str().unwrap_or("")
-                );
-                return Err(anyhow::Error::new(output::Reported));
-            }
-            _ => {}
-        }
-    }
-    println!();
-    bail!("the stream ended before the answer was complete")
+    chat::print_answer(
+        workspace_client::sse::SseReader::from_byte_stream(stream),
+        "the stream ended before the answer was complete",
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -255,15 +255,12 @@ async function* stream<K extends keyof StreamKinds>(
   body: StreamKinds[K]["body"],
   options: StreamOptions,
 ): AsyncGenerator<StreamKinds[K]["event"]> {
-  const urls = STREAMS[kind];
-  const fetcher = retryingFetch(this.options);
-  const headers = (extra: Record<string, string>) => streamHeaders(this.options, extra);
-  const org = encodeURIComponent(options.orgId);
+  const url = `${this.options.baseUrl}${STREAMS[kind].start}?org_id=${encodeURIComponent(options.orgId)}`;
   let response: Response;
   try {
-    response = await fetcher(`${this.options.baseUrl}${urls.start}?org_id=${org}`, {
+    response = await retryingFetch(this.options)(url, {
       method: "POST",
-      headers: headers({ "content-type": "application/json" }),
+      headers: streamHeaders(this.options, { "content-type": "application/json" }),
       body: JSON.stringify(body),
       signal: options.signal,
     });

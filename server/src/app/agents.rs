@@ -408,20 +408,13 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
         match e {
             RuntimeEvent::Text(t) => c.text.push_str(&t),
             RuntimeEvent::ToolStarted { .. } => {}
-            RuntimeEvent::ToolFinished {
-                id,
-                name,
-                input,
-                output,
-                error,
-                successful,
-            } => c.tool_calls.push(ToolCallRecord {
-                id,
-                name,
-                input,
-                output,
-                error,
-                successful,
+            RuntimeEvent::ToolFinished(f) => c.tool_calls.push(ToolCallRecord {
+                id: f.id,
+                name: f.name,
+                input: f.input,
+                output: f.output,
+                error: f.error,
+                successful: f.successful,
             }),
             RuntimeEvent::Usage(u) => {
                 c.usage.input_tokens += u64::from(u.input_tokens);

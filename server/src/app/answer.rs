@@ -38,6 +38,7 @@ use crate::db::datastore::streams::StreamKind;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::providers::Usage;
+pub use crate::runtime::ToolFinished;
 use crate::runtime::{RunSpec, RuntimeEvent};
 use serde::Serialize;
 use serde_json::Value;
@@ -199,16 +200,6 @@ pub trait Area: Send + Sync + 'static {
     );
 }
 
-/// A finished tool call, as the runtime reports it.
-pub struct ToolFinished {
-    pub id: String,
-    pub name: String,
-    pub input: Value,
-    pub output: Option<Value>,
-    pub error: Option<String>,
-    pub successful: bool,
-}
-
 /// An answer that has started: its area, where its events go and, for a
 /// kept answer, its event writer, stop subscription and lease.
 pub struct Answer<A: Area> {
@@ -345,22 +336,7 @@ impl<A: Area> Answer<A> {
                         break Outcome::Gone;
                     }
                 }
-                Some(RuntimeEvent::ToolFinished {
-                    id,
-                    name,
-                    input,
-                    output,
-                    error,
-                    successful,
-                }) => {
-                    let finished = ToolFinished {
-                        id,
-                        name,
-                        input,
-                        output,
-                        error,
-                        successful,
-                    };
+                Some(RuntimeEvent::ToolFinished(finished)) => {
                     if let Some(event) = area.tool_finished(finished)
                         && !out.emit(event).await
                     {

@@ -22,6 +22,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// A finished tool call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolFinished {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub successful: bool,
+}
+
 /// What a run streams.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RuntimeEvent {
@@ -31,14 +42,7 @@ pub enum RuntimeEvent {
         name: String,
         input: Value,
     },
-    ToolFinished {
-        id: String,
-        name: String,
-        input: Value,
-        output: Option<Value>,
-        error: Option<String>,
-        successful: bool,
-    },
+    ToolFinished(ToolFinished),
     /// Usage of one model step.
     Usage(Usage),
     /// The model answered.
@@ -206,14 +210,14 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                 Ok(v) => (Some(v), None),
                 Err(e) => (None, Some(e)),
             };
-            let finished = RuntimeEvent::ToolFinished {
+            let finished = RuntimeEvent::ToolFinished(ToolFinished {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 input,
                 successful: error.is_none(),
                 output,
                 error,
-            };
+            });
             if tx.send(finished).await.is_err() {
                 return;
             }

@@ -210,23 +210,9 @@ impl Datastore {
                     .await?
                     .get("id"),
             };
-            let membership = tx
-                .execute(
-                    "INSERT INTO memberships (user_id, organization_id, role_id, status) \
-                     VALUES ($1, $2, $3, $6) \
-                     ON CONFLICT (user_id, organization_id) DO UPDATE \
-                        SET role_id = EXCLUDED.role_id, status = $6, updated_at = now() \
-                        WHERE memberships.status IN ($4, $5)",
-                    &[
-                        &user_id,
-                        &org_id,
-                        &new.role_id,
-                        &MembershipStatus::Invited,
-                        &MembershipStatus::Deleted,
-                        &MembershipStatus::Invited,
-                    ],
-                )
-                .await?;
+            let membership =
+                join_membership(&tx, user_id, org_id, new.role_id, MembershipStatus::Invited)
+                    .await?;
             if membership == 0 {
                 return Err(already_member());
             }
@@ -427,7 +413,7 @@ impl Datastore {
         if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
-        join_membership(&tx, user_id, org_id, role_id).await?;
+        join_membership(&tx, user_id, org_id, role_id, MembershipStatus::Active).await?;
         tx.execute(
             "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
@@ -529,7 +515,8 @@ impl Datastore {
             true,
         )
         .await?;
-        let joined = join_membership(&tx, user_id, org_id, role_id).await?;
+        let joined =
+            join_membership(&tx, user_id, org_id, role_id, MembershipStatus::Active).await?;
         if joined == 0 {
             return Err(Error::internal(
                 "a user without a password holds a non-invited membership",
@@ -552,14 +539,16 @@ impl Datastore {
     }
 }
 
-/// Makes the user an active member with `role_id` (a new membership, or an
-/// invited or deleted one revived); the rows changed (0: already a member
-/// otherwise).
+/// Gives the user a membership with `role_id` in `status` (`invited` for an
+/// invitation, `active` when one is accepted): a new membership, or an
+/// invited or deleted one revived. The rows changed (0: an active or
+/// suspended membership is left as it is).
 async fn join_membership(
     tx: &super::Tx<'_>,
     user_id: Uuid,
     org_id: Uuid,
     role_id: Uuid,
+    status: MembershipStatus,
 ) -> Result<u64, Error> {
     Ok(tx
         .execute(
@@ -574,7 +563,7 @@ async fn join_membership(
                 &role_id,
                 &MembershipStatus::Invited,
                 &MembershipStatus::Deleted,
-                &MembershipStatus::Active,
+                &status,
             ],
         )
         .await?)
