@@ -4,6 +4,7 @@
 pub mod app;
 pub mod authn;
 pub mod authz;
+pub mod backup;
 pub mod chat_hub;
 pub mod config;
 pub mod context;
@@ -60,6 +61,14 @@ pub struct Server {
 impl Server {
     pub fn local_addr(&self) -> SocketAddr {
         self.http.local_addr()
+    }
+
+    /// Whether the next account to sign up becomes a system administrator
+    /// (`auth.first_account_admin` and no account yet): the banner says so.
+    pub async fn awaits_first_account(&self) -> bool {
+        let cx = self.http.app_private();
+        cx.config.auth.first_account_admin == Some(true)
+            && matches!(cx.datastore.any_account().await, Ok(false))
     }
 
     /// Where `/metrics` is served, when it is.
@@ -188,7 +197,7 @@ pub async fn start_embedded_database(
 
 /// Starts the server: database (embedded when no URL is configured),
 /// migrations, token keys, then HTTP.
-pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
+pub async fn start(mut config: Config, log: slog::Logger) -> Result<Server> {
     // A taken port is said plainly, before the database is touched.
     if let Err(e) = std::net::TcpListener::bind(config.bind_address) {
         anyhow::bail!(
@@ -197,6 +206,12 @@ pub async fn start(config: Config, log: slog::Logger) -> Result<Server> {
             config.bind_address
         );
     }
+    // On a fresh embedded install the first account administers it
+    // (`auth.first_account_admin`).
+    config
+        .auth
+        .first_account_admin
+        .get_or_insert(config.database.url.is_none());
     let (embedded, url) = match &config.database.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -250,15 +265,21 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
                 .secret_get_or_insert("secrets_key_0", &candidate)
                 .await
                 .map_err(|e| anyhow::anyhow!("loading the secrets key: {e}"))?;
+            let generated = stored == candidate;
             let key: [u8; 32] = stored
                 .try_into()
                 .map_err(|_| anyhow::anyhow!("the stored secrets key is not 32 bytes"))?;
-            slog::warn!(
-                log,
-                "no secrets.keys configured: secrets at rest are sealed with a \
-                generated key kept in the database; configure WORKSPACE_SECRET_KEYS to keep \
-                the key apart from the data"
-            );
+            // Said once, when the key is generated (the first start on a
+            // database), not on every start: a generated key is a working
+            // default, not a fault.
+            if generated {
+                slog::info!(
+                    log,
+                    "generated the key that seals secrets at rest (provider keys, OAuth tokens); \
+                     it is kept in the database (table server_secrets). To keep it apart from \
+                     the data, set WORKSPACE_SECRET_KEYS (see README, Configuration)"
+                );
+            }
             secrets::Secrets::new(
                 &[(secrets::GENERATED_KEY_ID, key)],
                 secrets::GENERATED_KEY_ID,

@@ -1,6 +1,8 @@
 //! The server binary as an operator runs it: with no configuration at all
-//! it provisions and starts its own PostgreSQL cluster, serves the API, and
-//! on SIGTERM shuts down gracefully and stops the cluster.
+//! it provisions and starts its own PostgreSQL cluster, serves the API
+//! (the first account administers it), logs one line per request, backs
+//! the database up and restores it (`db dump` / `db restore`), and on
+//! SIGTERM shuts down gracefully and stops the cluster.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,16 +17,23 @@ fn free_port() -> u16 {
 
 async fn wait_ready(url: &str, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(120);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
     loop {
-        if let Ok(r) = reqwest::get(format!("{url}/readyz")).await
-            && r.status().is_success()
-        {
-            return;
-        }
+        let last = match http.get(format!("{url}/readyz")).send().await {
+            Ok(r) if r.status().is_success() => return,
+            Ok(r) => format!("{}", r.status()),
+            Err(e) => format!("{e:?}"),
+        };
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("server exited early: {status}");
+            panic!("server exited early: {status}: {}", stderr_of(child));
         }
-        assert!(Instant::now() < deadline, "server not ready in time");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("server not ready in time ({last}): {}", stderr_of(child));
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -91,12 +100,42 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         .unwrap();
     wait_ready(&url, &mut child).await;
 
-    // The API reference is served from the server itself.
+    // The root leads to the API reference; unknown routes are `not_found`.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = no_redirects.get(format!("{url}/")).send().await.unwrap();
+    assert_eq!(root.status().as_u16(), 302);
+    assert_eq!(root.headers()["location"], "/docs");
+    let unknown = reqwest::get(format!("{url}/no/such/route")).await.unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+    let body: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(body["error_code"], "not_found", "{body}");
+    let wrong_method = no_redirects
+        .delete(format!("{url}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_method.status().as_u16(), 405);
+    let body: serde_json::Value = wrong_method.json().await.unwrap();
+    assert_eq!(body["error_code"], "method_not_allowed", "{body}");
+
+    // The API reference is served from the server itself, telemetry off,
+    // confined to this server by its content security policy.
     let page = reqwest::get(format!("{url}/docs")).await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        policy.contains("default-src 'self'") && policy.contains("connect-src 'self'"),
+        "{policy}"
+    );
     let page = page.text().await.unwrap();
     assert!(
-        page.contains("<redoc spec-url=\"/openapi.json\">"),
+        page.contains("<redoc spec-url=\"/openapi.json\" disable-telemetry=\"true\">"),
         "{page}"
     );
     let script = reqwest::get(format!("{url}/docs/redoc.standalone.js"))
@@ -117,7 +156,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         "/openapi.json is the checked-in document"
     );
 
-    let signup = reqwest::Client::new()
+    let first = reqwest::Client::new()
         .post(format!("{url}/api/auth/signup"))
         .json(&serde_json::json!({
             "email": "zero@example.com", "first_name": "Zero", "last_name": "Config",
@@ -126,7 +165,40 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         .send()
         .await
         .unwrap();
-    assert_eq!(signup.status().as_u16(), 201);
+    assert_eq!(first.status().as_u16(), 201);
+    // The first account administers the fresh install (it reads the
+    // outbox); the second does not.
+    assert_eq!(outbox_status(&url, "zero").await, 200);
+    assert_eq!(signup(&url, "second").await, 201);
+    assert_eq!(outbox_status(&url, "second").await, 403);
+
+    // A backup while the server runs (the bundled pg_dump), then an
+    // account made after it, which the restore below undoes.
+    let backup = data.path().join("backup.dump");
+    let dump = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["db", "dump"])
+        .arg(&backup)
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env("WORKSPACE_DATA_DIR", data.path())
+        .env("WORKSPACE_PG_BIN", &install.bin_dir)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(std::fs::metadata(&backup).unwrap().len() > 0);
+    assert_eq!(signup(&url, "after-backup").await, 201);
+    // Refused while the server uses the database.
+    let refused = restore(data.path(), &install.bin_dir, &backup);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("stop it, then restore"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     assert!(
         data.path().join("pgdata/PG_VERSION").is_file(),
         "the cluster lives in the data dir"
@@ -138,19 +210,19 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     let mode = std::fs::metadata(&pw_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let password = std::fs::read_to_string(&pw_file).unwrap();
-    let port: u16 = std::fs::read_to_string(data.path().join("pgdata.port"))
+    let pg_port: u16 = std::fs::read_to_string(data.path().join("pgdata.port"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let no_password = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
+    let no_password = format!("postgresql://postgres@127.0.0.1:{pg_port}/postgres");
     assert!(
         tokio_postgres::connect(&no_password, tokio_postgres::NoTls)
             .await
             .is_err(),
         "the cluster trusts connections without a password"
     );
-    let with_password = format!("postgresql://postgres:{password}@127.0.0.1:{port}/postgres");
+    let with_password = format!("postgresql://postgres:{password}@127.0.0.1:{pg_port}/postgres");
     let (db, connection) = tokio_postgres::connect(&with_password, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -201,6 +273,96 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         reqwest::get(format!("{url}/healthz")).await.is_err(),
         "still serving"
     );
+    // Operators' logs: one line per request, with its route template;
+    // nothing alarming on a normal start.
+    assert!(!log.contains(" WARN "), "{log}");
+    assert!(!log.contains("accepted connection"), "{log}");
+    let outbox_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("uri: /api/system/outbox"))
+        .collect();
+    assert_eq!(outbox_lines.len(), 2, "{log}");
+    assert!(
+        outbox_lines
+            .iter()
+            .all(|l| l.contains(" INFO request completed")
+                && l.contains("route: /api/system/outbox")
+                && l.contains("method: GET")
+                && l.contains("latency_us: ")
+                && l.contains("req_id: ")),
+        "{log}"
+    );
+    assert!(
+        log.contains("route: -") && log.contains("uri: /no/such/route"),
+        "{log}"
+    );
+
+    // Restored with the server stopped: the account made after the backup
+    // is gone, the ones before it are back.
+    let restored = restore(data.path(), &install.bin_dir, &backup);
+    assert!(
+        restored.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    assert!(
+        !data.path().join("pgdata/postmaster.pid").exists(),
+        "the restore leaves the cluster as it found it (stopped)"
+    );
+    let mut child = spawn_on(data.path(), &install.bin_dir, port);
+    wait_ready(&url, &mut child).await;
+    assert_eq!(
+        signup(&url, "after-backup").await,
+        201,
+        "the restore undid it"
+    );
+    assert_eq!(signup(&url, "second").await, 409, "the backup kept it");
+    assert_eq!(outbox_status(&url, "zero").await, 200);
+    sigterm(&child);
+    assert!(wait_exit(&mut child).success());
+}
+
+/// `workspace-server db restore FILE` on the data directory `data`.
+fn restore(
+    data: &std::path::Path,
+    bin_dir: &std::path::Path,
+    backup: &std::path::Path,
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["db", "restore"])
+        .arg(backup)
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env("WORKSPACE_DATA_DIR", data)
+        .env("WORKSPACE_PG_BIN", bin_dir)
+        .output()
+        .unwrap()
+}
+
+/// The status of `GET /api/system/outbox` as `{name}@example.com`.
+async fn outbox_status(url: &str, name: &str) -> u16 {
+    let http = reqwest::Client::new();
+    let login: serde_json::Value = http
+        .post(format!("{url}/api/auth/login"))
+        .json(&serde_json::json!({
+            "email": format!("{name}@example.com"), "password": "correct horse battery"
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{login}"));
+    http.get(format!("{url}/api/system/outbox"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 fn unsafe_is_root() -> bool {

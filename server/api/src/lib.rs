@@ -66,8 +66,16 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 1, 0);
 pub trait WorkspaceApi {
     type Context;
 
-    /// The API reference, rendered (Redoc, served from this server: no CDN).
-    /// Public; not part of the document it renders.
+    /// The root: a redirect (`302`) to `/docs`, so the URL the banner shows
+    /// opens the API reference in a browser. Public; unpublished.
+    #[endpoint { method = GET, path = "/", unpublished = true }]
+    async fn root_redirect(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// The API reference, rendered (Redoc, served from this server: no CDN,
+    /// no telemetry, no remote logo: the page asks nothing of any other
+    /// host). Public; not part of the document it renders.
     #[endpoint { method = GET, path = "/docs", unpublished = true }]
     async fn docs_page(
         rqctx: RequestContext<Self::Context>,

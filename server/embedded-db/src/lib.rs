@@ -197,6 +197,17 @@ impl PgInstall {
         Path::new(&share).join("extension/vector.control").is_file()
     }
 
+    /// A client program of this install (`pg_dump`, `pg_restore`, `psql`),
+    /// run as the calling user: clients, unlike the server, may run as
+    /// root, and they read and write the caller's files.
+    pub fn client(&self, program: &str) -> Result<Command> {
+        let path = self.bin_dir.join(program);
+        if !path.is_file() {
+            bail!("{} not found", path.display());
+        }
+        Ok(Command::new(path))
+    }
+
     fn command(&self, program: &str) -> Command {
         let path = self.bin_dir.join(program);
         if is_root() {
@@ -384,6 +395,28 @@ impl Cluster {
                 Ok(true)
             }
             Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => {
+                Err(anyhow!(e).context("checking for other users of the cluster"))
+            }
+        }
+    }
+
+    /// Whether another process (a server, a test run) uses the cluster too.
+    pub fn shared_with_others(&self) -> Result<bool> {
+        let _lock = lock(&self.data_dir.with_extension("lock"))?;
+        let Some(users) = &self.users else {
+            return Ok(false);
+        };
+        // Upgrading our shared lock succeeds only if nobody else holds one;
+        // then it goes back to shared.
+        match users.try_lock() {
+            Ok(()) => {
+                users
+                    .lock_shared()
+                    .context("locking the cluster's users file")?;
+                Ok(false)
+            }
+            Err(fs::TryLockError::WouldBlock) => Ok(true),
             Err(fs::TryLockError::Error(e)) => {
                 Err(anyhow!(e).context("checking for other users of the cluster"))
             }

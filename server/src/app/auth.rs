@@ -185,6 +185,7 @@ pub async fn signup(
             },
             &org_name,
             &slug_base,
+            cx.config.auth.first_account_admin.unwrap_or(false),
         )
         .await?;
     Ok(SignupResponse {

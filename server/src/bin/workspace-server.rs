@@ -4,8 +4,10 @@
 //! at all it runs on an embedded PostgreSQL cluster and the offline
 //! providers. Stops gracefully on SIGTERM or Ctrl-C.
 //!
-//! `workspace-server db-url` prints the URL of the running embedded
-//! cluster's database (for `pg_dump` backups).
+//! `workspace-server db dump FILE` / `db restore FILE` back the database up
+//! and restore it with the bundled PostgreSQL clients (see
+//! `workspace_server::backup`); `workspace-server db url` prints the URL of
+//! the running embedded cluster's database.
 //!
 //! `workspace-server extract-worker` is internal: the server runs itself
 //! that way to parse an uploaded file in a memory-limited process.
@@ -32,9 +34,34 @@ struct Args {
 
 #[derive(clap::Subcommand)]
 enum Subcommand {
-    /// Print the URL of the running embedded database (with its password),
-    /// e.g. for `pg_dump "$(workspace-server db-url)" > backup.sql`.
+    /// Back up and restore the database, print its URL.
+    #[command(subcommand)]
+    Db(DbCommand),
+    /// Print the URL of the running embedded database (same as `db url`).
+    #[command(hide = true)]
     DbUrl,
+}
+
+#[derive(clap::Subcommand)]
+enum DbCommand {
+    /// Write the whole database to FILE (`-`: standard output) in
+    /// pg_dump's custom format, with the bundled pg_dump; safe while
+    /// servers run. The embedded cluster is started for the while if no
+    /// server runs.
+    Dump {
+        /// Where to write the backup (`-`: standard output).
+        file: PathBuf,
+    },
+    /// Replace the database's contents with a backup made by `db dump`, in
+    /// one transaction. Stop the servers first (checked for the embedded
+    /// database).
+    Restore {
+        /// The backup to restore.
+        file: PathBuf,
+    },
+    /// Print the URL of the running embedded database, with its password
+    /// (for psql or other tools).
+    Url,
 }
 
 fn main() -> std::process::ExitCode {
@@ -64,7 +91,22 @@ async fn serve() -> std::process::ExitCode {
 async fn run() -> Result<()> {
     let args = Args::parse();
     let mut config = Config::load(args.config.as_deref())?;
-    if let Some(Subcommand::DbUrl) = args.command {
+    match &args.command {
+        Some(Subcommand::Db(DbCommand::Dump { file })) => {
+            workspace_server::backup::dump(&config, file).await?;
+            if file.as_os_str() != "-" {
+                eprintln!("wrote {}", file.display());
+            }
+            return Ok(());
+        }
+        Some(Subcommand::Db(DbCommand::Restore { file })) => {
+            workspace_server::backup::restore(&config, file).await?;
+            eprintln!("restored {}", file.display());
+            return Ok(());
+        }
+        _ => {}
+    }
+    if let Some(Subcommand::DbUrl | Subcommand::Db(DbCommand::Url)) = args.command {
         let root = config
             .database
             .data_dir
@@ -107,11 +149,16 @@ async fn run() -> Result<()> {
     let url = format!("http://{}", server.local_addr());
     eprintln!(
         "\nWorkspace {} is running\n  API            {url}\n  API reference  {url}/docs \
-         (OpenAPI document: {url}/openapi.json)\n  Data           {}{}\n  Ctrl-C to stop.\n",
+         (OpenAPI document: {url}/openapi.json)\n  Data           {}{}\n{}  Ctrl-C to stop.\n",
         env!("CARGO_PKG_VERSION"),
         data_dir.display(),
         if embedded {
             " (embedded PostgreSQL; DATABASE_URL unset)"
+        } else {
+            ""
+        },
+        if server.awaits_first_account().await {
+            "  First account  the first account to sign up becomes a system administrator\n"
         } else {
             ""
         },

@@ -64,6 +64,12 @@ pub struct AuthConfig {
     /// E-mail addresses of system administrators (who manage the global
     /// permission catalog and organizations' feature gates).
     pub system_admins: Vec<String>,
+    /// The first account to sign up on a database with no account yet
+    /// becomes a system administrator. Default (unset): on with the
+    /// embedded database (a fresh development install has someone to read
+    /// the outbox and set feature gates), off with `DATABASE_URL` (a
+    /// deployment names its administrators in `system_admins`).
+    pub first_account_admin: Option<bool>,
     /// Password hashes (argon2id, 19 MiB each) computed at once. Default:
     /// the number of CPU cores.
     pub hash_concurrency: Option<usize>,
@@ -113,6 +119,7 @@ impl Default for AuthConfig {
             login_max_failures: 5,
             login_window_secs: 15 * 60,
             system_admins: Vec::new(),
+            first_account_admin: None,
             hash_concurrency: None,
             hash_queue: 64,
             hash_max_wait_ms: 10_000,

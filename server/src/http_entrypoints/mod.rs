@@ -187,6 +187,7 @@ macro_rules! delegate {
 impl WorkspaceApi for WorkspaceImpl {
     type Context = ServerContext;
 
+    delegate!(fn root_redirect() -> http::Response<dropshot::Body> => system::root_redirect);
     delegate!(fn docs_page() -> http::Response<dropshot::Body> => system::docs_page);
     delegate!(fn docs_script() -> http::Response<dropshot::Body> => system::docs_script);
     delegate!(fn openapi_json() -> http::Response<dropshot::Body> => system::openapi_json);

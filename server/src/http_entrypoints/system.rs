@@ -12,15 +12,52 @@ fn ok() -> HttpResponseOk<HealthStatus> {
     })
 }
 
-/// The page of `/docs`: Redoc rendering `/openapi.json`.
+/// The page of `/docs`: Redoc rendering `/openapi.json`, telemetry off.
 const DOCS_PAGE: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n\
 <meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
 <title>Workspace API reference</title>\n</head>\n<body>\n\
-<redoc spec-url=\"/openapi.json\"></redoc>\n\
+<redoc spec-url=\"/openapi.json\" disable-telemetry=\"true\"></redoc>\n\
 <script type=\"module\" src=\"/docs/redoc.standalone.js\"></script>\n</body>\n</html>\n";
+
+/// What `/docs` may load: this server only. A self-hosted service calls
+/// no one: should a future bundle reach for a CDN or a collector again,
+/// the browser refuses before anything leaves the machine. (Redoc styles
+/// its components with inline `<style>`s and runs its search in a worker
+/// made from a `blob:` URL.)
+const DOCS_POLICY: &str = "default-src 'self'; script-src 'self'; \
+style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
+connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; \
+form-action 'none'; frame-ancestors 'none'";
 
 /// `redoc` 3.0.1's standalone bundle (server/assets/README.md).
 const REDOC_SCRIPT: &[u8] = include_bytes!("../../assets/redoc.standalone.js");
+
+/// The addresses of the "API docs by Redocly" logo, which the bundle
+/// always fetches from Redocly's CDN; served as [`LOCAL_LOGO`] instead.
+const REMOTE_LOGOS: [&str; 2] = [
+    "https://cdn.redoc.ly/redoc/logo-mini-full.svg",
+    "https://cdn.redoc.ly/redoc/logo-mini.svg",
+];
+
+/// The attribution, drawn in place (a `data:` image: no request).
+const LOCAL_LOGO: &str = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' \
+width='44' height='16'%3E%3Ctext x='0' y='12' font-family='sans-serif' font-size='12' \
+fill='%23555'%3ERedoc%3C/text%3E%3C/svg%3E";
+
+/// The bundle as served: the vendored file with the remote logos drawn
+/// in place.
+fn redoc_script() -> bytes::Bytes {
+    static SCRIPT: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    SCRIPT
+        .get_or_init(|| {
+            let mut script = String::from_utf8_lossy(REDOC_SCRIPT).into_owned();
+            for logo in REMOTE_LOGOS {
+                script = script.replace(logo, LOCAL_LOGO);
+            }
+            bytes::Bytes::from(script)
+        })
+        .clone()
+}
 
 fn asset(
     content_type: &str,
@@ -30,7 +67,16 @@ fn asset(
         .status(http::StatusCode::OK)
         .header(http::header::CONTENT_TYPE, content_type)
         .header(http::header::CACHE_CONTROL, "public, max-age=3600")
+        .header(http::header::CONTENT_SECURITY_POLICY, DOCS_POLICY)
         .body(body.into())
+        .map_err(|e| HttpError::for_internal_error(e.to_string()))
+}
+
+pub async fn root_redirect(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
+    http::Response::builder()
+        .status(http::StatusCode::FOUND)
+        .header(http::header::LOCATION, "/docs")
+        .body(dropshot::Body::empty())
         .map_err(|e| HttpError::for_internal_error(e.to_string()))
 }
 
@@ -39,10 +85,7 @@ pub async fn docs_page(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, Ht
 }
 
 pub async fn docs_script(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-    asset(
-        "text/javascript; charset=utf-8",
-        bytes::Bytes::from_static(REDOC_SCRIPT),
-    )
+    asset("text/javascript; charset=utf-8", redoc_script())
 }
 
 pub async fn openapi_json(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
@@ -96,4 +139,23 @@ pub async fn outbox(
             })
             .collect(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_served_bundle_names_no_remote_logo() {
+        let script = super::redoc_script();
+        let script = String::from_utf8_lossy(&script);
+        assert!(
+            super::REMOTE_LOGOS
+                .iter()
+                .all(|logo| String::from_utf8_lossy(super::REDOC_SCRIPT).contains(logo))
+        );
+        assert!(
+            !script.contains("cdn.redoc.ly"),
+            "a remote logo is still served"
+        );
+        assert!(script.len() > 2_000_000, "the bundle is whole");
+    }
 }

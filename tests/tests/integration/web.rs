@@ -4,7 +4,9 @@
 //! Debian's `chromium`) signs up, chats, follows live titles, asks about a
 //! file through a knowledge base, reloads mid-answer, and checks that a
 //! page on a refused origin is blocked. The screenshot of the finished
-//! conversation goes to `target/examples-web.png`.
+//! conversation goes to `target/examples-web.png`. The API reference
+//! (`/docs`) is loaded the same way with the network restricted to the
+//! server (`examples/web/test/docs.test.mjs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -64,7 +66,7 @@ async fn the_example_page_works_in_a_real_browser() {
     let _ = std::fs::remove_file(&screenshot);
     let output = tokio::process::Command::new("node")
         .current_dir(&web)
-        .args(["--test", "--test-reporter=spec", "test/"])
+        .args(["--test", "--test-reporter=spec", "test/browser.test.mjs"])
         .env("API_URL", &cx.base_url)
         .env("PAGE_URL", &page)
         .env(
@@ -85,5 +87,31 @@ async fn the_example_page_works_in_a_real_browser() {
         "no screenshot at {}",
         screenshot.display()
     );
+    cx.teardown().await;
+}
+
+/// `/docs` (reached from `/`) renders, and asks no host but the server: no
+/// remote logo, no telemetry (issue #24).
+#[tokio::test]
+async fn the_docs_page_asks_no_other_host() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let web = root.join("examples/web");
+    assert!(
+        web.join("node_modules/playwright-core").exists(),
+        "run `cargo xtask test` (it installs examples/web's packages)"
+    );
+    let cx = TestContext::new("web_docs").await;
+    let output = tokio::process::Command::new("node")
+        .current_dir(&web)
+        .args(["--test", "--test-reporter=spec", "test/docs.test.mjs"])
+        .env("API_URL", &cx.base_url)
+        .env("CHROMIUM", chromium())
+        .output()
+        .await
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the docs page test failed");
+    assert!(stdout.contains("pass 1"), "{stdout}");
     cx.teardown().await;
 }

@@ -425,13 +425,16 @@ impl HttpError {
                     // Workspace patch: every error body carries an
                     // `error_code` (the published contract requires it),
                     // also dropshot's own errors (e.g. a WebSocket upgrade
-                    // without its headers).
+                    // without its headers): `not_found` for a path no route
+                    // serves, `method_not_allowed` for a method the path
+                    // does not take.
                     error_code: self.error_code.or_else(|| {
                         Some(
-                            if self.status_code.as_u16() < 500 {
-                                "invalid_request"
-                            } else {
-                                "internal_error"
+                            match self.status_code.as_u16() {
+                                404 => "not_found",
+                                405 => "method_not_allowed",
+                                400..=499 => "invalid_request",
+                                _ => "internal_error",
                             }
                             .to_string(),
                         )

@@ -215,6 +215,9 @@ impl MapValue for VariableValue {
 pub struct RouterLookupResult<Context: ServerContext> {
     pub handler: Arc<dyn RouteHandler<Context>>,
     pub endpoint: RequestEndpointMetadata,
+    /// Workspace patch: the matched route's path template (for the
+    /// request's log line).
+    pub route: String,
 }
 
 impl<Context: ServerContext> HttpRouterNode<Context> {
@@ -509,6 +512,7 @@ impl<Context: ServerContext> HttpRouter<Context> {
             version,
         ) {
             return Ok(RouterLookupResult {
+                route: handler.path.clone(),
                 handler: Arc::clone(&handler.handler),
                 endpoint: RequestEndpointMetadata {
                     operation_id: handler.operation_id.clone(),

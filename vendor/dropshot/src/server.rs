@@ -937,6 +937,10 @@ async fn http_request_handle_wrap<C: ServerContext>(
     });
     // A preflight answer carries its own headers: not decorated again.
     let cors = if preflight.is_some() { None } else { cors };
+    // Workspace patch: the matched route's template, set by
+    // `http_request_handle` once routed, for the one "request completed"
+    // line (`-` when no route matched).
+    let route = std::sync::OnceLock::<String>::new();
     let maybe_response = match preflight {
         Some(response) => Ok(response),
         None => {
@@ -946,6 +950,7 @@ async fn http_request_handle_wrap<C: ServerContext>(
                 &request_id,
                 request_log.new(o!()),
                 remote_addr,
+                &route,
             )
             .await
         }
@@ -978,6 +983,7 @@ async fn http_request_handle_wrap<C: ServerContext>(
 
                 // TODO-debug: add request and response headers here
                 info!(request_log, "request completed";
+                    "route" => route.get().map(String::as_str).unwrap_or("-"),
                     "response_code" => status.as_u16(),
                     "latency_us" => latency_us,
                     "error_message_internal" => message_internal,
@@ -994,6 +1000,7 @@ async fn http_request_handle_wrap<C: ServerContext>(
         Ok(response) => {
             // TODO-debug: add request and response headers here
             info!(request_log, "request completed";
+                "route" => route.get().map(String::as_str).unwrap_or("-"),
                 "response_code" => response.status().as_u16(),
                 "latency_us" => latency_us,
             );
@@ -1027,6 +1034,7 @@ async fn http_request_handle<C: ServerContext>(
     request_id: &str,
     request_log: Logger,
     remote_addr: std::net::SocketAddr,
+    route: &std::sync::OnceLock<String>,
 ) -> Result<Response<Body>, HandlerError> {
     // TODO-hardening: is it correct to (and do we correctly) read the entire
     // request body even if we decide it's too large and are going to send a 400
@@ -1044,6 +1052,7 @@ async fn http_request_handle<C: ServerContext>(
         uri.path().into(),
         found_version.as_ref(),
     )?;
+    let _ = route.set(lookup_result.route);
     let rqctx = RequestContext {
         server: Arc::clone(&server),
         request: RequestInfo::new(&request, remote_addr),
@@ -1181,7 +1190,8 @@ impl<C: ServerContext> ServerConnectionHandler<C> {
         &self,
         remote_addr: SocketAddr,
     ) -> ServerRequestHandler<C> {
-        info!(self.server.log, "accepted connection"; "remote_addr" => %remote_addr);
+        // Workspace patch: at DEBUG (one INFO line per request, not two).
+        debug!(self.server.log, "accepted connection"; "remote_addr" => %remote_addr);
         ServerRequestHandler::new(self.server.clone(), remote_addr)
     }
 }

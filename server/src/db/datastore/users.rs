@@ -69,27 +69,48 @@ pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.cr
      WHERE u.id = $1 AND u.password_hash IS NOT NULL \
      ORDER BY m.created_at, o.id";
 
+/// The advisory lock that orders signups while the first account may
+/// still become a system administrator (`auth.first_account_admin`).
+const FIRST_ACCOUNT_LOCK: i64 = 0x5753_6669_7273_7400; // "WSfirst\0"
+
 impl Datastore {
     /// Creates the user and their personal organization (with its system
-    /// roles and the owner membership) in one transaction.
+    /// roles and the owner membership) in one transaction. With
+    /// `first_admin`, the account is a system administrator when no other
+    /// account exists (signups wait for each other on an advisory lock, so
+    /// two first signups at once cannot both be first).
     pub async fn user_create_with_personal_org(
         &self,
         user: &NewUser<'_>,
         org_name: &str,
         slug_base: &str,
+        first_admin: bool,
     ) -> Result<UserRow, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
+        if first_admin {
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FIRST_ACCOUNT_LOCK])
+                .await?;
+        }
         let row = tx
             .query_opt(
-                "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash) \
-                 VALUES ($1, $2, $2, $3, $4, $5) \
+                "INSERT INTO users (id, email, email_normalized, first_name, last_name, password_hash, \
+                                    is_system_admin) \
+                 VALUES ($1, $2, $2, $3, $4, $5, \
+                         $6 AND NOT EXISTS (SELECT 1 FROM users WHERE password_hash IS NOT NULL)) \
                  ON CONFLICT (email_normalized) DO UPDATE \
                      SET first_name = EXCLUDED.first_name, last_name = EXCLUDED.last_name, \
                          password_hash = EXCLUDED.password_hash, updated_at = now() \
                      WHERE users.password_hash IS NULL \
                  RETURNING id, email, first_name, last_name, created_at, last_active_at, is_system_admin",
-                &[&Uuid::new_v4(), &user.email, &user.first_name, &user.last_name, &user.password_hash],
+                &[
+                    &Uuid::new_v4(),
+                    &user.email,
+                    &user.first_name,
+                    &user.last_name,
+                    &user.password_hash,
+                    &first_admin,
+                ],
             )
             .await?
             .ok_or_else(|| {
@@ -100,6 +121,18 @@ impl Datastore {
             .await?;
         tx.commit().await?;
         Ok(created)
+    }
+
+    /// Whether any account (a user with a password) exists.
+    pub async fn any_account(&self) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM users WHERE password_hash IS NOT NULL) AS any",
+                &[],
+            )
+            .await?;
+        Ok(row.get("any"))
     }
 
     pub async fn user_credentials(
