@@ -65,6 +65,7 @@ fn root_command() -> Command {
             Arg::new("profile")
                 .long("profile")
                 .global(true)
+                .help_heading("Global options")
                 .env("WORKSPACE_PROFILE")
                 .help("Credentials profile to use (default: the file's default_profile)"),
         )
@@ -72,12 +73,15 @@ fn root_command() -> Command {
             Arg::new("url")
                 .long("url")
                 .global(true)
-                .help("Server base URL (overrides WORKSPACE_URL and the profile)"),
+                .help_heading("Global options")
+                .env("WORKSPACE_URL")
+                .help("Server base URL (default: the profile's, else http://127.0.0.1:8080)"),
         )
         .arg(
             Arg::new("format")
                 .long("format")
                 .global(true)
+                .help_heading("Global options")
                 .env("WORKSPACE_FORMAT")
                 .value_parser(["json", "table"])
                 .default_value("json")
@@ -87,12 +91,14 @@ fn root_command() -> Command {
         )
         .subcommand(
             Command::new("completions")
-                .about("Print a shell completion script (bash, zsh, fish)")
+                .about("Print a shell completion script (bash, zsh, fish, elvish, powershell)")
                 .long_about(
                     "Print a shell completion script.\n\n\
                      bash: `workspace completions bash > ~/.local/share/bash-completion/completions/workspace`\n\
                      zsh: `workspace completions zsh > \"${fpath[1]}/_workspace\"`\n\
-                     fish: `workspace completions fish > ~/.config/fish/completions/workspace.fish`",
+                     fish: `workspace completions fish > ~/.config/fish/completions/workspace.fish`\n\
+                     elvish: `workspace completions elvish >> ~/.config/elvish/rc.elv`\n\
+                     powershell: `workspace completions powershell >> $PROFILE`",
                 )
                 .arg(
                     Arg::new("shell")

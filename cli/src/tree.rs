@@ -26,7 +26,10 @@ const HAND_WRITTEN: &[&str] = &["auth_login"];
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[
     ("auth", "Sign up, log in, manage stored credentials"),
-    ("system", "Service health"),
+    (
+        "system",
+        "Service health and readiness, and the e-mail outbox (system administrators)",
+    ),
     ("users", "Users"),
     ("org", "Organizations and membership"),
     ("roles", "Roles and permissions"),
@@ -188,7 +191,7 @@ fn polish_command(mut cmd: Command, group: Option<&str>) -> Command {
         .map(|c| c.get_name().to_string())
         .collect();
     if names.is_empty() {
-        return polish_leaf(cmd);
+        return polish_leaf(cmd, group);
     }
     let parent = cmd.get_name().to_string();
     let mut taken: std::collections::HashSet<String> = cmd
@@ -198,6 +201,8 @@ fn polish_command(mut cmd: Command, group: Option<&str>) -> Command {
         })
         .collect();
     for name in names {
+        // Listed by name (clap breaks ties of `display_order` by name).
+        cmd = cmd.mut_subcommand(&name, |c| c.display_order(0));
         let alias = (group.is_some() || parent != "workspace")
             .then(|| {
                 noun_forms(&parent)
@@ -221,7 +226,145 @@ fn polish_command(mut cmd: Command, group: Option<&str>) -> Command {
     cmd
 }
 
-fn polish_leaf(mut cmd: Command) -> Command {
+/// Descriptions of arguments the document leaves undescribed, by group and
+/// argument (`None`: any group); the first match wins.
+const ARGUMENT_HELP: &[(Option<&str>, &str, &str)] = &[
+    (None, "org-id", "The organization's id"),
+    (None, "organization-id", "The organization's id"),
+    (None, "agent-id", "The agent's id"),
+    (None, "category-id", "The tool category's id"),
+    (None, "chat-id", "The chat's id"),
+    (None, "chat-session-id", "The chat session's id"),
+    (None, "conversation-id", "The conversation's id"),
+    (None, "kb-id", "The knowledge base's id"),
+    (None, "message-id", "The message's id"),
+    (None, "model-id", "The model's id (`workspace models list`)"),
+    (
+        None,
+        "role-id",
+        "The role's id (`workspace roles list-roles`)",
+    ),
+    (None, "user-id", "The user's id"),
+    (
+        Some("mcp"),
+        "server-id",
+        "The MCP server's id (`workspace mcp list-servers`)",
+    ),
+    (
+        Some("mcp"),
+        "session-id",
+        "The MCP session's (connection's) id",
+    ),
+    (None, "email", "E-mail address"),
+    (None, "first-name", "First name"),
+    (None, "last-name", "Last name"),
+    (Some("kb"), "name", "The knowledge base's name"),
+    (Some("agents"), "name", "The agent's name"),
+    (Some("tools"), "name", "The tool's (or category's) name"),
+    (Some("roles"), "name", "The role's name"),
+    (Some("deployments"), "name", "The deployment's name"),
+    (Some("org"), "name", "The organization's name"),
+    (None, "name", "Name"),
+    (
+        Some("kb"),
+        "description",
+        "The knowledge base's description",
+    ),
+    (Some("agents"), "description", "The agent's description"),
+    (
+        Some("deployments"),
+        "description",
+        "The deployment's description",
+    ),
+    (None, "description", "Description"),
+    (None, "title", "Title"),
+    (
+        None,
+        "embedding-model",
+        "Embedding model of the knowledge base (fixed once created)",
+    ),
+    (
+        None,
+        "agent-type",
+        "The agent's type, e.g. `chat`, `function` (1 to 32 characters)",
+    ),
+    (
+        None,
+        "is-public",
+        "Visible to every member of the organization",
+    ),
+    (None, "is-active", "Enabled (agents can use it)"),
+    (
+        None,
+        "channel",
+        "Where the deployment is reachable (`api`, `web`, …)",
+    ),
+    (
+        None,
+        "rate-limit-per-minute",
+        "Requests per minute the deployment accepts",
+    ),
+    (Some("chat"), "status", "The chat's status"),
+    (None, "status", "Status"),
+    (
+        None,
+        "hierarchy-level",
+        "0 to 100, at most your own role's level",
+    ),
+    (
+        None,
+        "team-members",
+        "Whether members may be added (`add_member`)",
+    ),
+    (
+        None,
+        "file-upload",
+        "Whether knowledge-base and chat file uploads are allowed",
+    ),
+    (
+        None,
+        "chat-uploads",
+        "Whether attachments in chat messages are allowed",
+    ),
+    (None, "mcp-sessions", "Maximum concurrent MCP connections"),
+    (
+        None,
+        "daily-chat-limit",
+        "Maximum chat messages per day (UTC)",
+    ),
+    (
+        None,
+        "last-event-id",
+        "Resume after this event id (the `id:` of the last event received)",
+    ),
+    (Some("chat"), "file", "The audio file to transcribe"),
+    (None, "query", "What to search for"),
+    (
+        None,
+        "question",
+        "The question to answer from the knowledge base",
+    ),
+    (None, "shell", "bash, zsh, fish, elvish or powershell"),
+];
+
+fn argument_help(group: Option<&str>, id: &str) -> Option<&'static str> {
+    ARGUMENT_HELP
+        .iter()
+        .find(|(g, a, _)| *a == id && (g.is_none() || *g == group))
+        .map(|(_, _, help)| *help)
+}
+
+fn polish_leaf(mut cmd: Command, group: Option<&str>) -> Command {
+    let undescribed: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.get_help().is_none() && a.get_long_help().is_none())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    for id in undescribed {
+        if let Some(help) = argument_help(group, &id) {
+            cmd = cmd.mut_arg(id, |a| a.help(help));
+        }
+    }
     if let Some(about) = cmd.get_about().map(|a| a.to_string())
         && let Some((first, _)) = about.split_once('\n')
     {
@@ -298,5 +441,86 @@ mod tests {
         let about = signup.get_about().unwrap().to_string();
         assert!(!about.contains('\n'), "{about}");
         assert!(signup.get_long_about().is_some());
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+
+    fn full_tree() -> Command {
+        polish(add_mcp_commands(add_kb_commands(add_chat_commands(
+            add_invoke_command(add_upload_command(add_conversation_commands(
+                add_auth_commands(add_generated_commands(crate::root_command())),
+            ))),
+        ))))
+    }
+
+    fn missing(cmd: &Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" || arg.is_hide_set() {
+                continue;
+            }
+            let blank = arg
+                .get_help()
+                .map(|h| h.to_string().trim().is_empty())
+                .unwrap_or(true)
+                && arg
+                    .get_long_help()
+                    .map(|h| h.to_string().trim().is_empty())
+                    .unwrap_or(true);
+            if blank {
+                out.push(format!("{path} --{id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            missing(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// `workspace … --help` describes every argument of every command.
+    #[test]
+    fn every_argument_has_a_description() {
+        let mut out = Vec::new();
+        missing(&full_tree(), "workspace", &mut out);
+        assert!(
+            out.is_empty(),
+            "arguments without a description:\n{}",
+            out.join("\n")
+        );
+    }
+
+    /// Commands are listed by name; the global options under a heading of
+    /// their own, apart from the command's.
+    #[test]
+    fn commands_are_sorted_and_global_options_apart() {
+        let mut root = full_tree();
+        // Propagates the global options to the subcommands, as parsing does.
+        root.build();
+        let mut help = root.clone();
+        let text = help.render_help().to_string();
+        let listed: Vec<&str> = text
+            .split("Commands:")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| *name != "help")
+            .collect();
+        let mut sorted = listed.clone();
+        sorted.sort();
+        assert_eq!(listed, sorted, "{text}");
+        let kb = root.find_subcommand("kb").unwrap();
+        let mut create = kb.find_subcommand("create").unwrap().clone();
+        let text = create.render_long_help().to_string();
+        let (own, global) = text.split_once("Global options:").expect(&text);
+        assert!(own.contains("--org-id") && !own.contains("--url"), "{text}");
+        assert!(
+            global.contains("--url") && global.contains("[env: WORKSPACE_URL"),
+            "{text}"
+        );
     }
 }

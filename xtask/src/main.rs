@@ -136,6 +136,23 @@ enum DbAction {
 fn main() -> Result<()> {
     let args = Args::parse();
     let root = workspace_root();
+    if matches!(
+        args.task,
+        Task::Db { .. }
+            | Task::Fuzz { .. }
+            | Task::Test { .. }
+            | Task::Bench { .. }
+            | Task::Soak { .. }
+    ) {
+        // Before any thread starts: the test cluster, its binaries, the
+        // embedding model and stored files live apart from a development
+        // server's data, for this process and every child (the tests read
+        // the same variable).
+        let dir = test_data_dir(&root)?;
+        // SAFETY: single-threaded here; nothing reads the environment
+        // concurrently.
+        unsafe { std::env::set_var("WORKSPACE_DATA_DIR", &dir) };
+    }
     match args.task {
         Task::Openapi { mode } => openapi(&root, mode),
         Task::Client { mode } => client(&root, mode),
@@ -297,14 +314,12 @@ fn sdk_errors(doc: &serde_json::Value) -> Result<String> {
 fn sdk_build(root: &Path) -> Result<()> {
     let dir = sdk_dir(root);
     npm_packages(&dir, "sdk/typescript")?;
-    let status = Command::new(dir.join("node_modules/.bin/tsc"))
-        .current_dir(&dir)
-        .args(["-p", "tsconfig.json"])
-        .status()
-        .context("running tsc in sdk/typescript")?;
-    if !status.success() {
-        bail!("the TypeScript SDK does not compile");
-    }
+    run_quiet(
+        Command::new(dir.join("node_modules/.bin/tsc"))
+            .current_dir(&dir)
+            .args(["-p", "tsconfig.json"]),
+        "tsc --strict in sdk/typescript (the TypeScript SDK does not compile)",
+    )?;
     println!("ok: tsc --strict (sdk/typescript)");
     Ok(())
 }
@@ -322,15 +337,12 @@ fn contract(root: &Path) -> Result<()> {
     npm_packages(&dir, "contract")?;
     let tool = |name: &str| dir.join("node_modules/.bin").join(name);
     let run = |what: &str, cmd: &mut Command| -> Result<()> {
-        let status = cmd
-            .current_dir(&dir)
-            .env("REDOCLY_TELEMETRY", "off")
-            .env("REDOCLY_SUPPRESS_UPDATE_NOTICE", "true")
-            .status()
-            .with_context(|| format!("running {what}"))?;
-        if !status.success() {
-            bail!("{what} failed on openapi/workspace.json");
-        }
+        run_quiet(
+            cmd.current_dir(&dir)
+                .env("REDOCLY_TELEMETRY", "off")
+                .env("REDOCLY_SUPPRESS_UPDATE_NOTICE", "true"),
+            &format!("{what} on openapi/workspace.json"),
+        )?;
         println!("ok: {what}");
         Ok(())
     };
@@ -380,14 +392,15 @@ fn npm_packages(dir: &Path, name: &str) -> Result<()> {
     let marker = dir.join("node_modules/.workspace-package.json");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
         println!("installing {name}/package.json with npm");
-        let status = Command::new("npm")
-            .current_dir(dir)
-            .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
-            .status()
-            .context("running npm (install Node.js 20.19+ and npm)")?;
-        if !status.success() {
-            bail!("npm install in {name}/ failed");
-        }
+        run_quiet(
+            Command::new("npm").current_dir(dir).args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-package-lock",
+            ]),
+            &format!("npm install in {name}/ (needs Node.js 20.19+ and npm)"),
+        )?;
         std::fs::write(&marker, &manifest)?;
     }
     Ok(())
@@ -558,6 +571,51 @@ fn quote_file(file: &syn3::File) -> String {
 // ---------------------------------------------------------------------------
 // Database and tests
 
+/// The target directory (`CARGO_TARGET_DIR` or `target/`).
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// Where the suite keeps its PostgreSQL (binaries and cluster), the
+/// embedding model and stored files: `target/test-db`, never a development
+/// server's data directory. As root, PostgreSQL runs as the `postgres`
+/// user, which must be able to reach it; when a parent directory keeps that
+/// user out (a checkout under `/root`), `/var/tmp/workspace-test-db`.
+fn test_data_dir(root: &Path) -> Result<PathBuf> {
+    let dir = std::path::absolute(target_dir(root).join("test-db"))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !running_as_root() {
+        return Ok(dir);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let open = |d: &Path| std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755));
+    open(&dir)?;
+    let reachable = Command::new("runuser")
+        .args(["-u", "postgres", "--", "test", "-x"])
+        .arg(&dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if reachable {
+        return Ok(dir);
+    }
+    let elsewhere = PathBuf::from("/var/tmp/workspace-test-db");
+    std::fs::create_dir_all(&elsewhere)?;
+    open(&elsewhere)?;
+    Ok(elsewhere)
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n")
+}
+
+/// The test cluster (under [`test_data_dir`], which `main` put in
+/// `WORKSPACE_DATA_DIR`).
 fn test_cluster() -> Result<workspace_embedded_db::Cluster> {
     let root = workspace_embedded_db::data_root();
     let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
@@ -589,8 +647,11 @@ fn db(action: DbAction) -> Result<()> {
 }
 
 fn test(root: &Path, extra: &[String]) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut phase = Phases::new(if extra.is_empty() { 5 } else { 3 });
     // Fail before a long build, naming what to install, rather than with
     // a handful of puzzling test failures at the end.
+    phase.begin("tools, npm and Python packages, the test database");
     for (program, package, why) in SUITE_PROGRAMS {
         let found = Command::new(program)
             .arg("--version")
@@ -609,17 +670,25 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     sdk_build(root)?;
     // The example page's browser test (`integration::web`): playwright-core.
     npm_packages(&root.join("examples/web"), "examples/web")?;
+    let python = python_env(root)?;
     let cluster = if std::env::var_os("WORKSPACE_TEST_DATABASE_URL").is_some() {
         None
     } else {
         let cluster = test_cluster()?;
-        println!("test database: {}", cluster.url("postgres"));
+        // Not its URL: that holds the password (`cargo xtask db url`).
+        println!(
+            "test database: 127.0.0.1:{} ({})",
+            cluster.port,
+            cluster.data_dir.display()
+        );
         Some(cluster)
     };
     // The server executable: test servers run in-process but parse files
     // in its extraction worker, and the crash tests kill it with SIGKILL.
     // (The fuzz below runs the same build.)
+    phase.begin("build the server");
     let server_bin = build_server(root)?;
+    phase.begin("build and run the tests (the test runner's own progress)");
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
     cmd.env("WORKSPACE_SERVER_BIN", &server_bin);
@@ -629,26 +698,90 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .is_ok_and(|o| o.status.success());
     if has_nextest {
         cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        // One line per finished test, and a summary; a slow one is named.
+        cmd.args(["--status-level", "pass", "--final-status-level", "slow"]);
     } else {
         cmd.args(["test", "--workspace", "--no-fail-fast"]);
     }
     cmd.args(extra);
-    cmd.env("WORKSPACE_PYTHON", python_env(root)?);
+    cmd.env("WORKSPACE_PYTHON", &python);
     if let Some(cluster) = &cluster {
         cmd.env("WORKSPACE_TEST_DATABASE_URL", cluster.url("postgres"));
     }
     let status = cmd.status().context("running the test suite")?;
     let fuzzed = if extra.is_empty() {
+        phase.begin("contract fuzz (schemathesis against a live server)");
         fuzz(root, 25)
     } else {
         Ok(())
     };
+    if extra.is_empty() {
+        phase.begin("drift checks, document lint, TypeScript, breaking changes");
+    } else {
+        phase.begin("drift checks");
+    }
     let checks = check_all(root);
     if !status.success() {
         bail!("tests failed");
     }
     fuzzed?;
-    checks
+    checks?;
+    println!("== all green in {}", elapsed(started.elapsed()));
+    Ok(())
+}
+
+/// The numbered phases of `cargo xtask test`, each said as it begins with
+/// the time the previous one took.
+struct Phases {
+    total: usize,
+    current: usize,
+    since: std::time::Instant,
+}
+
+impl Phases {
+    fn new(total: usize) -> Phases {
+        Phases {
+            total,
+            current: 0,
+            since: std::time::Instant::now(),
+        }
+    }
+
+    fn begin(&mut self, what: &str) {
+        if self.current > 0 {
+            println!("   ({})", elapsed(self.since.elapsed()));
+        }
+        self.current += 1;
+        self.since = std::time::Instant::now();
+        println!("== [{}/{}] {what}", self.current, self.total);
+    }
+}
+
+fn elapsed(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+/// Runs `cmd` with its output captured: quiet when it succeeds (the
+/// caller says so in one line), shown whole when it fails.
+fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
+    let output = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {what}"))?;
+    if !output.status.success() {
+        eprintln!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        bail!("{what} failed ({})", output.status);
+    }
+    Ok(())
 }
 
 /// Programs the suite runs besides cargo, python3 and npm: the program,
@@ -668,10 +801,7 @@ const PYTHON_REQUIREMENTS: &[&str] = &["schemathesis==4.32.*", "aiosmtpd==1.4.6"
 /// The virtual environment's python, created and filled when missing or
 /// when [`PYTHON_REQUIREMENTS`] changed.
 fn python_env(root: &Path) -> Result<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let venv = target.join("pyenv");
+    let venv = target_dir(root).join("pyenv");
     let python = venv.join("bin").join("python");
     if !python.is_file() {
         println!("creating the Python environment {}", venv.display());
@@ -716,7 +846,7 @@ fn python_env(root: &Path) -> Result<PathBuf> {
 fn build_server(root: &Path) -> Result<PathBuf> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
-        .args(["build", "--quiet", "-p", "workspace-server"])
+        .args(["build", "-p", "workspace-server"])
         .status()?;
     if !status.success() {
         bail!("building the server failed");
@@ -758,12 +888,16 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
         .local_addr()?
         .port();
     let url = format!("http://127.0.0.1:{port}");
+    let server_log = target_dir(root).join("fuzz-server.log");
     let mut server = Command::new(&server_bin)
         .args(["--bind", &format!("127.0.0.1:{port}")])
         .env("DATABASE_URL", format!("{base}/{dbname}"))
         .env("WORKSPACE_LOG_LEVEL", "warn")
         .env_remove("WORKSPACE_CONFIG")
         .stdout(std::process::Stdio::null())
+        // The fuzz's hostile requests make the server warn: its log goes
+        // to a file, named when the fuzz fails.
+        .stderr(std::fs::File::create(&server_log)?)
         .spawn()
         .with_context(|| format!("starting {}", server_bin.display()))?;
     let result = (|| -> Result<()> {
@@ -777,34 +911,37 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
             );
         }
         let token = String::from_utf8(token.stdout)?.trim().to_string();
-        let status = Command::new(&python)
-            .current_dir(root)
-            .args([
-                "-m",
-                "schemathesis.cli",
-                "--config-file",
-                "contract/schemathesis.toml",
-                "run",
-                "openapi/workspace.json",
-                "--url",
-                &url,
-            ])
-            .args(["-H", &format!("Authorization: Bearer {token}")])
-            // The checks and their exceptions: contract/schemathesis.toml.
-            .args([
-                "--max-examples",
-                &max_examples.to_string(),
-                "--seed",
-                "20261121",
-            ])
-            // Deterministic: the same document gives the same examples on
-            // every machine, so CI sees what the developer saw.
-            .args(["--generation-deterministic"])
-            .args(["--no-color"])
-            .status()?;
-        if !status.success() {
-            bail!("schemathesis found contract violations");
-        }
+        run_quiet(
+            Command::new(&python)
+                .current_dir(root)
+                .args([
+                    "-m",
+                    "schemathesis.cli",
+                    "--config-file",
+                    "contract/schemathesis.toml",
+                    "run",
+                    "openapi/workspace.json",
+                    "--url",
+                    &url,
+                ])
+                .args(["-H", &format!("Authorization: Bearer {token}")])
+                // The checks and their exceptions: contract/schemathesis.toml.
+                .args([
+                    "--max-examples",
+                    &max_examples.to_string(),
+                    "--seed",
+                    "20261121",
+                ])
+                // Deterministic: the same document gives the same examples on
+                // every machine, so CI sees what the developer saw.
+                .args(["--generation-deterministic"])
+                .args(["--no-color"]),
+            &format!(
+                "schemathesis (contract violations; the server's log: {})",
+                server_log.display()
+            ),
+        )?;
+        println!("ok: schemathesis, {max_examples} examples per operation");
         Ok(())
     })();
     let _ = server.kill();
