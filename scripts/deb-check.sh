@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The dev profile reuses the test build (cargo-deb 3.8 warns that it is
+# meant for releases: this is a check of the packaging, not a release; the
+# version is pinned).
 PROFILE=${DEB_PROFILE:-dev}
 URL=http://127.0.0.1:8080
 say() { echo "deb-check: $*"; }
@@ -29,11 +32,15 @@ cargo deb -p workspace-server --profile "$PROFILE" --fast -o target/debian/ >/de
 DEB=$(ls -t target/debian/workspace-server_*.deb | head -1)
 say "built $DEB ($(du -h "$DEB" | cut -f1))"
 
-apt-get install -y "./$DEB"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$DEB" >/dev/null
 getent passwd workspace >/dev/null || { say "no workspace user"; exit 1; }
 test -f /etc/workspace/workspace.toml
 test -f /etc/default/workspace-server
 UNIT=$(dpkg -L workspace-server | grep '/workspace-server\.service$')
+# The unit as systemd reads it (where systemd's tools are installed).
+if command -v systemd-analyze >/dev/null; then
+    systemd-analyze verify "$UNIT"
+fi
 say "unit $UNIT"
 
 # As the unit starts it.
@@ -79,7 +86,7 @@ trap - ERR
 grep -q "stopped the embedded PostgreSQL cluster" "$LOG" || { cat "$LOG"; exit 1; }
 say "stopped cleanly"
 
-apt-get purge -y workspace-server
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq workspace-server >/dev/null
 ! getent passwd workspace >/dev/null
 test ! -e /var/lib/workspace
 test ! -e /usr/bin/workspace-server
