@@ -240,7 +240,12 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let tls = db::tls(config.database.ca_file.as_deref())?;
     db::migrate(url, &tls).await?;
     let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
-    let pool = db::pool(url, config.database.pool_size, tls.clone())?;
+    let pool = db::pool(
+        url,
+        config.database.pool_size,
+        std::time::Duration::from_millis(config.database.pool_wait_ms),
+        tls.clone(),
+    )?;
     let pipelines = db::pipelines(url, config.database.shared_connections(), tls)?;
     let datastore = db::Datastore::new(pool, pipelines, config.database.backoff());
 

@@ -47,7 +47,14 @@ pub struct Metrics {
     /// waiting to be stored.
     pub answers_store_retries: AtomicU64,
     pub answers_pending_store: AtomicI64,
+    /// Requests refused `503 server_busy` since the last warning about
+    /// them, and when that warning was (see [`Metrics::refused_busy`]).
+    busy_refused: AtomicU64,
+    busy_warned: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often refusals for lack of capacity are said in the log.
+pub const BUSY_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Metrics {
     pub fn request(&self, operation: &str, status: u16, latency: Duration) {
@@ -56,6 +63,20 @@ impl Metrics {
             .entry((operation.to_string(), status))
             .or_default()
             .observe(latency.as_secs_f64());
+    }
+
+    /// Counts a request refused `503 server_busy`; returns how many were
+    /// refused since the last warning when a warning is due now (at most
+    /// one per [`BUSY_WARNING_INTERVAL`]), so an overload is said once per
+    /// interval, not once per request.
+    pub fn refused_busy(&self, now: std::time::Instant) -> Option<u64> {
+        self.busy_refused.fetch_add(1, Ordering::Relaxed);
+        let mut warned = self.busy_warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.is_some_and(|at| now.duration_since(at) < BUSY_WARNING_INTERVAL) {
+            return None;
+        }
+        *warned = Some(now);
+        Some(self.busy_refused.swap(0, Ordering::Relaxed))
     }
 
     pub fn stream_finished(&self, outcome: &'static str) {
@@ -75,6 +96,7 @@ pub struct Gauges {
     pub db_connection_errors: u64,
     pub db_statement_errors: u64,
     pub db_fast_failures: u64,
+    pub db_pool_exhausted: u64,
     pub db_down: bool,
     pub hash_running: usize,
     pub hash_waiting: usize,
@@ -117,6 +139,7 @@ impl Source {
                 db_connection_errors: health.connection_errors.load(Ordering::Relaxed),
                 db_statement_errors: health.statement_errors.load(Ordering::Relaxed),
                 db_fast_failures: health.fast_failures.load(Ordering::Relaxed),
+                db_pool_exhausted: health.pool_exhausted.load(Ordering::Relaxed),
                 db_down: health.is_down(),
                 hash_running: self.hashing.running(),
                 hash_waiting: self.hashing.waiting(),
@@ -233,6 +256,14 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
     );
     gauge(
         &mut out,
+        "workspace_db_pool_exhausted_total",
+        "Requests answered 503 server_busy because every pooled connection stayed in use \
+         for the pool's whole wait.",
+        "counter",
+        g.db_pool_exhausted.to_string(),
+    );
+    gauge(
+        &mut out,
         "workspace_db_statement_errors_total",
         "Statements that failed otherwise.",
         "counter",
@@ -345,6 +376,7 @@ mod tests {
             db_connection_errors: 0,
             db_statement_errors: 0,
             db_fast_failures: 0,
+            db_pool_exhausted: 0,
             db_down: false,
             hash_running: 0,
             hash_waiting: 0,
@@ -366,5 +398,24 @@ mod tests {
             "workspace_http_request_duration_seconds_bucket{operation=\"auth_login\",status=\"200\",le=\"0.5\"} 2"
         ));
         assert!(text.contains("workspace_db_pool_max_connections 8"));
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_said_once_per_interval_with_their_count() {
+        let m = Metrics::default();
+        let t0 = std::time::Instant::now();
+        assert_eq!(m.refused_busy(t0), Some(1), "the first is said at once");
+        assert_eq!(m.refused_busy(t0 + Duration::from_secs(1)), None);
+        assert_eq!(m.refused_busy(t0 + Duration::from_secs(2)), None);
+        assert_eq!(
+            m.refused_busy(t0 + BUSY_WARNING_INTERVAL + Duration::from_secs(1)),
+            Some(3),
+            "the next warning counts the quiet ones"
+        );
     }
 }

@@ -330,6 +330,12 @@ fn error_response(status: u16, codes: &[&str], schema: &str) -> ReferenceOr<Resp
                 .headers
                 .insert("Retry-After".to_string(), header_ref("RetryAfter"));
         }
+        // Sent with `server_busy`, not with the other `503` codes.
+        503 => {
+            response
+                .headers
+                .insert("Retry-After".to_string(), header_ref("RetryAfterWhenBusy"));
+        }
         _ => {}
     }
     ReferenceOr::Item(response)
@@ -385,6 +391,19 @@ fn patch_error_schema(doc: &mut OpenAPI) {
             }),
         ),
     );
+    let mut when_busy = header(
+        "Seconds to wait before retrying; sent with `server_busy`.",
+        Type::Integer(openapiv3::IntegerType {
+            minimum: Some(1),
+            ..Default::default()
+        }),
+    );
+    if let ReferenceOr::Item(h) = &mut when_busy {
+        h.required = false;
+    }
+    components
+        .headers
+        .insert("RetryAfterWhenBusy".to_string(), when_busy);
     components.headers.insert(
         "WwwAuthenticate".to_string(),
         header(

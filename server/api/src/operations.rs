@@ -158,7 +158,7 @@ pub type ErrorStatus = (u16, &'static [&'static str]);
 /// operation by the document patcher (see [`error_statuses`]):
 /// `400 invalid_request` when it has parameters or a body, `401`
 /// ([`AUTHENTICATION_ERRORS`]) unless public, `503 database_unavailable`
-/// unless database-free, and `500 internal_error`.
+/// and `server_busy` unless database-free, and `500 internal_error`.
 ///
 /// Every operation is listed, also those with nothing to add, so a new
 /// operation fails the test that compares this table with the trait.
@@ -1004,7 +1004,9 @@ pub fn error_statuses(
     }
     add(500, &["internal_error"]);
     if !DATABASE_FREE_OPERATIONS.contains(&operation_id) {
-        add(503, &["database_unavailable"]);
+        // `server_busy`: every pooled connection stayed in use for the
+        // pool's whole wait (with `Retry-After`).
+        add(503, &["database_unavailable", "server_busy"]);
     }
     Some(statuses.into_iter().collect())
 }

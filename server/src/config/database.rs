@@ -11,6 +11,11 @@ pub struct DatabaseConfig {
     pub url: Option<String>,
     /// Connections in the pool.
     pub pool_size: usize,
+    /// The longest wait for a free pooled connection, in milliseconds;
+    /// then the request is answered `503 server_busy` with `Retry-After`
+    /// (the database answers; this instance has more work than
+    /// connections).
+    pub pool_wait_ms: u64,
     /// Shared, pipelined connections for the short statements every
     /// request runs (the authorization lookup), besides the pool; `0`: one
     /// per two CPUs, 1 to 4. Fewer connections carry bigger pipelined
@@ -56,6 +61,7 @@ impl Default for DatabaseConfig {
         DatabaseConfig {
             url: None,
             pool_size: 16,
+            pool_wait_ms: 10_000,
             shared_connections: 0,
             data_dir: None,
             ca_file: None,

@@ -50,6 +50,9 @@ pub struct DbHealth {
     pub connection_errors: AtomicU64,
     /// Other database errors.
     pub statement_errors: AtomicU64,
+    /// Requests refused `503 server_busy` because every pooled connection
+    /// stayed in use for the pool's whole wait (the database was fine).
+    pub pool_exhausted: AtomicU64,
 }
 
 impl DbHealth {
@@ -60,6 +63,7 @@ impl DbHealth {
             fast_failures: AtomicU64::new(0),
             connection_errors: AtomicU64::new(0),
             statement_errors: AtomicU64::new(0),
+            pool_exhausted: AtomicU64::new(0),
         }
     }
 

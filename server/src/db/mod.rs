@@ -124,8 +124,14 @@ pub fn pipelines(url: &str, count: usize, tls: MakeRustlsConnect) -> Result<pipe
     Ok(pipeline::Pipelines::new(pg_config, tls, count))
 }
 
-/// Builds the connection pool.
-pub fn pool(url: &str, size: usize, tls: MakeRustlsConnect) -> Result<Pool> {
+/// Builds the connection pool; a checkout waits at most `wait` for a free
+/// connection.
+pub fn pool(
+    url: &str,
+    size: usize,
+    wait: std::time::Duration,
+    tls: MakeRustlsConnect,
+) -> Result<Pool> {
     let pg_config: tokio_postgres::Config = url.parse().context("parsing the database URL")?;
     let manager = Manager::from_config(
         pg_config,
@@ -137,7 +143,7 @@ pub fn pool(url: &str, size: usize, tls: MakeRustlsConnect) -> Result<Pool> {
     Pool::builder(manager)
         .max_size(size)
         .runtime(deadpool_postgres::Runtime::Tokio1)
-        .wait_timeout(Some(std::time::Duration::from_secs(10)))
+        .wait_timeout(Some(wait))
         .create_timeout(Some(std::time::Duration::from_secs(10)))
         .build()
         .context("building the connection pool")

@@ -128,7 +128,16 @@ impl Probe {
             Ok(response) => response.status(),
             Err(error) => {
                 let status = error.status_code.as_u16();
-                if status >= 500 {
+                if error.error_code.as_deref() == Some("server_busy") {
+                    // An overload is the operator's to size, said once per
+                    // interval, not an error per refused request.
+                    if let Some(refused) = self.metrics.refused_busy(std::time::Instant::now()) {
+                        slog::warn!(self.log, "refusing requests: the server is busy";
+                            "refused_since_last_warning" => refused,
+                            "cause" => &error.internal_message,
+                            "operation" => &self.operation);
+                    }
+                } else if status >= 500 {
                     slog::error!(self.log, "request failed";
                         "operation" => &self.operation,
                         "status" => status,

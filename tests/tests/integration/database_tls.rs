@@ -163,7 +163,9 @@ async fn tls_to_the_database_is_verified() {
     } else {
         eprintln!("no pgvector in the system PostgreSQL: checking the server's pool only");
         let tls = workspace_server::db::tls(Some(&dir.path().join("ca.pem"))).unwrap();
-        let p = workspace_server::db::pool(&url, 1, tls.clone()).unwrap();
+        let p =
+            workspace_server::db::pool(&url, 1, std::time::Duration::from_secs(10), tls.clone())
+                .unwrap();
         let datastore = workspace_server::db::Datastore::new(
             p.clone(),
             workspace_server::db::pipelines(&url, 1, tls).unwrap(),

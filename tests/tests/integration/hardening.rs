@@ -1145,3 +1145,95 @@ async fn credentials_in_uris_do_not_reach_the_log() {
     }
     ctx.teardown().await;
 }
+
+/// Every pooled connection in use for the pool's whole wait, while the
+/// database answers: `503 server_busy` with `Retry-After` (not
+/// `database_unavailable`), counted in `/metrics`, and said once per
+/// interval at WARN rather than once per request at ERROR.
+#[tokio::test]
+async fn an_exhausted_pool_is_server_busy_not_database_unavailable() {
+    let ctx = TestContext::with_config("hardening_pool_busy", |c| {
+        c.database.pool_size = 1;
+        c.database.pool_wait_ms = 300;
+        // Nothing else competes for the one connection.
+        c.kb.workers = 0;
+        c.metrics.bind_address = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    // The pool's only connection, held: whoever has it (a signup inside
+    // its transaction, or a background sweep) waits on a lock of the users
+    // table.
+    let (admin, connection) = tokio_postgres::connect(&ctx.db_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    admin
+        .batch_execute("BEGIN; LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let signup = |name: &str| {
+        workspace_tests::http()
+            .post(format!("{}/api/auth/signup", ctx.base_url))
+            .json(&serde_json::json!({
+                "email": format!("{name}@example.com"), "first_name": "Pool", "last_name": "Busy",
+                "password": "correct horse battery"
+            }))
+            .send()
+    };
+    let held = tokio::spawn(signup("held"));
+    let started = std::time::Instant::now();
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting >= 1 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "nothing waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for name in ["busy1", "busy2"] {
+        let refused = signup(name).await.unwrap();
+        assert_eq!(refused.status().as_u16(), 503);
+        assert_eq!(refused.headers()["retry-after"], "1");
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["error_code"], "server_busy", "{body}");
+    }
+    admin.batch_execute("ROLLBACK").await.unwrap();
+    // The held signup got through or was refused the same way; afterwards
+    // the pool serves again.
+    let held = held.await.unwrap().unwrap().status().as_u16();
+    assert!(held == 201 || held == 503, "{held}");
+    assert_eq!(signup("after").await.unwrap().status().as_u16(), 201);
+
+    let addr = ctx.server.metrics_addr().expect("metrics served");
+    let text = workspace_tests::http()
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("workspace_db_pool_exhausted_total 2"),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(&ctx.log_path).unwrap();
+    assert_eq!(
+        log.matches("refusing requests: the server is busy").count(),
+        1,
+        "one warning for the two refusals: {log}"
+    );
+    assert!(!log.contains("database unavailable"), "{log}");
+    ctx.teardown().await;
+}

@@ -8,7 +8,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   agents_delete: {
     400: "invalid_request";
@@ -16,7 +16,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   agents_get: {
     400: "invalid_request";
@@ -24,14 +24,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   agents_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
@@ -40,7 +40,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "tool_sandbox_unavailable" | "database_unavailable";
+    503: "tool_sandbox_unavailable" | "database_unavailable" | "server_busy";
   };
   agents_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
@@ -49,7 +49,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   auth_login: {
     400: "invalid_request";
@@ -84,7 +84,7 @@ export interface OperationErrors {
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_bulk_delete_sessions: {
     400: "invalid_request";
@@ -92,7 +92,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_create: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
@@ -100,7 +100,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_delete_session: {
     400: "invalid_request";
@@ -108,7 +108,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_get: {
     400: "invalid_request";
@@ -116,14 +116,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
@@ -131,7 +131,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_send_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
@@ -142,7 +142,7 @@ export interface OperationErrors {
     409: "agent_not_active";
     429: "daily_chat_limit_exceeded";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_stop: {
     400: "invalid_request";
@@ -150,7 +150,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_stream: {
     400: "invalid_request";
@@ -158,7 +158,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_transcribe: {
     400: "invalid_request" | "invalid_audio" | "unsupported_audio_format" | "unsupported_language";
@@ -167,7 +167,7 @@ export interface OperationErrors {
     408: "request_timeout";
     413: "file_too_large";
     500: "internal_error";
-    503: "transcription_unavailable" | "transcription_failed" | "database_unavailable";
+    503: "transcription_unavailable" | "transcription_failed" | "database_unavailable" | "server_busy";
   };
   chat_update: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
@@ -176,7 +176,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_upload_file: {
     400: "invalid_request" | "invalid_upload";
@@ -186,19 +186,19 @@ export interface OperationErrors {
     413: "file_too_large";
     415: "unsupported_file_type";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_ws: {
     400: "invalid_request";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   chat_ws_ticket: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_create: {
     400: "invalid_request" | "invalid_title";
@@ -206,7 +206,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_create_session: {
     400: "invalid_request";
@@ -215,7 +215,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_get_with_sessions: {
     400: "invalid_request";
@@ -223,14 +223,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_messages: {
     400: "invalid_request" | "invalid_pagination";
@@ -238,7 +238,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_stop: {
     400: "invalid_request";
@@ -246,7 +246,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_stream: {
     400: "invalid_request";
@@ -254,7 +254,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   conversation_stream_chat: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
@@ -264,7 +264,7 @@ export interface OperationErrors {
     408: "request_timeout";
     429: "daily_chat_limit_exceeded";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_chat_completions: {
     400: "invalid_request" | "invalid_messages" | "decimal_above_max_value" | "decimal_below_min_value" | "integer_below_min_value";
@@ -274,7 +274,7 @@ export interface OperationErrors {
     429: "rate_limited";
     500: "internal_error";
     502: "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "agent_step_limit";
-    503: "agent_unavailable" | "database_unavailable";
+    503: "agent_unavailable" | "database_unavailable" | "server_busy";
   };
   deployments_chat_completions_preflight: {
     500: "internal_error";
@@ -287,7 +287,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "agent_not_ready";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_delete: {
     400: "invalid_request";
@@ -295,7 +295,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_get: {
     400: "invalid_request";
@@ -303,7 +303,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_list: {
     400: "invalid_request";
@@ -311,14 +311,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_models: {
     401: "invalid_api_key";
     403: "origin_not_allowed";
     429: "rate_limited";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_models_preflight: {
     500: "internal_error";
@@ -329,7 +329,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   deployments_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
@@ -338,7 +338,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   files_download: {
     400: "invalid_request";
@@ -346,7 +346,7 @@ export interface OperationErrors {
     404: "not_found";
     410: "link_expired";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   healthz: {
     500: "internal_error";
@@ -357,7 +357,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   invitations_create: {
     400: "invalid_request" | "invalid_email" | "invalid_message" | "invalid_role";
@@ -366,7 +366,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   invitations_get: {
     400: "invalid_request";
@@ -374,14 +374,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   invitations_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   invitations_resend: {
     400: "invalid_request";
@@ -390,7 +390,7 @@ export interface OperationErrors {
     404: "not_found";
     409: "invitation_not_pending" | "invitation_token_unavailable";
     500: "internal_error";
-    503: "mail_unavailable" | "database_unavailable";
+    503: "mail_unavailable" | "database_unavailable" | "server_busy";
   };
   invitations_revoke: {
     400: "invalid_request";
@@ -399,12 +399,12 @@ export interface OperationErrors {
     404: "not_found";
     409: "invitation_not_pending";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   invitations_validate: {
     400: "invalid_request";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_add_source: {
     400: "invalid_request" | "invalid_source" | "too_many_sources";
@@ -413,7 +413,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_source" | "unknown_embedding_model";
@@ -421,7 +421,7 @@ export interface OperationErrors {
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_delete: {
     400: "invalid_request";
@@ -429,7 +429,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_delete_document: {
     400: "invalid_request";
@@ -437,7 +437,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_get: {
     400: "invalid_request";
@@ -445,7 +445,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_ingestion_status: {
     400: "invalid_request";
@@ -453,14 +453,14 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_list_documents: {
     400: "invalid_request" | "invalid_pagination";
@@ -468,7 +468,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_query: {
     400: "invalid_request" | "invalid_query" | "model_unavailable";
@@ -477,7 +477,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "embedder_unavailable" | "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "database_unavailable";
+    503: "embedder_unavailable" | "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "database_unavailable" | "server_busy";
   };
   kb_retry_document: {
     400: "invalid_request";
@@ -486,7 +486,7 @@ export interface OperationErrors {
     404: "not_found";
     409: "document_not_failed";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   kb_search: {
     400: "invalid_request" | "invalid_query";
@@ -495,7 +495,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "embedder_unavailable" | "database_unavailable";
+    503: "embedder_unavailable" | "database_unavailable" | "server_busy";
   };
   kb_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
@@ -504,12 +504,12 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_callback: {
     400: "invalid_request";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_connect_account: {
     400: "invalid_request" | "invalid_flow_type";
@@ -520,7 +520,7 @@ export interface OperationErrors {
     408: "request_timeout";
     500: "internal_error";
     502: "mcp_server_unavailable";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_delete_instance: {
     400: "invalid_request";
@@ -528,7 +528,7 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_gateway_delete: {
     400: "invalid_request";
@@ -538,7 +538,7 @@ export interface OperationErrors {
     409: "mcp_instance_not_active";
     500: "internal_error";
     502: "mcp_server_unavailable";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_gateway_get: {
     400: "invalid_request";
@@ -548,7 +548,7 @@ export interface OperationErrors {
     409: "mcp_instance_not_active";
     500: "internal_error";
     502: "mcp_server_unavailable";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_gateway_post: {
     400: "invalid_request";
@@ -559,7 +559,7 @@ export interface OperationErrors {
     409: "mcp_instance_not_active";
     500: "internal_error";
     502: "mcp_server_unavailable";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_generate_url: {
     400: "invalid_request";
@@ -568,21 +568,21 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_list_instances: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_list_servers: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
@@ -591,7 +591,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_server_with_tools: {
     400: "invalid_request";
@@ -600,7 +600,7 @@ export interface OperationErrors {
     404: "not_found";
     500: "internal_error";
     502: "mcp_server_unavailable";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   mcp_update_instance: {
     400: "invalid_request" | "invalid_name";
@@ -609,14 +609,14 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   models_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   org_add_member: {
     400: "invalid_request" | "invalid_role";
@@ -626,27 +626,27 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "already_member";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   org_create_org: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     409: "org_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   org_features: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   org_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
@@ -655,11 +655,11 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   readyz: {
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_create: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
@@ -668,7 +668,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "role_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
@@ -677,7 +677,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "permission_exists";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_delete_permission: {
     400: "invalid_request";
@@ -686,20 +686,20 @@ export interface OperationErrors {
     404: "not_found";
     409: "permission_protected";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_list_permissions: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_list_roles: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_remove: {
     400: "invalid_request";
@@ -708,7 +708,7 @@ export interface OperationErrors {
     404: "not_found";
     409: "role_in_use";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   roles_update: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
@@ -718,14 +718,14 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "role_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
@@ -734,7 +734,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "tool_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_create_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
@@ -743,7 +743,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "category_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_delete: {
     400: "invalid_request";
@@ -752,7 +752,7 @@ export interface OperationErrors {
     404: "not_found";
     409: "tool_in_use";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_delete_category: {
     400: "invalid_request";
@@ -761,7 +761,7 @@ export interface OperationErrors {
     404: "not_found";
     409: "category_in_use";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_get: {
     400: "invalid_request";
@@ -769,21 +769,21 @@ export interface OperationErrors {
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_list_all: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_list_categories: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_test: {
     400: "invalid_request" | "invalid_input" | "tool_inactive" | "tool_requirement_missing";
@@ -792,7 +792,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "tool_sandbox_unavailable" | "database_unavailable";
+    503: "tool_sandbox_unavailable" | "database_unavailable" | "server_busy";
   };
   tools_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
@@ -802,7 +802,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "tool_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   tools_update_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
@@ -812,7 +812,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "category_name_taken";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   users_invite: {
     400: "invalid_request" | "invalid_email" | "invalid_name" | "invalid_role";
@@ -821,19 +821,19 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   users_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     403: "forbidden";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   users_me: {
     401: "unauthenticated" | "invalid_token" | "token_expired";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
   users_update: {
     400: "invalid_request" | "invalid_role" | "member_not_active" | "role_already_assigned";
@@ -843,7 +843,7 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "concurrent_update";
     500: "internal_error";
-    503: "database_unavailable";
+    503: "database_unavailable" | "server_busy";
   };
 }
 

@@ -4370,6 +4370,8 @@ export interface components {
     headers: {
         /** @description Seconds to wait before retrying. */
         RetryAfter: number;
+        /** @description Seconds to wait before retrying; sent with `server_busy`. */
+        RetryAfterWhenBusy: number;
         /** @description The authentication scheme: always `Bearer`. */
         WwwAuthenticate: string;
     };
@@ -4466,9 +4468,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4544,9 +4547,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4622,9 +4626,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4700,9 +4705,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4778,9 +4784,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4869,9 +4876,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4968,9 +4976,10 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `agent_unavailable`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `agent_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5062,9 +5071,10 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5171,9 +5181,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5249,9 +5260,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5327,9 +5339,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5400,9 +5413,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5491,9 +5505,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `tool_sandbox_unavailable`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `tool_sandbox_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5582,9 +5597,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5665,6 +5681,7 @@ export interface operations {
             /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5753,6 +5770,7 @@ export interface operations {
             /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5860,6 +5878,7 @@ export interface operations {
             /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5937,9 +5956,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6030,9 +6050,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6112,9 +6133,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6181,9 +6203,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6263,9 +6286,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6341,9 +6365,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6416,9 +6441,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6498,9 +6524,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6608,9 +6635,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6688,9 +6716,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6768,9 +6797,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6863,9 +6893,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `transcription_unavailable`, `transcription_failed`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `transcription_unavailable`, `transcription_failed`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6965,9 +6996,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7008,9 +7040,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7077,9 +7110,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7159,9 +7193,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7250,9 +7285,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7330,9 +7366,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7403,9 +7440,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7487,9 +7525,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7567,9 +7606,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7647,9 +7687,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7748,9 +7789,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7829,9 +7871,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7911,9 +7954,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8002,9 +8046,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8080,9 +8125,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8155,9 +8201,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8242,9 +8289,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `mail_unavailable`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `mail_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8329,9 +8377,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8379,9 +8428,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8470,9 +8520,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8552,9 +8603,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8630,9 +8682,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8710,9 +8763,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8788,9 +8842,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8866,9 +8921,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8939,9 +8995,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9021,9 +9078,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9113,9 +9171,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `provider_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `provider_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9202,9 +9261,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9293,9 +9353,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9384,9 +9445,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9448,9 +9510,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9557,9 +9620,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9644,9 +9708,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9752,9 +9817,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9847,9 +9913,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9946,9 +10013,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10039,9 +10107,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10119,9 +10188,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10190,9 +10260,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10259,9 +10330,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10348,9 +10420,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10430,9 +10503,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10507,9 +10581,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10604,9 +10679,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10673,9 +10749,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10742,9 +10819,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10833,9 +10911,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10895,9 +10974,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10986,9 +11066,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11048,9 +11129,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11121,9 +11203,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11209,9 +11292,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11296,9 +11380,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11385,9 +11470,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11487,9 +11573,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11556,9 +11643,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11658,9 +11746,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11749,9 +11838,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11840,9 +11930,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11929,9 +12020,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12018,9 +12110,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12098,9 +12191,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12171,9 +12265,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12244,9 +12339,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12337,9 +12433,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `tool_sandbox_unavailable`, `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `tool_sandbox_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12439,9 +12536,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12530,9 +12628,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12603,9 +12702,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12651,9 +12751,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12753,9 +12854,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12820,9 +12922,10 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`. */
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
                     [name: string]: unknown;
                 };
                 content: {

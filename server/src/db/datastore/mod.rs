@@ -25,6 +25,7 @@ use crate::db::pipeline::{Pipelines, Shared};
 use crate::error::Error;
 use deadpool_postgres::Pool;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// One page of a list: `LIMIT` and `OFFSET` (the app layer validates
@@ -235,12 +236,22 @@ impl Datastore {
                     health: self.health.clone(),
                 })
             }
+            // Every connection stayed in use for the pool's whole wait: the
+            // database answers, this instance has more work than
+            // connections. Said honestly, with when to retry.
+            Err(PoolError::Timeout(TimeoutType::Wait)) => {
+                self.health.pool_exhausted.fetch_add(1, Ordering::Relaxed);
+                Err(Error::Busy {
+                    code: "server_busy",
+                    message: "the server is busy (every database connection is in use); \
+                              retry shortly"
+                        .to_string(),
+                    retry_after_secs: 1,
+                })
+            }
             Err(error) => {
-                // Waiting for a free connection of a busy pool says
-                // nothing about the database; failing to connect does.
-                if !matches!(error, PoolError::Timeout(TimeoutType::Wait)) {
-                    self.health.failed(Instant::now());
-                }
+                // Failing to connect says the database is unreachable.
+                self.health.failed(Instant::now());
                 Err(error.into())
             }
         }
