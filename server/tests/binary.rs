@@ -435,7 +435,17 @@ async fn servers_sharing_a_data_directory_survive_each_others_exit() {
             .status()
             .unwrap();
     }
-    let (pa, pb) = (free_port(), free_port());
+    // Two different ports: bound together, then released (two calls of
+    // `free_port` may hand out the same one, and then `b` would silently
+    // fail to listen while `a` answered for it).
+    let (pa, pb) = {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        )
+    };
     let (ua, ub) = (
         format!("http://127.0.0.1:{pa}"),
         format!("http://127.0.0.1:{pb}"),
@@ -444,6 +454,7 @@ async fn servers_sharing_a_data_directory_survive_each_others_exit() {
     wait_ready(&ua, &mut a).await;
     let mut b = spawn_on(data.path(), &install.bin_dir, pb);
     wait_ready(&ub, &mut b).await;
+    assert!(b.try_wait().unwrap().is_none(), "b is not running");
 
     // A third server on a taken port says so plainly and touches nothing.
     let mut c = spawn_on(data.path(), &install.bin_dir, pb);
