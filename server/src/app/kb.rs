@@ -548,17 +548,15 @@ async fn retrieve(
         code: "embedder_unavailable",
         message: format!("the knowledge base's embedder {model:?} is not configured"),
     })?;
-    let vectors = embedder
-        .embed(&[query.to_string()])
+    let embedding = cx
+        .embedders
+        .queries
+        .embed(embedder.as_ref(), query)
         .await
         .map_err(|e| Error::Unavailable {
             code: "embedder_unavailable",
             message: format!("embedding the query failed: {e}"),
         })?;
-    let embedding = vectors
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::internal("the embedder returned no vector"))?;
     let search = crate::db::datastore::kb::SearchQuery {
         embedding: &embedding,
         text: query,

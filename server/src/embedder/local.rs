@@ -254,6 +254,27 @@ fn embed_batch(loaded: &Loaded, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>
     Ok(mean.broadcast_div(&norms)?.to_vec2::<f32>()?)
 }
 
+/// One query through the model: a single encoding (no batch machinery,
+/// no padding), no tensor for the token types beyond the zeros BERT reads.
+fn embed_one(loaded: &Loaded, text: &str) -> anyhow::Result<Vec<f32>> {
+    let encoding = loaded
+        .tokenizer
+        .encode(text, true)
+        .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
+    let ids = encoding.get_ids();
+    let device = Device::Cpu;
+    let len = ids.len();
+    let ids = Tensor::from_slice(ids, (1, len), &device)?;
+    let types = ids.zeros_like()?;
+    // Every token is real: the mean is over all of them.
+    let hidden = loaded.model.forward(&ids, &types, None)?;
+    let mean = hidden.mean(1)?;
+    let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+    let mut rows = mean.broadcast_div(&norms)?.to_vec2::<f32>()?;
+    rows.pop()
+        .ok_or_else(|| anyhow::anyhow!("the model returned no vector"))
+}
+
 #[async_trait::async_trait]
 impl Embedder for LocalMiniLm {
     fn name(&self) -> &str {
@@ -282,5 +303,16 @@ impl Embedder for LocalMiniLm {
         .await
         .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e}")))?
         .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e:#}")))
+    }
+
+    /// A query does not queue behind ingestion batches (which may take
+    /// seconds): it runs at once beside them.
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let loaded = self.model().await?;
+        let text = text.to_string();
+        tokio::task::spawn_blocking(move || embed_one(&loaded, &text))
+            .await
+            .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e}")))?
+            .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e:#}")))
     }
 }

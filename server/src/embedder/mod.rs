@@ -30,6 +30,57 @@ pub trait Embedder: Send + Sync {
     fn dimensions(&self) -> usize;
     /// Embeds a batch of texts; one unit-length vector per text, in order.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds one search query: the same vector [`Embedder::embed`] gives
+    /// for it, on the path a person waits on (the local model runs it at
+    /// once instead of behind ingestion batches).
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(&[text.to_string()])
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| EmbedError::Permanent("the embedder returned no vector".to_string()))
+    }
+}
+
+/// Query vectors recently computed, by embedder and text: repeated
+/// questions (common in chat: the same knowledge base asked again, a
+/// retried message) skip the model. Bounded by entries; each holds one
+/// vector (1.5 KB at 384 dimensions). Process memory is right here: a
+/// cache, recomputed on a miss, nothing another instance needs.
+pub struct QueryCache {
+    vectors: quick_cache::sync::Cache<(String, String), Arc<[f32]>>,
+}
+
+/// Query vectors kept (about 6 MB at 384 dimensions).
+pub const QUERY_CACHE_ENTRIES: usize = 4096;
+/// Queries longer than this are not cached (they are rarely repeated).
+const QUERY_CACHE_MAX_CHARS: usize = 2000;
+
+impl QueryCache {
+    pub fn new(entries: usize) -> QueryCache {
+        QueryCache {
+            vectors: quick_cache::sync::Cache::new(entries),
+        }
+    }
+
+    /// The vector of `text` by `embedder`, from the cache or computed (and
+    /// kept).
+    pub async fn embed(
+        &self,
+        embedder: &dyn Embedder,
+        text: &str,
+    ) -> Result<Arc<[f32]>, EmbedError> {
+        if text.len() > QUERY_CACHE_MAX_CHARS {
+            return Ok(embedder.embed_query(text).await?.into());
+        }
+        let key = (embedder.name().to_string(), text.to_string());
+        if let Some(vector) = self.vectors.get(&key) {
+            return Ok(vector);
+        }
+        let vector: Arc<[f32]> = embedder.embed_query(text).await?.into();
+        self.vectors.insert(key, vector.clone());
+        Ok(vector)
+    }
 }
 
 /// The embedders this server offers, by name.
@@ -38,11 +89,17 @@ pub struct EmbedderRegistry {
     entries: Vec<Arc<dyn Embedder>>,
     /// The built-in model (also the tokenizer chunks are measured with).
     pub local: Arc<LocalMiniLm>,
+    /// Recent query vectors of every embedder.
+    pub queries: Arc<QueryCache>,
 }
 
 impl EmbedderRegistry {
     pub fn new(local: Arc<LocalMiniLm>, entries: Vec<Arc<dyn Embedder>>) -> EmbedderRegistry {
-        EmbedderRegistry { entries, local }
+        EmbedderRegistry {
+            entries,
+            local,
+            queries: Arc::new(QueryCache::new(QUERY_CACHE_ENTRIES)),
+        }
     }
 
     /// The embedder named `name`, compared without regard to case or

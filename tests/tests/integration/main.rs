@@ -10,6 +10,7 @@ mod conversations;
 mod cors;
 mod database_tls;
 mod deployments;
+mod embeddings;
 mod hardening;
 mod hostile_files;
 mod invitations;

@@ -298,7 +298,7 @@ pub(super) async fn discover(
         let count = texts.len();
         let task = tokio::spawn(async move {
             let embedder: &dyn crate::embedder::Embedder = local.as_ref();
-            let query = embedder.embed(&[query]).await?;
+            let query = vec![embedder.embed_query(&query).await?];
             let vectors = embed_cached(embedder, &texts).await?;
             Ok::<_, crate::embedder::EmbedError>((query, vectors))
         });
