@@ -110,6 +110,10 @@ enum BenchName {
     /// Knowledge bases: ingestion chunks/s, search p50/p95 at 10k and
     /// 100k chunks, HNSW recall@10, hybrid vs vector-only.
     Kb,
+    /// The local embedder beside the machine's matrix-multiply rate: query
+    /// embedding p50/p95 (single-query path, batch path, cached, and while
+    /// ingestion runs), ingestion chunks/s and tokens/s.
+    Embed,
     /// Chat: send_message time-to-first-token over the bare provider with
     /// and without one knowledge base, resume latency on another instance,
     /// WebSocket fan-out across two instances.
@@ -173,6 +177,7 @@ fn main() -> Result<()> {
                 BenchName::Relay => "relay",
                 BenchName::Api => "api",
                 BenchName::Kb => "kb",
+                BenchName::Embed => "embed",
                 BenchName::Chat => "chat",
             },
             name == BenchName::Api,
