@@ -110,13 +110,13 @@ impl Target {
 /// `pg_dump`'s custom format, consistent even while servers run.
 pub async fn dump(config: &Config, file: &Path) -> Result<()> {
     let target = Target::open(config).await?;
-    let result = run(
-        target
-            .client("pg_dump", config)?
-            .args(["--format=custom", "--no-owner", "--no-privileges"])
-            .arg(format!("--file={}", file.display())),
-        "pg_dump",
-    );
+    let mut command = target.client("pg_dump", config)?;
+    command.args(["--format=custom", "--no-owner", "--no-privileges"]);
+    // Without `--file`, pg_dump writes to standard output.
+    if file.as_os_str() != "-" {
+        command.arg(format!("--file={}", file.display()));
+    }
+    let result = run(&mut command, "pg_dump");
     target.close().await?;
     result
 }

@@ -190,6 +190,21 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         String::from_utf8_lossy(&dump.stderr)
     );
     assert!(std::fs::metadata(&backup).unwrap().len() > 0);
+    // `-`: the same backup on standard output (pg_dump's custom format).
+    let to_stdout = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["db", "dump", "-"])
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env("WORKSPACE_DATA_DIR", data.path())
+        .env("WORKSPACE_PG_BIN", &install.bin_dir)
+        .output()
+        .unwrap();
+    assert!(to_stdout.status.success());
+    assert!(
+        to_stdout.stdout.starts_with(b"PGDMP"),
+        "not a custom-format dump"
+    );
+    assert!(!data.path().join("-").exists());
     assert_eq!(signup(&url, "after-backup").await, 201);
     // Refused while the server uses the database.
     let refused = restore(data.path(), &install.bin_dir, &backup);

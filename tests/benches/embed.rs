@@ -201,14 +201,13 @@ async fn main() {
     // A query while ingestion runs.
     let mut during_single = Vec::new();
     let mut during_batch = Vec::new();
-    for round in 0..6 {
+    for (round, q) in qs.iter().take(6).enumerate() {
         let busy = {
             let model = model.clone();
             let chunks = chunks[..48].to_vec();
             tokio::spawn(async move { model.embed(&chunks).await.unwrap() })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let q = &qs[round];
         let t = Instant::now();
         if round % 2 == 0 {
             model.embed_query(q).await.unwrap();

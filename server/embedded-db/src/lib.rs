@@ -416,7 +416,14 @@ impl Cluster {
                     .context("locking the cluster's users file")?;
                 Ok(false)
             }
-            Err(fs::TryLockError::WouldBlock) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => {
+                // A refused conversion may have dropped our shared lock
+                // (flock converts by unlocking first): take it again.
+                users
+                    .lock_shared()
+                    .context("locking the cluster's users file")?;
+                Ok(true)
+            }
             Err(fs::TryLockError::Error(e)) => {
                 Err(anyhow!(e).context("checking for other users of the cluster"))
             }
