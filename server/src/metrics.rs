@@ -47,6 +47,10 @@ pub struct Metrics {
     /// waiting to be stored.
     pub answers_store_retries: AtomicU64,
     pub answers_pending_store: AtomicI64,
+    /// Requesting clients detached from their answer because they read
+    /// slower than the answer was generated (the server's choice; they
+    /// resume from the stored events). Clients that left are not counted.
+    pub slow_readers_detached: AtomicU64,
     /// Requests refused `503 server_busy` since the last warning about
     /// them, and when that warning was (see [`Metrics::refused_busy`]).
     busy_refused: AtomicU64,
@@ -333,6 +337,16 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
     {
         let _ = writeln!(out, "workspace_streams_total{{outcome=\"{outcome}\"}} {n}");
     }
+    gauge(
+        &mut out,
+        "workspace_stream_slow_readers_detached_total",
+        "Clients detached from a streamed answer for reading slower than it was generated.",
+        "counter",
+        metrics
+            .slow_readers_detached
+            .load(Ordering::Relaxed)
+            .to_string(),
+    );
     gauge(
         &mut out,
         "workspace_answers_store_retries_total",

@@ -245,7 +245,14 @@ impl<A: Area> Answer<A> {
         let stops = cx.chat_hub.subscribe(STOP_CHANNEL, &id.to_string());
         let lease = cx.leases.hold(kind, id);
         let (live, rx) = mpsc::channel(buffer);
-        let (out, writer) = Emitter::start(cx.datastore.clone(), kind, id, live, log.clone());
+        let (out, writer) = Emitter::start(
+            cx.datastore.clone(),
+            kind,
+            id,
+            live,
+            cx.metrics.clone(),
+            log.clone(),
+        );
         let answer = Answer {
             area: Arc::new(area),
             metrics: cx.metrics.clone(),

@@ -33,6 +33,7 @@ use crate::db::Datastore;
 use crate::db::datastore::chat::STREAM_CHANNEL;
 use crate::db::datastore::streams::StreamKind;
 use crate::error::Error;
+use crate::metrics::Metrics;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -76,11 +77,12 @@ impl Emitter {
         kind: StreamKind,
         message_id: Uuid,
         live: mpsc::Sender<Numbered>,
+        metrics: Arc<Metrics>,
         log: slog::Logger,
     ) -> (Emitter, tokio::task::JoinHandle<()>) {
         let (store_tx, store_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(write_events(
-            datastore, kind, message_id, store_rx, live, log,
+            datastore, kind, message_id, store_rx, live, metrics, log,
         ));
         (
             Emitter {
@@ -114,6 +116,7 @@ async fn write_events(
     message_id: Uuid,
     mut rx: mpsc::UnboundedReceiver<(i32, Value)>,
     live: mpsc::Sender<Numbered>,
+    metrics: Arc<Metrics>,
     log: slog::Logger,
 ) {
     let mut live = Some(live);
@@ -145,18 +148,37 @@ async fn write_events(
                 }
             }
         }
-        if let Some(client) = &live {
-            for (seq, event) in (first..).zip(events) {
-                let sent =
-                    tokio::time::timeout(LIVE_SEND_TIMEOUT, client.send((Some(seq), event))).await;
-                if !matches!(sent, Ok(Ok(()))) {
-                    // Gone or too slow: the answer goes on without it.
-                    live = None;
-                    break;
-                }
+        if let Some(client) = &live
+            && !deliver(client, first, events, &metrics).await
+        {
+            // Gone or too slow: the answer goes on without it.
+            live = None;
+        }
+    }
+}
+
+/// Passes a stored batch to the requesting client, each event within
+/// [`LIVE_SEND_TIMEOUT`]. False when the client is gone, or too slow (the
+/// server detaches it: counted in `/metrics`).
+async fn deliver(
+    client: &mpsc::Sender<Numbered>,
+    first: i32,
+    events: Vec<Value>,
+    metrics: &Metrics,
+) -> bool {
+    for (seq, event) in (first..).zip(events) {
+        match tokio::time::timeout(LIVE_SEND_TIMEOUT, client.send((Some(seq), event))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return false,
+            Err(_) => {
+                metrics
+                    .slow_readers_detached
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return false;
             }
         }
     }
+    true
 }
 
 // ---- resume ----
@@ -467,5 +489,42 @@ pub async fn janitor(datastore: Datastore, log: slog::Logger) {
         if let Err(e) = datastore.chat_ws_tickets_expire().await {
             slog::warn!(log, "expiring chat tickets failed"; "error" => %e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that stops reading is detached after [`LIVE_SEND_TIMEOUT`]
+    /// and counted; one that left is detached at once and not counted.
+    #[tokio::test]
+    async fn slow_readers_are_detached_and_counted() {
+        let metrics = Metrics::default();
+        let events = || vec![json!({"type": "delta"}), json!({"type": "delta"})];
+
+        let (slow, _kept) = mpsc::channel::<Numbered>(1);
+        assert!(!deliver(&slow, 1, events(), &metrics).await);
+        assert_eq!(
+            metrics
+                .slow_readers_detached
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let (gone, rx) = mpsc::channel::<Numbered>(1);
+        drop(rx);
+        assert!(!deliver(&gone, 1, events(), &metrics).await);
+        assert_eq!(
+            metrics
+                .slow_readers_detached
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let (reading, mut rx) = mpsc::channel::<Numbered>(4);
+        assert!(deliver(&reading, 7, events(), &metrics).await);
+        assert_eq!(rx.recv().await.map(|(id, _)| id), Some(Some(7)));
+        assert_eq!(rx.recv().await.map(|(id, _)| id), Some(Some(8)));
     }
 }
