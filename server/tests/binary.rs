@@ -175,15 +175,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     // A backup while the server runs (the bundled pg_dump), then an
     // account made after it, which the restore below undoes.
     let backup = data.path().join("backup.dump");
-    let dump = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
-        .args(["db", "dump"])
-        .arg(&backup)
-        .env_remove("DATABASE_URL")
-        .env_remove("WORKSPACE_CONFIG")
-        .env("WORKSPACE_DATA_DIR", data.path())
-        .env("WORKSPACE_PG_BIN", &install.bin_dir)
-        .output()
-        .unwrap();
+    let dump = db_command(data.path(), &install.bin_dir, "dump", &backup);
     assert!(
         dump.status.success(),
         "{}",
@@ -191,14 +183,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     );
     assert!(std::fs::metadata(&backup).unwrap().len() > 0);
     // `-`: the same backup on standard output (pg_dump's custom format).
-    let to_stdout = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
-        .args(["db", "dump", "-"])
-        .env_remove("DATABASE_URL")
-        .env_remove("WORKSPACE_CONFIG")
-        .env("WORKSPACE_DATA_DIR", data.path())
-        .env("WORKSPACE_PG_BIN", &install.bin_dir)
-        .output()
-        .unwrap();
+    let to_stdout = db_command(data.path(), &install.bin_dir, "dump", "-".as_ref());
     assert!(to_stdout.status.success());
     assert!(
         to_stdout.stdout.starts_with(b"PGDMP"),
@@ -207,7 +192,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     assert!(!data.path().join("-").exists());
     assert_eq!(signup(&url, "after-backup").await, 201);
     // Refused while the server uses the database.
-    let refused = restore(data.path(), &install.bin_dir, &backup);
+    let refused = db_command(data.path(), &install.bin_dir, "restore", &backup);
     assert!(!refused.status.success());
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("stop it, then restore"),
@@ -314,7 +299,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
 
     // Restored with the server stopped: the account made after the backup
     // is gone, the ones before it are back.
-    let restored = restore(data.path(), &install.bin_dir, &backup);
+    let restored = db_command(data.path(), &install.bin_dir, "restore", &backup);
     assert!(
         restored.status.success(),
         "{}",
@@ -337,15 +322,17 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     assert!(wait_exit(&mut child).success());
 }
 
-/// `workspace-server db restore FILE` on the data directory `data`.
-fn restore(
+/// `workspace-server db ACTION FILE` (`dump`, `restore`) on the embedded
+/// cluster of the data directory `data`.
+fn db_command(
     data: &std::path::Path,
     bin_dir: &std::path::Path,
-    backup: &std::path::Path,
+    action: &str,
+    file: &std::path::Path,
 ) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_workspace-server"))
-        .args(["db", "restore"])
-        .arg(backup)
+        .args(["db", action])
+        .arg(file)
         .env_remove("DATABASE_URL")
         .env_remove("WORKSPACE_CONFIG")
         .env("WORKSPACE_DATA_DIR", data)
