@@ -27,6 +27,131 @@ pub fn pdf(text: &str) -> Vec<u8> {
     pdf_of_objects(&objects.map(String::into_bytes))
 }
 
+/// A PDF of one page per string (Helvetica, 11 points on 14): each page's
+/// paragraphs (separated by blank lines) wrapped at about 90 characters,
+/// a blank line between paragraphs. Pages share one font object; every
+/// page has its own content stream, as in a real long document.
+pub fn pdf_pages(pages: &[String]) -> Vec<u8> {
+    let n = pages.len();
+    // Objects: 1 catalog, 2 page tree, 3 font, then a page and its
+    // content stream per page (4 + 2i and 5 + 2i).
+    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 4 + 2 * i)).collect();
+    let mut objects = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).into_bytes(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica \
+          /Encoding /WinAnsiEncoding >>"
+            .to_vec(),
+    ];
+    for (i, page) in pages.iter().enumerate() {
+        let mut content = String::from("BT /F1 11 Tf 14 TL 72 740 Td");
+        for (p, paragraph) in page.split("\n\n").enumerate() {
+            if p > 0 {
+                content.push_str(" T*");
+            }
+            for line in wrap(paragraph, 90) {
+                let escaped = line
+                    .replace('\\', "\\\\")
+                    .replace('(', "\\(")
+                    .replace(')', "\\)");
+                content.push_str(&format!(" ({escaped}) Tj T*"));
+            }
+        }
+        content.push_str(" ET");
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+                 /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+                5 + 2 * i
+            )
+            .into_bytes(),
+        );
+        objects.push(
+            format!(
+                "<< /Length {} >>\nstream\n{content}\nendstream",
+                content.len()
+            )
+            .into_bytes(),
+        );
+    }
+    pdf_of_objects(&objects)
+}
+
+/// The text of a book of `pages` pages, for [`pdf_pages`]: three
+/// paragraphs of about 80 words a page (about 1.6 KB of text), the first
+/// starting with the page's [`book_marker`], varied enough that pages do
+/// not repeat one another.
+pub fn book(pages: usize) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "harbour", "lantern", "granite", "orchard", "ledger", "copper", "meadow", "signal",
+        "timber", "river", "compass", "archive", "window", "garden", "pigment", "quarry",
+        "thread", "furnace", "canal", "beacon", "saddle", "pepper", "glacier", "cellar",
+        "marble", "violin", "harvest", "bridge", "kettle", "market", "falcon", "chapel",
+    ];
+    const LINKS: &[&str] = &[
+        "beside the", "under a", "near the old", "after the", "with a", "behind the",
+        "across the", "before a",
+    ];
+    (1..=pages)
+        .map(|page| {
+            let mut seed = (page as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut next = move |n: usize| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed % n as u64) as usize
+            };
+            let paragraphs: Vec<String> = (0..3)
+                .map(|p| {
+                    let mut sentences = Vec::new();
+                    if p == 0 {
+                        sentences.push(format!(
+                            "This page records entry {} of the survey.",
+                            book_marker(page)
+                        ));
+                    }
+                    while sentences.iter().map(|s: &String| s.len()).sum::<usize>() < 480 {
+                        sentences.push(format!(
+                            "The {} stood {} {} while the {} kept its {}.",
+                            WORDS[next(WORDS.len())],
+                            LINKS[next(LINKS.len())],
+                            WORDS[next(WORDS.len())],
+                            WORDS[next(WORDS.len())],
+                            WORDS[next(WORDS.len())],
+                        ));
+                    }
+                    sentences.join(" ")
+                })
+                .collect();
+            paragraphs.join("\n\n")
+        })
+        .collect()
+}
+
+/// The word only page `page` (from 1) of [`book`] contains.
+pub fn book_marker(page: usize) -> String {
+    format!("folio{page:03}")
+}
+
+/// `text`'s words in lines of at most about `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// A PDF of these numbered objects (1 the catalog), with its cross-reference
 /// table and trailer.
 fn pdf_of_objects(objects: &[Vec<u8>]) -> Vec<u8> {

@@ -199,7 +199,7 @@ pub(crate) fn extract_parts(
             return Ok(Document { title, text });
         }
         "text/csv" => csv_text(bytes, max_bytes)?,
-        PDF => pdf_text(bytes)?,
+        PDF => pdf_text(bytes, max_bytes)?,
         DOCX => docx_text(bytes, max_bytes)?,
         XLSX => xlsx_text(bytes, max_bytes)?,
         other => return Err(ExtractError::Unsupported(other.to_string())),
@@ -226,7 +226,10 @@ fn csv_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
     Ok(out)
 }
 
-fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
+/// A PDF's text, its pages separated by form feeds (`\u{c}`: ingestion
+/// gives each chunk the page it starts on). Stops once the text passed
+/// `max_bytes` (a hostile page cannot make more).
+fn pdf_text(bytes: &[u8], max_bytes: usize) -> Result<String, ExtractError> {
     if !bytes.starts_with(b"%PDF") {
         return Err(ExtractError::Corrupt("not a PDF".to_string()));
     }
@@ -234,14 +237,103 @@ fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
     if contains(bytes, b"/Encrypt") {
         return Err(ExtractError::Encrypted);
     }
-    pdf_extract::extract_text_from_mem(bytes).map_err(|e| {
+    let failed = |e: pdf_extract::OutputError| {
         let message = e.to_string();
         if message.to_ascii_lowercase().contains("encrypt") {
             ExtractError::Encrypted
         } else {
             ExtractError::Corrupt(message)
         }
-    })
+    };
+    let document = pdf_extract::Document::load_mem(bytes)
+        .map_err(|e| failed(pdf_extract::OutputError::PdfError(e)))?;
+    // `extract_text_from_mem` writes nothing between pages; this writes a
+    // form feed at the end of each (the crate's plain-text layout
+    // otherwise, in one pass over the page tree).
+    let text = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut sink = SharedText(text.clone());
+    let mut output = PagedText {
+        text: text.clone(),
+        max_bytes,
+        inner: pdf_extract::PlainTextOutput::new(&mut sink as &mut dyn std::io::Write),
+    };
+    match pdf_extract::output_doc(&document, &mut output) {
+        Ok(()) => {}
+        // The budget is spent: the text so far is the document's.
+        Err(pdf_extract::OutputError::IoError(e)) if e.kind() == TEXT_BUDGET_SPENT => {}
+        Err(e) => return Err(failed(e)),
+    }
+    drop(output);
+    let text = text.take();
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// The error kind [`PagedText`] stops extraction with.
+const TEXT_BUDGET_SPENT: std::io::ErrorKind = std::io::ErrorKind::FileTooLarge;
+
+/// The text a PDF's pages are written to.
+struct SharedText(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for SharedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// pdf-extract's plain-text output with a form feed after every page,
+/// stopping at the first character after the text passed `max_bytes`.
+struct PagedText<'a> {
+    text: std::rc::Rc<std::cell::RefCell<Vec<u8>>>,
+    max_bytes: usize,
+    inner: pdf_extract::PlainTextOutput<&'a mut dyn std::io::Write>,
+}
+
+impl pdf_extract::OutputDev for PagedText<'_> {
+    fn begin_page(
+        &mut self,
+        page_num: u32,
+        media_box: &pdf_extract::MediaBox,
+        art_box: Option<(f64, f64, f64, f64)>,
+    ) -> Result<(), pdf_extract::OutputError> {
+        self.inner.begin_page(page_num, media_box, art_box)
+    }
+    fn end_page(&mut self) -> Result<(), pdf_extract::OutputError> {
+        self.inner.end_page()?;
+        self.text.borrow_mut().push(b'\x0c');
+        Ok(())
+    }
+    fn output_character(
+        &mut self,
+        trm: &pdf_extract::Transform,
+        width: f64,
+        spacing: f64,
+        font_size: f64,
+        char: &str,
+    ) -> Result<(), pdf_extract::OutputError> {
+        if self.text.borrow().len() > self.max_bytes {
+            return Err(pdf_extract::OutputError::IoError(std::io::Error::new(
+                TEXT_BUDGET_SPENT,
+                "the text budget is spent",
+            )));
+        }
+        // A form feed in the text itself would shift the page numbers.
+        let char = if char.contains('\u{c}') { " " } else { char };
+        self.inner
+            .output_character(trm, width, spacing, font_size, char)
+    }
+    fn begin_word(&mut self) -> Result<(), pdf_extract::OutputError> {
+        self.inner.begin_word()
+    }
+    fn end_word(&mut self) -> Result<(), pdf_extract::OutputError> {
+        self.inner.end_word()
+    }
+    fn end_line(&mut self) -> Result<(), pdf_extract::OutputError> {
+        self.inner.end_line()
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -421,6 +513,42 @@ mod tests {
         let pdf = fixtures::pdf("Quokkas live on Rottnest Island");
         let text = extract(PDF, pdf.into(), budget()).await.unwrap();
         assert!(text.contains("Quokkas live on Rottnest Island"), "{text:?}");
+    }
+
+    #[test]
+    fn a_long_pdf_keeps_every_page_with_page_breaks() {
+        let pages = fixtures::book(300);
+        let pdf = fixtures::pdf_pages(&pages);
+        let started = std::time::Instant::now();
+        let text = normalize(&extract_blocking(PDF, &pdf, 10 << 20).unwrap());
+        println!(
+            "300 pages ({} KiB of PDF, {} KiB of text) extracted in {:?}",
+            pdf.len() / 1024,
+            text.len() / 1024,
+            started.elapsed()
+        );
+        let extracted: Vec<&str> = text.split('\u{c}').collect();
+        assert_eq!(extracted.len(), 300);
+        for (n, page) in extracted.iter().enumerate() {
+            // Each page has its own marker and no other.
+            let marker = fixtures::book_marker(n + 1);
+            assert!(page.contains(&marker), "page {}: {page:?}", n + 1);
+            assert_eq!(page.matches("folio").count(), 1, "page {}: {page:?}", n + 1);
+        }
+        // Paragraphs stay paragraphs; words are not run together.
+        assert!(extracted[0].contains("\n\n"), "{:?}", extracted[0]);
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(extracted[149]), words(&pages[149]));
+    }
+
+    #[test]
+    fn a_long_pdf_stops_at_the_text_budget() {
+        let pdf = fixtures::pdf_pages(&fixtures::book(300));
+        let text = extract_blocking(PDF, &pdf, 16 * 1024).unwrap();
+        // Stopped within a character of the budget, at the first pages.
+        assert!(text.len() <= 16 * 1024 + 8, "{}", text.len());
+        assert!(text.contains(&fixtures::book_marker(1)));
+        assert!(!text.contains(&fixtures::book_marker(300)));
     }
 
     #[tokio::test]
