@@ -167,7 +167,7 @@ impl Default for FetchConfig {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum EmbedderKind {
-    /// all-MiniLM-L6-v2 in process (candle).
+    /// all-MiniLM-L6-v2 in process (`workspace-minilm`).
     Local,
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     Openai,

