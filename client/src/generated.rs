@@ -4113,6 +4113,35 @@ pub mod types {
             Default::default()
         }
     }
+    /**A document being ingested now, in `GET /api/kb/ingestion_status`.
+
+    The figures are the current attempt's: an attempt after a failure starts again from `extracting` with no chunks done. They are recorded in the database by the worker (on any server instance) once per batch of embedded chunks, so every instance reports the same.*/
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct DocumentProgress {
+        ///This attempt's number, from 1.
+        pub attempt: i32,
+        ///Chunks embedded so far; `chunks_total` while `storing`.
+        pub chunks_done: i64,
+        ///The document's chunks, once its text is split (`null` while `extracting`).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub chunks_total: ::std::option::Option<i64>,
+        pub document_id: ::uuid::Uuid,
+        ///0 to 100, for a progress bar: `chunks_done` of `chunks_total` in whole percent, rounded down (0 while `extracting`, 100 while `storing`). Never goes down within an attempt.
+        pub percent: u8,
+        pub source_id: ::uuid::Uuid,
+        pub stage: IngestionStage,
+        ///The document's title (an upload's file name, a page's title, an object's name), as `GET /api/kb/list_documents` shows it.
+        pub title: ::std::string::String,
+        ///When the figures last changed (the attempt started, a batch was embedded, storing began). A worker that died leaves it behind; its job is taken over when its lease runs out.
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl DocumentProgress {
+        pub fn builder() -> builder::DocumentProgress {
+            Default::default()
+        }
+    }
     ///A document's state.
     #[derive(
         ::serde::Deserialize,
@@ -4542,6 +4571,65 @@ pub mod types {
     impl HealthStatus {
         pub fn builder() -> builder::HealthStatus {
             Default::default()
+        }
+    }
+    ///What happens to a document being ingested, in order.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum IngestionStage {
+        ///Reading the document, extracting its text and splitting it into chunks (`chunks_total` is not known yet).
+        #[serde(rename = "extracting")]
+        Extracting,
+        ///Embedding its chunks in batches: `chunks_done` of `chunks_total`.
+        #[serde(rename = "embedding")]
+        Embedding,
+        ///Every chunk is embedded; they are being written. The document becomes searchable, all of it at once, when this ends.
+        #[serde(rename = "storing")]
+        Storing,
+    }
+    impl ::std::fmt::Display for IngestionStage {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Extracting => f.write_str("extracting"),
+                Self::Embedding => f.write_str("embedding"),
+                Self::Storing => f.write_str("storing"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for IngestionStage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "extracting" => Ok(Self::Extracting),
+                "embedding" => Ok(Self::Embedding),
+                "storing" => Ok(Self::Storing),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for IngestionStage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for IngestionStage {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Body of `PUT /api/mcp/instance`.
@@ -5462,6 +5550,9 @@ pub mod types {
         pub documents_failed: i64,
         ///Documents known so far (a source still being listed adds more).
         pub documents_total: i64,
+        ///The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only). Always answered; declared optional only because it came after 0.1.0.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub in_progress: ::std::vec::Vec<DocumentProgress>,
         pub kb_id: ::uuid::Uuid,
         pub sources: ::std::vec::Vec<SourceProgress>,
         pub status: KbStatus,
@@ -17121,6 +17212,161 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct DocumentProgress {
+            attempt: ::std::result::Result<i32, ::std::string::String>,
+            chunks_done: ::std::result::Result<i64, ::std::string::String>,
+            chunks_total: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+            document_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            percent: ::std::result::Result<u8, ::std::string::String>,
+            source_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            stage: ::std::result::Result<super::IngestionStage, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for DocumentProgress {
+            fn default() -> Self {
+                Self {
+                    attempt: Err("no value supplied for attempt".to_string()),
+                    chunks_done: Err("no value supplied for chunks_done".to_string()),
+                    chunks_total: Err("no value supplied for chunks_total".to_string()),
+                    document_id: Err("no value supplied for document_id".to_string()),
+                    percent: Err("no value supplied for percent".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    stage: Err("no value supplied for stage".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl DocumentProgress {
+            pub fn attempt<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.attempt = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for attempt: {e}"));
+                self
+            }
+            pub fn chunks_done<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunks_done = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunks_done: {e}"));
+                self
+            }
+            pub fn chunks_total<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chunks_total = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chunks_total: {e}"));
+                self
+            }
+            pub fn document_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.document_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for document_id: {e}"));
+                self
+            }
+            pub fn percent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u8>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.percent = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for percent: {e}"));
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn stage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::IngestionStage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stage = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for stage: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DocumentProgress> for super::DocumentProgress {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DocumentProgress,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    attempt: value.attempt?,
+                    chunks_done: value.chunks_done?,
+                    chunks_total: value.chunks_total?,
+                    document_id: value.document_id?,
+                    percent: value.percent?,
+                    source_id: value.source_id?,
+                    stage: value.stage?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DocumentProgress> for DocumentProgress {
+            fn from(value: super::DocumentProgress) -> Self {
+                Self {
+                    attempt: Ok(value.attempt),
+                    chunks_done: Ok(value.chunks_done),
+                    chunks_total: Ok(value.chunks_total),
+                    document_id: Ok(value.document_id),
+                    percent: Ok(value.percent),
+                    source_id: Ok(value.source_id),
+                    stage: Ok(value.stage),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Error {
             error_code: ::std::result::Result<::std::string::String, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -19427,6 +19673,10 @@ pub mod types {
             documents_done: ::std::result::Result<i64, ::std::string::String>,
             documents_failed: ::std::result::Result<i64, ::std::string::String>,
             documents_total: ::std::result::Result<i64, ::std::string::String>,
+            in_progress: ::std::result::Result<
+                ::std::vec::Vec<super::DocumentProgress>,
+                ::std::string::String,
+            >,
             kb_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             sources: ::std::result::Result<
                 ::std::vec::Vec<super::SourceProgress>,
@@ -19440,6 +19690,7 @@ pub mod types {
                     documents_done: Err("no value supplied for documents_done".to_string()),
                     documents_failed: Err("no value supplied for documents_failed".to_string()),
                     documents_total: Err("no value supplied for documents_total".to_string()),
+                    in_progress: Ok(Default::default()),
                     kb_id: Err("no value supplied for kb_id".to_string()),
                     sources: Err("no value supplied for sources".to_string()),
                     status: Err("no value supplied for status".to_string()),
@@ -19475,6 +19726,16 @@ pub mod types {
                 self.documents_total = value.try_into().map_err(|e| {
                     format!("error converting supplied value for documents_total: {e}")
                 });
+                self
+            }
+            pub fn in_progress<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::DocumentProgress>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.in_progress = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for in_progress: {e}"));
                 self
             }
             pub fn kb_id<T>(mut self, value: T) -> Self
@@ -19517,6 +19778,7 @@ pub mod types {
                     documents_done: value.documents_done?,
                     documents_failed: value.documents_failed?,
                     documents_total: value.documents_total?,
+                    in_progress: value.in_progress?,
                     kb_id: value.kb_id?,
                     sources: value.sources?,
                     status: value.status?,
@@ -19529,6 +19791,7 @@ pub mod types {
                     documents_done: Ok(value.documents_done),
                     documents_failed: Ok(value.documents_failed),
                     documents_total: Ok(value.documents_total),
+                    in_progress: Ok(value.in_progress),
                     kb_id: Ok(value.kb_id),
                     sources: Ok(value.sources),
                     status: Ok(value.status),

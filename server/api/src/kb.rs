@@ -482,6 +482,53 @@ pub struct SourceProgress {
     pub error: Option<String>,
 }
 
+/// What happens to a document being ingested, in order.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum IngestionStage {
+    /// Reading the document, extracting its text and splitting it into
+    /// chunks (`chunks_total` is not known yet).
+    Extracting,
+    /// Embedding its chunks in batches: `chunks_done` of `chunks_total`.
+    Embedding,
+    /// Every chunk is embedded; they are being written. The document
+    /// becomes searchable, all of it at once, when this ends.
+    Storing,
+}
+
+/// A document being ingested now, in `GET /api/kb/ingestion_status`.
+///
+/// The figures are the current attempt's: an attempt after a failure
+/// starts again from `extracting` with no chunks done. They are recorded
+/// in the database by the worker (on any server instance) once per batch
+/// of embedded chunks, so every instance reports the same.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct DocumentProgress {
+    pub document_id: Uuid,
+    pub source_id: Uuid,
+    /// The document's title (an upload's file name, a page's title, an
+    /// object's name), as `GET /api/kb/list_documents` shows it.
+    pub title: String,
+    pub stage: IngestionStage,
+    /// Chunks embedded so far; `chunks_total` while `storing`.
+    pub chunks_done: i64,
+    /// The document's chunks, once its text is split (`null` while
+    /// `extracting`).
+    #[schemars(with = "crate::schema::Nullable<i64>")]
+    pub chunks_total: Option<i64>,
+    /// 0 to 100, for a progress bar: `chunks_done` of `chunks_total` in
+    /// whole percent, rounded down (0 while `extracting`, 100 while
+    /// `storing`). Never goes down within an attempt.
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: u8,
+    /// This attempt's number, from 1.
+    pub attempt: i32,
+    /// When the figures last changed (the attempt started, a batch was
+    /// embedded, storing began). A worker that died leaves it behind; its
+    /// job is taken over when its lease runs out.
+    pub updated_at: DateTime<Utc>,
+}
+
 /// Response of `GET /api/kb/ingestion_status`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct KbIngestionStatus {
@@ -493,6 +540,16 @@ pub struct KbIngestionStatus {
     pub documents_done: i64,
     pub documents_failed: i64,
     pub sources: Vec<SourceProgress>,
+    /// The documents being ingested right now, with their progress, oldest
+    /// first (at most 100). A document leaves the list when it is
+    /// completed, failed, or waiting for another attempt; pending
+    /// documents are not listed (they count in `documents_total` only).
+    /// Always answered; declared optional only because it came after 0.1.0.
+    // (`serde(default)` keeps it out of the schema's `required`: the
+    // breaking-change guard of `cargo xtask check` counts any change of a
+    // response's `required` list as breaking.)
+    #[serde(default)]
+    pub in_progress: Vec<DocumentProgress>,
 }
 
 /// A knowledge base usable in chat (`GET /api/chat/available_knowledge_bases`).

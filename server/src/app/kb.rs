@@ -2,16 +2,18 @@
 
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
-use crate::db::datastore::kb::{DocumentRow, KbRow, NewDocument, NewSource, SourceRow};
+use crate::db::datastore::kb::{
+    DocumentProgressRow, DocumentRow, KbRow, NewDocument, NewSource, SourceRow,
+};
 use crate::db::enums as db;
 use crate::error::Error;
 use uuid::Uuid;
 use workspace_api::kb::{
-    AvailableKnowledgeBase, DESCRIPTION_MAX, DocumentStatus, KbCreate, KbCreated, KbDeleted,
-    KbDetail, KbDocument, KbDocumentsPage, KbDocumentsQuery, KbIngestionStatus, KbListQuery,
-    KbStatus, KbSummary, KbUpdate, KbUpdated, NAME_MAX, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX,
-    SOURCE_ITEMS_MAX, SOURCES_MAX, Source, SourceAdded, SourceConfigView, SourceInput,
-    SourceProgress, SourceStatus, SourceType,
+    AvailableKnowledgeBase, DESCRIPTION_MAX, DocumentProgress, DocumentStatus, IngestionStage,
+    KbCreate, KbCreated, KbDeleted, KbDetail, KbDocument, KbDocumentsPage, KbDocumentsQuery,
+    KbIngestionStatus, KbListQuery, KbStatus, KbSummary, KbUpdate, KbUpdated, NAME_MAX,
+    PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, SOURCE_ITEMS_MAX, SOURCES_MAX, Source, SourceAdded,
+    SourceConfigView, SourceInput, SourceProgress, SourceStatus, SourceType,
 };
 
 /// Longest URL of a web source, in bytes.
@@ -461,6 +463,7 @@ pub async fn ingestion_status(
 ) -> Result<KbIngestionStatus, Error> {
     let counts = cx.datastore.kb_ingestion_counts(access, kb_id).await?;
     let sources = cx.datastore.kb_sources(access, kb_id).await?;
+    let in_progress = cx.datastore.kb_documents_in_progress(access, kb_id).await?;
     Ok(KbIngestionStatus {
         kb_id,
         status: kb_status(counts.processing),
@@ -479,7 +482,41 @@ pub async fn ingestion_status(
                 error: s.error,
             })
             .collect(),
+        in_progress: in_progress.into_iter().map(document_progress).collect(),
     })
+}
+
+/// A running ingest job's progress as the API shows it.
+fn document_progress(row: DocumentProgressRow) -> DocumentProgress {
+    let stage = match row.stage {
+        db::KbIngestStage::Extracting => IngestionStage::Extracting,
+        db::KbIngestStage::Embedding => IngestionStage::Embedding,
+        db::KbIngestStage::Storing => IngestionStage::Storing,
+    };
+    DocumentProgress {
+        document_id: row.document_id,
+        source_id: row.source_id,
+        title: row.title,
+        stage,
+        chunks_done: i64::from(row.chunks_done),
+        chunks_total: row.chunks_total.map(i64::from),
+        percent: progress_percent(stage, row.chunks_done, row.chunks_total),
+        attempt: row.attempt,
+        updated_at: row.updated_at,
+    }
+}
+
+/// `done` of `total` in whole percent, rounded down: 0 until the total is
+/// known, 100 once storing (a document without chunks included).
+fn progress_percent(stage: IngestionStage, done: i32, total: Option<i32>) -> u8 {
+    match (stage, total) {
+        (IngestionStage::Storing, _) => 100,
+        (_, Some(total)) if total > 0 => {
+            let done = i64::from(done.clamp(0, total));
+            (done * 100 / i64::from(total)) as u8
+        }
+        _ => 0,
+    }
 }
 
 pub async fn available(
@@ -760,5 +797,26 @@ fn provider_error(e: crate::providers::ProviderError) -> Error {
     Error::Unavailable {
         code: e.error_code(),
         message: e.public_message().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_percent_rounds_down_and_ends_at_storing() {
+        use IngestionStage::{Embedding, Extracting, Storing};
+        assert_eq!(progress_percent(Extracting, 0, None), 0);
+        assert_eq!(progress_percent(Embedding, 0, Some(732)), 0);
+        assert_eq!(progress_percent(Embedding, 64, Some(732)), 8);
+        assert_eq!(progress_percent(Embedding, 731, Some(732)), 99);
+        assert_eq!(progress_percent(Embedding, 732, Some(732)), 100);
+        assert_eq!(progress_percent(Storing, 732, Some(732)), 100);
+        // A document without chunks is stored at once.
+        assert_eq!(progress_percent(Storing, 0, Some(0)), 100);
+        assert_eq!(progress_percent(Embedding, 0, Some(0)), 0);
+        // Never above 100, whatever the row says.
+        assert_eq!(progress_percent(Embedding, 900, Some(732)), 100);
     }
 }

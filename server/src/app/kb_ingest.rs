@@ -32,7 +32,7 @@ use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::{
     ClaimedJob, DocumentFacts, Failure, IngestTarget, ListedDocument, NewChunk,
 };
-use crate::db::enums::{KbJobKind, KbSourceType};
+use crate::db::enums::{KbIngestStage, KbJobKind, KbSourceType};
 use crate::embedder::{EmbedError, EmbedderRegistry};
 use crate::kb_config::{FetchConfig, FilesConfig, KbConfig};
 use crate::kb_sources::{Content, SourceError};
@@ -68,6 +68,9 @@ pub struct Ingestion {
 enum JobError {
     Transient(String),
     Permanent(String),
+    /// The job is no longer this worker's (its lease was taken over, or it
+    /// was deleted): stop, write nothing.
+    LeaseLost,
 }
 
 impl From<SourceError> for JobError {
@@ -196,6 +199,10 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
         return;
     };
     let failure = match &error {
+        JobError::LeaseLost => {
+            slog::info!(log, "kb worker: lost the job's lease; leaving it");
+            return;
+        }
         JobError::Transient(m) if job.attempts < job.max_attempts => {
             let backoff = (ing.kb.retry_backoff_secs.max(1) as f64)
                 * 2f64.powi(job.attempts.saturating_sub(1).min(20));
@@ -312,6 +319,14 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
     .map_err(|e| JobError::Permanent(format!("chunking failed: {e}")));
     let (text, pieces) = pieces?;
     let title = doc.title.clone().unwrap_or_else(|| target.title.clone());
+    // The text is at most `files.max_extracted_bytes` (10 MiB by default:
+    // about 13,000 chunks of 200 tokens), which bounds the chunks of one
+    // document, their vectors held here and the rows of the transaction
+    // that stores them. A 300-page book is about 600 chunks.
+    let total = i32::try_from(pieces.len())
+        .map_err(|_| JobError::Permanent("the document has too many chunks".into()))?;
+    progress(ing, job, KbIngestStage::Embedding, 0, Some(total)).await?;
+    let pages = Pages::of(&text);
     let mut chunks = Vec::with_capacity(pieces.len());
     for batch in pieces.chunks(EMBED_BATCH) {
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
@@ -338,7 +353,7 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
             if let Some(url) = &doc.url {
                 metadata["url"] = serde_json::json!(url);
             }
-            if let Some(page) = page_at(&text, *offset) {
+            if let Some(page) = pages.at(*offset) {
                 metadata["page"] = serde_json::json!(page);
             }
             if let Some(sheet) = sheet_at(&text, *offset) {
@@ -350,16 +365,44 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
                 embedding,
             });
         }
+        let done = chunks.len() as i32;
+        progress(ing, job, KbIngestStage::Embedding, done, Some(total)).await?;
     }
+    progress(ing, job, KbIngestStage::Storing, total, Some(total)).await?;
     let facts = DocumentFacts {
         title: doc.title.as_deref(),
         content_type: doc.content_type.as_deref(),
         size_bytes: doc.size,
     };
-    ing.datastore
+    // All chunks in one transaction: the document is searchable completely
+    // or not at all, and a retry replaces (never duplicates) them.
+    if !ing
+        .datastore
         .kb_job_store_chunks(job, target.dimensions, &facts, &chunks)
-        .await?;
+        .await?
+    {
+        return Err(JobError::LeaseLost);
+    }
     Ok(())
+}
+
+/// Records the job's progress (`GET /api/kb/ingestion_status` shows it);
+/// stops the job when it is no longer this worker's.
+async fn progress(
+    ing: &Ingestion,
+    job: &ClaimedJob,
+    stage: KbIngestStage,
+    done: i32,
+    total: Option<i32>,
+) -> Result<(), JobError> {
+    match ing
+        .datastore
+        .kb_job_progress(job, stage, done, total)
+        .await?
+    {
+        true => Ok(()),
+        false => Err(JobError::LeaseLost),
+    }
 }
 
 /// Reads and extracts one document.
@@ -535,13 +578,28 @@ pub fn chunk_text(
     }
 }
 
-/// The page (from 1) at `offset` of a text whose pages are separated by
-/// form feeds (PDF extraction), if it has any.
-fn page_at(text: &str, offset: usize) -> Option<usize> {
-    if !text.contains('\u{c}') {
-        return None;
+/// Where the pages of a text separated by form feeds (PDF extraction)
+/// begin, found once for all its chunks.
+struct Pages {
+    /// The byte offsets of the form feeds, in order.
+    breaks: Vec<usize>,
+}
+
+impl Pages {
+    fn of(text: &str) -> Pages {
+        Pages {
+            breaks: text.match_indices('\u{c}').map(|(i, _)| i).collect(),
+        }
     }
-    Some(text[..offset.min(text.len())].matches('\u{c}').count() + 1)
+
+    /// The page (from 1) at `offset`, if the text has pages.
+    fn at(&self, offset: usize) -> Option<usize> {
+        if self.breaks.is_empty() {
+            return None;
+        }
+        // Form feeds before `offset` (one at `offset` ends that page).
+        Some(self.breaks.partition_point(|&b| b < offset) + 1)
+    }
 }
 
 /// The sheet at `offset` of an extracted workbook (`# Sheet: NAME` lines).
@@ -583,9 +641,12 @@ mod tests {
     #[test]
     fn pages_and_sheets_are_found() {
         let pdf = "first page\u{c}second page\u{c}third";
-        assert_eq!(page_at(pdf, 0), Some(1));
-        assert_eq!(page_at(pdf, pdf.find("third").unwrap()), Some(3));
-        assert_eq!(page_at("no pages", 3), None);
+        let pages = Pages::of(pdf);
+        assert_eq!(pages.at(0), Some(1));
+        assert_eq!(pages.at(pdf.find("second").unwrap()), Some(2));
+        assert_eq!(pages.at(pdf.find("second").unwrap() - 1), Some(1));
+        assert_eq!(pages.at(pdf.find("third").unwrap()), Some(3));
+        assert_eq!(Pages::of("no pages").at(3), None);
         let xlsx = "# Sheet: Q1\na\tb\n# Sheet: Q2\nc\td\n";
         assert_eq!(sheet_at(xlsx, 0).as_deref(), Some("Q1"));
         assert_eq!(

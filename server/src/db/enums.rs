@@ -203,6 +203,16 @@ text_enum! {
 }
 
 text_enum! {
+    /// What a running ingest job is doing (its progress, shown by
+    /// `GET /api/kb/ingestion_status`).
+    KbIngestStage {
+        Extracting = "extracting",
+        Embedding = "embedding",
+        Storing = "storing",
+    }
+}
+
+text_enum! {
     /// Whether a deployment accepts requests.
     DeploymentStatus {
         Active = "active",
@@ -304,6 +314,7 @@ mod tests {
             KbSourceStatus::VALUES,
             KbDocumentStatus::VALUES,
             KbJobState::VALUES,
+            KbIngestStage::VALUES,
             DeploymentStatus::VALUES,
             ChatStatus::VALUES,
             ChatMessageStatus::VALUES,

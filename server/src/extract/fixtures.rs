@@ -84,13 +84,19 @@ pub fn pdf_pages(pages: &[String]) -> Vec<u8> {
 pub fn book(pages: usize) -> Vec<String> {
     const WORDS: &[&str] = &[
         "harbour", "lantern", "granite", "orchard", "ledger", "copper", "meadow", "signal",
-        "timber", "river", "compass", "archive", "window", "garden", "pigment", "quarry",
-        "thread", "furnace", "canal", "beacon", "saddle", "pepper", "glacier", "cellar",
-        "marble", "violin", "harvest", "bridge", "kettle", "market", "falcon", "chapel",
+        "timber", "river", "compass", "archive", "window", "garden", "pigment", "quarry", "thread",
+        "furnace", "canal", "beacon", "saddle", "pepper", "glacier", "cellar", "marble", "violin",
+        "harvest", "bridge", "kettle", "market", "falcon", "chapel",
     ];
     const LINKS: &[&str] = &[
-        "beside the", "under a", "near the old", "after the", "with a", "behind the",
-        "across the", "before a",
+        "beside the",
+        "under a",
+        "near the old",
+        "after the",
+        "with a",
+        "behind the",
+        "across the",
+        "before a",
     ];
     (1..=pages)
         .map(|page| {

@@ -1,6 +1,6 @@
 //! Knowledge-base ingestion, search and answers with the real pieces: the
 //! uploads' local store, PDF/DOCX/Markdown extraction, the durable job
-//! workers, the local all-MiniLM-L6-v2 embedder (candle), hybrid search in
+//! workers, the local all-MiniLM-L6-v2 embedder (workspace-minilm), hybrid search in
 //! PostgreSQL, and a model answer citing its sources (a local provider
 //! speaking the OpenAI protocol).
 
@@ -913,5 +913,504 @@ async fn a_stopping_instance_hands_its_jobs_back() {
         "handed back, due, the attempt not counted"
     );
     silent.abort();
+    cx.teardown().await;
+}
+
+/// `GET /api/kb/ingestion_status` of `kb`.
+async fn ingestion_status(cx: &TestContext, user: &TestUser, kb: Uuid) -> Value {
+    let (status, progress) = req(
+        &cx.base_url,
+        &user.token,
+        reqwest::Method::GET,
+        "/api/kb/ingestion_status",
+        &[("kb_id", kb.to_string())],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{progress}");
+    progress
+}
+
+/// The order of the ingestion stages.
+fn stage_rank(stage: &Value) -> u8 {
+    match stage.as_str() {
+        Some("extracting") => 0,
+        Some("embedding") => 1,
+        Some("storing") => 2,
+        other => panic!("unknown stage {other:?}"),
+    }
+}
+
+/// A 300-page PDF (a few paragraphs a page) goes the whole real way:
+/// upload, extraction in the worker process, chunking, the local MiniLM
+/// embedder, storage. Every page is found, with its page number, and the
+/// progress that `ingestion_status` showed meanwhile only moved forward.
+#[tokio::test]
+async fn a_300_page_pdf_is_ingested_page_by_page_with_progress() {
+    use workspace_server::extract::fixtures;
+    workspace_tests::ensure_local_model().await;
+    let cx = TestContext::with_config("kb_300_pages", |c| {
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let ada = cx.user("pages-ada").await;
+    let org = ada.personal_org().await;
+    let pdf = fixtures::pdf_pages(&fixtures::book(300));
+    let file = upload(&ada, org, "survey.pdf", pdf).await;
+    let started = Instant::now();
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
+            "name": "Survey", "description": "", "embedding_model": MODEL,
+            "sources": [{"type": "file", "config": {"file_ids": [file]}}]
+        }),
+    )
+    .await
+    .id;
+
+    // Watch the progress until the knowledge base is ready.
+    let mut seen: Vec<Value> = Vec::new();
+    let finished = loop {
+        let status = ingestion_status(&cx, &ada, kb).await;
+        if let Some(doc) = status["in_progress"].as_array().unwrap().first() {
+            seen.push(doc.clone());
+        }
+        if status["status"] == "ready" {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "not ingested in 10 minutes: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = started.elapsed();
+    assert_eq!(finished["documents_done"], 1, "{finished}");
+    assert_eq!(finished["documents_failed"], 0, "{finished}");
+    assert_eq!(
+        finished["in_progress"],
+        json!([]),
+        "a finished document leaves in_progress"
+    );
+
+    let db = cx.db().await;
+    let rows = db
+        .query(
+            "SELECT c.position, c.content, (c.metadata->>'page')::int AS page, d.chunk_count \
+             FROM kb_chunks c JOIN kb_documents d ON d.id = c.document_id \
+             WHERE c.kb_id = $1 ORDER BY c.position",
+            &[&kb],
+        )
+        .await
+        .unwrap();
+    let chunks = rows.len();
+    let polls = |stage: &str| seen.iter().filter(|d| d["stage"] == stage).count();
+    println!(
+        "300-page PDF: {chunks} chunks ingested in {took:?} ({:.1} chunks/s); seen in progress \
+         {} times (every 50 ms or so): extracting {}, embedding {}, storing {}",
+        chunks as f64 / took.as_secs_f64(),
+        seen.len(),
+        polls("extracting"),
+        polls("embedding"),
+        polls("storing"),
+    );
+    // About 1.6 KB of text a page in chunks of 200 tokens: two to three
+    // chunks a page.
+    assert!((450..=1200).contains(&chunks), "{chunks} chunks");
+    assert_eq!(rows[0].get::<_, i32>("chunk_count") as usize, chunks);
+    // Positions 0..n, once each: nothing stored twice.
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.get::<_, i32>("position") as usize, i);
+    }
+    // Every page's marker is in a chunk that starts on that page or the
+    // one before (a chunk gets the page it starts on), and page numbers
+    // only grow along the document.
+    let mut last_page = 1;
+    for page in 1..=300 {
+        let marker = fixtures::book_marker(page);
+        let holders: Vec<i32> = rows
+            .iter()
+            .filter(|r| r.get::<_, String>("content").contains(&marker))
+            .map(|r| r.get::<_, Option<i32>>("page").expect("a page number"))
+            .collect();
+        assert!(!holders.is_empty(), "{marker} is in no chunk");
+        for p in holders {
+            assert!(
+                p as usize == page || p as usize + 1 == page,
+                "{marker} in a chunk of page {p}"
+            );
+        }
+    }
+    for row in &rows {
+        let page = row.get::<_, Option<i32>>("page").unwrap();
+        assert!(
+            page >= last_page && page <= 300,
+            "page {page} after {last_page}"
+        );
+        last_page = page;
+    }
+    assert_eq!(last_page, 300);
+
+    // First, middle and last page: found by their words, with their page
+    // (the chunk holding a page's first words may start on the page
+    // before), and by that page as a filter.
+    for page in [1, 150, 300] {
+        let marker = fixtures::book_marker(page);
+        let hits = search(&cx, &ada, kb, json!({"query": marker.clone()})).await;
+        assert!(!hits.is_empty(), "{marker} not found");
+        assert!(
+            hits[0]["content"].as_str().unwrap().contains(&marker),
+            "{marker}: {}",
+            hits[0]["content"]
+        );
+        let found = hits[0]["metadata"]["page"].as_u64().unwrap() as usize;
+        assert!(
+            found == page || found + 1 == page,
+            "{marker} on page {found}"
+        );
+        let hits = search(
+            &cx,
+            &ada,
+            kb,
+            json!({"query": format!("entry {marker} of the survey"),
+                   "filters": {"metadata": {"page": found}}}),
+        )
+        .await;
+        assert!(!hits.is_empty(), "nothing found on page {found}");
+        assert!(
+            hits.iter().all(|h| h["metadata"]["page"] == found),
+            "{hits:?}"
+        );
+        assert!(
+            hits[0]["content"].as_str().unwrap().contains(&marker),
+            "page {found}: {}",
+            hits[0]["content"]
+        );
+    }
+
+    // The progress only moved forward, and ended complete.
+    assert!(!seen.is_empty(), "the document was never seen in progress");
+    for pair in seen.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert_eq!(a["attempt"], b["attempt"], "{a} {b}");
+        assert!(
+            stage_rank(&a["stage"]) <= stage_rank(&b["stage"]),
+            "{a} {b}"
+        );
+        assert!(
+            a["chunks_done"].as_i64() <= b["chunks_done"].as_i64(),
+            "{a} {b}"
+        );
+        assert!(a["percent"].as_u64() <= b["percent"].as_u64(), "{a} {b}");
+    }
+    for doc in &seen {
+        assert_eq!(doc["title"], "survey.pdf", "{doc}");
+        match doc["stage"].as_str().unwrap() {
+            "extracting" => {
+                assert_eq!(doc["chunks_total"], Value::Null, "{doc}");
+                assert_eq!(doc["percent"], 0, "{doc}");
+            }
+            _ => {
+                assert_eq!(doc["chunks_total"], chunks, "{doc}");
+                let done = doc["chunks_done"].as_u64().unwrap();
+                assert!(done <= chunks as u64, "{doc}");
+                assert_eq!(
+                    doc["percent"].as_u64().unwrap(),
+                    done * 100 / chunks as u64,
+                    "{doc}"
+                );
+            }
+        }
+    }
+    cx.teardown().await;
+}
+
+/// An OpenAI-compatible embedding service whose answers the test lets out
+/// one request (one batch of chunks) at a time, and can fail once: the
+/// progress of a document can then be watched batch by batch.
+struct GatedEmbedder {
+    addr: std::net::SocketAddr,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    fail_next: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl GatedEmbedder {
+    async fn start() -> GatedEmbedder {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let fail_next = Arc::new(AtomicBool::new(false));
+        let (p, f) = (permits.clone(), fail_next.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (permits, fail_next) = (p.clone(), f.clone());
+                tokio::spawn(async move {
+                    let mut data = Vec::new();
+                    let mut buf = [0u8; 64 * 1024];
+                    let (head_end, length) = loop {
+                        let n = socket.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+                            let length: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse().ok())
+                                .unwrap_or(0);
+                            break (end + 4, length);
+                        }
+                    };
+                    while data.len() < head_end + length {
+                        let n = socket.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&data[head_end..head_end + length]).unwrap();
+                    permits.acquire().await.unwrap().forget();
+                    let (status, answer) = if fail_next.swap(false, Ordering::SeqCst) {
+                        (
+                            "503 Service Unavailable",
+                            json!({"error": {"message": "busy"}}),
+                        )
+                    } else {
+                        let data: Vec<Value> = body["input"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, t)| {
+                                json!({"object": "embedding", "index": i,
+                                       "embedding": bag_of_words(t.as_str().unwrap())})
+                            })
+                            .collect();
+                        ("200 OK", json!({"object": "list", "data": data}))
+                    };
+                    let payload = answer.to_string();
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{payload}",
+                        payload.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        GatedEmbedder {
+            addr,
+            permits,
+            fail_next,
+            task,
+        }
+    }
+
+    /// Lets `n` more requests be answered.
+    fn release(&self, n: usize) {
+        self.permits.add_permits(n);
+    }
+}
+
+impl Drop for GatedEmbedder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A 384-dimension vector of a text's words (hashed), so that texts that
+/// share words are near.
+fn bag_of_words(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; 384];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let h = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        v[(h % 384) as usize] += 1.0;
+    }
+    v[0] += 0.001;
+    v
+}
+
+/// Progress batch by batch, deterministically: the embedding service
+/// answers one batch (64 chunks) when the test says so, and after each the
+/// status shows exactly that many chunks done, while nothing of the
+/// document is searchable yet (it is stored whole, at the end). A batch
+/// that fails sends the document back to a fresh attempt (progress from
+/// zero), and the retried document has each chunk once.
+#[tokio::test]
+async fn ingestion_progress_moves_batch_by_batch() {
+    use workspace_server::extract::fixtures;
+    workspace_tests::ensure_local_model().await;
+    let embedder = GatedEmbedder::start().await;
+    let base_url = format!("http://{}/v1", embedder.addr);
+    let cx = TestContext::with_config("kb_progress", move |c| {
+        c.kb.poll_interval_ms = 100;
+        c.kb.workers = 1;
+        c.kb.retry_backoff_secs = 1;
+        c.embedders
+            .push(workspace_server::kb_config::EmbedderConfig {
+                name: "gated".into(),
+                kind: workspace_server::kb_config::EmbedderKind::Openai,
+                upstream_model: None,
+                base_url: Some(base_url),
+                api_key_env: None,
+                dimensions: 384,
+            });
+    })
+    .await;
+    let ada = cx.user("progress-ada").await;
+    let org = ada.personal_org().await;
+    let pdf = fixtures::pdf_pages(&fixtures::book(300));
+    let file = upload(&ada, org, "survey.pdf", pdf).await;
+    let kb = workspace_tests::resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({
+            "name": "Gated", "description": "", "embedding_model": "gated",
+            "sources": [{"type": "file", "config": {"file_ids": [file]}}]
+        }),
+    )
+    .await
+    .id;
+    let db = cx.db().await;
+    let stored = || {
+        let db = &db;
+        async move {
+            db.query_one("SELECT count(*) FROM kb_chunks WHERE kb_id = $1", &[&kb])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    // Polls until the document's progress is not `last` any more.
+    let next = |last: Value| {
+        let (cx, ada) = (&cx, &ada);
+        async move {
+            let started = Instant::now();
+            loop {
+                let status = ingestion_status(cx, ada, kb).await;
+                let doc = status["in_progress"].get(0).cloned().unwrap_or(Value::Null);
+                let figures = json!([doc["attempt"], doc["stage"], doc["chunks_done"]]);
+                if figures != last {
+                    return (doc, status);
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "no progress after {last}: {status}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let figures = |doc: &Value| json!([doc["attempt"], doc["stage"], doc["chunks_done"]]);
+
+    // Extracted and split; the first batch waits for the service.
+    let mut doc = Value::Null;
+    while doc["stage"] != "embedding" {
+        (doc, _) = next(figures(&doc)).await;
+        assert_ne!(doc, Value::Null, "the document left in_progress");
+    }
+    let total = doc["chunks_total"].as_u64().unwrap();
+    assert!(total > 64 * 4, "{doc}");
+    assert_eq!(
+        (&doc["chunks_done"], &doc["percent"], &doc["attempt"]),
+        (&json!(0), &json!(0), &json!(1)),
+        "{doc}"
+    );
+    assert_eq!(doc["title"], "survey.pdf");
+    let batches = total.div_ceil(64);
+
+    // Batch by batch.
+    for k in 1..=3 {
+        embedder.release(1);
+        (doc, _) = next(figures(&doc)).await;
+        assert_eq!(doc["stage"], "embedding", "{doc}");
+        assert_eq!(doc["chunks_done"], 64 * k, "{doc}");
+        assert_eq!(doc["percent"], 64 * k * 100 / total, "{doc}");
+        assert_eq!(stored().await, 0, "nothing is stored before the end");
+    }
+
+    // The fourth batch fails: the document waits for another attempt
+    // (out of in_progress, its error shown), then starts from zero.
+    embedder
+        .fail_next
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    embedder.release(1);
+    (doc, _) = next(figures(&doc)).await;
+    assert_eq!(doc, Value::Null, "a failed attempt leaves in_progress");
+    while doc["stage"] != "embedding" {
+        (doc, _) = next(figures(&doc)).await;
+    }
+    assert_eq!(
+        (&doc["attempt"], &doc["chunks_done"], &doc["chunks_total"]),
+        (&json!(2), &json!(0), &json!(total)),
+        "{doc}"
+    );
+
+    // Every batch of the second attempt but the last.
+    let mut percent = 0;
+    for k in 1..batches {
+        embedder.release(1);
+        (doc, _) = next(figures(&doc)).await;
+        assert_eq!(doc["stage"], "embedding", "{doc}");
+        assert_eq!(doc["chunks_done"], 64 * k, "{doc}");
+        assert!(doc["percent"].as_u64().unwrap() >= percent, "{doc}");
+        percent = doc["percent"].as_u64().unwrap();
+        assert!(percent < 100, "{doc}");
+        assert_eq!(stored().await, 0, "nothing is stored before the end");
+    }
+    // The last: all embedded, then storing (each may pass between two
+    // polls), then out of the list.
+    embedder.release(1);
+    let mut stage = 1;
+    loop {
+        (doc, _) = next(figures(&doc)).await;
+        if doc.is_null() {
+            break;
+        }
+        assert_eq!(doc["chunks_done"], total, "{doc}");
+        assert!(stage_rank(&doc["stage"]) >= stage, "{doc}");
+        stage = stage_rank(&doc["stage"]);
+        if stage == 2 {
+            assert_eq!(doc["percent"], 100, "{doc}");
+        }
+    }
+    let status = wait_ready(&cx, &ada, kb, Duration::from_secs(60)).await;
+    assert_eq!(status["in_progress"], json!([]), "{status}");
+    assert_eq!(status["documents_done"], 1, "{status}");
+    assert_eq!(status["documents_failed"], 0, "{status}");
+    // Each chunk once, after two attempts.
+    assert_eq!(stored().await as u64, total);
+    let distinct: i64 = db
+        .query_one(
+            "SELECT count(DISTINCT position) FROM kb_chunks WHERE kb_id = $1",
+            &[&kb],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(distinct as u64, total);
+    // Found through the gated embedder's vectors and the full text (the
+    // query's embedding is one more request).
+    embedder.release(10);
+    let marker = fixtures::book_marker(299);
+    let hits = search(&cx, &ada, kb, json!({"query": marker.clone()})).await;
+    assert!(hits[0]["content"].as_str().unwrap().contains(&marker));
     cx.teardown().await;
 }

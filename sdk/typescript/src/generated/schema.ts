@@ -2717,6 +2717,45 @@ export interface components {
             usage: components["schemas"]["DeploymentUsage"];
         };
         /**
+         * @description A document being ingested now, in `GET /api/kb/ingestion_status`.
+         *
+         *     The figures are the current attempt's: an attempt after a failure starts again from `extracting` with no chunks done. They are recorded in the database by the worker (on any server instance) once per batch of embedded chunks, so every instance reports the same.
+         */
+        DocumentProgress: {
+            /**
+             * Format: int32
+             * @description This attempt's number, from 1.
+             */
+            attempt: number;
+            /**
+             * Format: int64
+             * @description Chunks embedded so far; `chunks_total` while `storing`.
+             */
+            chunks_done: number;
+            /**
+             * Format: int64
+             * @description The document's chunks, once its text is split (`null` while `extracting`).
+             */
+            chunks_total: number | null;
+            /** Format: uuid */
+            document_id: string;
+            /**
+             * Format: uint8
+             * @description 0 to 100, for a progress bar: `chunks_done` of `chunks_total` in whole percent, rounded down (0 while `extracting`, 100 while `storing`). Never goes down within an attempt.
+             */
+            percent: number;
+            /** Format: uuid */
+            source_id: string;
+            stage: components["schemas"]["IngestionStage"];
+            /** @description The document's title (an upload's file name, a page's title, an object's name), as `GET /api/kb/list_documents` shows it. */
+            title: string;
+            /**
+             * Format: date-time
+             * @description When the figures last changed (the attempt started, a batch was embedded, storing began). A worker that died leaves it behind; its job is taken over when its lease runs out.
+             */
+            updated_at: string;
+        };
+        /**
          * @description A document's state.
          * @enum {string}
          */
@@ -2766,6 +2805,8 @@ export interface components {
             /** @description `ok` when the probe passes. */
             status: string;
         };
+        /** @description What happens to a document being ingested, in order. */
+        IngestionStage: "extracting" | "embedding" | "storing";
         /** @description Body of `PUT /api/mcp/instance`. */
         InstanceRename: {
             /** @description 1 to 100 characters after trimming. */
@@ -3012,6 +3053,11 @@ export interface components {
              * @description Documents known so far (a source still being listed adds more).
              */
             documents_total: number;
+            /**
+             * @description The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only). Always answered; declared optional only because it came after 0.1.0.
+             * @default []
+             */
+            in_progress: components["schemas"]["DocumentProgress"][];
             /** Format: uuid */
             kb_id: string;
             sources: components["schemas"]["SourceProgress"][];

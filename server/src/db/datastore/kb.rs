@@ -3,7 +3,9 @@
 
 use super::Datastore;
 use crate::authz::OrgAccess;
-use crate::db::enums::{KbDocumentStatus, KbJobKind, KbJobState, KbSourceStatus, KbSourceType};
+use crate::db::enums::{
+    KbDocumentStatus, KbIngestStage, KbJobKind, KbJobState, KbSourceStatus, KbSourceType,
+};
 use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -115,6 +117,24 @@ pub struct NewKb<'a> {
 
 /// Most sources of one knowledge base.
 pub const SOURCES_PER_KB_MAX: i64 = 100;
+
+db_row! {
+    /// A document whose ingest job is running, with the job's progress.
+    pub struct DocumentProgressRow {
+        pub document_id: Uuid = "d.id",
+        pub source_id: Uuid = "d.source_id",
+        pub title: String = "d.title",
+        pub stage: KbIngestStage = "j.stage",
+        pub chunks_done: i32 = "j.chunks_done",
+        pub chunks_total: Option<i32> = "j.chunks_total",
+        pub attempt: i32 = "j.attempts",
+        pub updated_at: DateTime<Utc> = "coalesce(j.progress_at, j.updated_at)",
+    }
+}
+
+/// Most documents in progress listed at once: ingestion runs `kb.workers`
+/// jobs per instance, so more would need over 50 instances.
+pub const IN_PROGRESS_MAX: i64 = 100;
 
 /// Progress counts of one knowledge base.
 pub struct IngestionCounts {
@@ -534,6 +554,34 @@ impl Datastore {
             documents_done: row.get("documents_done"),
             documents_failed: row.get("documents_failed"),
         })
+    }
+
+    /// The documents of a knowledge base being ingested now (their job
+    /// running), with the progress their workers recorded, oldest job
+    /// first; at most [`IN_PROGRESS_MAX`].
+    pub async fn kb_documents_in_progress(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+    ) -> Result<Vec<DocumentProgressRow>, Error> {
+        let conn = self.conn().await?;
+        // `state = 'running'` stays a literal: it selects the partial
+        // index kb_jobs_running_idx.
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {} FROM kb_jobs j \
+                     JOIN kb_documents d ON d.id = j.document_id \
+                          AND d.organization_id = j.organization_id \
+                     WHERE j.organization_id = $1 AND j.kb_id = $2 AND j.state = 'running' \
+                       AND j.stage IS NOT NULL \
+                     ORDER BY j.created_at, j.id LIMIT $3",
+                    DocumentProgressRow::COLUMNS
+                ),
+                &[&access.org_id(), &kb_id, &IN_PROGRESS_MAX],
+            )
+            .await?;
+        Ok(rows.iter().map(DocumentProgressRow::from_row).collect())
     }
 }
 

@@ -12,7 +12,9 @@
 //! organization and knowledge base filter every statement here.
 
 use super::Datastore;
-use crate::db::enums::{KbDocumentStatus, KbJobKind, KbJobState, KbSourceStatus, KbSourceType};
+use crate::db::enums::{
+    KbDocumentStatus, KbIngestStage, KbJobKind, KbJobState, KbSourceStatus, KbSourceType,
+};
 use crate::error::Error;
 use uuid::Uuid;
 
@@ -110,11 +112,17 @@ impl Datastore {
                      LIMIT 1 FOR UPDATE SKIP LOCKED) \
                  UPDATE kb_jobs j SET state = $3, attempts = j.attempts + 1, \
                      locked_by = $1, locked_until = now() + make_interval(secs => $2), \
+                     stage = $4, chunks_done = 0, chunks_total = NULL, progress_at = now(), \
                      updated_at = now() \
                  FROM next WHERE j.id = next.id \
                  RETURNING j.id, j.organization_id, j.kb_id, j.source_id, j.document_id, \
                      j.kind, j.attempts, j.max_attempts",
-                &[&worker, &lease_secs, &KbJobState::Running],
+                &[
+                    &worker,
+                    &lease_secs,
+                    &KbJobState::Running,
+                    &KbIngestStage::Extracting,
+                ],
             )
             .await?;
         let Some(row) = row else {
@@ -179,6 +187,38 @@ impl Datastore {
                 "UPDATE kb_jobs SET locked_until = now() + make_interval(secs => $3) \
                  WHERE id = $1 AND locked_by = $2 AND state = $4",
                 &[&job.id, &job.worker, &lease_secs, &KbJobState::Running],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Records how far this attempt of an ingest job got: its `stage` and,
+    /// once the text is split, `chunks_done` of `chunks_total` embedded.
+    /// `false` when the job is no longer this worker's (nothing written).
+    /// The worker calls it with growing counts; the row's checks refuse
+    /// more done than total.
+    pub async fn kb_job_progress(
+        &self,
+        job: &ClaimedJob,
+        stage: KbIngestStage,
+        chunks_done: i32,
+        chunks_total: Option<i32>,
+    ) -> Result<bool, Error> {
+        let conn = self.conn().await?;
+        let n = conn
+            .execute(
+                "UPDATE kb_jobs SET stage = $5, chunks_done = $6, chunks_total = $7, \
+                     progress_at = now() \
+                 WHERE id = $1 AND organization_id = $2 AND locked_by = $3 AND state = $4",
+                &[
+                    &job.id,
+                    &job.org_id,
+                    &job.worker,
+                    &KbJobState::Running,
+                    &stage,
+                    &chunks_done,
+                    &chunks_total,
+                ],
             )
             .await?;
         Ok(n == 1)
