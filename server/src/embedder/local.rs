@@ -43,6 +43,12 @@ pub struct LocalMiniLm {
     loaded: tokio::sync::OnceCell<Arc<Loaded>>,
     /// One batch at a time.
     busy: tokio::sync::Semaphore,
+    /// Search queries run here: a small pool of threads of their own (one
+    /// per core), kept warm, so that a query neither waits for an
+    /// ingestion batch nor for the global pool an ingestion batch keeps
+    /// busy. `None` if the threads could not be started (queries then run
+    /// on the blocking pool, on one thread).
+    query_threads: Option<rayon::ThreadPool>,
 }
 
 impl LocalMiniLm {
@@ -51,6 +57,14 @@ impl LocalMiniLm {
             model_dir,
             loaded: tokio::sync::OnceCell::new(),
             busy: tokio::sync::Semaphore::new(1),
+            query_threads: rayon::ThreadPoolBuilder::new()
+                .num_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .thread_name(|i| format!("embed-query-{i}"))
+                // A panic fails that query (its reply is dropped), not the
+                // process.
+                .panic_handler(|_| {})
+                .build()
+                .ok(),
         }
     }
 
@@ -225,17 +239,16 @@ fn embed_batch(loaded: &Loaded, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>
     loaded.model.embed(&ids, Parallel::Rayon)
 }
 
-/// One query through the model, on the calling thread only: a dozen
-/// tokens cost less than handing work to other threads, and ingestion may
-/// keep the pool busy.
-fn embed_one(loaded: &Loaded, text: &str) -> anyhow::Result<Vec<f32>> {
+/// One query through the model: on the current rayon pool (the query
+/// threads) with `Parallel::Rayon`, else on the calling thread only.
+fn embed_one(loaded: &Loaded, text: &str, parallel: Parallel) -> anyhow::Result<Vec<f32>> {
     let encoding = loaded
         .tokenizer
         .encode(text, true)
         .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
     loaded
         .model
-        .embed(&[encoding.get_ids()], Parallel::None)?
+        .embed(&[encoding.get_ids()], parallel)?
         .pop()
         .ok_or_else(|| anyhow::anyhow!("the model returned no vector"))
 }
@@ -275,9 +288,22 @@ impl Embedder for LocalMiniLm {
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let loaded = self.model().await?;
         let text = text.to_string();
-        tokio::task::spawn_blocking(move || embed_one(&loaded, &text))
-            .await
-            .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e}")))?
-            .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e:#}")))
+        let failed = |e: String| EmbedError::Permanent(format!("embedding failed: {e}"));
+        let result = match &self.query_threads {
+            Some(threads) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                // On a thread of that pool: the multiplies and the heads
+                // spread over its threads, not over the global pool.
+                threads.spawn(move || {
+                    let _ = tx.send(embed_one(&loaded, &text, Parallel::Rayon));
+                });
+                rx.await
+                    .map_err(|_| failed("the query thread stopped".to_string()))?
+            }
+            None => tokio::task::spawn_blocking(move || embed_one(&loaded, &text, Parallel::None))
+                .await
+                .map_err(|e| failed(e.to_string()))?,
+        };
+        result.map_err(|e| failed(format!("{e:#}")))
     }
 }
