@@ -69,6 +69,20 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
     }
 }
 
+/// The notices a route keeps for a subscriber that has not read them yet:
+/// a broadcast channel allocates them all up front, and every answer being
+/// generated holds a route for its stop requests (10,000 answers × 256 ×
+/// ~80 bytes would be 200 MB). A subscriber that falls further behind gets
+/// `Lagged` and re-reads the database, as after a reconnect; an answer
+/// reads its stop route between every two events.
+fn capacity(channel: &str) -> usize {
+    match channel {
+        STOP_CHANNEL => 4,
+        STREAM_CHANNEL => 16,
+        _ => 256,
+    }
+}
+
 impl Hub {
     /// The notices of `channel` with routing key `key` (see [`Hub`]), and
     /// [`Notice::reconnected`].
@@ -81,7 +95,7 @@ impl Hub {
         routes
             .map
             .entry((channel.to_string(), key.to_string()))
-            .or_insert_with(|| broadcast::channel(256).0)
+            .or_insert_with(|| broadcast::channel(capacity(channel)).0)
             .subscribe()
     }
 

@@ -458,6 +458,13 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         mcp_catalog,
         shutdown,
     };
+    // One open file per client connection: the soft limit (often 1024)
+    // would cap concurrent streams far below what memory allows.
+    if let Some((before, after)) = config::raise_open_file_limit()
+        && before != after
+    {
+        slog::debug!(log, "raised the open-file limit"; "from" => before, "to" => after);
+    }
     let connection_limits = dropshot::ConnectionLimits {
         max_connections: Some(context.config.http.max_connections()),
         first_byte_timeout: Some(std::time::Duration::from_secs(

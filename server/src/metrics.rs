@@ -51,6 +51,11 @@ pub struct Metrics {
     /// slower than the answer was generated (the server's choice; they
     /// resume from the stored events). Clients that left are not counted.
     pub slow_readers_detached: AtomicU64,
+    /// Stream events stored by the shared event writer
+    /// (`app::streams`), and the statements it issued for them (batched
+    /// across answers; retries and per-answer fallbacks included).
+    pub stream_events_stored: AtomicU64,
+    pub stream_event_statements: AtomicU64,
     /// Requests refused `503 server_busy` since the last warning about
     /// them, and when that warning was (see [`Metrics::refused_busy`]).
     busy_refused: AtomicU64,
@@ -344,6 +349,26 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
         "counter",
         metrics
             .slow_readers_detached
+            .load(Ordering::Relaxed)
+            .to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_stream_events_stored_total",
+        "Stream events stored by the shared event writer.",
+        "counter",
+        metrics
+            .stream_events_stored
+            .load(Ordering::Relaxed)
+            .to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_stream_event_statements_total",
+        "Statements the shared stream event writer issued (many answers' events each).",
+        "counter",
+        metrics
+            .stream_event_statements
             .load(Ordering::Relaxed)
             .to_string(),
     );

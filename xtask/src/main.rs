@@ -9,7 +9,7 @@
 //!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [relay|api|kb|chat] [--dev]`: benchmarks (figures printed, not
+//! - `bench [relay|api|kb|embed|chat|streams] [--dev]`: benchmarks (figures printed, not
 //!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
 //!   the server adds to time-to-first-token and per streamed chunk; `api`
 //!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
@@ -118,6 +118,11 @@ enum BenchName {
     /// and without one knowledge base, resume latency on another instance,
     /// WebSocket fan-out across two instances.
     Chat,
+    /// Streams: `STREAMS_N` (default 10,000) conversation answers started
+    /// over 10 s against the server binary (offline model, 300 ms between
+    /// chunks): endings, peak RSS, the event writer's events/s and
+    /// statements/s, time to first event.
+    Streams,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -179,8 +184,9 @@ fn main() -> Result<()> {
                 BenchName::Kb => "kb",
                 BenchName::Embed => "embed",
                 BenchName::Chat => "chat",
+                BenchName::Streams => "streams",
             },
-            name == BenchName::Api,
+            matches!(name, BenchName::Api | BenchName::Streams),
             dev,
         ),
         Task::Soak { dev } => bench(&root, "soak", true, dev),
@@ -976,10 +982,13 @@ print(post("/api/auth/login", {"email": user["email"], "password": user["passwor
 "#;
 
 /// Runs the `[[bench]]` target `name` of the tests crate; `binary`: it
-/// drives the real `workspace-server` executable (built first).
+/// drives the real `workspace-server` executable (built first). That
+/// executable is built with the `bench` profile (release optimisations
+/// without the fat LTO of `release`, which takes many minutes on two cores;
+/// cargo still puts it in `target/release`), or `dev` with `--dev`.
 fn bench(root: &Path, name: &str, binary: bool, dev: bool) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let profile = if dev { "dev" } else { "release" };
+    let profile = if dev { "dev" } else { "bench" };
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(root)
         .args(["bench", "-p", "workspace-tests", "--bench", name]);

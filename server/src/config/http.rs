@@ -41,8 +41,9 @@ pub struct HttpConfig {
     /// seconds (then `408 request_timeout`).
     pub body_read_timeout_secs: u64,
     /// Most client connections open at once (at the limit, new connections
-    /// wait in the kernel's backlog until one closes). Unset: 8192, or the
-    /// process's open-file limit less 256 when that is lower.
+    /// wait in the kernel's backlog until one closes). Unset: 16384, or the
+    /// process's open-file limit less 256 when that is lower (the server
+    /// raises its soft open-file limit to the hard one at start).
     pub max_connections: Option<usize>,
     /// A new connection that sends nothing for this long is closed, in
     /// seconds.
@@ -212,7 +213,7 @@ impl HttpConfig {
         client
     }
 
-    /// The connection cap: the configured one, else 8192 or the open-file
+    /// The connection cap: the configured one, else 16384 or the open-file
     /// limit less 256 (room for database connections and files).
     pub fn max_connections(&self) -> usize {
         if let Some(n) = self.max_connections {
@@ -228,8 +229,33 @@ impl HttpConfig {
         } else {
             usize::MAX
         };
-        8192.min(files.saturating_sub(256)).max(16)
+        16384.min(files.saturating_sub(256)).max(16)
     }
+}
+
+/// Raises this process's soft open-file limit to its hard limit (one file
+/// per client connection: 10,000 concurrent streams need more than the
+/// usual soft limit of 1024); returns the limits before and after, `None`
+/// when they could not be read or changed.
+pub fn raise_open_file_limit() -> Option<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    let before = limit.rlim_cur;
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit reads the struct it is given; raising the soft
+        // limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return None;
+        }
+    }
+    Some((before, limit.rlim_cur))
 }
 
 /// The Prometheus text endpoint `GET /metrics`, on a listener of its own.

@@ -17,7 +17,7 @@ mod providers;
 
 pub use auth::{AuthConfig, RateLimitsConfig, SecretsConfig};
 pub use database::DatabaseConfig;
-pub use http::{HttpConfig, MetricsConfig, StreamsConfig};
+pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig};
 

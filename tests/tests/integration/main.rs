@@ -21,6 +21,7 @@ mod orgs;
 mod providers;
 mod roles;
 mod sdk;
+mod stream_writer;
 mod system;
 mod tokens;
 mod tools;

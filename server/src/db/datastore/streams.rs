@@ -85,6 +85,37 @@ impl Datastore {
         Ok(())
     }
 
+    /// Appends the numbered events of many answers (`message_ids[i]`,
+    /// `seqs[i]`, `events[i]`) and announces the last of each answer on
+    /// [`STREAM_CHANNEL`], in one statement: all of them or none (one
+    /// answer deleted meanwhile fails the whole statement). Returns how
+    /// many rows were stored.
+    pub async fn stream_events_append_many(
+        &self,
+        kind: StreamKind,
+        message_ids: &[Uuid],
+        seqs: &[i32],
+        events: &[&Value],
+    ) -> Result<usize, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "WITH i AS (INSERT INTO {} (message_id, seq, event) \
+                         SELECT m, s, e FROM unnest($1::uuid[], $2::int[], $3::jsonb[]) \
+                             AS t(m, s, e) \
+                         RETURNING message_id, seq) \
+                     SELECT count(*)::int AS n, \
+                         pg_notify($4::text, message_id::text || ':' || max(seq)::text) \
+                     FROM i GROUP BY message_id",
+                    kind.events()
+                ),
+                &[&message_ids, &seqs, &events, &STREAM_CHANNEL],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get::<_, i32>("n") as usize).sum())
+    }
+
     /// The events of an answer after `after`, in order.
     pub async fn stream_events_after(
         &self,
