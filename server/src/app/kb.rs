@@ -566,7 +566,8 @@ async fn retrieve(
     score_threshold: f64,
     filters: Option<workspace_api::kb::KbSearchFilters>,
 ) -> Result<Vec<crate::db::datastore::kb::SearchHit>, Error> {
-    let (model, _dims) = cx.datastore.kb_embedding(access, kb_id).await?;
+    let target = cx.datastore.kb_search_target(access, kb_id).await?;
+    let model = target.embedding_model;
     let filters = filters.unwrap_or_default();
     if filters.metadata.as_ref().is_some_and(|m| m.len() > 20)
         || filters.document_ids.as_ref().is_some_and(|d| d.len() > 100)
@@ -578,7 +579,7 @@ async fn retrieve(
         ));
     }
     // An empty knowledge base needs no embedding (nor a provisioned model).
-    if cx.datastore.kb_chunk_count(access, kb_id).await? == 0 {
+    if !target.has_chunks {
         return Ok(Vec::new());
     }
     let embedder = cx.embedders.get(&model).ok_or_else(|| Error::Unavailable {

@@ -424,12 +424,21 @@ impl Datastore {
         Ok(())
     }
 
-    /// The number of chunks of a knowledge base (`404` when not visible).
-    pub async fn kb_chunk_count(&self, access: &OrgAccess, kb_id: Uuid) -> Result<i64, Error> {
+    /// What a search needs before it embeds the query, in one round trip:
+    /// the knowledge base's embedder and dimensions, and whether it holds
+    /// any chunk (`404` when not visible). The existence check stops at
+    /// the first chunk (the `kb_id` index): a count would read every chunk
+    /// of the knowledge base (25 ms at 100,000).
+    pub async fn kb_search_target(
+        &self,
+        access: &OrgAccess,
+        kb_id: Uuid,
+    ) -> Result<SearchTarget, Error> {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
-                "SELECT (SELECT count(*) FROM kb_chunks c WHERE c.kb_id = k.id) AS chunks \
+                "SELECT k.embedding_model, k.embedding_dimensions, \
+                        EXISTS (SELECT 1 FROM kb_chunks c WHERE c.kb_id = k.id) AS has_chunks \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2",
                 &[&access.org_id(), &kb_id],
             )
@@ -437,28 +446,11 @@ impl Datastore {
             .ok_or(Error::NotFound {
                 what: "knowledge base",
             })?;
-        Ok(row.get("chunks"))
-    }
-
-    /// The embedder and dimensions of a knowledge base (`404` when not
-    /// visible).
-    pub async fn kb_embedding(
-        &self,
-        access: &OrgAccess,
-        kb_id: Uuid,
-    ) -> Result<(String, i32), Error> {
-        let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                "SELECT embedding_model, embedding_dimensions FROM knowledge_bases \
-                 WHERE organization_id = $1 AND id = $2",
-                &[&access.org_id(), &kb_id],
-            )
-            .await?
-            .ok_or(Error::NotFound {
-                what: "knowledge base",
-            })?;
-        Ok((row.get("embedding_model"), row.get("embedding_dimensions")))
+        Ok(SearchTarget {
+            embedding_model: row.get("embedding_model"),
+            embedding_dimensions: row.get("embedding_dimensions"),
+            has_chunks: row.get("has_chunks"),
+        })
     }
 
     /// Hybrid search of one knowledge base (see [`search_sql`]).
@@ -708,6 +700,14 @@ pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result
     Ok(())
 }
 
+/// What a search of a knowledge base needs first
+/// ([`Datastore::kb_search_target`]).
+pub struct SearchTarget {
+    pub embedding_model: String,
+    pub embedding_dimensions: i32,
+    pub has_chunks: bool,
+}
+
 /// What to search for.
 pub struct SearchQuery<'a> {
     /// The query, embedded once by the knowledge base's embedder.
@@ -742,7 +742,10 @@ pub struct SearchHit {
 /// Up to `$5` candidates come from each side: the nearest chunks by cosine
 /// distance (HNSW, or an exact scan of the knowledge base when the planner
 /// finds that cheaper) and the best full-text matches (`websearch_to_tsquery`
-/// ranked by `ts_rank_cd`). They are fused by reciprocal rank (k = 60) with
+/// ranked by `ts_rank_cd`). At most 2,000 full-text matches are ranked (the
+/// first the index yields): ranking reads every match's `tsv`, 140 ms for
+/// 28,000 matches, and words that common in a knowledge base say little,
+/// so the vector side carries such a question. They are fused by reciprocal rank (k = 60) with
 /// the vector side weighted by its cosine similarity:
 /// `score = (max(cos, 0) * 61 / (60 + rank_vec) + 61 / (60 + rank_text)) / 2`,
 /// so 1 is a chunk ranked first by both with identical meaning, a chunk
@@ -777,16 +780,19 @@ macro_rules! search_sql {
             ") LIMIT $5), \
              vec_ranked AS ( \
                  SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec), \
-             fts AS ( \
-                 SELECT c.id, row_number() OVER \
-                     (ORDER BY ts_rank_cd(c.tsv, q.tq) DESC, c.id) AS r \
-                 FROM kb_chunks c, q \
+             matches AS MATERIALIZED ( \
+                 SELECT c.id, c.tsv FROM kb_chunks c, q \
                  WHERE c.organization_id = $1 AND c.kb_id = $2 AND c.tsv @@ q.tq \
                    AND ($8::uuid[] IS NULL OR c.document_id = ANY($8)) \
                    AND ($9::text[] IS NULL OR c.metadata->>'source_id' = ANY($9)) \
                    AND ($10::text IS NULL OR c.metadata->>'source_type' = $10) \
                    AND ($11::jsonb IS NULL OR c.metadata @> $11) \
-                 ORDER BY ts_rank_cd(c.tsv, q.tq) DESC, c.id LIMIT $5), \
+                 LIMIT 2000), \
+             fts AS ( \
+                 SELECT m.id, row_number() OVER \
+                     (ORDER BY ts_rank_cd(m.tsv, q.tq) DESC, m.id) AS r \
+                 FROM matches m, q \
+                 ORDER BY ts_rank_cd(m.tsv, q.tq) DESC, m.id LIMIT $5), \
              fused AS ( \
                  SELECT coalesce(v.id, f.id) AS id, \
                      ((coalesce(greatest(1 - v.dist, 0) * 61.0 / (60 + v.r), 0) \
