@@ -5550,8 +5550,7 @@ pub mod types {
         pub documents_failed: i64,
         ///Documents known so far (a source still being listed adds more).
         pub documents_total: i64,
-        ///The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only). Always answered; declared optional only because it came after 0.1.0.
-        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        ///The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only).
         pub in_progress: ::std::vec::Vec<DocumentProgress>,
         pub kb_id: ::uuid::Uuid,
         pub sources: ::std::vec::Vec<SourceProgress>,
@@ -19690,7 +19689,7 @@ pub mod types {
                     documents_done: Err("no value supplied for documents_done".to_string()),
                     documents_failed: Err("no value supplied for documents_failed".to_string()),
                     documents_total: Err("no value supplied for documents_total".to_string()),
-                    in_progress: Ok(Default::default()),
+                    in_progress: Err("no value supplied for in_progress".to_string()),
                     kb_id: Err("no value supplied for kb_id".to_string()),
                     sources: Err("no value supplied for sources".to_string()),
                     status: Err("no value supplied for status".to_string()),

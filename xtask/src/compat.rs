@@ -50,9 +50,16 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
             .unwrap_or_default();
         for info in change.changes {
             let line = format!("{at}: {}", info.message);
-            // drift 0.2 calls every change of an object's property set
-            // "unhandled"; the kinds are told apart here.
-            if info.class == Unhandled && info.message == "object properties changed" {
+            // drift 0.2 calls every change of an object's property set or
+            // of its required list "unhandled"; the kinds (and the
+            // direction: a new required answer field is additive, a new
+            // required input breaks) are told apart here.
+            if info.class == Unhandled
+                && matches!(
+                    info.message.as_str(),
+                    "object properties changed" | "object required properties changed"
+                )
+            {
                 for path in &change.paths {
                     properties(old, new, path, &mut verdict);
                 }
@@ -355,6 +362,21 @@ mod tests {
                 }),
             ),
             (
+                "an optional input made required",
+                Box::new(|d| {
+                    let s = &mut d["components"]["schemas"]["SendMessageRequest"];
+                    s["required"] = json!(["content", "chat_id"]);
+                }),
+            ),
+            (
+                "a field of an answer no longer always answered",
+                Box::new(|d| {
+                    let s = &mut d["components"]["schemas"]["CurrentUser"];
+                    let req = s["required"].as_array_mut().unwrap();
+                    req.retain(|r| r != "email");
+                }),
+            ),
+            (
                 "a type narrowed",
                 Box::new(|d| {
                     d["components"]["schemas"]["SendMessageRequest"]["properties"]["content"] =
@@ -413,6 +435,22 @@ mod tests {
         assert!(judge(&old, &with_version(new.clone(), &same), "").is_err());
         let (a, b, _) = version(&old).unwrap();
         judge(&old, &with_version(new, &format!("{a}.{}.0", b + 1)), "").unwrap();
+    }
+
+    #[test]
+    fn a_new_field_always_answered_is_additive() {
+        let old = current();
+        let mut new = old.clone();
+        let s = &mut new["components"]["schemas"]["CurrentUser"];
+        s["properties"]["avatar_url"] = json!({"type": "string"});
+        s["required"].as_array_mut().unwrap().push(json!("avatar_url"));
+        let verdict = compare(&old, &new).unwrap();
+        assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
+        assert!(
+            verdict.additive.iter().any(|a| a.contains("avatar_url")),
+            "{:?}",
+            verdict.additive
+        );
     }
 
     #[test]

@@ -544,11 +544,6 @@ pub struct KbIngestionStatus {
     /// first (at most 100). A document leaves the list when it is
     /// completed, failed, or waiting for another attempt; pending
     /// documents are not listed (they count in `documents_total` only).
-    /// Always answered; declared optional only because it came after 0.1.0.
-    // (`serde(default)` keeps it out of the schema's `required`: the
-    // breaking-change guard of `cargo xtask check` counts any change of a
-    // response's `required` list as breaking.)
-    #[serde(default)]
     pub in_progress: Vec<DocumentProgress>,
 }
 

@@ -3053,10 +3053,7 @@ export interface components {
              * @description Documents known so far (a source still being listed adds more).
              */
             documents_total: number;
-            /**
-             * @description The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only). Always answered; declared optional only because it came after 0.1.0.
-             * @default []
-             */
+            /** @description The documents being ingested right now, with their progress, oldest first (at most 100). A document leaves the list when it is completed, failed, or waiting for another attempt; pending documents are not listed (they count in `documents_total` only). */
             in_progress: components["schemas"]["DocumentProgress"][];
             /** Format: uuid */
             kb_id: string;
