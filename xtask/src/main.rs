@@ -982,13 +982,18 @@ print(post("/api/auth/login", {"email": user["email"], "password": user["passwor
 "#;
 
 /// Runs the `[[bench]]` target `name` of the tests crate; `binary`: it
-/// drives the real `workspace-server` executable (built first). That
-/// executable is built with the `bench` profile (release optimisations
-/// without the fat LTO of `release`, which takes many minutes on two cores;
-/// cargo still puts it in `target/release`), or `dev` with `--dev`.
+/// drives the real `workspace-server` executable (built first). `api`
+/// measures the shipped binary (`release`, fat LTO); the others build it
+/// with the `bench` profile (release optimisations without the fat LTO,
+/// which takes many minutes on two cores; cargo still puts it in
+/// `target/release`); `--dev`: the dev profile.
 fn bench(root: &Path, name: &str, binary: bool, dev: bool) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let profile = if dev { "dev" } else { "bench" };
+    let profile = match (dev, name) {
+        (true, _) => "dev",
+        (false, "api") => "release",
+        (false, _) => "bench",
+    };
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(root)
         .args(["bench", "-p", "workspace-tests", "--bench", name]);
