@@ -443,7 +443,10 @@ mod tests {
         let mut new = old.clone();
         let s = &mut new["components"]["schemas"]["CurrentUser"];
         s["properties"]["avatar_url"] = json!({"type": "string"});
-        s["required"].as_array_mut().unwrap().push(json!("avatar_url"));
+        s["required"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("avatar_url"));
         let verdict = compare(&old, &new).unwrap();
         assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
         assert!(

@@ -7,6 +7,7 @@ use crate::db::datastore::kb::{
 };
 use crate::db::enums as db;
 use crate::error::Error;
+use std::sync::Arc;
 use uuid::Uuid;
 use workspace_api::kb::{
     AvailableKnowledgeBase, DESCRIPTION_MAX, DocumentProgress, DocumentStatus, IngestionStage,
@@ -566,7 +567,28 @@ async fn retrieve(
     score_threshold: f64,
     filters: Option<workspace_api::kb::KbSearchFilters>,
 ) -> Result<Vec<crate::db::datastore::kb::SearchHit>, Error> {
-    let target = cx.datastore.kb_search_target(access, kb_id).await?;
+    let embed = |embedder: Arc<dyn crate::embedder::Embedder>| async move {
+        cx.embedders
+            .queries
+            .embed(embedder.as_ref(), query)
+            .await
+            .map_err(|e| Error::Unavailable {
+                code: "embedder_unavailable",
+                message: format!("embedding the query failed: {e}"),
+            })
+    };
+    // With one embedder configured, every knowledge base uses it: the
+    // query's embedding (milliseconds of CPU) runs beside the lookup
+    // instead of after it. Its outcome counts only if the knowledge base
+    // turns out to have chunks and that embedder.
+    let lookup = cx.datastore.kb_search_target(access, kb_id);
+    let (target, early) = match cx.embedders.only() {
+        Some(only) => {
+            let (target, vector) = tokio::join!(lookup, embed(only.clone()));
+            (target?, Some((only, vector)))
+        }
+        None => (lookup.await?, None),
+    };
     let model = target.embedding_model;
     let filters = filters.unwrap_or_default();
     if filters.metadata.as_ref().is_some_and(|m| m.len() > 20)
@@ -586,15 +608,10 @@ async fn retrieve(
         code: "embedder_unavailable",
         message: format!("the knowledge base's embedder {model:?} is not configured"),
     })?;
-    let embedding = cx
-        .embedders
-        .queries
-        .embed(embedder.as_ref(), query)
-        .await
-        .map_err(|e| Error::Unavailable {
-            code: "embedder_unavailable",
-            message: format!("embedding the query failed: {e}"),
-        })?;
+    let embedding = match early {
+        Some((only, vector)) if Arc::ptr_eq(&only, &embedder) => vector?,
+        _ => embed(embedder).await?,
+    };
     let search = crate::db::datastore::kb::SearchQuery {
         embedding: &embedding,
         text: query,

@@ -113,6 +113,16 @@ impl EmbedderRegistry {
             .cloned()
     }
 
+    /// The embedder every knowledge base uses when only one is configured
+    /// (the usual case: the local model), so a search may start embedding
+    /// its query before it has read which embedder its knowledge base uses.
+    pub fn only(&self) -> Option<Arc<dyn Embedder>> {
+        match self.entries.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    }
+
     pub fn names(&self) -> Vec<String> {
         self.entries.iter().map(|e| e.name().to_string()).collect()
     }

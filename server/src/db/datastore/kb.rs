@@ -434,7 +434,7 @@ impl Datastore {
         access: &OrgAccess,
         kb_id: Uuid,
     ) -> Result<SearchTarget, Error> {
-        let conn = self.conn().await?;
+        let conn = self.quick().await?;
         let row = conn
             .query_opt(
                 "SELECT k.embedding_model, k.embedding_dimensions, \
@@ -465,18 +465,19 @@ impl Datastore {
         })?;
         let candidates = i64::from(query.limit.saturating_mul(4).max(40));
         let mut conn = self.conn().await?;
+        // Two round trips: BEGIN, then the transaction's settings and the
+        // statement sent together; the read-only transaction ends without
+        // waiting ([`Tx::end_read`]).
         let tx = conn.transaction().await?;
-        // A filtered HNSW scan keeps scanning until it has enough rows
-        // (pgvector 0.8), instead of silently returning fewer.
-        tx.query_one(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), \
-                    set_config('hnsw.ef_search', $1, true)",
-            &[&candidates.max(40).to_string()],
-        )
-        .await?;
         let embedding = pgvector::Vector::from(query.embedding.to_vec());
+        let ef_search = candidates.max(40).to_string();
         let rows = tx
-            .query(
+            .query_after(
+                // A filtered HNSW scan keeps scanning until it has enough
+                // rows (pgvector 0.8), instead of silently returning fewer.
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), \
+                        set_config('hnsw.ef_search', $1, true)",
+                &[&ef_search],
                 sql,
                 &[
                     &access.org_id(),
@@ -493,7 +494,7 @@ impl Datastore {
                 ],
             )
             .await?;
-        tx.commit().await?;
+        tx.end_read();
         Ok(rows
             .iter()
             .map(|r| SearchHit {

@@ -192,6 +192,33 @@ pub(crate) struct Tx<'a> {
 impl Tx<'_> {
     cached_statements!(tx);
 
+    /// Runs `first`, then `sql`, sent together (pipelined: one round
+    /// trip for both once they are prepared); the rows of `sql`.
+    pub async fn query_after(
+        &self,
+        first: &str,
+        first_params: Params<'_>,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        // Both prepared before either is sent, so that they are sent
+        // in this order.
+        let (before, statement) = (self.prepare(first).await?, self.prepare(sql).await?);
+        let (done, rows) = tokio::join!(
+            self.tx.execute(&before, first_params),
+            self.tx.query(&statement, params)
+        );
+        done.map_err(|e| self.seen(e))?;
+        rows.map_err(|e| self.seen(e))
+    }
+
+    /// Ends a transaction that only read: rolled back, which costs no
+    /// round trip (the `ROLLBACK` is sent as the connection goes back to
+    /// the pool, ahead of its next statement).
+    pub fn end_read(self) {
+        drop(self.tx);
+    }
+
     pub async fn commit(self) -> Result<(), tokio_postgres::Error> {
         let health = self.health;
         self.tx.commit().await.inspect_err(|e| health.observe(e))
