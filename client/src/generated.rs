@@ -28897,7 +28897,7 @@ impl Client {
     }
     /**Search a knowledge base
 
-    Permission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`) are fused with reciprocal rank fusion (k = 60).
+    Permission `kb:read`. Hybrid retrieval in one SQL statement: the query is embedded once with the knowledge base's model; the nearest chunks by cosine distance (pgvector HNSW, with iterative scans so that filters never yield fewer hits than exist) and the best full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`; when more than 2,000 chunks match, 2,000 of them are ranked) are fused with reciprocal rank fusion (k = 60).
 
     `score` (0 to 1) fuses the two rankings by reciprocal rank, the vector side weighted by its cosine similarity `cos`: `(max(cos, 0) * 61 / (60 + rank_vector) + 61 / (60 + rank_text)) / 2` (a side the chunk is absent from adds 0). So 1 is a chunk ranked first by both with the query's meaning, a chunk ranked first by keywords alone scores 0.5, and the nearest of unrelated chunks scores about half its (low) similarity: the default threshold drops those. Scores compare hits of one query, not across queries. Nothing of a knowledge base is held in the server's memory: every search is one statement over PostgreSQL's indexes. Results below `score_threshold` (default 0.1) are dropped; `limit` 1 to 50 (default 10). `filters` narrow to documents, sources, a source type or chunks whose metadata contains a JSON object. `query` is 1 to 2000 characters (`400 invalid_query`).
 

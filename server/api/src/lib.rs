@@ -967,8 +967,9 @@ pub trait WorkspaceApi {
     /// query is embedded once with the knowledge base's model; the nearest
     /// chunks by cosine distance (pgvector HNSW, with iterative scans so
     /// that filters never yield fewer hits than exist) and the best
-    /// full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`)
-    /// are fused with reciprocal rank fusion (k = 60).
+    /// full-text matches (`websearch_to_tsquery`, ranked by `ts_rank_cd`;
+    /// when more than 2,000 chunks match, 2,000 of them are ranked) are
+    /// fused with reciprocal rank fusion (k = 60).
     ///
     /// `score` (0 to 1) fuses the two rankings by reciprocal rank, the
     /// vector side weighted by its cosine similarity `cos`:
