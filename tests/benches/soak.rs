@@ -26,7 +26,7 @@
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -76,27 +76,6 @@ fn start_options(port: u16) -> String {
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
          -c max_connections=200"
     )
-}
-
-struct ServerProcess(Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn status_kb(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .unwrap_or(f64::NAN)
 }
 
 #[derive(Default)]
@@ -380,7 +359,7 @@ async fn main() {
         .local_addr()
         .expect("port")
         .port();
-    let server = ServerProcess(
+    let server = workspace_tests::ChildGuard(
         Command::new(&bin)
             .args(["--bind", &format!("127.0.0.1:{http_port}")])
             .arg("--config")
@@ -448,7 +427,7 @@ async fn main() {
     let sampler = tokio::spawn(async move {
         let mut peak: f64 = 0.0;
         while Instant::now() < deadline + Duration::from_secs(5) {
-            peak = peak.max(status_kb(pid, "VmRSS:"));
+            peak = peak.max(workspace_tests::proc_status_kb(pid, "VmRSS:"));
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         peak
@@ -494,7 +473,7 @@ async fn main() {
         t.await.expect("client");
     }
     let peak_sampled = sampler.await.expect("sampler");
-    let peak_hwm = status_kb(pid, "VmHWM:");
+    let peak_hwm = workspace_tests::proc_status_kb(pid, "VmHWM:");
     // Answers delivered near the end may still be being written.
     tokio::time::sleep(Duration::from_secs(3)).await;
 

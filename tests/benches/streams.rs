@@ -22,7 +22,7 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -35,27 +35,9 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-struct ServerProcess(Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A `/proc/<pid>/status` figure in MB (`VmRSS:`, `VmHWM:`).
 fn status_mb(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
+    workspace_tests::proc_status_kb(pid, field) / 1024.0
 }
 
 fn free_port() -> u16 {
@@ -285,7 +267,7 @@ async fn main() {
         .batch_execute(&format!("CREATE DATABASE {database}"))
         .await
         .expect("creating the bench database");
-    let db_url = url_for(&admin_url, &database);
+    let db_url = workspace_tests::url_for(&admin_url, &database).expect("a PostgreSQL URL");
     let dir = tempfile::tempdir().expect("tempdir");
     let metrics_port = free_port();
     let http_port = free_port();
@@ -303,7 +285,7 @@ async fn main() {
     .expect("config");
     let log_level = std::env::var("BENCH_LOG_LEVEL").unwrap_or_else(|_| "warn".to_string());
     let server_log = std::fs::File::create(dir.path().join("server.log")).expect("log");
-    let server = ServerProcess(
+    let server = workspace_tests::ChildGuard(
         Command::new(&bin)
             .args(["--bind", &format!("127.0.0.1:{http_port}")])
             .arg("--config")
@@ -459,30 +441,4 @@ async fn main() {
     let _ = admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
         .await;
-}
-
-/// `admin` (a URL or key/value string) with another database name, as a
-/// key/value connection string.
-fn url_for(admin: &str, dbname: &str) -> String {
-    let config: tokio_postgres::Config = admin.parse().expect("a PostgreSQL URL");
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(h) => h.clone(),
-            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-        })
-        .collect();
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let mut s = format!("host={} port={port} dbname={dbname}", hosts.join(","));
-    if let Some(user) = config.get_user() {
-        s.push_str(&format!(" user={user}"));
-    }
-    if let Some(password) = config.get_password() {
-        s.push_str(&format!(
-            " password='{}'",
-            String::from_utf8_lossy(password)
-        ));
-    }
-    s
 }

@@ -80,7 +80,7 @@ fn admin_url() -> Result<String> {
 }
 
 /// `admin_url` with another database name.
-fn url_for(admin: &str, dbname: &str) -> Result<String> {
+pub fn url_for(admin: &str, dbname: &str) -> Result<String> {
     let mut config: tokio_postgres::Config = admin.parse()?;
     config.dbname(dbname);
     // Rebuild a key/value connection string that tokio-postgres accepts.
@@ -563,4 +563,29 @@ pub fn error_of<T: std::fmt::Debug>(
         }
         Err(other) => panic!("expected an error response, got {other:?}"),
     }
+}
+
+/// A child process (a server under a benchmark) killed and reaped when
+/// dropped.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A figure of `/proc/<pid>/status` in KB (`VmRSS:`, `VmHWM:`); NaN when
+/// it cannot be read.
+pub fn proc_status_kb(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .unwrap_or(f64::NAN)
 }
