@@ -283,6 +283,11 @@ impl Embedder for LocalMiniLm {
         .map_err(|e| EmbedError::Permanent(format!("embedding failed: {e:#}")))
     }
 
+    /// Loaded (a first query would otherwise provision the model).
+    fn ready(&self) -> bool {
+        self.loaded.initialized()
+    }
+
     /// A query does not queue behind ingestion batches (which may take
     /// seconds): it runs at once beside them.
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {

@@ -40,6 +40,11 @@ pub trait Embedder: Send + Sync {
             .next()
             .ok_or_else(|| EmbedError::Permanent("the embedder returned no vector".to_string()))
     }
+    /// Whether a query can be embedded without first loading (or
+    /// downloading) a model: a search only starts one speculatively then.
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 /// Query vectors recently computed, by embedder and text: repeated
@@ -114,11 +119,13 @@ impl EmbedderRegistry {
     }
 
     /// The embedder every knowledge base uses when only one is configured
-    /// (the usual case: the local model), so a search may start embedding
-    /// its query before it has read which embedder its knowledge base uses.
+    /// (the usual case: the local model) and it is ready, so a search may
+    /// start embedding its query before it has read which embedder its
+    /// knowledge base uses (and whether it has chunks: a search of an
+    /// empty knowledge base must not wait for a model to download).
     pub fn only(&self) -> Option<Arc<dyn Embedder>> {
         match self.entries.as_slice() {
-            [one] => Some(one.clone()),
+            [one] if one.ready() => Some(one.clone()),
             _ => None,
         }
     }
