@@ -660,3 +660,46 @@ async fn generated_documents_upload_and_extract() {
     }
     cx.teardown().await;
 }
+
+/// A search of a knowledge base without chunks answers at once while the
+/// local model is not there: the search does not start loading (nor
+/// downloading) a model to embed a query it will not use.
+#[tokio::test]
+async fn an_empty_knowledge_base_is_searched_without_the_model() {
+    let models = tempfile::tempdir().expect("a temporary directory");
+    let dir = models.path().join("all-minilm-l6-v2");
+    let model_dir = dir.clone();
+    // No workers: nothing provisions the model in the background either.
+    let cx = TestContext::with_config("kb_empty_search", move |c| {
+        c.kb.workers = 0;
+        c.kb.local_model_dir = Some(model_dir.clone());
+    })
+    .await;
+    let ada = cx.user("empty-search-ada").await;
+    let org = ada.personal_org().await;
+    let kb = create_kb(&ada, org, "Empty", Vec::new()).await;
+    let started = std::time::Instant::now();
+    let (status, found) = req(
+        &cx.base_url,
+        &ada.token,
+        reqwest::Method::POST,
+        "/api/kb/search",
+        &[("kb_id", kb.to_string())],
+        Some(json!({"query": "where is the lighthouse?"})),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["results"], json!([]));
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "an empty search waited {took:?}"
+    );
+    // Nothing was provisioned into (or next to) the model's directory.
+    assert!(!dir.exists(), "the model directory was created");
+    assert_eq!(
+        std::fs::read_dir(models.path()).unwrap().count(),
+        0,
+        "something was unpacked beside the model directory"
+    );
+}
