@@ -51,7 +51,7 @@ pub fn response<T: Serialize + Send + Sync + 'static>(
 /// A body writing `(id, event)` pairs as `id: N` (when numbered) and
 /// `data: <json>` lines (resumable chat and conversation streams).
 struct NumberedBody {
-    events: mpsc::Receiver<(Option<i32>, serde_json::Value)>,
+    events: mpsc::Receiver<(Option<i32>, Box<serde_json::Value>)>,
 }
 
 impl hyper::body::Body for NumberedBody {
@@ -76,7 +76,7 @@ impl hyper::body::Body for NumberedBody {
 
 /// A `200 text/event-stream` response of numbered events.
 pub fn numbered_response(
-    events: mpsc::Receiver<(Option<i32>, serde_json::Value)>,
+    events: mpsc::Receiver<(Option<i32>, Box<serde_json::Value>)>,
 ) -> Result<http::Response<dropshot::Body>, dropshot::HttpError> {
     http::Response::builder()
         .status(http::StatusCode::OK)

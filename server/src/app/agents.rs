@@ -407,7 +407,7 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
     while let Some(e) = events.recv().await {
         match e {
             RuntimeEvent::Text(t) => c.text.push_str(&t),
-            RuntimeEvent::ToolStarted { .. } => {}
+            RuntimeEvent::ToolStarted(_) => {}
             RuntimeEvent::ToolFinished(f) => c.tool_calls.push(ToolCallRecord {
                 id: f.id,
                 name: f.name,
@@ -422,8 +422,8 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
                 c.usage.total_tokens += u64::from(u.total_tokens());
             }
             RuntimeEvent::End => break,
-            RuntimeEvent::Error { code, message } => {
-                c.error = Some((code, message));
+            RuntimeEvent::Error(e) => {
+                c.error = Some((e.code, e.message));
                 break;
             }
         }

@@ -39,7 +39,7 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::providers::Usage;
 pub use crate::runtime::ToolFinished;
-use crate::runtime::{RunSpec, RuntimeEvent};
+use crate::runtime::{RunError, RunSpec, RuntimeEvent, ToolStarted};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -336,7 +336,8 @@ impl<A: Area> Answer<A> {
                     }
                     save_partial(&area, &text, &mut saving, &mut saved_at, &log);
                 }
-                Some(RuntimeEvent::ToolStarted { id, name, input }) => {
+                Some(RuntimeEvent::ToolStarted(started)) => {
+                    let ToolStarted { id, name, input } = *started;
                     if let Some(event) = area.tool_started(id, name, input)
                         && !out.emit(event).await
                     {
@@ -344,7 +345,7 @@ impl<A: Area> Answer<A> {
                     }
                 }
                 Some(RuntimeEvent::ToolFinished(finished)) => {
-                    if let Some(event) = area.tool_finished(finished)
+                    if let Some(event) = area.tool_finished(*finished)
                         && !out.emit(event).await
                     {
                         break Outcome::Gone;
@@ -357,7 +358,8 @@ impl<A: Area> Answer<A> {
                     total.cached_tokens += u.cached_tokens;
                 }
                 Some(RuntimeEvent::End) => break Outcome::Complete,
-                Some(RuntimeEvent::Error { code, message }) => {
+                Some(RuntimeEvent::Error(e)) => {
+                    let RunError { code, message } = *e;
                     slog::warn!(log, "the answer failed"; "error_code" => &code);
                     break Outcome::Failed { code, message };
                 }

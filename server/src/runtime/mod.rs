@@ -33,25 +33,47 @@ pub struct ToolFinished {
     pub successful: bool,
 }
 
-/// What a run streams.
+/// A tool call starting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolStarted {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+/// Why a run failed: an error code and its public message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunError {
+    pub code: String,
+    pub message: String,
+}
+
+/// What a run streams. The rare large variants are boxed: every answer's
+/// channel holds a block of 32 events from its start, so the size of an
+/// event is paid 32 times per streamed answer (144 bytes unboxed: 4.6 KB an
+/// answer; 24 bytes: 0.8 KB).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RuntimeEvent {
     Text(String),
-    ToolStarted {
-        id: String,
-        name: String,
-        input: Value,
-    },
-    ToolFinished(ToolFinished),
+    ToolStarted(Box<ToolStarted>),
+    ToolFinished(Box<ToolFinished>),
     /// Usage of one model step.
     Usage(Usage),
     /// The model answered.
     End,
     /// The run failed (the model provider, or the step limit).
-    Error {
-        code: String,
-        message: String,
-    },
+    Error(Box<RunError>),
+}
+
+const _: () = assert!(size_of::<RuntimeEvent>() <= 24);
+
+impl RuntimeEvent {
+    fn error(code: impl Into<String>, message: impl Into<String>) -> RuntimeEvent {
+        RuntimeEvent::Error(Box::new(RunError {
+            code: code.into(),
+            message: message.into(),
+        }))
+    }
 }
 
 /// A tool the runtime can offer to a model.
@@ -100,12 +122,15 @@ pub fn run(spec: RunSpec) -> mpsc::Receiver<RuntimeEvent> {
     rx
 }
 
-async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
-    let mut messages = Vec::new();
+async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
+    // The history moves into the messages (not a copy of it held for the
+    // whole run), and each step's request lives only until its stream has
+    // started.
+    let mut messages = Vec::with_capacity(spec.history.len() + 1);
     if !spec.system_prompt.is_empty() {
-        messages.push(ChatMessage::system(spec.system_prompt.clone()));
+        messages.push(ChatMessage::system(std::mem::take(&mut spec.system_prompt)));
     }
-    messages.extend(spec.history.iter().cloned());
+    messages.append(&mut spec.history);
     let specs: Vec<ToolSpec> = spec.tools.iter().map(|t| t.spec()).collect();
     for step in 0..spec.limits.max_steps {
         let request = ChatRequest {
@@ -114,21 +139,22 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             max_tokens: spec.max_tokens.or(spec.model.max_tokens),
             temperature: spec.temperature,
         };
-        let mut stream = match providers::start(
+        // Boxed: starting (with its retries and timeouts) is a step's
+        // first moments, and its state need not be part of the run's for
+        // the whole answer.
+        let started = Box::pin(providers::start(
             spec.model.chat.as_ref(),
             &request,
             &spec.retry,
             &spec.log,
-        )
-        .await
-        {
+        ))
+        .await;
+        drop(request);
+        let mut stream = match started {
             Ok(s) => s,
             Err(e) => {
                 let _ = tx
-                    .send(RuntimeEvent::Error {
-                        code: e.error_code().into(),
-                        message: e.public_message().into(),
-                    })
+                    .send(RuntimeEvent::error(e.error_code(), e.public_message()))
                     .await;
                 return;
             }
@@ -150,10 +176,7 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                 Ok(ChatEvent::Finish(_)) => {}
                 Err(e) => {
                     let _ = tx
-                        .send(RuntimeEvent::Error {
-                            code: e.error_code().into(),
-                            message: e.public_message().into(),
-                        })
+                        .send(RuntimeEvent::error(e.error_code(), e.public_message()))
                         .await;
                     return;
                 }
@@ -179,11 +202,11 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
         for call in calls {
             let input: Value = serde_json::from_str(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-            let started = RuntimeEvent::ToolStarted {
+            let started = RuntimeEvent::ToolStarted(Box::new(ToolStarted {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 input: input.clone(),
-            };
+            }));
             if tx.send(started).await.is_err() {
                 return;
             }
@@ -210,14 +233,14 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                 Ok(v) => (Some(v), None),
                 Err(e) => (None, Some(e)),
             };
-            let finished = RuntimeEvent::ToolFinished(ToolFinished {
+            let finished = RuntimeEvent::ToolFinished(Box::new(ToolFinished {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 input,
                 successful: error.is_none(),
                 output,
                 error,
-            });
+            }));
             if tx.send(finished).await.is_err() {
                 return;
             }
@@ -225,13 +248,13 @@ async fn run_loop(spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
         }
     }
     let _ = tx
-        .send(RuntimeEvent::Error {
-            code: "agent_step_limit".into(),
-            message: format!(
+        .send(RuntimeEvent::error(
+            "agent_step_limit",
+            format!(
                 "the model kept calling tools for {} steps",
                 spec.limits.max_steps
             ),
-        })
+        ))
         .await;
 }
 
