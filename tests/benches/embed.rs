@@ -8,6 +8,11 @@
 //! - query embeddings of distinct short questions, p50/p95: the
 //!   single-query path searches use (`embed_query`), the batch path
 //!   (`embed` of one text) beside it, and the query cache's hits;
+//! - the model's forward pass for one query with its f32 weights and with
+//!   the f16 copy the query path uses, alternating query by query, with
+//!   the weights left in the caches by the previous query ("warm") and
+//!   after 64 MB of other memory traffic evicted them ("after other
+//!   work", as between requests on a server);
 //! - a query while an ingestion batch runs: through `embed_query` (at
 //!   once) and through `embed` (queued behind the batch);
 //! - ingestion: chunks of about 200 tokens through `embed`, chunks/s and
@@ -24,6 +29,58 @@ use workspace_server::embedder::{Embedder, LocalMiniLm, QueryCache};
 /// layers of Q, K, V and output projections (4 × 384²) and the
 /// feed-forward (2 × 384 × 1536), two FLOPs each.
 const FLOPS_PER_TOKEN: f64 = 6.0 * 2.0 * (4.0 * 384.0 * 384.0 + 2.0 * 384.0 * 1536.0);
+
+/// One query's forward pass with the f32 and with the f16 weights,
+/// alternating, warm and after 64 MB of other memory traffic.
+fn f32_and_f16_weights(ids: &[Vec<u32>]) {
+    use workspace_minilm::{Model, Parallel, Weights};
+    let model = Model::load(
+        &workspace_embedded_db::data_root()
+            .join("models")
+            .join("all-minilm-l6-v2"),
+    )
+    .unwrap();
+    if !model.has_half_weights() {
+        println!("(this CPU has no f16 conversion: the query path uses the f32 weights)\n");
+        return;
+    }
+    let mut other = vec![0u8; 64 << 20];
+    let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for (i, q) in ids.iter().cycle().take(4 * 100).enumerate() {
+        let (weights, evict) = (i % 2, (i / 2) % 2);
+        if evict == 1 {
+            // Other work: write 64 MB (twice the L3 here).
+            for page in other.chunks_mut(64) {
+                page[0] = page[0].wrapping_add(1);
+            }
+        }
+        let t = Instant::now();
+        let w = [Weights::Full, Weights::Half][weights];
+        std::hint::black_box(
+            model
+                .embed_with(&[q.as_slice()], Parallel::Rayon, w)
+                .unwrap(),
+        );
+        times[evict][weights].push(t.elapsed());
+    }
+    std::hint::black_box(&other);
+    println!("one query's forward pass, f32 and f16 weights alternating (100 each)");
+    for (evict, label) in ["warm", "after other work"].iter().enumerate() {
+        for v in &mut times[evict] {
+            v.sort();
+        }
+        let [full, half] = &times[evict];
+        println!(
+            "  {label:<17} f32: p50 {}  p95 {}   f16: p50 {}  p95 {}   ({:.2}x at p50)",
+            ms(percentile(full, 0.5)),
+            ms(percentile(full, 0.95)),
+            ms(percentile(half, 0.5)),
+            ms(percentile(half, 0.95)),
+            percentile(full, 0.5).as_secs_f64() / percentile(half, 0.5).as_secs_f64()
+        );
+    }
+    println!();
+}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -211,6 +268,18 @@ async fn main() {
         percentile(&cached, 0.5).as_secs_f64() * 1e6,
         percentile(&cached, 0.95).as_secs_f64() * 1e6
     );
+
+    let ids: Vec<Vec<u32>> = qs
+        .iter()
+        .map(|q| {
+            tokenizer
+                .encode(q.as_str(), true)
+                .unwrap()
+                .get_ids()
+                .to_vec()
+        })
+        .collect();
+    f32_and_f16_weights(&ids);
 
     // Ingestion throughput.
     let chunks: Vec<String> = (0..128).map(chunk).collect();

