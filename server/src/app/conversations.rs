@@ -207,10 +207,11 @@ pub async fn stream_chat(
             format!("the message must be 1 to {MESSAGE_MAX_CHARS} characters and not blank"),
         ));
     }
-    let session = cx
-        .datastore
-        .session_get(access, body.chat_session_id)
-        .await?;
+    // Both point lookups at once, on the shared pipelined connections.
+    let (session, features) = tokio::try_join!(
+        cx.datastore.session_get(access, body.chat_session_id),
+        crate::app::orgs::features(cx, access),
+    )?;
     let model = cx.models.get(session.model_id).cloned().ok_or_else(|| {
         Error::invalid(
             "model_unavailable",
@@ -220,9 +221,7 @@ pub async fn stream_chat(
             ),
         )
     })?;
-    let daily_limit = crate::app::orgs::features(cx, access)
-        .await?
-        .daily_chat_limit;
+    let daily_limit = features.daily_chat_limit;
     let message_id = Uuid::new_v4();
     let history = cx
         .datastore

@@ -345,97 +345,99 @@ impl Datastore {
     ) -> Result<(ChatRow, bool, Vec<ChatMessageRow>), Error> {
         let org_id = access.org_id();
         let user_id = access.user_id();
+        let limit = super::conversations::daily_limit_param(new.daily_limit);
+        // Sent together: the count, the chat (created, or touched and so
+        // proven the caller's), its history. The writes that need the chat
+        // follow only once it is found.
+        let chat_id = new.chat_id.unwrap_or_else(Uuid::new_v4);
+        let update = format!(
+            "UPDATE chats SET updated_at = now() \
+             WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
+             RETURNING {CHAT_COLUMNS}"
+        );
+        let insert = format!(
+            "INSERT INTO chats (id, organization_id, user_id, title, settings) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
+        );
+        let history = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
+             WHERE m.organization_id = $1 AND m.chat_id = $2 ORDER BY m.seq"
+        );
+        let update_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&org_id, &user_id, &chat_id];
+        let insert_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+            &chat_id,
+            &org_id,
+            &user_id,
+            &new.new_title,
+            &new.new_settings,
+        ];
+        let chat_statement: (&str, super::Params<'_>) = match new.chat_id {
+            Some(_) => (&update, &update_params),
+            None => (&insert, &insert_params),
+        };
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        super::conversations::count_daily_message(&tx, access, new.daily_limit).await?;
-        let (chat, created) = match new.chat_id {
-            Some(id) => {
-                let row = tx
-                    .query_opt(
-                        &format!(
-                            "UPDATE chats SET updated_at = now() \
-                             WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
-                             RETURNING {CHAT_COLUMNS}"
-                        ),
-                        &[&org_id, &user_id, &id],
-                    )
-                    .await?
-                    .ok_or(Error::NotFound { what: "chat" })?;
-                (ChatRow::from_row(&row), false)
-            }
-            None => {
-                let row = tx
-                    .query_one(
-                        &format!(
-                            "INSERT INTO chats (id, organization_id, user_id, title, settings) \
-                             VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
-                        ),
-                        &[
-                            &Uuid::new_v4(),
-                            &org_id,
-                            &user_id,
-                            &new.new_title,
-                            &new.new_settings,
-                        ],
-                    )
-                    .await?;
-                (ChatRow::from_row(&row), true)
-            }
-        };
-        let history: Vec<ChatMessageRow> = tx
-            .query(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
-                     WHERE m.chat_id = $1 ORDER BY m.seq"
+        let results = tx
+            .pipeline(&[
+                (
+                    super::conversations::COUNT_DAILY_MESSAGE,
+                    &[&org_id, &limit],
                 ),
-                &[&chat.id],
-            )
-            .await?
-            .iter()
-            .map(ChatMessageRow::from_row)
-            .collect();
-        // Uploads named without a chat join this one (and go with it).
-        tx.execute(
-            "UPDATE files SET chat_id = $3 \
-             WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
-               AND chat_id IS NULL",
-            &[&org_id, &user_id, &chat.id, &new.upload_ids],
-        )
-        .await?;
+                chat_statement,
+                (history.as_str(), &[&org_id, &chat_id]),
+            ])
+            .await?;
+        super::conversations::daily_message_counted(&results[0], new.daily_limit)?;
+        let chat = results[1]
+            .first()
+            .map(ChatRow::from_row)
+            .ok_or(Error::NotFound { what: "chat" })?;
+        let created = new.chat_id.is_none();
+        let history: Vec<ChatMessageRow> =
+            results[2].iter().map(ChatMessageRow::from_row).collect();
         let parent = history.last().map(|m| m.id);
-        tx.execute(
-            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                 parent_message_id, model_id, agent_id, metadata) \
-             VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
-            &[
-                &new.user_message_id,
-                &org_id,
-                &chat.id,
-                &new.content,
-                &parent,
-                &new.model_id,
-                &new.agent_id,
-                &new.metadata,
-                &ChatRole::User,
-            ],
-        )
-        .await?;
-        tx.execute(
-            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                 parent_message_id, model_id, agent_id, metadata, status) \
-             VALUES ($1, $2, $3, $9, '', $4, $5, $6, $7, $8)",
-            &[
-                &new.answer_id,
-                &org_id,
-                &chat.id,
-                &new.user_message_id,
-                &new.model_id,
-                &new.agent_id,
-                &new.metadata,
-                &ChatMessageStatus::Streaming,
-                &ChatRole::Model,
-            ],
-        )
+        tx.pipeline(&[
+            // Uploads named without a chat join this one (and go with it).
+            (
+                "UPDATE files SET chat_id = $3 \
+                 WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
+                   AND chat_id IS NULL",
+                &[&org_id, &user_id, &chat.id, &new.upload_ids],
+            ),
+            (
+                "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+                     parent_message_id, model_id, agent_id, metadata) \
+                 VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
+                &[
+                    &new.user_message_id,
+                    &org_id,
+                    &chat.id,
+                    &new.content,
+                    &parent,
+                    &new.model_id,
+                    &new.agent_id,
+                    &new.metadata,
+                    &ChatRole::User,
+                ],
+            ),
+            (
+                "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+                     parent_message_id, model_id, agent_id, metadata, status) \
+                 VALUES ($1, $2, $3, $9, '', $4, $5, $6, $7, $8)",
+                &[
+                    &new.answer_id,
+                    &org_id,
+                    &chat.id,
+                    &new.user_message_id,
+                    &new.model_id,
+                    &new.agent_id,
+                    &new.metadata,
+                    &ChatMessageStatus::Streaming,
+                    &ChatRole::Model,
+                ],
+            ),
+        ])
         .await?;
         tx.commit().await?;
         Ok((chat, created, history))

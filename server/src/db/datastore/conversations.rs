@@ -225,7 +225,8 @@ impl Datastore {
         session_id: Uuid,
     ) -> Result<SessionRow, Error> {
         let org_id = access.org_id();
-        let conn = self.conn().await?;
+        // A point lookup: on a shared pipelined connection, not a pooled one.
+        let conn = self.quick().await?;
         let row = conn
             .query_opt(
                 &format!(
@@ -251,6 +252,11 @@ impl Datastore {
     /// The message counts towards the organization's `daily_chat_limit`
     /// (per UTC day), in the same transaction: at the limit nothing is
     /// written and the error is `429 daily_chat_limit_exceeded`.
+    ///
+    /// Three round trips on the pooled connection: `BEGIN`, the six
+    /// statements sent together, `COMMIT` (none needs an earlier one's
+    /// answer; the limit is judged from the count's rows and a refusal
+    /// rolls everything back).
     pub async fn message_append_user(
         &self,
         access: &OrgAccess,
@@ -261,52 +267,58 @@ impl Datastore {
         answer_id: Uuid,
     ) -> Result<Vec<MessageRow>, Error> {
         let org_id = access.org_id();
+        let limit = daily_limit_param(daily_limit);
+        let message_id = Uuid::new_v4();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        count_daily_message(&tx, access, daily_limit).await?;
-        let seq: i64 = tx
-            .query_one(
-                "INSERT INTO conversation_messages \
-                    (id, organization_id, conversation_id, session_id, role, content, created_by) \
-                 VALUES ($1, $2, $3, $4, $7, $5, $6) RETURNING seq",
-                &[
-                    &Uuid::new_v4(),
-                    &org_id,
-                    &session.conversation_id,
-                    &session.id,
-                    &content,
-                    &user_id,
-                    &MessageRole::User,
-                ],
-            )
-            .await?
-            .get("seq");
-        tx.execute(
-            "INSERT INTO conversation_messages \
-                (id, organization_id, conversation_id, session_id, role, content, status) \
-             VALUES ($1, $2, $3, $4, $6, '', $5)",
-            &[
-                &answer_id,
-                &org_id,
-                &session.conversation_id,
-                &session.id,
-                &MessageStatus::Streaming,
-                &MessageRole::Assistant,
-            ],
-        )
-        .await?;
-        touch(&tx, org_id, session).await?;
-        let rows = tx
-            .query(
-                "SELECT id, session_id, role, content, status, created_at \
-                 FROM conversation_messages \
-                 WHERE organization_id = $1 AND session_id = $2 AND seq <= $3 \
-                 ORDER BY seq",
-                &[&org_id, &session.id, &seq],
-            )
+        let mut results = tx
+            .pipeline(&[
+                (COUNT_DAILY_MESSAGE, &[&org_id, &limit]),
+                (
+                    "INSERT INTO conversation_messages \
+                        (id, organization_id, conversation_id, session_id, role, content, \
+                         created_by) \
+                     VALUES ($1, $2, $3, $4, $7, $5, $6)",
+                    &[
+                        &message_id,
+                        &org_id,
+                        &session.conversation_id,
+                        &session.id,
+                        &content,
+                        &user_id,
+                        &MessageRole::User,
+                    ],
+                ),
+                (
+                    "INSERT INTO conversation_messages \
+                        (id, organization_id, conversation_id, session_id, role, content, status) \
+                     VALUES ($1, $2, $3, $4, $6, '', $5)",
+                    &[
+                        &answer_id,
+                        &org_id,
+                        &session.conversation_id,
+                        &session.id,
+                        &MessageStatus::Streaming,
+                        &MessageRole::Assistant,
+                    ],
+                ),
+                (TOUCH_SESSION, &[&org_id, &session.id]),
+                (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
+                (
+                    "SELECT id, session_id, role, content, status, created_at \
+                     FROM conversation_messages \
+                     WHERE organization_id = $1 AND session_id = $2 \
+                       AND seq <= (SELECT seq FROM conversation_messages \
+                                   WHERE organization_id = $1 AND id = $3) \
+                     ORDER BY seq",
+                    &[&org_id, &session.id, &message_id],
+                ),
+            ])
             .await?;
+        daily_message_counted(&results[0], daily_limit)?;
+        let history = results.pop().unwrap_or_default();
         tx.commit().await?;
-        Ok(rows.iter().map(MessageRow::from_row).collect())
+        Ok(history.iter().map(MessageRow::from_row).collect())
     }
 
     /// Saves the text of an answer that is still streaming (no-op once it
@@ -415,43 +427,43 @@ impl Datastore {
 }
 
 async fn touch(tx: &super::Tx<'_>, org_id: Uuid, session: &SessionRow) -> Result<(), Error> {
-    tx.execute(
-        "UPDATE conversation_sessions SET updated_at = now() \
-         WHERE organization_id = $1 AND id = $2",
-        &[&org_id, &session.id],
-    )
-    .await?;
-    tx.execute(
-        "UPDATE conversations SET updated_at = now() WHERE organization_id = $1 AND id = $2",
-        &[&org_id, &session.conversation_id],
-    )
+    tx.pipeline(&[
+        (TOUCH_SESSION, &[&org_id, &session.id]),
+        (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
+    ])
     .await?;
     Ok(())
 }
 
+const TOUCH_SESSION: &str = "UPDATE conversation_sessions SET updated_at = now() \
+                             WHERE organization_id = $1 AND id = $2";
+const TOUCH_CONVERSATION: &str =
+    "UPDATE conversations SET updated_at = now() WHERE organization_id = $1 AND id = $2";
+
 /// Counts one message towards the organization's `daily_chat_limit` (per
-/// UTC day) inside the caller's transaction: at the limit nothing is
-/// counted and the error is `429 daily_chat_limit_exceeded` with the
-/// seconds until the next UTC day. Shared by conversations and chats.
-pub(crate) async fn count_daily_message(
-    tx: &super::Tx<'_>,
-    access: &OrgAccess,
+/// UTC day) inside the caller's transaction; params: the organization and
+/// [`daily_limit_param`]. At the limit it counts nothing and returns no
+/// row: see [`daily_message_counted`]. Shared by conversations and chats.
+pub(crate) const COUNT_DAILY_MESSAGE: &str = "INSERT INTO organization_daily_usage (organization_id, day, chat_messages) \
+     SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 WHERE $2 > 0 \
+     ON CONFLICT (organization_id, day) DO UPDATE \
+         SET chat_messages = organization_daily_usage.chat_messages + 1 \
+         WHERE organization_daily_usage.chat_messages < $2 \
+     RETURNING chat_messages";
+
+/// The limit as [`COUNT_DAILY_MESSAGE`]'s second parameter.
+pub(crate) fn daily_limit_param(daily_limit: u32) -> i32 {
+    i32::try_from(daily_limit).unwrap_or(i32::MAX)
+}
+
+/// [`COUNT_DAILY_MESSAGE`]'s rows judged: none means the limit is reached,
+/// `429 daily_chat_limit_exceeded` with the seconds until the next UTC day
+/// (the caller returns it, which rolls its transaction back).
+pub(crate) fn daily_message_counted(
+    rows: &[tokio_postgres::Row],
     daily_limit: u32,
 ) -> Result<(), Error> {
-    let org_id = access.org_id();
-    let limit = i32::try_from(daily_limit).unwrap_or(i32::MAX);
-    let counted = tx
-        .query_opt(
-            "INSERT INTO organization_daily_usage (organization_id, day, chat_messages) \
-             SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 WHERE $2 > 0 \
-             ON CONFLICT (organization_id, day) DO UPDATE \
-                 SET chat_messages = organization_daily_usage.chat_messages + 1 \
-                 WHERE organization_daily_usage.chat_messages < $2 \
-             RETURNING chat_messages",
-            &[&org_id, &limit],
-        )
-        .await?;
-    if counted.is_none() {
+    if rows.is_empty() {
         let now = chrono::Utc::now();
         let midnight = (now.date_naive() + chrono::Days::new(1))
             .and_hms_opt(0, 0, 0)

@@ -212,6 +212,36 @@ impl Tx<'_> {
         rows.map_err(|e| self.seen(e))
     }
 
+    /// Runs `statements` in order, sent together (one round trip once
+    /// they are prepared), and returns each one's rows; or the first error
+    /// in statement order (a statement after a failed one fails too: the
+    /// transaction is aborted, so the first error is the cause). For
+    /// statements that do not need an earlier one's answer to be written:
+    /// the caller looks at the rows in order, and returning an error rolls
+    /// the whole transaction back.
+    pub async fn pipeline(
+        &self,
+        statements: &[(&str, Params<'_>)],
+    ) -> Result<Vec<Vec<tokio_postgres::Row>>, tokio_postgres::Error> {
+        // All prepared before any is sent, so that they are sent in this
+        // order (`join_all` polls them in order; each is sent at its first
+        // poll).
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (sql, _) in statements {
+            prepared.push(self.prepare(sql).await?);
+        }
+        futures::future::join_all(
+            prepared
+                .iter()
+                .zip(statements)
+                .map(|(statement, (_, params))| self.tx.query(statement, params)),
+        )
+        .await
+        .into_iter()
+        .map(|rows| rows.map_err(|e| self.seen(e)))
+        .collect()
+    }
+
     /// Ends a transaction that only read: rolled back, which costs no
     /// round trip (the `ROLLBACK` is sent as the connection goes back to
     /// the pool, ahead of its next statement).

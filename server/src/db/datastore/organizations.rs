@@ -224,7 +224,9 @@ impl Datastore {
     }
 
     async fn features_of(&self, org_id: Uuid) -> Result<FeatureOverrides, Error> {
-        let conn = self.conn().await?;
+        // A point lookup (before every message): on a shared pipelined
+        // connection, not a pooled one.
+        let conn = self.quick().await?;
         let row = conn
             .query_opt(
                 "SELECT team_members, file_upload, chat_uploads, mcp_sessions, daily_chat_limit \
