@@ -48,10 +48,11 @@ pub fn response<T: Serialize + Send + Sync + 'static>(
         })
 }
 
-/// A body writing `(id, event)` pairs as `id: N` (when numbered) and
-/// `data: <json>` lines (resumable chat and conversation streams).
+/// A body writing `(id, event)` pairs (the event's JSON text) as `id: N`
+/// (when numbered) and `data: <json>` lines (resumable chat and
+/// conversation streams).
 struct NumberedBody {
-    events: mpsc::Receiver<(Option<i32>, Box<serde_json::Value>)>,
+    events: mpsc::Receiver<(Option<i32>, Box<str>)>,
 }
 
 impl hyper::body::Body for NumberedBody {
@@ -76,7 +77,7 @@ impl hyper::body::Body for NumberedBody {
 
 /// A `200 text/event-stream` response of numbered events.
 pub fn numbered_response(
-    events: mpsc::Receiver<(Option<i32>, Box<serde_json::Value>)>,
+    events: mpsc::Receiver<(Option<i32>, Box<str>)>,
 ) -> Result<http::Response<dropshot::Body>, dropshot::HttpError> {
     http::Response::builder()
         .status(http::StatusCode::OK)

@@ -57,15 +57,15 @@ impl StreamKind {
 }
 
 impl Datastore {
-    /// Appends numbered events (`first_seq`, `first_seq + 1`, ...) of an
-    /// answer and announces the last on [`STREAM_CHANNEL`], in one
-    /// statement.
+    /// Appends numbered events (`first_seq`, `first_seq + 1`, ...; each
+    /// JSON text, stored as `jsonb`) of an answer and announces the last on
+    /// [`STREAM_CHANNEL`], in one statement.
     pub async fn stream_events_append(
         &self,
         kind: StreamKind,
         message_id: Uuid,
         first_seq: i32,
-        events: &[Value],
+        events: &[&str],
     ) -> Result<(), Error> {
         let conn = self.conn().await?;
         let seqs: Vec<i32> = (0..events.len() as i32).map(|i| first_seq + i).collect();
@@ -73,7 +73,7 @@ impl Datastore {
         conn.query(
             &format!(
                 "WITH i AS (INSERT INTO {} (message_id, seq, event) \
-                     SELECT $1::uuid, s, e FROM unnest($2::int[], $3::jsonb[]) AS t(s, e) \
+                     SELECT $1::uuid, s, e::jsonb FROM unnest($2::int[], $3::text[]) AS t(s, e) \
                      RETURNING 1) \
                  SELECT pg_notify($4::text, $1::uuid::text || ':' || $5::int::text) \
                  FROM (SELECT count(*) FROM i) x",
@@ -86,7 +86,7 @@ impl Datastore {
     }
 
     /// Appends the numbered events of many answers (`message_ids[i]`,
-    /// `seqs[i]`, `events[i]`) and announces the last of each answer on
+    /// `seqs[i]`, `events[i]`: JSON text, stored as `jsonb`) and announces the last of each answer on
     /// [`STREAM_CHANNEL`], in one statement: all of them or none (one
     /// answer deleted meanwhile fails the whole statement). Returns how
     /// many rows were stored.
@@ -95,14 +95,14 @@ impl Datastore {
         kind: StreamKind,
         message_ids: &[Uuid],
         seqs: &[i32],
-        events: &[&Value],
+        events: &[&str],
     ) -> Result<usize, Error> {
         let conn = self.conn().await?;
         let rows = conn
             .query(
                 &format!(
                     "WITH i AS (INSERT INTO {} (message_id, seq, event) \
-                         SELECT m, s, e FROM unnest($1::uuid[], $2::int[], $3::jsonb[]) \
+                         SELECT m, s, e::jsonb FROM unnest($1::uuid[], $2::int[], $3::text[]) \
                              AS t(m, s, e) \
                          RETURNING message_id, seq) \
                      SELECT count(*)::int AS n, \
