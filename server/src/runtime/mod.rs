@@ -329,3 +329,20 @@ impl RuntimeTool for CodeTool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every streamed answer holds a run task for its whole life: its
+    /// future stays small (1,456 bytes, in the dev and the bench profile
+    /// alike; about 1.8 KB while RuntimeEvent took 144 bytes).
+    #[test]
+    fn the_run_task_stays_small() {
+        fn size<A, B, R>(_: impl FnOnce(A, B) -> R) -> usize {
+            size_of::<R>()
+        }
+        let n = size(run_loop);
+        assert!(n <= 1536, "run_loop's future takes {n} bytes");
+    }
+}
