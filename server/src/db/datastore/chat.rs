@@ -350,16 +350,16 @@ impl Datastore {
         // proven the caller's), its history. The writes that need the chat
         // follow only once it is found.
         let chat_id = new.chat_id.unwrap_or_else(Uuid::new_v4);
-        let update = format!(
+        let update_sql = format!(
             "UPDATE chats SET updated_at = now() \
              WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
              RETURNING {CHAT_COLUMNS}"
         );
-        let insert = format!(
+        let insert_sql = format!(
             "INSERT INTO chats (id, organization_id, user_id, title, settings) \
              VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
         );
-        let history = format!(
+        let history_sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
              WHERE m.organization_id = $1 AND m.chat_id = $2 ORDER BY m.seq"
         );
@@ -373,31 +373,30 @@ impl Datastore {
             &new.new_settings,
         ];
         let chat_statement: (&str, super::Params<'_>) = match new.chat_id {
-            Some(_) => (&update, &update_params),
-            None => (&insert, &insert_params),
+            Some(_) => (&update_sql, &update_params),
+            None => (&insert_sql, &insert_params),
         };
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        let results = tx
-            .pipeline(&[
+        let [counted, chat, history] = tx
+            .pipeline([
                 (
                     super::conversations::COUNT_DAILY_MESSAGE,
                     &[&org_id, &limit],
                 ),
                 chat_statement,
-                (history.as_str(), &[&org_id, &chat_id]),
+                (history_sql.as_str(), &[&org_id, &chat_id]),
             ])
             .await?;
-        super::conversations::daily_message_counted(&results[0], new.daily_limit)?;
-        let chat = results[1]
+        super::conversations::daily_message_counted(&counted, new.daily_limit)?;
+        let chat = chat
             .first()
             .map(ChatRow::from_row)
             .ok_or(Error::NotFound { what: "chat" })?;
         let created = new.chat_id.is_none();
-        let history: Vec<ChatMessageRow> =
-            results[2].iter().map(ChatMessageRow::from_row).collect();
+        let history: Vec<ChatMessageRow> = history.iter().map(ChatMessageRow::from_row).collect();
         let parent = history.last().map(|m| m.id);
-        tx.pipeline(&[
+        tx.pipeline([
             // Uploads named without a chat join this one (and go with it).
             (
                 "UPDATE files SET chat_id = $3 \

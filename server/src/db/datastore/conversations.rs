@@ -271,8 +271,8 @@ impl Datastore {
         let message_id = Uuid::new_v4();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        let mut results = tx
-            .pipeline(&[
+        let [counted, _, _, _, _, history] = tx
+            .pipeline([
                 (COUNT_DAILY_MESSAGE, &[&org_id, &limit]),
                 (
                     "INSERT INTO conversation_messages \
@@ -315,8 +315,7 @@ impl Datastore {
                 ),
             ])
             .await?;
-        daily_message_counted(&results[0], daily_limit)?;
-        let history = results.pop().unwrap_or_default();
+        daily_message_counted(&counted, daily_limit)?;
         tx.commit().await?;
         Ok(history.iter().map(MessageRow::from_row).collect())
     }
@@ -427,7 +426,7 @@ impl Datastore {
 }
 
 async fn touch(tx: &super::Tx<'_>, org_id: Uuid, session: &SessionRow) -> Result<(), Error> {
-    tx.pipeline(&[
+    tx.pipeline([
         (TOUCH_SESSION, &[&org_id, &session.id]),
         (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
     ])

@@ -219,27 +219,29 @@ impl Tx<'_> {
     /// statements that do not need an earlier one's answer to be written:
     /// the caller looks at the rows in order, and returning an error rolls
     /// the whole transaction back.
-    pub async fn pipeline(
+    pub async fn pipeline<const N: usize>(
         &self,
-        statements: &[(&str, Params<'_>)],
-    ) -> Result<Vec<Vec<tokio_postgres::Row>>, tokio_postgres::Error> {
+        statements: [(&str, Params<'_>); N],
+    ) -> Result<[Vec<tokio_postgres::Row>; N], tokio_postgres::Error> {
         // All prepared before any is sent, so that they are sent in this
         // order (`join_all` polls them in order; each is sent at its first
         // poll).
-        let mut prepared = Vec::with_capacity(statements.len());
-        for (sql, _) in statements {
+        let mut prepared = Vec::with_capacity(N);
+        for (sql, _) in &statements {
             prepared.push(self.prepare(sql).await?);
         }
-        futures::future::join_all(
+        let answers = futures::future::join_all(
             prepared
                 .iter()
-                .zip(statements)
+                .zip(&statements)
                 .map(|(statement, (_, params))| self.tx.query(statement, params)),
         )
-        .await
-        .into_iter()
-        .map(|rows| rows.map_err(|e| self.seen(e)))
-        .collect()
+        .await;
+        let mut rows: [Vec<tokio_postgres::Row>; N] = std::array::from_fn(|_| Vec::new());
+        for (slot, answer) in rows.iter_mut().zip(answers) {
+            *slot = answer.map_err(|e| self.seen(e))?;
+        }
+        Ok(rows)
     }
 
     /// Ends a transaction that only read: rolled back, which costs no
