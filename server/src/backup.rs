@@ -4,9 +4,16 @@
 //!
 //! With `DATABASE_URL` unset they work on the embedded cluster under the
 //! data directory, starting it for the while if no server runs (and
-//! stopping it again); with `DATABASE_URL` set, on that database. The
+//! stopping it again); with `DATABASE_URL` set, on that database. They
+//! never create a cluster: a data directory without one is an error naming
+//! it (a backup of a new empty cluster would look like a backup). The
 //! password never appears on a command line (it goes to the client in
 //! `PGPASSWORD`).
+//!
+//! A backup holds the data, not the keys that protect it (the key file,
+//! see `crate::keys`): it is written mode 0600 all the same, and the table
+//! older versions kept keys in is left out of it. Back the key file up on
+//! its own; restoring onto a new machine needs both.
 
 use crate::config::Config;
 use anyhow::{Context, Result, anyhow, bail};
@@ -24,11 +31,10 @@ struct Target {
 
 impl Target {
     async fn open(config: &Config) -> Result<Target> {
-        let root = config
-            .database
-            .data_dir
-            .clone()
-            .unwrap_or_else(workspace_embedded_db::data_root);
+        let root = crate::data_root(config);
+        if config.database.url.is_none() {
+            existing_cluster(&root)?;
+        }
         let install = {
             let root = root.clone();
             tokio::task::spawn_blocking(move || PgInstall::locate_or_provision(&root)).await??
@@ -106,17 +112,88 @@ impl Target {
     }
 }
 
+/// The embedded cluster's directory under `root`, which must hold one.
+fn existing_cluster(root: &Path) -> Result<std::path::PathBuf> {
+    let pgdata = root.join("pgdata");
+    if !pgdata.join("PG_VERSION").is_file() {
+        bail!(
+            "no database under {}: this is not the server's data directory. Point at the \
+             one the server uses with WORKSPACE_DATA_DIR (or database.data_dir in the file \
+             given with --config; as root the default is /var/lib/workspace, else \
+             ~/.local/share/workspace), or set DATABASE_URL",
+            root.display()
+        );
+    }
+    Ok(pgdata)
+}
+
 /// Writes the whole database to `file` (`-`: standard output) in
-/// `pg_dump`'s custom format, consistent even while servers run.
+/// `pg_dump`'s custom format, consistent even while servers run. The file
+/// is created mode 0600 (replacing one there, made 0600 first).
 pub async fn dump(config: &Config, file: &Path) -> Result<()> {
     let target = Target::open(config).await?;
+    // Opened (and an earlier file emptied) only once the database is
+    // found.
+    let output = match file.as_os_str() == "-" {
+        true => None,
+        false => match private_file(file) {
+            Ok(output) => Some(output),
+            Err(e) => {
+                target.close().await?;
+                return Err(e);
+            }
+        },
+    };
     let mut command = target.client("pg_dump", config)?;
-    command.args(["--format=custom", "--no-owner", "--no-privileges"]);
+    command.args([
+        "--format=custom",
+        "--no-owner",
+        "--no-privileges",
+        // Keys that earlier versions kept in the database: never in a
+        // backup (they are moved into the key file at the next start).
+        "--exclude-table-data=server_secrets",
+    ]);
     // Without `--file`, pg_dump writes to standard output.
-    if file.as_os_str() != "-" {
-        command.arg(format!("--file={}", file.display()));
+    if let Some(output) = output {
+        command.stdout(output);
     }
     let result = run(&mut command, "pg_dump");
+    target.close().await?;
+    if result.is_err() && file.as_os_str() != "-" {
+        let _ = std::fs::remove_file(file);
+    }
+    result
+}
+
+/// `path` opened for writing, truncated, readable by its owner only.
+fn private_file(path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    // A file that was there keeps its mode through `open`: narrowed before
+    // anything is written into it.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private", path.display()))?;
+    file.set_len(0)?;
+    Ok(file)
+}
+
+/// `workspace-server keys export --file PATH`: moves the keys an older
+/// version kept in the database into the key file (see `crate::keys`).
+pub async fn export_keys(config: &Config, file: &Path, log: &slog::Logger) -> Result<bool> {
+    let target = Target::open(config).await?;
+    let result = async {
+        let tls = crate::db::tls(config.database.ca_file.as_deref())?;
+        crate::db::migrate(&target.url, &tls).await?;
+        let datastore = crate::datastore(config, &target.url, tls)?;
+        crate::keys::export(&datastore, file, log).await
+    }
+    .await;
     target.close().await?;
     result
 }

@@ -17,6 +17,7 @@ pub mod hashing;
 mod http_entrypoints;
 pub mod kb_config;
 pub mod kb_sources;
+pub mod keys;
 pub mod leases;
 pub mod logging;
 pub mod mailer;
@@ -169,17 +170,23 @@ impl Server {
     }
 }
 
+/// The data directory: `database.data_dir`, else `WORKSPACE_DATA_DIR`, else
+/// the platform's default (see `workspace_embedded_db::data_root`).
+pub fn data_root(config: &Config) -> std::path::PathBuf {
+    config
+        .database
+        .data_dir
+        .clone()
+        .unwrap_or_else(workspace_embedded_db::data_root)
+}
+
 /// Starts the embedded cluster (provisioning binaries if needed) and makes
 /// sure the server's database exists. Returns the cluster and the URL.
 pub async fn start_embedded_database(
     config: &Config,
     log: &slog::Logger,
 ) -> Result<(Cluster, String)> {
-    let root = config
-        .database
-        .data_dir
-        .clone()
-        .unwrap_or_else(workspace_embedded_db::data_root);
+    let root = data_root(config);
     slog::info!(log, "DATABASE_URL is unset: using an embedded PostgreSQL cluster";
         "data_dir" => root.join("pgdata").display().to_string());
     let cluster = tokio::task::spawn_blocking(move || -> Result<Cluster> {
@@ -215,6 +222,12 @@ pub async fn start(mut config: Config, log: slog::Logger) -> Result<Server> {
     let (embedded, url) = match &config.database.url {
         Some(url) => (None, url.clone()),
         None => {
+            // The embedded database's keys live in its data directory,
+            // generated at the first start (see `keys`).
+            if config.secrets.key_file.is_none() {
+                config.secrets.key_file = Some(data_root(&config).join(keys::KEY_FILE_NAME));
+            }
+            config.secrets.generate_key_file = true;
             let (cluster, url) = start_embedded_database(&config, &log).await?;
             (Some(cluster), url)
         }
@@ -234,12 +247,12 @@ pub async fn start(mut config: Config, log: slog::Logger) -> Result<Server> {
     }
 }
 
-/// Starts the server on the given database (migrating it first).
-pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
-    let log = logging::redacting(log, config.slog_level()?);
-    let tls = db::tls(config.database.ca_file.as_deref())?;
-    db::migrate(url, &tls).await?;
-    let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
+/// The datastore on `url` as configured (its pool and shared connections).
+pub fn datastore(
+    config: &Config,
+    url: &str,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<db::Datastore> {
     let pool = db::pool(
         url,
         config.database.pool_size,
@@ -247,50 +260,27 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         tls.clone(),
     )?;
     let pipelines = db::pipelines(url, config.database.shared_connections(), tls)?;
-    let datastore = db::Datastore::new(pool, pipelines, config.database.backoff());
+    Ok(db::Datastore::new(
+        pool,
+        pipelines,
+        config.database.backoff(),
+    ))
+}
 
-    let secret = match &config.auth.jwt_secret {
-        Some(secret) => secret.as_bytes().to_vec(),
-        None => {
-            let mut candidate = [0u8; 64];
-            rand::fill(&mut candidate);
-            datastore
-                .secret_get_or_insert("jwt_hs256", &candidate)
-                .await
-                .map_err(|e| anyhow::anyhow!("loading the token secret: {e}"))?
-        }
-    };
-    let tokens = authn::TokenKeys::new(&secret, config.auth.token_lifetime_secs);
-    let secrets = match config.secrets.parsed()? {
-        Some((keys, write)) => secrets::Secrets::new(&keys, write)?,
-        None => {
-            let mut candidate = [0u8; 32];
-            rand::fill(&mut candidate);
-            let stored = datastore
-                .secret_get_or_insert("secrets_key_0", &candidate)
-                .await
-                .map_err(|e| anyhow::anyhow!("loading the secrets key: {e}"))?;
-            let generated = stored == candidate;
-            let key: [u8; 32] = stored
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("the stored secrets key is not 32 bytes"))?;
-            // Said once, when the key is generated (the first start on a
-            // database), not on every start: a generated key is a working
-            // default, not a fault.
-            if generated {
-                slog::info!(
-                    log,
-                    "generated the key that seals secrets at rest (provider keys, OAuth tokens); \
-                     it is kept in the database (table server_secrets). To keep it apart from \
-                     the data, set WORKSPACE_SECRET_KEYS (see README, Configuration)"
-                );
-            }
-            secrets::Secrets::new(
-                &[(secrets::GENERATED_KEY_ID, key)],
-                secrets::GENERATED_KEY_ID,
-            )?
-        }
-    };
+/// Starts the server on the given database (migrating it first).
+pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -> Result<Server> {
+    let log = logging::redacting(log, config.slog_level()?);
+    let tls = db::tls(config.database.ca_file.as_deref())?;
+    db::migrate(url, &tls).await?;
+    let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
+    let datastore = datastore(&config, url, tls)?;
+
+    let keys::ServerKeys {
+        jwt_secret,
+        secrets,
+        link_key,
+    } = keys::load(&keys::KeySource::from_config(&config)?, &datastore, &log).await?;
+    let tokens = authn::TokenKeys::new(&jwt_secret, config.auth.token_lifetime_secs);
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
     // The model catalog: clients for the configured models, stored by name
@@ -336,7 +326,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         timeout: std::time::Duration::from_secs(config.mcp.timeout_secs),
     });
 
-    let kb = kb_services(&config, &datastore).await?;
+    let kb = kb_services(&config, link_key)?;
     let transcriber: Option<std::sync::Arc<dyn transcribe::Transcriber>> =
         transcribe::OpenAiTranscriber::new(
             providers::registry::http_client(&config)?,
@@ -513,19 +503,10 @@ struct KbServices {
     embedders: embedder::EmbedderRegistry,
 }
 
-async fn kb_services(config: &Config, datastore: &db::Datastore) -> Result<KbServices> {
-    let data_dir = config
-        .database
-        .data_dir
-        .clone()
-        .unwrap_or_else(workspace_embedded_db::data_root);
-    let mut candidate = [0u8; 32];
-    rand::fill(&mut candidate);
-    // Shared by every instance, so any of them verifies any link.
-    let link_key = datastore
-        .secret_get_or_insert("download_links_hmac", &candidate)
-        .await
-        .map_err(|e| anyhow::anyhow!("loading the download link key: {e}"))?;
+fn kb_services(config: &Config, link_key: Vec<u8>) -> Result<KbServices> {
+    let data_dir = data_root(config);
+    // The key file's (shared by every instance, so any of them verifies
+    // any link).
     let links = std::sync::Arc::new(storage::LinkSigner::new(
         link_key,
         config.files.public_base_url.clone(),

@@ -14,10 +14,9 @@
 //!
 //! Keys come from `secrets.keys` / `WORKSPACE_SECRET_KEYS` (`ID:BASE64`
 //! entries, 32-byte keys, ids 1 to 255) and `secrets.write_key` /
-//! `WORKSPACE_SECRET_WRITE_KEY` (default: the highest id). With none
-//! configured, key 0 is generated once and stored in the database (like the
-//! generated token secret), so every instance shares it; the server warns,
-//! since whoever reads the database then also holds the key.
+//! `WORKSPACE_SECRET_WRITE_KEY` (default: the highest id), and from the
+//! key file (see [`crate::keys`]), where key 0 is the generated one. Never
+//! from the database: whoever reads it must not hold the keys too.
 
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};

@@ -182,6 +182,47 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         String::from_utf8_lossy(&dump.stderr)
     );
     assert!(std::fs::metadata(&backup).unwrap().len() > 0);
+    // Readable by its owner only, whatever the umask; a file that was there
+    // (0644) is narrowed before anything is written into it.
+    use std::os::unix::fs::PermissionsExt;
+    let mode_of = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode_of(&backup), 0o600, "{:o}", mode_of(&backup));
+    let existing = data.path().join("existing.dump");
+    std::fs::write(&existing, b"old").unwrap();
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(
+        db_command(data.path(), &install.bin_dir, "dump", &existing)
+            .status
+            .success()
+    );
+    assert_eq!(mode_of(&existing), 0o600);
+    // The generated keys are in the key file (0600), not in the database
+    // (so not in the backup).
+    assert_eq!(mode_of(&data.path().join("server.keys")), 0o600);
+    // A data directory without a cluster (another WORKSPACE_DATA_DIR, or
+    // another user's default) is an error naming it: never a new empty
+    // cluster and a backup of it.
+    let elsewhere = data.path().join("not-the-data-dir");
+    for action in ["dump", "restore"] {
+        let refused = db_command(&elsewhere, &install.bin_dir, action, &backup);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{action}: {stderr}");
+        assert!(
+            stderr.contains(&format!("no database under {}", elsewhere.display()))
+                && stderr.contains("WORKSPACE_DATA_DIR"),
+            "{action}: {stderr}"
+        );
+        assert!(
+            !elsewhere.exists(),
+            "{action} created {}",
+            elsewhere.display()
+        );
+    }
+    assert_eq!(
+        mode_of(&backup),
+        0o600,
+        "the refused restore left the backup alone"
+    );
     // `-`: the same backup on standard output (pg_dump's custom format).
     let to_stdout = db_command(data.path(), &install.bin_dir, "dump", "-".as_ref());
     assert!(to_stdout.status.success());
@@ -205,7 +246,6 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     );
     // Password-protected (the password kept 0600 beside the cluster),
     // loopback only, and durable.
-    use std::os::unix::fs::PermissionsExt;
     let pw_file = data.path().join("pgdata.password");
     let mode = std::fs::metadata(&pw_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
@@ -227,6 +267,21 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         .await
         .unwrap();
     tokio::spawn(connection);
+    let keys_db = format!(
+        "postgresql://postgres:{password}@127.0.0.1:{pg_port}/{}",
+        workspace_server::EMBEDDED_DATABASE
+    );
+    let (keys_db, keys_connection) = tokio_postgres::connect(&keys_db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(keys_connection);
+    let kept: i64 = keys_db
+        .query_one("SELECT count(*) FROM server_secrets", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 0, "keys kept in the database");
+    drop(keys_db);
     for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
         let value: String = db
             .query_one(&format!("SHOW {setting}"), &[])
@@ -320,6 +375,109 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     assert_eq!(outbox_status(&url, "zero").await, 200);
     sigterm(&child);
     assert!(wait_exit(&mut child).success());
+}
+
+#[tokio::test]
+async fn a_restore_onto_a_new_machine_needs_the_key_file() {
+    let root = workspace_embedded_db::data_root();
+    let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
+    let data_dir = |prefix: &str| {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        if unsafe_is_root() {
+            Command::new("chmod")
+                .args(["755"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+        }
+        dir
+    };
+    // The old machine: an account, its token, a backup.
+    let old = data_dir("ws-old-machine-");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut child = spawn_on(old.path(), &install.bin_dir, port);
+    wait_ready(&url, &mut child).await;
+    assert_eq!(signup(&url, "ada").await, 201);
+    let token = login(&url, "ada").await;
+    let backup = old.path().join("backup.dump");
+    assert!(
+        db_command(old.path(), &install.bin_dir, "dump", &backup)
+            .status
+            .success()
+    );
+    stop(&mut child);
+
+    // The new machine: its first start makes a cluster (and keys of its
+    // own); the backup is restored into it.
+    let new = data_dir("ws-new-machine-");
+    let mut child = spawn_on(new.path(), &install.bin_dir, port);
+    wait_ready(&url, &mut child).await;
+    stop(&mut child);
+    let restored = db_command(new.path(), &install.bin_dir, "restore", &backup);
+    assert!(
+        restored.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+
+    // Without the old machine's key file the server refuses to start (it
+    // would log everyone out and fail to open sealed secrets), and says why.
+    let mut child = spawn_on(new.path(), &install.bin_dir, port);
+    let status = wait_exit(&mut child);
+    let log = stderr_of(&mut child);
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("does not hold the keys this database was made with"),
+        "{log}"
+    );
+
+    // With it, everything is as it was: the old token still works.
+    std::fs::copy(
+        old.path().join("server.keys"),
+        new.path().join("server.keys"),
+    )
+    .unwrap();
+    let mut child = spawn_on(new.path(), &install.bin_dir, port);
+    wait_ready(&url, &mut child).await;
+    let me = reqwest::Client::new()
+        .get(format!("{url}/api/users/me"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status().as_u16(), 200);
+    assert_eq!(signup(&url, "ada").await, 409, "the restored account");
+    stop(&mut child);
+}
+
+/// SIGTERM, and a clean exit.
+fn stop(child: &mut Child) {
+    sigterm(child);
+    let status = wait_exit(child);
+    assert!(status.success(), "exit {status}: {}", stderr_of(child));
+}
+
+/// An access token of `{name}@example.com`.
+async fn login(url: &str, name: &str) -> String {
+    let login: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/api/auth/login"))
+        .json(&serde_json::json!({
+            "email": format!("{name}@example.com"), "password": "correct horse battery"
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    login["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{login}"))
+        .to_string()
 }
 
 /// `workspace-server db ACTION FILE` (`dump`, `restore`) on the embedded

@@ -282,6 +282,7 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .env("DATABASE_URL", db_url)
             .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
+            .env("WORKSPACE_SECRET_KEYS", workspace_tests::TEST_SECRET_KEY)
             .env(
                 "WORKSPACE_LOG_LEVEL",
                 std::env::var("BENCH_LOG_LEVEL").unwrap_or_else(|_| "info".to_string()),

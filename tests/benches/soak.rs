@@ -365,6 +365,8 @@ async fn main() {
             .arg("--config")
             .arg(&config)
             .env("DATABASE_URL", &db_url)
+            .env("WORKSPACE_JWT_SECRET", workspace_tests::TEST_JWT_SECRET)
+            .env("WORKSPACE_SECRET_KEYS", workspace_tests::TEST_SECRET_KEY)
             .env("WORKSPACE_LOG_LEVEL", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

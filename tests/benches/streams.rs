@@ -292,6 +292,7 @@ async fn main() {
             .arg(&config)
             .env("DATABASE_URL", &db_url)
             .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
+            .env("WORKSPACE_SECRET_KEYS", workspace_tests::TEST_SECRET_KEY)
             .env("WORKSPACE_LOG_LEVEL", &log_level)
             .stdout(Stdio::null())
             .stderr(server_log)

@@ -55,6 +55,9 @@ use workspace_server::config::Config;
 
 /// The JWT secret of test servers, so tests can forge tokens.
 pub const TEST_JWT_SECRET: &str = "test-secret-test-secret-test-secret-0123456789";
+/// The sealing key of test servers (`secrets.keys` / `WORKSPACE_SECRET_KEYS`):
+/// with a database URL, keys come from the configuration or a key file.
+pub const TEST_SECRET_KEY: &str = "1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 /// The password every [`TestUser`] signs up with.
 pub const TEST_PASSWORD: &str = "correct horse battery staple";
 
@@ -213,6 +216,7 @@ fn test_config(db_url: &str) -> Config {
     };
     config.database.url = Some(db_url.to_string());
     config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
+    config.secrets.keys = vec![TEST_SECRET_KEY.to_string()];
     config.rate_limits = unlimited();
     config.files.extraction_worker = server_binary();
     config
@@ -287,6 +291,17 @@ impl TestContext {
         workspace_server::start(config, test_logger("second").expect("logger"))
             .await
             .expect("starting a second instance")
+    }
+
+    /// Starts another instance on the same database, returning the start's
+    /// error instead of failing (for checks of start-up refusals).
+    pub async fn try_instance(
+        &self,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Result<workspace_server::Server> {
+        let mut config = test_config(&self.db_url);
+        adjust(&mut config);
+        workspace_server::start(config, test_logger("instance")?).await
     }
 
     /// A server instance on the same database that can crash: it runs on a

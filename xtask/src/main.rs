@@ -903,6 +903,16 @@ fn fuzz(root: &Path, max_examples: u32) -> Result<()> {
     let mut server = Command::new(&server_bin)
         .args(["--bind", &format!("127.0.0.1:{port}")])
         .env("DATABASE_URL", format!("{base}/{dbname}"))
+        // With a database URL the keys come from the configuration (a
+        // throwaway pair for the fuzz's throwaway database).
+        .env(
+            "WORKSPACE_JWT_SECRET",
+            "fuzz-secret-fuzz-secret-fuzz-secret-0123456789",
+        )
+        .env(
+            "WORKSPACE_SECRET_KEYS",
+            "1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
         .env("WORKSPACE_LOG_LEVEL", "warn")
         .env_remove("WORKSPACE_CONFIG")
         .stdout(std::process::Stdio::null())

@@ -9,6 +9,9 @@
 //! `workspace_server::backup`); `workspace-server db url` prints the URL of
 //! the running embedded cluster's database.
 //!
+//! `workspace-server keys generate --file PATH` / `keys export --file
+//! PATH` make the key file (see `workspace_server::keys`).
+//!
 //! `workspace-server extract-worker` is internal: the server runs itself
 //! that way to parse an uploaded file in a memory-limited process.
 
@@ -40,6 +43,31 @@ enum Subcommand {
     /// Print the URL of the running embedded database (same as `db url`).
     #[command(hide = true)]
     DbUrl,
+    /// The server's key file (token secret, sealing keys): kept apart from
+    /// the database and its backups.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(clap::Subcommand)]
+enum KeysCommand {
+    /// Write a new key file (mode 0600) for servers on DATABASE_URL; give
+    /// every instance the same file (WORKSPACE_KEY_FILE). Refuses to
+    /// replace a file.
+    Generate {
+        /// Where to write it.
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Move the keys that earlier versions kept in the database into a
+    /// key file (created mode 0600, or checked if it exists) and delete
+    /// them from the database. The same keys: nobody is logged out, every
+    /// sealed secret still opens.
+    Export {
+        /// The key file.
+        #[arg(long)]
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -99,6 +127,29 @@ async fn run() -> Result<()> {
             }
             return Ok(());
         }
+        Some(Subcommand::Keys(KeysCommand::Generate { file })) => {
+            workspace_server::keys::generate_file(file)?;
+            eprintln!(
+                "wrote {} (mode 0600): set WORKSPACE_KEY_FILE to it on every instance, and \
+                 back it up apart from the database",
+                file.display()
+            );
+            return Ok(());
+        }
+        Some(Subcommand::Keys(KeysCommand::Export { file })) => {
+            let log = slog::Logger::root(slog::Discard, slog::o!());
+            if workspace_server::backup::export_keys(&config, file, &log).await? {
+                eprintln!(
+                    "moved the keys from the database into {} (mode 0600): set \
+                     WORKSPACE_KEY_FILE to it on every instance, and back it up apart from \
+                     the database",
+                    file.display()
+                );
+            } else {
+                eprintln!("the database holds no keys: nothing to export");
+            }
+            return Ok(());
+        }
         Some(Subcommand::Db(DbCommand::Restore { file })) => {
             workspace_server::backup::restore(&config, file).await?;
             eprintln!("restored {}", file.display());
@@ -144,6 +195,10 @@ async fn run() -> Result<()> {
         .unwrap_or_else(workspace_embedded_db::data_root);
     let embedded = config.database.url.is_none();
     let grace_secs = config.http.shutdown_grace_secs;
+    // Installed before the server starts: a SIGTERM that comes as soon as
+    // it answers (a supervisor, a test) must not find the default action,
+    // which kills the process without stopping the embedded cluster.
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let server = workspace_server::start(config, log.clone()).await?;
     // For people: where it is and how to stop it (the log lines are JSON).
     let url = format!("http://{}", server.local_addr());
@@ -164,7 +219,6 @@ async fn run() -> Result<()> {
         },
     );
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = sigterm.recv() => slog::info!(log, "SIGTERM received: shutting down"),
         _ = tokio::signal::ctrl_c() => slog::info!(log, "interrupt received: shutting down"),

@@ -9,11 +9,20 @@ use serde::Deserialize;
 #[serde(default, deny_unknown_fields)]
 pub struct SecretsConfig {
     /// `ID:BASE64` entries (ids 1 to 255, 32-byte keys). Every key opens
-    /// what it sealed. Empty: a key generated once and kept in the
-    /// database.
+    /// what it sealed. Empty: the key file's (see `key_file`).
     pub keys: Vec<String>,
     /// The id of the key that seals new values (default: the highest).
     pub write_key: Option<u8>,
+    /// The key file holding the keys the configuration leaves out (the
+    /// token secret, the generated sealing key; see `keys.rs`). Default:
+    /// `<data dir>/server.keys` with the embedded database (generated at
+    /// the first start); none with `DATABASE_URL` (`workspace-server keys
+    /// generate --file PATH` makes one). `WORKSPACE_KEY_FILE`.
+    pub key_file: Option<std::path::PathBuf>,
+    /// Whether a missing key file is generated at start: set by the server
+    /// itself for the embedded database, never with `DATABASE_URL`.
+    #[serde(skip)]
+    pub generate_key_file: bool,
 }
 
 impl std::fmt::Debug for SecretsConfig {
@@ -21,6 +30,7 @@ impl std::fmt::Debug for SecretsConfig {
         f.debug_struct("SecretsConfig")
             .field("keys", &format_args!("[{} redacted]", self.keys.len()))
             .field("write_key", &self.write_key)
+            .field("key_file", &self.key_file)
             .finish()
     }
 }
@@ -52,8 +62,8 @@ impl SecretsConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// HS256 signing secret for access tokens (at least 32 bytes). When
-    /// unset, a random secret is generated once and kept in the database so
-    /// that every instance shares it.
+    /// unset, the key file's (see `secrets.key_file`), never the
+    /// database's.
     pub jwt_secret: Option<String>,
     /// Access token lifetime in seconds.
     pub token_lifetime_secs: u64,

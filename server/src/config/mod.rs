@@ -15,7 +15,7 @@ mod http;
 mod mail;
 mod providers;
 
-pub use auth::{AuthConfig, RateLimitsConfig, SecretsConfig};
+pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
@@ -167,6 +167,9 @@ impl Config {
                 .map(|k| k.trim().to_string())
                 .filter(|k| !k.is_empty())
                 .collect();
+        }
+        if let Some(path) = get("WORKSPACE_KEY_FILE").filter(|v| !v.is_empty()) {
+            self.secrets.key_file = Some(PathBuf::from(path));
         }
         if let Some(id) = get("WORKSPACE_SECRET_WRITE_KEY").filter(|v| !v.is_empty()) {
             self.secrets.write_key = Some(

@@ -16,6 +16,7 @@ mod hostile_files;
 mod invitations;
 mod kb;
 mod kb_ingest;
+mod keys;
 mod mcp;
 mod orgs;
 mod providers;
