@@ -283,45 +283,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let tokens = authn::TokenKeys::new(&jwt_secret, config.auth.token_lifetime_secs);
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
-    // The model catalog: clients for the configured models, stored by name
-    // so that their ids stay stable across restarts.
-    let specs = providers::registry::configured_models(&config)?;
-    let names: Vec<(&str, &str)> = specs
-        .iter()
-        .map(|s| (s.name.as_str(), s.provider.as_str()))
-        .collect();
-    let ids = datastore
-        .models_sync(&names)
-        .await
-        .map_err(|e| anyhow::anyhow!("storing the model catalog: {e}"))?;
-    let models =
-        providers::ModelRegistry::new(specs, ids, providers::RetryPolicy::from_config(&config));
-    for model in models.list() {
-        slog::info!(log, "model offered"; "name" => &model.name, "provider" => &model.provider,
-            "id" => model.id.to_string());
-    }
+    let models = model_catalog(&config, &datastore, &log).await?;
 
-    // The MCP catalog, stored by name so that server ids stay stable.
-    let mcp_specs: Vec<db::datastore::mcp::McpServerSpec<'_>> = config
-        .mcp_servers
-        .iter()
-        .map(|s| db::datastore::mcp::McpServerSpec {
-            name: &s.name,
-            toolkit_name: &s.toolkit_name,
-            toolkit_slug: &s.toolkit_slug,
-            toolkit_logo: s.toolkit_logo.as_deref(),
-            url: &s.url,
-            auth: s.auth.as_str(),
-        })
-        .collect();
-    let mcp_ids = datastore
-        .mcp_servers_sync(&mcp_specs)
-        .await
-        .map_err(|e| anyhow::anyhow!("storing the MCP server catalog: {e}"))?;
-    let mcp_catalog: std::collections::HashMap<uuid::Uuid, mcp::config::McpServerConfig> = mcp_ids
-        .into_iter()
-        .zip(config.mcp_servers.iter().cloned())
-        .collect();
+    let mcp_catalog = mcp_catalog(&config, &datastore).await?;
     let mcp_client: std::sync::Arc<dyn mcp::McpClient> = std::sync::Arc::new(mcp::RmcpClient {
         timeout: std::time::Duration::from_secs(config.mcp.timeout_secs),
     });
@@ -362,37 +326,9 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     };
     let metrics_bind = config.metrics.bind_address;
     let metrics_token = config.metrics.token.clone();
-    let login_window_secs = config.auth.login_window_secs;
-    tasks.spawn(
-        "counter_janitor",
-        expire_counters(datastore.clone(), login_window_secs, log.clone()),
-    );
-    tasks.spawn(
-        "stream_janitor",
-        app::streams::janitor(datastore.clone(), log.clone()),
-    );
-    // Leases of the answers this instance generates, and the sweeper that
-    // closes answers whose instance died (see `app::streams`).
+    // Leases of the answers this instance generates (see `app::streams`).
     let leases: std::sync::Arc<app::streams::Leases> = Default::default();
-    let streams_config = config.streams.clone();
-    tasks.spawn(
-        "stream_heartbeat",
-        app::streams::heartbeat(
-            leases.clone(),
-            datastore.clone(),
-            std::time::Duration::from_secs(streams_config.heartbeat_secs),
-            log.clone(),
-        ),
-    );
-    tasks.spawn(
-        "stream_sweeper",
-        app::streams::sweeper(
-            datastore.clone(),
-            std::time::Duration::from_secs(streams_config.sweep_interval_secs),
-            std::time::Duration::from_secs(streams_config.lease_secs),
-            log.clone(),
-        ),
-    );
+    spawn_maintenance(&tasks, &config, &datastore, &leases, &log);
     let shutdown = tokio::sync::watch::Sender::new(context::ShutdownPhase::Serving);
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
         datastore: datastore.clone(),
@@ -412,21 +348,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         tasks.adopt(&format!("kb_worker_{i}"), worker);
     }
     if config.kb.workers > 0 {
-        // First run: fetch the local embedding model's files now (about
-        // 84 MB), not when the first document waits for them.
-        let dir = kb.embedders.local.model_dir().to_path_buf();
-        let log = log.clone();
-        tokio::task::spawn_blocking(move || {
-            if !embedder::local::is_provisioned(&dir) {
-                slog::info!(log, "downloading the local embedding model (about 84 MB)";
-                    "dir" => dir.display().to_string());
-                match embedder::local::provision(&dir) {
-                    Ok(()) => slog::info!(log, "local embedding model ready"),
-                    Err(e) => slog::warn!(log, "provisioning the local embedding model failed; \
-                        ingestion retries it"; "error" => format!("{e:#}")),
-                }
-            }
-        });
+        provision_local_model(kb.embedders.local.model_dir().to_path_buf(), log.clone());
     }
     let context = ServerContext {
         config,
@@ -494,6 +416,117 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         metrics_addr,
         log,
     })
+}
+
+/// The model catalog: clients for the configured models, stored by name so
+/// that their ids stay stable across restarts.
+async fn model_catalog(
+    config: &Config,
+    datastore: &db::Datastore,
+    log: &slog::Logger,
+) -> Result<providers::ModelRegistry> {
+    let specs = providers::registry::configured_models(config)?;
+    let names: Vec<(&str, &str)> = specs
+        .iter()
+        .map(|s| (s.name.as_str(), s.provider.as_str()))
+        .collect();
+    let ids = datastore
+        .models_sync(&names)
+        .await
+        .map_err(|e| anyhow::anyhow!("storing the model catalog: {e}"))?;
+    let models =
+        providers::ModelRegistry::new(specs, ids, providers::RetryPolicy::from_config(config));
+    for model in models.list() {
+        slog::info!(log, "model offered"; "name" => &model.name, "provider" => &model.provider,
+            "id" => model.id.to_string());
+    }
+    Ok(models)
+}
+
+/// The MCP catalog, stored by name so that server ids stay stable.
+async fn mcp_catalog(
+    config: &Config,
+    datastore: &db::Datastore,
+) -> Result<std::collections::HashMap<uuid::Uuid, mcp::config::McpServerConfig>> {
+    let mcp_specs: Vec<db::datastore::mcp::McpServerSpec<'_>> = config
+        .mcp_servers
+        .iter()
+        .map(|s| db::datastore::mcp::McpServerSpec {
+            name: &s.name,
+            toolkit_name: &s.toolkit_name,
+            toolkit_slug: &s.toolkit_slug,
+            toolkit_logo: s.toolkit_logo.as_deref(),
+            url: &s.url,
+            auth: s.auth.as_str(),
+        })
+        .collect();
+    let mcp_ids = datastore
+        .mcp_servers_sync(&mcp_specs)
+        .await
+        .map_err(|e| anyhow::anyhow!("storing the MCP server catalog: {e}"))?;
+    Ok(mcp_ids
+        .into_iter()
+        .zip(config.mcp_servers.iter().cloned())
+        .collect())
+}
+
+/// The instance's maintenance tasks: expiring counters and old stream
+/// events, the heartbeat of this instance's answer leases, and the sweeper
+/// that closes answers whose instance died.
+fn spawn_maintenance(
+    tasks: &tasks::BackgroundTasks,
+    config: &Config,
+    datastore: &db::Datastore,
+    leases: &std::sync::Arc<app::streams::Leases>,
+    log: &slog::Logger,
+) {
+    tasks.spawn(
+        "counter_janitor",
+        expire_counters(
+            datastore.clone(),
+            config.auth.login_window_secs,
+            log.clone(),
+        ),
+    );
+    tasks.spawn(
+        "stream_janitor",
+        app::streams::janitor(datastore.clone(), log.clone()),
+    );
+    let streams = &config.streams;
+    tasks.spawn(
+        "stream_heartbeat",
+        app::streams::heartbeat(
+            leases.clone(),
+            datastore.clone(),
+            std::time::Duration::from_secs(streams.heartbeat_secs),
+            log.clone(),
+        ),
+    );
+    tasks.spawn(
+        "stream_sweeper",
+        app::streams::sweeper(
+            datastore.clone(),
+            std::time::Duration::from_secs(streams.sweep_interval_secs),
+            std::time::Duration::from_secs(streams.lease_secs),
+            log.clone(),
+        ),
+    );
+}
+
+/// First run: fetches the local embedding model's files now (about 84 MB),
+/// not when the first document waits for them.
+fn provision_local_model(dir: std::path::PathBuf, log: slog::Logger) {
+    tokio::task::spawn_blocking(move || {
+        if !embedder::local::is_provisioned(&dir) {
+            slog::info!(log, "downloading the local embedding model (about 84 MB)";
+                "dir" => dir.display().to_string());
+            match embedder::local::provision(&dir) {
+                Ok(()) => slog::info!(log, "local embedding model ready"),
+                Err(e) => slog::warn!(log, "provisioning the local embedding model failed; \
+                    ingestion retries it"; "error" => format!("{e:#}")),
+            }
+        }
+    });
 }
 
 /// The services of files and knowledge bases.

@@ -3,7 +3,6 @@
 use super::Datastore;
 use crate::db::row::db_row;
 use crate::error::Error;
-use crate::mailer::Email;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -20,20 +19,22 @@ db_row! {
 }
 
 impl Datastore {
-    /// Stores an e-mail; returns its outbox id.
-    pub async fn email_outbox_insert(&self, email: &Email) -> Result<Uuid, Error> {
+    /// Stores an e-mail; returns its outbox id. (The fields, not the
+    /// mailer's `Email`: the data layer knows nothing of the mailer, which
+    /// sits above it.)
+    pub async fn email_outbox_insert(
+        &self,
+        to: &str,
+        subject: &str,
+        body_text: &str,
+        kind: &str,
+    ) -> Result<Uuid, Error> {
         let conn = self.conn().await?;
         let id = Uuid::new_v4();
         conn.execute(
             "INSERT INTO email_outbox (id, to_address, subject, body_text, kind) \
              VALUES ($1, $2, $3, $4, $5)",
-            &[
-                &id,
-                &email.to,
-                &email.subject,
-                &email.body_text,
-                &email.kind,
-            ],
+            &[&id, &to, &subject, &body_text, &kind],
         )
         .await?;
         Ok(id)
