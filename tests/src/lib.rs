@@ -215,6 +215,9 @@ fn test_config(db_url: &str) -> Config {
     config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
     config.rate_limits = unlimited();
     config.files.extraction_worker = server_binary();
+    // No balancer in front: a test server stops without a drain window
+    // (the rolling-restart test sets its own).
+    config.http.drain_secs = 0.0;
     config
 }
 
