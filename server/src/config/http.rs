@@ -411,3 +411,21 @@ mod client_address_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod drain_tests {
+    use super::HttpConfig;
+
+    #[test]
+    fn the_drain_window_is_seconds_from_zero_to_ten_minutes() {
+        let parse = |s: &str| toml::from_str::<HttpConfig>(s);
+        assert_eq!(parse("drain_secs = 5").unwrap().drain().as_millis(), 5000);
+        assert_eq!(parse("drain_secs = 1.2").unwrap().drain().as_millis(), 1200);
+        assert!(parse("drain_secs = 0").unwrap().drain().is_zero());
+        assert_eq!(HttpConfig::default().drain().as_secs(), 5);
+        for bad in ["drain_secs = -1", "drain_secs = 601", "drain_secs = nan"] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("drain_secs"), "{bad}: {e}");
+        }
+    }
+}

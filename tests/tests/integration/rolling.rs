@@ -342,3 +342,41 @@ async fn a_rolling_restart_behind_haproxy_loses_no_request() {
     cx.teardown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The drain window itself, on an in-process instance: once a shutdown
+/// begins, `/readyz` answers `503` at once while other requests are still
+/// served, each response with `Connection: close`; only after
+/// `http.drain_secs` does the instance stop accepting.
+#[tokio::test]
+async fn a_draining_instance_reports_not_ready_and_still_serves() {
+    let cx = TestContext::new("drain_window").await;
+    let server = cx.second_instance(|c| c.http.drain_secs = 1.5).await;
+    let base = format!("http://{}", server.local_addr());
+    let http = reqwest::Client::new();
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    assert!(ready.headers().get("connection").is_none());
+
+    let began = Instant::now();
+    let stopping = tokio::spawn(server.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    assert_eq!(ready.headers()["connection"], "close");
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["error_code"], "server_busy");
+    // Still serving, on a new connection each time.
+    let alive = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(alive.status(), 200);
+    assert_eq!(alive.headers()["connection"], "close");
+
+    stopping.await.unwrap().unwrap();
+    assert!(
+        began.elapsed() >= Duration::from_millis(1500),
+        "stopped after {:?}, before the drain window ended",
+        began.elapsed()
+    );
+    // Stopped: nothing listens any more.
+    assert!(http.get(format!("{base}/healthz")).send().await.is_err());
+    cx.teardown().await;
+}
