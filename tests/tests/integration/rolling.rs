@@ -296,12 +296,12 @@ async fn a_rolling_restart_behind_haproxy_loses_no_request() {
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
     for _round in 0..ROUNDS {
-        for i in 0..INSTANCES {
+        for instance in &mut instances {
             let restart = Instant::now();
-            instances[i].stop().await;
-            instances[i].start(&binary);
-            instances[i].wait_ready().await;
-            balancer.wait_up(&instances[i].name).await;
+            instance.stop().await;
+            instance.start(&binary);
+            instance.wait_ready().await;
+            balancer.wait_up(&instance.name).await;
             slowest = slowest.max(restart.elapsed());
         }
     }
