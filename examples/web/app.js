@@ -90,7 +90,11 @@ async function openChat(id, inProgress) {
 async function listen() {
   try {
     for await (const event of ws.live({ orgId: state.orgId })) {
-      if (event.type === "ready") document.body.dataset.live = "true";
+      if (event.type === "ready") {
+        document.body.dataset.live = "true";
+        // Each connection's `ready` (a restart's reconnection adds one).
+        document.body.dataset.liveConnections = String(Number(document.body.dataset.liveConnections ?? 0) + 1);
+      }
       if (event.type === "title") {
         const li = document.querySelector(`li[data-chat-id="${event.chat_id}"]`);
         if (li) li.textContent = event.title;

@@ -55,9 +55,13 @@ pub struct ServerContext {
 /// Where the server is in its shutdown ([`crate::Server::shutdown`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownPhase {
+    /// Serving; also during the drain window that begins a shutdown
+    /// (`http.drain_secs`: `/readyz` answers 503 and responses close their
+    /// connections, but requests, WebSockets and workers go on).
     Serving,
-    /// No new connection; WebSockets are closed and knowledge-base workers
-    /// claim no new job; requests, answers and jobs in progress go on for
+    /// The drain window ended: no new connection, idle ones closed;
+    /// WebSockets are closed and knowledge-base workers claim no new job;
+    /// requests, answers and jobs in progress go on for
     /// `http.shutdown_grace_secs`.
     Draining,
     /// The grace period ended: answers end as interrupted, and jobs in

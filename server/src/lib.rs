@@ -77,10 +77,13 @@ impl Server {
         self.metrics_addr
     }
 
-    /// Stops accepting requests and closes open WebSockets (1001, going
-    /// away); lets in-flight requests, this instance's answers and its
-    /// knowledge-base jobs finish for `http.shutdown_grace_secs` (workers
-    /// claim no new job). Then ends the answers still running as
+    /// First drains for `http.drain_secs`: `/readyz` answers 503 at once
+    /// (a load balancer takes the instance out of rotation) while requests
+    /// are still served, each HTTP/1 response with `Connection: close`.
+    /// Then stops accepting requests, closes idle connections and open
+    /// WebSockets (1001, going away); lets in-flight requests, this
+    /// instance's answers and its knowledge-base jobs finish for
+    /// `http.shutdown_grace_secs` (workers claim no new job). Then ends the answers still running as
     /// interrupted (through their generators: their streams get a last
     /// `error` event; one stuck a few seconds more is closed in the
     /// database as a sweeper would) and hands the jobs still running back to
@@ -92,8 +95,8 @@ impl Server {
         self.shutdown_unless(std::future::pending()).await
     }
 
-    /// [`Server::shutdown`], whose grace period `cut_short` ends early when
-    /// it resolves first (a second Ctrl-C).
+    /// [`Server::shutdown`], whose drain window and grace period
+    /// `cut_short` ends early when it resolves first (a second Ctrl-C).
     pub async fn shutdown_unless(self, cut_short: impl Future<Output = ()>) -> Result<()> {
         use context::ShutdownPhase;
         use tokio::time::{Instant, timeout_at};
@@ -102,6 +105,7 @@ impl Server {
         const AFTER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
         let cx = self.http.app_private();
         let grace = std::time::Duration::from_secs(cx.config.http.shutdown_grace_secs);
+        let drain = cx.config.http.drain();
         let (leases, datastore) = (cx.leases.clone(), cx.datastore.clone());
         let phase = cx.shutdown.clone();
         let workers = self.kb_workers;
@@ -117,20 +121,40 @@ impl Server {
                 idle()
             }
         };
+        let mut cut_short = std::pin::pin!(cut_short);
+        // Not ready, still serving: the balancer notices before anything
+        // is refused or closed under it.
+        self.http.begin_draining();
+        let mut cut = false;
+        if !drain.is_zero() {
+            slog::info!(self.log, "shutdown: draining (not ready; responses close their \
+                connections)"; "drain_secs" => drain.as_secs_f64());
+            tokio::select! {
+                () = tokio::time::sleep(drain) => {}
+                () = &mut cut_short => {
+                    slog::warn!(self.log, "shutdown: the drain window was cut short");
+                    cut = true;
+                }
+            }
+        }
         phase.send_replace(ShutdownPhase::Draining);
         let mut close = std::pin::pin!(self.http.close());
         // Answers whose clients left are still generated (by tasks of
         // their own): they get the grace period too, as jobs do.
         let deadline = Instant::now() + grace;
-        let grace_period = async {
-            let closed = timeout_at(deadline, &mut close).await.ok();
-            (closed, drained(deadline).await)
-        };
-        let (mut closed, idle) = tokio::select! {
-            done = grace_period => done,
-            () = cut_short => {
-                slog::warn!(self.log, "shutdown: the grace period was cut short");
-                (None, false)
+        let (mut closed, idle) = if cut {
+            (None, false)
+        } else {
+            let grace_period = async {
+                let closed = timeout_at(deadline, &mut close).await.ok();
+                (closed, drained(deadline).await)
+            };
+            tokio::select! {
+                done = grace_period => done,
+                () = &mut cut_short => {
+                    slog::warn!(self.log, "shutdown: the grace period was cut short");
+                    (None, false)
+                }
             }
         };
         if !idle || closed.is_none() {

@@ -219,6 +219,9 @@ fn test_config(db_url: &str) -> Config {
     config.secrets.keys = vec![TEST_SECRET_KEY.to_string()];
     config.rate_limits = unlimited();
     config.files.extraction_worker = server_binary();
+    // No balancer in front: a test server stops without a drain window
+    // (the rolling-restart test sets its own).
+    config.http.drain_secs = 0.0;
     config
 }
 

@@ -1,25 +1,32 @@
 // The example page in headless Chromium, on another origin than the API.
 // Run by tests/tests/integration/web.rs, which passes API_URL, PAGE_URL
 // (an origin the API allows), REFUSED_PAGE_URL (one it does not),
-// CHROMIUM (the browser's path) and SCREENSHOT (where to save the finished
-// conversation).
+// CHROMIUM (the browser's path), SCREENSHOT (where to save the finished
+// conversation), and for the restart test SERVER_BIN, SERVER_CONFIG (the
+// server executable and a configuration of it on the same database) and
+// RESTART_API_URL (where that configuration listens).
 
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { chromium } from "playwright-core";
 
 const { API_URL, PAGE_URL, REFUSED_PAGE_URL, CHROMIUM, SCREENSHOT } = process.env;
-if (!API_URL || !PAGE_URL || !REFUSED_PAGE_URL || !CHROMIUM) throw new Error("run through the harness");
+const { SERVER_BIN, SERVER_CONFIG, RESTART_API_URL } = process.env;
+if (!API_URL || !PAGE_URL || !REFUSED_PAGE_URL || !CHROMIUM || !SERVER_BIN || !SERVER_CONFIG || !RESTART_API_URL) {
+  throw new Error("run through the harness");
+}
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 after(() => browser.close());
 
 const user = { email: `web-${Date.now()}@example.com`, password: "correct horse battery staple" };
 
-async function signedIn(page, url, signup) {
-  await page.goto(`${url}/?api=${encodeURIComponent(API_URL)}`);
-  await page.fill("[name=email]", user.email);
-  await page.fill("[name=password]", user.password);
+async function signedIn(page, url, signup, api = API_URL, who = user) {
+  await page.goto(`${url}/?api=${encodeURIComponent(api)}`);
+  await page.fill("[name=email]", who.email);
+  await page.fill("[name=password]", who.password);
   await page.click(signup ? "button[name=signup]" : "button[name=login]");
   await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
 }
@@ -100,5 +107,60 @@ test("a page on an origin the API does not allow is blocked by the browser", asy
   assert.match(await page.textContent("#error"), /TypeError|Failed to fetch|network/i);
   assert.ok(messages.some((m) => /CORS|Access-Control-Allow-Origin/.test(m)), messages.join("\n"));
   assert.notEqual(await page.getAttribute("body", "data-ready"), "true");
+  await page.close();
+});
+
+test("the live channel comes back when the server restarts under the page", async () => {
+  // The server executable itself, stopped with SIGTERM and started again
+  // on the same port, as an operator's restart does.
+  const env = { ...process.env, WORKSPACE_LOG_LEVEL: "warn" };
+  delete env.WORKSPACE_CONFIG;
+  delete env.DATABASE_URL;
+  const start = () => spawn(SERVER_BIN, ["--config", SERVER_CONFIG], { env, stdio: ["ignore", "ignore", "inherit"] });
+  const ready = async () => {
+    for (const started = Date.now(); Date.now() - started < 60000; ) {
+      try {
+        if ((await fetch(`${RESTART_API_URL}/readyz`)).ok) return;
+      } catch {
+        // Not listening yet.
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error("the server did not start");
+  };
+  let server = start();
+  after(() => server.kill("SIGKILL"));
+  await ready();
+
+  const page = await browser.newPage();
+  const restarted = { email: `web-restart-${Date.now()}@example.com`, password: user.password };
+  await signedIn(page, PAGE_URL, true, RESTART_API_URL, restarted);
+  await page.waitForSelector("body[data-live-connections='1']", { timeout: 15000 });
+  await page.fill("[name=content]", "Before the restart");
+  await page.click("#send button");
+  await page.waitForSelector(".assistant[data-done=true]", { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelectorAll("#chats li").length === 1);
+
+  server.kill("SIGTERM");
+  const [code] = await once(server, "exit");
+  assert.equal(code, 0, "the server stopped cleanly");
+  // A moment with nothing listening: the page's next ticket request fails.
+  await new Promise((r) => setTimeout(r, 500));
+  server = start();
+  await ready();
+
+  // The page connected again by itself, and hears what happens now.
+  await page.waitForSelector("body[data-live-connections='2']", { timeout: 30000 });
+  const { token, chatId, orgId } = await page.evaluate(() => JSON.parse(sessionStorage.getItem("workspace")));
+  const renamed = await fetch(`${RESTART_API_URL}/api/chat?org_id=${orgId}&chat_id=${chatId}`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ title: "Renamed after the restart" }),
+  });
+  assert.equal(renamed.status, 200);
+  await page.waitForFunction(() => document.querySelector("#chats li")?.textContent === "Renamed after the restart", null, {
+    timeout: 15000,
+  });
+  assert.equal(await page.textContent("#error"), "");
   await page.close();
 });

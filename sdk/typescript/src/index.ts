@@ -378,16 +378,28 @@ async function stop(
 export interface LiveOptions {
   orgId: string;
   signal?: AbortSignal;
-  /** Reconnections in a row before giving up. Default 5. */
+  /**
+   * Failed attempts in a row (a ticket the server could not give, a
+   * connection that closed before `ready`) before giving up with
+   * `stream_lost`. They wait 250 ms, then twice as long each time up to
+   * 4 s: the default, 10, keeps trying for about 28 s, long enough for a
+   * restart or a deploy.
+   */
   maxReconnects?: number;
 }
+
+/** Whether a ticket request's refusal may pass by itself (the server restarts, a proxy has no instance yet, a limit). */
+const transientStatus = (status: number) => status === 429 || status === 502 || status === 503 || status === 504;
 
 /**
  * The chat WebSocket's events (titles, answers ending), for as long as the
  * signal allows. Each connection takes a new single-use ticket; when the
  * server goes away (1001, a restart or a deploy) or the connection drops,
- * it reconnects with a new ticket. A refusal (1008: the ticket, or the
- * membership) ends it with a `WorkspaceError`.
+ * it reconnects with a new ticket. While the server is away (the ticket
+ * request fails on the network, or is answered 502, 503, 504 or 429) it
+ * keeps trying with backoff, up to `maxReconnects` attempts in a row. A
+ * refusal (1008: the ticket, or the membership; another 4xx for the
+ * ticket) ends it with a `WorkspaceError`.
  */
 async function* live(this: Workspace, options: LiveOptions): AsyncGenerator<ChatLiveEvent> {
   const Ws = this.options.WebSocket ?? globalThis.WebSocket;
@@ -395,12 +407,36 @@ async function* live(this: Workspace, options: LiveOptions): AsyncGenerator<Chat
     throw new WorkspaceError(0, "invalid_request", "no WebSocket: pass options.WebSocket (Node.js 20: run with --experimental-websocket)");
   }
   let failures = 0;
-  const maxReconnects = options.maxReconnects ?? 5;
+  const maxReconnects = options.maxReconnects ?? 10;
+  /** Counts a failed attempt; waits before the next, or gives up. */
+  const backoff = async (why: string, retryAfterSecs?: number) => {
+    if (++failures > maxReconnects) {
+      throw new WorkspaceError(0, "stream_lost", `the live channel could not reconnect (${why})`);
+    }
+    const ms = Math.max(Math.min(250 * 2 ** (failures - 1), 4000), (retryAfterSecs ?? 0) * 1000);
+    // Jittered, so that the clients of a restarted server do not all come back at once.
+    await sleep(ms * (0.75 + Math.random() / 2), options.signal).catch(() => {});
+  };
   while (!options.signal?.aborted) {
-    const { data: ticket, error, response } = await this.api.POST("/api/chat/ws_ticket", {
-      params: { query: { org_id: options.orgId } },
-    });
-    if (error || !ticket) throw await errorOf(response);
+    let answer;
+    try {
+      answer = await this.api.POST("/api/chat/ws_ticket", {
+        params: { query: { org_id: options.orgId } },
+        signal: options.signal,
+      });
+    } catch (e) {
+      if (options.signal?.aborted) return;
+      // Nothing listens (the server restarts): try again.
+      await backoff(String(e));
+      continue;
+    }
+    const { data: ticket, error, response } = answer;
+    if (error || !ticket) {
+      const refusal = await errorOf(response);
+      if (!transientStatus(response.status)) throw refusal;
+      await backoff(`${response.status} ${refusal.errorCode}`, refusal.retryAfter);
+      continue;
+    }
     const url = `${this.options.baseUrl.replace(/^http/, "ws")}/api/chat/ws?org_id=${encodeURIComponent(options.orgId)}&ticket=${encodeURIComponent(ticket.ticket)}`;
     const socket = new Ws(url);
     const queue: ChatLiveEvent[] = [];
@@ -443,10 +479,14 @@ async function* live(this: Workspace, options: LiveOptions): AsyncGenerator<Chat
     if (closed?.code === 1008) {
       throw new WorkspaceError(403, "forbidden", closed.reason || "the live channel refused this client");
     }
-    if (++failures > maxReconnects) {
-      throw new WorkspaceError(0, "stream_lost", "the live channel could not reconnect");
+    if (closed?.code === 1001 && failures === 0) {
+      // The server goes away (a restart, a deploy): another instance may
+      // take the next ticket at once; if none does, the backoff above
+      // waits for one.
+      await sleep(100, options.signal).catch(() => {});
+      continue;
     }
-    await sleep(closed?.code === 1001 ? 100 : Math.min(250 * 2 ** failures, 4000), options.signal).catch(() => {});
+    await backoff(`closed with ${closed?.code ?? "no code"}`);
   }
 }
 

@@ -196,6 +196,55 @@ test("live() reconnects with a new ticket when the server goes away (1001)", asy
   assert.equal(readies, 2);
 });
 
+test("live() keeps asking for a ticket while the server restarts", async () => {
+  // As at a restart: the socket closes with 1001, then nothing listens
+  // for a while (fetch rejects), then a proxy answers 502, then the new
+  // server gives a ticket. The SDK must wait it out and connect again.
+  let connections = 0;
+  class GoingAway {
+    constructor(url) {
+      this.inner = new WebSocket(url);
+      this.first = ++connections === 1;
+      this.inner.onmessage = (m) => {
+        this.onmessage?.(m);
+        if (this.first) {
+          this.inner.onclose = null;
+          this.inner.close();
+          this.onclose?.({ code: 1001, reason: "the server is shutting down" });
+        }
+      };
+      this.inner.onclose = (c) => this.onclose?.(c);
+    }
+    close(code) {
+      this.inner.close(code);
+    }
+  }
+  const tickets = [];
+  const restarting = async (input, init) => {
+    const url = String(input instanceof Request ? input.url : input);
+    if (url.includes("/api/chat/ws_ticket")) {
+      tickets.push(Date.now());
+      if (connections === 1 && tickets.length <= 4) throw new TypeError("fetch failed");
+      if (connections === 1 && tickets.length === 5) {
+        return new Response("<html>502 Bad Gateway</html>", { status: 502, headers: { "content-type": "text/html" } });
+      }
+    }
+    return fetch(input, init);
+  };
+  const sdk = createWorkspace({ baseUrl, token, fetch: restarting, WebSocket: GoingAway });
+  const controller = new AbortController();
+  let readies = 0;
+  for await (const e of sdk.live({ orgId, signal: controller.signal })) {
+    if (e.type === "ready" && ++readies === 2) controller.abort();
+  }
+  assert.equal(readies, 2);
+  assert.equal(connections, 2);
+  // The first ticket, three failures and a 502, then the one that worked.
+  assert.equal(tickets.length, 6);
+  // With backoff: about 0.1 + 0.25 + 0.5 + 1 + 2 s (jittered by a quarter).
+  assert.ok(tickets.at(-1) - tickets[1] >= 2500, `waited ${tickets.at(-1) - tickets[1]} ms`);
+});
+
 test("upload() reports progress and types the server's refusals", async () => {
   const progress = [];
   const text = "The password is swordfish.\n".repeat(8000);

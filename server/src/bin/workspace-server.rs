@@ -194,7 +194,7 @@ async fn run() -> Result<()> {
         .clone()
         .unwrap_or_else(workspace_embedded_db::data_root);
     let embedded = config.database.url.is_none();
-    let grace_secs = config.http.shutdown_grace_secs;
+    let (grace_secs, drain_secs) = (config.http.shutdown_grace_secs, config.http.drain_secs);
     // Installed before the server starts: a SIGTERM that comes as soon as
     // it answers (a supervisor, a test) must not find the default action,
     // which kills the process without stopping the embedded cluster.
@@ -224,11 +224,11 @@ async fn run() -> Result<()> {
         _ = tokio::signal::ctrl_c() => slog::info!(log, "interrupt received: shutting down"),
     }
     eprintln!(
-        "Stopping: requests and answers in progress get up to {} s \
-         (http.shutdown_grace_secs); Ctrl-C again to stop now.",
-        grace_secs
+        "Stopping: not ready, still serving for {drain_secs} s (http.drain_secs); then \
+         requests and answers in progress get up to {grace_secs} s \
+         (http.shutdown_grace_secs); Ctrl-C again to stop now."
     );
-    // A second signal ends the grace period: answers still running end as
+    // A second signal ends the drain window and the grace period: answers still running end as
     // interrupted, jobs go back to the queue, the cluster is left cleanly.
     let again = async move {
         tokio::select! {

@@ -68,6 +68,18 @@ pub struct HttpConfig {
     /// once, the attempt not counted) and it stops. Keep it below the
     /// orchestrator's kill timeout (Kubernetes: 30 s by default).
     pub shutdown_grace_secs: u64,
+    /// At shutdown, how long the instance keeps serving after it reports
+    /// not ready (`/readyz` answers 503 at once), in seconds (fractions
+    /// allowed): long enough for a load balancer's health checks to take
+    /// it out of rotation (at least its check interval times its failure
+    /// count, plus one check's timeout). Meanwhile every HTTP/1 response
+    /// carries `Connection: close`, so clients and the balancer's pooled
+    /// connections move to other instances request by request. Then it
+    /// stops accepting, closes idle connections and WebSockets (1001),
+    /// and `shutdown_grace_secs` begins. `0`: no window (a single
+    /// instance without a balancer).
+    #[serde(deserialize_with = "deserialize_drain_secs")]
+    pub drain_secs: f64,
     /// Origins (`scheme://host[:port]`, exact) whose pages may call the API
     /// from a browser (CORS). Empty: same-origin only. `*` is refused: the
     /// API is called with credentials (bearer tokens), and a wildcard would
@@ -77,6 +89,20 @@ pub struct HttpConfig {
     pub cors_allowed_origins: Vec<String>,
     /// How long a browser may cache a preflight answer, in seconds.
     pub cors_max_age_secs: u64,
+}
+
+/// The longest drain window accepted, in seconds.
+const MAX_DRAIN_SECS: f64 = 600.0;
+
+/// A number of seconds from 0 to [`MAX_DRAIN_SECS`].
+fn deserialize_drain_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let secs = f64::deserialize(d)?;
+    if !(0.0..=MAX_DRAIN_SECS).contains(&secs) {
+        return Err(serde::de::Error::custom(format!(
+            "http.drain_secs: {secs} is not between 0 and {MAX_DRAIN_SECS} seconds"
+        )));
+    }
+    Ok(secs)
 }
 
 /// Exact origins: `http(s)://host[:port]`, nothing after; lowercased.
@@ -141,6 +167,7 @@ impl Default for HttpConfig {
             header_read_timeout_secs: 30,
             trusted_proxies: Vec::new(),
             shutdown_grace_secs: 20,
+            drain_secs: 5.0,
             cors_allowed_origins: Vec::new(),
             cors_max_age_secs: 600,
         }
@@ -160,6 +187,12 @@ impl HttpConfig {
         "content-disposition",
         "content-length",
     ];
+
+    /// The drain window of a shutdown (see `drain_secs`).
+    pub fn drain(&self) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(self.drain_secs.clamp(0.0, MAX_DRAIN_SECS))
+            .unwrap_or_default()
+    }
 
     /// The CORS policy of every route but the deployment endpoint's (which
     /// answers with its deployment's origins).
@@ -376,5 +409,23 @@ mod client_address_tests {
             c.client_address(ip("10.0.0.5"), std::iter::empty()),
             ip("10.0.0.5")
         );
+    }
+}
+
+#[cfg(test)]
+mod drain_tests {
+    use super::HttpConfig;
+
+    #[test]
+    fn the_drain_window_is_seconds_from_zero_to_ten_minutes() {
+        let parse = |s: &str| toml::from_str::<HttpConfig>(s);
+        assert_eq!(parse("drain_secs = 5").unwrap().drain().as_millis(), 5000);
+        assert_eq!(parse("drain_secs = 1.2").unwrap().drain().as_millis(), 1200);
+        assert!(parse("drain_secs = 0").unwrap().drain().is_zero());
+        assert_eq!(HttpConfig::default().drain().as_secs(), 5);
+        for bad in ["drain_secs = -1", "drain_secs = 601", "drain_secs = nan"] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("drain_secs"), "{bad}: {e}");
+        }
     }
 }

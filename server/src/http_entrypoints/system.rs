@@ -101,6 +101,18 @@ pub async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpEr
 }
 
 pub async fn readyz(rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {
+    // A stopping instance reports not ready first, while it still serves
+    // (`http.drain_secs`): the balancer takes it out of rotation before
+    // it closes anything. `server_busy` is the documented 503 code that
+    // says "try another time, or another instance".
+    if rqctx.server.draining() {
+        return Err(Error::Busy {
+            code: "server_busy",
+            message: "this instance is shutting down".to_string(),
+            retry_after_secs: 1,
+        }
+        .into());
+    }
     let cx = rqctx.context();
     cx.datastore.ping().await.map_err(|e| Error::Unavailable {
         code: "database_unavailable",

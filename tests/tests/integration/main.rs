@@ -21,6 +21,7 @@ mod mcp;
 mod orgs;
 mod providers;
 mod roles;
+mod rolling;
 mod sdk;
 mod stream_writer;
 mod system;

@@ -2,8 +2,10 @@
 //! headless Chromium, served from another origin than the API: its own
 //! test (`examples/web/test/browser.test.mjs`, playwright-core driving
 //! Debian's `chromium`) signs up, chats, follows live titles, asks about a
-//! file through a knowledge base, reloads mid-answer, and checks that a
-//! page on a refused origin is blocked. The screenshot of the finished
+//! file through a knowledge base, reloads mid-answer, checks that a page
+//! on a refused origin is blocked, and restarts a server executable under
+//! the page (SIGTERM, started again on its port): the live channel comes
+//! back by itself (issue #33). The screenshot of the finished
 //! conversation goes to `target/examples-web.png`. The API reference
 //! (`/docs`) is loaded the same way with the network restricted to the
 //! server (`examples/web/test/docs.test.mjs`).
@@ -62,6 +64,29 @@ async fn the_example_page_works_in_a_real_browser() {
         c.providers.offline_chunk_delay_ms = 40;
     })
     .await;
+    // The server executable the restart test stops and starts again, on
+    // the same database, with a short drain window (no balancer here).
+    let binary = workspace_tests::server_binary()
+        .expect("the workspace-server executable (cargo xtask test builds it)");
+    let restart_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port();
+    let restart_dir = tempfile::tempdir().expect("a temporary directory");
+    let restart_config = restart_dir.path().join("restarted.toml");
+    std::fs::write(
+        &restart_config,
+        format!(
+            "bind_address = \"127.0.0.1:{restart_port}\"\n\
+             [database]\nurl = {:?}\npool_size = 4\n\
+             [auth]\njwt_secret = {:?}\n\
+             [http]\ndrain_secs = 0.3\ncors_allowed_origins = [{page:?}]\n",
+            cx.db_url,
+            workspace_tests::TEST_JWT_SECRET
+        ),
+    )
+    .expect("writing the restarted server's configuration");
     let screenshot = root.join("target/examples-web.png");
     let _ = std::fs::remove_file(&screenshot);
     let output = tokio::process::Command::new("node")
@@ -75,13 +100,19 @@ async fn the_example_page_works_in_a_real_browser() {
         )
         .env("CHROMIUM", chromium())
         .env("SCREENSHOT", &screenshot)
+        .env("SERVER_BIN", &binary)
+        .env("SERVER_CONFIG", &restart_config)
+        .env(
+            "RESTART_API_URL",
+            format!("http://127.0.0.1:{restart_port}"),
+        )
         .output()
         .await
         .expect("running node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the browser test failed");
-    assert!(stdout.contains("pass 2"), "{stdout}");
+    assert!(stdout.contains("pass 3"), "{stdout}");
     assert!(
         screenshot.exists(),
         "no screenshot at {}",

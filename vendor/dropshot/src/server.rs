@@ -86,11 +86,19 @@ pub struct DropshotState<C: ServerContext> {
     pub(crate) version_policy: VersionPolicy,
     /// Workspace patch: the CORS policy, set by [`ServerBuilder::cors`].
     pub(crate) cors: std::sync::OnceLock<Arc<crate::cors::CorsPolicy>>,
+    /// Workspace patch: set by [`HttpServer::begin_draining`].
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 impl<C: ServerContext> DropshotState<C> {
     pub fn using_tls(&self) -> bool {
         self.tls_acceptor.is_some()
+    }
+
+    /// Workspace patch: whether the server drains (see
+    /// [`HttpServer::begin_draining`]).
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -230,6 +238,7 @@ impl<C: ServerContext> HttpServerStarter<C> {
             handler_waitgroup_worker: DebugIgnore(handler_waitgroup.worker()),
             version_policy,
             cors: std::sync::OnceLock::new(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
 
         for (path, method, endpoint) in app_state.router.endpoints(None) {
@@ -321,7 +330,8 @@ impl<C: ServerContext> HttpServerStarter<C> {
                         }
                     }
                 }
-                None => loop {
+                None => {
+                  loop {
                     tokio::select! {
                         (sock, remote_addr, permit) = http_acceptor.accept() => {
                             let handler = make_service
@@ -365,7 +375,15 @@ impl<C: ServerContext> HttpServerStarter<C> {
                             break;
                         }
                     }
-                },
+                  }
+                  // Workspace patch: the listening socket closes now (it
+                  // was held until every connection ended): a client
+                  // connecting while requests finish is refused at once,
+                  // and a load balancer tries another instance, instead of
+                  // waiting in the kernel's backlog for a server that
+                  // never accepts it.
+                  drop(http_acceptor);
+                }
             };
 
             // optional: could use another select on a timeout
@@ -739,6 +757,20 @@ impl<C: ServerContext> HttpServer<C> {
         Ok(())
     }
 
+    /// Workspace patch (not in upstream dropshot 0.18.0): the first step of
+    /// a graceful stop in front of a load balancer. From now on every
+    /// HTTP/1 response carries `Connection: close` (hyper closes each
+    /// connection after its current response) and
+    /// [`DropshotState::draining`] is true (a readiness endpoint reports
+    /// not ready); requests are still accepted and served as before, so
+    /// that nothing is refused while the balancer has not yet noticed.
+    /// [`HttpServer::close`] then stops accepting.
+    pub fn begin_draining(&self) {
+        self.app_state
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Return the result of registering the server's DTrace USDT probes.
     ///
     /// See [`ProbeRegistration`] for details.
@@ -900,6 +932,11 @@ async fn http_request_handle_wrap<C: ServerContext>(
         });
     });
 
+    // Workspace patch: while the server drains, HTTP/1 responses close
+    // their connections (see `HttpServer::begin_draining`).
+    let http1 = request.version() <= http::Version::HTTP_11;
+    let drain_state = Arc::clone(&server);
+
     // Workspace patch: CORS (see `cors.rs`). A preflight of a route without
     // an OPTIONS handler of its own is answered here.
     let cors = server.cors.get().cloned();
@@ -1023,6 +1060,22 @@ async fn http_request_handle_wrap<C: ServerContext>(
             response
         }
     };
+    let mut response = response;
+    // Workspace patch: `Connection: close` while draining; hyper then
+    // closes the connection once this response is written, so a client
+    // (or a load balancer's pooled connection) sends its next request on a
+    // new connection, to an instance that is not stopping. Not on a
+    // WebSocket upgrade (101 needs `Connection: upgrade`); HTTP/2 has no
+    // such header (a stream ends, the connection is told by GOAWAY).
+    if http1
+        && drain_state.draining()
+        && response.status() != http::StatusCode::SWITCHING_PROTOCOLS
+    {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
 
     Ok(response)
 }
