@@ -178,15 +178,15 @@ async fn history_of(s: &Setup, area: Area, n: usize) -> Uuid {
                 &format!(
                     "INSERT INTO conversation_messages \
                          (id, organization_id, conversation_id, session_id, role, content) \
-                     SELECT gen_random_uuid(), $1, $2, $3, \
+                     SELECT gen_random_uuid(), $1, $2, $4, \
                          CASE WHEN g % 2 = 0 THEN 'user' ELSE 'assistant' END, {content} \
-                     FROM generate_series(0, $4 - 1) g ORDER BY g"
+                     FROM generate_series(0, $5 - 1) g ORDER BY g"
                 ),
                 &[
                     &s.org,
                     &conversation.id,
-                    &session,
                     &MESSAGE_BYTES,
+                    &session,
                     &(n as i32),
                 ],
             )
