@@ -185,6 +185,7 @@ async fn bench() {
             api_key: Some("bench-key".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
         c.kb.poll_interval_ms = 50;
     };

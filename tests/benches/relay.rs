@@ -152,6 +152,7 @@ async fn bench() {
             api_key: Some("bench-key".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
     })
     .await;

@@ -9,7 +9,7 @@
 //!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [relay|api|kb|embed|chat|streams] [--dev]`: benchmarks (figures printed, not
+//! - `bench [relay|api|kb|embed|chat|streams|history] [--dev]`: benchmarks (figures printed, not
 //!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
 //!   the server adds to time-to-first-token and per streamed chunk; `api`
 //!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
@@ -123,6 +123,9 @@ enum BenchName {
     /// chunks): endings, peak RSS, the event writer's events/s and
     /// statements/s, time to first event.
     Streams,
+    /// History: an answer's time to first token and heap with 10, 200 and
+    /// 10,000 earlier messages, chat and conversations (offline model).
+    History,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -185,6 +188,7 @@ fn main() -> Result<()> {
                 BenchName::Embed => "embed",
                 BenchName::Chat => "chat",
                 BenchName::Streams => "streams",
+                BenchName::History => "history",
             },
             matches!(name, BenchName::Api | BenchName::Streams),
             dev,

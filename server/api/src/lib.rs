@@ -695,9 +695,12 @@ pub trait WorkspaceApi {
     /// model_unavailable` when the session's model is no longer configured.
     ///
     /// The user's message is stored (in the session's history) before the
-    /// model is called, and the model receives the session's whole history
+    /// model is called, and the model receives the session's history
     /// (earlier messages of this session only, oldest first, including
-    /// partial answers), then the new message. The assistant message is
+    /// partial answers), then the new message: the most recent whole turns
+    /// that fit the model's context window (the server's `context_tokens`
+    /// for the model less the answer's `max_tokens`; at most 200 earlier
+    /// messages), the oldest left out first. The assistant message is
     /// stored with its full text before `end` is sent, so a client that
     /// saw `end` will find it in `messages`.
     ///
@@ -1181,12 +1184,15 @@ pub trait WorkspaceApi {
     /// "stop"}`; or `{"type":"error","error_code","message"}` (the text so
     /// far is kept as the answer, `failed`).
     ///
-    /// Prompt: the chat's history (oldest first), then the user's message
-    /// preceded by the retrieved excerpts (each knowledge base searched
-    /// with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for
-    /// citation; `sources[].index` is that number) and the text of the
-    /// given uploads (text documents now; other formats once their text is
-    /// extracted). Settings: the request's, else the chat's.
+    /// Prompt: an agent's system prompt; the most recent whole turns of the
+    /// chat's history that fit the model's context window beside the rest
+    /// (oldest first; at most 200 earlier messages, as in conversations);
+    /// then the user's message preceded by the retrieved excerpts (each
+    /// knowledge base searched with `limit` 10 and `score_threshold` 0.1,
+    /// numbered `[n]` for citation; `sources[].index` is that number) and
+    /// the text of the given uploads (text documents now; other formats
+    /// once their text is extracted), always sent. Settings: the
+    /// request's, else the chat's.
     ///
     /// The title of a new chat is generated after its first answer (a
     /// short model call; the offline model answers with the first words

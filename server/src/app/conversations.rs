@@ -13,11 +13,14 @@ use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::Datastore;
 use crate::db::datastore::chat::STOP_CHANNEL;
-use crate::db::datastore::conversations::{ConversationRow, MessageRow, NewAnswer, SessionRow};
+use crate::db::datastore::conversations::{
+    ConversationRow, HistoryBound, MessageRow, NewAnswer, SessionRow,
+};
 use crate::db::datastore::streams::StreamKind;
 use crate::db::enums as db;
 use crate::error::Error;
 use crate::providers::{ChatMessage, Role, Usage};
+use crate::runtime::context::{HISTORY_MAX_MESSAGES, history_budget};
 use crate::runtime::{RunLimits, RunSpec};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -223,6 +226,12 @@ pub async fn stream_chat(
     })?;
     let daily_limit = features.daily_chat_limit;
     let message_id = Uuid::new_v4();
+    // The most recent part of the history that fits the model's context
+    // (the new message counts in it): see `runtime::context`.
+    let bound = HistoryBound {
+        rows: HISTORY_MAX_MESSAGES as i64 + 1,
+        tokens: i64::from(history_budget(&model, None, 0)),
+    };
     let history = cx
         .datastore
         .message_append_user(
@@ -232,6 +241,7 @@ pub async fn stream_chat(
             &body.message,
             daily_limit,
             message_id,
+            bound,
         )
         .await?;
     let history = history
@@ -252,7 +262,7 @@ pub async fn stream_chat(
         "model" => model.name.clone(),
         "message_id" => message_id.to_string(),
     ));
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         model,
         retry: cx.models.retry.clone(),
         system_prompt: String::new(),
@@ -263,6 +273,7 @@ pub async fn stream_chat(
         limits: RunLimits::default(),
         log: log.clone(),
     };
+    spec.fit_context();
     let area = ConversationAnswer {
         datastore: cx.datastore.clone(),
         access: access.clone(),

@@ -19,7 +19,9 @@ pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
-pub use providers::{ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig};
+pub use providers::{
+    DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
+};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -305,6 +307,9 @@ impl Config {
             }
             if !names.insert(name.as_str()) {
                 bail!("models: {name:?} is configured twice");
+            }
+            if model.context_tokens == Some(0) {
+                bail!("models: {name:?}: context_tokens must be positive");
             }
             let Some(kind) = model.provider_kind() else {
                 bail!(

@@ -150,7 +150,19 @@ pub struct ModelConfig {
     /// one, default 4096 there).
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// The model's context window in tokens (default
+    /// [`DEFAULT_CONTEXT_TOKENS`]): an answer sends the most recent turns
+    /// of its history that fit beside the system prompt, the new message
+    /// (with its sources) and the answer's `max_tokens`.
+    #[serde(default)]
+    pub context_tokens: Option<u32>,
 }
+
+/// The context window assumed for a model that does not configure
+/// `context_tokens` (and for the offline model): smaller than every
+/// current hosted model's, so a long history is cut by the server, not
+/// refused by the provider.
+pub const DEFAULT_CONTEXT_TOKENS: u32 = 32_768;
 
 impl std::fmt::Debug for ModelConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,6 +175,7 @@ impl std::fmt::Debug for ModelConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("max_tokens", &self.max_tokens)
+            .field("context_tokens", &self.context_tokens)
             .finish()
     }
 }
@@ -233,6 +246,7 @@ impl super::Config {
                     api_key: key.clone(),
                     api_key_env: None,
                     max_tokens: None,
+                    context_tokens: None,
                 });
             }
         }

@@ -4,7 +4,7 @@ use super::ChatModel;
 use super::anthropic::AnthropicClient;
 use super::offline::OfflineModel;
 use super::openai::OpenAiClient;
-use crate::config::{Config, OFFLINE_MODEL_NAME, ProviderKind};
+use crate::config::{Config, DEFAULT_CONTEXT_TOKENS, OFFLINE_MODEL_NAME, ProviderKind};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +25,8 @@ pub struct ModelSpec {
     /// `offline`.
     pub provider: String,
     pub max_tokens: Option<u32>,
+    /// The context window in tokens (see `ModelConfig::context_tokens`).
+    pub context_tokens: u32,
     pub chat: Arc<dyn ChatModel>,
 }
 
@@ -35,6 +37,8 @@ pub struct ModelEntry {
     pub name: String,
     pub provider: String,
     pub max_tokens: Option<u32>,
+    /// The context window in tokens (see `ModelConfig::context_tokens`).
+    pub context_tokens: u32,
     pub chat: Arc<dyn ChatModel>,
 }
 
@@ -65,6 +69,7 @@ pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
             name: OFFLINE_MODEL_NAME.to_string(),
             provider: "offline".to_string(),
             max_tokens: None,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
             chat: Arc::new(OfflineModel {
                 chunk_delay: Duration::from_millis(config.providers.offline_chunk_delay_ms),
             }),
@@ -100,6 +105,7 @@ pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
             name: model.name.clone(),
             provider: kind.as_str().to_string(),
             max_tokens: model.max_tokens,
+            context_tokens: model.context_tokens.unwrap_or(DEFAULT_CONTEXT_TOKENS),
             chat,
         });
     }
@@ -117,6 +123,7 @@ impl ModelRegistry {
                 name: s.name,
                 provider: s.provider,
                 max_tokens: s.max_tokens,
+                context_tokens: s.context_tokens,
                 chat: s.chat,
             })
             .collect();

@@ -11,6 +11,8 @@
 //! MCP playground) runs through here; sandboxed code tools implement
 //! [`RuntimeTool`] now, MCP tools and knowledge-base retrieval later.
 
+pub mod context;
+
 use crate::providers::{
     self, ChatEvent, ChatMessage, ChatRequest, ModelEntry, RetryPolicy, Role, ToolCall, ToolSpec,
     Usage,

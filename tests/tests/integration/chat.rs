@@ -587,6 +587,7 @@ async fn the_daily_limit_and_provider_failures() {
             api_key: Some("sk-test".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
     })
     .await;
@@ -1395,6 +1396,7 @@ async fn send_message_time_to_first_token_overhead() {
             api_key: Some("sk-test".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
     })
     .await;

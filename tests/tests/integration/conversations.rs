@@ -31,6 +31,7 @@ fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: Stri
         api_key: Some(KEY.to_string()),
         api_key_env: None,
         max_tokens: None,
+        context_tokens: None,
     });
 }
 

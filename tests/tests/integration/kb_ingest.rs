@@ -91,6 +91,7 @@ async fn documents_are_ingested_found_and_cited() {
             api_key: Some("sk-test".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
     })
     .await;

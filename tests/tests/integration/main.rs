@@ -12,6 +12,7 @@ mod database_tls;
 mod deployments;
 mod embeddings;
 mod hardening;
+mod history;
 mod hostile_files;
 mod invitations;
 mod kb;

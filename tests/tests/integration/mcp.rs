@@ -1487,6 +1487,7 @@ async fn mcp_discovery_asks_a_configured_model_first() {
             api_key: Some("rank-key".into()),
             api_key_env: None,
             max_tokens: None,
+            context_tokens: None,
         });
     })
     .await;

@@ -7,10 +7,12 @@ use crate::context::ServerContext;
 use crate::db::datastore::chat::{
     ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
 };
+use crate::db::datastore::conversations::HistoryBound;
 use crate::db::datastore::streams::StreamKind;
 use crate::db::enums::{AgentStatus, ChatMessageStatus, ChatRole};
 use crate::error::Error;
 use crate::providers::{ChatMessage as ModelMessage, ChatRequest, ModelEntry, Role};
+use crate::runtime::context::{HISTORY_MAX_MESSAGES, history_budget, message_tokens};
 use crate::runtime::{RunLimits, RunSpec};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -189,6 +191,19 @@ pub async fn send_message(
         .daily_chat_limit;
     let user_message_id = Uuid::new_v4();
     let answer_id = Uuid::new_v4();
+    // The new message as the model sees it (the sources and uploads in it)
+    // is always sent; the history gets what is left of the model's context
+    // (an agent's system prompt, tools and max_tokens are known later:
+    // its history is read as if they took nothing, and cut once they are).
+    let prompt = ModelMessage::user(prompt_text(&body.content, &sources, &files));
+    let max_tokens = match &agent {
+        Some(_) => Some(0),
+        None => settings.as_ref().and_then(|s| s.max_tokens),
+    };
+    let history_bound = HistoryBound {
+        rows: HISTORY_MAX_MESSAGES as i64,
+        tokens: i64::from(history_budget(&model, max_tokens, message_tokens(&prompt))),
+    };
     let metadata = json!({"knowledge_base_ids": kb_ids, "upload_ids": upload_ids});
     let (chat, created, history) = cx
         .datastore
@@ -206,6 +221,7 @@ pub async fn send_message(
                 daily_limit,
                 user_message_id,
                 answer_id,
+                history: history_bound,
             },
         )
         .await?;
@@ -223,14 +239,10 @@ pub async fn send_message(
             )
         })
         .collect();
-    messages.push(ModelMessage::user(prompt_text(
-        &body.content,
-        &sources,
-        &files,
-    )));
+    messages.push(prompt);
     let log = access.log().new(slog::o!(
         "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
-    let spec = match &agent {
+    let mut spec = match &agent {
         Some(agent) => {
             let mut spec = crate::app::agents::run_spec(cx, access, agent, messages, &log).await?;
             if let Some(s) = &body.settings {
@@ -254,6 +266,7 @@ pub async fn send_message(
             log: log.clone(),
         },
     };
+    spec.fit_context();
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
         retry: cx.models.retry.clone(),

@@ -48,6 +48,15 @@ db_row! {
 const MESSAGE_COLUMNS: &str = ChatMessageRow::COLUMNS;
 
 db_row! {
+    /// A message of a chat's history, as an answer sends it.
+    pub struct ChatHistoryRow {
+        pub id: Uuid = "h.id",
+        pub role: ChatRole = "h.role",
+        pub content: String = "h.content",
+    }
+}
+
+db_row! {
     /// An upload of a chat (or named by `send_message`).
     pub struct ChatFileRow {
         pub id: Uuid = "id",
@@ -76,6 +85,8 @@ pub struct NewExchange<'a> {
     pub daily_limit: u32,
     pub user_message_id: Uuid,
     pub answer_id: Uuid,
+    /// What is read of the history.
+    pub history: super::conversations::HistoryBound,
 }
 
 /// The end of an answer.
@@ -337,12 +348,14 @@ impl Datastore {
     /// Stores the user's message and the empty `streaming` answer, in one
     /// transaction that first counts the message against the daily limit
     /// and creates the chat when none is given. Returns the chat, whether
-    /// it is new, and the history before the new message (oldest first).
+    /// it is new, and the history before the new message (oldest first):
+    /// its most recent part within `new.history` (the newest message
+    /// always: the new one names it as its parent).
     pub async fn chat_begin_exchange(
         &self,
         access: &OrgAccess,
         new: &NewExchange<'_>,
-    ) -> Result<(ChatRow, bool, Vec<ChatMessageRow>), Error> {
+    ) -> Result<(ChatRow, bool, Vec<ChatHistoryRow>), Error> {
         let org_id = access.org_id();
         let user_id = access.user_id();
         let limit = super::conversations::daily_limit_param(new.daily_limit);
@@ -359,9 +372,18 @@ impl Datastore {
             "INSERT INTO chats (id, organization_id, user_id, title, settings) \
              VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
         );
+        let row_tokens = super::conversations::ROW_TOKENS;
         let history_sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
-             WHERE m.organization_id = $1 AND m.chat_id = $2 ORDER BY m.seq"
+            "SELECT {HISTORY_COLUMNS} FROM ( \
+                 SELECT id, role, content, seq, \
+                     sum({row_tokens}) OVER w AS running, row_number() OVER w AS n \
+                 FROM chat_messages \
+                 WHERE organization_id = $1 AND chat_id = $2 \
+                 WINDOW w AS (ORDER BY seq DESC) \
+                 ORDER BY seq DESC LIMIT $3) h \
+             WHERE h.n = 1 OR h.running <= $4 \
+             ORDER BY h.seq",
+            HISTORY_COLUMNS = ChatHistoryRow::COLUMNS,
         );
         let update_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
             [&org_id, &user_id, &chat_id];
@@ -385,7 +407,10 @@ impl Datastore {
                     &[&org_id, &limit],
                 ),
                 chat_statement,
-                (history_sql.as_str(), &[&org_id, &chat_id]),
+                (
+                    history_sql.as_str(),
+                    &[&org_id, &chat_id, &new.history.rows, &new.history.tokens],
+                ),
             ])
             .await?;
         super::conversations::daily_message_counted(&counted, new.daily_limit)?;
@@ -394,7 +419,7 @@ impl Datastore {
             .map(ChatRow::from_row)
             .ok_or(Error::NotFound { what: "chat" })?;
         let created = new.chat_id.is_none();
-        let history: Vec<ChatMessageRow> = history.iter().map(ChatMessageRow::from_row).collect();
+        let history: Vec<ChatHistoryRow> = history.iter().map(ChatHistoryRow::from_row).collect();
         let parent = history.last().map(|m| m.id);
         tx.pipeline([
             // Uploads named without a chat join this one (and go with it).

@@ -84,6 +84,24 @@ pub const CONVERSATION_LIST: &str = "SELECT id, title, is_archived, created_at, 
      FROM conversations WHERE organization_id = $1 ORDER BY updated_at DESC, id \
      LIMIT $2 OFFSET $3";
 
+/// How much of a history the database reads: the newest rows first, at
+/// most `rows`, and only while their estimated tokens (summed newest
+/// first, see [`ROW_TOKENS`]) stay within `tokens`; the newest row always.
+/// An answer's start so reads a bounded part of a long history (see
+/// `runtime::context`, which cuts it exactly).
+#[derive(Clone, Copy, Debug)]
+pub struct HistoryBound {
+    pub rows: i64,
+    pub tokens: i64,
+}
+
+/// A history row's estimated tokens, in SQL: `runtime::context`'s estimate
+/// (UTF-8 bytes / 3 rounded up, plus 4 for the message); an empty answer
+/// (failed before its first piece; never sent) counts nothing.
+/// `octet_length` reads a long text's stored length, not the text.
+pub(crate) const ROW_TOKENS: &str =
+    "CASE WHEN content = '' THEN 0 ELSE (octet_length(content) + 2) / 3 + 4 END";
+
 /// Rows a conversation page may read (offset plus limit) and still run on
 /// a shared connection (see [`crate::db::pipeline`]).
 const QUICK_PAGE_ROWS: i64 = 200;
@@ -243,7 +261,8 @@ impl Datastore {
 
     /// Stores a user message in the session and touches the session and
     /// its conversation, in one transaction. Returns the session's history
-    /// up to and including the new message, oldest first.
+    /// up to and including the new message, oldest first: its most recent
+    /// part within `bound` (the new message counts in it).
     ///
     /// The assistant's answer is inserted in the same transaction, empty and
     /// `streaming`, with the id `answer_id` (see [`Self::message_save_partial`]
@@ -265,8 +284,22 @@ impl Datastore {
         content: &str,
         daily_limit: u32,
         answer_id: Uuid,
+        bound: HistoryBound,
     ) -> Result<Vec<MessageRow>, Error> {
         let org_id = access.org_id();
+        let history_sql = format!(
+            "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at FROM ( \
+                 SELECT id, session_id, role, content, status, created_at, seq, \
+                     sum({ROW_TOKENS}) OVER w AS running, row_number() OVER w AS n \
+                 FROM conversation_messages \
+                 WHERE organization_id = $1 AND session_id = $2 \
+                   AND seq <= (SELECT seq FROM conversation_messages \
+                               WHERE organization_id = $1 AND id = $3) \
+                 WINDOW w AS (ORDER BY seq DESC) \
+                 ORDER BY seq DESC LIMIT $4) h \
+             WHERE h.n = 1 OR h.running <= $5 \
+             ORDER BY h.seq"
+        );
         let limit = daily_limit_param(daily_limit);
         let message_id = Uuid::new_v4();
         let mut conn = self.conn().await?;
@@ -305,13 +338,14 @@ impl Datastore {
                 (TOUCH_SESSION, &[&org_id, &session.id]),
                 (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
                 (
-                    "SELECT id, session_id, role, content, status, created_at \
-                     FROM conversation_messages \
-                     WHERE organization_id = $1 AND session_id = $2 \
-                       AND seq <= (SELECT seq FROM conversation_messages \
-                                   WHERE organization_id = $1 AND id = $3) \
-                     ORDER BY seq",
-                    &[&org_id, &session.id, &message_id],
+                    history_sql.as_str(),
+                    &[
+                        &org_id,
+                        &session.id,
+                        &message_id,
+                        &bound.rows,
+                        &bound.tokens,
+                    ],
                 ),
             ])
             .await?;
