@@ -163,7 +163,8 @@ impl Server {
             let stuck = if drained(Instant::now() + AFTER_GRACE).await {
                 0
             } else {
-                app::streams::interrupt_own(&leases, &datastore, &self.log).await
+                app::streams::interrupt_own(&leases, &datastore, app::on_answers_closed, &self.log)
+                    .await
             };
             if closed.is_none() {
                 closed = timeout_at(Instant::now() + AFTER_GRACE, &mut close)
@@ -532,6 +533,7 @@ fn spawn_maintenance(
             datastore.clone(),
             std::time::Duration::from_secs(streams.sweep_interval_secs),
             std::time::Duration::from_secs(streams.lease_secs),
+            app::on_answers_closed,
             log.clone(),
         ),
     );

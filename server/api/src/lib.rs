@@ -106,7 +106,11 @@ pub trait WorkspaceApi {
     /// Readiness probe.
     ///
     /// Answers `200 {"status": "ok"}` when the database answers a query, and
-    /// `503` with `error_code` `database_unavailable` otherwise. Public.
+    /// `503` otherwise: `database_unavailable` when it does not, and
+    /// `server_busy` while the instance drains at shutdown (it still serves
+    /// requests for `http.drain_secs`, each answered with `Connection:
+    /// close`, so that a load balancer takes it out of rotation first).
+    /// Public.
     #[endpoint { method = GET, path = "/readyz", tags = ["system"] }]
     async fn readyz(
         rqctx: RequestContext<Self::Context>,

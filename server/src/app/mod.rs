@@ -47,3 +47,22 @@ pub fn page(limit: Option<u32>, offset: Option<u32>) -> Result<Page, Error> {
 pub const TITLE_MAX_CHARS: usize = 200;
 /// Longest chat or conversation message, in characters.
 pub const MESSAGE_MAX_CHARS: usize = 100_000;
+
+/// What each area does about its answers closed `failed` without their
+/// generator (see [`streams::OnClosed`]): the chat area tells the owners'
+/// WebSocket clients; conversations' clients learn it from the stream
+/// itself.
+pub fn on_answers_closed(
+    datastore: crate::db::Datastore,
+    kind: crate::db::datastore::streams::StreamKind,
+    ids: Vec<uuid::Uuid>,
+    log: slog::Logger,
+) -> futures::future::BoxFuture<'static, ()> {
+    use crate::db::datastore::streams::StreamKind;
+    Box::pin(async move {
+        match kind {
+            StreamKind::Chat => chat::live::announce_swept(&datastore, &ids, &log).await,
+            StreamKind::Conversation => {}
+        }
+    })
+}

@@ -649,8 +649,20 @@ fn interrupted_event() -> Value {
     })
 }
 
+/// What an area does about its answers closed `failed` without their
+/// generator (by a sweeper or at shutdown): the chat area tells its
+/// WebSocket clients. Given by the caller (`app::on_answers_closed`), so
+/// this module, shared by every area, names none of them.
+pub type OnClosed =
+    fn(Datastore, StreamKind, Vec<Uuid>, slog::Logger) -> futures::future::BoxFuture<'static, ()>;
+
 /// Closes answers whose lease expired, in batches; returns how many.
-pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logger) -> usize {
+pub async fn sweep_once(
+    datastore: &Datastore,
+    lease: Duration,
+    on_closed: OnClosed,
+    log: &slog::Logger,
+) -> usize {
     const BATCH: i64 = 100;
     let event = interrupted_event();
     let lease_secs = i64::try_from(lease.as_secs()).unwrap_or(i64::MAX);
@@ -668,6 +680,7 @@ pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logg
                         kind,
                         &ids,
                         "closed an answer whose instance stopped",
+                        on_closed,
                         log,
                     )
                     .await;
@@ -691,7 +704,12 @@ pub async fn sweep_once(datastore: &Datastore, lease: Duration, log: &slog::Logg
 /// (`failed`, [`INTERRUPTED`], text kept, a last `error` event that ends
 /// their streams), at once rather than when their leases expire, and
 /// stops their generation. Returns how many.
-pub async fn interrupt_own(leases: &Leases, datastore: &Datastore, log: &slog::Logger) -> usize {
+pub async fn interrupt_own(
+    leases: &Leases,
+    datastore: &Datastore,
+    on_closed: OnClosed,
+    log: &slog::Logger,
+) -> usize {
     let event = interrupted_event();
     let mut total = 0;
     for kind in StreamKind::ALL {
@@ -708,7 +726,15 @@ pub async fn interrupt_own(leases: &Leases, datastore: &Datastore, log: &slog::L
                     leases.lose(*id);
                 }
                 total += ids.len();
-                closed(datastore, kind, &ids, "closed an answer at shutdown", log).await;
+                closed(
+                    datastore,
+                    kind,
+                    &ids,
+                    "closed an answer at shutdown",
+                    on_closed,
+                    log,
+                )
+                .await;
             }
             Err(e) => {
                 slog::warn!(log, "closing this instance's answers at shutdown failed \
@@ -720,30 +746,37 @@ pub async fn interrupt_own(leases: &Leases, datastore: &Datastore, log: &slog::L
     total
 }
 
-/// Logs answers closed `failed` without their generator, and tells the
-/// chat ones' WebSocket clients.
+/// Logs answers closed `failed` without their generator, and tells their
+/// area ([`OnClosed`]).
 async fn closed(
     datastore: &Datastore,
     kind: StreamKind,
     ids: &[Uuid],
     why: &'static str,
+    on_closed: OnClosed,
     log: &slog::Logger,
 ) {
     for id in ids {
         slog::warn!(log, "{}", why; "area" => kind.as_str(), "message_id" => id.to_string());
     }
-    if kind == StreamKind::Chat && !ids.is_empty() {
-        crate::app::chat::live::announce_swept(datastore, ids, log).await;
+    if !ids.is_empty() {
+        on_closed(datastore.clone(), kind, ids.to_vec(), log.clone()).await;
     }
 }
 
 /// Sweeps at once (start-up), then every `every`.
-pub async fn sweeper(datastore: Datastore, every: Duration, lease: Duration, log: slog::Logger) {
+pub async fn sweeper(
+    datastore: Datastore,
+    every: Duration,
+    lease: Duration,
+    on_closed: OnClosed,
+    log: slog::Logger,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        sweep_once(&datastore, lease, &log).await;
+        sweep_once(&datastore, lease, on_closed, &log).await;
     }
 }
 

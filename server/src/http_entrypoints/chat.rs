@@ -115,20 +115,41 @@ pub async fn bulk_delete(
     ))
 }
 
+/// What sending a message requires: `chats:write`, and `agent:execute` to
+/// answer as an agent, `kb:read` to retrieve from knowledge bases.
+fn send_message_requires(body: &SendMessageRequest) -> Require {
+    const WRITE: &[perm::Permission] = &[perm::CHATS_WRITE];
+    const AGENT: &[perm::Permission] = &[perm::CHATS_WRITE, perm::AGENT_EXECUTE];
+    const KB: &[perm::Permission] = &[perm::CHATS_WRITE, perm::KB_READ];
+    const BOTH: &[perm::Permission] = &[perm::CHATS_WRITE, perm::AGENT_EXECUTE, perm::KB_READ];
+    let agent = body.agent_id.is_some();
+    let kb = body
+        .knowledge_base_ids
+        .as_ref()
+        .is_some_and(|k| !k.is_empty());
+    Require::AllOf(match (agent, kb) {
+        (false, false) => WRITE,
+        (true, false) => AGENT,
+        (false, true) => KB,
+        (true, true) => BOTH,
+    })
+}
+
 pub async fn send_message(
     rqctx: Ctx,
     query: QueryParams<OrgQuery>,
     body: JsonBody<SendMessageRequest>,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
     let cx = rqctx.context();
+    let body = body.into_inner();
     let access = cx
         .authorize(
             &rqctx,
             Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CHATS_WRITE),
+            send_message_requires(&body),
         )
         .await?;
-    let events = app::chat::send_message(cx, &access, body.into_inner()).await?;
+    let events = app::chat::send_message(cx, &access, body).await?;
     crate::sse::numbered_response(events)
 }
 

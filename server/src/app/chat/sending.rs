@@ -2,7 +2,7 @@
 //! answer's stream, and prompt suggestions.
 
 use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
-use crate::authz::{OrgAccess, perm};
+use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{
     ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
@@ -108,12 +108,8 @@ pub async fn send_message(
     // An agent: its model, prompt, settings and tools.
     let agent = match body.agent_id {
         None => None,
+        // `agent:execute` is part of the handler's authorization.
         Some(id) => {
-            if !access.has(perm::AGENT_EXECUTE) {
-                return Err(Error::forbidden(
-                    "your role does not grant the agent:execute permission",
-                ));
-            }
             let agent = cx.datastore.agent_get(access, id).await?;
             if !matches!(
                 agent.status,
@@ -136,12 +132,8 @@ pub async fn send_message(
     };
     // Retrieval.
     let mut sources = Vec::new();
+    // `kb:read` is part of the handler's authorization.
     if !kb_ids.is_empty() {
-        if !access.has(perm::KB_READ) {
-            return Err(Error::forbidden(
-                "your role does not grant the kb:read permission",
-            ));
-        }
         let query: String = body.content.chars().take(2000).collect();
         for kb_id in &kb_ids {
             let found = crate::app::kb::search(
