@@ -334,6 +334,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         .collect();
     let mcp_client: std::sync::Arc<dyn mcp::McpClient> = std::sync::Arc::new(mcp::RmcpClient {
         timeout: std::time::Duration::from_secs(config.mcp.timeout_secs),
+        log: log.new(slog::o!("component" => "mcp")),
     });
 
     let kb = kb_services(&config, &datastore).await?;

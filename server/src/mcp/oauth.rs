@@ -369,13 +369,49 @@ fn gateway(e: impl std::fmt::Display) -> Error {
     super::unavailable(format!("MCP authorization failed: {e}"))
 }
 
-async fn manager(url: &str, http: &OAuthHttp) -> Result<AuthorizationManager, Error> {
+/// rmcp's error as a `502` that names the kind of failure, never an
+/// upstream's text (its messages can carry the authorization server's
+/// answer); the whole error is logged.
+fn auth_failed(log: &slog::Logger, e: AuthError) -> Error {
+    slog::warn!(log, "MCP authorization failed"; "error" => %crate::error::chain(&e));
+    // This service's own refusal (guard, body limit) is said as it is.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(ours) = s.downcast_ref::<HttpError>() {
+            return gateway(ours);
+        }
+        source = s.source();
+    }
+    gateway(match e {
+        AuthError::AuthorizationFailed(_) => "the authorization failed",
+        AuthError::TokenExchangeFailed(_) => "the token endpoint refused the code",
+        AuthError::TokenRefreshFailed(_) | AuthError::TokenRefreshRejected(_) => {
+            "refreshing the token failed"
+        }
+        AuthError::HttpError(_) => "the authorization server cannot be reached",
+        AuthError::DiscoveryRequestFailed { .. }
+        | AuthError::ProtectedResourceMetadataInvalid { .. }
+        | AuthError::AuthorizationServersUnavailable { .. }
+        | AuthError::MetadataError(_)
+        | AuthError::NoAuthorizationSupport => "no usable OAuth metadata was discovered",
+        AuthError::PkceUnsupported => "the authorization server does not support PKCE with S256",
+        AuthError::RegistrationFailed(_) => "the dynamic client registration failed",
+        AuthError::InvalidScope(_) => "the scope was refused",
+        _ => "the OAuth exchange failed",
+    })
+}
+
+async fn manager(
+    log: &slog::Logger,
+    url: &str,
+    http: &OAuthHttp,
+) -> Result<AuthorizationManager, Error> {
     // The address policy is the client's; rmcp checks the host strings of
     // discovered URLs (literal private addresses refused unless the MCP
     // server is on loopback).
     AuthorizationManager::new_with_oauth_http_client(url, std::sync::Arc::new(http.clone()))
         .await
-        .map_err(gateway)
+        .map_err(|e| auth_failed(log, e))
 }
 
 /// Discovers the authorization server, registers (or reuses) the client
@@ -386,8 +422,12 @@ pub async fn start(
     config: &McpServerConfig,
 ) -> Result<Started, Error> {
     let http = OAuthHttp::new(&cx.config.fetch, &server.url)?;
-    let mut m = manager(&server.url, &http).await?;
-    let resolution = m.resolve_metadata().await.map_err(gateway)?;
+    let log = &cx.log;
+    let mut m = manager(log, &server.url, &http).await?;
+    let resolution = m
+        .resolve_metadata()
+        .await
+        .map_err(|e| auth_failed(log, e))?;
     if !resolution.source.is_discovered() {
         return Err(gateway(
             "the server publishes no OAuth metadata (RFC 9728 / RFC 8414)",
@@ -416,13 +456,13 @@ pub async fn start(
         client.client_secret.is_some(),
     );
     client.auth_method = Some(method.as_str().to_string());
-    configure(&mut m, &metadata, &client, &redirect_uri, &scopes)?;
+    configure(log, &mut m, &metadata, &client, &redirect_uri, &scopes)?;
     let states = InMemoryStateStore::new();
     m.set_state_store(states.clone());
     let authorization_url = m
         .get_authorization_url(&scope_refs)
         .await
-        .map_err(gateway)?;
+        .map_err(|e| auth_failed(log, e))?;
     let state = url::Url::parse(&authorization_url)
         .ok()
         .and_then(|u| {
@@ -451,6 +491,7 @@ pub async fn start(
 /// Configures rmcp's OAuth client for `client` (its secret only when it
 /// authenticates with one; the metadata narrowed to its method).
 fn configure(
+    log: &slog::Logger,
     m: &mut AuthorizationManager,
     metadata: &AuthorizationMetadata,
     client: &Client,
@@ -465,7 +506,8 @@ fn configure(
     if let (Some(secret), false) = (&client.client_secret, method == AuthMethod::None) {
         client_config = client_config.with_client_secret(secret.clone());
     }
-    m.configure_client(client_config).map_err(gateway)
+    m.configure_client(client_config)
+        .map_err(|e| auth_failed(log, e))
 }
 
 /// RFC 7591 dynamic registration, asking for a public client as MCP
@@ -574,8 +616,10 @@ pub async fn exchange(
         return Err(Error::internal("the flow's PKCE state is spent"));
     };
     let http = OAuthHttp::new(&cx.config.fetch, &config.url)?;
-    let mut m = manager(&config.url, &http).await?;
+    let log = &cx.log;
+    let mut m = manager(log, &config.url, &http).await?;
     configure(
+        log,
         &mut m,
         &flow.metadata,
         &flow.client,
@@ -597,7 +641,7 @@ pub async fn exchange(
             | AuthError::AuthorizationServerMissingIssuer { .. } => {
                 Error::invalid("issuer_mismatch", e.to_string())
             }
-            e => gateway(e),
+            e => auth_failed(log, e),
         })?;
     let token = serde_json::to_value(&response).map_err(Error::internal)?;
     let received_at = Utc::now();
