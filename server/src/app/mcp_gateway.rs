@@ -106,7 +106,7 @@ pub(crate) async fn access_token(
             if fresh {
                 return Ok((None, Ok(tokens.access_token().map(str::to_string))));
             }
-            let http = crate::mcp::oauth::OAuthHttp::new(&cx.config.fetch, &target.url)?;
+            let http = crate::mcp::oauth::OAuthHttp::new(&cx.log, &cx.config.fetch, &target.url)?;
             match crate::mcp::oauth::refresh(&http, &tokens).await {
                 Ok(new) => {
                     let plain = serde_json::to_vec(&new.stored).map_err(Error::internal)?;

@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 /// documentation): rmcp's requests and this module's own.
 #[derive(Clone)]
 pub struct OAuthHttp {
+    log: slog::Logger,
     allow_private: bool,
     follow: reqwest::Client,
     stop: reqwest::Client,
@@ -76,7 +77,11 @@ pub enum HttpError {
 
 impl OAuthHttp {
     /// The client for the MCP server at `mcp_url`.
-    pub fn new(fetch: &crate::kb_config::FetchConfig, mcp_url: &str) -> Result<OAuthHttp, Error> {
+    pub fn new(
+        log: &slog::Logger,
+        fetch: &crate::kb_config::FetchConfig,
+        mcp_url: &str,
+    ) -> Result<OAuthHttp, Error> {
         let allow_private = fetch.allow_private_networks || is_local(mcp_url);
         let build = |redirects| {
             crate::fetch::guarded_builder(allow_private, redirects)
@@ -86,6 +91,7 @@ impl OAuthHttp {
                 .map_err(|e| Error::internal(format!("building the OAuth client: {e}")))
         };
         Ok(OAuthHttp {
+            log: log.clone(),
             allow_private,
             follow: build(5)?,
             stop: build(0)?,
@@ -101,14 +107,43 @@ impl OAuthHttp {
         let request = request
             .build()
             .map_err(|e| HttpError::Send(crate::error::chain(&e)))?;
-        self.execute_on(&self.stop, request).await
+        let (status, _, body) = self.execute_on(&self.stop, request).await?;
+        Ok((status, body))
     }
 
     async fn execute_on(
         &self,
         client: &reqwest::Client,
         request: reqwest::Request,
-    ) -> Result<(reqwest::StatusCode, bytes::Bytes), HttpError> {
+    ) -> Result<
+        (
+            reqwest::StatusCode,
+            reqwest::header::HeaderMap,
+            bytes::Bytes,
+        ),
+        HttpError,
+    > {
+        let url = request.url().to_string();
+        let result = self.execute_unlogged(client, request).await;
+        if let Err(e) = &result {
+            // rmcp keeps only the text of some errors: said here whole.
+            slog::warn!(self.log, "an MCP OAuth request failed"; "url" => url, "error" => %e);
+        }
+        result
+    }
+
+    async fn execute_unlogged(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<
+        (
+            reqwest::StatusCode,
+            reqwest::header::HeaderMap,
+            bytes::Bytes,
+        ),
+        HttpError,
+    > {
         // A literal address skips the resolver: checked here.
         crate::fetch::check_url(request.url(), self.allow_private).map_err(HttpError::Refused)?;
         let response = client.execute(request).await.map_err(|e| {
@@ -119,8 +154,9 @@ impl OAuthHttp {
             }
         })?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = crate::fetch::read_limited(response, crate::fetch::MAX_ANSWER_BYTES).await?;
-        Ok((status, body))
+        Ok((status, headers, body))
     }
 
     /// A POST to an endpoint named by the metadata.
@@ -152,25 +188,11 @@ impl OAuthHttpClient for OAuthHttp {
             let version = request.request.version();
             let http = reqwest::Request::try_from(request.request)
                 .map_err(|e| boxed(HttpError::Send(e.to_string())))?;
-            let response = {
-                crate::fetch::check_url(http.url(), self.allow_private)
-                    .map_err(|g| boxed(HttpError::Refused(g)))?;
-                client.execute(http).await.map_err(|e| {
-                    boxed(match refusal(&e) {
-                        Some(g) => HttpError::Refused(g),
-                        None => HttpError::Send(crate::error::chain(&e)),
-                    })
-                })?
-            };
-            let mut builder = http::Response::builder()
-                .status(response.status())
-                .version(version);
-            for (name, value) in response.headers() {
+            let (status, headers, body) = self.execute_on(client, http).await.map_err(boxed)?;
+            let mut builder = http::Response::builder().status(status).version(version);
+            for (name, value) in &headers {
                 builder = builder.header(name, value);
             }
-            let body = crate::fetch::read_limited(response, crate::fetch::MAX_ANSWER_BYTES)
-                .await
-                .map_err(|e| boxed(e.into()))?;
             builder
                 .body(body.to_vec())
                 .map_err(|e| boxed(HttpError::Send(e.to_string())))
@@ -421,7 +443,7 @@ pub async fn start(
     server: &McpServerRow,
     config: &McpServerConfig,
 ) -> Result<Started, Error> {
-    let http = OAuthHttp::new(&cx.config.fetch, &server.url)?;
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &server.url)?;
     let log = &cx.log;
     let mut m = manager(log, &server.url, &http).await?;
     let resolution = m
@@ -615,7 +637,7 @@ pub async fn exchange(
     let Some(auth_state) = flow.auth_state.clone() else {
         return Err(Error::internal("the flow's PKCE state is spent"));
     };
-    let http = OAuthHttp::new(&cx.config.fetch, &config.url)?;
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &config.url)?;
     let log = &cx.log;
     let mut m = manager(log, &config.url, &http).await?;
     configure(
@@ -684,7 +706,7 @@ pub async fn revoke(
         (None, None) => return Ok(()),
     };
     let form = vec![("token", token), ("token_type_hint", hint)];
-    let http = OAuthHttp::new(&cx.config.fetch, &config.url)?;
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &config.url)?;
     let (status, _) = http
         .send(tokens.client.authenticate(http.post(endpoint), form))
         .await

@@ -13,6 +13,7 @@ mod deployments;
 mod embeddings;
 mod hardening;
 mod hostile_files;
+mod hostile_upstreams;
 mod invitations;
 mod kb;
 mod kb_ingest;
