@@ -15,8 +15,8 @@
 //! (virtual-hosted). `prefix` is a folder path (`docs/2024/`): objects whose
 //! keys are under it, folder markers (keys ending in `/`) skipped.
 //!
-//! Keys are taken as the listing gives them (asked with
-//! `encoding-type=url`, decoded once when the answer says so) and encoded
+//! Keys are taken as the listing gives them (decoded once if the answer
+//! says `EncodingType` `url`; it is not asked for) and encoded
 //! once in the object's URL, as S3 wants: every byte but `A-Z a-z 0-9 - _ .
 //! ~` and `/` percent-encoded. A key that no URL can name as such (a `.` or
 //! `..` segment, which URL parsers resolve, a leading `/`) fails alone,
@@ -331,8 +331,10 @@ pub async fn list(
         let mut url = base.clone();
         {
             let mut q = url.query_pairs_mut();
+            // No `encoding-type=url`: s3s-fs (and servers built on s3s)
+            // echo it without encoding the keys, and a key holding `%2e`
+            // would then be decoded twice.
             q.append_pair("list-type", "2")
-                .append_pair("encoding-type", "url")
                 .append_pair("max-keys", "1000");
             if !prefix.is_empty() {
                 q.append_pair("prefix", &prefix);
