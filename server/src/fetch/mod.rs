@@ -388,6 +388,39 @@ mod tests {
         }
     }
 
+    /// An answer larger than the limit, declared or endless, fails with
+    /// the limit named; one within it is read whole.
+    #[tokio::test]
+    async fn bodies_are_read_up_to_the_limit() {
+        let declared = serve(
+            "HTTP/1.1 200 OK\r\ncontent-length: 10737418240\r\nconnection: close\r\n\r\nxx"
+                .to_string(),
+        )
+        .await;
+        let endless = serve(format!(
+            "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{}",
+            "a".repeat(64 * 1024)
+        ))
+        .await;
+        let http = client(&config(true)).unwrap();
+        let get = |addr: SocketAddr| http.get(format!("http://{addr}/")).send();
+        let err = read_limited(get(declared).await.unwrap(), 1024)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BodyError::TooLarge(1024)), "{err:?}");
+        let err = read_limited(get(endless).await.unwrap(), 1024)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the answer is larger than the limit of 1024 bytes"
+        );
+        let body = read_limited(get(endless).await.unwrap(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(body.len(), 64 * 1024);
+    }
+
     #[tokio::test]
     async fn refuses_loopback_by_name_and_caps_redirects() {
         let page = serve(
