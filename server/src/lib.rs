@@ -313,6 +313,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let mcp_catalog = mcp_catalog(&config, &datastore).await?;
     let mcp_client: std::sync::Arc<dyn mcp::McpClient> = std::sync::Arc::new(mcp::RmcpClient {
         timeout: std::time::Duration::from_secs(config.mcp.timeout_secs),
+        log: log.new(slog::o!("component" => "mcp")),
     });
 
     let kb = kb_services(&config, link_key)?;

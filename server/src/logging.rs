@@ -8,6 +8,12 @@
 //!   `/api/mcp/gateway/{secret}`)
 //!
 //! are replaced by `[redacted]`.
+//!
+//! The same layer escapes control characters ([`escape_controls`]) in every
+//! message and string value, whatever its source (upstream bodies and
+//! headers, file names, user input): a value cannot end a log line and
+//! forge the next one, nor carry terminal escapes, NUL or bidirectional
+//! overrides into the log.
 
 use slog::{Drain, KV, Key, OwnedKVList, Record, Serializer};
 use std::borrow::Cow;
@@ -178,6 +184,49 @@ fn split_encoded_amp(pair: &str) -> Vec<&str> {
     pieces
 }
 
+/// Whether `c` is written escaped: C0 and C1 controls, DEL, the Unicode
+/// line and paragraph separators and the bidirectional controls.
+fn is_escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+        )
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// `text` with control characters as visible escapes: `\n`, `\r`, `\t`,
+/// `\0`, `\e` (ESC) and `\u{..}` for the others (see [`is_escaped`]).
+/// Borrowed when there is nothing to escape.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_escaped) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\0' => out.push_str("\\0"),
+            '\u{1b}' => out.push_str("\\e"),
+            c if is_escaped(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A logged string as it is written: redacted ([`redact_query`]), then
+/// escaped ([`escape_controls`]).
+fn clean(value: &str) -> Cow<'_, str> {
+    match redact_query(value) {
+        Cow::Borrowed(v) => escape_controls(v),
+        Cow::Owned(redacted) => Cow::Owned(escape_controls(&redacted).into_owned()),
+    }
+}
+
 struct Redact {
     inner: slog::Logger,
 }
@@ -193,15 +242,15 @@ impl Serializer for RedactingSerializer<'_> {
         // Plain text without arguments (most keys' values are formatted
         // lazily, so this is the usual path only for literals).
         if let Some(text) = val.as_str() {
-            return match redact_query(text) {
+            return match clean(text) {
                 Cow::Borrowed(_) => self.inner.emit_arguments(key, val),
-                Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+                Cow::Owned(cleaned) => self.inner.emit_str(key, &cleaned),
             };
         }
         let text = val.to_string();
-        match redact_query(&text) {
+        match clean(&text) {
             Cow::Borrowed(_) => self.inner.emit_str(key, &text),
-            Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+            Cow::Owned(cleaned) => self.inner.emit_str(key, &cleaned),
         }
     }
 
@@ -249,9 +298,17 @@ impl Serializer for RedactingSerializer<'_> {
         self.inner.emit_none(key)
     }
     fn emit_str(&mut self, key: Key, val: &str) -> slog::Result {
-        match redact_query(val) {
+        match clean(val) {
             Cow::Borrowed(v) => self.inner.emit_str(key, v),
-            Cow::Owned(redacted) => self.inner.emit_str(key, &redacted),
+            Cow::Owned(cleaned) => self.inner.emit_str(key, &cleaned),
+        }
+    }
+    fn emit_char(&mut self, key: Key, val: char) -> slog::Result {
+        if is_escaped(val) {
+            self.inner
+                .emit_str(key, &escape_controls(val.encode_utf8(&mut [0; 4])))
+        } else {
+            self.inner.emit_char(key, val)
         }
     }
 }
@@ -281,8 +338,20 @@ impl Drain for Redact {
             tag: record.tag(),
             level: record.level(),
         };
-        let record = Record::new(&statics, record.msg(), slog::BorrowedKV(&kv));
-        Drain::log(&self.inner, &record, &values)
+        // The message escaped too: formatted only when it is not a plain
+        // literal without control characters (the usual case).
+        let literal = record.msg().as_str().filter(|m| !m.chars().any(is_escaped));
+        if literal.is_some() {
+            let record = Record::new(&statics, record.msg(), slog::BorrowedKV(&kv));
+            return Drain::log(&self.inner, &record, &values);
+        }
+        let text = record.msg().to_string();
+        let message = escape_controls(&text);
+        Drain::log(
+            &self.inner,
+            &Record::new(&statics, &format_args!("{message}"), slog::BorrowedKV(&kv)),
+            &values,
+        )
     }
 }
 
@@ -377,6 +446,65 @@ mod tests {
         assert!(joined.contains("status=200"), "{joined}");
         assert!(joined.contains("n=3"), "{joined}");
         assert_eq!(lines.len(), 4, "{joined}");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_messages_and_values() {
+        use super::escape_controls;
+        assert_eq!(
+            escape_controls("a\nb\r\nc\0d\u{1b}[31me\tf\u{7f}\u{202e}g\u{85}"),
+            "a\\nb\\r\\nc\\0d\\e[31me\\tf\\u{7f}\\u{202e}g\\u{85}"
+        );
+        assert!(matches!(escape_controls("plain é ✓"), Cow::Borrowed(_)));
+
+        // Through the drain: every message, logger value and record value
+        // comes out without a raw control character.
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Capture(Arc<Mutex<Vec<String>>>);
+        struct Collect<'a>(&'a mut Vec<String>);
+        impl slog::Serializer for Collect<'_> {
+            fn emit_arguments(
+                &mut self,
+                key: slog::Key,
+                val: &std::fmt::Arguments<'_>,
+            ) -> slog::Result {
+                self.0.push(format!("{key}={val}"));
+                Ok(())
+            }
+        }
+        impl slog::Drain for Capture {
+            type Ok = ();
+            type Err = slog::Never;
+            fn log(
+                &self,
+                record: &slog::Record<'_>,
+                values: &slog::OwnedKVList,
+            ) -> Result<(), slog::Never> {
+                use slog::KV;
+                let mut out = vec![format!("msg={}", record.msg())];
+                let _ = record.kv().serialize(record, &mut Collect(&mut out));
+                let _ = values.serialize(record, &mut Collect(&mut out));
+                self.0.lock().unwrap().extend(out);
+                Ok(())
+            }
+        }
+        let capture = Capture::default();
+        let inner = slog::Logger::root(capture.clone(), slog::o!());
+        let forged = "x\n[2026-01-01] INFO admin logged in\r\u{0}\u{1b}[2J";
+        let log = super::redacting(inner, slog::Level::Info)
+            .new(slog::o!("upstream" => forged.to_string()));
+        slog::info!(log, "answer: {}", forged; "body" => forged, "display" => %forged,
+            "debug" => ?forged, "c" => '\n');
+        let lines = capture.0.lock().unwrap().clone();
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        for line in &lines {
+            assert!(!line.chars().any(super::is_escaped), "{line:?}");
+        }
+        assert!(
+            lines[0].contains("x\\n[2026-01-01] INFO admin logged in\\r\\0\\e[2J"),
+            "{lines:?}"
+        );
     }
 
     #[test]

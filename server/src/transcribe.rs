@@ -164,13 +164,10 @@ impl Transcriber for OpenAiTranscriber {
             .map_err(|e| TranscribeError(format!("request: {e}")))?;
         let status = response.status();
         if !status.is_success() {
-            let text: String = response
-                .text()
+            let body = crate::fetch::read_limited(response, 64 * 1024)
                 .await
-                .unwrap_or_default()
-                .chars()
-                .take(300)
-                .collect();
+                .unwrap_or_default();
+            let text: String = String::from_utf8_lossy(&body).chars().take(300).collect();
             let text = match &self.api_key {
                 Some(key) if !key.is_empty() => text.replace(key.as_str(), "<redacted>"),
                 _ => text,
@@ -181,9 +178,10 @@ impl Transcriber for OpenAiTranscriber {
         struct Transcript {
             text: String,
         }
-        let t: Transcript = response
-            .json()
+        let body = crate::fetch::read_limited(response, 4 << 20)
             .await
+            .map_err(|e| TranscribeError(format!("malformed answer: {e}")))?;
+        let t: Transcript = serde_json::from_slice(&body)
             .map_err(|e| TranscribeError(format!("malformed answer: {e}")))?;
         Ok(t.text.trim().to_string())
     }

@@ -13,6 +13,7 @@
 pub mod fake_provider;
 pub mod fake_transcriber;
 pub mod fixtures;
+pub mod hostile_peers;
 pub mod mcp_pager;
 pub mod mcp_peers;
 pub mod resources;

@@ -53,7 +53,42 @@ pub enum Iss {
     Missing,
 }
 
+/// Hostile behaviours of the server (see [`StrictOauth::hostile`]).
+#[derive(Clone, Debug, Default)]
+pub struct Hostile {
+    /// Authorization-server metadata fields replaced (an endpoint named
+    /// on a link-local address, say).
+    pub endpoints: HashMap<&'static str, String>,
+    /// `/register` answers an endless body.
+    pub endless_registration: bool,
+    /// Refresh grants at `/token` are answered with an endless body.
+    pub endless_refresh: bool,
+}
+
+/// Bytes an endless answer sends at most (the client must stop long
+/// before).
+pub const ENDLESS_BYTES: u64 = 2 << 30;
+
+/// Answers `200` with a JSON-looking body that never ends (close-delimited,
+/// no `Content-Length`), until the client hangs up or [`ENDLESS_BYTES`].
+pub(crate) async fn endless(socket: &mut tokio::net::TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"client_id\": \"";
+    if socket.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let chunk = vec![b'a'; 64 * 1024];
+    let mut sent = 0u64;
+    while sent < ENDLESS_BYTES {
+        if socket.write_all(&chunk).await.is_err() {
+            return;
+        }
+        sent += chunk.len() as u64;
+    }
+    let _ = socket.shutdown().await;
+}
+
 struct State {
+    hostile: Hostile,
     base: String,
     iss: Iss,
     method: &'static str,
@@ -127,6 +162,7 @@ impl StrictOauth {
         let addr = listener.local_addr().expect("address");
         let base = format!("http://{addr}");
         let state = Arc::new(Mutex::new(State {
+            hostile: Hostile::default(),
             base: base.clone(),
             iss: Iss::Off,
             method,
@@ -155,6 +191,11 @@ impl StrictOauth {
 
     pub fn mcp_url(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// Behaves as `hostile` says from now on.
+    pub fn hostile(&self, hostile: Hostile) {
+        self.state.lock().expect("state").hostile = hostile;
     }
 
     /// How the authorization responses identify their issuer from now on.
@@ -199,6 +240,15 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
     if request.path == "/token" && String::from_utf8_lossy(&request.body).contains("refresh_token")
     {
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let hostile = state.lock().expect("state").hostile.clone();
+    let refresh = request.path == "/token"
+        && String::from_utf8_lossy(&request.body).contains("grant_type=refresh_token");
+    if (request.path == "/register" && hostile.endless_registration)
+        || (refresh && hostile.endless_refresh)
+    {
+        endless(&mut socket).await;
+        return;
     }
     let reply = handle(&state, request);
     write_reply(&mut socket, reply).await;
@@ -346,9 +396,8 @@ fn handle(state: &Mutex<State>, r: Request) -> Reply {
                 "authorization_servers": [base],
             }),
         ),
-        ("GET", "/.well-known/oauth-authorization-server") => json(
-            200,
-            serde_json::json!({
+        ("GET", "/.well-known/oauth-authorization-server") => {
+            let mut metadata = serde_json::json!({
                 "authorization_response_iss_parameter_supported": s.iss != Iss::Off,
                 "issuer": base,
                 "authorization_endpoint": format!("{base}/authorize"),
@@ -360,8 +409,12 @@ fn handle(state: &Mutex<State>, r: Request) -> Reply {
                 "code_challenge_methods_supported": ["S256"],
                 "token_endpoint_auth_methods_supported": [s.method],
                 "revocation_endpoint_auth_methods_supported": [s.method],
-            }),
-        ),
+            });
+            for (field, url) in &s.hostile.endpoints {
+                metadata[*field] = url.clone().into();
+            }
+            json(200, metadata)
+        }
         ("POST", "/register") => {
             let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
             let id = format!("client-{}", uuid::Uuid::new_v4().simple());

@@ -268,12 +268,8 @@ async fn expand(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
         return Ok(());
     };
     let source = s3_source(ing, job.source_id, &config, sealed.as_deref())?;
-    let objects = crate::kb_sources::s3::list(
-        &source,
-        ing.fetch.allow_private_networks,
-        ing.kb.max_documents_per_source,
-    )
-    .await?;
+    let objects =
+        crate::kb_sources::s3::list(&source, ing.fetch.allow_private_networks, &ing.kb).await?;
     let documents: Vec<ListedDocument> = objects
         .into_iter()
         .map(|o| ListedDocument {

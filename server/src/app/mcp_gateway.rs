@@ -43,7 +43,7 @@ const RESPONSE_HEADERS: &[&str] = &[
 fn http_client() -> &'static reqwest::Client {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
+        crate::fetch::operator_client()
             .connect_timeout(std::time::Duration::from_secs(10))
             .build()
             .unwrap_or_default()
@@ -106,7 +106,8 @@ pub(crate) async fn access_token(
             if fresh {
                 return Ok((None, Ok(tokens.access_token().map(str::to_string))));
             }
-            match crate::mcp::oauth::refresh(&tokens).await {
+            let http = crate::mcp::oauth::OAuthHttp::new(&cx.log, &cx.config.fetch, &target.url)?;
+            match crate::mcp::oauth::refresh(&http, &tokens).await {
                 Ok(new) => {
                     let plain = serde_json::to_vec(&new.stored).map_err(Error::internal)?;
                     let sealed = cx.secrets.seal(&plain, target.session_id.as_bytes());

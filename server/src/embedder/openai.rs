@@ -34,7 +34,7 @@ impl OpenAiEmbedder {
                 .to_string(),
             api_key,
             dimensions: config.dimensions as usize,
-            http: reqwest::Client::builder()
+            http: crate::fetch::operator_client()
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(Duration::from_secs(120))
                 .build()?,
@@ -101,12 +101,12 @@ impl Embedder for OpenAiEmbedder {
                 EmbedError::Permanent(message)
             });
         }
-        let body: EmbeddingsResponse = response.json().await.map_err(|e| {
-            EmbedError::Transient(format!(
-                "unreadable embedding response: {}",
-                e.without_url()
-            ))
-        })?;
+        // Bounded: 64 MiB holds thousands of vectors of 3,072 floats.
+        let bytes = crate::fetch::read_limited(response, 64 << 20)
+            .await
+            .map_err(|e| EmbedError::Transient(format!("unreadable embedding response: {e}")))?;
+        let body: EmbeddingsResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| EmbedError::Transient(format!("unreadable embedding response: {e}")))?;
         if body.data.len() != texts.len() {
             return Err(EmbedError::Permanent(format!(
                 "the embedding service returned {} vectors for {} texts",

@@ -1,4 +1,17 @@
-//! Outbound fetches for web and object-store sources, behind an SSRF guard.
+//! Every outbound HTTP request of the server is made by a client built
+//! here, and every answer body is read through [`read_limited`] (a
+//! streaming read that stops at a given size).
+//!
+//! Two kinds of URL:
+//! - **Operator URLs** (providers, the embedder, transcription, configured
+//!   MCP servers): the operator chose them, so private and loopback
+//!   addresses are allowed (Ollama on localhost); [`operator_client`].
+//! - **Upstream URLs**, which come from an upstream's answer or from a user
+//!   (OAuth metadata endpoints, redirects, web sources, S3 endpoints):
+//!   guarded, [`guarded_builder`] / [`client`]. Link-local addresses
+//!   (169.254/16, fe80::/10) and the other cloud-metadata addresses
+//!   ([`is_metadata`]) are refused for them always, even with
+//!   `fetch.allow_private_networks`.
 //!
 //! Unless `fetch.allow_private_networks` is set, a fetch refuses any
 //! address that is not publicly routable: loopback, unspecified, private
@@ -26,6 +39,44 @@ pub enum GuardError {
     NoHost,
     #[error("{0} is not a public address; fetching it is refused")]
     Private(String),
+    #[error("{0} is a link-local or cloud-metadata address; fetching it is refused")]
+    Metadata(String),
+}
+
+/// Whether `ip` is link-local (169.254/16, fe80::/10) or another address
+/// where clouds serve instance metadata and credentials (AWS's IPv6
+/// `fd00:ec2::254`, Alibaba's `100.100.100.200`), IPv4 inside IPv6
+/// included. Refused for upstream URLs whatever the configuration.
+pub fn is_metadata(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_metadata_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_metadata_v4(v4);
+            }
+            if is_v4_compatible(v6) {
+                let [.., a, b, c, d] = v6.octets();
+                return is_metadata_v4(Ipv4Addr::new(a, b, c, d));
+            }
+            let s = v6.segments();
+            (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+                || v6 == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254)
+                || (s[0] == 0x0064 && s[1] == 0xff9b && {
+                    let [.., a, b, c, d] = v6.octets();
+                    is_metadata_v4(Ipv4Addr::new(a, b, c, d))
+                })
+        }
+    }
+}
+
+fn is_metadata_v4(ip: Ipv4Addr) -> bool {
+    ip.is_link_local() || ip == Ipv4Addr::new(100, 100, 100, 200)
+}
+
+/// Whether an upstream URL may reach `ip`: never a metadata address;
+/// a non-public one only when `allow_private`.
+pub fn allowed(ip: IpAddr, allow_private: bool) -> bool {
+    !is_metadata(ip) && (allow_private || is_public(ip))
 }
 
 /// Whether `ip` is publicly routable.
@@ -83,6 +134,7 @@ pub fn check_url(url: &reqwest::Url, allow_private: bool) -> Result<(), GuardErr
         Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
     };
     match literal {
+        Some(ip) if is_metadata(ip) => Err(GuardError::Metadata(ip.to_string())),
         Some(ip) if !allow_private && !is_public(ip) => Err(GuardError::Private(ip.to_string())),
         _ => Ok(()),
     }
@@ -110,14 +162,14 @@ impl GuardedResolver {
         let kept: Vec<IpAddr> = resolved
             .iter()
             .copied()
-            .filter(|ip| self.allow_private || is_public(*ip))
+            .filter(|ip| allowed(*ip, self.allow_private))
             .collect();
         if kept.is_empty() {
-            let shown = resolved
-                .first()
-                .map(|ip| format!("{host} ({ip})"))
-                .unwrap_or(host);
-            return Err(Box::new(GuardError::Private(shown)));
+            return Err(Box::new(match resolved.first() {
+                Some(ip) if is_metadata(*ip) => GuardError::Metadata(format!("{host} ({ip})")),
+                Some(ip) => GuardError::Private(format!("{host} ({ip})")),
+                None => GuardError::Private(host),
+            }));
         }
         Ok(kept)
     }
@@ -150,24 +202,92 @@ impl object_store::client::DnsResolver for GuardedResolver {
     }
 }
 
-/// An HTTP client for source fetches: the guard on every connection and
-/// redirect, at most `max_redirects` redirects, the configured timeout and
-/// user agent. Call [`check_url`] on the first URL too.
-pub fn client(config: &FetchConfig) -> reqwest::Result<reqwest::Client> {
-    let allow_private = config.allow_private_networks;
-    let max_redirects = config.max_redirects;
-    let policy = reqwest::redirect::Policy::custom(move |attempt| {
-        if attempt.previous().len() > max_redirects {
-            attempt.error(format!("more than {max_redirects} redirects"))
-        } else if let Err(e) = check_url(attempt.url(), allow_private) {
+/// The builder of every client for upstream URLs: the guard on every
+/// connection (names through [`GuardedResolver`]) and redirect (literal
+/// addresses through [`check_url`]), at most `max_redirects` redirects
+/// (0: none followed). Call [`check_url`] on the first URL too: a literal
+/// address skips the resolver.
+pub fn guarded_builder(allow_private: bool, max_redirects: usize) -> reqwest::ClientBuilder {
+    let policy = if max_redirects == 0 {
+        reqwest::redirect::Policy::none()
+    } else {
+        reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > max_redirects {
+                attempt.error(format!("more than {max_redirects} redirects"))
+            } else if let Err(e) = check_url(attempt.url(), allow_private) {
+                attempt.error(e)
+            } else {
+                attempt.follow()
+            }
+        })
+    };
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+        .redirect(policy)
+}
+
+/// The builder of every client for operator URLs (providers, embedders,
+/// transcription, configured MCP servers): any address the operator
+/// configured, at most 5 redirects and none to a literal link-local or
+/// metadata address (a compromised upstream cannot bounce the server
+/// there). Bodies are still read with [`read_limited`].
+pub fn operator_client() -> reqwest::ClientBuilder {
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else if let Err(e @ (GuardError::Metadata(_) | GuardError::Scheme)) =
+            check_url(attempt.url(), true)
+        {
             attempt.error(e)
         } else {
             attempt.follow()
         }
     });
-    reqwest::Client::builder()
-        .dns_resolver(Arc::new(GuardedResolver { allow_private }))
-        .redirect(policy)
+    reqwest::Client::builder().redirect(policy)
+}
+
+/// Why an answer's body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("the answer is larger than the limit of {0} bytes")]
+    TooLarge(u64),
+    #[error("reading the answer failed: {0}")]
+    Read(String),
+}
+
+/// Largest answer read for a small JSON or XML answer (OAuth endpoints,
+/// S3 listings, error bodies): 1 MiB.
+pub const MAX_ANSWER_BYTES: u64 = 1 << 20;
+
+/// Reads `response`'s body, at most `max` bytes: a declared
+/// `Content-Length` above it is refused before reading, and the read stops
+/// (and fails) as soon as more arrived, so an endless answer costs at most
+/// `max` bytes of memory.
+pub async fn read_limited(
+    response: reqwest::Response,
+    max: u64,
+) -> Result<bytes::Bytes, BodyError> {
+    use futures::StreamExt;
+    if response.content_length().is_some_and(|n| n > max) {
+        return Err(BodyError::TooLarge(max));
+    }
+    let mut body = bytes::BytesMut::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| BodyError::Read(crate::error::chain(&e)))?;
+        if (body.len() + chunk.len()) as u64 > max {
+            return Err(BodyError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// An HTTP client for source fetches: [`guarded_builder`] with the
+/// configured redirects, timeout and user agent. Call [`check_url`] on the
+/// first URL too.
+pub fn client(config: &FetchConfig) -> reqwest::Result<reqwest::Client> {
+    guarded_builder(config.allow_private_networks, config.max_redirects)
         .timeout(Duration::from_secs(config.timeout_secs))
         .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
         .user_agent(config.user_agent.clone())
@@ -210,8 +330,27 @@ mod tests {
         let url = |s: &str| reqwest::Url::parse(s).unwrap();
         assert_eq!(
             check_url(&url("http://169.254.169.254/latest"), false),
-            Err(GuardError::Private("169.254.169.254".into()))
+            Err(GuardError::Metadata("169.254.169.254".into()))
         );
+        // Link-local and metadata addresses stay refused when private
+        // networks are allowed.
+        for metadata in [
+            "http://169.254.169.254/latest",
+            "http://169.254.1.2:8080/",
+            "http://[fe80::1]/",
+            "http://[fd00:ec2::254]/",
+            "http://100.100.100.200/",
+            "http://[::ffff:169.254.169.254]/",
+        ] {
+            assert!(
+                matches!(
+                    check_url(&url(metadata), true),
+                    Err(GuardError::Metadata(_))
+                ),
+                "{metadata}"
+            );
+        }
+        assert!(check_url(&url("http://10.0.0.1/"), true).is_ok());
         assert!(check_url(&url("http://[::1]:8080/"), false).is_err());
         assert!(check_url(&url("http://[::1]:8080/"), true).is_ok());
         assert_eq!(
@@ -247,6 +386,39 @@ mod tests {
             timeout_secs: 5,
             ..FetchConfig::default()
         }
+    }
+
+    /// An answer larger than the limit, declared or endless, fails with
+    /// the limit named; one within it is read whole.
+    #[tokio::test]
+    async fn bodies_are_read_up_to_the_limit() {
+        let declared = serve(
+            "HTTP/1.1 200 OK\r\ncontent-length: 10737418240\r\nconnection: close\r\n\r\nxx"
+                .to_string(),
+        )
+        .await;
+        let endless = serve(format!(
+            "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{}",
+            "a".repeat(64 * 1024)
+        ))
+        .await;
+        let http = client(&config(true)).unwrap();
+        let get = |addr: SocketAddr| http.get(format!("http://{addr}/")).send();
+        let err = read_limited(get(declared).await.unwrap(), 1024)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BodyError::TooLarge(1024)), "{err:?}");
+        let err = read_limited(get(endless).await.unwrap(), 1024)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the answer is larger than the limit of 1024 bytes"
+        );
+        let body = read_limited(get(endless).await.unwrap(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(body.len(), 64 * 1024);
     }
 
     #[tokio::test]

@@ -14,6 +14,14 @@
 //! `client_id` in the body). The registration is made by hand (rmcp's drops
 //! the answer's method) and asks for a public client, as MCP clients do.
 //!
+//! Every request of these flows (discovery, registration, token, refresh,
+//! revocation) goes through one [`OAuthHttp`] client built by
+//! [`crate::fetch`]: the endpoints come from an upstream's metadata, so
+//! link-local and cloud-metadata addresses are refused, private ones only
+//! when the MCP server itself is on a private or loopback address (or
+//! `fetch.allow_private_networks`), and every answer is read up to
+//! [`crate::fetch::MAX_ANSWER_BYTES`].
+//!
 //! Nothing is kept in process memory between the two halves of a flow:
 //! what the callback needs (the metadata, the client, rmcp's PKCE state) is
 //! sealed into the session row, so any instance of the service may receive
@@ -27,9 +35,170 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationMetadata, InMemoryCredentialStore,
-    InMemoryStateStore, OAuthClientConfig, StateStore, StoredAuthorizationState,
+    InMemoryStateStore, OAuthClientConfig, OAuthHttpClient, OAuthHttpClientError,
+    OAuthHttpClientFuture, OAuthHttpRedirectPolicy, OAuthHttpRequest, StateStore,
+    StoredAuthorizationState,
 };
 use serde::{Deserialize, Serialize};
+
+/// The HTTP client of the OAuth flows of one MCP server (see the module
+/// documentation): rmcp's requests and this module's own.
+#[derive(Clone)]
+pub struct OAuthHttp {
+    log: slog::Logger,
+    allow_private: bool,
+    follow: reqwest::Client,
+    stop: reqwest::Client,
+}
+
+/// Whether `url`'s host is a loopback or private address, or `localhost`.
+fn is_local(url: &str) -> bool {
+    match url::Url::parse(url).ok().as_ref().and_then(|u| u.host()) {
+        Some(url::Host::Domain(d)) => {
+            let d = d.to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => !crate::fetch::is_public(ip.into()),
+        Some(url::Host::Ipv6(ip)) => !crate::fetch::is_public(ip.into()),
+        None => false,
+    }
+}
+
+/// Why an OAuth request failed; its text never holds the answer's body.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{0}")]
+    Refused(crate::fetch::GuardError),
+    #[error("the request failed: {0}")]
+    Send(String),
+    #[error(transparent)]
+    Body(#[from] crate::fetch::BodyError),
+}
+
+impl OAuthHttp {
+    /// The client for the MCP server at `mcp_url`.
+    pub fn new(
+        log: &slog::Logger,
+        fetch: &crate::kb_config::FetchConfig,
+        mcp_url: &str,
+    ) -> Result<OAuthHttp, Error> {
+        let allow_private = fetch.allow_private_networks || is_local(mcp_url);
+        let build = |redirects| {
+            crate::fetch::guarded_builder(allow_private, redirects)
+                .timeout(std::time::Duration::from_secs(15))
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .build()
+                .map_err(|e| Error::internal(format!("building the OAuth client: {e}")))
+        };
+        Ok(OAuthHttp {
+            log: log.clone(),
+            allow_private,
+            follow: build(5)?,
+            stop: build(0)?,
+        })
+    }
+
+    /// Sends `request` (redirects not followed); the status and the body,
+    /// at most [`crate::fetch::MAX_ANSWER_BYTES`].
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, bytes::Bytes), HttpError> {
+        let request = request
+            .build()
+            .map_err(|e| HttpError::Send(crate::error::chain(&e)))?;
+        let (status, _, body) = self.execute_on(&self.stop, request).await?;
+        Ok((status, body))
+    }
+
+    async fn execute_on(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<
+        (
+            reqwest::StatusCode,
+            reqwest::header::HeaderMap,
+            bytes::Bytes,
+        ),
+        HttpError,
+    > {
+        let url = request.url().to_string();
+        let result = self.execute_unlogged(client, request).await;
+        if let Err(e) = &result {
+            // rmcp keeps only the text of some errors: said here whole.
+            slog::warn!(self.log, "an MCP OAuth request failed"; "url" => url, "error" => %e);
+        }
+        result
+    }
+
+    async fn execute_unlogged(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<
+        (
+            reqwest::StatusCode,
+            reqwest::header::HeaderMap,
+            bytes::Bytes,
+        ),
+        HttpError,
+    > {
+        // A literal address skips the resolver: checked here.
+        crate::fetch::check_url(request.url(), self.allow_private).map_err(HttpError::Refused)?;
+        let response = client.execute(request).await.map_err(|e| {
+            let text = crate::error::chain(&e);
+            match refusal(&e) {
+                Some(g) => HttpError::Refused(g),
+                None => HttpError::Send(text),
+            }
+        })?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = crate::fetch::read_limited(response, crate::fetch::MAX_ANSWER_BYTES).await?;
+        Ok((status, headers, body))
+    }
+
+    /// A POST to an endpoint named by the metadata.
+    fn post(&self, url: &str) -> reqwest::RequestBuilder {
+        self.stop.post(url)
+    }
+}
+
+/// The guard's refusal inside a reqwest error, if that is what it is.
+fn refusal(e: &reqwest::Error) -> Option<crate::fetch::GuardError> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(g) = s.downcast_ref::<crate::fetch::GuardError>() {
+            return Some(g.clone());
+        }
+        source = s.source();
+    }
+    None
+}
+
+impl OAuthHttpClient for OAuthHttp {
+    fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
+        Box::pin(async move {
+            let boxed = |e: HttpError| Box::new(e) as OAuthHttpClientError;
+            let client = match request.redirect_policy {
+                OAuthHttpRedirectPolicy::Stop => &self.stop,
+                _ => &self.follow,
+            };
+            let version = request.request.version();
+            let http = reqwest::Request::try_from(request.request)
+                .map_err(|e| boxed(HttpError::Send(e.to_string())))?;
+            let (status, headers, body) = self.execute_on(client, http).await.map_err(boxed)?;
+            let mut builder = http::Response::builder().status(status).version(version);
+            for (name, value) in &headers {
+                builder = builder.header(name, value);
+            }
+            builder
+                .body(body.to_vec())
+                .map_err(|e| boxed(HttpError::Send(e.to_string())))
+        })
+    }
+}
 
 /// The client this service is at an authorization server.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -222,12 +391,49 @@ fn gateway(e: impl std::fmt::Display) -> Error {
     super::unavailable(format!("MCP authorization failed: {e}"))
 }
 
-async fn manager(url: &str) -> Result<AuthorizationManager, Error> {
-    // The catalog is the operator's: its servers may live on private or
-    // loopback addresses (rmcp still rejects link-local and reserved ones).
-    AuthorizationManager::new_allowing_private_addresses(url)
+/// rmcp's error as a `502` that names the kind of failure, never an
+/// upstream's text (its messages can carry the authorization server's
+/// answer); the whole error is logged.
+fn auth_failed(log: &slog::Logger, e: AuthError) -> Error {
+    slog::warn!(log, "MCP authorization failed"; "error" => %crate::error::chain(&e));
+    // This service's own refusal (guard, body limit) is said as it is.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(ours) = s.downcast_ref::<HttpError>() {
+            return gateway(ours);
+        }
+        source = s.source();
+    }
+    gateway(match e {
+        AuthError::AuthorizationFailed(_) => "the authorization failed",
+        AuthError::TokenExchangeFailed(_) => "the token endpoint refused the code",
+        AuthError::TokenRefreshFailed(_) | AuthError::TokenRefreshRejected(_) => {
+            "refreshing the token failed"
+        }
+        AuthError::HttpError(_) => "the authorization server cannot be reached",
+        AuthError::DiscoveryRequestFailed { .. }
+        | AuthError::ProtectedResourceMetadataInvalid { .. }
+        | AuthError::AuthorizationServersUnavailable { .. }
+        | AuthError::MetadataError(_)
+        | AuthError::NoAuthorizationSupport => "no usable OAuth metadata was discovered",
+        AuthError::PkceUnsupported => "the authorization server does not support PKCE with S256",
+        AuthError::RegistrationFailed(_) => "the dynamic client registration failed",
+        AuthError::InvalidScope(_) => "the scope was refused",
+        _ => "the OAuth exchange failed",
+    })
+}
+
+async fn manager(
+    log: &slog::Logger,
+    url: &str,
+    http: &OAuthHttp,
+) -> Result<AuthorizationManager, Error> {
+    // The address policy is the client's; rmcp checks the host strings of
+    // discovered URLs (literal private addresses refused unless the MCP
+    // server is on loopback).
+    AuthorizationManager::new_with_oauth_http_client(url, std::sync::Arc::new(http.clone()))
         .await
-        .map_err(gateway)
+        .map_err(|e| auth_failed(log, e))
 }
 
 /// Discovers the authorization server, registers (or reuses) the client
@@ -237,8 +443,13 @@ pub async fn start(
     server: &McpServerRow,
     config: &McpServerConfig,
 ) -> Result<Started, Error> {
-    let mut m = manager(&server.url).await?;
-    let resolution = m.resolve_metadata().await.map_err(gateway)?;
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &server.url)?;
+    let log = &cx.log;
+    let mut m = manager(log, &server.url, &http).await?;
+    let resolution = m
+        .resolve_metadata()
+        .await
+        .map_err(|e| auth_failed(log, e))?;
     if !resolution.source.is_discovered() {
         return Err(gateway(
             "the server publishes no OAuth metadata (RFC 9728 / RFC 8414)",
@@ -259,7 +470,7 @@ pub async fn start(
             client_secret: config.client_secret.clone(),
             auth_method: None,
         },
-        None => registered_client(cx, server, &metadata, &redirect_uri, &scopes).await?,
+        None => registered_client(cx, &http, server, &metadata, &redirect_uri, &scopes).await?,
     };
     let method = auth_method(
         &metadata,
@@ -267,13 +478,13 @@ pub async fn start(
         client.client_secret.is_some(),
     );
     client.auth_method = Some(method.as_str().to_string());
-    configure(&mut m, &metadata, &client, &redirect_uri, &scopes)?;
+    configure(log, &mut m, &metadata, &client, &redirect_uri, &scopes)?;
     let states = InMemoryStateStore::new();
     m.set_state_store(states.clone());
     let authorization_url = m
         .get_authorization_url(&scope_refs)
         .await
-        .map_err(gateway)?;
+        .map_err(|e| auth_failed(log, e))?;
     let state = url::Url::parse(&authorization_url)
         .ok()
         .and_then(|u| {
@@ -302,6 +513,7 @@ pub async fn start(
 /// Configures rmcp's OAuth client for `client` (its secret only when it
 /// authenticates with one; the metadata narrowed to its method).
 fn configure(
+    log: &slog::Logger,
     m: &mut AuthorizationManager,
     metadata: &AuthorizationMetadata,
     client: &Client,
@@ -316,13 +528,15 @@ fn configure(
     if let (Some(secret), false) = (&client.client_secret, method == AuthMethod::None) {
         client_config = client_config.with_client_secret(secret.clone());
     }
-    m.configure_client(client_config).map_err(gateway)
+    m.configure_client(client_config)
+        .map_err(|e| auth_failed(log, e))
 }
 
 /// RFC 7591 dynamic registration, asking for a public client as MCP
 /// clients do; the answer's `client_secret` and `token_endpoint_auth_method`
 /// are kept (rmcp's registration drops the method).
 async fn register(
+    http: &OAuthHttp,
     metadata: &AuthorizationMetadata,
     redirect_uri: &str,
     scopes: &[String],
@@ -342,20 +556,17 @@ async fn register(
     if !scopes.is_empty() {
         request["scope"] = scopes.join(" ").into();
     }
-    let response = reqwest::Client::new()
-        .post(endpoint)
-        .json(&request)
-        .timeout(std::time::Duration::from_secs(15))
-        .send()
+    let (status, body) = http
+        .send(http.post(endpoint).json(&request))
         .await
-        .map_err(gateway)?;
-    let status = response.status();
+        .map_err(|e| gateway(format!("the registration endpoint: {e}")))?;
     if !status.is_success() {
         return Err(gateway(format!(
             "the registration endpoint answered {status}"
         )));
     }
-    let answer: serde_json::Value = response.json().await.map_err(gateway)?;
+    let answer: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|_| gateway("the registration endpoint's answer is not JSON"))?;
     let Some(client_id) = answer["client_id"].as_str().filter(|s| !s.is_empty()) else {
         return Err(gateway("the registration answer has no client_id"));
     };
@@ -376,6 +587,7 @@ async fn register(
 /// or a new one (RFC 7591) stored sealed.
 async fn registered_client(
     cx: &ServerContext,
+    http: &OAuthHttp,
     server: &McpServerRow,
     metadata: &AuthorizationMetadata,
     redirect_uri: &str,
@@ -391,7 +603,7 @@ async fn registered_client(
     {
         return Ok(client);
     }
-    let client = register(metadata, redirect_uri, scopes).await?;
+    let client = register(http, metadata, redirect_uri, scopes).await?;
     let plain = serde_json::to_vec(&client).map_err(Error::internal)?;
     cx.datastore
         .mcp_oauth_client_put(server.id, redirect_uri, &cx.secrets.seal(&plain, aad))
@@ -415,7 +627,7 @@ async fn registered_client(
 /// discovered for the flow: `400 issuer_mismatch` when they differ, or
 /// when a provider that announces `iss` sent none.
 pub async fn exchange(
-    _cx: &ServerContext,
+    cx: &ServerContext,
     config: &McpServerConfig,
     flow: &StoredFlow,
     code: &str,
@@ -425,8 +637,11 @@ pub async fn exchange(
     let Some(auth_state) = flow.auth_state.clone() else {
         return Err(Error::internal("the flow's PKCE state is spent"));
     };
-    let mut m = manager(&config.url).await?;
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &config.url)?;
+    let log = &cx.log;
+    let mut m = manager(log, &config.url, &http).await?;
     configure(
+        log,
         &mut m,
         &flow.metadata,
         &flow.client,
@@ -448,7 +663,7 @@ pub async fn exchange(
             | AuthError::AuthorizationServerMissingIssuer { .. } => {
                 Error::invalid("issuer_mismatch", e.to_string())
             }
-            e => gateway(e),
+            e => auth_failed(log, e),
         })?;
     let token = serde_json::to_value(&response).map_err(Error::internal)?;
     let received_at = Utc::now();
@@ -478,8 +693,8 @@ pub async fn exchange(
 /// revocation endpoint: the refresh token (which revokes the grant), else
 /// the access token.
 pub async fn revoke(
-    _cx: &ServerContext,
-    _config: &McpServerConfig,
+    cx: &ServerContext,
+    config: &McpServerConfig,
     tokens: &StoredTokens,
 ) -> Result<(), Error> {
     let Some(endpoint) = &tokens.revocation_endpoint else {
@@ -491,17 +706,14 @@ pub async fn revoke(
         (None, None) => return Ok(()),
     };
     let form = vec![("token", token), ("token_type_hint", hint)];
-    let response = tokens
-        .client
-        .authenticate(reqwest::Client::new().post(endpoint), form)
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
+    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &config.url)?;
+    let (status, _) = http
+        .send(tokens.client.authenticate(http.post(endpoint), form))
         .await
-        .map_err(gateway)?;
-    if !response.status().is_success() {
+        .map_err(|e| gateway(format!("the revocation endpoint: {e}")))?;
+    if !status.is_success() {
         return Err(gateway(format!(
-            "the revocation endpoint answered {}",
-            response.status()
+            "the revocation endpoint answered {status}"
         )));
     }
     Ok(())
@@ -518,8 +730,9 @@ pub enum RefreshError {
 /// Exchanges the refresh token for new tokens (RFC 6749 section 6) at
 /// the token endpoint, authenticating with the client's method (see the
 /// module documentation). A server that does not return a new refresh
-/// token keeps the old one valid.
-pub async fn refresh(tokens: &StoredTokens) -> Result<Tokens, RefreshError> {
+/// token keeps the old one valid. `http` is the MCP server's
+/// ([`OAuthHttp::new`]).
+pub async fn refresh(http: &OAuthHttp, tokens: &StoredTokens) -> Result<Tokens, RefreshError> {
     let Some(refresh_token) = tokens.refresh_token() else {
         return Err(RefreshError::Revoked("no refresh token".to_string()));
     };
@@ -527,20 +740,22 @@ pub async fn refresh(tokens: &StoredTokens) -> Result<Tokens, RefreshError> {
         ("grant_type", "refresh_token"),
         ("refresh_token", refresh_token),
     ];
-    let response = tokens
+    let request = tokens
         .client
-        .authenticate(reqwest::Client::new().post(&tokens.token_endpoint), form)
-        .header(reqwest::header::ACCEPT, "application/json")
-        .timeout(std::time::Duration::from_secs(15))
-        .send()
+        .authenticate(http.post(&tokens.token_endpoint), form)
+        .header(reqwest::header::ACCEPT, "application/json");
+    let (status, body) = http
+        .send(request)
         .await
-        .map_err(|e| RefreshError::Failed(e.to_string()))?;
-    let status = response.status();
-    let json: serde_json::Value = response.json().await.unwrap_or_default();
+        .map_err(|e| RefreshError::Failed(format!("the token endpoint: {e}")))?;
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     if !status.is_success() {
+        // The error code only when it looks like one (RFC 6749 codes are
+        // a few lowercase words): the text may reach an API client.
         let error = json
             .get("error")
             .and_then(|v| v.as_str())
+            .filter(|e| e.len() <= 40 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
             .unwrap_or_default()
             .to_string();
         return Err(

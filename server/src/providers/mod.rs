@@ -282,7 +282,10 @@ pub(crate) async fn error_from_response(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let body = response.text().await.unwrap_or_default();
+    let body = crate::fetch::read_limited(response, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     // Both OpenAI and Anthropic put a message at `error.message`.
     let message = serde_json::from_str::<serde_json::Value>(&body)
         .ok()

@@ -51,7 +51,7 @@ pub struct ModelRegistry {
 /// The HTTP client for providers: a connect timeout but no total timeout,
 /// since answers stream as long as they last.
 pub fn http_client(config: &Config) -> Result<reqwest::Client> {
-    reqwest::Client::builder()
+    crate::fetch::operator_client()
         .connect_timeout(Duration::from_secs(config.providers.connect_timeout_secs))
         .pool_idle_timeout(Duration::from_secs(60))
         .user_agent(concat!("workspace-server/", env!("CARGO_PKG_VERSION")))

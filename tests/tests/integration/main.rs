@@ -14,6 +14,7 @@ mod embeddings;
 mod hardening;
 mod history;
 mod hostile_files;
+mod hostile_upstreams;
 mod invitations;
 mod kb;
 mod kb_ingest;

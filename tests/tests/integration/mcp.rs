@@ -111,6 +111,7 @@ async fn mcp_catalog_tools_instances_and_isolation() {
     // The client calls a tool over the same protocol.
     let client = workspace_server::mcp::RmcpClient {
         timeout: Duration::from_secs(20),
+        log: slog::Logger::root(slog::Discard, slog::o!()),
     };
     let mut args = serde_json::Map::new();
     args.insert("message".into(), json!("hello over MCP"));
@@ -593,6 +594,7 @@ async fn mcp_oauth_discovery_registration_pkce_and_callback() {
     // before the caller has connected.
     let client = workspace_server::mcp::RmcpClient {
         timeout: Duration::from_secs(20),
+        log: slog::Logger::root(slog::Discard, slog::o!()),
     };
     assert!(matches!(
         client.list_tools(&mcp_url, None).await,
@@ -1957,6 +1959,7 @@ async fn mcp_oauth_with_a_certified_provider() {
         .replacen(API_PUBLIC, &cx.base_url, 1);
     let client = workspace_server::mcp::RmcpClient {
         timeout: Duration::from_secs(20),
+        log: slog::Logger::root(slog::Discard, slog::o!()),
     };
     let out = client
         .call_tool(&gateway, None, "whoami", serde_json::Map::new())
