@@ -59,6 +59,13 @@ pub const TEST_JWT_SECRET: &str = "test-secret-test-secret-test-secret-012345678
 /// The sealing key of test servers (`secrets.keys` / `WORKSPACE_SECRET_KEYS`):
 /// with a database URL, keys come from the configuration or a key file.
 pub const TEST_SECRET_KEY: &str = "1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+/// The `[auth]` and `[secrets]` tables of a configuration file for a
+/// server executable on a test database: the harness's keys (with a
+/// database URL they come from the configuration or a key file).
+pub fn keys_toml() -> String {
+    format!("[auth]\njwt_secret = {TEST_JWT_SECRET:?}\n[secrets]\nkeys = [{TEST_SECRET_KEY:?}]\n")
+}
+
 /// The password every [`TestUser`] signs up with.
 pub const TEST_PASSWORD: &str = "correct horse battery staple";
 

@@ -1815,11 +1815,11 @@ async fn text_a_client_received_survives_a_sigkill() {
         format!(
             "bind_address = \"127.0.0.1:{port}\"\n\
              [database]\nurl = {:?}\n\
-             [auth]\njwt_secret = {:?}\n\
+             {}\
              [providers]\noffline_chunk_delay_ms = 150\n\
              [streams]\nheartbeat_secs = 1\nlease_secs = 3\nsweep_interval_secs = 1\n",
             cx.db_url,
-            workspace_tests::TEST_JWT_SECRET
+            workspace_tests::keys_toml()
         ),
     )
     .unwrap();

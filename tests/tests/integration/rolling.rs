@@ -197,12 +197,10 @@ async fn a_rolling_restart_behind_haproxy_loses_no_request() {
                 format!(
                     "bind_address = \"127.0.0.1:{port}\"\n\
                      [database]\nurl = {:?}\npool_size = 4\n\
-                     [auth]\njwt_secret = {:?}\n\
-                     [secrets]\nkeys = [{:?}]\n\
+                     {}\
                      [http]\ndrain_secs = {DRAIN_SECS}\nshutdown_grace_secs = 5\n",
                     cx.db_url,
-                    workspace_tests::TEST_JWT_SECRET,
-                    workspace_tests::TEST_SECRET_KEY
+                    workspace_tests::keys_toml()
                 ),
             )
             .expect("writing the instance's configuration");

@@ -80,10 +80,10 @@ async fn the_example_page_works_in_a_real_browser() {
         format!(
             "bind_address = \"127.0.0.1:{restart_port}\"\n\
              [database]\nurl = {:?}\npool_size = 4\n\
-             [auth]\njwt_secret = {:?}\n\
+             {}\
              [http]\ndrain_secs = 0.3\ncors_allowed_origins = [{page:?}]\n",
             cx.db_url,
-            workspace_tests::TEST_JWT_SECRET
+            workspace_tests::keys_toml()
         ),
     )
     .expect("writing the restarted server's configuration");
