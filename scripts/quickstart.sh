@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The README's quickstart, runnable: a new user signs up (on a fresh
 # embedded install the first account is the system administrator), creates
-# an organization, invites a colleague and reads the invitation e-mail from
-# the outbox, talks to a model, builds a knowledge base from a folder and
-# asks it, then chats with it.
+# an organization, invites a colleague (role by name) and reads the
+# invitation e-mail from the outbox; the colleague accepts it under a
+# profile of his own; then a model answers, a knowledge base is built from
+# a folder and asked, and a chat uses it.
 #
 # Needs: a running server on a fresh data directory (WORKSPACE_URL, default
 # http://127.0.0.1:8080; `cargo run -p workspace-server`), the CLI on PATH
-# (`cargo install --path cli`), and a writable current directory (the
+# (`cargo install --path cli --locked`), and a writable current directory (the
 # commands create ./notes). The lines between the markers are the README's
 # quickstart block, character for character: the test suite checks that
 # (cli/tests/cli.rs, `the_readme_quickstart_is_the_script`) and runs this
@@ -23,10 +24,12 @@ workspace auth login --email ada@example.com
 workspace me
 
 ORG=$(workspace org create --name "Acme" -q)
-ROLE=$(workspace roles list-roles --org-id "$ORG" | jq -r '.[] | select(.name == "member") | .id')
-workspace invitations create --org-id "$ORG" --email bob@example.com --role-id "$ROLE"
-workspace users list --org-id "$ORG" --format table
+INVITE=$(workspace invitations create --org-id "$ORG" --email bob@example.com --role member | jq -r .token)
 workspace system outbox --limit 1
+workspace auth signup-invite --profile bob --invite-token="$INVITE" --first-name Bob --last-name Byte \
+    --password "$WORKSPACE_PASSWORD"
+workspace me --profile bob
+workspace users list --org-id "$ORG" --format table
 
 MODEL=$(workspace models list --org-id "$ORG" | jq -r '.[0].id')
 CONV=$(workspace conversation create --org-id "$ORG" --title "First" -q)

@@ -201,11 +201,13 @@ async fn print_stream(response: reqwest::Response) -> Result<()> {
 }
 
 /// Prints the `content` of an answer's stream (chat or conversation) to
-/// stdout; `start` (of a chat), `sources` and `title` go to stderr. An
+/// stdout; `start` (of a chat) and `title` go to stderr, and after the
+/// answer its `sources` (`[n] document title (score s)`, as `kb query`). An
 /// `error` event prints `error: <code>: <message>` and exits 1; a stream
 /// that ends before `end` fails with `cut`.
 pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &str) -> Result<()> {
     let mut stdout = std::io::stdout();
+    let mut sources = Vec::new();
     while let Some(event) = events.next().await {
         let event: serde_json::Value = event.context("reading the stream")?.json()?;
         match event["type"].as_str() {
@@ -218,13 +220,13 @@ pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &st
                 print!("{}", event["content"].as_str().unwrap_or(""));
                 stdout.flush()?;
             }
-            Some("sources") => eprintln!(
-                "sources: {}",
-                event["sources"].as_array().map(Vec::len).unwrap_or(0)
-            ),
+            Some("sources") => {
+                sources = event["sources"].as_array().cloned().unwrap_or_default();
+            }
             Some("title") => eprintln!("title: {}", event["title"].as_str().unwrap_or("")),
             Some("end") => {
                 println!();
+                eprint!("{}", render_sources(&sources));
                 return Ok(());
             }
             Some("error") => {
@@ -331,4 +333,37 @@ async fn watch(client: &Client, org: Uuid) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The knowledge-base chunks an answer cited, named by their document's
+/// title (the chunk's `metadata.title`) as `kb query` names them.
+fn render_sources(sources: &[serde_json::Value]) -> String {
+    let named: Vec<serde_json::Value> = sources
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "index": s["index"],
+                "title": s["metadata"]["title"],
+                "url": s["metadata"]["url"],
+                "score": s["score"],
+            })
+        })
+        .collect();
+    crate::kb::render_sources(&named)
+}
+
+#[cfg(test)]
+mod source_tests {
+    #[test]
+    fn sources_are_named_by_their_document() {
+        let sources = vec![serde_json::json!({
+            "index": 1, "knowledge_base_id": "k", "document_id": "d", "chunk_id": "c",
+            "content": "Sourdough loaves", "score": 0.75, "metadata": {"title": "bakery.txt"}
+        })];
+        assert_eq!(
+            super::render_sources(&sources),
+            "\nSources:\n[1] bakery.txt (score 0.750)\n"
+        );
+        assert_eq!(super::render_sources(&[]), "");
+    }
 }

@@ -1684,7 +1684,9 @@ impl<T: CliConfig> Cli<T> {
                     .long("name")
                     .value_parser(::clap::value_parser!(types::InstanceRenameName))
                     .required_unless_present("json-body")
-                    .help("1 to 100 characters after trimming."),
+                    .help(
+                        "1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -2358,7 +2360,7 @@ impl<T: CliConfig> Cli<T> {
                         ::clap::value_parser!(types::CategoryCreateDescription),
                     )
                     .required_unless_present("json-body")
-                    .help("At most 2,000 characters."),
+                    .help("At most 2,000 characters, without NUL."),
             )
             .arg(
                 ::clap::Arg::new("name")
@@ -2366,7 +2368,7 @@ impl<T: CliConfig> Cli<T> {
                     .value_parser(::clap::value_parser!(types::CategoryCreateName))
                     .required_unless_present("json-body")
                     .help(
-                        "1 to 100 characters after trimming; unique in the organization.",
+                        "1 to 100 characters after trimming, not blank, without NUL; unique in the organization. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)",
                     ),
             )
             .arg(
@@ -2561,13 +2563,15 @@ impl<T: CliConfig> Cli<T> {
                     .value_parser(
                         ::clap::value_parser!(types::CategoryUpdateDescription),
                     )
-                    .required(false),
+                    .required(false)
+                    .help("As in `CategoryCreate`."),
             )
             .arg(
                 ::clap::Arg::new("name")
                     .long("name")
                     .value_parser(::clap::value_parser!(types::CategoryUpdateName))
-                    .required(false),
+                    .required(false)
+                    .help("As in `CategoryCreate`."),
             )
             .arg(
                 ::clap::Arg::new("org-id")

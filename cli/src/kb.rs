@@ -428,7 +428,7 @@ fn print_sources(sources: &[Value]) {
 }
 
 /// `Sources:` and one `[n] title <url> (score s)` line per cited chunk.
-fn render_sources(sources: &[Value]) -> String {
+pub(crate) fn render_sources(sources: &[Value]) -> String {
     let mut out = String::new();
     if sources.is_empty() {
         return out;

@@ -29,6 +29,7 @@ mod invoke;
 mod kb;
 mod mcp;
 mod output;
+mod roles;
 mod tree;
 mod upload;
 
@@ -200,21 +201,9 @@ async fn run() -> Result<()> {
         .copied()
         .unwrap_or(false);
     let result = match table {
-        _ if id_only => {
-            generated_cli::Cli::new(client, output::IdOnlyOutput)
-                .execute(cmd, leaf)
-                .await
-        }
-        Some(table) => {
-            generated_cli::Cli::new(client, output::TableOutput(table))
-                .execute(cmd, leaf)
-                .await
-        }
-        None => {
-            generated_cli::Cli::new(client, output::JsonOutput)
-                .execute(cmd, leaf)
-                .await
-        }
+        _ if id_only => execute(client, output::IdOnlyOutput, cmd, leaf).await,
+        Some(table) => execute(client, output::TableOutput(table), cmd, leaf).await,
+        None => execute(client, output::JsonOutput, cmd, leaf).await,
     };
     result.map_err(|e| {
         // The generated code reported API errors already.
@@ -226,6 +215,23 @@ async fn run() -> Result<()> {
             e
         }
     })
+}
+
+/// A generated command, or its hand-written twin for the commands that
+/// take a role by name ([`roles`]).
+async fn execute<C: generated_cli::CliConfig>(
+    client: Client,
+    config: C,
+    cmd: generated_cli::CliCommand,
+    leaf: &ArgMatches,
+) -> Result<()> {
+    if roles::handles(cmd) {
+        roles::run(&client, &config, cmd, leaf).await
+    } else {
+        generated_cli::Cli::new(client, config)
+            .execute(cmd, leaf)
+            .await
+    }
 }
 
 async fn login(mut store: config::Store, profile: &str, url: &str, m: &ArgMatches) -> Result<()> {

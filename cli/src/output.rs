@@ -49,11 +49,18 @@ pub fn report_api_error(status: u16, code: &str, message: &str) {
     }
     if code == "token_expired" {
         eprintln!("{TOKEN_EXPIRED_HINT}");
+    } else if status == 401 && matches!(code, "unauthenticated" | "invalid_token") {
+        eprintln!("{LOG_IN_HINT}");
     }
 }
 
 /// What to do about an expired token.
 pub const TOKEN_EXPIRED_HINT: &str = "expired: run workspace auth login";
+
+/// What to do about a `401` without a usable token (after `auth logout`,
+/// or a token the server no longer accepts).
+pub const LOG_IN_HINT: &str = "not logged in: run workspace auth login --email EMAIL \
+     (--profile NAME for another profile)";
 
 /// A connection failure: the URL tried and where the URL comes from.
 pub fn report_unreachable(url: &str, error: &dyn std::fmt::Display) {

@@ -99,7 +99,8 @@ fn insert(parent: Command, path: &[String], leaf: Command) -> Command {
 
 pub fn add_generated_commands(mut root: Command) -> Command {
     for (cmd, path) in generated() {
-        root = insert(root, &path, Cli::<JsonOutput>::get_command(cmd));
+        let leaf = crate::roles::widen(cmd, Cli::<JsonOutput>::get_command(cmd));
+        root = insert(root, &path, leaf);
     }
     root
 }

@@ -63,6 +63,10 @@ async fn signup_login_me() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("401 unauthenticated"), "{stderr}");
+    assert!(
+        stderr.contains("not logged in: run workspace auth login --email EMAIL"),
+        "{stderr}"
+    );
 
     let created = json(
         &run(
@@ -145,6 +149,13 @@ async fn signup_login_me() {
     run(vec!["auth", "logout"], None).await.unwrap();
     let out = run(vec!["me"], None).await.unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // After `auth logout`, the 401 says how to log in again.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("401 unauthenticated")
+            && stderr.contains("not logged in: run workspace auth login"),
+        "{stderr}"
+    );
 
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
@@ -330,7 +341,7 @@ async fn invitations_and_users_commands() {
     let invited = json(
         &run(
             args(&format!(
-                "users invite --org-id {org} --email grace@example.com --first-name Grace --last-name Hopper --role {role}"
+                "users invite --org-id {org} --email grace@example.com --first-name Grace --last-name Hopper --role member"
             )),
             None,
         )
@@ -338,6 +349,17 @@ async fn invitations_and_users_commands() {
         .unwrap(),
     );
     assert_eq!(invited["full_name"], "Grace Hopper");
+    let grace_role: uuid::Uuid = db
+        .query_one(
+            "SELECT m.role_id FROM memberships m JOIN users u ON u.id = m.user_id \
+             WHERE u.email = 'grace@example.com'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(grace_role, role, "the role named member");
+
     let users = json(
         &run(
             args(&format!("users list --org-id {org} --limit 5 --offset 0")),
@@ -364,6 +386,57 @@ async fn invitations_and_users_commands() {
         "{table}"
     );
     assert_eq!(lines.last().copied(), Some("total: 3"));
+
+    // One flag name for a role, `--role` (`--role-id` stays an alias), by
+    // name (any case) or id; an unknown name lists the organization's roles.
+    let by_name = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email ada2@example.com --role Member"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(
+        by_name["role"]["id"],
+        role.to_string().as_str(),
+        "{by_name}"
+    );
+    let out = run(
+        args(&format!(
+            "invitations create --org-id {org} --email ada3@example.com --role nobody"
+        )),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no role named \"nobody\"") && stderr.contains("member"),
+        "{stderr}"
+    );
+    let out = run(
+        args(&format!(
+            "users invite --org-id {org} --email lin@example.com --first-name Lin --last-name Ye --role-id {role}"
+        )),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let help = run(args("invitations create --help"), None).await.unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    assert!(
+        help.contains("--role <ROLE>") && !help.contains("--role-id"),
+        "{help}"
+    );
 
     // Errors: exit 1 with the code.
     let out = run(
@@ -1455,6 +1528,7 @@ async fn quickstart_script_runs() {
     let work_dir = tempfile::tempdir().unwrap();
     let cwd = work_dir.path().to_path_buf();
     let url = cx.base_url.clone();
+    let link = format!("{url}/invite/accept?token=");
     let out = tokio::task::spawn_blocking(move || {
         let path = format!(
             "{}:{}",
@@ -1491,6 +1565,19 @@ async fn quickstart_script_runs() {
     assert!(
         stdout.contains("\"to_address\": \"bob@example.com\""),
         "the outbox: {stdout}"
+    );
+    // The e-mail's link is the server's own acceptance page (no
+    // `mail.public_url`), and Bob accepted under his own profile: Ada's
+    // login was kept (the later commands ran as her).
+    assert!(stdout.contains(&link), "the link: {stdout}");
+    assert!(
+        stderr.contains("signed up; token saved to profile \"bob\""),
+        "{stderr}"
+    );
+    // `chat send --kb` names the documents it cited, as `kb query` does.
+    assert!(
+        stderr.contains("Sources:\n[1] ") && stderr.contains(".txt (score "),
+        "{stderr}"
     );
     assert!(stdout.contains("You said"), "the model's answer: {stdout}");
     assert!(stdout.contains("lighthouse.txt"), "{stdout}");

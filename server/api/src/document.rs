@@ -417,7 +417,8 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     doc.servers = vec![Server {
         url: DEFAULT_SERVER.to_string(),
         description: Some(
-            "A local server with the default `bind_address`; deployments serve the same \
+            // Plain text: Redoc shows a server's description as typed.
+            "A local server on the default bind address; deployments serve the same \
              paths at their own base URL."
                 .to_string(),
         ),

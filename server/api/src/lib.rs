@@ -87,6 +87,21 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
 
+    /// The page of an invitation e-mail's link (`/invite/accept?token=…`,
+    /// with the default `mail.public_url`): a form that accepts the
+    /// invitation through `POST /api/auth/signup_invite`
+    /// (`examples/web/invite/`). Public; unpublished.
+    #[endpoint { method = GET, path = "/invite/accept", unpublished = true }]
+    async fn invite_accept_page(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// The script of `/invite/accept`.
+    #[endpoint { method = GET, path = "/invite/accept.js", unpublished = true }]
+    async fn invite_accept_script(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
     /// This server's OpenAPI document (the one checked in as
     /// `openapi/workspace.json`). Public.
     #[endpoint { method = GET, path = "/openapi.json", unpublished = true }]

@@ -189,8 +189,12 @@ pub struct InstanceQuery {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceRename {
-    /// 1 to 100 characters after trimming.
-    #[schemars(length(min = 1, max = 100))]
+    /// 1 to 100 characters after trimming, not blank, without control
+    /// characters (`400 invalid_name`).
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub name: String,
 }
 
@@ -239,7 +243,9 @@ pub struct PlaygroundChat {
     pub mcp_instance_ids: Option<Vec<Uuid>>,
     /// A model this service offers whose name starts with `gpt-`, `o1`,
     /// `claude-`, `deepseek-` or `gemini-` (or the built-in
-    /// `offline-dev-model`). Default: `mcp.playground_model`.
+    /// `offline-dev-model`). Default: `mcp.playground_model`. Another name:
+    /// `400 invalid_model`; a name of that shape the service does not
+    /// offer: `400 model_unavailable`.
     #[serde(default)]
     pub model: Option<String>,
 }

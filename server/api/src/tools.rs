@@ -47,20 +47,34 @@ pub struct ToolQuery {
 /// Body of `POST /api/tools/create_category`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct CategoryCreate {
-    /// 1 to 100 characters after trimming; unique in the organization.
-    #[schemars(length(min = 1, max = 100))]
+    /// 1 to 100 characters after trimming, not blank, without NUL; unique
+    /// in the organization. (The pattern's blanks are exactly those the
+    /// server trims, Unicode's White_Space.)
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(
+            pattern = r"^[^\x00]*[^\x00\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+        )
+    )]
     pub name: String,
-    /// At most 2,000 characters.
-    #[schemars(length(max = 2000))]
+    /// At most 2,000 characters, without NUL.
+    #[schemars(length(max = 2000), regex(pattern = r"^[^\x00]*$"))]
     pub description: String,
 }
 
 /// Body of `PUT /api/tools/update_category`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct CategoryUpdate {
-    #[schemars(length(min = 1, max = 100))]
+    /// As in `CategoryCreate`.
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(
+            pattern = r"^[^\x00]*[^\x00\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+        )
+    )]
     pub name: Option<String>,
-    #[schemars(length(max = 2000))]
+    /// As in `CategoryCreate`.
+    #[schemars(length(max = 2000), regex(pattern = r"^[^\x00]*$"))]
     pub description: Option<String>,
 }
 

@@ -145,7 +145,7 @@ fn api_base(cx: &ServerContext) -> String {
 
 fn embed(cx: &ServerContext, row: &DeploymentRow) -> String {
     let api = api_base(cx);
-    let frontend = cx.config.mail.public_url.trim_end_matches('/');
+    let frontend = cx.config.mail.link_base();
     match row.channel {
         DbChannel::Widget => format!(
             "<script src=\"{frontend}/widget.js\" data-api-base=\"{api}\" \

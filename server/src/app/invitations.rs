@@ -124,10 +124,7 @@ fn validate_message(message: Option<&str>) -> Result<Option<String>, Error> {
 }
 
 fn accept_link(cx: &ServerContext, token: &str) -> String {
-    format!(
-        "{}/invite/accept?token={token}",
-        cx.config.mail.public_url.trim_end_matches('/')
-    )
+    format!("{}/invite/accept?token={token}", cx.config.mail.link_base())
 }
 
 fn invitation_email(cx: &ServerContext, row: &InvitationRow, token: &str) -> Email {

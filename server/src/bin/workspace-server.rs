@@ -203,9 +203,10 @@ async fn run() -> Result<()> {
     // For people: where it is and how to stop it (the log lines are JSON).
     let url = format!("http://{}", server.local_addr());
     eprintln!(
-        "\nWorkspace {} is running\n  API            {url}\n  API reference  {url}/docs \
+        "\nWorkspace is running (workspace-server {}, API {})\n  API            {url}\n  API reference  {url}/docs \
          (OpenAPI document: {url}/openapi.json)\n  Data           {}{}\n{}  Ctrl-C to stop.\n",
         env!("CARGO_PKG_VERSION"),
+        workspace_api::API_VERSION,
         data_dir.display(),
         if embedded {
             " (embedded PostgreSQL; DATABASE_URL unset)"

@@ -213,7 +213,7 @@ impl Config {
             self.mail.from = from;
         }
         if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
-            self.mail.public_url = url;
+            self.mail.public_url = Some(url);
         }
         if let Some(origins) = get("WORKSPACE_CORS_ORIGINS").filter(|v| !v.is_empty()) {
             self.http.cors_allowed_origins = origins
@@ -282,8 +282,8 @@ impl Config {
         if self.mail.from.parse::<lettre::message::Mailbox>().is_err() {
             bail!("mail.from {:?} is not an e-mail address", self.mail.from);
         }
-        if !(self.mail.public_url.starts_with("http://")
-            || self.mail.public_url.starts_with("https://"))
+        if let Some(url) = &self.mail.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             bail!("mail.public_url must start with http:// or https://");
         }
@@ -424,7 +424,10 @@ mod tests {
             config.mail.smtp_url.as_deref(),
             Some("smtp://127.0.0.1:2525")
         );
-        assert_eq!(config.mail.public_url, "https://app.example.com");
+        assert_eq!(
+            config.mail.public_url.as_deref(),
+            Some("https://app.example.com")
+        );
         config.validate().unwrap();
     }
 

@@ -199,6 +199,8 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn root_redirect() -> http::Response<dropshot::Body> => system::root_redirect);
     delegate!(fn docs_page() -> http::Response<dropshot::Body> => system::docs_page);
     delegate!(fn docs_script() -> http::Response<dropshot::Body> => system::docs_script);
+    delegate!(fn invite_accept_page() -> http::Response<dropshot::Body> => system::invite_accept_page);
+    delegate!(fn invite_accept_script() -> http::Response<dropshot::Body> => system::invite_accept_script);
     delegate!(fn openapi_json() -> http::Response<dropshot::Body> => system::openapi_json);
 
     async fn healthz(_rqctx: Ctx) -> Result<HttpResponseOk<HealthStatus>, HttpError> {

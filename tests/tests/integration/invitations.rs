@@ -22,7 +22,7 @@ async fn stored_status(db: &tokio_postgres::Client, id: Uuid) -> String {
 #[tokio::test]
 async fn create_get_list_validate_accept() {
     let cx = TestContext::with_config("inv_happy_path", |c| {
-        c.mail.public_url = "https://app.example.test/".to_string();
+        c.mail.public_url = Some("https://app.example.test/".to_string());
     })
     .await;
     let owner = cx.user("owner").await;
@@ -1233,7 +1233,7 @@ async fn smtp_mailer_delivers_to_a_real_smtp_server() {
     let cx = TestContext::with_config("inv_smtp", |c| {
         c.mail.smtp_url = Some(format!("smtp://127.0.0.1:{port}"));
         c.mail.from = "Workspace Invites <invites@workspace.test>".to_string();
-        c.mail.public_url = "https://app.example.test".to_string();
+        c.mail.public_url = Some("https://app.example.test".to_string());
     })
     .await;
     let owner = cx.user("owner").await;

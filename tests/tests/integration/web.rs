@@ -146,3 +146,86 @@ async fn the_docs_page_asks_no_other_host() {
     assert!(stdout.contains("pass 1"), "{stdout}");
     cx.teardown().await;
 }
+
+/// On a fresh server (no `mail.public_url`), the link of an invitation
+/// e-mail points at the server itself, answers `200` with the acceptance
+/// page, and the page accepts the invitation in a real browser
+/// (`examples/web/test/invite.test.mjs`); the invitee then logs in.
+#[tokio::test]
+async fn the_invitation_link_answers_and_accepts() {
+    use workspace_tests::fixtures::{create_body, outbox, role_id};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let web = root.join("examples/web");
+    assert!(
+        web.join("node_modules/playwright-core").exists(),
+        "run `cargo xtask test` (it installs examples/web's packages)"
+    );
+    let cx = TestContext::new("web_invite_link").await;
+    let owner = cx.user("owner").await;
+    let org = owner.personal_org().await;
+    let db = cx.db().await;
+    let member = role_id(&db, org, "member").await;
+    owner
+        .client
+        .invitations_create()
+        .org_id(org)
+        .body(create_body("bob-web@example.com", member))
+        .send()
+        .await
+        .unwrap();
+    let mails = outbox(&db, "bob-web@example.com").await;
+    let body = &mails.last().expect("the invitation e-mail").1;
+    let start = body.find("http").expect("a link");
+    let link: String = body[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    let expected = format!("{}/invite/accept?token=", cx.base_url);
+    assert!(link.starts_with(&expected), "{link} (expected {expected}…)");
+
+    let http = reqwest::Client::new();
+    let page = http.get(&link).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(page.headers()["referrer-policy"], "no-referrer");
+    assert!(page.text().await.unwrap().contains("/invite/accept.js"));
+    let script = http
+        .get(format!("{}/invite/accept.js", cx.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), 200);
+    assert!(
+        script
+            .text()
+            .await
+            .unwrap()
+            .contains("/api/auth/signup_invite")
+    );
+
+    let output = tokio::process::Command::new("node")
+        .current_dir(&web)
+        .args(["--test", "--test-reporter=spec", "test/invite.test.mjs"])
+        .env("INVITE_URL", &link)
+        .env("CHROMIUM", chromium())
+        .output()
+        .await
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the browser test failed");
+    assert!(stdout.contains("pass 1"), "{stdout}");
+
+    let login = cx
+        .anon()
+        .auth_login()
+        .body(
+            workspace_client::types::LoginRequest::builder()
+                .email("bob-web@example.com".to_string())
+                .password("a long enough pass phrase".to_string()),
+        )
+        .send()
+        .await;
+    assert!(login.is_ok(), "the invitee logs in: {login:?}");
+    cx.teardown().await;
+}

@@ -2268,14 +2268,16 @@ export interface components {
         };
         /** @description Body of `POST /api/tools/create_category`. */
         CategoryCreate: {
-            /** @description At most 2,000 characters. */
+            /** @description At most 2,000 characters, without NUL. */
             description: string;
-            /** @description 1 to 100 characters after trimming; unique in the organization. */
+            /** @description 1 to 100 characters after trimming, not blank, without NUL; unique in the organization. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.) */
             name: string;
         };
         /** @description Body of `PUT /api/tools/update_category`. */
         CategoryUpdate: {
+            /** @description As in `CategoryCreate`. */
             description?: string | null;
+            /** @description As in `CategoryCreate`. */
             name?: string | null;
         };
         /** @description Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat Completions request; fields not listed are accepted and ignored). */
@@ -2809,7 +2811,7 @@ export interface components {
         IngestionStage: "extracting" | "embedding" | "storing";
         /** @description Body of `PUT /api/mcp/instance`. */
         InstanceRename: {
-            /** @description 1 to 100 characters after trimming. */
+            /** @description 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`). */
             name: string;
         };
         /** @description An invitation, as returned by `create` and `get`. */
@@ -3446,7 +3448,7 @@ export interface components {
             content: string;
             /** @description The caller's instances whose tools the model may call (Direct MCP mode). Absent or empty: Intelligent Discovery. */
             mcp_instance_ids?: string[] | null;
-            /** @description A model this service offers whose name starts with `gpt-`, `o1`, `claude-`, `deepseek-` or `gemini-` (or the built-in `offline-dev-model`). Default: `mcp.playground_model`. */
+            /** @description A model this service offers whose name starts with `gpt-`, `o1`, `claude-`, `deepseek-` or `gemini-` (or the built-in `offline-dev-model`). Default: `mcp.playground_model`. Another name: `400 invalid_model`; a name of that shape the service does not offer: `400 model_unavailable`. */
             model?: string | null;
         };
         /** @description Body of `POST /api/chat/prompt`. */
