@@ -305,7 +305,15 @@ async fn zero_configuration_run_and_graceful_sigterm() {
     assert!(status.success(), "exit {status}: {log}");
     assert!(log.contains("SIGTERM received"), "{log}");
     // A banner for people, and one `listening` line.
-    assert!(log.contains("Workspace 0.1.0 is running"), "{log}");
+    // The binary's version and the contract's, each named (they differ).
+    assert!(
+        log.contains(&format!(
+            "Workspace is running (workspace-server {}, API {})",
+            env!("CARGO_PKG_VERSION"),
+            workspace_api::API_VERSION
+        )),
+        "{log}"
+    );
     assert!(log.contains(&format!("API reference  {url}/docs")), "{log}");
     assert!(log.contains("Ctrl-C to stop."), "{log}");
     assert_eq!(
