@@ -2740,7 +2740,7 @@ impl<T: CliConfig> Cli<T> {
     pub fn cli_readyz() -> ::clap::Command {
         ::clap::Command::new("")
             .about(
-                "Readiness probe.\n\nAnswers `200 {\"status\": \"ok\"}` when the database answers a query, and `503` with `error_code` `database_unavailable` otherwise. Public.",
+                "Readiness probe.\n\nAnswers `200 {\"status\": \"ok\"}` when the database answers a query, and `503` otherwise: `database_unavailable` when it does not, and `server_busy` while the instance drains at shutdown (it still serves requests for `http.drain_secs`, each answered with `Connection: close`, so that a load balancer takes it out of rotation first). Public.",
             )
     }
     pub async fn execute(

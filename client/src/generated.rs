@@ -28333,7 +28333,7 @@ impl Client {
 
     Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`).
 
-    Prompt: the chat's history (oldest first), then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted). Settings: the request's, else the chat's.
+    Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted), always sent. Settings: the request's, else the chat's.
 
     The title of a new chat is generated after its first answer (a short model call; the offline model answers with the first words of the message), stored, sent as `title` and broadcast to the caller's WebSocket clients (`GET /api/chat/ws`).
 
@@ -28587,7 +28587,7 @@ impl Client {
 
     Before anything is streamed, errors are ordinary JSON errors: `400 invalid_message` for a blank message or one over 100,000 characters, `404 not_found` when the session is not in the organization, `400 model_unavailable` when the session's model is no longer configured.
 
-    The user's message is stored (in the session's history) before the model is called, and the model receives the session's whole history (earlier messages of this session only, oldest first, including partial answers), then the new message. The assistant message is stored with its full text before `end` is sent, so a client that saw `end` will find it in `messages`.
+    The user's message is stored (in the session's history) before the model is called, and the model receives the session's history (earlier messages of this session only, oldest first, including partial answers), then the new message: the most recent whole turns that fit the model's context window (the server's `context_tokens` for the model less the answer's `max_tokens`; at most 200 earlier messages), the oldest left out first. The assistant message is stored with its full text before `end` is sent, so a client that saw `end` will find it in `messages`.
 
     Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`.
 
@@ -29701,7 +29701,7 @@ impl Client {
     }
     /**Readiness probe
 
-    Answers `200 {"status": "ok"}` when the database answers a query, and `503` with `error_code` `database_unavailable` otherwise. Public.
+    Answers `200 {"status": "ok"}` when the database answers a query, and `503` otherwise: `database_unavailable` when it does not, and `server_busy` while the instance drains at shutdown (it still serves requests for `http.drain_secs`, each answered with `Connection: close`, so that a load balancer takes it out of rotation first). Public.
 
     Sends a `GET` request to `/readyz`
 
