@@ -269,8 +269,8 @@ impl Datastore {
         Ok(SessionRow::from_row(&row))
     }
 
-    /// Stores a user message in the session and touches the session and
-    /// its conversation, in one transaction. Returns the session's history
+    /// Stores the caller's message in the session and touches the session
+    /// and its conversation, in one transaction. Returns the session's history
     /// up to and including the new message, oldest first: its most recent
     /// part within `bound` (the new message counts in it).
     ///
@@ -290,13 +290,13 @@ impl Datastore {
         &self,
         access: &OrgAccess,
         session: &SessionRow,
-        user_id: Uuid,
         content: &str,
         daily_limit: u32,
         answer_id: Uuid,
         bound: HistoryBound,
     ) -> Result<Vec<MessageRow>, Error> {
         let org_id = access.org_id();
+        let user_id = access.user_id();
         let history_sql = format!(
             "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at FROM ( \
                  SELECT id, session_id, role, content, status, created_at, seq, \
