@@ -19,7 +19,9 @@
 //!   many).
 //!
 //! `HISTORY_ROUNDS` (default 20) changes the rounds; 3 warm-up rounds
-//! come first. About a minute.
+//! come first. About a minute. `HISTORY_EXPLAIN=1` also prints the plan of
+//! the longest chat's history statement (it must read the chat's own
+//! index: about 200 rows, not the table).
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
