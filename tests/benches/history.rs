@@ -6,8 +6,9 @@
 //! the default `context_tokens`). Every round, for each area (chat
 //! `send_message`, conversation `stream_chat`) and each history length
 //! (`HISTORY_SIZES`: 10, 200 (the row cap) and 10,000 earlier messages of
-//! `MESSAGE_BYTES` bytes, stored with one `INSERT` into a fresh chat or
-//! session), one answer is read to its end, one at a time. Prints per case:
+//! `MESSAGE_BYTES` bytes, stored beforehand with one `INSERT` into a fresh
+//! chat or session each, then `VACUUM ANALYZE`), one answer is read to its
+//! end, one at a time. Prints per case:
 //! - time to the first `content` event, p50 and p95 (request sent -> event
 //!   read);
 //! - the heap's peak above its level when the request was sent (the whole
@@ -18,7 +19,9 @@
 //!   many).
 //!
 //! `HISTORY_ROUNDS` (default 20) changes the rounds; 3 warm-up rounds
-//! come first. About a minute.
+//! come first. About a minute. `HISTORY_EXPLAIN=1` also prints the plan of
+//! the longest chat's history statement (it must read the chat's own
+//! index: about 200 rows, not the table).
 
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -284,11 +287,26 @@ async fn bench() {
         .into_iter()
         .flat_map(|a| HISTORY_SIZES.map(|n| (a, n)))
         .collect();
+    // Every round's chats and sessions first, then VACUUM ANALYZE: the
+    // answers are measured on settled tables, not beside the inserts'
+    // after-effects (autovacuum, hint bits).
+    let mut ids = Vec::new();
+    for _ in 0..WARMUP + rounds {
+        let mut round = Vec::new();
+        for &(area, n) in &cases {
+            round.push(history_of(&s, area, n).await);
+        }
+        ids.push(round);
+    }
+    s.cx.db()
+        .await
+        .batch_execute("VACUUM ANALYZE chat_messages, conversation_messages")
+        .await
+        .expect("vacuum");
     let mut figures: Vec<Figures> = cases.iter().map(|_| Figures::default()).collect();
-    for round in 0..WARMUP + rounds {
-        for (i, &(area, n)) in cases.iter().enumerate() {
-            let id = history_of(&s, area, n).await;
-            let (ttft, peak, allocated, sent) = answer(&s, area, id).await;
+    for (round, round_ids) in ids.iter().enumerate() {
+        for (i, &(area, _)) in cases.iter().enumerate() {
+            let (ttft, peak, allocated, sent) = answer(&s, area, round_ids[i]).await;
             if round >= WARMUP {
                 let f = &mut figures[i];
                 f.ttft_ms.push(ttft.as_secs_f64() * 1000.0);
@@ -296,6 +314,28 @@ async fn bench() {
                 f.allocated_kb.push(allocated as f64 / 1024.0);
                 f.sent.push(sent);
             }
+        }
+    }
+    if std::env::var_os("HISTORY_EXPLAIN").is_some() {
+        // The plan of a long chat's history statement, as the server runs
+        // it (see `chat_begin_exchange`), on the settled tables.
+        let chat = ids[0][HISTORY_SIZES.len() - 1];
+        let db = s.cx.db().await;
+        for row in db
+            .query(
+                "EXPLAIN (ANALYZE, BUFFERS) SELECT h.id FROM ( \
+                     SELECT id, role, content, seq, sum(CASE WHEN content = '' THEN 0 \
+                         ELSE (octet_length(content) + 2) / 3 + 4 END) OVER w AS running, \
+                         row_number() OVER w AS n \
+                     FROM chat_messages WHERE organization_id = $1 AND chat_id = ANY(ARRAY[$2::uuid]) \
+                     WINDOW w AS (ORDER BY chat_id DESC, seq DESC) ORDER BY chat_id DESC, seq DESC LIMIT 200) h \
+                 WHERE h.n = 1 OR h.running <= 28000 ORDER BY h.seq",
+                &[&s.org, &chat],
+            )
+            .await
+            .expect("explain")
+        {
+            println!("{}", row.get::<_, String>(0));
         }
     }
     println!();

@@ -237,7 +237,6 @@ pub async fn stream_chat(
         .message_append_user(
             access,
             &session,
-            access.user_id(),
             &body.message,
             daily_limit,
             message_id,

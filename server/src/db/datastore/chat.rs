@@ -372,15 +372,17 @@ impl Datastore {
             "INSERT INTO chats (id, organization_id, user_id, title, settings) \
              VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
         );
+        // Newest first by the chat's (chat_id, seq) index, as
+        // HISTORY_ORDER (conversations.rs) says.
         let row_tokens = super::conversations::ROW_TOKENS;
         let history_sql = format!(
             "SELECT {HISTORY_COLUMNS} FROM ( \
                  SELECT id, role, content, seq, \
                      sum({row_tokens}) OVER w AS running, row_number() OVER w AS n \
                  FROM chat_messages \
-                 WHERE organization_id = $1 AND chat_id = $2 \
-                 WINDOW w AS (ORDER BY seq DESC) \
-                 ORDER BY seq DESC LIMIT $3) h \
+                 WHERE organization_id = $1 AND chat_id = ANY(ARRAY[$2::uuid]) \
+                 WINDOW w AS (ORDER BY chat_id DESC, seq DESC) \
+                 ORDER BY chat_id DESC, seq DESC LIMIT $3) h \
              WHERE h.n = 1 OR h.running <= $4 \
              ORDER BY h.seq",
             HISTORY_COLUMNS = ChatHistoryRow::COLUMNS,

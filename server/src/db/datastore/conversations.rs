@@ -102,6 +102,16 @@ pub struct HistoryBound {
 pub(crate) const ROW_TOKENS: &str =
     "CASE WHEN content = '' THEN 0 ELSE (octet_length(content) + 2) / 3 + 4 END";
 
+// HISTORY_ORDER: a history is read newest first by its own index,
+// (chat_id, seq) or (session_id, seq), never by the table-wide unique
+// index on seq. Ordered by `seq` alone (`chat_id = $2` makes the
+// chat_id key redundant), the planner may scan the seq index backward
+// and filter: every newer message of every chat of the table until
+// enough of this one are found (`cargo xtask bench history` with
+// `HISTORY_EXPLAIN=1`: 71,516 rows filtered out, 16 ms, where the
+// chat's index reads 201 rows in 0.4 ms). `= ANY(ARRAY[$2])` keeps the
+// key in the order, which only the chat's or session's index gives.
+
 /// Rows a conversation page may read (offset plus limit) and still run on
 /// a shared connection (see [`crate::db::pipeline`]).
 const QUICK_PAGE_ROWS: i64 = 200;
@@ -259,8 +269,8 @@ impl Datastore {
         Ok(SessionRow::from_row(&row))
     }
 
-    /// Stores a user message in the session and touches the session and
-    /// its conversation, in one transaction. Returns the session's history
+    /// Stores the caller's message in the session and touches the session
+    /// and its conversation, in one transaction. Returns the session's history
     /// up to and including the new message, oldest first: its most recent
     /// part within `bound` (the new message counts in it).
     ///
@@ -280,23 +290,23 @@ impl Datastore {
         &self,
         access: &OrgAccess,
         session: &SessionRow,
-        user_id: Uuid,
         content: &str,
         daily_limit: u32,
         answer_id: Uuid,
         bound: HistoryBound,
     ) -> Result<Vec<MessageRow>, Error> {
         let org_id = access.org_id();
+        let user_id = access.user_id();
         let history_sql = format!(
             "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at FROM ( \
                  SELECT id, session_id, role, content, status, created_at, seq, \
                      sum({ROW_TOKENS}) OVER w AS running, row_number() OVER w AS n \
                  FROM conversation_messages \
-                 WHERE organization_id = $1 AND session_id = $2 \
+                 WHERE organization_id = $1 AND session_id = ANY(ARRAY[$2::uuid]) \
                    AND seq <= (SELECT seq FROM conversation_messages \
                                WHERE organization_id = $1 AND id = $3) \
-                 WINDOW w AS (ORDER BY seq DESC) \
-                 ORDER BY seq DESC LIMIT $4) h \
+                 WINDOW w AS (ORDER BY session_id DESC, seq DESC) \
+                 ORDER BY session_id DESC, seq DESC LIMIT $4) h \
              WHERE h.n = 1 OR h.running <= $5 \
              ORDER BY h.seq"
         );
