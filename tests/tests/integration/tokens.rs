@@ -183,12 +183,24 @@ async fn token_lifetime_is_configurable() {
 }
 
 #[tokio::test]
-async fn generated_secret_is_shared_through_the_database() {
-    // No configured secret: the first instance stores one, the second reads
-    // it, so a token from one is accepted by the other.
-    let cx = TestContext::with_config("generated_secret", |c| c.auth.jwt_secret = None).await;
+async fn generated_secret_is_shared_through_the_key_file() {
+    // No configured secret: the first instance generates one into the key
+    // file (as the embedded database's server does), the second reads the
+    // same file, so a token from one is accepted by the other. The secret
+    // is not in the database.
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("server.keys");
+    let from_file = |create: bool| {
+        let key_file = key_file.clone();
+        move |c: &mut workspace_server::config::Config| {
+            c.auth.jwt_secret = None;
+            c.secrets.key_file = Some(key_file);
+            c.secrets.generate_key_file = create;
+        }
+    };
+    let cx = TestContext::with_config("generated_secret", from_file(true)).await;
     let user = cx.user("shared").await;
-    let second = cx.second_instance(|c| c.auth.jwt_secret = None).await;
+    let second = cx.second_instance(from_file(false)).await;
     let client = workspace_client::Client::authenticated(
         &format!("http://{}", second.local_addr()),
         &user.token,
@@ -196,6 +208,14 @@ async fn generated_secret_is_shared_through_the_database() {
     .unwrap();
     let me = client.users_me().send().await.unwrap().into_inner();
     assert_eq!(me.id, user.id);
+    let kept: i64 = cx
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM server_secrets", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 0, "the secret is kept in the database");
     second.shutdown().await.unwrap();
     cx.teardown().await;
 }
