@@ -82,6 +82,109 @@ fn prompt_text(content: &str, sources: &[ChatSource], files: &[(String, String)]
     out
 }
 
+/// The agent a message is sent to, if it may answer (`agent:execute` is part
+/// of the handler's authorization).
+async fn active_agent(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    id: Uuid,
+) -> Result<crate::db::datastore::agents::AgentRow, Error> {
+    let agent = cx.datastore.agent_get(access, id).await?;
+    if !matches!(
+        agent.status,
+        AgentStatus::Ready | AgentStatus::Deployed | AgentStatus::Active
+    ) {
+        return Err(Error::conflict(
+            "agent_not_active",
+            format!(
+                "the agent is {}; it must pass its test (ready) or be deployed first",
+                agent.status
+            ),
+        ));
+    }
+    Ok(agent)
+}
+
+/// The excerpts of the knowledge bases for `content`, numbered from 1 in
+/// the order found (`kb:read` is part of the handler's authorization).
+async fn retrieve(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    kb_ids: &[Uuid],
+    content: &str,
+) -> Result<Vec<ChatSource>, Error> {
+    let mut sources = Vec::new();
+    if kb_ids.is_empty() {
+        return Ok(sources);
+    }
+    let query: String = content.chars().take(2000).collect();
+    for kb_id in kb_ids {
+        let found = crate::app::kb::search(
+            cx,
+            access,
+            *kb_id,
+            workspace_api::kb::KbSearchRequest {
+                query: query.clone(),
+                limit: Some(KB_LIMIT),
+                score_threshold: Some(KB_SCORE_THRESHOLD),
+                filters: None,
+            },
+        )
+        .await?;
+        for r in found.results {
+            sources.push(ChatSource {
+                index: sources.len() as u32 + 1,
+                knowledge_base_id: *kb_id,
+                document_id: r.document_id,
+                chunk_id: r.chunk_id,
+                content: r.content,
+                score: r.score,
+                metadata: r.metadata,
+            });
+        }
+    }
+    Ok(sources)
+}
+
+/// The text of the caller's uploads, by file name (those with text).
+async fn uploads_text(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    upload_ids: &[Uuid],
+) -> Result<Vec<(String, String)>, Error> {
+    let mut files = Vec::new();
+    if upload_ids.is_empty() {
+        return Ok(files);
+    }
+    for f in cx
+        .datastore
+        .chat_files_of_caller(access, upload_ids)
+        .await?
+    {
+        if let Some(text) = upload_text(cx, access, &f).await? {
+            files.push((f.filename.clone(), text));
+        }
+    }
+    Ok(files)
+}
+
+/// The stored history as the model sees it (answers still empty left out).
+fn model_history(history: Vec<crate::db::datastore::chat::ChatHistoryRow>) -> Vec<ModelMessage> {
+    history
+        .into_iter()
+        .filter(|m| !(m.role == ChatRole::Model && m.content.is_empty()))
+        .map(|m| {
+            ModelMessage::new(
+                match m.role {
+                    ChatRole::User => Role::User,
+                    ChatRole::Model => Role::Assistant,
+                },
+                m.content,
+            )
+        })
+        .collect()
+}
+
 /// Starts an answer; the receiver yields its numbered events.
 pub async fn send_message(
     cx: &ServerContext,
@@ -108,72 +211,14 @@ pub async fn send_message(
     // An agent: its model, prompt, settings and tools.
     let agent = match body.agent_id {
         None => None,
-        // `agent:execute` is part of the handler's authorization.
-        Some(id) => {
-            let agent = cx.datastore.agent_get(access, id).await?;
-            if !matches!(
-                agent.status,
-                AgentStatus::Ready | AgentStatus::Deployed | AgentStatus::Active
-            ) {
-                return Err(Error::conflict(
-                    "agent_not_active",
-                    format!(
-                        "the agent is {}; it must pass its test (ready) or be deployed first",
-                        agent.status
-                    ),
-                ));
-            }
-            Some(agent)
-        }
+        Some(id) => Some(active_agent(cx, access, id).await?),
     };
     let model = match &agent {
         Some(a) => crate::app::models::pick(cx, Some(a.model_id))?,
         None => crate::app::models::pick(cx, body.model_id)?,
     };
-    // Retrieval.
-    let mut sources = Vec::new();
-    // `kb:read` is part of the handler's authorization.
-    if !kb_ids.is_empty() {
-        let query: String = body.content.chars().take(2000).collect();
-        for kb_id in &kb_ids {
-            let found = crate::app::kb::search(
-                cx,
-                access,
-                *kb_id,
-                workspace_api::kb::KbSearchRequest {
-                    query: query.clone(),
-                    limit: Some(KB_LIMIT),
-                    score_threshold: Some(KB_SCORE_THRESHOLD),
-                    filters: None,
-                },
-            )
-            .await?;
-            for r in found.results {
-                sources.push(ChatSource {
-                    index: sources.len() as u32 + 1,
-                    knowledge_base_id: *kb_id,
-                    document_id: r.document_id,
-                    chunk_id: r.chunk_id,
-                    content: r.content,
-                    score: r.score,
-                    metadata: r.metadata,
-                });
-            }
-        }
-    }
-    // Uploads.
-    let mut files = Vec::new();
-    if !upload_ids.is_empty() {
-        for f in cx
-            .datastore
-            .chat_files_of_caller(access, &upload_ids)
-            .await?
-        {
-            if let Some(text) = upload_text(cx, access, &f).await? {
-                files.push((f.filename.clone(), text));
-            }
-        }
-    }
+    let sources = retrieve(cx, access, &kb_ids, &body.content).await?;
+    let files = uploads_text(cx, access, &upload_ids).await?;
     let settings = body
         .settings
         .clone()
@@ -218,19 +263,7 @@ pub async fn send_message(
         )
         .await?;
 
-    let mut messages: Vec<ModelMessage> = history
-        .into_iter()
-        .filter(|m| !(m.role == ChatRole::Model && m.content.is_empty()))
-        .map(|m| {
-            ModelMessage::new(
-                match m.role {
-                    ChatRole::User => Role::User,
-                    ChatRole::Model => Role::Assistant,
-                },
-                m.content,
-            )
-        })
-        .collect();
+    let mut messages = model_history(history);
     messages.push(prompt);
     let log = access.log().new(slog::o!(
         "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
