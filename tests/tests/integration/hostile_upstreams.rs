@@ -196,7 +196,7 @@ async fn mcp_oauth_endpoints_on_link_local_addresses_are_refused() {
         .into_inner()
         .instances
         .into_iter()
-        .find(|i| i.status.to_string() == "active")
+        .find(|i| i.status == "active")
         .expect("an active instance")
         .id;
     let started = Instant::now();
