@@ -86,74 +86,374 @@ pub const SYSTEM_ROLES: &[SystemRole] = &[
     },
 ];
 
-/// Typed permission names. Handlers name the permission they require with
-/// one of these constants, never with a string.
+/// Typed permissions. Each permission is a type of its own (`perm::KbRead`)
+/// with a constant of that type (`perm::KB_READ`): handlers name what they
+/// require with the constant, and the grant that
+/// [`crate::context::ServerContext::authorize`] returns carries the type,
+/// so a datastore function that deletes a knowledge base takes a
+/// `Grant<on::Kb, perm::KbDelete>` and a grant checked for `kb:read` does
+/// not type-check there.
 pub mod perm {
-    /// A permission name, `resource:action`.
+    /// A permission's name, `resource:action`, for checks made at run time
+    /// (a role may only grant what its creator holds).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Permission(&'static str);
+    pub struct Name(&'static str);
 
-    impl Permission {
+    impl Name {
         pub const fn name(self) -> &'static str {
             self.0
         }
     }
 
-    impl std::fmt::Display for Permission {
+    impl std::fmt::Display for Name {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str(self.0)
         }
     }
 
-    pub const ORGANIZATION_READ: Permission = Permission("organization:read");
-    pub const USERS_READ: Permission = Permission("users:read");
-    pub const USERS_WRITE: Permission = Permission("users:write");
-    pub const ROLES_READ: Permission = Permission("roles:read");
-    pub const ROLES_WRITE: Permission = Permission("roles:write");
-    pub const ROLES_DELETE: Permission = Permission("roles:delete");
-    pub const CONVERSATION_READ: Permission = Permission("conversation:read");
-    pub const CONVERSATION_WRITE: Permission = Permission("conversation:write");
-    pub const CHATS_READ: Permission = Permission("chats:read");
-    pub const CHATS_WRITE: Permission = Permission("chats:write");
-    pub const CHATS_DELETE: Permission = Permission("chats:delete");
-    pub const KB_READ: Permission = Permission("kb:read");
-    pub const KB_WRITE: Permission = Permission("kb:write");
-    pub const KB_DELETE: Permission = Permission("kb:delete");
-    pub const AGENT_READ: Permission = Permission("agent:read");
-    pub const AGENT_WRITE: Permission = Permission("agent:write");
-    pub const AGENT_DELETE: Permission = Permission("agent:delete");
-    pub const AGENT_EXECUTE: Permission = Permission("agent:execute");
-    pub const TOOL_READ: Permission = Permission("tool:read");
-    pub const TOOL_WRITE: Permission = Permission("tool:write");
-    pub const TOOL_DELETE: Permission = Permission("tool:delete");
-    pub const TOOL_EXECUTE: Permission = Permission("tool:execute");
-    pub const MCP_READ: Permission = Permission("mcp:read");
-    pub const MCP_WRITE: Permission = Permission("mcp:write");
+    /// A permission as a type. Sealed: only the ones below exist.
+    pub trait Permission:
+        super::sealed::Sealed + Copy + std::fmt::Debug + Send + Sync + 'static
+    {
+        const NAME: Name;
+        fn name(self) -> &'static str {
+            Self::NAME.0
+        }
+    }
+
+    macro_rules! permissions {
+        ($($ty:ident $konst:ident = $name:literal;)*) => {
+            $(
+                #[doc = concat!("The `", $name, "` permission.")]
+                #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+                pub struct $ty;
+                impl super::sealed::Sealed for $ty {}
+                impl Permission for $ty {
+                    const NAME: Name = Name($name);
+                }
+                impl super::Requirement for $ty {
+                    type Grants = $ty;
+                    fn check(self, access: &super::OrgAccess) -> Result<(), crate::error::Error> {
+                        access.require(Self::NAME)
+                    }
+                }
+                #[doc = concat!("The `", $name, "` permission.")]
+                pub const $konst: $ty = $ty;
+            )*
+        };
+    }
+
+    permissions! {
+        OrganizationRead ORGANIZATION_READ = "organization:read";
+        UsersRead USERS_READ = "users:read";
+        UsersWrite USERS_WRITE = "users:write";
+        RolesRead ROLES_READ = "roles:read";
+        RolesWrite ROLES_WRITE = "roles:write";
+        RolesDelete ROLES_DELETE = "roles:delete";
+        ConversationRead CONVERSATION_READ = "conversation:read";
+        ConversationWrite CONVERSATION_WRITE = "conversation:write";
+        ChatsRead CHATS_READ = "chats:read";
+        ChatsWrite CHATS_WRITE = "chats:write";
+        ChatsDelete CHATS_DELETE = "chats:delete";
+        KbRead KB_READ = "kb:read";
+        KbWrite KB_WRITE = "kb:write";
+        KbDelete KB_DELETE = "kb:delete";
+        AgentRead AGENT_READ = "agent:read";
+        AgentWrite AGENT_WRITE = "agent:write";
+        AgentDelete AGENT_DELETE = "agent:delete";
+        AgentExecute AGENT_EXECUTE = "agent:execute";
+        ToolRead TOOL_READ = "tool:read";
+        ToolWrite TOOL_WRITE = "tool:write";
+        ToolDelete TOOL_DELETE = "tool:delete";
+        ToolExecute TOOL_EXECUTE = "tool:execute";
+        McpRead MCP_READ = "mcp:read";
+        McpWrite MCP_WRITE = "mcp:write";
+    }
 }
 
-use perm::Permission;
+/// What an authorization is about: the object a request addresses. Each
+/// target names where its organization comes from ([`Scope`]) and becomes
+/// the grant's object once the caller was authorized.
+pub mod on {
+    use uuid::Uuid;
+
+    /// An addressed object: what a [`super::Grant`] is bound to.
+    pub trait Object: Copy + std::fmt::Debug + Send + Sync + 'static {
+        /// The object's id (an organization's for [`Org`]).
+        fn id(self) -> Uuid;
+    }
+
+    /// What a handler asks to be authorized on.
+    pub trait Target: Copy {
+        type Object: Object;
+        /// Where the organization comes from.
+        fn scope(self) -> super::Scope;
+        /// The object, once the organization is known.
+        fn object(self, org_id: Uuid) -> Self::Object;
+    }
+
+    /// An organization, by its id.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Org(pub Uuid);
+
+    /// The organization `Some(id)` names, else the caller's personal one
+    /// (operations whose `org_id` is optional). Granted as an [`Org`].
+    #[derive(Clone, Copy, Debug)]
+    pub struct OrgOrPersonal(pub Option<Uuid>);
+
+    impl Object for Org {
+        fn id(self) -> Uuid {
+            self.0
+        }
+    }
+
+    impl Target for Org {
+        type Object = Org;
+        fn scope(self) -> super::Scope {
+            super::Scope::Org(self.0)
+        }
+        fn object(self, org_id: Uuid) -> Org {
+            Org(org_id)
+        }
+    }
+
+    impl Target for OrgOrPersonal {
+        type Object = Org;
+        fn scope(self) -> super::Scope {
+            super::Scope::org_or_personal(self.0)
+        }
+        fn object(self, org_id: Uuid) -> Org {
+            Org(org_id)
+        }
+    }
+
+    macro_rules! objects {
+        ($($(#[$doc:meta])* $ty:ident => $scope:ident;)*) => {
+            $(
+                $(#[$doc])*
+                #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+                pub struct $ty(pub Uuid);
+                impl Object for $ty {
+                    fn id(self) -> Uuid {
+                        self.0
+                    }
+                }
+                impl Target for $ty {
+                    type Object = $ty;
+                    fn scope(self) -> super::Scope {
+                        super::Scope::$scope(self.0)
+                    }
+                    fn object(self, _org_id: Uuid) -> $ty {
+                        self
+                    }
+                }
+            )*
+        };
+    }
+
+    objects! {
+        /// A knowledge base, authorized through its organization.
+        Kb => Kb;
+        /// An agent.
+        Agent => Agent;
+        /// An agent deployment.
+        Deployment => Deployment;
+        /// A chat session (its owner is checked by every chat query).
+        Chat => Chat;
+        /// An MCP instance (only its own user's).
+        McpInstance => McpInstance;
+        /// An invitation.
+        Invitation => Invitation;
+    }
+}
+
+/// What an operation requires of the caller in an organization, on top of
+/// an active membership: a permission (`perm::KB_READ`), or one of the
+/// forms below. Every org-scoped handler states it in its one call to
+/// [`crate::context::ServerContext::authorize`]; `Grants` is what the
+/// grant carries in its type.
+pub trait Requirement: Copy + Send + Sync + 'static {
+    type Grants: Copy + std::fmt::Debug + Send + Sync + 'static;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error>;
+}
+
+/// An active membership only.
+#[derive(Clone, Copy, Debug)]
+pub struct Member;
+
+impl Requirement for Member {
+    type Grants = Member;
+    fn check(self, _: &OrgAccess) -> Result<(), crate::error::Error> {
+        Ok(())
+    }
+}
+
+/// The permission, and the owner role (changing a member's role). Grants
+/// `Owner<P>`: what only owners may do takes that, not `P` alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Owner<P>(pub P);
+
+impl<P: perm::Permission> Requirement for Owner<P> {
+    type Grants = Owner<P>;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        access.require(P::NAME)?;
+        if access.is_owner() {
+            Ok(())
+        } else {
+            Err(crate::error::Error::forbidden(
+                "only the organization's owners can do this",
+            ))
+        }
+    }
+}
+
+/// A role at or above the admin level ([`ADMIN_LEVEL`]): the spec's
+/// "admin or owner roles" (invitations).
+#[derive(Clone, Copy, Debug)]
+pub struct AdminRole;
+
+impl Requirement for AdminRole {
+    type Grants = AdminRole;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        if access.level >= ADMIN_LEVEL {
+            Ok(())
+        } else {
+            Err(crate::error::Error::forbidden(format!(
+                "this needs a role of level {ADMIN_LEVEL} or more (admin or owner)"
+            )))
+        }
+    }
+}
+
+/// The permission `P`, and every one of `also` (checked at run time: a
+/// request whose body decides what else it needs, as sending a message
+/// with an agent needs `agent:execute`). Grants `P`.
+#[derive(Clone, Copy, Debug)]
+pub struct Also<P>(pub P, pub &'static [perm::Name]);
+
+impl<P: perm::Permission> Requirement for Also<P> {
+    type Grants = P;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        access.require(P::NAME)?;
+        self.1.iter().try_for_each(|p| access.require(*p))
+    }
+}
+
+/// Both permissions; grants both (`Grant::first`, `Grant::second`).
+impl<A: perm::Permission, B: perm::Permission> Requirement for (A, B) {
+    type Grants = (A, B);
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        access.require(A::NAME)?;
+        access.require(B::NAME)
+    }
+}
+
+/// What the caller may do with one object: the organization's
+/// [`OrgAccess`] (which it dereferences to, for reads), the object it was
+/// authorized on and, in its type, what was checked. Made only by
+/// [`crate::context::ServerContext::authorize`]: datastore functions that
+/// change a tenant's object take the grant of that object and permission
+/// (`Grant<on::Kb, perm::KbDelete>`), so a grant for another object kind
+/// or a lesser permission does not compile there.
+///
+/// Checked by the doc tests below (`cargo xtask check` runs them): the
+/// delete grant of a knowledge base type-checks in `kb_delete`, a read
+/// grant of it does not, nor does the delete grant of an agent.
+///
+/// ```no_run
+/// use workspace_server::authz::{Grant, on, perm};
+/// async fn delete(ds: &workspace_server::db::Datastore, g: &Grant<on::Kb, perm::KbDelete>) {
+///     let _ = ds.kb_delete(g).await;
+/// }
+/// ```
+///
+/// ```compile_fail,E0308
+/// use workspace_server::authz::{Grant, on, perm};
+/// async fn delete(ds: &workspace_server::db::Datastore, g: &Grant<on::Kb, perm::KbRead>) {
+///     let _ = ds.kb_delete(g).await;
+/// }
+/// ```
+///
+/// ```compile_fail,E0308
+/// use workspace_server::authz::{Grant, on, perm};
+/// async fn delete(ds: &workspace_server::db::Datastore, g: &Grant<on::Agent, perm::KbDelete>) {
+///     let _ = ds.kb_delete(g).await;
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Grant<O, R> {
+    access: OrgAccess,
+    object: O,
+    _granted: std::marker::PhantomData<R>,
+}
+
+impl<O: on::Object, R> Grant<O, R> {
+    pub(crate) fn new(access: OrgAccess, object: O) -> Grant<O, R> {
+        Grant {
+            access,
+            object,
+            _granted: std::marker::PhantomData,
+        }
+    }
+
+    /// The object this grant is for.
+    pub fn object(&self) -> O {
+        self.object
+    }
+
+    /// The object's id (the organization's for an organization).
+    pub fn id(&self) -> uuid::Uuid {
+        self.object.id()
+    }
+
+    /// The organization's access this grant was made from.
+    pub fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+impl<O: on::Object, A, B> Grant<O, (A, B)> {
+    /// The grant of the first of two permissions.
+    pub fn first(&self) -> Grant<O, A> {
+        Grant::new(self.access.clone(), self.object)
+    }
+    /// The grant of the second of two permissions.
+    pub fn second(&self) -> Grant<O, B> {
+        Grant::new(self.access.clone(), self.object)
+    }
+}
+
+/// The grants that invite people into an organization: the invitations
+/// area's (admin or owner roles) and `POST /api/users/invite`'s
+/// (`users:write`).
+pub trait Invites: sealed::Sealed + Sync {
+    /// The organization's access the grant was made from.
+    fn access(&self) -> &OrgAccess;
+}
+
+impl Invites for Grant<on::Org, AdminRole> {
+    fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+impl Invites for Grant<on::Org, perm::UsersWrite> {
+    fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+impl<O, R> std::ops::Deref for Grant<O, R> {
+    type Target = OrgAccess;
+    fn deref(&self) -> &OrgAccess {
+        &self.access
+    }
+}
 
 /// The level of the admin system role: the lowest that manages invitations.
 pub const ADMIN_LEVEL: i32 = 80;
 /// The level of the owner system role.
 pub const OWNER_LEVEL: i32 = 100;
-
-/// What an operation requires of the caller in an organization, on top of
-/// an active membership. Every org-scoped handler states it in its one call
-/// to [`crate::context::ServerContext::authorize`].
-#[derive(Clone, Copy, Debug)]
-pub enum Require {
-    /// An active membership only.
-    Member,
-    /// A role that grants the permission.
-    Perm(Permission),
-    /// A role that grants every one of the permissions.
-    AllOf(&'static [Permission]),
-    /// The permission, and the owner role (changing a member's role).
-    OwnerWith(Permission),
-    /// A role at or above the level (invitations: [`ADMIN_LEVEL`]).
-    Level(i32),
-}
 
 /// Where the organization of a request comes from: its `org_id`, or the
 /// organization of an object addressed by its own id. For an object the
@@ -215,9 +515,11 @@ pub fn is_owner_role(is_system_role: bool, name: &str) -> bool {
 /// role and the role's permission names, and the request's logger.
 ///
 /// Only [`crate::context::ServerContext::authorize`] makes one (the fields
-/// are private), after checking the operation's [`Require`]; tenant-scoped
-/// datastore functions take it instead of a bare organization id, so a
-/// query that is not scoped to an authorized organization does not compile.
+/// are private), after checking the operation's [`Requirement`], inside a
+/// [`Grant`]; tenant-scoped datastore functions that read take it (a
+/// grant dereferences to it) instead of a bare organization id, so a query
+/// that is not scoped to an authorized organization does not compile;
+/// those that change an object take the [`Grant`] itself.
 #[derive(Clone, Debug)]
 pub struct OrgAccess {
     org_id: uuid::Uuid,
@@ -383,6 +685,7 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for super::OrgAccess {}
     impl Sealed for super::DeploymentAccess {}
+    impl<O, R> Sealed for super::Grant<O, R> {}
 }
 
 /// An organization the caller was authorized in, by a member's token
@@ -400,6 +703,12 @@ impl OrgScope for OrgAccess {
     }
 }
 
+impl<O: Sync, R: Sync> OrgScope for Grant<O, R> {
+    fn scope_org_id(&self) -> uuid::Uuid {
+        self.access.org_id
+    }
+}
+
 impl OrgScope for DeploymentAccess {
     fn scope_org_id(&self) -> uuid::Uuid {
         self.org_id
@@ -407,13 +716,15 @@ impl OrgScope for DeploymentAccess {
 }
 
 impl OrgAccess {
-    /// Checks `require` against a membership and grants access.
-    pub(crate) fn grant(
+    /// Checks `require` against a membership and grants access to the
+    /// target's object.
+    pub(crate) fn grant<T: on::Target, R: Requirement>(
         user_id: uuid::Uuid,
         membership: Membership,
-        require: Require,
+        target: T,
+        require: R,
         log: &slog::Logger,
-    ) -> Result<OrgAccess, crate::error::Error> {
+    ) -> Result<Grant<T::Object, R::Grants>, crate::error::Error> {
         let access = OrgAccess {
             org_id: membership.org_id,
             user_id,
@@ -431,42 +742,19 @@ impl OrgAccess {
                 ))
             },
         };
-        access.check(require)?;
-        Ok(access)
+        require.check(&access)?;
+        let object = target.object(access.org_id);
+        Ok(Grant::new(access, object))
     }
 
-    fn check(&self, require: Require) -> Result<(), crate::error::Error> {
-        use crate::error::Error;
-        let lacks = |p: Permission| {
-            Error::forbidden(format!("your role does not grant the {p} permission"))
-        };
-        match require {
-            Require::Member => Ok(()),
-            Require::Perm(p) => self.has(p).then_some(()).ok_or_else(|| lacks(p)),
-            Require::AllOf(ps) => match ps.iter().find(|p| !self.has(**p)) {
-                Some(p) => Err(lacks(*p)),
-                None => Ok(()),
-            },
-            Require::OwnerWith(p) => {
-                if !self.has(p) {
-                    Err(lacks(p))
-                } else if !self.is_owner() {
-                    Err(Error::forbidden(
-                        "only the organization's owners can do this",
-                    ))
-                } else {
-                    Ok(())
-                }
-            }
-            Require::Level(level) => {
-                if self.level >= level {
-                    Ok(())
-                } else {
-                    Err(Error::forbidden(format!(
-                        "this needs a role of level {level} or more (admin or owner)"
-                    )))
-                }
-            }
+    /// `403 forbidden` unless the role grants the permission.
+    fn require(&self, p: perm::Name) -> Result<(), crate::error::Error> {
+        if permits(&self.permissions, p.name()) {
+            Ok(())
+        } else {
+            Err(crate::error::Error::forbidden(format!(
+                "your role does not grant the {p} permission"
+            )))
         }
     }
 
@@ -489,13 +777,6 @@ impl OrgAccess {
     /// The request's logger, with its request id, organization and user.
     pub fn log(&self) -> &slog::Logger {
         &self.log
-    }
-
-    /// Whether the caller's role grants `permission`. For rules about
-    /// *what* is granted (a role may only grant what its creator holds),
-    /// not for deciding whether an operation may run: that is [`Require`].
-    pub fn has(&self, permission: Permission) -> bool {
-        permits(&self.permissions, permission.name())
     }
 
     /// Whether the caller's role grants the permission named `name`.

@@ -2,8 +2,8 @@
 
 use crate::authn::{Actor, TokenKeys};
 use crate::authz::{
-    DeploymentAccess, DownloadGrant, GatewayAccess, LiveAccess, OAuthCallbackGrant, OrgAccess,
-    Require, Scope, SystemAdmin,
+    DeploymentAccess, DownloadGrant, GatewayAccess, Grant, LiveAccess, OAuthCallbackGrant,
+    OrgAccess, Requirement, SystemAdmin, on,
 };
 use crate::config::Config;
 use crate::db::Datastore;
@@ -105,20 +105,21 @@ impl ServerContext {
     /// existence is not revealed): `403 forbidden` for [`Scope::Org`],
     /// `404 not_found` for an object scope. A member whose role falls
     /// short: `403 forbidden`.
-    pub async fn authorize(
+    pub async fn authorize<T: on::Target, R: Requirement>(
         &self,
         rqctx: &Rq,
-        scope: Scope,
-        require: Require,
-    ) -> Result<OrgAccess, Error> {
+        target: T,
+        require: R,
+    ) -> Result<Grant<T::Object, R::Grants>, Error> {
         let user_id = self.tokens.verify_request(rqctx.request.headers())?;
+        let scope = target.scope();
         match self.datastore.access_lookup(user_id, scope).await? {
             AccessLookup::NoUser => Err(crate::authn::invalid_token()),
             AccessLookup::NotMember => Err(scope
                 .not_found()
                 .unwrap_or_else(|| Error::forbidden("you are not a member of this organization"))),
             AccessLookup::Member(membership) => {
-                OrgAccess::grant(user_id, membership, require, &rqctx.log)
+                OrgAccess::grant(user_id, membership, target, require, &rqctx.log)
             }
         }
     }

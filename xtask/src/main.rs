@@ -219,7 +219,22 @@ fn check_all(root: &Path) -> Result<()> {
     let c = contract(root);
     let d = sdk(root, Mode::Check).and_then(|()| sdk_build(root));
     let e = compat::check(root);
-    a.and(b).and(c).and(d).and(e)
+    let f = compile_guards(root);
+    a.and(b).and(c).and(d).and(e).and(f)
+}
+
+/// The server's compile-time guards: its doc tests, which show that a
+/// grant of one permission or object does not type-check where another is
+/// needed (`authz::Grant`).
+fn compile_guards(root: &Path) -> Result<()> {
+    run_quiet(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root)
+            .args(["test", "--doc", "-p", "workspace-server", "--quiet"]),
+        "the server's doc tests (compile-time guards)",
+    )?;
+    println!("compile-time guards hold (doc tests of workspace-server)");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------

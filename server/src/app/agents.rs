@@ -1,7 +1,7 @@
 //! Agents: validation, lifecycle status, and loading an agent into the
 //! runtime.
 
-use crate::authz::{OrgAccess, OrgScope};
+use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::agents::{AgentFields, AgentRow};
 use crate::db::enums::AgentStatus as DbStatus;
@@ -166,7 +166,7 @@ fn configured(params: &AgentParams, has_tools: bool) -> DbStatus {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::AgentWrite>,
     body: AgentCreate,
 ) -> Result<AgentSummary, Error> {
     crate::app::tools::no_nul(&body)?;
@@ -175,12 +175,12 @@ pub async fn create(
     let agent_type = validate_type(&body.agent_type)?;
     validate_model(cx, body.model_id)?;
     validate_params(&body.params)?;
-    let tools = resolve_tools(cx, access, body.tools.as_deref().unwrap_or(&[])).await?;
+    let tools = resolve_tools(cx, grant, body.tools.as_deref().unwrap_or(&[])).await?;
     let status = configured(&body.params, !tools.is_empty());
     let row = cx
         .datastore
         .agent_create(
-            access,
+            grant,
             &AgentFields {
                 name,
                 description,
@@ -271,10 +271,10 @@ pub async fn get(cx: &ServerContext, access: &OrgAccess, id: Uuid) -> Result<Age
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Agent, perm::AgentWrite>,
     body: workspace_api::agents::AgentUpdate,
 ) -> Result<AgentSummary, Error> {
+    let id = grant.id();
     crate::app::tools::no_nul(&body)?;
     // Everything that needs no lock is checked before the transaction.
     let name = body
@@ -297,13 +297,13 @@ pub async fn update(
         validate_params(p)?;
     }
     let tools = match &body.tools {
-        Some(t) => Some(resolve_tools(cx, access, t).await?),
+        Some(t) => Some(resolve_tools(cx, grant, t).await?),
         None => None,
     };
-    let had_tools = !cx.datastore.agent_tools(access, id).await?.is_empty();
+    let had_tools = !cx.datastore.agent_tools(grant, id).await?.is_empty();
     let row = cx
         .datastore
-        .agent_update(access, id, |current| {
+        .agent_update(grant, |current| {
             let params = match &body.params {
                 Some(p) => p.clone(),
                 None => params_of(&current.params)?,
@@ -336,10 +336,9 @@ pub async fn update(
 
 pub async fn delete(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Agent, perm::AgentDelete>,
 ) -> Result<SuccessResponse, Error> {
-    cx.datastore.agent_delete(access, id).await?;
+    cx.datastore.agent_delete(grant).await?;
     Ok(SuccessResponse {
         success: true,
         message: "agent deleted".into(),
@@ -433,10 +432,10 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
 
 pub async fn test(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Agent, perm::AgentExecute>,
     body: AgentTestRequest,
 ) -> Result<AgentTestResult, Error> {
+    let id = grant.id();
     let n = body.message.chars().count();
     if body.message.trim().is_empty() || n > 100_000 {
         return Err(Error::invalid(
@@ -444,18 +443,18 @@ pub async fn test(
             "the message must be 1 to 100,000 characters and not blank",
         ));
     }
-    let agent = cx.datastore.agent_get(access, id).await?;
+    let agent = cx.datastore.agent_get(grant, id).await?;
     let spec = run_spec(
         cx,
-        access,
+        grant,
         &agent,
         vec![ChatMessage::user(body.message)],
-        access.log(),
+        grant.log(),
     )
     .await?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];
     cx.datastore
-        .agent_transition(access, id, &before, DbStatus::Testing)
+        .agent_transition(grant, &before, DbStatus::Testing)
         .await?;
     let result = collect(crate::runtime::run(spec)).await;
     let (to, from) = if result.error.is_none() {
@@ -469,7 +468,7 @@ pub async fn test(
             [DbStatus::Testing, DbStatus::Ready, DbStatus::Created],
         )
     };
-    let status = cx.datastore.agent_transition(access, id, &from, to).await?;
+    let status = cx.datastore.agent_transition(grant, &from, to).await?;
     Ok(AgentTestResult {
         success: result.error.is_none(),
         output: result.text,

@@ -9,7 +9,7 @@
 
 use crate::app::answer::{Answer, Area, Out, Outcome, Stored};
 use crate::app::streams::Numbered;
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::Datastore;
 use crate::db::datastore::chat::STOP_CHANNEL;
@@ -72,7 +72,7 @@ fn message_view(row: MessageRow) -> ConversationMessage {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ConversationWrite>,
     body: ConversationCreate,
 ) -> Result<Conversation, Error> {
     let title = body.title.trim();
@@ -85,8 +85,8 @@ pub async fn create(
     let row = cx
         .datastore
         .conversation_create(
-            access,
-            access.user_id(),
+            grant,
+            grant.user_id(),
             title,
             body.is_archived.unwrap_or(false),
         )
@@ -96,7 +96,7 @@ pub async fn create(
 
 pub async fn create_session(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ConversationWrite>,
     body: ConversationSessionCreate,
 ) -> Result<ConversationSession, Error> {
     // Only models this server offers; an unknown id is not found.
@@ -105,12 +105,7 @@ pub async fn create_session(
     }
     let row = cx
         .datastore
-        .session_create(
-            access,
-            body.conversation_id,
-            body.model_id,
-            access.user_id(),
-        )
+        .session_create(grant, body.conversation_id, body.model_id, grant.user_id())
         .await?;
     Ok(ConversationSession {
         id: row.id,
@@ -200,7 +195,7 @@ pub async fn messages(
 /// of its own, which goes on when the client goes away.
 pub async fn stream_chat(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ConversationWrite>,
     body: StreamChatRequest,
 ) -> Result<mpsc::Receiver<Numbered>, Error> {
     let length = body.message.chars().count();
@@ -212,8 +207,8 @@ pub async fn stream_chat(
     }
     // Both point lookups at once, on the shared pipelined connections.
     let (session, features) = tokio::try_join!(
-        cx.datastore.session_get(access, body.chat_session_id),
-        crate::app::orgs::features(cx, access),
+        cx.datastore.session_get(grant, body.chat_session_id),
+        crate::app::orgs::features(cx, grant),
     )?;
     let model = cx.models.get(session.model_id).cloned().ok_or_else(|| {
         Error::invalid(
@@ -235,7 +230,7 @@ pub async fn stream_chat(
     let history = cx
         .datastore
         .message_append_user(
-            access,
+            grant,
             &session,
             &body.message,
             daily_limit,
@@ -256,7 +251,7 @@ pub async fn stream_chat(
             )
         })
         .collect();
-    let log = access.log().new(slog::o!(
+    let log = grant.log().new(slog::o!(
         "session_id" => body.chat_session_id.to_string(),
         "model" => model.name.clone(),
         "message_id" => message_id.to_string(),
@@ -275,7 +270,7 @@ pub async fn stream_chat(
     spec.fit_context();
     let area = ConversationAnswer {
         datastore: cx.datastore.clone(),
-        access: access.clone(),
+        grant: grant.clone(),
         session,
         message_id,
     };
@@ -342,7 +337,7 @@ pub async fn stop(
 /// the session's messages, streamed as [`ConversationStreamEvent`]s.
 struct ConversationAnswer {
     datastore: Datastore,
-    access: OrgAccess,
+    grant: Grant<on::Org, perm::ConversationWrite>,
     session: SessionRow,
     message_id: Uuid,
 }
@@ -361,7 +356,7 @@ impl Area for ConversationAnswer {
 
     async fn save_partial(&self, text: &str) -> Result<(), Error> {
         self.datastore
-            .message_save_partial(&self.access, self.message_id, text)
+            .message_save_partial(&self.grant, self.message_id, text)
             .await
     }
 
@@ -382,7 +377,7 @@ impl Area for ConversationAnswer {
             cached_tokens: usage.and_then(|u| tokens(u.cached_tokens)),
         };
         self.datastore
-            .message_store_answer(&self.access, &self.session, &answer)
+            .message_store_answer(&self.grant, &self.session, &answer)
             .await
     }
 

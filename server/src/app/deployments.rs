@@ -3,7 +3,7 @@
 //! through the agent runtime.
 
 use crate::app::agents::{Collected, collect, run_spec};
-use crate::authz::{DeploymentAccess, OrgAccess};
+use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDeployment};
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
@@ -198,10 +198,10 @@ fn view(cx: &ServerContext, row: DeploymentRow) -> Deployment {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
-    agent_id: Uuid,
+    grant: &Grant<on::Agent, perm::AgentWrite>,
     body: DeploymentCreate,
 ) -> Result<DeploymentWithKey, Error> {
+    let agent_id = grant.id();
     let name = check_name(&body.name)?;
     let description = check_description(body.description.as_deref().unwrap_or_default())?;
     let allowed_origins = check_origins(body.allowed_origins.as_deref().unwrap_or_default())?;
@@ -221,8 +221,7 @@ pub async fn create(
     let row = cx
         .datastore
         .deployment_create(
-            access,
-            agent_id,
+            grant,
             NewDeployment {
                 name,
                 description,
@@ -235,7 +234,7 @@ pub async fn create(
             },
         )
         .await?;
-    slog::info!(access.log(), "deployment created"; "deployment_id" => row.id.to_string(),
+    slog::info!(grant.log(), "deployment created"; "deployment_id" => row.id.to_string(),
         "agent_id" => agent_id.to_string());
     Ok(DeploymentWithKey {
         deployment: view(cx, row),
@@ -263,11 +262,11 @@ pub async fn get(cx: &ServerContext, access: &OrgAccess, id: Uuid) -> Result<Dep
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Deployment, perm::AgentWrite>,
     body: DeploymentUpdate,
 ) -> Result<Deployment, Error> {
-    let current = cx.datastore.deployment_get(access, id).await?;
+    let id = grant.id();
+    let current = cx.datastore.deployment_get(grant, id).await?;
     let allowed_origins = body
         .allowed_origins
         .as_deref()
@@ -309,16 +308,15 @@ pub async fn update(
     };
     Ok(view(
         cx,
-        cx.datastore.deployment_update(access, id, changes).await?,
+        cx.datastore.deployment_update(grant, changes).await?,
     ))
 }
 
 pub async fn delete(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Deployment, perm::AgentDelete>,
 ) -> Result<SuccessResponse, Error> {
-    cx.datastore.deployment_delete(access, id).await?;
+    cx.datastore.deployment_delete(grant).await?;
     Ok(SuccessResponse {
         success: true,
         message: "deployment deleted".into(),
@@ -327,15 +325,15 @@ pub async fn delete(
 
 pub async fn regenerate_key(
     cx: &ServerContext,
-    access: &OrgAccess,
-    id: Uuid,
+    grant: &Grant<on::Deployment, perm::AgentWrite>,
 ) -> Result<DeploymentWithKey, Error> {
+    let id = grant.id();
     let (key, hash) = new_key();
     let row = cx
         .datastore
-        .deployment_rekey(access, id, &hash, &key_prefix(&key))
+        .deployment_rekey(grant, &hash, &key_prefix(&key))
         .await?;
-    slog::info!(access.log(), "deployment key regenerated"; "deployment_id" => id.to_string());
+    slog::info!(grant.log(), "deployment key regenerated"; "deployment_id" => id.to_string());
     Ok(DeploymentWithKey {
         deployment: view(cx, row),
         api_key: key,

@@ -1,7 +1,7 @@
 //! Chat uploads: sniffing, the allow-list, the size limit, streaming to
 //! the file store, and the signed download links of the local store.
 
-use crate::authz::{DownloadGrant, OrgAccess};
+use crate::authz::{DownloadGrant, Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::error::Error;
 use bytes::{Bytes, BytesMut};
@@ -47,24 +47,24 @@ fn too_large(max: u64) -> Error {
 /// (bounded by `files.max_upload_bytes`, hashed on the way) and records it.
 pub async fn upload(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
     chat_id: Option<Uuid>,
     body: dropshot::MultipartBody,
 ) -> Result<Upload, Error> {
-    check_upload_features(cx, access).await?;
+    check_upload_features(cx, grant).await?;
     let max = cx.config.files.max_upload_bytes;
     let mut part = FilePart::of(body).await?;
     let filename = clean_filename(part.file_name());
     let head = part.head(max).await?;
     let content_type = crate::extract::sniff::sniff(&head.bytes, head.complete, &filename)?;
     let file_id = Uuid::new_v4();
-    let key = format!("orgs/{}/files/{file_id}", access.org_id());
+    let key = format!("orgs/{}/files/{file_id}", grant.org_id());
     let (size, sha256) = store_stream(cx, &key, head, &mut part, max).await?;
     let message_id = Uuid::new_v4();
     let inserted = cx
         .datastore
         .file_insert(
-            access,
+            grant,
             &crate::db::datastore::files::NewFile {
                 id: file_id,
                 chat_id,
@@ -81,7 +81,7 @@ pub async fn upload(
         let _ = cx.files.delete(&key).await;
         return Err(e);
     }
-    slog::info!(access.log(), "file uploaded"; "file_id" => file_id.to_string(),
+    slog::info!(grant.log(), "file uploaded"; "file_id" => file_id.to_string(),
         "content_type" => content_type, "bytes" => size);
     let url = cx
         .files
@@ -238,12 +238,12 @@ async fn store_stream(
 /// with the reason (remembered too, so a bad file is not parsed again).
 pub async fn extract_text(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
     file_id: Uuid,
 ) -> Result<String, Error> {
     let file = cx
         .datastore
-        .file_for_extraction(access, file_id)
+        .file_for_extraction(grant, file_id)
         .await?
         .ok_or(Error::NotFound { what: "file" })?;
     if let Some(text) = file.extracted_text {
@@ -264,7 +264,7 @@ pub async fn extract_text(
     match result {
         Ok(text) => {
             cx.datastore
-                .file_set_extraction(access, file_id, Some(&text), None)
+                .file_set_extraction(grant, file_id, Some(&text), None)
                 .await?;
             Ok(text)
         }
@@ -273,7 +273,7 @@ pub async fn extract_text(
             // A timeout may pass on a quieter machine: not remembered.
             if !matches!(e, crate::extract::ExtractError::TimedOut(_)) {
                 cx.datastore
-                    .file_set_extraction(access, file_id, None, Some(&message))
+                    .file_set_extraction(grant, file_id, None, Some(&message))
                     .await?;
             }
             Err(Error::unprocessable("extraction_failed", message))

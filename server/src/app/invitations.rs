@@ -5,7 +5,7 @@
 use crate::app::auth::{
     check_password_policy, hash_password, normalize_email, validate_email, validate_name,
 };
-use crate::authz::OrgAccess;
+use crate::authz::{AdminRole, Grant, Invites, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::invitations::{AcceptOutcome, Acceptance, InvitationRow, NewInvitation};
 use crate::db::enums::InvitationStatus as DbStatus;
@@ -178,12 +178,13 @@ async fn send_logged(access: &OrgAccess, cx: &ServerContext, email: &Email, invi
 /// and the token.
 async fn create_one(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &impl Invites,
     email: &str,
     role_id: Uuid,
     message: Option<&str>,
     invitee: Option<(&str, &str)>,
 ) -> Result<(InvitationRow, String), Error> {
+    let access = grant.access();
     let email = normalize_email(email);
     validate_email(&email)?;
     crate::app::orgs::assignable_role(cx, access, role_id).await?;
@@ -195,7 +196,7 @@ async fn create_one(
     let row = cx
         .datastore
         .invitation_create(
-            access,
+            grant,
             &NewInvitation {
                 id,
                 email: &email,
@@ -215,13 +216,13 @@ async fn create_one(
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, AdminRole>,
     request: InvitationCreateRequest,
 ) -> Result<Invitation, Error> {
     let message = validate_message(request.message.as_deref())?;
     let (row, token) = create_one(
         cx,
-        access,
+        grant,
         &request.email,
         request.role_id,
         message.as_deref(),
@@ -233,7 +234,7 @@ pub async fn create(
 
 pub async fn bulk_create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, AdminRole>,
     request: InvitationBulkCreateRequest,
 ) -> Result<InvitationBulkCreateResponse, Error> {
     if request.invitations.is_empty() || request.invitations.len() > BULK_MAX_ITEMS {
@@ -247,7 +248,7 @@ pub async fn bulk_create(
     for item in &request.invitations {
         let outcome = create_one(
             cx,
-            access,
+            grant,
             &item.email,
             item.role_id,
             message.as_deref(),
@@ -395,17 +396,15 @@ async fn current_status(
 /// Extends a pending invitation's expiry and e-mails the same link again.
 pub async fn resend(
     cx: &ServerContext,
-    access: &OrgAccess,
-    invitation_id: Uuid,
+    grant: &Grant<on::Invitation, AdminRole>,
 ) -> Result<InvitationResendResponse, Error> {
+    let invitation_id = grant.id();
     let Some(row) = cx
         .datastore
-        .invitation_extend(access, invitation_id, INVITATION_LIFETIME_SECS)
+        .invitation_extend(grant, INVITATION_LIFETIME_SECS)
         .await?
     else {
-        return Err(not_pending(
-            current_status(cx, access, invitation_id).await?,
-        ));
+        return Err(not_pending(current_status(cx, grant, invitation_id).await?));
     };
     let token = token_of(cx, &row)?.ok_or_else(|| {
         Error::conflict(
@@ -418,7 +417,7 @@ pub async fn resend(
         .send(&invitation_email(cx, &row, &token))
         .await
         .map_err(|e| {
-            slog::error!(access.log(), "invitation e-mail not delivered";
+            slog::error!(grant.log(), "invitation e-mail not delivered";
                 "invitation_id" => invitation_id.to_string(), "error" => e.to_string());
             Error::Unavailable {
                 code: "mail_unavailable",
@@ -439,17 +438,11 @@ pub async fn resend(
 
 pub async fn revoke(
     cx: &ServerContext,
-    access: &OrgAccess,
-    invitation_id: Uuid,
+    grant: &Grant<on::Invitation, AdminRole>,
 ) -> Result<InvitationRevokeResponse, Error> {
-    if !cx
-        .datastore
-        .invitation_revoke(access, invitation_id)
-        .await?
-    {
-        return Err(not_pending(
-            current_status(cx, access, invitation_id).await?,
-        ));
+    let invitation_id = grant.id();
+    if !cx.datastore.invitation_revoke(grant).await? {
+        return Err(not_pending(current_status(cx, grant, invitation_id).await?));
     }
     Ok(InvitationRevokeResponse {
         success: true,
@@ -549,14 +542,14 @@ fn accepted(cx: &ServerContext, outcome: AcceptOutcome) -> Result<SignupInviteRe
 /// `POST /api/users/invite`: `access` must grant `users:write`.
 pub async fn invite_user(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::UsersWrite>,
     request: UserInviteRequest,
 ) -> Result<UserInviteResponse, Error> {
     let first_name = validate_name("first_name", &request.first_name)?;
     let last_name = validate_name("last_name", &request.last_name)?;
     let (row, _token) = create_one(
         cx,
-        access,
+        grant,
         &request.email,
         request.role,
         None,

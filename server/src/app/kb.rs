@@ -1,6 +1,6 @@
 //! Knowledge bases: validation, sources (credentials sealed), views.
 
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::kb::{
     DocumentProgressRow, DocumentRow, KbRow, NewDocument, NewSource, SourceRow,
@@ -259,7 +259,7 @@ pub(crate) fn source_credentials_ad(source_id: Uuid) -> String {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::KbWrite>,
     body: KbCreate,
 ) -> Result<KbCreated, Error> {
     let name = name(&body.name)?;
@@ -286,7 +286,7 @@ pub async fn create(
     let row = cx
         .datastore
         .kb_create(
-            access,
+            grant,
             &crate::db::datastore::kb::NewKb {
                 name,
                 description,
@@ -297,7 +297,7 @@ pub async fn create(
             cx.config.kb.max_attempts,
         )
         .await?;
-    slog::info!(access.log(), "knowledge base created"; "kb_id" => row.id.to_string(),
+    slog::info!(grant.log(), "knowledge base created"; "kb_id" => row.id.to_string(),
         "sources" => sources.len());
     Ok(KbCreated {
         id: row.id,
@@ -358,16 +358,12 @@ pub async fn get(cx: &ServerContext, access: &OrgAccess, kb_id: Uuid) -> Result<
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
-    kb_id: Uuid,
+    grant: &Grant<on::Kb, perm::KbWrite>,
     body: KbUpdate,
 ) -> Result<KbUpdated, Error> {
     let name = body.name.as_deref().map(name).transpose()?;
     let description = body.description.as_deref().map(description).transpose()?;
-    let row = cx
-        .datastore
-        .kb_update(access, kb_id, name, description)
-        .await?;
+    let row = cx.datastore.kb_update(grant, name, description).await?;
     Ok(KbUpdated {
         id: row.id,
         name: row.name,
@@ -378,11 +374,11 @@ pub async fn update(
 
 pub async fn delete(
     cx: &ServerContext,
-    access: &OrgAccess,
-    kb_id: Uuid,
+    grant: &Grant<on::Kb, perm::KbDelete>,
 ) -> Result<KbDeleted, Error> {
-    cx.datastore.kb_delete(access, kb_id).await?;
-    slog::info!(access.log(), "knowledge base deleted"; "kb_id" => kb_id.to_string());
+    let kb_id = grant.id();
+    cx.datastore.kb_delete(grant).await?;
+    slog::info!(grant.log(), "knowledge base deleted"; "kb_id" => kb_id.to_string());
     Ok(KbDeleted {
         success: true,
         message: "knowledge base deleted".to_string(),
@@ -391,14 +387,13 @@ pub async fn delete(
 
 pub async fn add_source(
     cx: &ServerContext,
-    access: &OrgAccess,
-    kb_id: Uuid,
+    grant: &Grant<on::Kb, perm::KbWrite>,
     body: SourceInput,
 ) -> Result<SourceAdded, Error> {
     let source = new_source(cx, body)?;
     let row = cx
         .datastore
-        .kb_add_source(access, kb_id, &source, cx.config.kb.max_attempts)
+        .kb_add_source(grant, &source, cx.config.kb.max_attempts)
         .await?;
     Ok(SourceAdded {
         source_id: row.id,
@@ -429,13 +424,10 @@ pub async fn list_documents(
 
 pub async fn delete_document(
     cx: &ServerContext,
-    access: &OrgAccess,
-    kb_id: Uuid,
+    grant: &Grant<on::Kb, perm::KbDelete>,
     document_id: Uuid,
 ) -> Result<KbDeleted, Error> {
-    cx.datastore
-        .kb_delete_document(access, kb_id, document_id)
-        .await?;
+    cx.datastore.kb_delete_document(grant, document_id).await?;
     Ok(KbDeleted {
         success: true,
         message: "document deleted".to_string(),
@@ -444,13 +436,10 @@ pub async fn delete_document(
 
 pub async fn retry_document(
     cx: &ServerContext,
-    access: &OrgAccess,
-    kb_id: Uuid,
+    grant: &Grant<on::Kb, perm::KbWrite>,
     document_id: Uuid,
 ) -> Result<KbDeleted, Error> {
-    cx.datastore
-        .kb_retry_document(access, kb_id, document_id)
-        .await?;
+    cx.datastore.kb_retry_document(grant, document_id).await?;
     Ok(KbDeleted {
         success: true,
         message: "document queued for ingestion".to_string(),

@@ -6,7 +6,7 @@
 //! `mcp:write`) and every query of a session or instance also filters by
 //! the caller, so another user's or organization's ids are `404`.
 
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::mcp::{McpInstanceRow, McpServerRow};
 use crate::error::Error;
@@ -241,19 +241,19 @@ fn quota(
 
 pub async fn connect_account(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::McpWrite>,
     body: ConnectAccount,
 ) -> Result<ConnectionStart, Error> {
     check_flow_type(body.flow_type.as_deref())?;
-    let server = cx.datastore.mcp_server_get(access, body.server_id).await?;
+    let server = cx.datastore.mcp_server_get(grant, body.server_id).await?;
     let config = configured(cx, server.id)?;
-    let quota = quota(cx, cx.datastore.org_features(access).await?);
+    let quota = quota(cx, cx.datastore.org_features(grant).await?);
     let session_id = Uuid::new_v4();
     match config.auth {
         McpAuth::None => {
             cx.datastore
                 .mcp_session_create(
-                    access,
+                    grant,
                     session_id,
                     server.id,
                     quota,
@@ -291,7 +291,7 @@ pub async fn connect_account(
                 chrono::Utc::now() + chrono::Duration::seconds(cx.config.mcp.state_ttl_secs as i64);
             cx.datastore
                 .mcp_session_create(
-                    access,
+                    grant,
                     session_id,
                     server.id,
                     quota,
@@ -441,7 +441,7 @@ pub const INSTANCE_NAME_MAX_CHARS: usize = 100;
 
 pub async fn rename_instance(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::McpWrite>,
     id: Uuid,
     name: &str,
 ) -> Result<McpInstance, Error> {
@@ -456,16 +456,16 @@ pub async fn rename_instance(
         ));
     }
     Ok(instance_view(
-        cx.datastore.mcp_instance_rename(access, id, name).await?,
+        cx.datastore.mcp_instance_rename(grant, id, name).await?,
     ))
 }
 
 pub async fn delete_instance(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::McpWrite>,
     id: Uuid,
 ) -> Result<McpDeleted, Error> {
-    let deleted = cx.datastore.mcp_instance_delete(access, id).await?;
+    let deleted = cx.datastore.mcp_instance_delete(grant, id).await?;
     if let (Some(sealed), Some(config)) = (
         deleted.tokens_sealed.as_deref(),
         cx.mcp_catalog.get(&deleted.server_id),
@@ -475,10 +475,10 @@ pub async fn delete_instance(
                 if let Ok(tokens) = serde_json::from_slice(&plain)
                     && let Err(e) = crate::mcp::oauth::revoke(cx, config, &tokens).await
                 {
-                    slog::warn!(access.log(), "revoking MCP tokens failed"; "error" => %e);
+                    slog::warn!(grant.log(), "revoking MCP tokens failed"; "error" => %e);
                 }
             }
-            Err(e) => slog::warn!(access.log(), "opening MCP tokens failed"; "error" => ?e),
+            Err(e) => slog::warn!(grant.log(), "opening MCP tokens failed"; "error" => ?e),
         }
     }
     Ok(McpDeleted {
@@ -489,14 +489,14 @@ pub async fn delete_instance(
 
 pub async fn generate_url(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::McpWrite>,
     body: GenerateUrl,
 ) -> Result<McpUrl, Error> {
     let secret = random_secret();
     let status = cx
         .datastore
         .mcp_instance_set_gateway(
-            access,
+            grant,
             body.server_id,
             body.session_id,
             &crate::authn::hash_secret(&secret),

@@ -1,7 +1,7 @@
 //! Organizations, membership and feature gates.
 
 use crate::authn::Actor;
-use crate::authz::{OrgAccess, SystemAdmin};
+use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::organizations::{FeatureOverrides, OrgRow};
 use crate::error::Error;
@@ -173,24 +173,24 @@ pub async fn assignable_role(
 
 pub async fn add_member(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::UsersWrite>,
     request: AddMemberRequest,
 ) -> Result<String, Error> {
-    if !features(cx, access).await?.team_members {
+    if !features(cx, grant).await?.team_members {
         return Err(Error::Forbidden {
             code: "feature_disabled",
             message: "the organization's plan does not include the team_members feature"
                 .to_string(),
         });
     }
-    let role = assignable_role(cx, access, request.role_id).await?;
+    let role = assignable_role(cx, grant, request.role_id).await?;
     // Only accounts that can log in: invited placeholders join through their
     // invitation.
     if !cx.datastore.user_exists(request.user_id).await? {
         return Err(Error::NotFound { what: "user" });
     }
     cx.datastore
-        .membership_add(access, request.user_id, role.id)
+        .membership_add(grant, request.user_id, role.id)
         .await?;
     Ok(format!(
         "user added to the organization with the {} role",

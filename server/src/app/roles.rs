@@ -1,6 +1,6 @@
 //! Roles and the permission catalog.
 
-use crate::authz::{OrgAccess, SystemAdmin};
+use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::roles::{PermissionRow, RoleRow, RoleValues};
 use crate::error::Error;
@@ -170,18 +170,18 @@ fn check_permission_count(ids: &[Uuid]) -> Result<(), Error> {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::RolesWrite>,
     request: CreateRoleRequest,
 ) -> Result<RoleWithPermissions, Error> {
     let name = check_name(&request.name)?;
     let description = check_description(request.description)?.unwrap_or_default();
     check_permission_count(&request.permission_ids)?;
-    check_level(access, request.hierarchy_level)?;
-    let ids = check_permissions(cx, access, &request.permission_ids).await?;
+    check_level(grant, request.hierarchy_level)?;
+    let ids = check_permissions(cx, grant, &request.permission_ids).await?;
     let role = cx
         .datastore
         .role_create(
-            access,
+            grant,
             &RoleValues {
                 name: &name,
                 description: &description,
@@ -190,13 +190,13 @@ pub async fn create(
             &ids,
         )
         .await?;
-    let permissions = cx.datastore.role_permissions(access, role.id).await?;
+    let permissions = cx.datastore.role_permissions(grant, role.id).await?;
     Ok(role_with_permissions(role, permissions))
 }
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::RolesWrite>,
     role_id: Uuid,
     request: UpdateRoleRequest,
 ) -> Result<RoleWithPermissions, Error> {
@@ -204,22 +204,22 @@ pub async fn update(
     if let Some(ids) = &request.permission_ids {
         check_permission_count(ids)?;
     }
-    let current = modifiable_role(cx, access, role_id).await?;
+    let current = modifiable_role(cx, grant, role_id).await?;
     let name = match &request.name {
         Some(n) => check_name(n)?,
         None => current.name.clone(),
     };
     let level = request.hierarchy_level.unwrap_or(current.hierarchy_level);
-    check_level(access, level)?;
+    check_level(grant, level)?;
     let ids = match &request.permission_ids {
-        Some(ids) => Some(check_permissions(cx, access, ids).await?),
+        Some(ids) => Some(check_permissions(cx, grant, ids).await?),
         None => None,
     };
     let description = new_description.unwrap_or(current.description);
     let role = cx
         .datastore
         .role_update(
-            access,
+            grant,
             role_id,
             &RoleValues {
                 name: &name,
@@ -230,17 +230,17 @@ pub async fn update(
         )
         .await?
         .ok_or(Error::NotFound { what: "role" })?;
-    let permissions = cx.datastore.role_permissions(access, role.id).await?;
+    let permissions = cx.datastore.role_permissions(grant, role.id).await?;
     Ok(role_with_permissions(role, permissions))
 }
 
 pub async fn remove(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, (perm::RolesDelete, perm::RolesWrite)>,
     role_id: Uuid,
 ) -> Result<String, Error> {
-    let role = modifiable_role(cx, access, role_id).await?;
-    cx.datastore.role_delete(access, role_id).await?;
+    let role = modifiable_role(cx, grant, role_id).await?;
+    cx.datastore.role_delete(grant, role_id).await?;
     Ok(format!("role {} deleted", role.name))
 }
 

@@ -2,7 +2,7 @@
 //! in the sandbox.
 
 use crate::authn::Actor;
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::tools::{CategoryRow, ToolFields, ToolFieldsOwned, ToolRow};
 use crate::error::Error;
@@ -20,7 +20,7 @@ use workspace_api::tools::{
 /// Whose items a list shows: one organization's (plus public tools), or
 /// those of every organization where the caller may read tools.
 pub enum ListScope {
-    Org(OrgAccess),
+    Org(Grant<on::Org, perm::ToolRead>),
     User(Actor),
 }
 
@@ -307,21 +307,21 @@ pub async fn list_categories(
 
 pub async fn create_category(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolWrite>,
     body: CategoryCreate,
 ) -> Result<ToolCategory, Error> {
     let name = valid_name(&body.name)?;
     let description = valid_description(&body.description)?;
     Ok(category_view(
         cx.datastore
-            .category_create(access, name, description)
+            .category_create(grant, name, description)
             .await?,
     ))
 }
 
 pub async fn update_category(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolWrite>,
     id: Uuid,
     body: CategoryUpdate,
 ) -> Result<ToolCategory, Error> {
@@ -333,17 +333,17 @@ pub async fn update_category(
         .transpose()?;
     Ok(category_view(
         cx.datastore
-            .category_update(access, id, name, description)
+            .category_update(grant, id, name, description)
             .await?,
     ))
 }
 
 pub async fn delete_category(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolDelete>,
     id: Uuid,
 ) -> Result<SuccessResponse, Error> {
-    cx.datastore.category_delete(access, id).await?;
+    cx.datastore.category_delete(grant, id).await?;
     Ok(SuccessResponse {
         success: true,
         message: "category deleted".into(),
@@ -352,7 +352,7 @@ pub async fn delete_category(
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolWrite>,
     body: ToolCreate,
 ) -> Result<ToolCreated, Error> {
     no_nul(&body)?;
@@ -369,7 +369,7 @@ pub async fn create(
     let row = cx
         .datastore
         .tool_create(
-            access,
+            grant,
             &ToolFields {
                 category_id: body.category_id,
                 name,
@@ -414,14 +414,14 @@ pub async fn list_all(
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolWrite>,
     id: Uuid,
     body: ToolUpdate,
 ) -> Result<ToolUpdated, Error> {
     no_nul(&body)?;
     let row = cx
         .datastore
-        .tool_update(access, id, |current| {
+        .tool_update(grant, id, |current| {
             let current = tool_view_ref(current)?;
             let name = match &body.name {
                 Some(n) => valid_name(n)?.to_string(),
@@ -479,10 +479,10 @@ pub async fn get(cx: &ServerContext, access: &OrgAccess, id: Uuid) -> Result<Too
 
 pub async fn delete(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ToolDelete>,
     id: Uuid,
 ) -> Result<SuccessResponse, Error> {
-    cx.datastore.tool_delete(access, id).await?;
+    cx.datastore.tool_delete(grant, id).await?;
     Ok(SuccessResponse {
         success: true,
         message: "tool deleted".into(),

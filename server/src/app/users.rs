@@ -1,7 +1,7 @@
 //! Users.
 
 use crate::authn::Actor;
-use crate::authz::is_owner_role;
+use crate::authz::{Grant, Owner, is_owner_role, on, perm};
 use crate::context::ServerContext;
 use crate::db::enums as db;
 use crate::error::Error;
@@ -41,18 +41,18 @@ pub async fn me(cx: &ServerContext, actor: &Actor) -> Result<CurrentUser, Error>
 /// Changes a member's role (see `PUT /api/users/update` for the rules).
 pub async fn update_role(
     cx: &ServerContext,
-    access: &crate::authz::OrgAccess,
+    grant: &Grant<on::Org, Owner<perm::UsersWrite>>,
     user_id: uuid::Uuid,
     role_id: uuid::Uuid,
 ) -> Result<workspace_api::users::UpdatedUser, Error> {
-    // Rule 1 (owners only) is the handler's `Require::OwnerWith`.
+    // Rule 1 (owners only) is the grant's `Owner`.
     let target = cx
         .datastore
-        .membership_get(access, user_id)
+        .membership_get(grant, user_id)
         .await?
         .ok_or(Error::NotFound { what: "member" })?;
     // Rule 2 (and its mirror: an owner's role is not changed here).
-    let role = crate::app::orgs::assignable_role(cx, access, role_id).await?;
+    let role = crate::app::orgs::assignable_role(cx, grant, role_id).await?;
     if is_owner_role(target.role_is_system, &target.role_name) {
         return Err(Error::Forbidden {
             code: "owner_role_not_assignable",
@@ -77,7 +77,7 @@ pub async fn update_role(
     }
     if !cx
         .datastore
-        .membership_set_role(access, user_id, target.role_id, role.id)
+        .membership_set_role(grant, user_id, target.role_id, role.id)
         .await?
     {
         return Err(Error::conflict(
@@ -91,7 +91,7 @@ pub async fn update_role(
         .user_active_memberships(user_id)
         .await?
         .into_iter()
-        .find(|m| m.organization_id == access.org_id())
+        .find(|m| m.organization_id == grant.org_id())
         .ok_or(Error::NotFound { what: "member" })?;
     Ok(workspace_api::users::UpdatedUser {
         id: user.id,

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::agents::{
     AgentCreate, AgentDetail, AgentListItem, AgentListQuery, AgentQuery, AgentSummary,
@@ -21,8 +21,8 @@ pub async fn create(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::AGENT_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::AGENT_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(
@@ -37,11 +37,7 @@ pub async fn list(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::AGENT_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::AGENT_READ)
         .await?;
     Ok(HttpResponseOk(app::agents::list(cx, &access, query).await?))
 }
@@ -53,7 +49,7 @@ pub async fn get(
     let cx = rqctx.context();
     let id = query.into_inner().agent_id;
     let access = cx
-        .authorize(&rqctx, Scope::Agent(id), Require::Perm(perm::AGENT_READ))
+        .authorize(&rqctx, on::Agent(id), perm::AGENT_READ)
         .await?;
     Ok(HttpResponseOk(app::agents::get(cx, &access, id).await?))
 }
@@ -66,10 +62,10 @@ pub async fn update(
     let cx = rqctx.context();
     let id = query.into_inner().agent_id;
     let access = cx
-        .authorize(&rqctx, Scope::Agent(id), Require::Perm(perm::AGENT_WRITE))
+        .authorize(&rqctx, on::Agent(id), perm::AGENT_WRITE)
         .await?;
     Ok(HttpResponseOk(
-        app::agents::update(cx, &access, id, body.into_inner()).await?,
+        app::agents::update(cx, &access, body.into_inner()).await?,
     ))
 }
 
@@ -80,9 +76,9 @@ pub async fn delete(
     let cx = rqctx.context();
     let id = query.into_inner().agent_id;
     let access = cx
-        .authorize(&rqctx, Scope::Agent(id), Require::Perm(perm::AGENT_DELETE))
+        .authorize(&rqctx, on::Agent(id), perm::AGENT_DELETE)
         .await?;
-    Ok(HttpResponseOk(app::agents::delete(cx, &access, id).await?))
+    Ok(HttpResponseOk(app::agents::delete(cx, &access).await?))
 }
 
 pub async fn test(
@@ -93,9 +89,9 @@ pub async fn test(
     let cx = rqctx.context();
     let id = query.into_inner().agent_id;
     let access = cx
-        .authorize(&rqctx, Scope::Agent(id), Require::Perm(perm::AGENT_EXECUTE))
+        .authorize(&rqctx, on::Agent(id), perm::AGENT_EXECUTE)
         .await?;
     Ok(HttpResponseOk(
-        app::agents::test(cx, &access, id, body.into_inner()).await?,
+        app::agents::test(cx, &access, body.into_inner()).await?,
     ))
 }

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{Also, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::chat::{
     BulkDeleteRequest, BulkDeleteResponse, ChatIdResponse, ChatListQuery, ChatMessageQuery,
@@ -21,8 +21,8 @@ pub async fn create(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CHATS_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::CHATS_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(
@@ -37,11 +37,7 @@ pub async fn get(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_READ)
         .await?;
     Ok(HttpResponseOk(
         app::chat::get(cx, &access, query.chat_id).await?,
@@ -55,11 +51,7 @@ pub async fn list(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_READ)
         .await?;
     Ok(HttpResponseOk(app::chat::list(cx, &access, query).await?))
 }
@@ -72,11 +64,7 @@ pub async fn update(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::chat::update(cx, &access, query.chat_id, body.into_inner()).await?,
@@ -90,10 +78,10 @@ pub async fn delete_session(
     let cx = rqctx.context();
     let id = query.into_inner().session_id;
     let access = cx
-        .authorize(&rqctx, Scope::Chat(id), Require::Perm(perm::CHATS_DELETE))
+        .authorize(&rqctx, on::Chat(id), perm::CHATS_DELETE)
         .await?;
     Ok(HttpResponseOk(
-        app::chat::delete_session(cx, &access, id).await?,
+        app::chat::delete_session(cx, &access).await?,
     ))
 }
 
@@ -106,8 +94,8 @@ pub async fn bulk_delete(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::org_or_personal(query.into_inner().org_id),
-            Require::Perm(perm::CHATS_DELETE),
+            on::OrgOrPersonal(query.into_inner().org_id),
+            perm::CHATS_DELETE,
         )
         .await?;
     Ok(HttpResponseOk(
@@ -117,22 +105,25 @@ pub async fn bulk_delete(
 
 /// What sending a message requires: `chats:write`, and `agent:execute` to
 /// answer as an agent, `kb:read` to retrieve from knowledge bases.
-fn send_message_requires(body: &SendMessageRequest) -> Require {
-    const WRITE: &[perm::Permission] = &[perm::CHATS_WRITE];
-    const AGENT: &[perm::Permission] = &[perm::CHATS_WRITE, perm::AGENT_EXECUTE];
-    const KB: &[perm::Permission] = &[perm::CHATS_WRITE, perm::KB_READ];
-    const BOTH: &[perm::Permission] = &[perm::CHATS_WRITE, perm::AGENT_EXECUTE, perm::KB_READ];
+fn send_message_requires(body: &SendMessageRequest) -> Also<perm::ChatsWrite> {
+    use crate::authz::perm::Permission as _;
+    const AGENT: &[perm::Name] = &[perm::AgentExecute::NAME];
+    const KB: &[perm::Name] = &[perm::KbRead::NAME];
+    const BOTH: &[perm::Name] = &[perm::AgentExecute::NAME, perm::KbRead::NAME];
     let agent = body.agent_id.is_some();
     let kb = body
         .knowledge_base_ids
         .as_ref()
         .is_some_and(|k| !k.is_empty());
-    Require::AllOf(match (agent, kb) {
-        (false, false) => WRITE,
-        (true, false) => AGENT,
-        (false, true) => KB,
-        (true, true) => BOTH,
-    })
+    Also(
+        perm::CHATS_WRITE,
+        match (agent, kb) {
+            (false, false) => &[],
+            (true, false) => AGENT,
+            (false, true) => KB,
+            (true, true) => BOTH,
+        },
+    )
 }
 
 pub async fn send_message(
@@ -145,7 +136,7 @@ pub async fn send_message(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
+            on::Org(query.into_inner().org_id),
             send_message_requires(&body),
         )
         .await?;
@@ -160,11 +151,7 @@ pub async fn stream(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_READ)
         .await?;
     let after = app::streams::last_event_id(rqctx.request.headers())?;
     let events = app::chat::resume(cx, &access, query.message_id, after).await?;
@@ -178,11 +165,7 @@ pub async fn stop(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::chat::stop(cx, &access, query.message_id).await?,
@@ -198,8 +181,8 @@ pub async fn prompt(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CHATS_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::CHATS_WRITE,
         )
         .await?;
     let events = app::chat::prompt(cx, &access, body.into_inner()).await?;
@@ -214,11 +197,7 @@ pub async fn transcribe(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_WRITE)
         .await?;
     let content_type = rqctx
         .request
@@ -237,11 +216,7 @@ pub async fn ws_ticket(
 ) -> Result<HttpResponseCreated<workspace_api::chat::WsTicket>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CHATS_READ),
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), perm::CHATS_READ)
         .await?;
     Ok(HttpResponseCreated(
         app::chat::ws_ticket(cx, &access).await?,

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{Member, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::conversations::{
     Conversation, ConversationCreate, ConversationMessageQuery, ConversationMessagesPage,
@@ -18,11 +18,7 @@ pub async fn models_list(
 ) -> Result<HttpResponseOk<Vec<Model>>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Member,
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), Member)
         .await?;
     Ok(HttpResponseOk(app::models::list(cx, &access)))
 }
@@ -36,8 +32,8 @@ pub async fn create(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CONVERSATION_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::CONVERSATION_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(
@@ -54,8 +50,8 @@ pub async fn create_session(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CONVERSATION_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::CONVERSATION_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(
@@ -72,8 +68,8 @@ pub async fn stream_chat(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::CONVERSATION_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::CONVERSATION_WRITE,
         )
         .await?;
     let events = app::conversations::stream_chat(cx, &access, body.into_inner()).await?;
@@ -87,11 +83,7 @@ pub async fn stream(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CONVERSATION_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_READ)
         .await?;
     let after = app::streams::last_event_id(rqctx.request.headers())?;
     let events = app::conversations::resume(cx, &access, &query.message_id, after).await?;
@@ -105,11 +97,7 @@ pub async fn stop(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CONVERSATION_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::conversations::stop(cx, &access, &query.message_id).await?,
@@ -123,11 +111,7 @@ pub async fn list(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CONVERSATION_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_READ)
         .await?;
     let page = app::page(query.limit, query.offset)?;
     Ok(HttpResponseOk(
@@ -142,11 +126,7 @@ pub async fn get_with_sessions(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CONVERSATION_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_READ)
         .await?;
     Ok(HttpResponseOk(
         app::conversations::get_with_sessions(cx, &access, query.conversation_id).await?,
@@ -160,11 +140,7 @@ pub async fn messages(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CONVERSATION_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_READ)
         .await?;
     Ok(HttpResponseOk(
         app::conversations::messages(cx, &access, query).await?,

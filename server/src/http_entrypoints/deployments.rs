@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::agents::AgentQuery;
 use workspace_api::deployments::{
@@ -21,14 +21,10 @@ pub async fn create(
     let cx = rqctx.context();
     let agent_id = query.into_inner().agent_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Agent(agent_id),
-            Require::Perm(perm::AGENT_WRITE),
-        )
+        .authorize(&rqctx, on::Agent(agent_id), perm::AGENT_WRITE)
         .await?;
     Ok(HttpResponseCreated(
-        app::deployments::create(cx, &access, agent_id, body.into_inner()).await?,
+        app::deployments::create(cx, &access, body.into_inner()).await?,
     ))
 }
 
@@ -39,11 +35,7 @@ pub async fn list(
     let cx = rqctx.context();
     let agent_id = query.into_inner().agent_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Agent(agent_id),
-            Require::Perm(perm::AGENT_READ),
-        )
+        .authorize(&rqctx, on::Agent(agent_id), perm::AGENT_READ)
         .await?;
     Ok(HttpResponseOk(
         app::deployments::list(cx, &access, agent_id).await?,
@@ -57,11 +49,7 @@ pub async fn get(
     let cx = rqctx.context();
     let id = query.into_inner().deployment_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Deployment(id),
-            Require::Perm(perm::AGENT_READ),
-        )
+        .authorize(&rqctx, on::Deployment(id), perm::AGENT_READ)
         .await?;
     Ok(HttpResponseOk(
         app::deployments::get(cx, &access, id).await?,
@@ -76,14 +64,10 @@ pub async fn update(
     let cx = rqctx.context();
     let id = query.into_inner().deployment_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Deployment(id),
-            Require::Perm(perm::AGENT_WRITE),
-        )
+        .authorize(&rqctx, on::Deployment(id), perm::AGENT_WRITE)
         .await?;
     Ok(HttpResponseOk(
-        app::deployments::update(cx, &access, id, body.into_inner()).await?,
+        app::deployments::update(cx, &access, body.into_inner()).await?,
     ))
 }
 
@@ -94,15 +78,9 @@ pub async fn delete(
     let cx = rqctx.context();
     let id = query.into_inner().deployment_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Deployment(id),
-            Require::Perm(perm::AGENT_DELETE),
-        )
+        .authorize(&rqctx, on::Deployment(id), perm::AGENT_DELETE)
         .await?;
-    Ok(HttpResponseOk(
-        app::deployments::delete(cx, &access, id).await?,
-    ))
+    Ok(HttpResponseOk(app::deployments::delete(cx, &access).await?))
 }
 
 pub async fn regenerate_key(
@@ -112,14 +90,10 @@ pub async fn regenerate_key(
     let cx = rqctx.context();
     let id = query.into_inner().deployment_id;
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Deployment(id),
-            Require::Perm(perm::AGENT_WRITE),
-        )
+        .authorize(&rqctx, on::Deployment(id), perm::AGENT_WRITE)
         .await?;
     Ok(HttpResponseOk(
-        app::deployments::regenerate_key(cx, &access, id).await?,
+        app::deployments::regenerate_key(cx, &access).await?,
     ))
 }
 

@@ -4,7 +4,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{ADMIN_LEVEL, Require, Scope};
+use crate::authz::{AdminRole, on};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::invitations::{
@@ -13,7 +13,8 @@ use workspace_api::invitations::{
     InvitationResendResponse, InvitationRevokeResponse, InvitationTokenQuery, InvitationValidation,
 };
 
-const MANAGE: Require = Require::Level(ADMIN_LEVEL);
+/// Invitations are managed by admins and owners (the spec).
+const MANAGE: AdminRole = AdminRole;
 
 pub async fn create(
     rqctx: Ctx,
@@ -22,7 +23,7 @@ pub async fn create(
 ) -> Result<HttpResponseCreated<Invitation>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(&rqctx, Scope::Org(query.into_inner().org_id), MANAGE)
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), MANAGE)
         .await?;
     Ok(HttpResponseCreated(
         app::invitations::create(cx, &access, body.into_inner()).await?,
@@ -35,9 +36,7 @@ pub async fn list(
 ) -> Result<HttpResponseOk<Vec<InvitationListItem>>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
-    let access = cx
-        .authorize(&rqctx, Scope::Org(query.org_id), MANAGE)
-        .await?;
+    let access = cx.authorize(&rqctx, on::Org(query.org_id), MANAGE).await?;
     let page = app::page(query.limit, query.offset)?;
     Ok(HttpResponseOk(
         app::invitations::list(cx, &access, query.status, page).await?,
@@ -50,7 +49,7 @@ pub async fn get(
 ) -> Result<HttpResponseOk<Invitation>, HttpError> {
     let cx = rqctx.context();
     let id = query.into_inner().invitation_id;
-    let access = cx.authorize(&rqctx, Scope::Invitation(id), MANAGE).await?;
+    let access = cx.authorize(&rqctx, on::Invitation(id), MANAGE).await?;
     Ok(HttpResponseOk(
         app::invitations::get(cx, &access, id).await?,
     ))
@@ -72,10 +71,8 @@ pub async fn resend(
 ) -> Result<HttpResponseOk<InvitationResendResponse>, HttpError> {
     let cx = rqctx.context();
     let id = query.into_inner().invitation_id;
-    let access = cx.authorize(&rqctx, Scope::Invitation(id), MANAGE).await?;
-    Ok(HttpResponseOk(
-        app::invitations::resend(cx, &access, id).await?,
-    ))
+    let access = cx.authorize(&rqctx, on::Invitation(id), MANAGE).await?;
+    Ok(HttpResponseOk(app::invitations::resend(cx, &access).await?))
 }
 
 pub async fn revoke(
@@ -84,10 +81,8 @@ pub async fn revoke(
 ) -> Result<HttpResponseOk<InvitationRevokeResponse>, HttpError> {
     let cx = rqctx.context();
     let id = query.into_inner().invitation_id;
-    let access = cx.authorize(&rqctx, Scope::Invitation(id), MANAGE).await?;
-    Ok(HttpResponseOk(
-        app::invitations::revoke(cx, &access, id).await?,
-    ))
+    let access = cx.authorize(&rqctx, on::Invitation(id), MANAGE).await?;
+    Ok(HttpResponseOk(app::invitations::revoke(cx, &access).await?))
 }
 
 pub async fn bulk_create(
@@ -97,7 +92,7 @@ pub async fn bulk_create(
 ) -> Result<HttpResponseOk<InvitationBulkCreateResponse>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(&rqctx, Scope::Org(query.into_inner().org_id), MANAGE)
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), MANAGE)
         .await?;
     Ok(HttpResponseOk(
         app::invitations::bulk_create(cx, &access, body.into_inner()).await?,

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::files::{DownloadQuery, MultipartForm, Upload, UploadQuery};
@@ -20,11 +20,7 @@ pub async fn create(
 ) -> Result<HttpResponseCreated<KbCreated>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::KB_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), perm::KB_WRITE)
         .await?;
     Ok(HttpResponseCreated(
         app::kb::create(cx, &access, body.into_inner()).await?,
@@ -38,11 +34,7 @@ pub async fn list(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::KB_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::KB_READ)
         .await?;
     Ok(HttpResponseOk(app::kb::list(cx, &access, query).await?))
 }
@@ -53,9 +45,7 @@ pub async fn get(
 ) -> Result<HttpResponseOk<KbDetail>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_READ))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_READ).await?;
     Ok(HttpResponseOk(app::kb::get(cx, &access, kb_id).await?))
 }
 
@@ -66,11 +56,9 @@ pub async fn update(
 ) -> Result<HttpResponseOk<KbUpdated>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_WRITE))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_WRITE).await?;
     Ok(HttpResponseOk(
-        app::kb::update(cx, &access, kb_id, body.into_inner()).await?,
+        app::kb::update(cx, &access, body.into_inner()).await?,
     ))
 }
 
@@ -80,10 +68,8 @@ pub async fn delete(
 ) -> Result<HttpResponseOk<KbDeleted>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_DELETE))
-        .await?;
-    Ok(HttpResponseOk(app::kb::delete(cx, &access, kb_id).await?))
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_DELETE).await?;
+    Ok(HttpResponseOk(app::kb::delete(cx, &access).await?))
 }
 
 pub async fn add_source(
@@ -93,11 +79,9 @@ pub async fn add_source(
 ) -> Result<HttpResponseCreated<SourceAdded>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_WRITE))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_WRITE).await?;
     Ok(HttpResponseCreated(
-        app::kb::add_source(cx, &access, kb_id, body.into_inner()).await?,
+        app::kb::add_source(cx, &access, body.into_inner()).await?,
     ))
 }
 
@@ -108,7 +92,7 @@ pub async fn list_documents(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(&rqctx, Scope::Kb(query.kb_id), Require::Perm(perm::KB_READ))
+        .authorize(&rqctx, on::Kb(query.kb_id), perm::KB_READ)
         .await?;
     Ok(HttpResponseOk(
         app::kb::list_documents(cx, &access, query).await?,
@@ -122,14 +106,10 @@ pub async fn delete_document(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Kb(query.kb_id),
-            Require::Perm(perm::KB_DELETE),
-        )
+        .authorize(&rqctx, on::Kb(query.kb_id), perm::KB_DELETE)
         .await?;
     Ok(HttpResponseOk(
-        app::kb::delete_document(cx, &access, query.kb_id, query.document_id).await?,
+        app::kb::delete_document(cx, &access, query.document_id).await?,
     ))
 }
 
@@ -140,14 +120,10 @@ pub async fn retry_document(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Kb(query.kb_id),
-            Require::Perm(perm::KB_WRITE),
-        )
+        .authorize(&rqctx, on::Kb(query.kb_id), perm::KB_WRITE)
         .await?;
     Ok(HttpResponseOk(
-        app::kb::retry_document(cx, &access, query.kb_id, query.document_id).await?,
+        app::kb::retry_document(cx, &access, query.document_id).await?,
     ))
 }
 
@@ -158,9 +134,7 @@ pub async fn search(
 ) -> Result<HttpResponseOk<KbSearchResponse>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_READ))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_READ).await?;
     Ok(HttpResponseOk(
         app::kb::search(cx, &access, kb_id, body.into_inner()).await?,
     ))
@@ -173,9 +147,7 @@ pub async fn query(
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_READ))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_READ).await?;
     let mut body = body.into_inner();
     // `Accept: text/event-stream` asks for the stream as `"stream": true`
     // does (an explicit `"stream": false` keeps JSON).
@@ -191,9 +163,7 @@ pub async fn ingestion_status(
 ) -> Result<HttpResponseOk<KbIngestionStatus>, HttpError> {
     let cx = rqctx.context();
     let kb_id = query.into_inner().kb_id;
-    let access = cx
-        .authorize(&rqctx, Scope::Kb(kb_id), Require::Perm(perm::KB_READ))
-        .await?;
+    let access = cx.authorize(&rqctx, on::Kb(kb_id), perm::KB_READ).await?;
     Ok(HttpResponseOk(
         app::kb::ingestion_status(cx, &access, kb_id).await?,
     ))
@@ -207,8 +177,8 @@ pub async fn available_knowledge_bases(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::AllOf(&[perm::CHATS_READ, perm::KB_READ]),
+            on::Org(query.into_inner().org_id),
+            (perm::CHATS_READ, perm::KB_READ),
         )
         .await?;
     Ok(HttpResponseOk(app::kb::available(cx, &access).await?))
@@ -222,11 +192,7 @@ pub async fn upload_file(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::CHATS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_WRITE)
         .await?;
     Ok(HttpResponseCreated(
         app::files::upload(cx, &access, query.chat_id, body.0).await?,

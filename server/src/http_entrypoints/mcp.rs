@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseOk, HttpResponseSeeOther, http_response_see_other};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::mcp::{
@@ -21,8 +21,8 @@ pub async fn list_servers(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::org_or_personal(query.into_inner().org_id),
-            Require::Perm(perm::MCP_READ),
+            on::OrgOrPersonal(query.into_inner().org_id),
+            perm::MCP_READ,
         )
         .await?;
     Ok(HttpResponseOk(app::mcp::list_servers(cx, &access).await?))
@@ -35,11 +35,7 @@ pub async fn server_with_tools(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::org_or_personal(query.org_id),
-            Require::Perm(perm::MCP_READ),
-        )
+        .authorize(&rqctx, on::OrgOrPersonal(query.org_id), perm::MCP_READ)
         .await?;
     Ok(HttpResponseOk(
         app::mcp::server_with_tools(cx, &access, query.server_id).await?,
@@ -55,8 +51,8 @@ pub async fn connect_account(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::org_or_personal(query.into_inner().org_id),
-            Require::Perm(perm::MCP_WRITE),
+            on::OrgOrPersonal(query.into_inner().org_id),
+            perm::MCP_WRITE,
         )
         .await?;
     Ok(HttpResponseOk(
@@ -81,11 +77,7 @@ pub async fn list_instances(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::MCP_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::MCP_READ)
         .await?;
     Ok(HttpResponseOk(
         app::mcp::list_instances(cx, &access, query.server_id).await?,
@@ -100,11 +92,7 @@ pub async fn update_instance(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::org_or_personal(query.org_id),
-            Require::Perm(perm::MCP_WRITE),
-        )
+        .authorize(&rqctx, on::OrgOrPersonal(query.org_id), perm::MCP_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::mcp::rename_instance(cx, &access, query.instance_id, &body.into_inner().name).await?,
@@ -118,11 +106,7 @@ pub async fn delete_instance(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::org_or_personal(query.org_id),
-            Require::Perm(perm::MCP_WRITE),
-        )
+        .authorize(&rqctx, on::OrgOrPersonal(query.org_id), perm::MCP_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::mcp::delete_instance(cx, &access, query.instance_id).await?,
@@ -138,8 +122,8 @@ pub async fn generate_url(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::org_or_personal(query.into_inner().org_id),
-            Require::Perm(perm::MCP_WRITE),
+            on::OrgOrPersonal(query.into_inner().org_id),
+            perm::MCP_WRITE,
         )
         .await?;
     Ok(HttpResponseOk(
@@ -163,11 +147,7 @@ pub async fn gateway(
         headers.contains_key(http::header::AUTHORIZATION),
     ) {
         let access = cx
-            .authorize(
-                &rqctx,
-                Scope::McpInstance(instance_id),
-                Require::Perm(perm::MCP_WRITE),
-            )
+            .authorize(&rqctx, on::McpInstance(instance_id), perm::MCP_WRITE)
             .await?;
         return Ok(app::mcp_gateway::forward_instance(
             cx,
@@ -192,8 +172,8 @@ pub async fn playground_chat(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::org_or_personal(query.into_inner().org_id),
-            Require::Perm(perm::MCP_WRITE),
+            on::OrgOrPersonal(query.into_inner().org_id),
+            perm::MCP_WRITE,
         )
         .await?;
     let handle = std::sync::Arc::new(app::mcp_playground::Handle {

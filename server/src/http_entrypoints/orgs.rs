@@ -2,7 +2,7 @@
 
 use super::{Ctx, message};
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{Member, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{
@@ -39,11 +39,7 @@ pub async fn add_member(
     let cx = rqctx.context();
     let body = body.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(body.organization_id),
-            Require::Perm(perm::USERS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(body.organization_id), perm::USERS_WRITE)
         .await?;
     Ok(message(app::orgs::add_member(cx, &access, body).await?))
 }
@@ -54,11 +50,7 @@ pub async fn features(
 ) -> Result<HttpResponseOk<OrgFeatures>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Member,
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), Member)
         .await?;
     Ok(HttpResponseOk(app::orgs::features(cx, &access).await?))
 }

@@ -2,7 +2,7 @@
 
 use super::{Ctx, message};
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{MessageResponse, OrgQuery};
@@ -20,8 +20,8 @@ pub async fn create(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::ROLES_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::ROLES_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(
@@ -37,11 +37,7 @@ pub async fn update(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::ROLES_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::ROLES_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::roles::update(cx, &access, query.role_id, body.into_inner()).await?,
@@ -57,8 +53,8 @@ pub async fn remove(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.org_id),
-            Require::AllOf(&[perm::ROLES_DELETE, perm::ROLES_WRITE]),
+            on::Org(query.org_id),
+            (perm::ROLES_DELETE, perm::ROLES_WRITE),
         )
         .await?;
     Ok(message(
@@ -73,11 +69,7 @@ pub async fn list_roles(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::ROLES_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::ROLES_READ)
         .await?;
     let page = app::page(query.limit, query.offset)?;
     Ok(HttpResponseOk(app::roles::list(cx, &access, page).await?))

@@ -3,7 +3,7 @@
 use super::Ctx;
 use crate::app;
 use crate::app::tools::ListScope;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::OrgQuery;
@@ -19,10 +19,7 @@ use workspace_api::tools::{
 async fn list_scope(rqctx: &Ctx, org_id: Option<uuid::Uuid>) -> Result<ListScope, HttpError> {
     let cx = rqctx.context();
     Ok(match org_id {
-        Some(org) => ListScope::Org(
-            cx.authorize(rqctx, Scope::Org(org), Require::Perm(perm::TOOL_READ))
-                .await?,
-        ),
+        Some(org) => ListScope::Org(cx.authorize(rqctx, on::Org(org), perm::TOOL_READ).await?),
         None => ListScope::User(cx.authenticate(rqctx).await?),
     })
 }
@@ -45,11 +42,7 @@ pub async fn create_category(
 ) -> Result<HttpResponseCreated<ToolCategory>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::TOOL_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), perm::TOOL_WRITE)
         .await?;
     Ok(HttpResponseCreated(
         app::tools::create_category(cx, &access, body.into_inner()).await?,
@@ -64,11 +57,7 @@ pub async fn update_category(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::tools::update_category(cx, &access, query.category_id, body.into_inner()).await?,
@@ -82,11 +71,7 @@ pub async fn delete_category(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_DELETE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_DELETE)
         .await?;
     Ok(HttpResponseOk(
         app::tools::delete_category(cx, &access, query.category_id).await?,
@@ -100,11 +85,7 @@ pub async fn create(
 ) -> Result<HttpResponseCreated<ToolCreated>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::TOOL_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), perm::TOOL_WRITE)
         .await?;
     Ok(HttpResponseCreated(
         app::tools::create(cx, &access, body.into_inner()).await?,
@@ -130,11 +111,7 @@ pub async fn update(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_WRITE)
         .await?;
     Ok(HttpResponseOk(
         app::tools::update(cx, &access, query.tool_id, body.into_inner()).await?,
@@ -148,11 +125,7 @@ pub async fn get(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_READ)
         .await?;
     Ok(HttpResponseOk(
         app::tools::get(cx, &access, query.tool_id).await?,
@@ -166,11 +139,7 @@ pub async fn delete(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_DELETE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_DELETE)
         .await?;
     Ok(HttpResponseOk(
         app::tools::delete(cx, &access, query.tool_id).await?,
@@ -185,11 +154,7 @@ pub async fn test(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::TOOL_EXECUTE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::TOOL_EXECUTE)
         .await?;
     Ok(HttpResponseOk(
         app::tools::test(cx, &access, query.tool_id, body.into_inner()).await?,

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use crate::app;
-use crate::authz::{Require, Scope, perm};
+use crate::authz::{Owner, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::users::{
@@ -25,11 +25,7 @@ pub async fn update(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::OwnerWith(perm::USERS_WRITE),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), Owner(perm::USERS_WRITE))
         .await?;
     let role_id = body.into_inner().role_id;
     Ok(HttpResponseOk(
@@ -44,11 +40,7 @@ pub async fn list(
     let cx = rqctx.context();
     let query = query.into_inner();
     let access = cx
-        .authorize(
-            &rqctx,
-            Scope::Org(query.org_id),
-            Require::Perm(perm::USERS_READ),
-        )
+        .authorize(&rqctx, on::Org(query.org_id), perm::USERS_READ)
         .await?;
     Ok(HttpResponseOk(app::users::list(cx, &access, &query).await?))
 }
@@ -62,8 +54,8 @@ pub async fn invite(
     let access = cx
         .authorize(
             &rqctx,
-            Scope::Org(query.into_inner().org_id),
-            Require::Perm(perm::USERS_WRITE),
+            on::Org(query.into_inner().org_id),
+            perm::USERS_WRITE,
         )
         .await?;
     Ok(HttpResponseCreated(

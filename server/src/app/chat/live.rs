@@ -1,7 +1,8 @@
 //! The live channel: notices to a user's WebSocket clients on every
 //! instance, and the WebSocket itself (tickets, serving, closing).
 
-use crate::authz::{LiveAccess, OrgAccess, perm};
+use crate::authz::perm::Permission as _;
+use crate::authz::{Grant, LiveAccess, OrgAccess, on, perm};
 use crate::context::{ServerContext, ShutdownPhase};
 use crate::db::Datastore;
 use crate::db::datastore::chat::LIVE_CHANNEL;
@@ -67,7 +68,7 @@ const TICKET_LIFETIME: Duration = Duration::from_secs(60);
 
 pub async fn ws_ticket(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsRead>,
 ) -> Result<workspace_api::chat::WsTicket, Error> {
     use base64::Engine;
     let mut raw = [0u8; 32];
@@ -76,7 +77,7 @@ pub async fn ws_ticket(
     let expires_at = chrono::Utc::now()
         + chrono::Duration::from_std(TICKET_LIFETIME).map_err(Error::internal)?;
     cx.datastore
-        .chat_ws_ticket_insert(access, &crate::authn::hash_ticket(&ticket), expires_at)
+        .chat_ws_ticket_insert(grant, &crate::authn::hash_ticket(&ticket), expires_at)
         .await?;
     Ok(workspace_api::chat::WsTicket { ticket, expires_at })
 }
@@ -94,7 +95,7 @@ async fn ws_still_allowed(cx: &ServerContext, access: &LiveAccess) -> bool {
         .await
     {
         Ok(AccessLookup::Member(m)) => {
-            crate::authz::permits(&m.permissions, perm::CHATS_READ.name())
+            crate::authz::permits(&m.permissions, perm::ChatsRead::NAME.name())
         }
         Ok(_) => false,
         Err(_) => true,

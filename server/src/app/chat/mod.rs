@@ -12,7 +12,7 @@
 //! client's `Last-Event-ID` and follows the notifications, on any
 //! instance.
 
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{ChatMessageRow, ChatRow, STOP_CHANNEL};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
@@ -167,7 +167,7 @@ fn check_message(content: &str, max: usize) -> Result<(), Error> {
 
 pub async fn create(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
     body: ChatWrite,
 ) -> Result<ChatIdResponse, Error> {
     let title = check_title(body.title.as_deref().unwrap_or(DEFAULT_TITLE))?;
@@ -175,7 +175,7 @@ pub async fn create(
     let status = status_stored(body.status.unwrap_or(ApiStatus::Active));
     let row = cx
         .datastore
-        .chat_create(access, &title, status, settings)
+        .chat_create(grant, &title, status, settings)
         .await?;
     Ok(ChatIdResponse {
         id: row.id,
@@ -238,7 +238,7 @@ pub async fn list(
 
 pub async fn update(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
     chat_id: Uuid,
     body: ChatWrite,
 ) -> Result<ChatIdResponse, Error> {
@@ -247,7 +247,7 @@ pub async fn update(
     let row = cx
         .datastore
         .chat_update(
-            access,
+            grant,
             chat_id,
             title.as_deref(),
             body.status.map(status_stored),
@@ -257,7 +257,7 @@ pub async fn update(
     if title.is_some() {
         live_notice(
             cx,
-            access,
+            grant,
             json!({"type": "title", "chat_id": row.id, "title": row.title}),
         )
         .await;
@@ -269,9 +269,9 @@ pub async fn update(
 }
 
 /// Deletes chats of the caller; returns the deleted ids.
-async fn delete_many(
+async fn delete_many<O: on::Object>(
     cx: &ServerContext,
-    access: &OrgAccess,
+    access: &Grant<O, perm::ChatsDelete>,
     ids: &[Uuid],
 ) -> Result<Vec<Uuid>, Error> {
     let (deleted, keys, streaming) = cx.datastore.chat_delete(access, ids).await?;
@@ -289,10 +289,10 @@ async fn delete_many(
 
 pub async fn delete_session(
     cx: &ServerContext,
-    access: &OrgAccess,
-    chat_id: Uuid,
+    grant: &Grant<on::Chat, perm::ChatsDelete>,
 ) -> Result<workspace_api::orgs::MessageResponse, Error> {
-    let deleted = delete_many(cx, access, &[chat_id]).await?;
+    let chat_id = grant.id();
+    let deleted = delete_many(cx, grant, &[chat_id]).await?;
     if deleted.is_empty() {
         return Err(Error::NotFound { what: "chat" });
     }
@@ -303,7 +303,7 @@ pub async fn delete_session(
 
 pub async fn bulk_delete(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsDelete>,
     body: BulkDeleteRequest,
 ) -> Result<BulkDeleteResponse, Error> {
     if body.chat_ids.is_empty() || body.chat_ids.len() > workspace_api::chat::BULK_DELETE_MAX {
@@ -318,7 +318,7 @@ pub async fn bulk_delete(
             ids.push(id);
         }
     }
-    let deleted = delete_many(cx, access, &ids).await?;
+    let deleted = delete_many(cx, grant, &ids).await?;
     let results: Vec<BulkDeleteResult> = ids
         .iter()
         .map(|id| BulkDeleteResult {

@@ -2,7 +2,7 @@
 //! answer's stream, and prompt suggestions.
 
 use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{
     ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
@@ -36,7 +36,7 @@ use super::{
 /// add nothing (the failure is kept with the file and not retried).
 async fn upload_text(
     cx: &ServerContext,
-    access: &OrgAccess,
+    access: &Grant<on::Org, perm::ChatsWrite>,
     file: &ChatFileRow,
 ) -> Result<Option<String>, Error> {
     let mut text = match &file.extracted_text {
@@ -149,7 +149,7 @@ async fn retrieve(
 /// The text of the caller's uploads, by file name (those with text).
 async fn uploads_text(
     cx: &ServerContext,
-    access: &OrgAccess,
+    access: &Grant<on::Org, perm::ChatsWrite>,
     upload_ids: &[Uuid],
 ) -> Result<Vec<(String, String)>, Error> {
     let mut files = Vec::new();
@@ -188,7 +188,7 @@ fn model_history(history: Vec<crate::db::datastore::chat::ChatHistoryRow>) -> Ve
 /// Starts an answer; the receiver yields its numbered events.
 pub async fn send_message(
     cx: &ServerContext,
-    access: &OrgAccess,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
     body: SendMessageRequest,
 ) -> Result<mpsc::Receiver<Numbered>, Error> {
     check_message(&body.content, MESSAGE_MAX_CHARS)?;
@@ -205,25 +205,25 @@ pub async fn send_message(
     }
     // The chat (checked again, atomically, when the message is stored).
     let chat = match body.chat_id {
-        Some(id) => Some(cx.datastore.chat_get(access, id).await?),
+        Some(id) => Some(cx.datastore.chat_get(grant, id).await?),
         None => None,
     };
     // An agent: its model, prompt, settings and tools.
     let agent = match body.agent_id {
         None => None,
-        Some(id) => Some(active_agent(cx, access, id).await?),
+        Some(id) => Some(active_agent(cx, grant, id).await?),
     };
     let model = match &agent {
         Some(a) => crate::app::models::pick(cx, Some(a.model_id))?,
         None => crate::app::models::pick(cx, body.model_id)?,
     };
-    let sources = retrieve(cx, access, &kb_ids, &body.content).await?;
-    let files = uploads_text(cx, access, &upload_ids).await?;
+    let sources = retrieve(cx, grant, &kb_ids, &body.content).await?;
+    let files = uploads_text(cx, grant, &upload_ids).await?;
     let settings = body
         .settings
         .clone()
         .or_else(|| chat.as_ref().and_then(|c| settings_of(&c.settings)));
-    let daily_limit = crate::app::orgs::features(cx, access)
+    let daily_limit = crate::app::orgs::features(cx, grant)
         .await?
         .daily_chat_limit;
     let user_message_id = Uuid::new_v4();
@@ -245,7 +245,7 @@ pub async fn send_message(
     let (chat, created, history) = cx
         .datastore
         .chat_begin_exchange(
-            access,
+            grant,
             &NewExchange {
                 chat_id: body.chat_id,
                 new_title: DEFAULT_TITLE,
@@ -265,11 +265,11 @@ pub async fn send_message(
 
     let mut messages = model_history(history);
     messages.push(prompt);
-    let log = access.log().new(slog::o!(
+    let log = grant.log().new(slog::o!(
         "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
     let mut spec = match &agent {
         Some(agent) => {
-            let mut spec = crate::app::agents::run_spec(cx, access, agent, messages, &log).await?;
+            let mut spec = crate::app::agents::run_spec(cx, grant, agent, messages, &log).await?;
             if let Some(s) = &body.settings {
                 spec.temperature = s.temperature.map(|t| t as f32).or(spec.temperature);
                 spec.max_tokens = s.max_tokens.or(spec.max_tokens);
@@ -295,7 +295,7 @@ pub async fn send_message(
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
         retry: cx.models.retry.clone(),
-        access: access.clone(),
+        grant: grant.clone(),
         chat_id: chat.id,
         new_chat: created,
         first_message: body.content.clone(),
@@ -326,7 +326,7 @@ pub async fn send_message(
 struct ChatAnswer {
     datastore: crate::db::Datastore,
     retry: crate::providers::RetryPolicy,
-    access: OrgAccess,
+    grant: Grant<on::Org, perm::ChatsWrite>,
     chat_id: Uuid,
     new_chat: bool,
     first_message: String,
@@ -375,7 +375,7 @@ impl Area for ChatAnswer {
 
     async fn save_partial(&self, text: &str) -> Result<(), Error> {
         self.datastore
-            .chat_answer_save_partial(&self.access, self.answer_id, text)
+            .chat_answer_save_partial(&self.grant, self.answer_id, text)
             .await
     }
 
@@ -400,7 +400,7 @@ impl Area for ChatAnswer {
             prompt_data,
         };
         self.datastore
-            .chat_answer_finish(&self.access, &finished)
+            .chat_answer_finish(&self.grant, &finished)
             .await
     }
 
@@ -427,7 +427,7 @@ impl Area for ChatAnswer {
                 generate_title(&self.model, &self.retry, &self.first_message, &self.log).await;
             if let Err(e) = self
                 .datastore
-                .chat_set_title(&self.access, self.chat_id, &title)
+                .chat_set_title(&self.grant, self.chat_id, &title)
                 .await
             {
                 slog::warn!(self.log, "storing the title failed"; "error" => %e);
@@ -442,7 +442,7 @@ impl Area for ChatAnswer {
                 .datastore
                 .notify(
                     LIVE_CHANNEL,
-                    &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+                    &live_payload(self.grant.org_id(), self.grant.user_id(), &notice),
                 )
                 .await;
         }
@@ -451,7 +451,7 @@ impl Area for ChatAnswer {
             .datastore
             .notify(
                 LIVE_CHANNEL,
-                &live_payload(self.access.org_id(), self.access.user_id(), &notice),
+                &live_payload(self.grant.org_id(), self.grant.user_id(), &notice),
             )
             .await;
         if let Err(e) = sent {

@@ -1,7 +1,7 @@
 //! Agents and their tools.
 
 use super::Datastore;
-use crate::authz::{OrgAccess, OrgScope};
+use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::db::enums::AgentStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -111,7 +111,7 @@ async fn replace_tools(
 impl Datastore {
     pub async fn agent_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::AgentWrite>,
         f: &AgentFields,
         status: AgentStatus,
     ) -> Result<AgentRow, Error> {
@@ -124,7 +124,7 @@ impl Datastore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             &[
                 &id,
-                &access.org_id(),
+                &grant.org_id(),
                 &f.name,
                 &f.description,
                 &f.agent_type,
@@ -132,12 +132,12 @@ impl Datastore {
                 &f.params,
                 &f.is_public,
                 &status,
-                &access.user_id(),
+                &grant.user_id(),
             ],
         )
         .await?;
         if let Some(tools) = &f.tools {
-            replace_tools(&tx, access.org_id(), id, tools).await?;
+            replace_tools(&tx, grant.org_id(), id, tools).await?;
         }
         let row = tx
             .query_one(&format!("{AGENT_SELECT} WHERE a.id = $1"), &[&id])
@@ -241,10 +241,10 @@ impl Datastore {
     /// the new fields and status.
     pub async fn agent_update(
         &self,
-        access: &OrgAccess,
-        id: Uuid,
+        grant: &Grant<on::Agent, perm::AgentWrite>,
         merge: impl FnOnce(&AgentRow) -> Result<(AgentFields, AgentStatus), Error>,
     ) -> Result<AgentRow, Error> {
+        let id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let current = tx
@@ -252,7 +252,7 @@ impl Datastore {
                 &format!(
                     "{AGENT_SELECT} WHERE a.organization_id = $1 AND a.id = $2 FOR UPDATE OF a"
                 ),
-                &[&access.org_id(), &id],
+                &[&grant.org_id(), &id],
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
@@ -273,7 +273,7 @@ impl Datastore {
         )
         .await?;
         if let Some(tools) = &f.tools {
-            replace_tools(&tx, access.org_id(), id, tools).await?;
+            replace_tools(&tx, grant.org_id(), id, tools).await?;
         }
         let row = tx
             .query_one(&format!("{AGENT_SELECT} WHERE a.id = $1"), &[&id])
@@ -286,30 +286,34 @@ impl Datastore {
     /// the status after.
     pub(crate) async fn agent_transition(
         &self,
-        access: &OrgAccess,
-        id: Uuid,
+        grant: &Grant<on::Agent, perm::AgentExecute>,
         from: &[AgentStatus],
         to: AgentStatus,
     ) -> Result<AgentStatus, Error> {
+        let id = grant.id();
         let conn = self.conn().await?;
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let row = conn
             .query_opt(
                 "UPDATE agents SET status = CASE WHEN status = ANY($3) THEN $4 ELSE status END \
                  WHERE organization_id = $1 AND id = $2 RETURNING status",
-                &[&access.org_id(), &id, &from, &to],
+                &[&grant.org_id(), &id, &from, &to],
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
         Ok(row.get("status"))
     }
 
-    pub async fn agent_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {
+    pub async fn agent_delete(
+        &self,
+        grant: &Grant<on::Agent, perm::AgentDelete>,
+    ) -> Result<(), Error> {
+        let id = grant.id();
         let conn = self.conn().await?;
         let n = conn
             .execute(
                 "DELETE FROM agents WHERE organization_id = $1 AND id = $2",
-                &[&access.org_id(), &id],
+                &[&grant.org_id(), &id],
             )
             .await?;
         if n == 0 {

@@ -3,7 +3,7 @@
 //! chat or of its messages filters by the caller's organization AND user.
 
 use super::{Datastore, Page};
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -122,7 +122,7 @@ pub struct AnswerOwner {
 impl Datastore {
     pub async fn chat_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         title: &str,
         status: ChatStatus,
         settings: Option<Value>,
@@ -136,8 +136,8 @@ impl Datastore {
                 ),
                 &[
                     &Uuid::new_v4(),
-                    &access.org_id(),
-                    &access.user_id(),
+                    &grant.org_id(),
+                    &grant.user_id(),
                     &title,
                     &status,
                     &settings,
@@ -196,7 +196,7 @@ impl Datastore {
     /// Changes the given fields of one of the caller's chats.
     pub async fn chat_update(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         id: Uuid,
         title: Option<&str>,
         status: Option<ChatStatus>,
@@ -213,8 +213,8 @@ impl Datastore {
                      RETURNING {CHAT_COLUMNS}"
                 ),
                 &[
-                    &access.org_id(),
-                    &access.user_id(),
+                    &grant.org_id(),
+                    &grant.user_id(),
                     &id,
                     &title,
                     &status,
@@ -231,9 +231,9 @@ impl Datastore {
     /// them, in one transaction.
     /// Returns the deleted ids, the storage keys of their uploads and the
     /// answers that were still streaming.
-    pub async fn chat_delete(
+    pub async fn chat_delete<O: on::Object>(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<O, perm::ChatsDelete>,
         ids: &[Uuid],
     ) -> Result<(Vec<Uuid>, Vec<String>, Vec<Uuid>), Error> {
         let mut conn = self.conn().await?;
@@ -244,8 +244,8 @@ impl Datastore {
                  WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = ANY($3) \
                    AND m.status = $4",
                 &[
-                    &access.org_id(),
-                    &access.user_id(),
+                    &grant.org_id(),
+                    &grant.user_id(),
                     &ids,
                     &ChatMessageStatus::Streaming,
                 ],
@@ -258,7 +258,7 @@ impl Datastore {
             .query(
                 "DELETE FROM chats WHERE organization_id = $1 AND user_id = $2 AND id = ANY($3) \
                  RETURNING id",
-                &[&access.org_id(), &access.user_id(), &ids],
+                &[&grant.org_id(), &grant.user_id(), &ids],
             )
             .await?
             .iter()
@@ -269,7 +269,7 @@ impl Datastore {
                 "DELETE FROM files \
                  WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = ANY($3) \
                  RETURNING storage_key",
-                &[&access.org_id(), &access.user_id(), &deleted],
+                &[&grant.org_id(), &grant.user_id(), &deleted],
             )
             .await?
             .iter()
@@ -353,11 +353,11 @@ impl Datastore {
     /// always: the new one names it as its parent).
     pub async fn chat_begin_exchange(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         new: &NewExchange<'_>,
     ) -> Result<(ChatRow, bool, Vec<ChatHistoryRow>), Error> {
-        let org_id = access.org_id();
-        let user_id = access.user_id();
+        let org_id = grant.org_id();
+        let user_id = grant.user_id();
         let limit = super::conversations::daily_limit_param(new.daily_limit);
         // Sent together: the count, the chat (created, or touched and so
         // proven the caller's), its history. The writes that need the chat
@@ -472,7 +472,7 @@ impl Datastore {
     /// Saves the text of a streaming answer so far.
     pub async fn chat_answer_save_partial(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         id: Uuid,
         content: &str,
     ) -> Result<(), Error> {
@@ -481,7 +481,7 @@ impl Datastore {
             "UPDATE chat_messages SET content = $3 \
              WHERE organization_id = $1 AND id = $2 AND status = $4",
             &[
-                &access.org_id(),
+                &grant.org_id(),
                 &id,
                 &content,
                 &ChatMessageStatus::Streaming,
@@ -495,7 +495,7 @@ impl Datastore {
     /// `stream_sweep`) and adds its usage to the chat.
     pub async fn chat_answer_finish(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         answer: &FinishedAnswer<'_>,
     ) -> Result<(), Error> {
         let mut conn = self.conn().await?;
@@ -515,7 +515,7 @@ impl Datastore {
                  metadata = metadata || $6, prompt_data = $7 \
              WHERE organization_id = $1 AND id = $2 AND status = $8",
             &[
-                &access.org_id(),
+                &grant.org_id(),
                 &answer.id,
                 &answer.content,
                 &answer.status,
@@ -532,7 +532,7 @@ impl Datastore {
                  updated_at = now() \
              WHERE organization_id = $1 AND id = $2",
             &[
-                &access.org_id(),
+                &grant.org_id(),
                 &answer.chat_id,
                 &answer.input_tokens,
                 &answer.output_tokens,
@@ -546,7 +546,7 @@ impl Datastore {
 
     pub async fn chat_set_title(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         chat_id: Uuid,
         title: &str,
     ) -> Result<(), Error> {
@@ -554,7 +554,7 @@ impl Datastore {
         conn.execute(
             "UPDATE chats SET title = $3, updated_at = now() \
              WHERE organization_id = $1 AND id = $2",
-            &[&access.org_id(), &chat_id, &title],
+            &[&grant.org_id(), &chat_id, &title],
         )
         .await?;
         Ok(())
@@ -629,7 +629,7 @@ impl Datastore {
     /// `expires_at`.
     pub async fn chat_ws_ticket_insert(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsRead>,
         ticket_hash: &str,
         expires_at: DateTime<Utc>,
     ) -> Result<(), Error> {
@@ -637,12 +637,7 @@ impl Datastore {
         conn.execute(
             "INSERT INTO chat_ws_tickets (ticket_hash, organization_id, user_id, expires_at) \
              VALUES ($1, $2, $3, $4)",
-            &[
-                &ticket_hash,
-                &access.org_id(),
-                &access.user_id(),
-                &expires_at,
-            ],
+            &[&ticket_hash, &grant.org_id(), &grant.user_id(), &expires_at],
         )
         .await?;
         Ok(())

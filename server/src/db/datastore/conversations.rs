@@ -2,7 +2,7 @@
 //! filtered by organization.
 
 use super::Datastore;
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{MessageRole, MessageStatus, SessionStatus};
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -119,12 +119,12 @@ const QUICK_PAGE_ROWS: i64 = 200;
 impl Datastore {
     pub async fn conversation_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ConversationWrite>,
         user_id: Uuid,
         title: &str,
         is_archived: bool,
     ) -> Result<ConversationRow, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let conn = self.conn().await?;
         let row = conn
             .query_one(
@@ -182,12 +182,12 @@ impl Datastore {
     /// transaction. `404` unless the conversation is in the organization.
     pub async fn session_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ConversationWrite>,
         conversation_id: Uuid,
         model_id: Uuid,
         user_id: Uuid,
     ) -> Result<SessionRow, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let touched = tx
@@ -288,15 +288,15 @@ impl Datastore {
     /// rolls everything back).
     pub async fn message_append_user(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ConversationWrite>,
         session: &SessionRow,
         content: &str,
         daily_limit: u32,
         answer_id: Uuid,
         bound: HistoryBound,
     ) -> Result<Vec<MessageRow>, Error> {
-        let org_id = access.org_id();
-        let user_id = access.user_id();
+        let org_id = grant.org_id();
+        let user_id = grant.user_id();
         let history_sql = format!(
             "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at FROM ( \
                  SELECT id, session_id, role, content, status, created_at, seq, \
@@ -368,11 +368,11 @@ impl Datastore {
     /// is finished).
     pub async fn message_save_partial(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ConversationWrite>,
         answer_id: Uuid,
         content: &str,
     ) -> Result<(), Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let conn = self.conn().await?;
         conn.execute(
             "UPDATE conversation_messages SET content = $3, updated_at = now() \
@@ -389,11 +389,11 @@ impl Datastore {
     /// closed it: see `stream_sweep`).
     pub async fn message_store_answer(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ConversationWrite>,
         session: &SessionRow,
         answer: &NewAnswer<'_>,
     ) -> Result<(), Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         tx.execute(

@@ -3,7 +3,7 @@
 
 use super::Datastore;
 use super::rate_limits::WindowCount;
-use crate::authz::{DeploymentAccess, OrgAccess};
+use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -119,16 +119,16 @@ impl Datastore {
     /// state and moves a `ready` agent to `deployed`, in one transaction.
     pub async fn deployment_create(
         &self,
-        access: &OrgAccess,
-        agent_id: Uuid,
+        grant: &Grant<on::Agent, perm::AgentWrite>,
         new: NewDeployment,
     ) -> Result<DeploymentRow, Error> {
+        let agent_id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let agent = tx
             .query_opt(
                 "SELECT status FROM agents WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-                &[&access.org_id(), &agent_id],
+                &[&grant.org_id(), &agent_id],
             )
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
@@ -153,7 +153,7 @@ impl Datastore {
                 ),
                 &[
                     &Uuid::new_v4(),
-                    &access.org_id(),
+                    &grant.org_id(),
                     &agent_id,
                     &new.name,
                     &new.description,
@@ -163,7 +163,7 @@ impl Datastore {
                     &new.key_hash,
                     &new.key_prefix,
                     &new.key_expires_at,
-                    &access.user_id(),
+                    &grant.user_id(),
                 ],
             )
             .await?;
@@ -214,10 +214,10 @@ impl Datastore {
     /// Applies `changes` and settles the agent's state, in one transaction.
     pub async fn deployment_update(
         &self,
-        access: &OrgAccess,
-        id: Uuid,
+        grant: &Grant<on::Deployment, perm::AgentWrite>,
         changes: DeploymentChanges,
     ) -> Result<DeploymentRow, Error> {
+        let id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let clear_expiry = matches!(changes.key_expires_at, Some(None));
@@ -237,7 +237,7 @@ impl Datastore {
                      WHERE organization_id = $1 AND id = $2 RETURNING {COLUMNS}"
                 ),
                 &[
-                    &access.org_id(),
+                    &grant.org_id(),
                     &id,
                     &changes.name,
                     &changes.description,
@@ -261,14 +261,18 @@ impl Datastore {
     }
 
     /// Deletes a deployment (its key dies with it) and settles the agent.
-    pub async fn deployment_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {
+    pub async fn deployment_delete(
+        &self,
+        grant: &Grant<on::Deployment, perm::AgentDelete>,
+    ) -> Result<(), Error> {
+        let id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
             .query_opt(
                 "DELETE FROM agent_deployments WHERE organization_id = $1 AND id = $2 \
                  RETURNING agent_id",
-                &[&access.org_id(), &id],
+                &[&grant.org_id(), &id],
             )
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;
@@ -282,11 +286,11 @@ impl Datastore {
     /// expired key's expiry is cleared.
     pub async fn deployment_rekey(
         &self,
-        access: &OrgAccess,
-        id: Uuid,
+        grant: &Grant<on::Deployment, perm::AgentWrite>,
         key_hash: &[u8],
         key_prefix: &str,
     ) -> Result<DeploymentRow, Error> {
+        let id = grant.id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
@@ -297,7 +301,7 @@ impl Datastore {
                                            ELSE key_expires_at END \
                      WHERE organization_id = $1 AND id = $2 RETURNING {COLUMNS}"
                 ),
-                &[&access.org_id(), &id, &key_hash, &key_prefix],
+                &[&grant.org_id(), &id, &key_hash, &key_prefix],
             )
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;

@@ -1,7 +1,7 @@
 //! Uploaded files.
 
 use super::Datastore;
-use crate::authz::{DownloadGrant, OrgAccess};
+use crate::authz::{DownloadGrant, Grant, OrgAccess, on, perm};
 use crate::error::Error;
 use uuid::Uuid;
 
@@ -34,7 +34,11 @@ pub struct StoredFile {
 }
 
 impl Datastore {
-    pub async fn file_insert(&self, access: &OrgAccess, file: &NewFile) -> Result<(), Error> {
+    pub async fn file_insert(
+        &self,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
+        file: &NewFile,
+    ) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
             "INSERT INTO files (id, organization_id, uploaded_by, chat_id, message_id, filename, \
@@ -42,8 +46,8 @@ impl Datastore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             &[
                 &file.id,
-                &access.org_id(),
-                &access.user_id(),
+                &grant.org_id(),
+                &grant.user_id(),
                 &file.chat_id,
                 &file.message_id,
                 &file.filename,
@@ -104,7 +108,7 @@ impl Datastore {
     /// Stores the text extracted from a file (or why extraction failed).
     pub async fn file_set_extraction(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
         file_id: Uuid,
         text: Option<&str>,
         error: Option<&str>,
@@ -113,7 +117,7 @@ impl Datastore {
         conn.execute(
             "UPDATE files SET extracted_text = $3, extraction_error = $4 \
              WHERE organization_id = $1 AND id = $2",
-            &[&access.org_id(), &file_id, &text, &error],
+            &[&grant.org_id(), &file_id, &text, &error],
         )
         .await?;
         Ok(())

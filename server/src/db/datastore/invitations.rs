@@ -6,7 +6,7 @@
 //! no background job is needed.
 
 use super::{Datastore, is_unique_violation};
-use crate::authz::OrgAccess;
+use crate::authz::{AdminRole, Grant, Invites, OrgAccess, on};
 use crate::db::enums::{InvitationStatus, MembershipStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -149,10 +149,10 @@ impl Datastore {
     /// `invited` membership.
     pub async fn invitation_create(
         &self,
-        access: &OrgAccess,
+        grant: &impl Invites,
         new: &NewInvitation<'_>,
     ) -> Result<InvitationRow, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.access().org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let member = tx
@@ -303,11 +303,11 @@ impl Datastore {
     /// from now (its token stays). `None` when it is not pending.
     pub async fn invitation_extend(
         &self,
-        access: &OrgAccess,
-        invitation_id: Uuid,
+        grant: &Grant<on::Invitation, AdminRole>,
         lifetime_secs: i64,
     ) -> Result<Option<InvitationRow>, Error> {
-        let org_id = access.org_id();
+        let invitation_id = grant.id();
+        let org_id = grant.org_id();
         let conn = self.conn().await?;
         let lifetime = lifetime_secs as f64;
         let updated = conn
@@ -341,10 +341,10 @@ impl Datastore {
     /// pending.
     pub async fn invitation_revoke(
         &self,
-        access: &OrgAccess,
-        invitation_id: Uuid,
+        grant: &Grant<on::Invitation, AdminRole>,
     ) -> Result<bool, Error> {
-        let org_id = access.org_id();
+        let invitation_id = grant.id();
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx

@@ -2,7 +2,7 @@
 //! the caller's organization (the `OrgAccess`), and by knowledge base.
 
 use super::Datastore;
-use crate::authz::OrgAccess;
+use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{
     KbDocumentStatus, KbIngestStage, KbJobKind, KbJobState, KbSourceStatus, KbSourceType,
 };
@@ -149,7 +149,7 @@ impl Datastore {
     /// jobs, in one transaction.
     pub async fn kb_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::KbWrite>,
         kb: &NewKb<'_>,
         sources: &[NewSource],
         max_attempts: i32,
@@ -168,8 +168,8 @@ impl Datastore {
                  embedding_model, embedding_dimensions) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &id,
-                &access.org_id(),
-                &access.user_id(),
+                &grant.org_id(),
+                &grant.user_id(),
                 &name,
                 &description,
                 &embedding_model,
@@ -178,7 +178,7 @@ impl Datastore {
         )
         .await?;
         for source in sources {
-            insert_source(&tx, access, id, source, max_attempts).await?;
+            insert_source(&tx, grant, id, source, max_attempts).await?;
         }
         let row = tx
             .query_one(
@@ -268,18 +268,18 @@ impl Datastore {
     /// Renames or re-describes a knowledge base.
     pub async fn kb_update(
         &self,
-        access: &OrgAccess,
-        kb_id: Uuid,
+        grant: &Grant<on::Kb, perm::KbWrite>,
         name: Option<&str>,
         description: Option<&str>,
     ) -> Result<KbRow, Error> {
+        let kb_id = grant.id();
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
                 "UPDATE knowledge_bases SET name = COALESCE($3, name), \
                      description = COALESCE($4, description), updated_at = now() \
                  WHERE organization_id = $1 AND id = $2 RETURNING id",
-                &[&access.org_id(), &kb_id, &name, &description],
+                &[&grant.org_id(), &kb_id, &name, &description],
             )
             .await?;
         if row.is_none() {
@@ -288,17 +288,18 @@ impl Datastore {
             });
         }
         drop(conn);
-        self.kb_get(access, kb_id).await
+        self.kb_get(grant, kb_id).await
     }
 
     /// Deletes a knowledge base; its sources, documents, chunks and jobs go
     /// with it (foreign keys cascade).
-    pub async fn kb_delete(&self, access: &OrgAccess, kb_id: Uuid) -> Result<(), Error> {
+    pub async fn kb_delete(&self, grant: &Grant<on::Kb, perm::KbDelete>) -> Result<(), Error> {
+        let kb_id = grant.id();
         let conn = self.conn().await?;
         let n = conn
             .execute(
                 "DELETE FROM knowledge_bases WHERE organization_id = $1 AND id = $2",
-                &[&access.org_id(), &kb_id],
+                &[&grant.org_id(), &kb_id],
             )
             .await?;
         if n == 0 {
@@ -313,11 +314,11 @@ impl Datastore {
     /// the knowledge base row is locked for the count).
     pub async fn kb_add_source(
         &self,
-        access: &OrgAccess,
-        kb_id: Uuid,
+        grant: &Grant<on::Kb, perm::KbWrite>,
         source: &NewSource,
         max_attempts: i32,
     ) -> Result<SourceRow, Error> {
+        let kb_id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let count: i64 = tx
@@ -325,7 +326,7 @@ impl Datastore {
                 "SELECT (SELECT count(*) FROM kb_sources s WHERE s.kb_id = k.id) AS sources \
                  FROM knowledge_bases k WHERE k.organization_id = $1 AND k.id = $2 \
                  FOR UPDATE",
-                &[&access.org_id(), &kb_id],
+                &[&grant.org_id(), &kb_id],
             )
             .await?
             .ok_or(Error::NotFound {
@@ -338,7 +339,7 @@ impl Datastore {
                 format!("a knowledge base has at most {SOURCES_PER_KB_MAX} sources"),
             ));
         }
-        insert_source(&tx, access, kb_id, source, max_attempts).await?;
+        insert_source(&tx, grant, kb_id, source, max_attempts).await?;
         tx.execute(
             "UPDATE knowledge_bases SET updated_at = now() WHERE id = $1",
             &[&kb_id],
@@ -404,17 +405,17 @@ impl Datastore {
     /// source's status.
     pub async fn kb_delete_document(
         &self,
-        access: &OrgAccess,
-        kb_id: Uuid,
+        grant: &Grant<on::Kb, perm::KbDelete>,
         document_id: Uuid,
     ) -> Result<(), Error> {
+        let kb_id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let source_id: Uuid = tx
             .query_opt(
                 "DELETE FROM kb_documents WHERE organization_id = $1 AND kb_id = $2 AND id = $3 \
                  RETURNING source_id",
-                &[&access.org_id(), &kb_id, &document_id],
+                &[&grant.org_id(), &kb_id, &document_id],
             )
             .await?
             .ok_or(Error::NotFound { what: "document" })?

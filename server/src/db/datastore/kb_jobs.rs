@@ -485,17 +485,17 @@ impl Datastore {
     /// Queues a failed document again (a fresh budget of attempts).
     pub async fn kb_retry_document(
         &self,
-        access: &crate::authz::OrgAccess,
-        kb_id: Uuid,
+        grant: &crate::authz::Grant<crate::authz::on::Kb, crate::authz::perm::KbWrite>,
         document_id: Uuid,
     ) -> Result<(), Error> {
+        let kb_id = grant.id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
             .query_opt(
                 "SELECT status, source_id FROM kb_documents \
                  WHERE id = $1 AND organization_id = $2 AND kb_id = $3 FOR UPDATE",
-                &[&document_id, &access.org_id(), &kb_id],
+                &[&document_id, &grant.org_id(), &kb_id],
             )
             .await?
             .ok_or(Error::NotFound { what: "document" })?;
@@ -517,7 +517,7 @@ impl Datastore {
             "UPDATE kb_jobs SET state = $3, attempts = 0, run_after = now(), \
                  last_error = NULL, locked_by = NULL, locked_until = NULL, updated_at = now() \
              WHERE document_id = $1 AND organization_id = $2",
-            &[&document_id, &access.org_id(), &KbJobState::Queued],
+            &[&document_id, &grant.org_id(), &KbJobState::Queued],
         )
         .await?;
         tx.execute(

@@ -3,7 +3,7 @@
 //! every query of them filters by the caller's organization AND user.
 
 use super::Datastore;
-use crate::authz::{OAuthCallbackGrant, OrgAccess};
+use crate::authz::{Grant, OAuthCallbackGrant, OrgAccess, on, perm};
 use crate::db::enums::McpSessionStatus;
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -251,7 +251,7 @@ impl Datastore {
     #[allow(clippy::too_many_arguments)]
     pub async fn mcp_session_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::McpWrite>,
         session_id: Uuid,
         server_id: Uuid,
         quota: u32,
@@ -263,14 +263,14 @@ impl Datastore {
         let tx = conn.transaction().await?;
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended('mcp_sessions:' || $1::uuid::text, 0))",
-            &[&access.org_id()],
+            &[&grant.org_id()],
         )
         .await?;
         let live: i64 = tx
             .query_one(
                 LIVE_SESSIONS,
                 &[
-                    &access.org_id(),
+                    &grant.org_id(),
                     &McpSessionStatus::Active,
                     &McpSessionStatus::NeedsReauth,
                     &McpSessionStatus::Pending,
@@ -302,8 +302,8 @@ impl Datastore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
                 &session_id,
-                &access.org_id(),
-                &access.user_id(),
+                &grant.org_id(),
+                &grant.user_id(),
                 &server_id,
                 &status,
                 &flow_type,
@@ -320,8 +320,8 @@ impl Datastore {
                  VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
                     &id,
-                    &access.org_id(),
-                    &access.user_id(),
+                    &grant.org_id(),
+                    &grant.user_id(),
                     &server_id,
                     &session_id,
                     &instance_name,
@@ -460,7 +460,7 @@ impl Datastore {
     /// Renames one of the caller's instances.
     pub async fn mcp_instance_rename(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::McpWrite>,
         id: Uuid,
         name: &str,
     ) -> Result<McpInstanceRow, Error> {
@@ -474,7 +474,7 @@ impl Datastore {
                      JOIN mcp_servers s ON s.id = i.server_id \
                      JOIN mcp_sessions ss ON ss.id = i.session_id"
                 ),
-                &[&access.org_id(), &access.user_id(), &id, &name],
+                &[&grant.org_id(), &grant.user_id(), &id, &name],
             )
             .await?
             .ok_or(Error::NotFound {
@@ -487,7 +487,7 @@ impl Datastore {
     /// instance goes with it by cascade). Returns what is left to revoke.
     pub async fn mcp_instance_delete(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::McpWrite>,
         id: Uuid,
     ) -> Result<DeletedInstance, Error> {
         let conn = self.conn().await?;
@@ -497,7 +497,7 @@ impl Datastore {
                  WHERE i.organization_id = $1 AND i.user_id = $2 AND i.id = $3 \
                    AND ss.id = i.session_id \
                  RETURNING ss.id, ss.server_id, ss.tokens_sealed",
-                &[&access.org_id(), &access.user_id(), &id],
+                &[&grant.org_id(), &grant.user_id(), &id],
             )
             .await?
             .ok_or(Error::NotFound {
@@ -514,7 +514,7 @@ impl Datastore {
     /// session and server; returns the session's state.
     pub async fn mcp_instance_set_gateway(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::McpWrite>,
         server_id: Uuid,
         session_id: Uuid,
         secret_hash: &[u8],
@@ -528,8 +528,8 @@ impl Datastore {
                    AND i.session_id = $4 AND ss.id = i.session_id \
                  RETURNING ss.status",
                 &[
-                    &access.org_id(),
-                    &access.user_id(),
+                    &grant.org_id(),
+                    &grant.user_id(),
                     &server_id,
                     &session_id,
                     &secret_hash,

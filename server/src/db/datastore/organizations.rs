@@ -1,7 +1,9 @@
 //! Organizations.
 
 use super::Datastore;
-use crate::authz::{Membership, OrgAccess, SYSTEM_ROLES, Scope, SystemAdmin};
+use crate::authz::{
+    Grant, Membership, OrgAccess, Owner, SYSTEM_ROLES, Scope, SystemAdmin, on, perm,
+};
 use crate::db::enums::MembershipStatus;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -306,11 +308,11 @@ impl Datastore {
     /// or `suspended` membership is `409 already_member`.
     pub async fn membership_add(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::UsersWrite>,
         user_id: Uuid,
         role_id: Uuid,
     ) -> Result<(), Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let conn = self.conn().await?;
         let changed = conn
             .execute(
@@ -343,12 +345,12 @@ impl Datastore {
     /// interleave). Returns whether it changed.
     pub async fn membership_set_role(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, Owner<perm::UsersWrite>>,
         user_id: Uuid,
         expected_role: Uuid,
         role_id: Uuid,
     ) -> Result<bool, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let conn = self.conn().await?;
         let n = conn
             .execute(

@@ -1,7 +1,7 @@
 //! Roles and the permission catalog.
 
 use super::{Datastore, is_unique_violation};
-use crate::authz::{OrgAccess, SystemAdmin};
+use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
 use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -131,11 +131,11 @@ impl Datastore {
 
     pub async fn role_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::RolesWrite>,
         values: &RoleValues<'_>,
         permission_ids: &[Uuid],
     ) -> Result<RoleRow, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
@@ -170,12 +170,12 @@ impl Datastore {
     /// replaces its permissions. Returns `None` when no such custom role.
     pub async fn role_update(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::RolesWrite>,
         role_id: Uuid,
         values: &RoleValues<'_>,
         permission_ids: Option<&[Uuid]>,
     ) -> Result<Option<RoleRow>, Error> {
-        let org_id = access.org_id();
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let row = tx
@@ -217,8 +217,12 @@ impl Datastore {
     /// Deletes a custom role of `org_id` unless any membership holds it.
     /// The check and the delete are atomic: the role row is locked first, so
     /// a concurrent assignment waits and then fails on the foreign key.
-    pub async fn role_delete(&self, access: &OrgAccess, role_id: Uuid) -> Result<(), Error> {
-        let org_id = access.org_id();
+    pub async fn role_delete(
+        &self,
+        grant: &Grant<on::Org, (perm::RolesDelete, perm::RolesWrite)>,
+        role_id: Uuid,
+    ) -> Result<(), Error> {
+        let org_id = grant.org_id();
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let locked = tx

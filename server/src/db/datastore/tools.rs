@@ -5,7 +5,7 @@
 
 use super::{Datastore, is_unique_violation};
 use crate::authn::Actor;
-use crate::authz::{OrgAccess, OrgScope};
+use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -152,7 +152,7 @@ impl Datastore {
 
     pub async fn category_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ToolWrite>,
         name: &str,
         description: &str,
     ) -> Result<CategoryRow, Error> {
@@ -161,7 +161,7 @@ impl Datastore {
             .query_one(
                 "INSERT INTO tool_categories (id, organization_id, name, description) \
                  VALUES ($1, $2, $3, $4) RETURNING *",
-                &[&Uuid::new_v4(), &access.org_id(), &name, &description],
+                &[&Uuid::new_v4(), &grant.org_id(), &name, &description],
             )
             .await
             .map_err(|e| {
@@ -173,7 +173,7 @@ impl Datastore {
 
     pub async fn category_update(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ToolWrite>,
         id: Uuid,
         name: Option<&str>,
         description: Option<&str>,
@@ -184,7 +184,7 @@ impl Datastore {
                 "UPDATE tool_categories SET name = coalesce($3, name), \
                     description = coalesce($4, description), updated_at = now() \
                  WHERE organization_id = $1 AND id = $2 RETURNING *",
-                &[&access.org_id(), &id, &name, &description],
+                &[&grant.org_id(), &id, &name, &description],
             )
             .await
             .map_err(|e| {
@@ -196,12 +196,16 @@ impl Datastore {
     }
 
     /// Deletes a category that holds no tools.
-    pub async fn category_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {
+    pub async fn category_delete(
+        &self,
+        grant: &Grant<on::Org, perm::ToolDelete>,
+        id: Uuid,
+    ) -> Result<(), Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         tx.query_opt(
             "SELECT 1 FROM tool_categories WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-            &[&access.org_id(), &id],
+            &[&grant.org_id(), &id],
         )
         .await?
         .ok_or(Error::NotFound { what: "category" })?;
@@ -243,12 +247,12 @@ impl Datastore {
 
     pub async fn tool_create(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ToolWrite>,
         f: &ToolFields<'_>,
     ) -> Result<ToolRow, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        Self::category_owned(&tx, access.org_id(), f.category_id).await?;
+        Self::category_owned(&tx, grant.org_id(), f.category_id).await?;
         let id = Uuid::new_v4();
         tx.execute(
             "INSERT INTO tools (id, organization_id, category_id, name, description, is_active, \
@@ -256,7 +260,7 @@ impl Datastore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             &[
                 &id,
-                &access.org_id(),
+                &grant.org_id(),
                 &f.category_id,
                 &f.name,
                 &f.description,
@@ -268,7 +272,7 @@ impl Datastore {
                 &f.inputs,
                 &f.outputs,
                 &f.settings,
-                &access.user_id(),
+                &grant.user_id(),
             ],
         )
         .await
@@ -295,7 +299,7 @@ impl Datastore {
     /// (locked) and returns the new fields, all in one transaction.
     pub async fn tool_update(
         &self,
-        access: &OrgAccess,
+        grant: &Grant<on::Org, perm::ToolWrite>,
         id: Uuid,
         merge: impl FnOnce(&ToolRow) -> Result<ToolFieldsOwned, Error>,
     ) -> Result<ToolRow, Error> {
@@ -308,14 +312,14 @@ impl Datastore {
                      JOIN tool_categories c ON c.id = t.category_id \
                      WHERE t.organization_id = $1 AND t.id = $2 FOR UPDATE OF t"
                 ),
-                &[&access.org_id(), &id],
+                &[&grant.org_id(), &id],
             )
             .await?
             .ok_or(Error::NotFound { what: "tool" })?;
         let current = ToolRow::from_row(&current);
         let f = merge(&current)?;
         if f.category_id != current.category_id {
-            Self::category_owned(&tx, access.org_id(), f.category_id).await?;
+            Self::category_owned(&tx, grant.org_id(), f.category_id).await?;
         }
         tx.execute(
             "UPDATE tools SET category_id = $2, name = $3, description = $4, is_active = $5, \
@@ -415,12 +419,16 @@ impl Datastore {
     }
 
     /// Deletes a tool of the organization that no agent uses.
-    pub async fn tool_delete(&self, access: &OrgAccess, id: Uuid) -> Result<(), Error> {
+    pub async fn tool_delete(
+        &self,
+        grant: &Grant<on::Org, perm::ToolDelete>,
+        id: Uuid,
+    ) -> Result<(), Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         tx.query_opt(
             "SELECT 1 FROM tools WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-            &[&access.org_id(), &id],
+            &[&grant.org_id(), &id],
         )
         .await?
         .ok_or(Error::NotFound { what: "tool" })?;
