@@ -28,6 +28,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => Self::cli_auth_login(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::AuthTokensCreate => Self::cli_auth_tokens_create(),
+            CliCommand::AuthTokensList => Self::cli_auth_tokens_list(),
+            CliCommand::AuthTokensRevoke => Self::cli_auth_tokens_revoke(),
             CliCommand::ChatGet => Self::cli_chat_get(),
             CliCommand::ChatUpdate => Self::cli_chat_update(),
             CliCommand::ChatCreate => Self::cli_chat_create(),
@@ -650,6 +653,58 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
+            )
+    }
+    pub fn cli_auth_tokens_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("expires-in-days")
+                    .long("expires-in-days")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Days until the token expires (1 to 366, default 90)."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::TokenCreateName))
+                    .required_unless_present("json-body")
+                    .help("What the token is for (`ci-deploy`); 1 to 100 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a personal access token.\n\nAn addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.\n\nAt every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, nor change roles (creating, updating or deleting a role, changing a member's role): `403 token_not_allowed`; those need a login. Invitations need the `users:write` scope.\n\nScopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).",
+            )
+    }
+    pub fn cli_auth_tokens_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "List the caller's personal access tokens.\n\nAn addition to the spec: the live (unrevoked, unexpired) tokens, newest first, without their secrets. Needs a login, not a token (`403 token_not_allowed`).",
+            )
+    }
+    pub fn cli_auth_tokens_revoke() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("token-id")
+                    .long("token-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Revoke one of the caller's personal access tokens.\n\nAn addition to the spec: the token is refused by every instance from the next request on. Another user's or an unknown token is `404 not_found`. Needs a login, not a token (`403 token_not_allowed`).",
             )
     }
     pub fn cli_chat_get() -> ::clap::Command {
@@ -2766,6 +2821,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::AuthTokensCreate => self.execute_auth_tokens_create(matches).await,
+            CliCommand::AuthTokensList => self.execute_auth_tokens_list(matches).await,
+            CliCommand::AuthTokensRevoke => self.execute_auth_tokens_revoke(matches).await,
             CliCommand::ChatGet => self.execute_chat_get(matches).await,
             CliCommand::ChatUpdate => self.execute_chat_update(matches).await,
             CliCommand::ChatCreate => self.execute_chat_create(matches).await,
@@ -3292,6 +3350,79 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_auth_signup_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_tokens_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_tokens_create();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("expires-in-days") {
+            request = request.body_map(|body| body.expires_in_days(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::TokenCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::TokenCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_tokens_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_tokens_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_tokens_list();
+        self.config
+            .execute_auth_tokens_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_tokens_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_tokens_revoke();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("token-id") {
+            request = request.token_id(value.clone());
+        }
+        self.config
+            .execute_auth_tokens_revoke(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5330,6 +5461,27 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_auth_tokens_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthTokensCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_tokens_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthTokensList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_tokens_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthTokensRevoke,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_get(
         &self,
         matches: &::clap::ArgMatches,
@@ -5838,6 +5990,9 @@ pub enum CliCommand {
     AuthLogin,
     AuthSignup,
     AuthSignupInvite,
+    AuthTokensCreate,
+    AuthTokensList,
+    AuthTokensRevoke,
     ChatGet,
     ChatUpdate,
     ChatCreate,
@@ -5927,6 +6082,9 @@ impl CliCommand {
             CliCommand::AuthLogin,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
+            CliCommand::AuthTokensCreate,
+            CliCommand::AuthTokensList,
+            CliCommand::AuthTokensRevoke,
             CliCommand::ChatGet,
             CliCommand::ChatUpdate,
             CliCommand::ChatCreate,
@@ -6017,6 +6175,9 @@ impl CliCommand {
             CliCommand::AuthLogin => "auth_login",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::AuthTokensCreate => "auth_tokens_create",
+            CliCommand::AuthTokensList => "auth_tokens_list",
+            CliCommand::AuthTokensRevoke => "auth_tokens_revoke",
             CliCommand::ChatGet => "chat_get",
             CliCommand::ChatUpdate => "chat_update",
             CliCommand::ChatCreate => "chat_create",

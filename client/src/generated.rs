@@ -8842,6 +8842,124 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/auth/tokens/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct TokenCreate {
+        ///Days until the token expires (1 to 366, default 90).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_in_days: ::std::option::Option<::std::num::NonZeroU32>,
+        ///What the token is for (`ci-deploy`); 1 to 100 characters.
+        pub name: TokenCreateName,
+        ///Permission names (`resource:action`, wildcards allowed: `kb:*`, `*:read`) the token may use; at every request they are intersected with what its user's role grants in the organization addressed, so a token never does more than its user. At least one, at most 64.
+        pub scopes: ::std::vec::Vec<::std::string::String>,
+    }
+    impl TokenCreate {
+        pub fn builder() -> builder::TokenCreate {
+            Default::default()
+        }
+    }
+    ///What the token is for (`ci-deploy`); 1 to 100 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct TokenCreateName(::std::string::String);
+    impl ::std::ops::Deref for TokenCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<TokenCreateName> for ::std::string::String {
+        fn from(value: TokenCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for TokenCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TokenCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TokenCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for TokenCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A token just created: the only time its secret is shown.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct TokenCreated {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///When a request last used it (to the minute); null if never.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub name: ::std::string::String,
+        ///The token's first 12 characters (`wsp_` and 8 more), to recognise it.
+        pub prefix: ::std::string::String,
+        pub scopes: ::std::vec::Vec<::std::string::String>,
+        ///The secret: send it as `Authorization: Bearer <token>`. Stored only as a hash; it cannot be shown again.
+        pub token: ::std::string::String,
+    }
+    impl TokenCreated {
+        pub fn builder() -> builder::TokenCreated {
+            Default::default()
+        }
+    }
+    ///A personal access token as listed: never its secret.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct TokenSummary {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///When a request last used it (to the minute); null if never.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub name: ::std::string::String,
+        ///The token's first 12 characters (`wsp_` and 8 more), to recognise it.
+        pub prefix: ::std::string::String,
+        pub scopes: ::std::vec::Vec<::std::string::String>,
+    }
+    impl TokenSummary {
+        pub fn builder() -> builder::TokenSummary {
+            Default::default()
+        }
+    }
     ///The kind of token issued; always `bearer`.
     #[derive(
         ::serde::Deserialize,
@@ -24906,6 +25024,370 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct TokenCreate {
+            expires_in_days: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::TokenCreateName, ::std::string::String>,
+            scopes: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for TokenCreate {
+            fn default() -> Self {
+                Self {
+                    expires_in_days: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    scopes: Err("no value supplied for scopes".to_string()),
+                }
+            }
+        }
+        impl TokenCreate {
+            pub fn expires_in_days<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_in_days = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for expires_in_days: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::TokenCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn scopes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scopes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scopes: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TokenCreate> for super::TokenCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TokenCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    expires_in_days: value.expires_in_days?,
+                    name: value.name?,
+                    scopes: value.scopes?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TokenCreate> for TokenCreate {
+            fn from(value: super::TokenCreate) -> Self {
+                Self {
+                    expires_in_days: Ok(value.expires_in_days),
+                    name: Ok(value.name),
+                    scopes: Ok(value.scopes),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct TokenCreated {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_used_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+            scopes: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            token: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for TokenCreated {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_used_at: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    prefix: Err("no value supplied for prefix".to_string()),
+                    scopes: Err("no value supplied for scopes".to_string()),
+                    token: Err("no value supplied for token".to_string()),
+                }
+            }
+        }
+        impl TokenCreated {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_used_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_used_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prefix: {e}"));
+                self
+            }
+            pub fn scopes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scopes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scopes: {e}"));
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TokenCreated> for super::TokenCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TokenCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    last_used_at: value.last_used_at?,
+                    name: value.name?,
+                    prefix: value.prefix?,
+                    scopes: value.scopes?,
+                    token: value.token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TokenCreated> for TokenCreated {
+            fn from(value: super::TokenCreated) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    last_used_at: Ok(value.last_used_at),
+                    name: Ok(value.name),
+                    prefix: Ok(value.prefix),
+                    scopes: Ok(value.scopes),
+                    token: Ok(value.token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct TokenSummary {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_used_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+            scopes: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for TokenSummary {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_used_at: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    prefix: Err("no value supplied for prefix".to_string()),
+                    scopes: Err("no value supplied for scopes".to_string()),
+                }
+            }
+        }
+        impl TokenSummary {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_used_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_used_at: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prefix: {e}"));
+                self
+            }
+            pub fn scopes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scopes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scopes: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TokenSummary> for super::TokenSummary {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TokenSummary,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    last_used_at: value.last_used_at?,
+                    name: value.name?,
+                    prefix: value.prefix?,
+                    scopes: value.scopes?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TokenSummary> for TokenSummary {
+            fn from(value: super::TokenSummary) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    last_used_at: Ok(value.last_used_at),
+                    name: Ok(value.name),
+                    prefix: Ok(value.prefix),
+                    scopes: Ok(value.scopes),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Tool {
             category: ::std::result::Result<super::NamedRef, ::std::string::String>,
             category_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -27828,7 +28310,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.2.0*/
+Version: 0.3.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -27866,7 +28348,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.2.0"
+        "0.3.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
@@ -28170,6 +28652,54 @@ impl Client {
     ```*/
     pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
         builder::AuthSignupInvite::new(self)
+    }
+    /**Create a personal access token
+
+    An addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.
+
+    At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, nor change roles (creating, updating or deleting a role, changing a member's role): `403 token_not_allowed`; those need a login. Invitations need the `users:write` scope.
+
+    Scopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).
+
+    Sends a `POST` request to `/api/auth/tokens/create`
+
+    ```ignore
+    let response = client.auth_tokens_create()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_tokens_create(&self) -> builder::AuthTokensCreate<'_> {
+        builder::AuthTokensCreate::new(self)
+    }
+    /**List the caller's personal access tokens
+
+    An addition to the spec: the live (unrevoked, unexpired) tokens, newest first, without their secrets. Needs a login, not a token (`403 token_not_allowed`).
+
+    Sends a `GET` request to `/api/auth/tokens/list`
+
+    ```ignore
+    let response = client.auth_tokens_list()
+        .send()
+        .await;
+    ```*/
+    pub fn auth_tokens_list(&self) -> builder::AuthTokensList<'_> {
+        builder::AuthTokensList::new(self)
+    }
+    /**Revoke one of the caller's personal access tokens
+
+    An addition to the spec: the token is refused by every instance from the next request on. Another user's or an unknown token is `404 not_found`. Needs a login, not a token (`403 token_not_allowed`).
+
+    Sends a `DELETE` request to `/api/auth/tokens/revoke`
+
+    ```ignore
+    let response = client.auth_tokens_revoke()
+        .token_id(token_id)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_tokens_revoke(&self) -> builder::AuthTokensRevoke<'_> {
+        builder::AuthTokensRevoke::new(self)
     }
     /**Fetch a chat session with its messages and uploads
 
@@ -31131,6 +31661,232 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_tokens_create`]
+
+    [`Client::auth_tokens_create`]: super::Client::auth_tokens_create*/
+    #[derive(Debug, Clone)]
+    pub struct AuthTokensCreate<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::TokenCreate, String>,
+    }
+    impl<'a> AuthTokensCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::TokenCreate>,
+            <V as std::convert::TryInto<types::TokenCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `TokenCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::TokenCreate) -> types::builder::TokenCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/tokens/create`
+        pub async fn send(self) -> Result<ResponseValue<types::TokenCreated>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::TokenCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/tokens/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_tokens_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_tokens_list`]
+
+    [`Client::auth_tokens_list`]: super::Client::auth_tokens_list*/
+    #[derive(Debug, Clone)]
+    pub struct AuthTokensList<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> AuthTokensList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/auth/tokens/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::TokenSummary>>, Error<types::Error>>
+        {
+            let Self { client } = self;
+            let url = format!("{}/api/auth/tokens/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_tokens_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_tokens_revoke`]
+
+    [`Client::auth_tokens_revoke`]: super::Client::auth_tokens_revoke*/
+    #[derive(Debug, Clone)]
+    pub struct AuthTokensRevoke<'a> {
+        client: &'a super::Client,
+        token_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AuthTokensRevoke<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                token_id: Err("token_id was not initialized".to_string()),
+            }
+        }
+        pub fn token_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.token_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for token_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/auth/tokens/revoke`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, token_id } = self;
+            let token_id = token_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/tokens/revoke", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("token_id", &token_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_tokens_revoke",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

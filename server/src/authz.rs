@@ -297,6 +297,10 @@ impl<P: perm::Permission> Requirement for Owner<P> {
     type Grants = Owner<P>;
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         access.require(P::NAME)?;
+        // Owners' operations change roles: a login only.
+        if access.via_token() {
+            return Err(token_not_allowed());
+        }
         if access.is_owner() {
             Ok(())
         } else {
@@ -307,6 +311,8 @@ impl<P: perm::Permission> Requirement for Owner<P> {
     }
 }
 
+use perm::Permission as _;
+
 /// A role at or above the admin level ([`ADMIN_LEVEL`]): the spec's
 /// "admin or owner roles" (invitations).
 #[derive(Clone, Copy, Debug)]
@@ -316,6 +322,15 @@ impl Requirement for AdminRole {
     type Grants = AdminRole;
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         if access.level >= ADMIN_LEVEL {
+            // A token manages invitations with the `users:write` scope.
+            if let Some(scopes) = &access.scopes
+                && !permits(scopes, perm::UsersWrite::NAME.name())
+            {
+                return Err(crate::error::Error::Forbidden {
+                    code: "insufficient_scope",
+                    message: "the token's scopes do not include users:write".to_string(),
+                });
+            }
             Ok(())
         } else {
             Err(crate::error::Error::forbidden(format!(
@@ -529,7 +544,19 @@ pub struct OrgAccess {
     role_is_system: bool,
     level: i32,
     permissions: Vec<String>,
+    /// The scopes of the personal access token the request presented
+    /// (`None`: a login's access token, limited by the role alone).
+    scopes: Option<Vec<String>>,
     log: slog::Logger,
+}
+
+/// `403 token_not_allowed`: what only a login may do (managing tokens,
+/// changing roles), asked with a personal access token.
+pub fn token_not_allowed() -> crate::error::Error {
+    crate::error::Error::Forbidden {
+        code: "token_not_allowed",
+        message: "a personal access token cannot do this; log in instead".to_string(),
+    }
 }
 
 /// Proof that the caller is a system administrator, made only by
@@ -721,6 +748,7 @@ impl OrgAccess {
     pub(crate) fn grant<T: on::Target, R: Requirement>(
         user_id: uuid::Uuid,
         membership: Membership,
+        scopes: Option<Vec<String>>,
         target: T,
         require: R,
         log: &slog::Logger,
@@ -733,6 +761,7 @@ impl OrgAccess {
             role_is_system: membership.role_is_system,
             level: membership.level,
             permissions: membership.permissions,
+            scopes,
             // Formatted only if a line is logged.
             log: {
                 let org_id = membership.org_id;
@@ -747,15 +776,42 @@ impl OrgAccess {
         Ok(Grant::new(access, object))
     }
 
-    /// `403 forbidden` unless the role grants the permission.
+    /// `403 forbidden` unless the role grants the permission; with a
+    /// personal access token, also `403 insufficient_scope` unless its
+    /// scopes cover it, and `403 token_not_allowed` for changing roles
+    /// (`roles:write`, `roles:delete`), which needs a login.
     fn require(&self, p: perm::Name) -> Result<(), crate::error::Error> {
-        if permits(&self.permissions, p.name()) {
+        if !permits(&self.permissions, p.name()) {
+            return Err(crate::error::Error::forbidden(format!(
+                "your role does not grant the {p} permission"
+            )));
+        }
+        let Some(scopes) = &self.scopes else {
+            return Ok(());
+        };
+        if matches!(p.name(), "roles:write" | "roles:delete") {
+            return Err(token_not_allowed());
+        }
+        if permits(scopes, p.name()) {
             Ok(())
         } else {
-            Err(crate::error::Error::forbidden(format!(
-                "your role does not grant the {p} permission"
-            )))
+            Err(crate::error::Error::Forbidden {
+                code: "insufficient_scope",
+                message: format!("the token's scopes do not include {p}"),
+            })
         }
+    }
+
+    /// Whether the request came with a personal access token.
+    pub fn via_token(&self) -> bool {
+        self.scopes.is_some()
+    }
+
+    /// Whether the caller's role grants the permission named `name` (and
+    /// the token's scopes, with a personal access token).
+    pub fn grants(&self, name: &str) -> bool {
+        permits(&self.permissions, name)
+            && self.scopes.as_ref().is_none_or(|s| permits(s, name))
     }
 
     pub fn org_id(&self) -> uuid::Uuid {
@@ -777,11 +833,6 @@ impl OrgAccess {
     /// The request's logger, with its request id, organization and user.
     pub fn log(&self) -> &slog::Logger {
         &self.log
-    }
-
-    /// Whether the caller's role grants the permission named `name`.
-    pub fn grants(&self, name: &str) -> bool {
-        permits(&self.permissions, name)
     }
 
     pub fn is_owner(&self) -> bool {

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::db::Datastore;
 use crate::db::datastore::deployments::DeploymentRow;
 use crate::db::datastore::mcp::{GatewayTarget, PendingSession};
-use crate::db::datastore::organizations::AccessLookup;
+use crate::db::datastore::organizations::{AccessLookup, Caller};
 use crate::error::Error;
 use crate::providers::ModelRegistry;
 
@@ -50,6 +50,9 @@ pub struct ServerContext {
     /// [`ShutdownPhase::Serving`], open WebSockets close with 1001 (going
     /// away) so that clients reconnect to another instance.
     pub shutdown: tokio::sync::watch::Sender<ShutdownPhase>,
+    /// When this instance last wrote each personal access token's
+    /// `last_used_at` (see [`ServerContext::token_used`]).
+    pub token_touches: crate::authn::RecentTouches,
 }
 
 /// Where the server is in its shutdown ([`crate::Server::shutdown`]).
@@ -72,25 +75,74 @@ pub enum ShutdownPhase {
 type Rq = dropshot::RequestContext<ServerContext>;
 
 impl ServerContext {
-    /// Authenticates the request (its bearer token; the token's user must
-    /// still exist). For operations on the caller's own account only; every
-    /// org-scoped operation calls [`ServerContext::authorize`] instead.
-    pub async fn authenticate(&self, rqctx: &Rq) -> Result<Actor, Error> {
-        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
-        if !self.datastore.user_exists(user_id).await? {
-            return Err(crate::authn::invalid_token());
+    /// Who the request's bearer credential names: a user by their verified
+    /// access token (no database round trip), or a personal access token
+    /// (`wsp_…`) by the hash of its secret, looked up by the statement
+    /// that uses it.
+    pub fn caller(&self, rqctx: &Rq) -> Result<Caller, Error> {
+        let headers = rqctx.request.headers();
+        if let Some(secret) = crate::authn::personal_token(headers) {
+            return Ok(Caller::Token(crate::authn::hash_secret(secret)));
         }
-        Ok(Actor { user_id })
+        Ok(Caller::User(self.tokens.verify_request(headers)?))
     }
 
-    /// Verifies the request's token only, without a database round trip.
-    /// For operations on the caller's own account whose own statement reads
-    /// the user and answers `401 invalid_token` when it no longer exists
-    /// (`GET /api/users/me`).
-    pub fn authenticate_token(&self, rqctx: &Rq) -> Result<Actor, Error> {
-        Ok(Actor {
-            user_id: self.tokens.verify_request(rqctx.request.headers())?,
-        })
+    /// Authenticates the request (its bearer token; the token's user must
+    /// still exist; a personal access token must be live). For operations
+    /// on the caller's own account only; every org-scoped operation calls
+    /// [`ServerContext::authorize`] instead.
+    pub async fn authenticate(&self, rqctx: &Rq) -> Result<Actor, Error> {
+        match self.caller(rqctx)? {
+            Caller::User(user_id) => {
+                if !self.datastore.user_exists(user_id).await? {
+                    return Err(crate::authn::invalid_token());
+                }
+                Ok(Actor {
+                    user_id,
+                    token_id: None,
+                })
+            }
+            Caller::Token(hash) => {
+                let (user_id, token_id) = self
+                    .datastore
+                    .token_user(&hash)
+                    .await?
+                    .ok_or_else(crate::authn::invalid_token)?;
+                self.token_used(token_id);
+                Ok(Actor {
+                    user_id,
+                    token_id: Some(token_id),
+                })
+            }
+        }
+    }
+
+    /// Authenticates a request that only a login may make (managing
+    /// personal access tokens): a personal access token is `403
+    /// token_not_allowed`, whatever its scopes.
+    pub async fn authenticate_login(&self, rqctx: &Rq) -> Result<Actor, Error> {
+        let actor = self.authenticate(rqctx).await?;
+        if actor.token_id.is_some() {
+            return Err(crate::authz::token_not_allowed());
+        }
+        Ok(actor)
+    }
+
+    /// Notes that a personal access token was used: its `last_used_at` is
+    /// written at most once a minute per token and instance, after the
+    /// request's own statement and off its path (a bounded set of recent
+    /// writes is this instance's only memory of it).
+    pub fn token_used(&self, token_id: uuid::Uuid) {
+        if !self.token_touches.due(token_id) {
+            return;
+        }
+        let datastore = self.datastore.clone();
+        let log = self.log.clone();
+        tokio::spawn(async move {
+            if let Err(e) = datastore.token_touch(token_id).await {
+                slog::warn!(log, "recording a token's use failed"; "error" => %e);
+            }
+        });
     }
 
     /// The one authorization call of an org-scoped handler: authenticates
@@ -111,15 +163,28 @@ impl ServerContext {
         target: T,
         require: R,
     ) -> Result<Grant<T::Object, R::Grants>, Error> {
-        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
+        let caller = self.caller(rqctx)?;
         let scope = target.scope();
-        match self.datastore.access_lookup(user_id, scope).await? {
+        match self.datastore.access_lookup(&caller, scope).await? {
             AccessLookup::NoUser => Err(crate::authn::invalid_token()),
-            AccessLookup::NotMember => Err(scope
-                .not_found()
-                .unwrap_or_else(|| Error::forbidden("you are not a member of this organization"))),
-            AccessLookup::Member(membership) => {
-                OrgAccess::grant(user_id, membership, target, require, &rqctx.log)
+            AccessLookup::NotMember { token, .. } => {
+                if let Some((token_id, _)) = token {
+                    self.token_used(token_id);
+                }
+                Err(scope.not_found().unwrap_or_else(|| {
+                    Error::forbidden("you are not a member of this organization")
+                }))
+            }
+            AccessLookup::Member {
+                user_id,
+                token,
+                membership,
+            } => {
+                let scopes = token.map(|(token_id, scopes)| {
+                    self.token_used(token_id);
+                    scopes
+                });
+                OrgAccess::grant(user_id, membership, scopes, target, require, &rqctx.log)
             }
         }
     }

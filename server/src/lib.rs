@@ -395,6 +395,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         mcp: mcp_client,
         mcp_catalog,
         shutdown,
+        token_touches: crate::authn::RecentTouches::default(),
     };
     // One open file per client connection: the soft limit (often 1024)
     // would cap concurrent streams far below what memory allows.

@@ -2,7 +2,8 @@
 //! beside PostgreSQL's own for the same SQL.
 //!
 //! For `GET /api/conversation/list` (an organization with 20
-//! conversations) and `GET /api/users/me`, at 8 and 32 concurrent
+//! conversations) and `GET /api/users/me` (with a login's access token and
+//! with a personal access token), at 8 and 32 concurrent
 //! connections, in one run and interleaved:
 //! - the release `workspace-server` binary (a separate process, default
 //!   configuration but the database URL, logging at `info`), driven by
@@ -357,13 +358,33 @@ async fn main() {
         .bin_dir
         .join("pgbench");
     let target = pg_target(&cx.db_url);
+    // A personal access token of the same user: `users/me` with it runs
+    // one statement too (the token is looked up in it).
+    let pat = user
+        .client
+        .auth_tokens_create()
+        .body(
+            workspace_client::types::TokenCreate::builder()
+                .name("bench".to_string())
+                .scopes(vec!["*:*".to_string()]),
+        )
+        .send()
+        .await
+        .expect("a personal access token")
+        .into_inner()
+        .token;
+    let pat_hash: String = workspace_server::authn::hash_secret(&pat)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let vars = [
+        ("token_hash", format!("\\x{pat_hash}")),
         ("user_id", user.id.to_string()),
         ("org_id", org.to_string()),
         ("limit", "100".to_string()),
         ("offset", "0".to_string()),
     ];
-    let endpoints: [(&str, String, String); 2] = [
+    let endpoints: [(&str, String, String, &str); 3] = [
         (
             "GET /api/conversation/list",
             format!("{base}/api/conversation/list?org_id={org}"),
@@ -374,11 +395,19 @@ async fn main() {
                     &["org_id", "limit", "offset"],
                 ),
             ]),
+            &user.token,
         ),
         (
             "GET /api/users/me",
             format!("{base}/api/users/me"),
             script(&[(users::USER_ME, &["user_id"])]),
+            &user.token,
+        ),
+        (
+            "GET /api/users/me (PAT)",
+            format!("{base}/api/users/me"),
+            script(&[(users::USER_ME_BY_TOKEN, &["token_hash"])]),
+            &pat,
         ),
     ];
 
@@ -389,7 +418,7 @@ async fn main() {
         .and_then(|s| s.parse().ok())
     {
         println!("server pid {}", server.0.id());
-        for (what, url, _) in &endpoints {
+        for (what, url, _, _) in &endpoints {
             println!("{what}: {url}");
         }
         println!("token: {}", user.token);
@@ -432,12 +461,12 @@ async fn main() {
         if rounds > 1 {
             println!("round {round} of {rounds}");
         }
-        for (e, (what, url, sql)) in endpoints.iter().enumerate() {
+        for (e, (what, url, sql, token)) in endpoints.iter().enumerate() {
             for (c, conns) in CONNECTIONS.into_iter().enumerate() {
                 let s = if use_wrk {
-                    wrk(url, &user.token, conns, secs).expect("wrk's report")
+                    wrk(url, token, conns, secs).expect("wrk's report")
                 } else {
-                    drive(url, &user.token, conns, secs).await
+                    drive(url, token, conns, secs).await
                 };
                 let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
                 row(what, conns, &s, &p);
@@ -447,7 +476,7 @@ async fn main() {
     }
     if rounds > 1 {
         println!("\nshare of pgbench, median of {rounds} rounds (lowest, highest)");
-        for (e, (what, _, _)) in endpoints.iter().enumerate() {
+        for (e, (what, _, _, _)) in endpoints.iter().enumerate() {
             for (c, conns) in CONNECTIONS.into_iter().enumerate() {
                 let mut v = shares[e * CONNECTIONS.len() + c].clone();
                 v.sort_by(f64::total_cmp);

@@ -70,7 +70,10 @@ export async function errorOf(response: Response): Promise<WorkspaceError> {
 export interface WorkspaceOptions {
   /** The server, e.g. `https://api.example.com` (no trailing path). */
   baseUrl: string;
-  /** The access token, or a function that returns the current one. */
+  /**
+   * The access token (from login) or a personal access token (`wsp_…`),
+   * or a function that returns the current one.
+   */
   token?: string | (() => string | undefined);
   /** The fetch implementation (default: the global one). */
   fetch?: typeof fetch;

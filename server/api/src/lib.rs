@@ -22,6 +22,7 @@ pub mod roles;
 pub mod schema;
 pub mod system;
 pub mod time;
+pub mod tokens;
 pub mod tools;
 pub mod users;
 
@@ -38,7 +39,7 @@ use crate::extract::{JsonBody, QueryParams};
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
-pub const API_VERSION: semver::Version = semver::Version::new(0, 2, 0);
+pub const API_VERSION: semver::Version = semver::Version::new(0, 3, 0);
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -215,6 +216,54 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         body: JsonBody<auth::LoginRequest>,
     ) -> Result<HttpResponseOk<auth::LoginResponse>, HttpError>;
+
+    /// Create a personal access token.
+    ///
+    /// An addition to the spec: a bearer token for automation (CI, scripts,
+    /// `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that
+    /// acts for the caller within its `scopes`. The secret is in the answer
+    /// only; it is stored as a SHA-256 hash. It starts with `wsp_` (42
+    /// characters with a checksum), so secret scanners can match it.
+    ///
+    /// At every request the token's scopes are intersected with what its
+    /// user's role grants now, in the same statement as the authorization:
+    /// a token never does more than its user, a demoted or removed user's
+    /// token loses that access at once, a revoked or expired token is `401
+    /// invalid_token`. An operation outside the scopes is `403
+    /// insufficient_scope`. Whatever the scopes, a token cannot create or
+    /// revoke tokens, nor change roles (creating, updating or deleting a
+    /// role, changing a member's role): `403 token_not_allowed`; those need
+    /// a login. Invitations need the `users:write` scope.
+    ///
+    /// Scopes must be permission names of the catalog or wildcards
+    /// (`400 invalid_scope`); a user holds at most 50 live tokens (`409
+    /// too_many_tokens`).
+    #[endpoint { method = POST, path = "/api/auth/tokens/create", tags = ["auth"] }]
+    async fn auth_tokens_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<tokens::TokenCreate>,
+    ) -> Result<HttpResponseCreated<tokens::TokenCreated>, HttpError>;
+
+    /// List the caller's personal access tokens.
+    ///
+    /// An addition to the spec: the live (unrevoked, unexpired) tokens,
+    /// newest first, without their secrets. Needs a login, not a token
+    /// (`403 token_not_allowed`).
+    #[endpoint { method = GET, path = "/api/auth/tokens/list", tags = ["auth"] }]
+    async fn auth_tokens_list(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Vec<tokens::TokenSummary>>, HttpError>;
+
+    /// Revoke one of the caller's personal access tokens.
+    ///
+    /// An addition to the spec: the token is refused by every instance from
+    /// the next request on. Another user's or an unknown token is `404
+    /// not_found`. Needs a login, not a token (`403 token_not_allowed`).
+    #[endpoint { method = DELETE, path = "/api/auth/tokens/revoke", tags = ["auth"] }]
+    async fn auth_tokens_revoke(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<tokens::TokenQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
 
     /// Fetch the current user.
     ///

@@ -145,6 +145,19 @@ pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
 /// [`PUBLIC_OPERATIONS`]).
 pub const AUTHENTICATION_ERRORS: &[&str] = &["unauthenticated", "invalid_token", "token_expired"];
 
+/// Operations a personal access token may not call, whatever its scopes:
+/// they need a login (`403 token_not_allowed`). Managing tokens, and
+/// changing roles (a token must not widen what tokens can do).
+pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
+    "auth_tokens_create",
+    "auth_tokens_list",
+    "auth_tokens_revoke",
+    "roles_create",
+    "roles_update",
+    "roles_remove",
+    "users_update",
+];
+
 /// The `error_code` of a request the server could not parse: malformed
 /// JSON, a missing or mistyped field or query parameter (every operation
 /// with parameters or a body).
@@ -188,6 +201,15 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (429, &["too_many_login_attempts"]),
         ],
     ),
+    (
+        "auth_tokens_create",
+        &[
+            (400, &["invalid_scope", "invalid_name", "invalid_request"]),
+            (409, &["too_many_tokens"]),
+        ],
+    ),
+    ("auth_tokens_list", &[]),
+    ("auth_tokens_revoke", &[(404, &["not_found"])]),
     (
         "auth_signup_invite",
         &[
@@ -1001,6 +1023,18 @@ pub fn error_statuses(
     }
     for (status, codes) in specific.iter() {
         add(*status, codes);
+    }
+    // A personal access token is refused what its scopes leave out
+    // wherever a role can be refused (`403 forbidden`), and the operations
+    // only a login may call (creating tokens, changing roles).
+    let forbidding = specific
+        .iter()
+        .any(|(status, codes)| *status == 403 && codes.contains(&"forbidden"));
+    if forbidding {
+        add(403, &["insufficient_scope"]);
+    }
+    if LOGIN_ONLY_OPERATIONS.contains(&operation_id) {
+        add(403, &["token_not_allowed"]);
     }
     add(500, &["internal_error"]);
     if !DATABASE_FREE_OPERATIONS.contains(&operation_id) {

@@ -19,6 +19,7 @@ pub mod orgs;
 pub mod rate_limits;
 pub mod roles;
 pub mod streams;
+pub mod tokens;
 pub mod tools;
 pub mod users;
 

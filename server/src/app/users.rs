@@ -1,6 +1,6 @@
 //! Users.
 
-use crate::authn::Actor;
+use crate::db::datastore::organizations::Caller;
 use crate::authz::{Grant, Owner, is_owner_role, on, perm};
 use crate::context::ServerContext;
 use crate::db::enums as db;
@@ -9,15 +9,19 @@ use workspace_api::users::{
     CurrentUser, Membership, USERS_LIST_DEFAULT_LIMIT, USERS_LIST_MAX_LIMIT,
 };
 
-/// The caller and their active memberships. `actor` comes from the token
-/// alone: a user that no longer exists is `401 invalid_token` here, from
+/// The caller and their active memberships. `caller` comes from the
+/// request alone: a user that no longer exists, or a personal access token
+/// that is unknown, revoked or expired, is `401 invalid_token` here, from
 /// the same statement that reads the user.
-pub async fn me(cx: &ServerContext, actor: &Actor) -> Result<CurrentUser, Error> {
-    let (user, memberships) = cx
+pub async fn me(cx: &ServerContext, caller: &Caller) -> Result<CurrentUser, Error> {
+    let (user, memberships, token_id) = cx
         .datastore
-        .user_me(actor.user_id)
+        .user_me(caller)
         .await?
         .ok_or_else(crate::authn::invalid_token)?;
+    if let Some(token_id) = token_id {
+        cx.token_used(token_id);
+    }
     Ok(CurrentUser {
         id: user.id,
         full_name: format!("{} {}", user.first_name, user.last_name),

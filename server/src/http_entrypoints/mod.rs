@@ -16,6 +16,7 @@ mod mcp;
 mod orgs;
 mod roles;
 mod system;
+mod tokens;
 mod tools;
 mod users;
 
@@ -212,6 +213,9 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn readyz() -> HttpResponseOk<HealthStatus> => system::readyz);
     delegate!(fn auth_signup(body: JsonBody<SignupRequest>) -> HttpResponseCreated<SignupResponse> => auth::signup);
     delegate!(fn auth_login(body: JsonBody<LoginRequest>) -> HttpResponseOk<LoginResponse> => auth::login);
+    delegate!(fn auth_tokens_create(body: JsonBody<workspace_api::tokens::TokenCreate>) -> HttpResponseCreated<workspace_api::tokens::TokenCreated> => tokens::create);
+    delegate!(fn auth_tokens_list() -> HttpResponseOk<Vec<workspace_api::tokens::TokenSummary>> => tokens::list);
+    delegate!(fn auth_tokens_revoke(query: QueryParams<workspace_api::tokens::TokenQuery>) -> HttpResponseOk<MessageResponse> => tokens::revoke);
     delegate!(fn users_me() -> HttpResponseOk<CurrentUser> => users::me);
     delegate!(fn org_list(query: QueryParams<PageQuery>) -> HttpResponseOk<Vec<Organization>> => orgs::list);
     delegate!(fn org_create_org(query: QueryParams<CreateOrgQuery>) -> HttpResponseCreated<Organization> => orgs::create_org);

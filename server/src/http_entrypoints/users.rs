@@ -12,9 +12,10 @@ use workspace_api::users::{
 
 pub async fn me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
     let cx = rqctx.context();
-    // The user's existence is checked by `me`'s one statement.
-    let actor = cx.authenticate_token(&rqctx)?;
-    Ok(HttpResponseOk(app::users::me(cx, &actor).await?))
+    // The user's existence (and a personal access token's) is checked by
+    // `me`'s one statement.
+    let caller = cx.caller(&rqctx)?;
+    Ok(HttpResponseOk(app::users::me(cx, &caller).await?))
 }
 
 pub async fn update(

@@ -93,6 +93,28 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Public,
             call(M::POST, "/api/auth/login", vec![], Some(json!({}))),
         ),
+        "auth_tokens_create" => (
+            Scope::Authenticated,
+            call(
+                M::POST,
+                "/api/auth/tokens/create",
+                vec![],
+                Some(json!({"name": "probe", "scopes": ["kb:read"]})),
+            ),
+        ),
+        "auth_tokens_list" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/auth/tokens/list", vec![], None),
+        ),
+        "auth_tokens_revoke" => (
+            Scope::Authenticated,
+            call(
+                M::DELETE,
+                "/api/auth/tokens/revoke",
+                vec![("token_id", Uuid::new_v4().to_string())],
+                None,
+            ),
+        ),
         "users_me" => (
             Scope::Authenticated,
             call(M::GET, "/api/users/me", vec![], None),

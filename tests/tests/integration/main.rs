@@ -21,6 +21,7 @@ mod kb_ingest;
 mod keys;
 mod mcp;
 mod orgs;
+mod pats;
 mod providers;
 mod roles;
 mod rolling;

@@ -5,7 +5,7 @@ export interface OperationErrors {
   agents_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -13,7 +13,7 @@ export interface OperationErrors {
   agents_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -21,7 +21,7 @@ export interface OperationErrors {
   agents_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -29,14 +29,14 @@ export interface OperationErrors {
   agents_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -45,7 +45,7 @@ export interface OperationErrors {
   agents_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -79,17 +79,40 @@ export interface OperationErrors {
     500: "internal_error";
     503: "server_busy" | "database_unavailable";
   };
+  auth_tokens_create: {
+    400: "invalid_request" | "invalid_scope" | "invalid_name";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "token_not_allowed";
+    408: "request_timeout";
+    409: "too_many_tokens";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_tokens_list: {
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "token_not_allowed";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_tokens_revoke: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "token_not_allowed";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_available_knowledge_bases: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_bulk_delete_sessions: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -97,7 +120,7 @@ export interface OperationErrors {
   chat_create: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -105,7 +128,7 @@ export interface OperationErrors {
   chat_delete_session: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -113,7 +136,7 @@ export interface OperationErrors {
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -121,14 +144,14 @@ export interface OperationErrors {
   chat_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -136,7 +159,7 @@ export interface OperationErrors {
   chat_send_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
@@ -147,7 +170,7 @@ export interface OperationErrors {
   chat_stop: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -155,7 +178,7 @@ export interface OperationErrors {
   chat_stream: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -163,7 +186,7 @@ export interface OperationErrors {
   chat_transcribe: {
     400: "invalid_request" | "invalid_audio" | "unsupported_audio_format" | "unsupported_language";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     413: "file_too_large";
     500: "internal_error";
@@ -172,7 +195,7 @@ export interface OperationErrors {
   chat_update: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -181,7 +204,7 @@ export interface OperationErrors {
   chat_upload_file: {
     400: "invalid_request" | "invalid_upload";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "feature_disabled";
+    403: "forbidden" | "feature_disabled" | "insufficient_scope";
     408: "request_timeout";
     413: "file_too_large";
     415: "unsupported_file_type";
@@ -196,14 +219,14 @@ export interface OperationErrors {
   chat_ws_ticket: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_create: {
     400: "invalid_request" | "invalid_title";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -211,7 +234,7 @@ export interface OperationErrors {
   conversation_create_session: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -220,7 +243,7 @@ export interface OperationErrors {
   conversation_get_with_sessions: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -228,14 +251,14 @@ export interface OperationErrors {
   conversation_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_messages: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -243,7 +266,7 @@ export interface OperationErrors {
   conversation_stop: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -251,7 +274,7 @@ export interface OperationErrors {
   conversation_stream: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -259,7 +282,7 @@ export interface OperationErrors {
   conversation_stream_chat: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     429: "daily_chat_limit_exceeded";
@@ -282,7 +305,7 @@ export interface OperationErrors {
   deployments_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_ready";
@@ -292,7 +315,7 @@ export interface OperationErrors {
   deployments_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -300,7 +323,7 @@ export interface OperationErrors {
   deployments_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -308,7 +331,7 @@ export interface OperationErrors {
   deployments_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -326,7 +349,7 @@ export interface OperationErrors {
   deployments_regenerate_key: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -334,7 +357,7 @@ export interface OperationErrors {
   deployments_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -354,7 +377,7 @@ export interface OperationErrors {
   invitations_bulk_create: {
     400: "invalid_request" | "invalid_message";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -362,7 +385,7 @@ export interface OperationErrors {
   invitations_create: {
     400: "invalid_request" | "invalid_email" | "invalid_message" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
@@ -371,7 +394,7 @@ export interface OperationErrors {
   invitations_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -379,14 +402,14 @@ export interface OperationErrors {
   invitations_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   invitations_resend: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "invitation_not_pending" | "invitation_token_unavailable";
     500: "internal_error";
@@ -395,7 +418,7 @@ export interface OperationErrors {
   invitations_revoke: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "invitation_not_pending";
     500: "internal_error";
@@ -409,7 +432,7 @@ export interface OperationErrors {
   kb_add_source: {
     400: "invalid_request" | "invalid_source" | "too_many_sources";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -418,7 +441,7 @@ export interface OperationErrors {
   kb_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_source" | "unknown_embedding_model";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -426,7 +449,7 @@ export interface OperationErrors {
   kb_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -434,7 +457,7 @@ export interface OperationErrors {
   kb_delete_document: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -442,7 +465,7 @@ export interface OperationErrors {
   kb_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -450,7 +473,7 @@ export interface OperationErrors {
   kb_ingestion_status: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -458,14 +481,14 @@ export interface OperationErrors {
   kb_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   kb_list_documents: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -473,7 +496,7 @@ export interface OperationErrors {
   kb_query: {
     400: "invalid_request" | "invalid_query" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -482,7 +505,7 @@ export interface OperationErrors {
   kb_retry_document: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "document_not_failed";
     500: "internal_error";
@@ -491,7 +514,7 @@ export interface OperationErrors {
   kb_search: {
     400: "invalid_request" | "invalid_query";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -500,7 +523,7 @@ export interface OperationErrors {
   kb_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -515,7 +538,7 @@ export interface OperationErrors {
     400: "invalid_request" | "invalid_flow_type";
     401: "unauthenticated" | "invalid_token" | "token_expired";
     402: "mcp_sessions_quota_exceeded";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -525,7 +548,7 @@ export interface OperationErrors {
   mcp_delete_instance: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -533,7 +556,7 @@ export interface OperationErrors {
   mcp_gateway_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "mcp_instance_not_active";
     500: "internal_error";
@@ -543,7 +566,7 @@ export interface OperationErrors {
   mcp_gateway_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "mcp_instance_not_active";
     500: "internal_error";
@@ -553,7 +576,7 @@ export interface OperationErrors {
   mcp_gateway_post: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "mcp_instance_not_active";
@@ -564,7 +587,7 @@ export interface OperationErrors {
   mcp_generate_url: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -573,21 +596,21 @@ export interface OperationErrors {
   mcp_list_instances: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_list_servers: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -596,7 +619,7 @@ export interface OperationErrors {
   mcp_server_with_tools: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     502: "mcp_server_unavailable";
@@ -605,7 +628,7 @@ export interface OperationErrors {
   mcp_update_instance: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -614,14 +637,14 @@ export interface OperationErrors {
   models_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_add_member: {
     400: "invalid_request" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high";
+    403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "already_member";
@@ -638,7 +661,7 @@ export interface OperationErrors {
   org_features: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -651,7 +674,7 @@ export interface OperationErrors {
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -664,7 +687,7 @@ export interface OperationErrors {
   roles_create: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "role_level_too_high" | "permission_not_held";
+    403: "forbidden" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
     408: "request_timeout";
     409: "role_name_taken";
     500: "internal_error";
@@ -673,7 +696,7 @@ export interface OperationErrors {
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "permission_exists";
     500: "internal_error";
@@ -682,7 +705,7 @@ export interface OperationErrors {
   roles_delete_permission: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "permission_protected";
     500: "internal_error";
@@ -697,14 +720,14 @@ export interface OperationErrors {
   roles_list_roles: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_remove: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "system_role_immutable" | "role_level_too_high";
+    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     409: "role_in_use";
     500: "internal_error";
@@ -713,7 +736,7 @@ export interface OperationErrors {
   roles_update: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held";
+    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "role_name_taken";
@@ -723,14 +746,14 @@ export interface OperationErrors {
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "tool_name_taken";
     500: "internal_error";
@@ -739,7 +762,7 @@ export interface OperationErrors {
   tools_create_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "category_name_taken";
     500: "internal_error";
@@ -748,7 +771,7 @@ export interface OperationErrors {
   tools_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "tool_in_use";
     500: "internal_error";
@@ -757,7 +780,7 @@ export interface OperationErrors {
   tools_delete_category: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "category_in_use";
     500: "internal_error";
@@ -766,7 +789,7 @@ export interface OperationErrors {
   tools_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -774,21 +797,21 @@ export interface OperationErrors {
   tools_list_all: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_list_categories: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_test: {
     400: "invalid_request" | "invalid_input" | "tool_inactive" | "tool_requirement_missing";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -797,7 +820,7 @@ export interface OperationErrors {
   tools_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "tool_name_taken";
@@ -807,7 +830,7 @@ export interface OperationErrors {
   tools_update_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
     409: "category_name_taken";
@@ -817,7 +840,7 @@ export interface OperationErrors {
   users_invite: {
     400: "invalid_request" | "invalid_email" | "invalid_name" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
@@ -826,7 +849,7 @@ export interface OperationErrors {
   users_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -838,7 +861,7 @@ export interface OperationErrors {
   users_update: {
     400: "invalid_request" | "invalid_role" | "member_not_active" | "role_already_assigned";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "concurrent_update";

@@ -390,6 +390,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/tokens/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a personal access token.
+         * @description An addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.
+         *
+         *     At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, nor change roles (creating, updating or deleting a role, changing a member's role): `403 token_not_allowed`; those need a login. Invitations need the `users:write` scope.
+         *
+         *     Scopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).
+         */
+        post: operations["auth_tokens_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/tokens/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's personal access tokens.
+         * @description An addition to the spec: the live (unrevoked, unexpired) tokens, newest first, without their secrets. Needs a login, not a token (`403 token_not_allowed`).
+         */
+        get: operations["auth_tokens_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/tokens/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the caller's personal access tokens.
+         * @description An addition to the spec: the token is refused by every instance from the next request on. Another user's or an unknown token is `404 not_found`. Needs a login, not a token (`403 token_not_allowed`).
+         */
+        delete: operations["auth_tokens_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat": {
         parameters: {
             query?: never;
@@ -3677,6 +3741,56 @@ export interface components {
             message: string;
             success: boolean;
         };
+        /** @description Body of `POST /api/auth/tokens/create`. */
+        TokenCreate: {
+            /**
+             * Format: uint32
+             * @description Days until the token expires (1 to 366, default 90).
+             */
+            expires_in_days?: number | null;
+            /** @description What the token is for (`ci-deploy`); 1 to 100 characters. */
+            name: string;
+            /** @description Permission names (`resource:action`, wildcards allowed: `kb:*`, `*:read`) the token may use; at every request they are intersected with what its user's role grants in the organization addressed, so a token never does more than its user. At least one, at most 64. */
+            scopes: string[];
+        };
+        /** @description A token just created: the only time its secret is shown. */
+        TokenCreated: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When a request last used it (to the minute); null if never.
+             */
+            last_used_at?: string | null;
+            name: string;
+            /** @description The token's first 12 characters (`wsp_` and 8 more), to recognise it. */
+            prefix: string;
+            scopes: string[];
+            /** @description The secret: send it as `Authorization: Bearer <token>`. Stored only as a hash; it cannot be shown again. */
+            token: string;
+        };
+        /** @description A personal access token as listed: never its secret. */
+        TokenSummary: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When a request last used it (to the minute); null if never.
+             */
+            last_used_at?: string | null;
+            name: string;
+            /** @description The token's first 12 characters (`wsp_` and 8 more), to recognise it. */
+            prefix: string;
+            scopes: string[];
+        };
         /**
          * @description The kind of token issued; always `bearer`.
          * @enum {string}
@@ -4468,7 +4582,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4565,7 +4679,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4644,7 +4758,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4723,7 +4837,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4802,7 +4916,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4885,7 +4999,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5199,7 +5313,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5278,7 +5392,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5357,7 +5471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5440,7 +5554,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5514,7 +5628,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5606,7 +5720,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5932,6 +6046,231 @@ export interface operations {
             };
         };
     };
+    auth_tokens_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenCreate"];
+            };
+        };
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenCreated"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_scope`, `invalid_name`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `too_many_tokens`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_tokens_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenSummary"][];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_tokens_revoke: {
+        parameters: {
+            query: {
+                token_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     chat_get: {
         parameters: {
             query: {
@@ -5974,7 +6313,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6059,7 +6398,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6151,7 +6490,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6230,7 +6569,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6304,7 +6643,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6383,7 +6722,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6468,7 +6807,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6542,7 +6881,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6625,7 +6964,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6734,7 +7073,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6815,7 +7154,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6902,7 +7241,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6996,7 +7335,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7137,7 +7476,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7211,7 +7550,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7294,7 +7633,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7384,7 +7723,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7467,7 +7806,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7543,7 +7882,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7624,7 +7963,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7705,7 +8044,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7788,7 +8127,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7972,7 +8311,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8055,7 +8394,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8143,7 +8482,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8228,7 +8567,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8298,7 +8637,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8386,7 +8725,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8529,7 +8868,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8621,7 +8960,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8700,7 +9039,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8781,7 +9120,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8860,7 +9199,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8939,7 +9278,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9022,7 +9361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9096,7 +9435,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9180,7 +9519,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9270,7 +9609,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9362,7 +9701,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9454,7 +9793,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9620,7 +9959,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9708,7 +10047,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9808,7 +10147,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9913,7 +10252,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10022,7 +10361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10116,7 +10455,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10206,7 +10545,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10287,7 +10626,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10357,7 +10696,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10429,7 +10768,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10512,7 +10851,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10608,7 +10947,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10679,7 +11018,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `owner_role_not_assignable`, `role_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10846,7 +11185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10920,7 +11259,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11075,7 +11414,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `permission_not_held`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11230,7 +11569,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11301,7 +11640,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11389,7 +11728,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11479,7 +11818,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11573,7 +11912,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `permission_not_held`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11670,7 +12009,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11746,7 +12085,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11847,7 +12186,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11939,7 +12278,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12029,7 +12368,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12119,7 +12458,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12209,7 +12548,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12292,7 +12631,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12366,7 +12705,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12442,7 +12781,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12536,7 +12875,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12637,7 +12976,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12729,7 +13068,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12854,7 +13193,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -88,14 +88,17 @@ const WS_RECHECK: Duration = Duration::from_secs(30);
 /// Whether the user is still an active member with `chats:read` (a
 /// database outage keeps the socket open).
 async fn ws_still_allowed(cx: &ServerContext, access: &LiveAccess) -> bool {
-    use crate::db::datastore::organizations::AccessLookup;
+    use crate::db::datastore::organizations::{AccessLookup, Caller};
     match cx
         .datastore
-        .access_lookup(access.user_id(), crate::authz::Scope::Org(access.org_id()))
+        .access_lookup(
+            &Caller::User(access.user_id()),
+            crate::authz::Scope::Org(access.org_id()),
+        )
         .await
     {
-        Ok(AccessLookup::Member(m)) => {
-            crate::authz::permits(&m.permissions, perm::ChatsRead::NAME.name())
+        Ok(AccessLookup::Member { membership, .. }) => {
+            crate::authz::permits(&membership.permissions, perm::ChatsRead::NAME.name())
         }
         Ok(_) => false,
         Err(_) => true,

@@ -17,6 +17,7 @@ pub mod rate_limits;
 pub mod roles;
 pub mod secrets;
 pub mod streams;
+pub mod tokens;
 pub mod tools;
 pub mod users;
 

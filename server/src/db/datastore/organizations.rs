@@ -42,52 +42,120 @@ const ORG_WITH_ROLE: &str = "SELECT o.id, o.name, o.slug, o.created_at, o.update
      JOIN organizations o ON o.id = m.organization_id \
      JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id";
 
+/// Who a request's bearer credential names: a user (their access token,
+/// verified) or a personal access token (the SHA-256 of its secret, looked
+/// up in the authorization's own statement).
+pub enum Caller {
+    User(Uuid),
+    Token(Vec<u8>),
+}
+
+/// A personal access token found by the authorization statement: its id
+/// and scopes.
+pub type TokenFound = Option<(Uuid, Vec<String>)>;
+
 /// What [`Datastore::access_lookup`] found.
 pub enum AccessLookup {
-    /// The token's user does not exist (or has no password yet).
+    /// The token's user does not exist (or has no password yet), or the
+    /// personal access token is unknown, revoked or expired.
     NoUser,
     /// The user is not an active member of the organization (or the
     /// organization or the addressed object does not exist).
-    NotMember,
-    Member(Membership),
+    NotMember { user_id: Uuid, token: TokenFound },
+    Member {
+        user_id: Uuid,
+        token: TokenFound,
+        membership: Membership,
+    },
 }
 
-/// The authorization statement; `{org}` is the expression that yields the
-/// organization id from `$2`.
+/// The authorization statement; `$org` is the expression that yields the
+/// organization id from `$2` (the caller is `u`), `$caller` where the
+/// caller comes from and which of them counts. Made for a user's access
+/// token (`$1` is the user's id; no token columns) and for a personal
+/// access token (`$1` is the SHA-256 of its secret: the token's id and
+/// scopes come with the membership, in the same statement).
 macro_rules! access_sql {
-    ($org:literal) => {
+    (user, $org:literal) => {
+        access_sql!(
+            "NULL::uuid AS token_id, NULL::text[] AS token_scopes FROM users u",
+            $org,
+            "WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+        )
+    };
+    (token, $org:literal) => {
+        access_sql!(
+            "t.id AS token_id, t.scopes AS token_scopes \
+             FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
+            $org,
+            "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
+             AND u.password_hash IS NOT NULL"
+        )
+    };
+    ($caller:literal, $org:literal, $which:literal) => {
         concat!(
-            "SELECT m.organization_id AS org_id, r.id AS role_id, r.name AS role_name, \
+            "SELECT u.id AS user_id, m.organization_id AS org_id, r.id AS role_id, \
+                    r.name AS role_name, \
                     r.is_system_role AS role_is_system, r.hierarchy_level AS level, \
                     ARRAY(SELECT p.name FROM role_permissions rp \
                           JOIN permissions p ON p.id = rp.permission_id \
-                          WHERE rp.role_id = r.id) AS permissions \
-             FROM users u \
-             LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
+                          WHERE rp.role_id = r.id) AS permissions, ",
+            $caller,
+            " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
                   AND m.organization_id = ",
             $org,
-            " LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
-             WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+            " LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id ",
+            $which
         )
     };
 }
+
+/// The organization expressions of the scopes.
+macro_rules! access_statements {
+    ($kind:ident) => {
+        [
+            access_sql!($kind, "$2"),
+            access_sql!($kind, "(SELECT organization_id FROM invitations WHERE id = $2)"),
+            access_sql!($kind, "(SELECT organization_id FROM knowledge_bases WHERE id = $2)"),
+            access_sql!($kind, "(SELECT organization_id FROM agents WHERE id = $2)"),
+            access_sql!($kind, "(SELECT organization_id FROM chats WHERE id = $2)"),
+            access_sql!(
+                $kind,
+                "(SELECT organization_id FROM mcp_instances WHERE id = $2 AND user_id = u.id)"
+            ),
+            // The caller's personal organization (`$2` is unused: a nil id).
+            access_sql!(
+                $kind,
+                "(SELECT o.id FROM organizations o WHERE o.is_personal AND o.created_by = u.id \
+                  AND o.id <> $2 ORDER BY o.created_at, o.id LIMIT 1)"
+            ),
+            access_sql!($kind, "(SELECT organization_id FROM agent_deployments WHERE id = $2)"),
+        ]
+    };
+}
+
+/// The authorization statements of a user's access token, by scope (see
+/// [`scope_index`]).
+const ACCESS_BY_USER: [&str; 8] = access_statements!(user);
+/// The same for a personal access token.
+const ACCESS_BY_TOKEN: [&str; 8] = access_statements!(token);
 /// Public for the API benchmark (pgbench runs the same SQL).
-pub const ACCESS_BY_ORG: &str = access_sql!("$2");
-const ACCESS_BY_INVITATION: &str =
-    access_sql!("(SELECT organization_id FROM invitations WHERE id = $2)");
-const ACCESS_BY_KB: &str =
-    access_sql!("(SELECT organization_id FROM knowledge_bases WHERE id = $2)");
-const ACCESS_BY_AGENT: &str = access_sql!("(SELECT organization_id FROM agents WHERE id = $2)");
-const ACCESS_BY_CHAT: &str = access_sql!("(SELECT organization_id FROM chats WHERE id = $2)");
-const ACCESS_BY_MCP_INSTANCE: &str =
-    access_sql!("(SELECT organization_id FROM mcp_instances WHERE id = $2 AND user_id = $1)");
-/// The caller's personal organization (`$2` is unused: a nil id).
-const ACCESS_BY_PERSONAL: &str = access_sql!(
-    "(SELECT o.id FROM organizations o WHERE o.is_personal AND o.created_by = $1 \
-      AND o.id <> $2 ORDER BY o.created_at, o.id LIMIT 1)"
-);
-const ACCESS_BY_DEPLOYMENT: &str =
-    access_sql!("(SELECT organization_id FROM agent_deployments WHERE id = $2)");
+pub const ACCESS_BY_ORG: &str = ACCESS_BY_USER[0];
+
+/// The index of a scope's statement in [`ACCESS_BY_USER`] and
+/// [`ACCESS_BY_TOKEN`], and its `$2`.
+fn scope_index(scope: Scope) -> (usize, Uuid) {
+    match scope {
+        Scope::Org(id) => (0, id),
+        Scope::Invitation(id) => (1, id),
+        Scope::Kb(id) => (2, id),
+        Scope::Agent(id) => (3, id),
+        Scope::Chat(id) => (4, id),
+        Scope::McpInstance(id) => (5, id),
+        Scope::PersonalOrg => (6, Uuid::nil()),
+        Scope::Deployment(id) => (7, id),
+    }
+}
 
 /// The per-organization overrides of feature gates and quotas (`None`: use
 /// the configured default).
@@ -373,32 +441,45 @@ impl Datastore {
     /// membership in the scope's organization, its role and the role's
     /// permission names. For an object scope the organization is the
     /// object's, looked up in the same statement.
-    pub async fn access_lookup(&self, user_id: Uuid, scope: Scope) -> Result<AccessLookup, Error> {
-        let (sql, id) = match scope {
-            Scope::Org(id) => (ACCESS_BY_ORG, id),
-            Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
-            Scope::Kb(id) => (ACCESS_BY_KB, id),
-            Scope::Agent(id) => (ACCESS_BY_AGENT, id),
-            Scope::Deployment(id) => (ACCESS_BY_DEPLOYMENT, id),
-            Scope::Chat(id) => (ACCESS_BY_CHAT, id),
-            Scope::McpInstance(id) => (ACCESS_BY_MCP_INSTANCE, id),
-            Scope::PersonalOrg => (ACCESS_BY_PERSONAL, Uuid::nil()),
-        };
+    pub async fn access_lookup(
+        &self,
+        caller: &Caller,
+        scope: Scope,
+    ) -> Result<AccessLookup, Error> {
+        let (index, id) = scope_index(scope);
         let conn = self.quick().await?;
-        let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
+        let row = match caller {
+            Caller::User(user_id) => {
+                conn.query_opt(ACCESS_BY_USER[index], &[user_id, &id])
+                    .await?
+            }
+            Caller::Token(hash) => {
+                conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id])
+                    .await?
+            }
+        };
+        let Some(row) = row else {
             return Ok(AccessLookup::NoUser);
         };
+        let user_id: Uuid = row.get("user_id");
+        let token = row
+            .get::<_, Option<Uuid>>("token_id")
+            .map(|id| (id, row.get::<_, Vec<String>>("token_scopes")));
         let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
-            return Ok(AccessLookup::NotMember);
+            return Ok(AccessLookup::NotMember { user_id, token });
         };
-        Ok(AccessLookup::Member(Membership {
-            org_id,
-            role_id: row.get("role_id"),
-            role_name: row.get("role_name"),
-            role_is_system: row.get("role_is_system"),
-            level: row.get("level"),
-            permissions: row.get("permissions"),
-        }))
+        Ok(AccessLookup::Member {
+            user_id,
+            token,
+            membership: Membership {
+                org_id,
+                role_id: row.get("role_id"),
+                role_name: row.get("role_name"),
+                role_is_system: row.get("role_is_system"),
+                level: row.get("level"),
+                permissions: row.get("permissions"),
+            },
+        })
     }
 }
 

@@ -256,6 +256,15 @@ impl Datastore {
         Ok(())
     }
 
+    /// Every permission name of the catalog.
+    pub async fn permission_names(&self) -> Result<Vec<String>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query("SELECT name FROM permissions ORDER BY name LIMIT 10000", &[])
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     pub async fn permissions_list(&self, page: super::Page) -> Result<Vec<PermissionRow>, Error> {
         let conn = self.conn().await?;
         let rows = conn

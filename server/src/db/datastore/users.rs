@@ -57,17 +57,39 @@ pub struct Credentials {
 }
 
 /// `GET /api/users/me` in one statement: the user, then one row per active
-/// membership (or one row of NULLs when there is none). Public for the API
-/// benchmark, which runs the same SQL through pgbench.
-pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
-            u.last_active_at, u.is_system_admin, o.id AS organization_id, \
-            o.name AS organization_name, o.slug AS slug, r.id AS role_id, r.name AS role_name \
-     FROM users u \
-     LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
-     LEFT JOIN organizations o ON o.id = m.organization_id \
-     LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
-     WHERE u.id = $1 AND u.password_hash IS NOT NULL \
-     ORDER BY m.created_at, o.id";
+/// membership (or one row of NULLs when there is none). `$caller` names
+/// the user: by id, or by a personal access token's hash (whose id comes
+/// along, to record its use).
+macro_rules! user_me_sql {
+    ($caller:literal, $which:literal) => {
+        concat!(
+            "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
+                    u.last_active_at, u.is_system_admin, o.id AS organization_id, \
+                    o.name AS organization_name, o.slug AS slug, r.id AS role_id, \
+                    r.name AS role_name, ",
+            $caller,
+            " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
+             LEFT JOIN organizations o ON o.id = m.organization_id \
+             LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id ",
+            $which,
+            " ORDER BY m.created_at, o.id"
+        )
+    };
+}
+
+/// `GET /api/users/me` by the user's id. Public for the API benchmark,
+/// which runs the same SQL through pgbench.
+pub const USER_ME: &str = user_me_sql!(
+    "NULL::uuid AS token_id FROM users u",
+    "WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+);
+
+/// `GET /api/users/me` by a personal access token's hash.
+pub const USER_ME_BY_TOKEN: &str = user_me_sql!(
+    "t.id AS token_id FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
+    "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
+     AND u.password_hash IS NOT NULL"
+);
 
 /// The advisory lock that orders signups while the first account may
 /// still become a system administrator (`auth.first_account_admin`).
@@ -192,14 +214,19 @@ impl Datastore {
     /// statement; `None` when the user does not exist or cannot log in.
     pub async fn user_me(
         &self,
-        user_id: Uuid,
-    ) -> Result<Option<(UserRow, Vec<MembershipRow>)>, Error> {
+        caller: &super::organizations::Caller,
+    ) -> Result<Option<(UserRow, Vec<MembershipRow>, Option<Uuid>)>, Error> {
+        use super::organizations::Caller;
         let conn = self.quick().await?;
-        let rows = conn.query(USER_ME, &[&user_id]).await?;
+        let rows = match caller {
+            Caller::User(user_id) => conn.query(USER_ME, &[user_id]).await?,
+            Caller::Token(hash) => conn.query(USER_ME_BY_TOKEN, &[hash]).await?,
+        };
         let Some(first) = rows.first() else {
             return Ok(None);
         };
         let user = UserRow::from_row(first);
+        let token_id: Option<Uuid> = first.get("token_id");
         let memberships = rows
             .iter()
             .filter_map(|r| {
@@ -207,7 +234,7 @@ impl Datastore {
                 Some(MembershipRow::from_row(r))
             })
             .collect();
-        Ok(Some((user, memberships)))
+        Ok(Some((user, memberships, token_id)))
     }
 
     /// The user's active memberships, oldest first.
