@@ -25,7 +25,7 @@ fn kb_body(name: &str) -> types::builder::KbCreate {
     types::KbCreate::builder()
         .name(name.to_string())
         .description("d".to_string())
-        .embedding_model("local-minilm".to_string())
+        .embedding_model("all-minilm-l6-v2".to_string())
         .sources(Vec::new())
 }
 
@@ -105,7 +105,7 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
         scope(
             bot.kb_update()
                 .kb_id(kb)
-                .body(types::KbUpdate::builder().name(Some("y".to_string())))
+                .body(types::KbUpdate::builder().name(Some("y".parse().unwrap())))
                 .send()
                 .await
                 .map(|_| ()),
@@ -122,7 +122,7 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
         scope(
             bot.conversation_create()
                 .org_id(org)
-                .body(types::ConversationCreate::builder().title(Some("t".to_string())))
+                .body(types::ConversationCreate::builder().title("t"))
                 .send()
                 .await
                 .map(|_| ()),
@@ -184,7 +184,7 @@ async fn a_token_never_does_more_than_its_user_now() {
         .users_update()
         .org_id(org)
         .user_id(bob.id)
-        .body(types::UserRoleUpdate::builder().role_id(guest))
+        .body(types::UpdateUserRoleRequest::builder().role_id(guest))
         .send()
         .await
         .expect("demote");
@@ -241,7 +241,7 @@ async fn a_revoked_or_expired_token_is_refused_at_once_on_every_instance() {
     let expired = workspace_client::Client::authenticated(&there, &other.token).unwrap();
     let (status, code) = error_of(expired.users_me().send().await);
     assert_eq!((status, code.as_str()), (401, "invalid_token"));
-    second.shutdown().await;
+    let _ = second.shutdown().await;
     cx.teardown().await;
 }
 
