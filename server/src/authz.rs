@@ -810,8 +810,7 @@ impl OrgAccess {
     /// Whether the caller's role grants the permission named `name` (and
     /// the token's scopes, with a personal access token).
     pub fn grants(&self, name: &str) -> bool {
-        permits(&self.permissions, name)
-            && self.scopes.as_ref().is_none_or(|s| permits(s, name))
+        permits(&self.permissions, name) && self.scopes.as_ref().is_none_or(|s| permits(s, name))
     }
 
     pub fn org_id(&self) -> uuid::Uuid {

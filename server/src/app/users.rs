@@ -1,8 +1,8 @@
 //! Users.
 
-use crate::db::datastore::organizations::Caller;
 use crate::authz::{Grant, Owner, is_owner_role, on, perm};
 use crate::context::ServerContext;
+use crate::db::datastore::organizations::Caller;
 use crate::db::enums as db;
 use crate::error::Error;
 use workspace_api::users::{

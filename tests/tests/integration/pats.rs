@@ -101,7 +101,14 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
     let bot = cx.client_with_token(&create_token(&ada, &["kb:read"]).await.token);
     let scope = |r: Result<_, _>| error_of::<()>(r.map(|_| ()));
     let refused = [
-        scope(bot.kb_create().org_id(org).body(kb_body("x")).send().await.map(|_| ())),
+        scope(
+            bot.kb_create()
+                .org_id(org)
+                .body(kb_body("x"))
+                .send()
+                .await
+                .map(|_| ()),
+        ),
         scope(
             bot.kb_update()
                 .kb_id(kb)
@@ -129,7 +136,11 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
         ),
     ];
     for (i, (status, code)) in refused.iter().enumerate() {
-        assert_eq!((*status, code.as_str()), (403, "insufficient_scope"), "write {i}");
+        assert_eq!(
+            (*status, code.as_str()),
+            (403, "insufficient_scope"),
+            "write {i}"
+        );
     }
     // What only a login may do, whatever the scopes.
     let all = cx.client_with_token(&create_token(&ada, &["*:*"]).await.token);
@@ -160,10 +171,19 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
         ),
     ];
     for (i, (status, code)) in login_only.iter().enumerate() {
-        assert_eq!((*status, code.as_str()), (403, "token_not_allowed"), "login-only {i}");
+        assert_eq!(
+            (*status, code.as_str()),
+            (403, "token_not_allowed"),
+            "login-only {i}"
+        );
     }
     // The all-scopes token does write.
-    all.kb_create().org_id(org).body(kb_body("ok")).send().await.expect("*:* writes");
+    all.kb_create()
+        .org_id(org)
+        .body(kb_body("ok"))
+        .send()
+        .await
+        .expect("*:* writes");
     cx.teardown().await;
 }
 
@@ -176,7 +196,12 @@ async fn a_token_never_does_more_than_its_user_now() {
     let db = cx.db().await;
     add_member(&db, bob.id, org, "admin").await;
     let bot = cx.client_with_token(&create_token(&bob, &["*:*"]).await.token);
-    bot.kb_create().org_id(org).body(kb_body("as admin")).send().await.expect("admin writes");
+    bot.kb_create()
+        .org_id(org)
+        .body(kb_body("as admin"))
+        .send()
+        .await
+        .expect("admin writes");
     // Demoted to guest: the token's `*:*` is cut to what a guest may do.
     let guest = role_id(&db, org, "guest").await;
     owner
@@ -190,7 +215,11 @@ async fn a_token_never_does_more_than_its_user_now() {
         .expect("demote");
     let (status, code) = error_of(bot.kb_create().org_id(org).body(kb_body("x")).send().await);
     assert_eq!((status, code.as_str()), (403, "forbidden"));
-    bot.kb_list().org_id(org).send().await.expect("a guest reads");
+    bot.kb_list()
+        .org_id(org)
+        .send()
+        .await
+        .expect("a guest reads");
     // Out of the organization: not a member any more.
     db.execute(
         "DELETE FROM memberships WHERE user_id = $1 AND organization_id = $2",
@@ -211,7 +240,10 @@ async fn a_revoked_or_expired_token_is_refused_at_once_on_every_instance() {
     let there = format!("http://{}", second.local_addr());
     let created = create_token(&ada, &["*:read"]).await;
     let bot = workspace_client::Client::authenticated(&there, &created.token).unwrap();
-    bot.users_me().send().await.expect("usable on the second instance");
+    bot.users_me()
+        .send()
+        .await
+        .expect("usable on the second instance");
     ada.client
         .auth_tokens_revoke()
         .token_id(created.id)
@@ -223,11 +255,23 @@ async fn a_revoked_or_expired_token_is_refused_at_once_on_every_instance() {
     let (status, _) = error_of(bot.org_list().send().await);
     assert_eq!(status, 401);
     // Revoking again, or another user's token: not found.
-    let (status, _) = error_of(ada.client.auth_tokens_revoke().token_id(created.id).send().await);
+    let (status, _) = error_of(
+        ada.client
+            .auth_tokens_revoke()
+            .token_id(created.id)
+            .send()
+            .await,
+    );
     assert_eq!(status, 404);
     let other = create_token(&ada, &["*:read"]).await;
     let eve = cx.user("pat-eve").await;
-    let (status, _) = error_of(eve.client.auth_tokens_revoke().token_id(other.id).send().await);
+    let (status, _) = error_of(
+        eve.client
+            .auth_tokens_revoke()
+            .token_id(other.id)
+            .send()
+            .await,
+    );
     assert_eq!(status, 404);
 
     // Expired.

@@ -115,8 +115,14 @@ macro_rules! access_statements {
     ($kind:ident) => {
         [
             access_sql!($kind, "$2"),
-            access_sql!($kind, "(SELECT organization_id FROM invitations WHERE id = $2)"),
-            access_sql!($kind, "(SELECT organization_id FROM knowledge_bases WHERE id = $2)"),
+            access_sql!(
+                $kind,
+                "(SELECT organization_id FROM invitations WHERE id = $2)"
+            ),
+            access_sql!(
+                $kind,
+                "(SELECT organization_id FROM knowledge_bases WHERE id = $2)"
+            ),
             access_sql!($kind, "(SELECT organization_id FROM agents WHERE id = $2)"),
             access_sql!($kind, "(SELECT organization_id FROM chats WHERE id = $2)"),
             access_sql!(
@@ -129,7 +135,10 @@ macro_rules! access_statements {
                 "(SELECT o.id FROM organizations o WHERE o.is_personal AND o.created_by = u.id \
                   AND o.id <> $2 ORDER BY o.created_at, o.id LIMIT 1)"
             ),
-            access_sql!($kind, "(SELECT organization_id FROM agent_deployments WHERE id = $2)"),
+            access_sql!(
+                $kind,
+                "(SELECT organization_id FROM agent_deployments WHERE id = $2)"
+            ),
         ]
     };
 }
@@ -453,10 +462,7 @@ impl Datastore {
                 conn.query_opt(ACCESS_BY_USER[index], &[user_id, &id])
                     .await?
             }
-            Caller::Token(hash) => {
-                conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id])
-                    .await?
-            }
+            Caller::Token(hash) => conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id]).await?,
         };
         let Some(row) = row else {
             return Ok(AccessLookup::NoUser);

@@ -260,7 +260,10 @@ impl Datastore {
     pub async fn permission_names(&self) -> Result<Vec<String>, Error> {
         let conn = self.conn().await?;
         let rows = conn
-            .query("SELECT name FROM permissions ORDER BY name LIMIT 10000", &[])
+            .query(
+                "SELECT name FROM permissions ORDER BY name LIMIT 10000",
+                &[],
+            )
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
