@@ -373,10 +373,14 @@ async fn main() {
         .expect("a personal access token")
         .into_inner()
         .token;
-    let pat_hash: String = workspace_server::authn::hash_secret(&pat)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let pat_hash =
+        workspace_server::authn::hash_secret(&pat)
+            .iter()
+            .fold(String::new(), |mut hex, b| {
+                use std::fmt::Write as _;
+                let _ = write!(hex, "{b:02x}");
+                hex
+            });
     let vars = [
         ("token_hash", format!("\\x{pat_hash}")),
         ("user_id", user.id.to_string()),
