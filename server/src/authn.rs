@@ -30,6 +30,22 @@ pub struct Actor {
     pub user_id: Uuid,
     /// The personal access token the request presented, if it did.
     pub token_id: Option<Uuid>,
+    /// That token's scopes.
+    pub scopes: Option<Vec<String>>,
+}
+
+impl Actor {
+    /// `403 insufficient_scope` when the request's personal access token
+    /// does not cover `permission` (an operation across the caller's
+    /// organizations, whose roles the query itself checks).
+    pub fn require_scope(&self, permission: &str) -> Result<(), Error> {
+        match &self.scopes {
+            Some(scopes) if !crate::authz::permits(scopes, permission) => {
+                Err(crate::authz::insufficient_scope(permission))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The personal access token a request presents (`Authorization: Bearer

@@ -326,10 +326,7 @@ impl Requirement for AdminRole {
             if let Some(scopes) = &access.scopes
                 && !permits(scopes, perm::UsersWrite::NAME.name())
             {
-                return Err(crate::error::Error::Forbidden {
-                    code: "insufficient_scope",
-                    message: "the token's scopes do not include users:write".to_string(),
-                });
+                return Err(insufficient_scope(perm::UsersWrite::NAME.name()));
             }
             Ok(())
         } else {
@@ -556,6 +553,15 @@ pub fn token_not_allowed() -> crate::error::Error {
     crate::error::Error::Forbidden {
         code: "token_not_allowed",
         message: "a personal access token cannot do this; log in instead".to_string(),
+    }
+}
+
+/// `403 insufficient_scope`: the personal access token's scopes do not
+/// cover the permission.
+pub fn insufficient_scope(permission: &str) -> crate::error::Error {
+    crate::error::Error::Forbidden {
+        code: "insufficient_scope",
+        message: format!("the token's scopes do not include {permission}"),
     }
 }
 
@@ -795,10 +801,7 @@ impl OrgAccess {
         if permits(scopes, p.name()) {
             Ok(())
         } else {
-            Err(crate::error::Error::Forbidden {
-                code: "insufficient_scope",
-                message: format!("the token's scopes do not include {p}"),
-            })
+            Err(insufficient_scope(p.name()))
         }
     }
 

@@ -100,10 +100,11 @@ impl ServerContext {
                 Ok(Actor {
                     user_id,
                     token_id: None,
+                    scopes: None,
                 })
             }
             Caller::Token(hash) => {
-                let (user_id, token_id) = self
+                let (user_id, token_id, scopes) = self
                     .datastore
                     .token_user(&hash)
                     .await?
@@ -112,6 +113,7 @@ impl ServerContext {
                 Ok(Actor {
                     user_id,
                     token_id: Some(token_id),
+                    scopes: Some(scopes),
                 })
             }
         }
@@ -285,8 +287,10 @@ impl ServerContext {
     /// permission catalog, feature gates): `403 forbidden` unless the caller
     /// is a system administrator, flagged `is_system_admin` in the database
     /// or listed (by e-mail) in the configuration's `auth.system_admins`.
+    /// A personal access token is `403 token_not_allowed` here, whatever
+    /// its scopes: system administration needs a login.
     pub async fn authorize_system_admin(&self, rqctx: &Rq) -> Result<SystemAdmin, Error> {
-        let actor = self.authenticate(rqctx).await?;
+        let actor = self.authenticate_login(rqctx).await?;
         let user = self.datastore.user_get(actor.user_id).await?;
         let listed = self
             .config

@@ -231,9 +231,11 @@ pub trait WorkspaceApi {
     /// token loses that access at once, a revoked or expired token is `401
     /// invalid_token`. An operation outside the scopes is `403
     /// insufficient_scope`. Whatever the scopes, a token cannot create or
-    /// revoke tokens, nor change roles (creating, updating or deleting a
-    /// role, changing a member's role): `403 token_not_allowed`; those need
-    /// a login. Invitations need the `users:write` scope.
+    /// revoke tokens, change roles (creating, updating or deleting a role,
+    /// changing a member's role, transferring ownership) nor administer the
+    /// system (the permission catalog, feature gates, the outbox): `403
+    /// token_not_allowed`; those need a login. Listing tools across the
+    /// caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
     ///
     /// Scopes must be permission names of the catalog or wildcards
     /// (`400 invalid_scope`); a user holds at most 50 live tokens (`409

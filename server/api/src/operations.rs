@@ -156,6 +156,11 @@ pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
     "roles_update",
     "roles_remove",
     "users_update",
+    // System administration.
+    "roles_create_permission",
+    "roles_delete_permission",
+    "org_update_features",
+    "system_outbox",
 ];
 
 /// The `error_code` of a request the server could not parse: malformed

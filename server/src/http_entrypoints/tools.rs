@@ -15,12 +15,17 @@ use workspace_api::tools::{
 
 /// The one authorization call of the lists: `tool:read` in `org_id` when
 /// given, else authentication only (the query then covers the caller's
-/// organizations where their role grants `tool:read`).
+/// organizations where their role grants `tool:read`; a personal access
+/// token needs the `tool:read` scope).
 async fn list_scope(rqctx: &Ctx, org_id: Option<uuid::Uuid>) -> Result<ListScope, HttpError> {
     let cx = rqctx.context();
     Ok(match org_id {
         Some(org) => ListScope::Org(cx.authorize(rqctx, on::Org(org), perm::TOOL_READ).await?),
-        None => ListScope::User(cx.authenticate(rqctx).await?),
+        None => {
+            let actor = cx.authenticate(rqctx).await?;
+            actor.require_scope("tool:read")?;
+            ListScope::User(actor)
+        }
     })
 }
 

@@ -177,6 +177,26 @@ async fn a_kb_read_token_is_refused_every_write_with_a_stable_code() {
             "login-only {i}"
         );
     }
+    // A system administrator's token does not administer the system.
+    cx.db()
+        .await
+        .execute(
+            "UPDATE users SET is_system_admin = true WHERE id = $1",
+            &[&ada.id],
+        )
+        .await
+        .unwrap();
+    ada.client
+        .system_outbox()
+        .send()
+        .await
+        .expect("a login administers");
+    let (status, code) = error_of(all.system_outbox().send().await);
+    assert_eq!((status, code.as_str()), (403, "token_not_allowed"));
+    // The tools of all the caller's organizations need `tool:read`.
+    let (status, code) = error_of(bot.tools_list_all().send().await);
+    assert_eq!((status, code.as_str()), (403, "insufficient_scope"));
+    all.tools_list_all().send().await.expect("*:* lists tools");
     // The all-scopes token does write.
     all.kb_create()
         .org_id(org)

@@ -674,7 +674,7 @@ export interface OperationErrors {
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -696,7 +696,7 @@ export interface OperationErrors {
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     408: "request_timeout";
     409: "permission_exists";
     500: "internal_error";
@@ -705,7 +705,7 @@ export interface OperationErrors {
   roles_delete_permission: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     409: "permission_protected";
     500: "internal_error";
@@ -746,7 +746,7 @@ export interface OperationErrors {
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

@@ -403,7 +403,7 @@ export interface paths {
          * Create a personal access token.
          * @description An addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.
          *
-         *     At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, nor change roles (creating, updating or deleting a role, changing a member's role): `403 token_not_allowed`; those need a login. Invitations need the `users:write` scope.
+         *     At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
          *
          *     Scopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).
          */
@@ -11259,7 +11259,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11640,7 +11640,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11728,7 +11728,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12009,7 +12009,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;

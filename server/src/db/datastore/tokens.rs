@@ -46,20 +46,23 @@ pub struct NewToken<'a> {
 }
 
 impl Datastore {
-    /// The user and id of a live token (unrevoked, unexpired, of a user who
-    /// can still log in).
-    pub async fn token_user(&self, secret_hash: &[u8]) -> Result<Option<(Uuid, Uuid)>, Error> {
+    /// The user, id and scopes of a live token (unrevoked, unexpired, of a
+    /// user who can still log in).
+    pub async fn token_user(
+        &self,
+        secret_hash: &[u8],
+    ) -> Result<Option<(Uuid, Uuid, Vec<String>)>, Error> {
         let conn = self.quick().await?;
         let row = conn
             .query_opt(
-                "SELECT t.user_id, t.id FROM personal_access_tokens t \
+                "SELECT t.user_id, t.id, t.scopes FROM personal_access_tokens t \
                  JOIN users u ON u.id = t.user_id \
                  WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
                    AND u.password_hash IS NOT NULL",
                 &[&secret_hash],
             )
             .await?;
-        Ok(row.map(|r| (r.get(0), r.get(1))))
+        Ok(row.map(|r| (r.get(0), r.get(1), r.get(2))))
     }
 
     /// Records that a token was used now.
