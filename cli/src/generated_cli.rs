@@ -701,7 +701,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("token-id")
                     .long("token-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The token to revoke (its `id` as listed)."),
             )
             .about(
                 "Revoke one of the caller's personal access tokens.\n\nAn addition to the spec: the token is refused by every instance from the next request on. Another user's or an unknown token is `404 not_found`. Needs a login, not a token (`403 token_not_allowed`).",

@@ -8924,7 +8924,7 @@ pub mod types {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
-        ///When a request last used it (to the minute); null if never.
+        ///Always null: the token has not been used yet.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub name: ::std::string::String,
@@ -28692,6 +28692,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/auth/tokens/revoke`
 
+    Arguments:
+    - `token_id`: The token to revoke (its `id` as listed).
     ```ignore
     let response = client.auth_tokens_revoke()
         .token_id(token_id)

@@ -55,8 +55,16 @@ pub struct TokenSummary {
 /// A token just created: the only time its secret is shown.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct TokenCreated {
-    #[serde(flatten)]
-    pub summary: TokenSummary,
+    pub id: Uuid,
+    pub name: String,
+    /// The token's first 12 characters (`wsp_` and 8 more), to recognise
+    /// it.
+    pub prefix: String,
+    pub scopes: Vec<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// Always null: the token has not been used yet.
+    pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The secret: send it as `Authorization: Bearer <token>`. Stored
     /// only as a hash; it cannot be shown again.
     pub token: String,
@@ -65,5 +73,6 @@ pub struct TokenCreated {
 /// Query of `DELETE /api/auth/tokens/revoke`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct TokenQuery {
+    /// The token to revoke (its `id` as listed).
     pub token_id: Uuid,
 }

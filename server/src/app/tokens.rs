@@ -111,8 +111,23 @@ pub async fn create(
                 ),
             )
         })?;
+    let TokenSummary {
+        id,
+        name,
+        prefix,
+        scopes,
+        created_at,
+        expires_at,
+        last_used_at,
+    } = summary(row);
     Ok(TokenCreated {
-        summary: summary(row),
+        id,
+        name,
+        prefix,
+        scopes,
+        created_at,
+        expires_at,
+        last_used_at,
         token,
     })
 }

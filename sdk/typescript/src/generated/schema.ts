@@ -3763,7 +3763,7 @@ export interface components {
             id: string;
             /**
              * Format: date-time
-             * @description When a request last used it (to the minute); null if never.
+             * @description Always null: the token has not been used yet.
              */
             last_used_at?: string | null;
             name: string;
@@ -6196,6 +6196,7 @@ export interface operations {
     auth_tokens_revoke: {
         parameters: {
             query: {
+                /** @description The token to revoke (its `id` as listed). */
                 token_id: string;
             };
             header?: never;
