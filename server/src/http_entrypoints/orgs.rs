@@ -7,7 +7,7 @@ use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{
     AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
-    Organization,
+    Organization, TransferOwnershipRequest, UpdateOrgRequest,
 };
 
 pub async fn list(
@@ -73,5 +73,56 @@ pub async fn update_features(
     let org_id = query.into_inner().org_id;
     Ok(HttpResponseOk(
         app::orgs::update_features(cx, &admin, org_id, body.into_inner()).await?,
+    ))
+}
+
+pub async fn update(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<UpdateOrgRequest>,
+) -> Result<HttpResponseOk<Organization>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Perm(perm::ORGANIZATION_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::orgs::rename(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn leave(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::Member,
+        )
+        .await?;
+    Ok(message(app::orgs::leave(cx, &access).await?))
+}
+
+pub async fn transfer_ownership(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<TransferOwnershipRequest>,
+) -> Result<HttpResponseOk<Organization>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            Scope::Org(query.into_inner().org_id),
+            Require::OwnerWith(perm::USERS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::orgs::transfer_ownership(cx, &access, body.into_inner()).await?,
     ))
 }
