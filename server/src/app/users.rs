@@ -225,14 +225,26 @@ fn may_act_on(actor: &LockedMember, target: &LockedMember) -> Result<(), Error> 
     })
 }
 
-fn not_self(access: &OrgAccess, user_id: Uuid, what: &str) -> Result<(), Error> {
-    if access.user_id() == user_id {
+/// The rules of suspending or removing (`what`) a member: the last owner
+/// never (`409 last_owner`, also when they target themself), nobody
+/// themself (`400 cannot_target_self`), and only members the caller
+/// outranks (`403 member_level_too_high`).
+fn may_act_on_other(
+    access: &OrgAccess,
+    seen: &Lifecycle,
+    actor: &LockedMember,
+    target: &LockedMember,
+    what: &str,
+) -> Result<(), Error> {
+    if target.user_id == access.user_id() {
+        not_last_owner(seen, target)?;
         return Err(Error::invalid(
             "cannot_target_self",
             format!("you cannot {what} yourself; to leave, use POST /api/org/leave"),
         ));
     }
-    Ok(())
+    may_act_on(actor, target)?;
+    not_last_owner(seen, target)
 }
 
 /// The member's row of the users list after a change.
@@ -262,9 +274,7 @@ pub async fn suspend(
             |seen| {
                 let actor = locked_actor(seen)?;
                 let target = locked_target(seen)?;
-                not_last_owner(seen, target)?;
-                not_self(access, user_id, "suspend")?;
-                may_act_on(actor, target)?;
+                may_act_on_other(access, seen, actor, target, "suspend")?;
                 if target.status != db::MembershipStatus::Active {
                     return Err(Error::invalid(
                         "member_not_active",
@@ -329,9 +339,7 @@ pub async fn remove(
             |seen| {
                 let actor = locked_actor(seen)?;
                 let target = locked_target(seen)?;
-                not_last_owner(seen, target)?;
-                not_self(access, user_id, "remove")?;
-                may_act_on(actor, target)?;
+                may_act_on_other(access, seen, actor, target, "remove")?;
                 if target.status == db::MembershipStatus::Invited {
                     return Err(Error::invalid(
                         "member_invited",
