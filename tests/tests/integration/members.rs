@@ -1108,3 +1108,48 @@ async fn removal_and_leaving_end_streams_but_other_changes_do_not() {
     assert_eq!(events.last().unwrap()["error_code"], "membership_revoked");
     cx.teardown().await;
 }
+
+/// A streamed knowledge-base query (`POST /api/kb/query` with `stream`)
+/// ends too when its member is suspended.
+#[tokio::test]
+async fn a_streamed_kb_query_ends_with_the_membership() {
+    workspace_tests::ensure_local_model().await;
+    let cx = TestContext::with_config("members_kb_query", slow).await;
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let org = acme(&ada, &[(&bob, "member")]).await;
+    let kb = resources::knowledge_base(
+        &bob.client,
+        org,
+        json!({"name": "Empty", "description": "", "embedding_model": "all-minilm-l6-v2",
+               "sources": []}),
+    )
+    .await;
+    let model = resources::offline_model(&bob.client, org).await;
+    // The offline model repeats the prompt: about 10 s at 50 ms a word.
+    let response = workspace_tests::http()
+        .post(format!("{}/api/kb/query", cx.base_url))
+        .bearer_auth(&bob.token)
+        .query(&[("kb_id", kb.id.to_string())])
+        .json(&json!({"query": "lamp ".repeat(150), "model_id": model, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut reader = SseReader::from_response(response);
+    for _ in 0..3 {
+        reader.next().await.unwrap().unwrap();
+    }
+    let t0 = Instant::now();
+    suspend(&ada.client, org, bob.id).await;
+    let mut last = Value::Null;
+    while let Some(event) = reader.next().await {
+        last = event.unwrap().json().unwrap();
+    }
+    let after = t0.elapsed();
+    eprintln!("suspension: kb query stream ended after {after:?}");
+    assert_eq!(last["type"], "error", "{last}");
+    assert_eq!(last["error_code"], "membership_revoked", "{last}");
+    assert!(after < Duration::from_secs(2), "{after:?}");
+    cx.teardown().await;
+}
