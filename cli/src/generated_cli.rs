@@ -2746,6 +2746,15 @@ impl<T: CliConfig> Cli<T> {
     pub fn cli_users_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("include-suspended")
+                    .long("include-suspended")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Also list suspended members (`status` `suspended`, after the active ones). Default false: the list of the released contract, which leaves suspended members out. An addition to the spec.",
+                    ),
+            )
+            .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
                     .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
@@ -2771,7 +2780,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .about(
-                "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes members (`status` `active`, or `suspended` for a member suspended by `POST /api/users/suspend`; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed.\n\nOrder: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
+                "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes members (`status` `active`; with `include_suspended=true` also `suspended`, for members suspended by `POST /api/users/suspend`, an addition to the spec; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed. Suspended members are listed only when asked for: clients of the earlier contract, which knew no `suspended` value, never receive one.\n\nOrder: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row listed, over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
             )
     }
     pub fn cli_users_me() -> ::clap::Command {
@@ -2837,7 +2846,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("The member (a user id)."),
             )
             .about(
-                "Suspend a member.\n\nAn addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).\n\nAccess ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list` shows them with `status` `suspended`. Answers the member's row as `users/list` shows it.",
+                "Suspend a member.\n\nAn addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).\n\nAccess ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list?include_suspended=true` shows them with `status` `suspended`. Answers the member's row as that list shows it.",
             )
     }
     pub fn cli_users_update() -> ::clap::Command {
@@ -5339,6 +5348,9 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_users_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_list();
+        if let Some(value) = matches.get_one::<bool>("include-suspended") {
+            request = request.include_suspended(value.clone());
+        }
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }

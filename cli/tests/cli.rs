@@ -1807,9 +1807,11 @@ async fn membership_lifecycle_commands() {
         .unwrap(),
     );
     assert_eq!(suspended["status"], "suspended");
-    let table = run(args(&format!("users list --org-id {org} --format table")))
-        .await
-        .unwrap();
+    let table = run(args(&format!(
+        "users list --org-id {org} --include-suspended true --format table"
+    )))
+    .await
+    .unwrap();
     let table = String::from_utf8_lossy(&table.stdout).to_string();
     assert!(table.contains("suspended"), "{table}");
     let active = json(

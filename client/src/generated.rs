@@ -10341,7 +10341,7 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct UserListResponse {
-        ///Members (active and suspended) plus open (pending or expired) invitations, over all pages.
+        ///Members (active, and suspended ones when asked for) plus open (pending or expired) invitations, over all pages.
         pub total: u64,
         pub users: ::std::vec::Vec<UserListItem>,
     }
@@ -10374,7 +10374,7 @@ pub mod types {
         ///An invitation whose lifetime has passed.
         #[serde(rename = "expired")]
         Expired,
-        ///A suspended member (`POST /api/users/suspend`): no access to the organization until reactivated. An addition to the spec's values.
+        ///A suspended member (`POST /api/users/suspend`): no access to the organization until reactivated. An addition to the spec's values, answered by `users/list` only with `include_suspended=true` (and by `users/suspend` and `users/reactivate`).
         #[serde(rename = "suspended")]
         Suspended,
     }
@@ -29864,20 +29864,22 @@ impl Client {
 
     Permission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).
 
-    The list mixes members (`status` `active`, or `suspended` for a member suspended by `POST /api/users/suspend`; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed.
+    The list mixes members (`status` `active`; with `include_suspended=true` also `suspended`, for members suspended by `POST /api/users/suspend`, an addition to the spec; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed. Suspended members are listed only when asked for: clients of the earlier contract, which knew no `suspended` value, never receive one.
 
-    Order: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row over all pages.
+    Order: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row listed, over all pages.
 
     Paging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).
 
     Sends a `GET` request to `/api/users/list`
 
     Arguments:
+    - `include_suspended`: Also list suspended members (`status` `suspended`, after the active ones). Default false: the list of the released contract, which leaves suspended members out. An addition to the spec.
     - `limit`: Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
     - `offset`: A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0.
     - `org_id`: The organization.
     ```ignore
     let response = client.users_list()
+        .include_suspended(include_suspended)
         .limit(limit)
         .offset(offset)
         .org_id(org_id)
@@ -29945,7 +29947,7 @@ impl Client {
 
     An addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).
 
-    Access ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list` shows them with `status` `suspended`. Answers the member's row as `users/list` shows it.
+    Access ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list?include_suspended=true` shows them with `status` `suspended`. Answers the member's row as that list shows it.
 
     Sends a `POST` request to `/api/users/suspend`
 
@@ -38989,6 +38991,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct UsersList<'a> {
         client: &'a super::Client,
+        include_suspended: Result<Option<bool>, String>,
         limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
@@ -38997,10 +39000,21 @@ pub mod builder {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                include_suspended: Ok(None),
                 limit: Ok(None),
                 offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn include_suspended<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<bool>,
+        {
+            self.include_suspended = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `bool` for include_suspended failed".to_string());
+            self
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
@@ -39036,10 +39050,12 @@ pub mod builder {
         ) -> Result<ResponseValue<types::UserListResponse>, Error<types::Error>> {
             let Self {
                 client,
+                include_suspended,
                 limit,
                 offset,
                 org_id,
             } = self;
+            let include_suspended = include_suspended.map_err(Error::InvalidRequest)?;
             let limit = limit.map_err(Error::InvalidRequest)?;
             let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
@@ -39057,6 +39073,10 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new(
+                    "include_suspended",
+                    &include_suspended,
+                ))
                 .query(&progenitor_client::QueryParam::new("limit", &limit))
                 .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))

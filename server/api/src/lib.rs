@@ -389,8 +389,9 @@ pub trait WorkspaceApi {
     /// Permission `users:read` (`403 forbidden` without it, and for callers
     /// who are not active members of `org_id`).
     ///
-    /// The list mixes members (`status` `active`, or `suspended` for a
-    /// member suspended by `POST /api/users/suspend`; `id` set,
+    /// The list mixes members (`status` `active`; with
+    /// `include_suspended=true` also `suspended`, for members suspended by
+    /// `POST /api/users/suspend`, an addition to the spec; `id` set,
     /// `invite_id` null) with open invitations of the organization, from
     /// both `POST /api/invitations/create` and `POST /api/users/invite`
     /// (`status` `pending` or `expired`, `id` null, `invite_id` and
@@ -398,11 +399,14 @@ pub trait WorkspaceApi {
     /// replaced by a newer one, and invitations of e-mail addresses that
     /// are already members (active or suspended) are left out. Invited
     /// memberships appear only through their invitation row; removed
-    /// members (and those who left) are not listed.
+    /// members (and those who left) are not listed. Suspended members are
+    /// listed only when asked for: clients of the earlier contract, which
+    /// knew no `suspended` value, never receive one.
     ///
     /// Order: active users first (most recently joined first), then
     /// suspended members (likewise), then invitations (newest created
-    /// first); ties by e-mail. `total` counts every row over all pages.
+    /// first); ties by e-mail. `total` counts every row listed, over all
+    /// pages.
     ///
     /// Paging: `offset` is a 0-based page number (default 0), `limit` the
     /// page size (default 10, 1 to 100, else `400 invalid_pagination`); the
@@ -466,8 +470,8 @@ pub trait WorkspaceApi {
     /// WebSocket of this organization closes (1008). They keep their
     /// account and other organizations; what they created stays with the
     /// organization. `users/me` and `org/list` leave the organization out;
-    /// `users/list` shows them with `status` `suspended`. Answers the
-    /// member's row as `users/list` shows it.
+    /// `users/list?include_suspended=true` shows them with `status`
+    /// `suspended`. Answers the member's row as that list shows it.
     #[endpoint { method = POST, path = "/api/users/suspend", tags = ["users"] }]
     async fn users_suspend(
         rqctx: RequestContext<Self::Context>,

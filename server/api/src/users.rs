@@ -82,6 +82,11 @@ pub struct UserListQuery {
     /// Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
     #[schemars(range(min = 1, max = "USERS_LIST_MAX_LIMIT"))]
     pub limit: Option<u32>,
+    /// Also list suspended members (`status` `suspended`, after the active
+    /// ones). Default false: the list of the released contract, which
+    /// leaves suspended members out. An addition to the spec.
+    #[serde(default)]
+    pub include_suspended: Option<bool>,
 }
 
 /// The default of `limit` in `GET /api/users/list`.
@@ -100,7 +105,9 @@ pub enum UserListStatus {
     /// An invitation whose lifetime has passed.
     Expired,
     /// A suspended member (`POST /api/users/suspend`): no access to the
-    /// organization until reactivated. An addition to the spec's values.
+    /// organization until reactivated. An addition to the spec's values,
+    /// answered by `users/list` only with `include_suspended=true` (and by
+    /// `users/suspend` and `users/reactivate`).
     Suspended,
 }
 
@@ -138,8 +145,8 @@ pub struct UserListItem {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UserListResponse {
     pub users: Vec<UserListItem>,
-    /// Members (active and suspended) plus open (pending or expired)
-    /// invitations, over all pages.
+    /// Members (active, and suspended ones when asked for) plus open
+    /// (pending or expired) invitations, over all pages.
     pub total: u64,
 }
 

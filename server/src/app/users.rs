@@ -134,7 +134,12 @@ pub async fn list(
     let skip = page * i64::from(limit);
     let (rows, total) = cx
         .datastore
-        .users_list(access, i64::from(limit), skip)
+        .users_list(
+            access,
+            i64::from(limit),
+            skip,
+            query.include_suspended.unwrap_or(false),
+        )
         .await?;
     let users = rows.into_iter().map(list_item).collect();
     Ok(UserListResponse {

@@ -2029,9 +2029,9 @@ export interface paths {
          * List the organization's users and open invitations.
          * @description Permission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).
          *
-         *     The list mixes members (`status` `active`, or `suspended` for a member suspended by `POST /api/users/suspend`; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed.
+         *     The list mixes members (`status` `active`; with `include_suspended=true` also `suspended`, for members suspended by `POST /api/users/suspend`, an addition to the spec; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed. Suspended members are listed only when asked for: clients of the earlier contract, which knew no `suspended` value, never receive one.
          *
-         *     Order: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row over all pages.
+         *     Order: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row listed, over all pages.
          *
          *     Paging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).
          */
@@ -2119,7 +2119,7 @@ export interface paths {
          * Suspend a member.
          * @description An addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).
          *
-         *     Access ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list` shows them with `status` `suspended`. Answers the member's row as `users/list` shows it.
+         *     Access ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list?include_suspended=true` shows them with `status` `suspended`. Answers the member's row as that list shows it.
          */
         post: operations["users_suspend"];
         delete?: never;
@@ -4157,7 +4157,7 @@ export interface components {
         UserListResponse: {
             /**
              * Format: uint64
-             * @description Members (active and suspended) plus open (pending or expired) invitations, over all pages.
+             * @description Members (active, and suspended ones when asked for) plus open (pending or expired) invitations, over all pages.
              */
             total: number;
             users: components["schemas"]["UserListItem"][];
@@ -13101,6 +13101,8 @@ export interface operations {
     users_list: {
         parameters: {
             query: {
+                /** @description Also list suspended members (`status` `suspended`, after the active ones). Default false: the list of the released contract, which leaves suspended members out. An addition to the spec. */
+                include_suspended?: boolean;
                 /** @description Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10. */
                 limit?: number;
                 /** @description A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0. */

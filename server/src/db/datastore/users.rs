@@ -252,16 +252,17 @@ pub struct UserListRow {
     pub role_name: String,
 }
 
-/// Active members, then suspended members, then open invitations (stored
-/// `pending`, whether or not expired, and not for an address that is
-/// already a member, active or suspended). Removed members (`deleted`)
-/// are not listed.
+/// Active members, then suspended members when `$2` (include them) is
+/// true, then open invitations (stored `pending`, whether or not expired,
+/// and not for an address that is already a member, active or suspended).
+/// Removed members (`deleted`) are not listed.
 const USER_LIST_ROWS: &str = "\
     SELECT CASE WHEN m.status = 'active' THEN 0 ELSE 1 END AS grp, u.id AS user_id, u.email, \
            u.first_name, u.last_name, m.status, NULL::uuid AS invite_id, \
            NULL::timestamptz AS invited_at, u.last_active_at, m.created_at AS sort_at, m.role_id \
     FROM memberships m JOIN users u ON u.id = m.user_id \
-    WHERE m.organization_id = $1 AND m.status IN ('active', 'suspended') \
+    WHERE m.organization_id = $1 \
+      AND (m.status = 'active' OR ($2::boolean AND m.status = 'suspended')) \
     UNION ALL \
     SELECT 2, NULL, i.email, coalesce(iu.first_name, ''), coalesce(iu.last_name, ''), \
            CASE WHEN i.expires_at <= now() THEN 'expired' ELSE 'pending' END, \
@@ -281,6 +282,7 @@ impl Datastore {
         access: &OrgAccess,
         limit: i64,
         skip: i64,
+        include_suspended: bool,
     ) -> Result<(Vec<UserListRow>, i64), Error> {
         let org_id = access.org_id();
         let mut conn = self.conn().await?;
@@ -288,7 +290,7 @@ impl Datastore {
         let total: i64 = tx
             .query_one(
                 &format!("SELECT count(*) AS total FROM ({USER_LIST_ROWS}) AS rows"),
-                &[&org_id],
+                &[&org_id, &include_suspended],
             )
             .await?
             .get("total");
@@ -301,10 +303,10 @@ impl Datastore {
                      JOIN organizations o ON o.id = $1 \
                      JOIN roles r ON r.id = l.role_id AND r.organization_id = $1 \
                      ORDER BY l.grp, l.sort_at DESC, l.email \
-                     LIMIT $2 OFFSET $3",
+                     LIMIT $3 OFFSET $4",
                     MembershipRow::COLUMNS
                 ),
-                &[&org_id, &limit, &skip],
+                &[&org_id, &include_suspended, &limit, &skip],
             )
             .await?;
         tx.commit().await?;
