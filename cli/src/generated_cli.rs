@@ -76,7 +76,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
             CliCommand::OrgFeatures => Self::cli_org_features(),
             CliCommand::OrgUpdateFeatures => Self::cli_org_update_features(),
+            CliCommand::OrgLeave => Self::cli_org_leave(),
             CliCommand::OrgList => Self::cli_org_list(),
+            CliCommand::OrgTransferOwnership => Self::cli_org_transfer_ownership(),
+            CliCommand::OrgUpdate => Self::cli_org_update(),
             CliCommand::RolesCreate => Self::cli_roles_create(),
             CliCommand::RolesListPermissions => Self::cli_roles_list_permissions(),
             CliCommand::RolesListRoles => Self::cli_roles_list_roles(),
@@ -98,6 +101,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersInvite => Self::cli_users_invite(),
             CliCommand::UsersList => Self::cli_users_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
+            CliCommand::UsersReactivate => Self::cli_users_reactivate(),
+            CliCommand::UsersRemove => Self::cli_users_remove(),
+            CliCommand::UsersSuspend => Self::cli_users_suspend(),
             CliCommand::UsersUpdate => Self::cli_users_update(),
             CliCommand::Healthz => Self::cli_healthz(),
             CliCommand::Readyz => Self::cli_readyz(),
@@ -1986,6 +1992,19 @@ impl<T: CliConfig> Cli<T> {
                 "Set an organization's feature gates and quotas.\n\nAn addition to the spec. System administrators only (`403 forbidden` otherwise), since gates and quotas are the operator's business, not the organization's. Given fields become overrides, omitted fields are unchanged, fields named in `reset` return to the server default. `404` for an unknown organization.",
             )
     }
+    pub fn cli_org_leave() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Leave an organization.\n\nAn addition to the spec. Any active member, for themself: the membership becomes `deleted` (the row is kept, as for `DELETE /api/users/remove`), access ends at once on every instance, answers the caller is streaming in the organization end with an `error` event `membership_revoked`, and its WebSocket closes. What the caller created there (chats, conversations, knowledge bases, agents) stays with the organization; their account and other organizations are untouched. They can be added or invited again.\n\nThe organization's last owner cannot leave (`409 last_owner`: transfer the ownership first), and nobody leaves their own personal organization (`409 personal_organization`).",
+            )
+    }
     pub fn cli_org_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -2004,6 +2023,76 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
+            )
+    }
+    pub fn cli_org_transfer_ownership() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("The active member who becomes the owner (a user id)."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Transfer the ownership of an organization.\n\nAn addition to the spec. Requires `users:write` and the owner role (`403 forbidden` otherwise). In one transaction the target, an `active` member, receives the owner role and the caller the admin system role: an organization keeps exactly one owner, and the previous owner stays to help (they may then leave). This is the only way an owner's role changes (`PUT /api/users/update` never touches owners).\n\nThe target must be a member (`404 not_found`), `active` (`400 member_not_active`), not the caller (`400 cannot_target_self`) and not already an owner (`400 role_already_assigned`). A personal organization belongs to the account that signed up and cannot be transferred (`409 personal_organization`). Lifecycle changes of one organization run one at a time, so two transfers at once cannot both succeed (the second finds the caller no longer owner: `403 forbidden`). Answers the organization with the caller's new `user_role` (admin).",
+            )
+    }
+    pub fn cli_org_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::UpdateOrgRequestName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The organization's new name, with the rules of `create_org`: 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rename an organization.\n\nAn addition to the spec. Requires `organization:write` (owners and admins among the system roles). The name follows the rules of `create_org`: trimmed, 1 to 100 characters, no control characters (`400 invalid_name`); and as there, the caller may not belong to two organizations with the same name, compared case-insensitively (`409 org_name_taken`; renaming to the current name in another case is allowed). The slug is kept, so links that use it stay valid; a personal organization may be renamed too. Answers the organization with the caller's `user_role`.",
             )
     }
     pub fn cli_roles_create() -> ::clap::Command {
@@ -2177,7 +2266,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("A role of the organization."),
             )
             .about(
-                "Delete a custom role.\n\nRequires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by any membership in any state (`409 role_in_use`). Deletion is permanent.",
+                "Delete a custom role.\n\nRequires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by a membership that is `invited`, `active` or `suspended` (`409 role_in_use`); the kept rows of removed members that held the role go with it. Deletion is permanent.",
             )
     }
     pub fn cli_roles_update() -> ::clap::Command {
@@ -2713,6 +2802,15 @@ impl<T: CliConfig> Cli<T> {
     pub fn cli_users_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("include-suspended")
+                    .long("include-suspended")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Also list suspended members (`status` `suspended`, after the active ones). Default false: the list of the released contract, which leaves suspended members out. An addition to the spec.",
+                    ),
+            )
+            .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
                     .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
@@ -2738,13 +2836,73 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .about(
-                "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes active members (`status` `active`, `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already active members are left out. Invited, suspended and deleted memberships appear only through their invitation row.\n\nOrder: active users first (most recently joined first), then invitations (newest created first); ties by e-mail. `total` counts both kinds over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
+                "List the organization's users and open invitations.\n\nPermission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).\n\nThe list mixes members (`status` `active`; with `include_suspended=true` also `suspended`, for members suspended by `POST /api/users/suspend`, an addition to the spec; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed. Suspended members are listed only when asked for: clients of the earlier contract, which knew no `suspended` value, never receive one.\n\nOrder: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row listed, over all pages.\n\nPaging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).",
             )
     }
     pub fn cli_users_me() -> ::clap::Command {
         ::clap::Command::new("")
             .about(
                 "Fetch the current user.\n\nAny authenticated user. Returns the user with their `active` memberships only (invited, suspended and deleted memberships are left out).",
+            )
+    }
+    pub fn cli_users_reactivate() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The member (a user id)."),
+            )
+            .about(
+                "Reactivate a suspended member.\n\nAn addition to the spec. Requires `users:write` and a role ranking above the member's (`403 member_level_too_high`; only owners act on owners). The membership goes from `suspended` back to `active` with its role (`400 member_not_suspended` for any other status, `404 not_found` without a membership or for a removed one). Answers the member's row as `users/list` shows it.",
+            )
+    }
+    pub fn cli_users_remove() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The member (a user id)."),
+            )
+            .about(
+                "Remove a member from the organization.\n\nAn addition to the spec (its `deleted` membership status). Requires `users:write` and a role ranking above the member's (`403 member_level_too_high`; only owners act on owners). An `active` or `suspended` membership becomes `deleted`: the row is kept (when and with which role they left), is no longer listed by `users/list`, and grants nothing. Access ends at once as for a suspension (streams end with `membership_revoked`). The person keeps their account and other organizations; what they created stays with the organization. Adding (`POST /api/org/add_member`) or inviting them again makes a removed membership `active` (or `invited`) again.\n\n`404 not_found` without a membership or for one already removed; an `invited` membership is ended by revoking its invitation (`400 member_invited`). Nobody removes themself (`400 cannot_target_self`: `POST /api/org/leave` is for that); the last owner is never removed (`409 last_owner`).",
+            )
+    }
+    pub fn cli_users_suspend() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The member (a user id)."),
+            )
+            .about(
+                "Suspend a member.\n\nAn addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).\n\nAccess ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list?include_suspended=true` shows them with `status` `suspended`. Answers the member's row as that list shows it.",
             )
     }
     pub fn cli_users_update() -> ::clap::Command {
@@ -2784,7 +2942,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Change a member's role.\n\nRequires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`400 invalid_role`).",
+                "Change a member's role.\n\nRequires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation: `POST /api/org/transfer_ownership` is). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, `suspended` or removed, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`400 invalid_role`).",
             )
     }
     pub fn cli_healthz() -> ::clap::Command {
@@ -2880,7 +3038,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
             CliCommand::OrgFeatures => self.execute_org_features(matches).await,
             CliCommand::OrgUpdateFeatures => self.execute_org_update_features(matches).await,
+            CliCommand::OrgLeave => self.execute_org_leave(matches).await,
             CliCommand::OrgList => self.execute_org_list(matches).await,
+            CliCommand::OrgTransferOwnership => self.execute_org_transfer_ownership(matches).await,
+            CliCommand::OrgUpdate => self.execute_org_update(matches).await,
             CliCommand::RolesCreate => self.execute_roles_create(matches).await,
             CliCommand::RolesListPermissions => self.execute_roles_list_permissions(matches).await,
             CliCommand::RolesListRoles => self.execute_roles_list_roles(matches).await,
@@ -2906,6 +3067,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersInvite => self.execute_users_invite(matches).await,
             CliCommand::UsersList => self.execute_users_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
+            CliCommand::UsersReactivate => self.execute_users_reactivate(matches).await,
+            CliCommand::UsersRemove => self.execute_users_remove(matches).await,
+            CliCommand::UsersSuspend => self.execute_users_suspend(matches).await,
             CliCommand::UsersUpdate => self.execute_users_update(matches).await,
             CliCommand::Healthz => self.execute_healthz(matches).await,
             CliCommand::Readyz => self.execute_readyz(matches).await,
@@ -4644,6 +4808,24 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_leave(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_leave();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_leave(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.org_list();
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
@@ -4653,6 +4835,66 @@ impl<T: CliConfig> Cli<T> {
             request = request.offset(value.clone());
         }
         self.config.execute_org_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_transfer_ownership(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_transfer_ownership();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.body_map(|body| body.user_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::TransferOwnershipRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_transfer_ownership(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_update(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_update();
+        if let Some(value) = matches.get_one::<types::UpdateOrgRequestName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::UpdateOrgRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_org_update(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5238,6 +5480,9 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_users_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_list();
+        if let Some(value) = matches.get_one::<bool>("include-suspended") {
+            request = request.include_suspended(value.clone());
+        }
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
@@ -5263,6 +5508,73 @@ impl<T: CliConfig> Cli<T> {
     pub async fn execute_users_me(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.users_me();
         self.config.execute_users_me(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_users_reactivate(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.users_reactivate();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.user_id(value.clone());
+        }
+        self.config
+            .execute_users_reactivate(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_users_remove(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.users_remove();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.user_id(value.clone());
+        }
+        self.config.execute_users_remove(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_users_suspend(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.users_suspend();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.user_id(value.clone());
+        }
+        self.config.execute_users_suspend(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5798,10 +6110,31 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_leave(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgLeave,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_list(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::OrgList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_transfer_ownership(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgTransferOwnership,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgUpdate,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -5952,6 +6285,27 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_users_reactivate(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersReactivate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_users_remove(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersRemove,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_users_suspend(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersSuspend,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_update(
         &self,
         matches: &::clap::ArgMatches,
@@ -6039,7 +6393,10 @@ pub enum CliCommand {
     OrgCreateOrg,
     OrgFeatures,
     OrgUpdateFeatures,
+    OrgLeave,
     OrgList,
+    OrgTransferOwnership,
+    OrgUpdate,
     RolesCreate,
     RolesListPermissions,
     RolesListRoles,
@@ -6061,6 +6418,9 @@ pub enum CliCommand {
     UsersInvite,
     UsersList,
     UsersMe,
+    UsersReactivate,
+    UsersRemove,
+    UsersSuspend,
     UsersUpdate,
     Healthz,
     Readyz,
@@ -6131,7 +6491,10 @@ impl CliCommand {
             CliCommand::OrgCreateOrg,
             CliCommand::OrgFeatures,
             CliCommand::OrgUpdateFeatures,
+            CliCommand::OrgLeave,
             CliCommand::OrgList,
+            CliCommand::OrgTransferOwnership,
+            CliCommand::OrgUpdate,
             CliCommand::RolesCreate,
             CliCommand::RolesListPermissions,
             CliCommand::RolesListRoles,
@@ -6153,6 +6516,9 @@ impl CliCommand {
             CliCommand::UsersInvite,
             CliCommand::UsersList,
             CliCommand::UsersMe,
+            CliCommand::UsersReactivate,
+            CliCommand::UsersRemove,
+            CliCommand::UsersSuspend,
             CliCommand::UsersUpdate,
             CliCommand::Healthz,
             CliCommand::Readyz,
@@ -6224,7 +6590,10 @@ impl CliCommand {
             CliCommand::OrgCreateOrg => "org_create_org",
             CliCommand::OrgFeatures => "org_features",
             CliCommand::OrgUpdateFeatures => "org_update_features",
+            CliCommand::OrgLeave => "org_leave",
             CliCommand::OrgList => "org_list",
+            CliCommand::OrgTransferOwnership => "org_transfer_ownership",
+            CliCommand::OrgUpdate => "org_update",
             CliCommand::RolesCreate => "roles_create",
             CliCommand::RolesListPermissions => "roles_list_permissions",
             CliCommand::RolesListRoles => "roles_list_roles",
@@ -6246,6 +6615,9 @@ impl CliCommand {
             CliCommand::UsersInvite => "users_invite",
             CliCommand::UsersList => "users_list",
             CliCommand::UsersMe => "users_me",
+            CliCommand::UsersReactivate => "users_reactivate",
+            CliCommand::UsersRemove => "users_remove",
+            CliCommand::UsersSuspend => "users_suspend",
             CliCommand::UsersUpdate => "users_update",
             CliCommand::Healthz => "healthz",
             CliCommand::Readyz => "readyz",

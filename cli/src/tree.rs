@@ -14,6 +14,9 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_get", &["chat", "show"]),
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
+    // Organizations: the membership lifecycle's natural names.
+    ("org_update", &["org", "rename"]),
+    ("org_transfer_ownership", &["org", "transfer"]),
     // Knowledge bases: `kb create|search` are hand-written (kb.rs); the
     // generated ones (any source type, filters) stay under `-raw` names.
     ("kb_create", &["kb", "create-raw"]),

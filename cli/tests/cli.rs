@@ -1747,3 +1747,122 @@ async fn mcp_connect_prints_the_url_and_waits_for_the_callback() {
     );
     cx.teardown().await;
 }
+
+/// The membership lifecycle from the CLI: `users suspend|reactivate|remove`
+/// (the users list shows the states), `org rename`, `org transfer` and
+/// `org leave`, with their natural names in `org --help`.
+#[tokio::test]
+async fn membership_lifecycle_commands() {
+    let cx = TestContext::new("cli_members").await;
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let carol = cx.user("carol").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let cli = std::sync::Arc::new(Cli {
+        url: cx.base_url.clone(),
+        config_dir: dir.clone(),
+    });
+    let run = |args: Vec<String>| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli.run(&args, None)
+        })
+    };
+    let args = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let login = {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || {
+            cli.run(
+                &["auth", "login", "--email", "ada@example.com"],
+                Some(&format!("{}\n", workspace_tests::TEST_PASSWORD)),
+            )
+        })
+    };
+    json(&login.await.unwrap());
+    let org = ada
+        .client
+        .org_create_org()
+        .name("Acme".to_string())
+        .send()
+        .await
+        .unwrap()
+        .id;
+    let member = ada.role_id(org, "member").await;
+    ada.add_member(org, bob.id, member).await;
+    ada.add_member(org, carol.id, member).await;
+
+    let help = run(args("org --help")).await.unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    for command in ["leave", "rename", "transfer"] {
+        assert!(help.contains(command), "org {command}: {help}");
+    }
+
+    let suspended = json(
+        &run(args(&format!(
+            "users suspend --org-id {org} --user-id {}",
+            bob.id
+        )))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(suspended["status"], "suspended");
+    let table = run(args(&format!(
+        "users list --org-id {org} --include-suspended true --format table"
+    )))
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(table.contains("suspended"), "{table}");
+    let active = json(
+        &run(args(&format!(
+            "users reactivate --org-id {org} --user-id {}",
+            bob.id
+        )))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(active["status"], "active");
+    let removed = json(
+        &run(args(&format!(
+            "users remove --org-id {org} --user-id {}",
+            carol.id
+        )))
+        .await
+        .unwrap(),
+    );
+    assert!(removed["message"].as_str().unwrap().contains("removed"));
+
+    let mut rename = args(&format!("org rename --org-id {org} --name"));
+    rename.push("Acme Corporation".to_string());
+    let renamed = json(&run(rename).await.unwrap());
+    assert_eq!(renamed["name"], "Acme Corporation");
+
+    // The last owner cannot leave: a non-zero exit with the error_code.
+    let out = run(args(&format!("org leave --org-id {org}")))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("last_owner"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transferred = json(
+        &run(args(&format!(
+            "org transfer --org-id {org} --user-id {}",
+            bob.id
+        )))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(transferred["user_role"]["role_name"], "admin");
+    let left = json(
+        &run(args(&format!("org leave --org-id {org}")))
+            .await
+            .unwrap(),
+    );
+    assert!(left["message"].as_str().unwrap().contains("left"));
+    let _ = std::fs::remove_dir_all(&dir);
+    cx.teardown().await;
+}

@@ -9936,6 +9936,101 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/org/transfer_ownership`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct TransferOwnershipRequest {
+        ///The active member who becomes the owner (a user id).
+        pub user_id: ::uuid::Uuid,
+    }
+    impl TransferOwnershipRequest {
+        pub fn builder() -> builder::TransferOwnershipRequest {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/org/update`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UpdateOrgRequest {
+        ///The organization's new name, with the rules of `create_org`: 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).
+        pub name: UpdateOrgRequestName,
+    }
+    impl UpdateOrgRequest {
+        pub fn builder() -> builder::UpdateOrgRequest {
+            Default::default()
+        }
+    }
+    ///The organization's new name, with the rules of `create_org`: 1 to 100 characters after trimming, not blank, without control characters (`400 invalid_name`).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct UpdateOrgRequestName(::std::string::String);
+    impl ::std::ops::Deref for UpdateOrgRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateOrgRequestName> for ::std::string::String {
+        fn from(value: UpdateOrgRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateOrgRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$\""
+                        .into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateOrgRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateOrgRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateOrgRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Body of `PUT /api/roles/update`; omitted fields are unchanged.
     #[derive(
         ::serde::Deserialize,
@@ -10328,7 +10423,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A row of the users list: an active member or an open invitation.
+    ///A row of the users list: a member (active or suspended) or an open invitation.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -10346,7 +10441,7 @@ pub mod types {
         ///When the invitation was created; null for active users.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invited_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        ///The last login of an active user; null for invitation rows and for users who never logged in.
+        ///The last login of a member; null for invitation rows and for users who never logged in.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub last_name: ::std::string::String,
@@ -10364,7 +10459,7 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct UserListResponse {
-        ///Active users plus open (pending or expired) invitations, over all pages.
+        ///Members (active, and suspended ones when asked for) plus open (pending or expired) invitations, over all pages.
         pub total: u64,
         pub users: ::std::vec::Vec<UserListItem>,
     }
@@ -10397,6 +10492,9 @@ pub mod types {
         ///An invitation whose lifetime has passed.
         #[serde(rename = "expired")]
         Expired,
+        ///A suspended member (`POST /api/users/suspend`): no access to the organization until reactivated. An addition to the spec's values, answered by `users/list` only with `include_suspended=true` (and by `users/suspend` and `users/reactivate`).
+        #[serde(rename = "suspended")]
+        Suspended,
     }
     impl ::std::fmt::Display for UserListStatus {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -10404,6 +10502,7 @@ pub mod types {
                 Self::Active => f.write_str("active"),
                 Self::Pending => f.write_str("pending"),
                 Self::Expired => f.write_str("expired"),
+                Self::Suspended => f.write_str("suspended"),
             }
         }
     }
@@ -10414,6 +10513,7 @@ pub mod types {
                 "active" => Ok(Self::Active),
                 "pending" => Ok(Self::Pending),
                 "expired" => Ok(Self::Expired),
+                "suspended" => Ok(Self::Suspended),
                 _ => Err("invalid value".into()),
             }
         }
@@ -27237,6 +27337,84 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct TransferOwnershipRequest {
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for TransferOwnershipRequest {
+            fn default() -> Self {
+                Self {
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl TransferOwnershipRequest {
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TransferOwnershipRequest> for super::TransferOwnershipRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TransferOwnershipRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TransferOwnershipRequest> for TransferOwnershipRequest {
+            fn from(value: super::TransferOwnershipRequest) -> Self {
+                Self {
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UpdateOrgRequest {
+            name: ::std::result::Result<super::UpdateOrgRequestName, ::std::string::String>,
+        }
+        impl ::std::default::Default for UpdateOrgRequest {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl UpdateOrgRequest {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UpdateOrgRequestName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateOrgRequest> for super::UpdateOrgRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateOrgRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { name: value.name? })
+            }
+        }
+        impl ::std::convert::From<super::UpdateOrgRequest> for UpdateOrgRequest {
+            fn from(value: super::UpdateOrgRequest) -> Self {
+                Self {
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateRoleRequest {
             description: ::std::result::Result<
                 ::std::option::Option<super::UpdateRoleRequestDescription>,
@@ -28863,7 +29041,7 @@ impl Client {
     }
     /**Send a message and stream the answer (resumable)
 
-    Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`).
+    Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`; `error_code` `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, while the answer streams).
 
     Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted), always sent. Settings: the request's, else the chat's.
 
@@ -29121,7 +29299,7 @@ impl Client {
 
     The user's message is stored (in the session's history) before the model is called, and the model receives the session's history (earlier messages of this session only, oldest first, including partial answers), then the new message: the most recent whole turns that fit the model's context window (the server's `context_tokens` for the model less the answer's `max_tokens`; at most 200 earlier messages), the oldest left out first. The assistant message is stored with its full text before `end` is sent, so a client that saw `end` will find it in `messages`.
 
-    Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`. The text received until then is kept as the assistant message with `status` `failed`.
+    Provider failures: connection errors, 429 and 5xx answers are retried with backoff while nothing of the answer has arrived yet. If the model still fails, or fails mid-answer (dropped connection, malformed data, no data for too long), the stream ends with `{"type":"error","error_code":CODE,"message":TEXT}` and no `end` (an addition to the spec). Codes: `provider_unavailable`, `provider_rate_limited`, `provider_rejected` (the provider refused the request, e.g. a bad key), `provider_stream_interrupted`, `provider_timeout`, `internal_error`, and `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, meanwhile (on any instance). The text received until then is kept as the assistant message with `status` `failed`.
 
     Resumable: the answer is generated by the server, not by the connection. A client that disconnects does not stop it (the whole answer is stored); it resumes with `GET /api/conversation/stream` on any instance, and `POST /api/conversation/stop` ends it (status `cancelled`, text kept). A client that reads nothing for 5 seconds is detached (its stream ends without `end`) and resumes the same way. Every event is stored and announced between instances through PostgreSQL (`LISTEN/NOTIFY`). The generating instance holds a lease on the answer (renewed every `streams.heartbeat_secs`): if it dies, another instance closes the answer once the lease is older than `streams.lease_secs`, with `status` `failed`, the text so far, and a last event `{"type":"error","error_code":"answer_interrupted"}`. An instance that is stopped lets its answers finish for `http.shutdown_grace_secs` and closes the rest the same way at once.
 
@@ -29751,6 +29929,25 @@ impl Client {
     pub fn org_update_features(&self) -> builder::OrgUpdateFeatures<'_> {
         builder::OrgUpdateFeatures::new(self)
     }
+    /**Leave an organization
+
+    An addition to the spec. Any active member, for themself: the membership becomes `deleted` (the row is kept, as for `DELETE /api/users/remove`), access ends at once on every instance, answers the caller is streaming in the organization end with an `error` event `membership_revoked`, and its WebSocket closes. What the caller created there (chats, conversations, knowledge bases, agents) stays with the organization; their account and other organizations are untouched. They can be added or invited again.
+
+    The organization's last owner cannot leave (`409 last_owner`: transfer the ownership first), and nobody leaves their own personal organization (`409 personal_organization`).
+
+    Sends a `POST` request to `/api/org/leave`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_leave()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_leave(&self) -> builder::OrgLeave<'_> {
+        builder::OrgLeave::new(self)
+    }
     /**List the caller's organizations
 
     Every organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.
@@ -29771,6 +29968,46 @@ impl Client {
     ```*/
     pub fn org_list(&self) -> builder::OrgList<'_> {
         builder::OrgList::new(self)
+    }
+    /**Transfer the ownership of an organization
+
+    An addition to the spec. Requires `users:write` and the owner role (`403 forbidden` otherwise). In one transaction the target, an `active` member, receives the owner role and the caller the admin system role: an organization keeps exactly one owner, and the previous owner stays to help (they may then leave). This is the only way an owner's role changes (`PUT /api/users/update` never touches owners).
+
+    The target must be a member (`404 not_found`), `active` (`400 member_not_active`), not the caller (`400 cannot_target_self`) and not already an owner (`400 role_already_assigned`). A personal organization belongs to the account that signed up and cannot be transferred (`409 personal_organization`). Lifecycle changes of one organization run one at a time, so two transfers at once cannot both succeed (the second finds the caller no longer owner: `403 forbidden`). Answers the organization with the caller's new `user_role` (admin).
+
+    Sends a `POST` request to `/api/org/transfer_ownership`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_transfer_ownership()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_transfer_ownership(&self) -> builder::OrgTransferOwnership<'_> {
+        builder::OrgTransferOwnership::new(self)
+    }
+    /**Rename an organization
+
+    An addition to the spec. Requires `organization:write` (owners and admins among the system roles). The name follows the rules of `create_org`: trimmed, 1 to 100 characters, no control characters (`400 invalid_name`); and as there, the caller may not belong to two organizations with the same name, compared case-insensitively (`409 org_name_taken`; renaming to the current name in another case is allowed). The slug is kept, so links that use it stay valid; a personal organization may be renamed too. Answers the organization with the caller's `user_role`.
+
+    Sends a `PUT` request to `/api/org/update`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_update()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_update(&self) -> builder::OrgUpdate<'_> {
+        builder::OrgUpdate::new(self)
     }
     /**Create a custom role
 
@@ -29869,7 +30106,7 @@ impl Client {
     }
     /**Delete a custom role
 
-    Requires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by any membership in any state (`409 role_in_use`). Deletion is permanent.
+    Requires `roles:delete` and `roles:write`. System roles cannot be deleted (`403 system_role_immutable`), nor roles above the caller's level (`403 role_level_too_high`), nor roles held by a membership that is `invited`, `active` or `suspended` (`409 role_in_use`); the kept rows of removed members that held the role go with it. Deletion is permanent.
 
     Sends a `DELETE` request to `/api/roles/remove`
 
@@ -30159,20 +30396,22 @@ impl Client {
 
     Permission `users:read` (`403 forbidden` without it, and for callers who are not active members of `org_id`).
 
-    The list mixes active members (`status` `active`, `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already active members are left out. Invited, suspended and deleted memberships appear only through their invitation row.
+    The list mixes members (`status` `active`; with `include_suspended=true` also `suspended`, for members suspended by `POST /api/users/suspend`, an addition to the spec; `id` set, `invite_id` null) with open invitations of the organization, from both `POST /api/invitations/create` and `POST /api/users/invite` (`status` `pending` or `expired`, `id` null, `invite_id` and `invited_at` set). Accepted and revoked invitations, invitations replaced by a newer one, and invitations of e-mail addresses that are already members (active or suspended) are left out. Invited memberships appear only through their invitation row; removed members (and those who left) are not listed. Suspended members are listed only when asked for: clients of the earlier contract, which knew no `suspended` value, never receive one.
 
-    Order: active users first (most recently joined first), then invitations (newest created first); ties by e-mail. `total` counts both kinds over all pages.
+    Order: active users first (most recently joined first), then suspended members (likewise), then invitations (newest created first); ties by e-mail. `total` counts every row listed, over all pages.
 
     Paging: `offset` is a 0-based page number (default 0), `limit` the page size (default 10, 1 to 100, else `400 invalid_pagination`); the page holds rows `offset * limit` up to `offset * limit + limit - 1`. A page past the end is empty (with the true `total`).
 
     Sends a `GET` request to `/api/users/list`
 
     Arguments:
+    - `include_suspended`: Also list suspended members (`status` `suspended`, after the active ones). Default false: the list of the released contract, which leaves suspended members out. An addition to the spec.
     - `limit`: Rows per page, 1 to 100 (else `400 invalid_pagination`). Default 10.
     - `offset`: A 0-based page number (not a row count): the page starts at row `offset * limit`. Default 0.
     - `org_id`: The organization.
     ```ignore
     let response = client.users_list()
+        .include_suspended(include_suspended)
         .limit(limit)
         .offset(offset)
         .org_id(org_id)
@@ -30196,9 +30435,70 @@ impl Client {
     pub fn users_me(&self) -> builder::UsersMe<'_> {
         builder::UsersMe::new(self)
     }
+    /**Reactivate a suspended member
+
+    An addition to the spec. Requires `users:write` and a role ranking above the member's (`403 member_level_too_high`; only owners act on owners). The membership goes from `suspended` back to `active` with its role (`400 member_not_suspended` for any other status, `404 not_found` without a membership or for a removed one). Answers the member's row as `users/list` shows it.
+
+    Sends a `POST` request to `/api/users/reactivate`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `user_id`: The member (a user id).
+    ```ignore
+    let response = client.users_reactivate()
+        .org_id(org_id)
+        .user_id(user_id)
+        .send()
+        .await;
+    ```*/
+    pub fn users_reactivate(&self) -> builder::UsersReactivate<'_> {
+        builder::UsersReactivate::new(self)
+    }
+    /**Remove a member from the organization
+
+    An addition to the spec (its `deleted` membership status). Requires `users:write` and a role ranking above the member's (`403 member_level_too_high`; only owners act on owners). An `active` or `suspended` membership becomes `deleted`: the row is kept (when and with which role they left), is no longer listed by `users/list`, and grants nothing. Access ends at once as for a suspension (streams end with `membership_revoked`). The person keeps their account and other organizations; what they created stays with the organization. Adding (`POST /api/org/add_member`) or inviting them again makes a removed membership `active` (or `invited`) again.
+
+    `404 not_found` without a membership or for one already removed; an `invited` membership is ended by revoking its invitation (`400 member_invited`). Nobody removes themself (`400 cannot_target_self`: `POST /api/org/leave` is for that); the last owner is never removed (`409 last_owner`).
+
+    Sends a `DELETE` request to `/api/users/remove`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `user_id`: The member (a user id).
+    ```ignore
+    let response = client.users_remove()
+        .org_id(org_id)
+        .user_id(user_id)
+        .send()
+        .await;
+    ```*/
+    pub fn users_remove(&self) -> builder::UsersRemove<'_> {
+        builder::UsersRemove::new(self)
+    }
+    /**Suspend a member
+
+    An addition to the spec (its `suspended` membership status). Requires `users:write`, and the caller's role must rank above the member's (`hierarchy_level` strictly greater; `403 member_level_too_high` otherwise); only owners act on owners. The membership goes from `active` to `suspended` (`400 member_not_active` for any other status, `404 not_found` without a membership or for a removed one). Nobody suspends themself (`400 cannot_target_self`), and the last owner is never suspended (`409 last_owner`).
+
+    Access ends at once, on every instance: every request of the member in this organization is `403 forbidden`, answers they are streaming there end with an `error` event `membership_revoked` (the text so far is kept, the answer is stored `failed`), and their chat WebSocket of this organization closes (1008). They keep their account and other organizations; what they created stays with the organization. `users/me` and `org/list` leave the organization out; `users/list?include_suspended=true` shows them with `status` `suspended`. Answers the member's row as that list shows it.
+
+    Sends a `POST` request to `/api/users/suspend`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `user_id`: The member (a user id).
+    ```ignore
+    let response = client.users_suspend()
+        .org_id(org_id)
+        .user_id(user_id)
+        .send()
+        .await;
+    ```*/
+    pub fn users_suspend(&self) -> builder::UsersSuspend<'_> {
+        builder::UsersSuspend::new(self)
+    }
     /**Change a member's role
 
-    Requires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`400 invalid_role`).
+    Requires `users:write` and the owner role in the organization: any other caller gets `403 forbidden` (rule 1). Assigning the owner role is refused with `403 owner_role_not_assignable` (rule 2), and so is changing the role of an owner (ownership transfer is not part of this operation: `POST /api/org/transfer_ownership` is). The target must be a member: `404 not_found` if they have no membership, `400 member_not_active` if it is not `active` (e.g. `invited`, `suspended` or removed, rule 3), `400 role_already_assigned` if they already have the role (rule 3). The role must belong to the organization (`400 invalid_role`).
 
     Sends a `PUT` request to `/api/users/update`
 
@@ -37049,6 +37349,84 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::org_leave`]
+
+    [`Client::org_leave`]: super::Client::org_leave*/
+    #[derive(Debug, Clone)]
+    pub struct OrgLeave<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgLeave<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/org/leave`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/leave", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_leave",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::org_list`]
 
     [`Client::org_list`]: super::Client::org_list*/
@@ -37128,6 +37506,231 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_transfer_ownership`]
+
+    [`Client::org_transfer_ownership`]: super::Client::org_transfer_ownership*/
+    #[derive(Debug, Clone)]
+    pub struct OrgTransferOwnership<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::TransferOwnershipRequest, String>,
+    }
+    impl<'a> OrgTransferOwnership<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::TransferOwnershipRequest>,
+            <V as std::convert::TryInto<types::TransferOwnershipRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `TransferOwnershipRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::TransferOwnershipRequest,
+                ) -> types::builder::TransferOwnershipRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/transfer_ownership`
+        pub async fn send(self) -> Result<ResponseValue<types::Organization>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::TransferOwnershipRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/transfer_ownership", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_transfer_ownership",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_update`]
+
+    [`Client::org_update`]: super::Client::org_update*/
+    #[derive(Debug, Clone)]
+    pub struct OrgUpdate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateOrgRequest, String>,
+    }
+    impl<'a> OrgUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateOrgRequest>,
+            <V as std::convert::TryInto<types::UpdateOrgRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `UpdateOrgRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::UpdateOrgRequest,
+                ) -> types::builder::UpdateOrgRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/update`
+        pub async fn send(self) -> Result<ResponseValue<types::Organization>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::UpdateOrgRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -39146,6 +39749,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct UsersList<'a> {
         client: &'a super::Client,
+        include_suspended: Result<Option<bool>, String>,
         limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
@@ -39154,10 +39758,21 @@ pub mod builder {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                include_suspended: Ok(None),
                 limit: Ok(None),
                 offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
             }
+        }
+        pub fn include_suspended<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<bool>,
+        {
+            self.include_suspended = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `bool` for include_suspended failed".to_string());
+            self
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
@@ -39193,10 +39808,12 @@ pub mod builder {
         ) -> Result<ResponseValue<types::UserListResponse>, Error<types::Error>> {
             let Self {
                 client,
+                include_suspended,
                 limit,
                 offset,
                 org_id,
             } = self;
+            let include_suspended = include_suspended.map_err(Error::InvalidRequest)?;
             let limit = limit.map_err(Error::InvalidRequest)?;
             let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
@@ -39214,6 +39831,10 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new(
+                    "include_suspended",
+                    &include_suspended,
+                ))
                 .query(&progenitor_client::QueryParam::new("limit", &limit))
                 .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
@@ -39287,6 +39908,293 @@ pub mod builder {
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_reactivate`]
+
+    [`Client::users_reactivate`]: super::Client::users_reactivate*/
+    #[derive(Debug, Clone)]
+    pub struct UsersReactivate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        user_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UsersReactivate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                user_id: Err("user_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/users/reactivate`
+        pub async fn send(self) -> Result<ResponseValue<types::UserListItem>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                user_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/reactivate", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_reactivate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_remove`]
+
+    [`Client::users_remove`]: super::Client::users_remove*/
+    #[derive(Debug, Clone)]
+    pub struct UsersRemove<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        user_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UsersRemove<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                user_id: Err("user_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/users/remove`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                user_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/remove", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_remove",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_suspend`]
+
+    [`Client::users_suspend`]: super::Client::users_suspend*/
+    #[derive(Debug, Clone)]
+    pub struct UsersSuspend<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        user_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UsersSuspend<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                user_id: Err("user_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/users/suspend`
+        pub async fn send(self) -> Result<ResponseValue<types::UserListItem>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                user_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/suspend", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_suspend",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -145,6 +145,7 @@ pub mod perm {
 
     permissions! {
         OrganizationRead ORGANIZATION_READ = "organization:read";
+        OrganizationWrite ORGANIZATION_WRITE = "organization:write";
         UsersRead USERS_READ = "users:read";
         UsersWrite USERS_WRITE = "users:write";
         RolesRead ROLES_READ = "roles:read";
@@ -450,6 +451,32 @@ impl Invites for Grant<on::Org, AdminRole> {
 }
 
 impl Invites for Grant<on::Org, perm::UsersWrite> {
+    fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+/// The grants that change a membership's status or its owner role:
+/// suspending, reactivating and removing a member (`users:write`), leaving
+/// (a membership), transferring ownership (an owner's `users:write`).
+pub trait ChangesMembership: sealed::Sealed + Sync {
+    /// The organization's access the grant was made from.
+    fn access(&self) -> &OrgAccess;
+}
+
+impl ChangesMembership for Grant<on::Org, perm::UsersWrite> {
+    fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+impl ChangesMembership for Grant<on::Org, Member> {
+    fn access(&self) -> &OrgAccess {
+        &self.access
+    }
+}
+
+impl ChangesMembership for Grant<on::Org, Owner<perm::UsersWrite>> {
     fn access(&self) -> &OrgAccess {
         &self.access
     }

@@ -1,7 +1,9 @@
 //! PostgreSQL `LISTEN` on one dedicated (not pooled) connection per
 //! server instance, fanned out in process: the cross-instance signals of
 //! the chat area and conversations (new stream events and stop requests of
-//! answers, WebSocket notices) arrive here whichever instance sent them.
+//! answers, WebSocket notices) and of memberships (a member's access in an
+//! organization changed: their streams there re-check it) arrive here
+//! whichever instance sent them.
 //!
 //! Notifications can be lost while the connection is re-established, so
 //! every subscriber also re-reads the database now and then (and when it
@@ -9,6 +11,7 @@
 
 use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
 use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
+use crate::db::datastore::organizations::MEMBERSHIP_CHANNEL;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,8 +41,8 @@ impl Notice {
 
 /// The in-process fan-out of this instance's `LISTEN` connection, routed
 /// by key so that a subscriber only wakes for its own notices: stream
-/// events and stop requests by answer id, WebSocket notices by
-/// `<org_id>:<user_id>`.
+/// events and stop requests by answer id, WebSocket and membership notices
+/// by `<org_id>:<user_id>`.
 pub struct Hub {
     routes: Mutex<Routes>,
     connected: tokio::sync::watch::Sender<bool>,
@@ -59,6 +62,8 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
         STOP_CHANNEL => Some(payload.to_string()),
         // Ingestion wake-ups: one route, every idle worker.
         KB_JOBS_CHANNEL => Some(String::new()),
+        // `<org_id>:<user_id>`, sent by a trigger on `memberships`.
+        MEMBERSHIP_CHANNEL => Some(payload.to_string()),
         LIVE_CHANNEL => {
             let mut parts = payload.splitn(3, ':');
             let org = parts.next()?;
@@ -77,7 +82,9 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
 /// reads its stop route between every two events.
 fn capacity(channel: &str) -> usize {
     match channel {
-        STOP_CHANNEL => 4,
+        // Held by every answer being generated, like stop requests; any
+        // notice (or a lag) only means "re-check".
+        STOP_CHANNEL | MEMBERSHIP_CHANNEL => 4,
         STREAM_CHANNEL => 16,
         _ => 256,
     }
@@ -172,7 +179,7 @@ async fn listen(
                 let listened = client
                     .batch_execute(&format!(
                         "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
-                         LISTEN {KB_JOBS_CHANNEL}"
+                         LISTEN {KB_JOBS_CHANNEL}; LISTEN {MEMBERSHIP_CHANNEL}"
                     ))
                     .await;
                 match listened {
@@ -209,6 +216,7 @@ mod tests {
             Some("o:u")
         );
         assert_eq!(key_of(LIVE_CHANNEL, "o"), None);
+        assert_eq!(key_of(MEMBERSHIP_CHANNEL, "o:u").as_deref(), Some("o:u"));
         assert_eq!(key_of("other", "x"), None);
     }
 

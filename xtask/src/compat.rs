@@ -65,6 +65,12 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
                 }
                 continue;
             }
+            if info.message == "oneOf schema count changed" && opt_in_values(old, new, &at) {
+                verdict.additive.push(format!(
+                    "{at}: a value answered only to clients that ask for it"
+                ));
+                continue;
+            }
             if info.message == "string schema changed" && declared_rule(old, new, &at) {
                 verdict.additive.push(format!(
                     "{at}: a rule the server enforced, declared as a pattern"
@@ -109,6 +115,51 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
 /// category's name and description without NUL (PostgreSQL text cannot
 /// hold it), an MCP instance's name without control characters.
 const DECLARED_RULES: &[&str] = &["CategoryCreate", "CategoryUpdate", "InstanceRename"];
+
+/// Values added to an answer's enum that the server answers only to clients
+/// that ask for them (an optional input they did not know), so clients of
+/// the released document never receive them: (schema, value). Issue #34:
+/// `GET /api/users/list` lists suspended members (`status` `suspended`)
+/// only with `include_suspended=true`; the operations that return the
+/// value otherwise (`users/suspend`, `users/reactivate`) are new.
+const OPT_IN_VALUES: &[(&str, &str)] = &[("UserListStatus", "suspended")];
+
+/// Whether the change at `at` is one of [`OPT_IN_VALUES`]: the schema's
+/// `oneOf` is the released one plus exactly the listed values' entries.
+fn opt_in_values(old: &Value, new: &Value, at: &str) -> bool {
+    let Some(name) = at
+        .strip_prefix("#/components/schemas/")
+        .and_then(|rest| rest.split([' ', '/']).next())
+    else {
+        return false;
+    };
+    let allowed: Vec<&str> = OPT_IN_VALUES
+        .iter()
+        .filter(|(schema, _)| *schema == name)
+        .map(|(_, value)| *value)
+        .collect();
+    let one_of = |doc: &Value| {
+        doc["components"]["schemas"][name]["oneOf"]
+            .as_array()
+            .cloned()
+    };
+    let (Some(old_of), Some(new_of)) = (one_of(old), one_of(new)) else {
+        return false;
+    };
+    let (kept, added): (Vec<&Value>, Vec<&Value>) =
+        new_of.iter().partition(|entry| old_of.contains(entry));
+    let value_of = |entry: &Value| -> Option<String> {
+        match entry["enum"].as_array()?.as_slice() {
+            [Value::String(v)] => Some(v.clone()),
+            _ => None,
+        }
+    };
+    !added.is_empty()
+        && kept.len() == old_of.len()
+        && added
+            .iter()
+            .all(|entry| value_of(entry).is_some_and(|v| allowed.contains(&v.as_str())))
+}
 
 /// Whether the change at `at` is one of [`DECLARED_RULES`]: the schema is
 /// the same in both documents but for patterns and descriptions.
@@ -508,6 +559,39 @@ mod tests {
         let mut new = current();
         new["components"]["schemas"]["SendMessageRequest"]["properties"]["content"]["pattern"] =
             json!("^a");
+        assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
+    }
+
+    #[test]
+    fn an_opt_in_value_is_additive_only_where_listed() {
+        // The released document's UserListStatus had no `suspended`.
+        let mut old = current();
+        let of = old["components"]["schemas"]["UserListStatus"]["oneOf"]
+            .as_array_mut()
+            .unwrap();
+        of.retain(|e| e["enum"][0] != "suspended");
+        let verdict = compare(&old, &current()).unwrap();
+        assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
+        assert!(
+            verdict
+                .additive
+                .iter()
+                .any(|l| l.contains("answered only to clients that ask")),
+            "{:?}",
+            verdict.additive
+        );
+        // Any other value added to it, or to another enum, breaks clients.
+        let mut new = current();
+        new["components"]["schemas"]["UserListStatus"]["oneOf"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "string", "enum": ["banned"]}));
+        assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
+        let mut new = current();
+        new["components"]["schemas"]["IngestionStage"]["oneOf"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "string", "enum": ["suspended"]}));
         assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
     }
 

@@ -350,6 +350,70 @@ pub trait WorkspaceApi {
         body: JsonBody<orgs::OrgFeaturesUpdate>,
     ) -> Result<HttpResponseOk<orgs::OrgFeatures>, HttpError>;
 
+    /// Rename an organization.
+    ///
+    /// An addition to the spec. Requires `organization:write` (owners and
+    /// admins among the system roles). The name follows the rules of
+    /// `create_org`: trimmed, 1 to 100 characters, no control characters
+    /// (`400 invalid_name`); and as there, the caller may not belong to
+    /// two organizations with the same name, compared case-insensitively
+    /// (`409 org_name_taken`; renaming to the current name in another case
+    /// is allowed). The slug is kept, so links that use it stay valid; a
+    /// personal organization may be renamed too. Answers the organization
+    /// with the caller's `user_role`.
+    #[endpoint { method = PUT, path = "/api/org/update", tags = ["orgs"] }]
+    async fn org_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<orgs::UpdateOrgRequest>,
+    ) -> Result<HttpResponseOk<orgs::Organization>, HttpError>;
+
+    /// Leave an organization.
+    ///
+    /// An addition to the spec. Any active member, for themself: the
+    /// membership becomes `deleted` (the row is kept, as for `DELETE
+    /// /api/users/remove`), access ends at once on every instance,
+    /// answers the caller is streaming in the organization end with an
+    /// `error` event `membership_revoked`, and its WebSocket closes. What
+    /// the caller created there (chats, conversations, knowledge bases,
+    /// agents) stays with the organization; their account and other
+    /// organizations are untouched. They can be added or invited again.
+    ///
+    /// The organization's last owner cannot leave (`409 last_owner`:
+    /// transfer the ownership first), and nobody leaves their own personal
+    /// organization (`409 personal_organization`).
+    #[endpoint { method = POST, path = "/api/org/leave", tags = ["orgs"] }]
+    async fn org_leave(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Transfer the ownership of an organization.
+    ///
+    /// An addition to the spec. Requires `users:write` and the owner role
+    /// (`403 forbidden` otherwise). In one transaction the target, an
+    /// `active` member, receives the owner role and the caller the admin
+    /// system role: an organization keeps exactly one owner, and the
+    /// previous owner stays to help (they may then leave). This is the
+    /// only way an owner's role changes (`PUT /api/users/update` never
+    /// touches owners).
+    ///
+    /// The target must be a member (`404 not_found`), `active` (`400
+    /// member_not_active`), not the caller (`400 cannot_target_self`) and
+    /// not already an owner (`400 role_already_assigned`). A personal
+    /// organization belongs to the account that signed up and cannot be
+    /// transferred (`409 personal_organization`). Lifecycle changes of one
+    /// organization run one at a time, so two transfers at once cannot
+    /// both succeed (the second finds the caller no longer owner: `403
+    /// forbidden`). Answers the organization with the caller's new
+    /// `user_role` (admin).
+    #[endpoint { method = POST, path = "/api/org/transfer_ownership", tags = ["orgs"] }]
+    async fn org_transfer_ownership(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<orgs::TransferOwnershipRequest>,
+    ) -> Result<HttpResponseOk<orgs::Organization>, HttpError>;
+
     // ---- Users area (/api/users), beyond `users_me` ----
 
     /// Change a member's role.
@@ -358,9 +422,10 @@ pub trait WorkspaceApi {
     /// other caller gets `403 forbidden` (rule 1). Assigning the owner role
     /// is refused with `403 owner_role_not_assignable` (rule 2), and so is
     /// changing the role of an owner (ownership transfer is not part of this
-    /// operation). The target must be a member: `404 not_found` if they have
-    /// no membership, `400 member_not_active` if it is not `active` (e.g.
-    /// `invited`, rule 3), `400 role_already_assigned` if they already have
+    /// operation: `POST /api/org/transfer_ownership` is). The target must
+    /// be a member: `404 not_found` if they have no membership, `400
+    /// member_not_active` if it is not `active` (e.g. `invited`,
+    /// `suspended` or removed, rule 3), `400 role_already_assigned` if they already have
     /// the role (rule 3). The role must belong to the organization (`400
     /// invalid_role`).
     #[endpoint { method = PUT, path = "/api/users/update", tags = ["users"] }]
@@ -375,18 +440,24 @@ pub trait WorkspaceApi {
     /// Permission `users:read` (`403 forbidden` without it, and for callers
     /// who are not active members of `org_id`).
     ///
-    /// The list mixes active members (`status` `active`, `id` set,
+    /// The list mixes members (`status` `active`; with
+    /// `include_suspended=true` also `suspended`, for members suspended by
+    /// `POST /api/users/suspend`, an addition to the spec; `id` set,
     /// `invite_id` null) with open invitations of the organization, from
     /// both `POST /api/invitations/create` and `POST /api/users/invite`
     /// (`status` `pending` or `expired`, `id` null, `invite_id` and
     /// `invited_at` set). Accepted and revoked invitations, invitations
     /// replaced by a newer one, and invitations of e-mail addresses that
-    /// are already active members are left out. Invited, suspended and
-    /// deleted memberships appear only through their invitation row.
+    /// are already members (active or suspended) are left out. Invited
+    /// memberships appear only through their invitation row; removed
+    /// members (and those who left) are not listed. Suspended members are
+    /// listed only when asked for: clients of the earlier contract, which
+    /// knew no `suspended` value, never receive one.
     ///
     /// Order: active users first (most recently joined first), then
-    /// invitations (newest created first); ties by e-mail. `total` counts
-    /// both kinds over all pages.
+    /// suspended members (likewise), then invitations (newest created
+    /// first); ties by e-mail. `total` counts every row listed, over all
+    /// pages.
     ///
     /// Paging: `offset` is a 0-based page number (default 0), `limit` the
     /// page size (default 10, 1 to 100, else `400 invalid_pagination`); the
@@ -431,6 +502,71 @@ pub trait WorkspaceApi {
         body: JsonBody<users::UserInviteRequest>,
     ) -> Result<HttpResponseCreated<users::UserInviteResponse>, HttpError>;
 
+    /// Suspend a member.
+    ///
+    /// An addition to the spec (its `suspended` membership status).
+    /// Requires `users:write`, and the caller's role must rank above the
+    /// member's (`hierarchy_level` strictly greater; `403
+    /// member_level_too_high` otherwise); only owners act on owners. The
+    /// membership goes from `active` to `suspended` (`400
+    /// member_not_active` for any other status, `404 not_found` without a
+    /// membership or for a removed one). Nobody suspends themself (`400
+    /// cannot_target_self`), and the last owner is never suspended (`409
+    /// last_owner`).
+    ///
+    /// Access ends at once, on every instance: every request of the member
+    /// in this organization is `403 forbidden`, answers they are streaming
+    /// there end with an `error` event `membership_revoked` (the text so
+    /// far is kept, the answer is stored `failed`), and their chat
+    /// WebSocket of this organization closes (1008). They keep their
+    /// account and other organizations; what they created stays with the
+    /// organization. `users/me` and `org/list` leave the organization out;
+    /// `users/list?include_suspended=true` shows them with `status`
+    /// `suspended`. Answers the member's row as that list shows it.
+    #[endpoint { method = POST, path = "/api/users/suspend", tags = ["users"] }]
+    async fn users_suspend(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::MemberQuery>,
+    ) -> Result<HttpResponseOk<users::UserListItem>, HttpError>;
+
+    /// Reactivate a suspended member.
+    ///
+    /// An addition to the spec. Requires `users:write` and a role ranking
+    /// above the member's (`403 member_level_too_high`; only owners act on
+    /// owners). The membership goes from `suspended` back to `active` with
+    /// its role (`400 member_not_suspended` for any other status, `404
+    /// not_found` without a membership or for a removed one). Answers the
+    /// member's row as `users/list` shows it.
+    #[endpoint { method = POST, path = "/api/users/reactivate", tags = ["users"] }]
+    async fn users_reactivate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::MemberQuery>,
+    ) -> Result<HttpResponseOk<users::UserListItem>, HttpError>;
+
+    /// Remove a member from the organization.
+    ///
+    /// An addition to the spec (its `deleted` membership status). Requires
+    /// `users:write` and a role ranking above the member's (`403
+    /// member_level_too_high`; only owners act on owners). An `active` or
+    /// `suspended` membership becomes `deleted`: the row is kept (when
+    /// and with which role they left), is no longer listed by `users/list`,
+    /// and grants nothing. Access ends at once as for a suspension
+    /// (streams end with `membership_revoked`). The person keeps their
+    /// account and other organizations; what they created stays with the
+    /// organization. Adding (`POST /api/org/add_member`) or inviting them
+    /// again makes a removed membership `active` (or `invited`) again.
+    ///
+    /// `404 not_found` without a membership or for one already removed;
+    /// an `invited` membership is ended by revoking its invitation (`400
+    /// member_invited`). Nobody removes themself (`400 cannot_target_self`:
+    /// `POST /api/org/leave` is for that); the last owner is never removed
+    /// (`409 last_owner`).
+    #[endpoint { method = DELETE, path = "/api/users/remove", tags = ["users"] }]
+    async fn users_remove(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<users::MemberQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
     // ---- Roles area (/api/roles) ----
 
     /// Create a custom role.
@@ -471,8 +607,10 @@ pub trait WorkspaceApi {
     ///
     /// Requires `roles:delete` and `roles:write`. System roles cannot be
     /// deleted (`403 system_role_immutable`), nor roles above the caller's
-    /// level (`403 role_level_too_high`), nor roles held by any membership in
-    /// any state (`409 role_in_use`). Deletion is permanent.
+    /// level (`403 role_level_too_high`), nor roles held by a membership
+    /// that is `invited`, `active` or `suspended` (`409 role_in_use`); the
+    /// kept rows of removed members that held the role go with it.
+    /// Deletion is permanent.
     #[endpoint { method = DELETE, path = "/api/roles/remove", tags = ["roles"] }]
     async fn roles_remove(
         rqctx: RequestContext<Self::Context>,
@@ -782,7 +920,9 @@ pub trait WorkspaceApi {
     /// addition to the spec). Codes: `provider_unavailable`,
     /// `provider_rate_limited`, `provider_rejected` (the provider refused
     /// the request, e.g. a bad key), `provider_stream_interrupted`,
-    /// `provider_timeout`, `internal_error`. The text received until then is
+    /// `provider_timeout`, `internal_error`, and `membership_revoked` when
+    /// the caller is suspended or removed from the organization, or leaves
+    /// it, meanwhile (on any instance). The text received until then is
     /// kept as the assistant message with `status` `failed`.
     ///
     /// Resumable: the answer is generated by the server, not by the
@@ -1252,7 +1392,9 @@ pub trait WorkspaceApi {
     /// `tool_finished`), `usage`, `title` (first answer of a new chat
     /// only), and last `{"type":"end","message":"DONE","finish_reason":
     /// "stop"}`; or `{"type":"error","error_code","message"}` (the text so
-    /// far is kept as the answer, `failed`).
+    /// far is kept as the answer, `failed`; `error_code`
+    /// `membership_revoked` when the caller is suspended or removed from
+    /// the organization, or leaves it, while the answer streams).
     ///
     /// Prompt: an agent's system prompt; the most recent whole turns of the
     /// chat's history that fit the model's context window beside the rest

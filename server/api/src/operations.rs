@@ -156,6 +156,9 @@ pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
     "roles_update",
     "roles_remove",
     "users_update",
+    // Leaving an organization, and handing its ownership over.
+    "org_leave",
+    "org_transfer_ownership",
     // System administration.
     "roles_create_permission",
     "roles_delete_permission",
@@ -260,6 +263,37 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     ),
     ("org_features", &[(403, &["forbidden"])]),
     (
+        "org_update",
+        &[
+            (400, &["invalid_name"]),
+            (403, &["forbidden"]),
+            (409, &["org_name_taken"]),
+        ],
+    ),
+    (
+        "org_leave",
+        &[
+            (403, &["forbidden"]),
+            (409, &["last_owner", "personal_organization"]),
+        ],
+    ),
+    (
+        "org_transfer_ownership",
+        &[
+            (
+                400,
+                &[
+                    "member_not_active",
+                    "cannot_target_self",
+                    "role_already_assigned",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["personal_organization"]),
+        ],
+    ),
+    (
         "org_update_features",
         &[
             (400, &["invalid_quota"]),
@@ -289,6 +323,32 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "users_list",
         &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "users_suspend",
+        &[
+            (400, &["member_not_active", "cannot_target_self"]),
+            (403, &["forbidden", "member_level_too_high"]),
+            (404, &["not_found"]),
+            (409, &["last_owner"]),
+        ],
+    ),
+    (
+        "users_reactivate",
+        &[
+            (400, &["member_not_suspended"]),
+            (403, &["forbidden", "member_level_too_high"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "users_remove",
+        &[
+            (400, &["member_invited", "cannot_target_self"]),
+            (403, &["forbidden", "member_level_too_high"]),
+            (404, &["not_found"]),
+            (409, &["last_owner"]),
+        ],
     ),
     (
         "users_invite",

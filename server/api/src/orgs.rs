@@ -40,6 +40,26 @@ pub struct CreateOrgQuery {
     pub name: String,
 }
 
+/// Body of `PUT /api/org/update`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct UpdateOrgRequest {
+    /// The organization's new name, with the rules of `create_org`: 1 to
+    /// 100 characters after trimming, not blank, without control
+    /// characters (`400 invalid_name`).
+    #[schemars(
+        length(min = 1, max = 100),
+        regex(pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
+    pub name: String,
+}
+
+/// Body of `POST /api/org/transfer_ownership`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct TransferOwnershipRequest {
+    /// The active member who becomes the owner (a user id).
+    pub user_id: Uuid,
+}
+
 /// Body of `POST /api/org/add_member`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct AddMemberRequest {

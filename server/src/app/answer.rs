@@ -19,7 +19,9 @@
 //!    the stream;
 //! 3. **end**: the lease ends (interrupted at shutdown, or lost to a
 //!    sweeper), a stop request arrives from any instance, the client of a
-//!    direct answer goes away, the model ends or fails;
+//!    direct answer goes away, the member it answers is suspended or
+//!    removed (their [`MemberWatch`]: the answer fails with
+//!    [`MEMBERSHIP_REVOKED`], from any instance), the model ends or fails;
 //! 4. **store**: the finished answer is stored by a task of its own that
 //!    retries for as long as the database is unavailable (a generated
 //!    answer must reach the database); the stream waits
@@ -30,7 +32,11 @@
 //! What differs between areas (where answers are stored, which events the
 //! wire format has) is an [`Area`].
 
-use crate::app::streams::{Emitter, INTERRUPTED, INTERRUPTED_MESSAGE, Lease, LeaseEnd, Numbered};
+use crate::app::streams::{
+    Emitter, INTERRUPTED, INTERRUPTED_MESSAGE, Lease, LeaseEnd, MEMBERSHIP_REVOKED,
+    MEMBERSHIP_REVOKED_MESSAGE, MemberWatch, Numbered,
+};
+use crate::authz::OrgAccess;
 use crate::chat_hub::Notice;
 use crate::context::ServerContext;
 use crate::db::datastore::chat::STOP_CHANNEL;
@@ -208,6 +214,9 @@ pub struct Answer<A: Area> {
     log: slog::Logger,
     out: Out<A::Event>,
     kept: Option<Kept>,
+    /// The membership of the member the answer is for (none for a
+    /// deployment key's answer).
+    watch: Option<MemberWatch>,
 }
 
 /// What a kept answer holds besides its events.
@@ -231,7 +240,8 @@ impl Kept {
 }
 
 impl<A: Area> Answer<A> {
-    /// Starts the kept answer `id` of `area`: subscribed to stop requests
+    /// Starts the kept answer `id` of `area` for the member of `member`:
+    /// subscribed to stop requests and to the member's membership notices
     /// and leased before the client can know the id, with its event
     /// writer. The receiver (of `buffer` events) yields the numbered
     /// events to the requesting client while it keeps up.
@@ -240,8 +250,10 @@ impl<A: Area> Answer<A> {
         area: A,
         (kind, id): (StreamKind, Uuid),
         buffer: usize,
+        member: &OrgAccess,
         log: slog::Logger,
     ) -> (Answer<A>, mpsc::Receiver<Numbered>) {
+        let watch = MemberWatch::new(&cx.datastore, &cx.chat_hub, member);
         let stops = cx.chat_hub.subscribe(STOP_CHANNEL, &id.to_string());
         let lease = cx.leases.hold(kind, id);
         let (live, rx) = mpsc::channel(buffer);
@@ -264,16 +276,20 @@ impl<A: Area> Answer<A> {
                 stops,
                 lease,
             }),
+            watch: Some(watch),
         };
         (answer, rx)
     }
 
     /// Starts a direct answer of `area`: its events go straight to the
-    /// receiver (of `buffer` events), and it ends when that is dropped.
+    /// receiver (of `buffer` events), and it ends when that is dropped, or
+    /// when the membership of `member` (if the answer is a member's) is no
+    /// longer active.
     pub fn direct(
         cx: &ServerContext,
         area: A,
         buffer: usize,
+        member: Option<&OrgAccess>,
         log: slog::Logger,
     ) -> (Answer<A>, mpsc::Receiver<A::Event>) {
         let (tx, rx) = mpsc::channel(buffer);
@@ -283,6 +299,7 @@ impl<A: Area> Answer<A> {
             log,
             out: Out::Direct(tx),
             kept: None,
+            watch: member.map(|m| MemberWatch::new(&cx.datastore, &cx.chat_hub, m)),
         };
         (answer, rx)
     }
@@ -309,6 +326,7 @@ impl<A: Area> Answer<A> {
             log,
             mut out,
             mut kept,
+            mut watch,
         } = self;
         metrics.streams_active.fetch_add(1, Relaxed);
         let mut text = String::new();
@@ -316,10 +334,21 @@ impl<A: Area> Answer<A> {
         let mut saving: Option<tokio::task::JoinHandle<()>> = None;
         let mut saved_at = Instant::now();
         let mut events = crate::runtime::run(spec);
+        // One future for the whole answer: it reads the membership once,
+        // then waits for notices.
+        let revoked = revoked(watch.as_mut());
+        tokio::pin!(revoked);
         let outcome = loop {
             let event = tokio::select! {
                 biased;
                 end = ended(&mut kept) => break end,
+                () = &mut revoked => {
+                    slog::info!(log, "ending an answer: the membership is no longer active");
+                    break Outcome::Failed {
+                        code: MEMBERSHIP_REVOKED.into(),
+                        message: MEMBERSHIP_REVOKED_MESSAGE.into(),
+                    };
+                }
                 event = events.recv() => event,
             };
             match event {
@@ -408,6 +437,15 @@ impl<A: Area> Answer<A> {
         if let Some(kept) = kept {
             let _ = kept.writer.await;
         }
+    }
+}
+
+/// Resolves when the watched membership is no longer active; never
+/// without a watch.
+async fn revoked(watch: Option<&mut MemberWatch>) {
+    match watch {
+        Some(watch) => watch.revoked().await,
+        None => std::future::pending().await,
     }
 }
 

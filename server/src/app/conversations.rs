@@ -274,7 +274,14 @@ pub async fn stream_chat(
         session,
         message_id,
     };
-    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Conversation, message_id), 64, log);
+    let (mut answer, rx) = Answer::begin(
+        cx,
+        area,
+        (StreamKind::Conversation, message_id),
+        64,
+        &grant,
+        log,
+    );
     answer
         .emit(ConversationStreamEvent::Start {
             message_id: message_id.to_string(),

@@ -663,7 +663,8 @@ fn stream(
         },
         None,
     );
-    let (mut answer, rx) = crate::app::answer::Answer::direct(cx, area, 64, log.clone());
+    // A deployment key is no membership: nothing to watch.
+    let (mut answer, rx) = crate::app::answer::Answer::direct(cx, area, 64, None, log.clone());
     tokio::spawn(async move {
         if answer.emit(first).await {
             answer.run(spec).await;

@@ -761,7 +761,11 @@ pub async fn query(
     // Streamed: a model that fails before answering is still a 4xx/5xx.
     let mut stream = started.map_err(provider_error)?;
     let (tx, rx) = tokio::sync::mpsc::channel(64);
+    // The answer ends when the member is suspended or removed meanwhile.
+    let mut watch = crate::app::streams::MemberWatch::new(&cx.datastore, &cx.chat_hub, access);
     tokio::spawn(async move {
+        let revoked = watch.revoked();
+        tokio::pin!(revoked);
         let message_id = Uuid::new_v4().to_string();
         if tx
             .send(KbQueryStreamEvent::Sources { sources })
@@ -774,7 +778,21 @@ pub async fn query(
         {
             return;
         }
-        while let Some(event) = stream.next().await {
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = &mut revoked => {
+                    let _ = tx
+                        .send(KbQueryStreamEvent::Error {
+                            error_code: crate::app::streams::MEMBERSHIP_REVOKED.to_string(),
+                            message: crate::app::streams::MEMBERSHIP_REVOKED_MESSAGE.to_string(),
+                        })
+                        .await;
+                    return;
+                }
+                event = stream.next() => event,
+            };
+            let Some(event) = event else { break };
             let out = match event {
                 Ok(ChatEvent::Text(t)) => KbQueryStreamEvent::Content { content: t },
                 Ok(ChatEvent::Finish(_)) => break,

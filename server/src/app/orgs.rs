@@ -1,13 +1,16 @@
 //! Organizations, membership and feature gates.
 
+use crate::app::users::{locked_actor, not_last_owner};
 use crate::authn::Actor;
-use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
+use crate::authz::{Grant, Member, OrgAccess, Owner, SystemAdmin, on, perm};
 use crate::context::ServerContext;
-use crate::db::datastore::organizations::{FeatureOverrides, OrgRow};
+use crate::db::datastore::organizations::{FeatureOverrides, LifecycleChange, OrgRow};
+use crate::db::enums::MembershipStatus;
 use crate::error::Error;
 use uuid::Uuid;
 use workspace_api::orgs::{
-    AddMemberRequest, OrgFeatures, OrgFeaturesUpdate, Organization, UserRole,
+    AddMemberRequest, OrgFeatures, OrgFeaturesUpdate, Organization, TransferOwnershipRequest,
+    UpdateOrgRequest, UserRole,
 };
 
 const ORG_NAME_MAX_CHARS: usize = 100;
@@ -41,7 +44,9 @@ pub async fn list(
         .collect())
 }
 
-pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Organization, Error> {
+/// An organization's name, trimmed: 1 to [`ORG_NAME_MAX_CHARS`]
+/// characters, no control characters (`400 invalid_name`).
+fn valid_name(name: &str) -> Result<&str, Error> {
     let name = name.trim();
     if name.is_empty()
         || name.chars().count() > ORG_NAME_MAX_CHARS
@@ -54,9 +59,111 @@ pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Org
             ),
         ));
     }
+    Ok(name)
+}
+
+pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Organization, Error> {
+    let name = valid_name(name)?;
     Ok(view(
         cx.datastore.org_create(actor.user_id, name, name).await?,
     ))
+}
+
+/// Renames the caller's organization (see `PUT /api/org/update`).
+pub async fn rename(
+    cx: &ServerContext,
+    access: &Grant<on::Org, perm::OrganizationWrite>,
+    update: UpdateOrgRequest,
+) -> Result<Organization, Error> {
+    let name = valid_name(&update.name)?;
+    let row = cx.datastore.org_rename(access, name).await?;
+    slog::info!(access.log(), "organization renamed");
+    Ok(view(row))
+}
+
+/// The caller leaves the organization: their membership becomes
+/// `deleted` (see `POST /api/org/leave`).
+pub async fn leave(cx: &ServerContext, access: &Grant<on::Org, Member>) -> Result<String, Error> {
+    // Leaving ends every access the user has here: a login only.
+    if access.via_token() {
+        return Err(crate::authz::token_not_allowed());
+    }
+    let me = access.user_id();
+    cx.datastore
+        .membership_lifecycle(
+            access,
+            me,
+            LifecycleChange::Status(MembershipStatus::Deleted),
+            |seen| {
+                let actor = locked_actor(seen)?;
+                if seen.is_personal && seen.created_by == Some(me) {
+                    return Err(Error::conflict(
+                        "personal_organization",
+                        "you cannot leave your personal organization",
+                    ));
+                }
+                not_last_owner(seen, actor)
+            },
+        )
+        .await?;
+    slog::info!(access.log(), "member left the organization");
+    Ok("you left the organization".to_string())
+}
+
+/// Hands the owner role to another active member; the caller becomes an
+/// admin (see `POST /api/org/transfer_ownership`).
+pub async fn transfer_ownership(
+    cx: &ServerContext,
+    access: &Grant<on::Org, Owner<perm::UsersWrite>>,
+    request: TransferOwnershipRequest,
+) -> Result<Organization, Error> {
+    let to = request.user_id;
+    cx.datastore
+        .membership_lifecycle(access, to, LifecycleChange::TransferOwnership, |seen| {
+            let actor = locked_actor(seen)?;
+            if !actor.is_owner() {
+                return Err(Error::forbidden(
+                    "only the organization's owners can do this",
+                ));
+            }
+            if seen.is_personal {
+                return Err(Error::conflict(
+                    "personal_organization",
+                    "a personal organization belongs to its account; its ownership cannot be \
+                     transferred",
+                ));
+            }
+            if to == access.user_id() {
+                return Err(Error::invalid(
+                    "cannot_target_self",
+                    "you already own this organization",
+                ));
+            }
+            let target = seen
+                .target
+                .as_ref()
+                .filter(|t| t.status != MembershipStatus::Deleted)
+                .ok_or(Error::NotFound { what: "member" })?;
+            if target.status != MembershipStatus::Active {
+                return Err(Error::invalid(
+                    "member_not_active",
+                    format!(
+                        "ownership goes to an active member; this member is {}",
+                        target.status
+                    ),
+                ));
+            }
+            if target.is_owner() {
+                return Err(Error::invalid(
+                    "role_already_assigned",
+                    "the member is already an owner",
+                ));
+            }
+            Ok(())
+        })
+        .await?;
+    slog::info!(access.log(), "ownership transferred"; "new_owner_id" => to.to_string());
+    Ok(view(cx.datastore.org_get(access).await?))
 }
 
 /// The caller's organization's gates with the configured defaults filled

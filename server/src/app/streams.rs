@@ -602,6 +602,78 @@ pub fn last_event_id(headers: &http::HeaderMap) -> Result<i32, Error> {
     }
 }
 
+// ---- membership ----
+
+/// The `error_code` of an answer ended because its member was suspended
+/// or removed (or left) while it streamed.
+pub const MEMBERSHIP_REVOKED: &str = "membership_revoked";
+/// The message of a [`MEMBERSHIP_REVOKED`] answer's last event.
+pub const MEMBERSHIP_REVOKED_MESSAGE: &str =
+    "your membership of this organization is no longer active";
+
+/// How long a watch waits before reading the membership again after the
+/// database failed to answer (an outage does not end streams).
+const MEMBER_RECHECK_AFTER_ERROR: Duration = Duration::from_secs(1);
+
+/// Watches a member's access to an organization for the streams they read
+/// there: [`MemberWatch::revoked`] resolves once the membership is no
+/// longer `active` (suspended, removed, left, or the account or
+/// organization gone).
+///
+/// It subscribes to the membership notices of that user in that
+/// organization (`NOTIFY membership_changed`, sent by a trigger at the
+/// commit of any change to an active membership, from any instance) when
+/// made, and reads the membership once at first (a change committed
+/// between the request's authorization and the subscription is seen
+/// there), then again at each notice and after the listener reconnected
+/// (notices may have been lost meanwhile). Nothing is polled: a stream
+/// whose membership does not change costs no statement.
+pub struct MemberWatch {
+    datastore: Datastore,
+    access: crate::authz::OrgAccess,
+    notices: tokio::sync::broadcast::Receiver<crate::chat_hub::Notice>,
+}
+
+impl MemberWatch {
+    /// Subscribes to the notices of the caller of `access` in its
+    /// organization.
+    pub fn new(datastore: &Datastore, hub: &Hub, access: &crate::authz::OrgAccess) -> MemberWatch {
+        let key = format!("{}:{}", access.org_id(), access.user_id());
+        MemberWatch {
+            datastore: datastore.clone(),
+            access: access.clone(),
+            notices: hub.subscribe(
+                crate::db::datastore::organizations::MEMBERSHIP_CHANNEL,
+                &key,
+            ),
+        }
+    }
+
+    /// Resolves when the membership is no longer active; never while it
+    /// is (nor while the database cannot tell). Keep one future across a
+    /// `select!` loop: it reads the membership first.
+    pub async fn revoked(&mut self) {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match self.datastore.membership_is_active(&self.access).await {
+                Ok(false) => return,
+                Ok(true) => {}
+                Err(e) => {
+                    slog::debug!(self.access.log(), "re-reading a membership failed"; "error" => %e);
+                    tokio::time::sleep(MEMBER_RECHECK_AFTER_ERROR).await;
+                    continue;
+                }
+            }
+            // Any notice of this route (a change, a reconnect, or notices
+            // lost to a lag) means "read again".
+            match self.notices.recv().await {
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    }
+}
+
 // ---- leases ----
 
 pub use crate::leases::{Lease, LeaseEnd, Leases};

@@ -1,12 +1,14 @@
 //! Users.
 
-use crate::authz::{Grant, Owner, is_owner_role, on, perm};
+use crate::authz::{Grant, OrgAccess, Owner, is_owner_role, on, perm};
 use crate::context::ServerContext;
-use crate::db::datastore::organizations::Caller;
+use crate::db::datastore::organizations::{Caller, Lifecycle, LifecycleChange, LockedMember};
 use crate::db::enums as db;
 use crate::error::Error;
+use uuid::Uuid;
 use workspace_api::users::{
-    CurrentUser, Membership, USERS_LIST_DEFAULT_LIMIT, USERS_LIST_MAX_LIMIT,
+    CurrentUser, Membership, USERS_LIST_DEFAULT_LIMIT, USERS_LIST_MAX_LIMIT, UserListItem,
+    UserListStatus,
 };
 
 /// The caller and their active memberships. `caller` comes from the
@@ -123,7 +125,7 @@ pub async fn list(
     access: &crate::authz::OrgAccess,
     query: &workspace_api::users::UserListQuery,
 ) -> Result<workspace_api::users::UserListResponse, Error> {
-    use workspace_api::users::{UserListItem, UserListResponse, UserListStatus};
+    use workspace_api::users::UserListResponse;
     let limit = query.limit.unwrap_or(USERS_LIST_DEFAULT_LIMIT);
     if !(1..=USERS_LIST_MAX_LIMIT).contains(&limit) {
         return Err(Error::invalid(
@@ -135,41 +137,228 @@ pub async fn list(
     let skip = page * i64::from(limit);
     let (rows, total) = cx
         .datastore
-        .users_list(access, i64::from(limit), skip)
+        .users_list(
+            access,
+            i64::from(limit),
+            skip,
+            query.include_suspended.unwrap_or(false),
+        )
         .await?;
-    let users = rows
-        .into_iter()
-        .map(|r| {
-            let status = match r.status {
-                db::UserListStatus::Active => UserListStatus::Active,
-                db::UserListStatus::Pending => UserListStatus::Pending,
-                db::UserListStatus::Expired => UserListStatus::Expired,
-            };
-            let full_name = format!("{} {}", r.first_name, r.last_name)
-                .trim()
-                .to_string();
-            Ok(UserListItem {
-                id: r.user_id,
-                email: r.email,
-                first_name: r.first_name,
-                last_name: r.last_name,
-                full_name,
-                status,
-                invite_id: r.invite_id,
-                invited_at: r.invited_at,
-                last_active_at: r.last_active_at,
-                organizations: vec![Membership {
-                    id: r.organization_id,
-                    name: r.organization_name,
-                    slug: r.slug,
-                    role_id: r.role_id,
-                    role_name: r.role_name,
-                }],
-            })
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
+    let users = rows.into_iter().map(list_item).collect();
     Ok(UserListResponse {
         users,
         total: total.max(0) as u64,
     })
+}
+
+/// A row of the users list as the API shows it.
+fn list_item(r: crate::db::datastore::users::UserListRow) -> UserListItem {
+    let status = match r.status {
+        db::UserListStatus::Active => UserListStatus::Active,
+        db::UserListStatus::Pending => UserListStatus::Pending,
+        db::UserListStatus::Expired => UserListStatus::Expired,
+        db::UserListStatus::Suspended => UserListStatus::Suspended,
+    };
+    let full_name = format!("{} {}", r.first_name, r.last_name)
+        .trim()
+        .to_string();
+    UserListItem {
+        id: r.user_id,
+        email: r.email,
+        first_name: r.first_name,
+        last_name: r.last_name,
+        full_name,
+        status,
+        invite_id: r.invite_id,
+        invited_at: r.invited_at,
+        last_active_at: r.last_active_at,
+        organizations: vec![Membership {
+            id: r.organization_id,
+            name: r.organization_name,
+            slug: r.slug,
+            role_id: r.role_id,
+            role_name: r.role_name,
+        }],
+    }
+}
+
+// ---- membership lifecycle ----
+//
+// Every change runs through `membership_lifecycle`, which reads the
+// caller's and the target's memberships under the organization's lock and
+// lets the rules below refuse before it writes: the rules see the state
+// the change is made to, so two changes at once cannot both pass the
+// last-owner rule. The trigger on `memberships` tells the member's
+// streams on every instance (see `app::streams::MemberWatch`).
+
+/// The caller, re-read under the lock: still an active member (their
+/// access was checked before the lock; it may have ended meanwhile).
+pub(crate) fn locked_actor(seen: &Lifecycle) -> Result<&LockedMember, Error> {
+    seen.actor
+        .as_ref()
+        .filter(|a| a.status == db::MembershipStatus::Active)
+        .ok_or_else(|| Error::forbidden("you are no longer an active member of this organization"))
+}
+
+/// The membership being changed: `404` for none and for a removed one.
+fn locked_target(seen: &Lifecycle) -> Result<&LockedMember, Error> {
+    seen.target
+        .as_ref()
+        .filter(|t| t.status != db::MembershipStatus::Deleted)
+        .ok_or(Error::NotFound { what: "member" })
+}
+
+/// `409 last_owner` when `target` is the organization's only active owner.
+pub(crate) fn not_last_owner(seen: &Lifecycle, target: &LockedMember) -> Result<(), Error> {
+    if target.is_owner() && target.status == db::MembershipStatus::Active && seen.active_owners <= 1
+    {
+        return Err(Error::conflict(
+            "last_owner",
+            "this is the organization's last owner: transfer the ownership first \
+             (POST /api/org/transfer_ownership)",
+        ));
+    }
+    Ok(())
+}
+
+/// Owners act on anyone; anybody else only on members whose role ranks
+/// strictly below their own (never on owners).
+fn may_act_on(actor: &LockedMember, target: &LockedMember) -> Result<(), Error> {
+    if actor.is_owner() || (!target.is_owner() && target.role_level < actor.role_level) {
+        return Ok(());
+    }
+    Err(Error::Forbidden {
+        code: "member_level_too_high",
+        message: "you can only act on members whose role ranks below your own".to_string(),
+    })
+}
+
+/// The rules of suspending or removing (`what`) a member: the last owner
+/// never (`409 last_owner`, also when they target themself), nobody
+/// themself (`400 cannot_target_self`), and only members the caller
+/// outranks (`403 member_level_too_high`).
+fn may_act_on_other(
+    access: &OrgAccess,
+    seen: &Lifecycle,
+    actor: &LockedMember,
+    target: &LockedMember,
+    what: &str,
+) -> Result<(), Error> {
+    if target.user_id == access.user_id() {
+        not_last_owner(seen, target)?;
+        return Err(Error::invalid(
+            "cannot_target_self",
+            format!("you cannot {what} yourself; to leave, use POST /api/org/leave"),
+        ));
+    }
+    may_act_on(actor, target)?;
+    not_last_owner(seen, target)
+}
+
+/// The member's row of the users list after a change.
+async fn member_row(
+    cx: &ServerContext,
+    access: &OrgAccess,
+    user_id: Uuid,
+) -> Result<UserListItem, Error> {
+    cx.datastore
+        .users_list_member(access, user_id)
+        .await?
+        .map(list_item)
+        .ok_or(Error::NotFound { what: "member" })
+}
+
+/// Suspends an active member (see `POST /api/users/suspend`).
+pub async fn suspend(
+    cx: &ServerContext,
+    access: &Grant<on::Org, perm::UsersWrite>,
+    user_id: Uuid,
+) -> Result<UserListItem, Error> {
+    cx.datastore
+        .membership_lifecycle(
+            access,
+            user_id,
+            LifecycleChange::Status(db::MembershipStatus::Suspended),
+            |seen| {
+                let actor = locked_actor(seen)?;
+                let target = locked_target(seen)?;
+                may_act_on_other(access, seen, actor, target, "suspend")?;
+                if target.status != db::MembershipStatus::Active {
+                    return Err(Error::invalid(
+                        "member_not_active",
+                        format!(
+                            "only active members can be suspended; this member is {}",
+                            target.status
+                        ),
+                    ));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    slog::info!(access.log(), "member suspended"; "member_id" => user_id.to_string());
+    member_row(cx, access, user_id).await
+}
+
+/// Reactivates a suspended member (see `POST /api/users/reactivate`).
+pub async fn reactivate(
+    cx: &ServerContext,
+    access: &Grant<on::Org, perm::UsersWrite>,
+    user_id: Uuid,
+) -> Result<UserListItem, Error> {
+    cx.datastore
+        .membership_lifecycle(
+            access,
+            user_id,
+            LifecycleChange::Status(db::MembershipStatus::Active),
+            |seen| {
+                let actor = locked_actor(seen)?;
+                let target = locked_target(seen)?;
+                may_act_on(actor, target)?;
+                if target.status != db::MembershipStatus::Suspended {
+                    return Err(Error::invalid(
+                        "member_not_suspended",
+                        format!(
+                            "only suspended members can be reactivated; this member is {}",
+                            target.status
+                        ),
+                    ));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    slog::info!(access.log(), "member reactivated"; "member_id" => user_id.to_string());
+    member_row(cx, access, user_id).await
+}
+
+/// Removes an active or suspended member: the membership becomes
+/// `deleted` (see `DELETE /api/users/remove`).
+pub async fn remove(
+    cx: &ServerContext,
+    access: &Grant<on::Org, perm::UsersWrite>,
+    user_id: Uuid,
+) -> Result<String, Error> {
+    cx.datastore
+        .membership_lifecycle(
+            access,
+            user_id,
+            LifecycleChange::Status(db::MembershipStatus::Deleted),
+            |seen| {
+                let actor = locked_actor(seen)?;
+                let target = locked_target(seen)?;
+                may_act_on_other(access, seen, actor, target, "remove")?;
+                if target.status == db::MembershipStatus::Invited {
+                    return Err(Error::invalid(
+                        "member_invited",
+                        "this membership is an invitation: revoke the invitation instead \
+                         (DELETE /api/invitations/revoke)",
+                    ));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    slog::info!(access.log(), "member removed"; "member_id" => user_id.to_string());
+    Ok("the member was removed from the organization".to_string())
 }

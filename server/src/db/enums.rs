@@ -100,11 +100,13 @@ text_enum! {
 }
 
 text_enum! {
-    /// A row of the users list: an active member or an open invitation.
+    /// A row of the users list: a member (active or suspended) or an open
+    /// invitation.
     UserListStatus {
         Active = "active",
         Pending = "pending",
         Expired = "expired",
+        Suspended = "suspended",
     }
 }
 

@@ -38,7 +38,7 @@ use workspace_api::invitations::{
 };
 use workspace_api::orgs::{
     AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate,
-    OrgPageQuery, OrgQuery, Organization, PageQuery,
+    OrgPageQuery, OrgQuery, Organization, PageQuery, TransferOwnershipRequest, UpdateOrgRequest,
 };
 use workspace_api::roles::{
     CreatePermissionRequest, CreateRoleRequest, Permission, PermissionQuery, Role, RoleQuery,
@@ -46,8 +46,8 @@ use workspace_api::roles::{
 };
 use workspace_api::system::HealthStatus;
 use workspace_api::users::{
-    CurrentUser, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
-    UserInviteRequest, UserInviteResponse, UserListQuery, UserListResponse,
+    CurrentUser, MemberQuery, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
+    UserInviteRequest, UserInviteResponse, UserListItem, UserListQuery, UserListResponse,
 };
 
 pub enum WorkspaceImpl {}
@@ -222,9 +222,15 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_add_member(body: JsonBody<AddMemberRequest>) -> HttpResponseOk<MessageResponse> => orgs::add_member);
     delegate!(fn org_features(query: QueryParams<OrgQuery>) -> HttpResponseOk<OrgFeatures> => orgs::features);
     delegate!(fn org_update_features(query: QueryParams<OrgQuery>, body: JsonBody<OrgFeaturesUpdate>) -> HttpResponseOk<OrgFeatures> => orgs::update_features);
+    delegate!(fn org_update(query: QueryParams<OrgQuery>, body: JsonBody<UpdateOrgRequest>) -> HttpResponseOk<Organization> => orgs::update);
+    delegate!(fn org_leave(query: QueryParams<OrgQuery>) -> HttpResponseOk<MessageResponse> => orgs::leave);
+    delegate!(fn org_transfer_ownership(query: QueryParams<OrgQuery>, body: JsonBody<TransferOwnershipRequest>) -> HttpResponseOk<Organization> => orgs::transfer_ownership);
     delegate!(fn users_update(query: QueryParams<UpdateUserQuery>, body: JsonBody<UpdateUserRoleRequest>) -> HttpResponseOk<UpdatedUser> => users::update);
     delegate!(fn users_list(query: QueryParams<UserListQuery>) -> HttpResponseOk<UserListResponse> => users::list);
     delegate!(fn users_invite(query: QueryParams<UserInviteQuery>, body: JsonBody<UserInviteRequest>) -> HttpResponseCreated<UserInviteResponse> => users::invite);
+    delegate!(fn users_suspend(query: QueryParams<MemberQuery>) -> HttpResponseOk<UserListItem> => users::suspend);
+    delegate!(fn users_reactivate(query: QueryParams<MemberQuery>) -> HttpResponseOk<UserListItem> => users::reactivate);
+    delegate!(fn users_remove(query: QueryParams<MemberQuery>) -> HttpResponseOk<MessageResponse> => users::remove);
     delegate!(fn roles_create(query: QueryParams<OrgQuery>, body: JsonBody<CreateRoleRequest>) -> HttpResponseCreated<RoleWithPermissions> => roles::create);
     delegate!(fn roles_update(query: QueryParams<RoleQuery>, body: JsonBody<UpdateRoleRequest>) -> HttpResponseOk<RoleWithPermissions> => roles::update);
     delegate!(fn roles_remove(query: QueryParams<RoleQuery>) -> HttpResponseOk<MessageResponse> => roles::remove);

@@ -2,12 +2,12 @@
 
 use super::{Ctx, message};
 use crate::app;
-use crate::authz::{Member, on, perm};
+use crate::authz::{Member, Owner, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{
     AddMemberRequest, CreateOrgQuery, MessageResponse, OrgFeatures, OrgFeaturesUpdate, OrgQuery,
-    Organization,
+    Organization, TransferOwnershipRequest, UpdateOrgRequest,
 };
 
 pub async fn list(
@@ -65,5 +65,56 @@ pub async fn update_features(
     let org_id = query.into_inner().org_id;
     Ok(HttpResponseOk(
         app::orgs::update_features(cx, &admin, org_id, body.into_inner()).await?,
+    ))
+}
+
+pub async fn update(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<UpdateOrgRequest>,
+) -> Result<HttpResponseOk<Organization>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            on::Org(query.into_inner().org_id),
+            perm::ORGANIZATION_WRITE,
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::orgs::rename(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn leave(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            on::Org(query.into_inner().org_id),
+            Member,
+        )
+        .await?;
+    Ok(message(app::orgs::leave(cx, &access).await?))
+}
+
+pub async fn transfer_ownership(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<TransferOwnershipRequest>,
+) -> Result<HttpResponseOk<Organization>, HttpError> {
+    let cx = rqctx.context();
+    let access = cx
+        .authorize(
+            &rqctx,
+            on::Org(query.into_inner().org_id),
+            Owner(perm::USERS_WRITE),
+        )
+        .await?;
+    Ok(HttpResponseOk(
+        app::orgs::transfer_ownership(cx, &access, body.into_inner()).await?,
     ))
 }

@@ -1,14 +1,20 @@
 //! Users area.
 
-use super::Ctx;
+use super::{Ctx, message};
 use crate::app;
 use crate::authz::{Owner, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
 use workspace_api::extract::{JsonBody, QueryParams};
+use workspace_api::orgs::MessageResponse;
 use workspace_api::users::{
-    CurrentUser, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
-    UserInviteRequest, UserInviteResponse, UserListQuery, UserListResponse,
+    CurrentUser, MemberQuery, UpdateUserQuery, UpdateUserRoleRequest, UpdatedUser, UserInviteQuery,
+    UserInviteRequest, UserInviteResponse, UserListItem, UserListQuery, UserListResponse,
 };
+
+/// Suspending, reactivating and removing members: `users:write` (the
+/// ranking rules are the app layer's, checked under the organization's
+/// lock).
+const MANAGE: perm::UsersWrite = perm::USERS_WRITE;
 
 pub async fn me(rqctx: Ctx) -> Result<HttpResponseOk<CurrentUser>, HttpError> {
     let cx = rqctx.context();
@@ -61,5 +67,47 @@ pub async fn invite(
         .await?;
     Ok(HttpResponseCreated(
         app::invitations::invite_user(cx, &access, body.into_inner()).await?,
+    ))
+}
+
+pub async fn suspend(
+    rqctx: Ctx,
+    query: QueryParams<MemberQuery>,
+) -> Result<HttpResponseOk<UserListItem>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
+        .await?;
+    Ok(HttpResponseOk(
+        app::users::suspend(cx, &access, query.user_id).await?,
+    ))
+}
+
+pub async fn reactivate(
+    rqctx: Ctx,
+    query: QueryParams<MemberQuery>,
+) -> Result<HttpResponseOk<UserListItem>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
+        .await?;
+    Ok(HttpResponseOk(
+        app::users::reactivate(cx, &access, query.user_id).await?,
+    ))
+}
+
+pub async fn remove(
+    rqctx: Ctx,
+    query: QueryParams<MemberQuery>,
+) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
+        .await?;
+    Ok(message(
+        app::users::remove(cx, &access, query.user_id).await?,
     ))
 }

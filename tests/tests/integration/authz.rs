@@ -194,6 +194,65 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"role_id": f.member_role})),
             ),
         ),
+        "users_suspend" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/users/suspend",
+                vec![
+                    ("org_id", org.clone()),
+                    ("user_id", f.member_user.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "users_reactivate" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/users/reactivate",
+                vec![
+                    ("org_id", org.clone()),
+                    ("user_id", f.member_user.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "users_remove" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::DELETE,
+                "/api/users/remove",
+                vec![
+                    ("org_id", org.clone()),
+                    ("user_id", f.member_user.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "org_update" => (
+            Scope::Org(Some("organization:write")),
+            call(
+                M::PUT,
+                "/api/org/update",
+                q_org(),
+                Some(json!({"name": "renamed by a probe"})),
+            ),
+        ),
+        "org_transfer_ownership" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/org/transfer_ownership",
+                q_org(),
+                Some(json!({"user_id": f.member_user})),
+            ),
+        ),
+        // Any member may leave: the member probe does (and is added back).
+        "org_leave" => (
+            Scope::Org(None),
+            call(M::POST, "/api/org/leave", q_org(), None),
+        ),
         "roles_create" => (
             Scope::Org(Some("roles:write")),
             call(
@@ -1211,6 +1270,10 @@ async fn every_operation_is_protected() {
             }
         };
         lines.insert(id.clone(), line);
+        if id == "org_leave" {
+            // The member without permissions left: back for the next probes.
+            owner.add_member(org, powerless.id, nothing.id).await;
+        }
     }
     let report: String = lines
         .iter()

@@ -20,6 +20,7 @@ mod kb;
 mod kb_ingest;
 mod keys;
 mod mcp;
+mod members;
 mod orgs;
 mod pats;
 mod providers;

@@ -665,9 +665,36 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  org_leave: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden";
+    409: "last_owner" | "personal_organization";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   org_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_transfer_ownership: {
+    400: "invalid_request" | "member_not_active" | "cannot_target_self" | "role_already_assigned";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden";
+    404: "not_found";
+    408: "request_timeout";
+    409: "personal_organization";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_update: {
+    400: "invalid_request" | "invalid_name";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden";
+    408: "request_timeout";
+    409: "org_name_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -855,6 +882,32 @@ export interface OperationErrors {
   };
   users_me: {
     401: "unauthenticated" | "invalid_token" | "token_expired";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  users_reactivate: {
+    400: "invalid_request" | "member_not_suspended";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden" | "member_level_too_high";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  users_remove: {
+    400: "invalid_request" | "member_invited" | "cannot_target_self";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden" | "member_level_too_high";
+    404: "not_found";
+    409: "last_owner";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  users_suspend: {
+    400: "invalid_request" | "member_not_active" | "cannot_target_self";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden" | "member_level_too_high";
+    404: "not_found";
+    409: "last_owner";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

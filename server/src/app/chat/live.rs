@@ -82,7 +82,8 @@ pub async fn ws_ticket(
     Ok(workspace_api::chat::WsTicket { ticket, expires_at })
 }
 
-/// How often an open WebSocket re-checks its user's membership.
+/// How often an open WebSocket re-checks its user's membership (besides
+/// at once at each membership notice).
 const WS_RECHECK: Duration = Duration::from_secs(30);
 
 /// Whether the user is still an active member with `chats:read` (a
@@ -102,6 +103,16 @@ async fn ws_still_allowed(cx: &ServerContext, access: &LiveAccess) -> bool {
         }
         Ok(_) => false,
         Err(_) => true,
+    }
+}
+
+/// Resolves at the next notice of a route (or a reconnect of the
+/// listener, or notices lost to a lag); never once the route is closed.
+async fn notified(rx: &mut tokio::sync::broadcast::Receiver<crate::chat_hub::Notice>) {
+    use tokio::sync::broadcast::error::RecvError;
+    match rx.recv().await {
+        Ok(_) | Err(RecvError::Lagged(_)) => {}
+        Err(RecvError::Closed) => std::future::pending().await,
     }
 }
 
@@ -140,6 +151,12 @@ where
     let mut notices = cx
         .chat_hub
         .subscribe(LIVE_CHANNEL, &format!("{org_id}:{user_id}"));
+    // A suspension, a removal or a role change of the user in this
+    // organization, from any instance: re-checked at once.
+    let mut membership = cx.chat_hub.subscribe(
+        crate::db::datastore::organizations::MEMBERSHIP_CHANNEL,
+        &format!("{org_id}:{user_id}"),
+    );
     let mut shutdown = cx.shutdown.subscribe();
     if !ws_still_allowed(cx, &access).await {
         return Ok(());
@@ -161,6 +178,12 @@ where
             }
             _ = recheck.tick() => {
                 // A member who left, or lost chats:read, stops hearing.
+                if !ws_still_allowed(cx, &access).await {
+                    ws_close(&mut ws, CloseCode::Policy, "no longer allowed").await;
+                    break;
+                }
+            }
+            () = notified(&mut membership) => {
                 if !ws_still_allowed(cx, &access).await {
                     ws_close(&mut ws, CloseCode::Policy, "no longer allowed").await;
                     break;

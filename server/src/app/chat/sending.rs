@@ -305,7 +305,7 @@ pub async fn send_message(
         upload_ids,
         log: log.clone(),
     };
-    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Chat, answer_id), 256, log);
+    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Chat, answer_id), 256, &grant, log);
     answer
         .emit(ChatStreamEvent::Start {
             chat_id: chat.id,
@@ -603,7 +603,7 @@ pub async fn prompt(
         },
         log: access.log().clone(),
     };
-    let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, access.log().clone());
+    let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, Some(access), access.log().clone());
     answer.spawn(spec);
     Ok(rx)
 }

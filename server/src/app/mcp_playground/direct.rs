@@ -191,7 +191,7 @@ pub(super) async fn answer(
     let wants_more = asks_for_more(&body.content);
     let access = access.clone();
     let log = access.log().clone();
-    let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, log.clone());
+    let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, Some(&access), log.clone());
     tokio::spawn(async move {
         let cx = handle.get();
         let mut tools: Vec<Arc<dyn RuntimeTool>> = Vec::new();

@@ -2,9 +2,11 @@
 
 use super::Datastore;
 use crate::authz::{
-    Grant, Membership, OrgAccess, Owner, SYSTEM_ROLES, Scope, SystemAdmin, on, perm,
+    ChangesMembership, Grant, Membership, OrgAccess, Owner, SYSTEM_ROLES, Scope, SystemAdmin, on,
+    perm,
 };
 use crate::db::enums::MembershipStatus;
+use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -176,6 +178,63 @@ pub struct FeatureOverrides {
     pub mcp_sessions: Option<i32>,
     pub daily_chat_limit: Option<i32>,
 }
+
+/// The channel of membership notices, payload `<org_id>:<user_id>`: sent
+/// by a trigger on `memberships` (migration V30) at the commit of any
+/// change to an active membership (its status or role, or its deletion).
+pub const MEMBERSHIP_CHANNEL: &str = "membership_changed";
+
+db_row! {
+    /// A membership read under the organization's lifecycle lock.
+    #[derive(Clone)]
+    pub struct LockedMember {
+        pub user_id: Uuid = "m.user_id",
+        pub status: MembershipStatus = "m.status",
+        pub role_id: Uuid = "r.id",
+        pub role_name: String = "r.name",
+        pub role_level: i32 = "r.hierarchy_level",
+        pub role_is_system: bool = "r.is_system_role",
+    }
+}
+
+impl LockedMember {
+    pub fn is_owner(&self) -> bool {
+        crate::authz::is_owner_role(self.role_is_system, &self.role_name)
+    }
+}
+
+/// What a membership lifecycle change sees, read under the organization's
+/// lifecycle lock (so no other lifecycle change of the organization runs
+/// between this reading and the change).
+pub struct Lifecycle {
+    /// The caller's membership now (their role may have changed since the
+    /// request was authorized).
+    pub actor: Option<LockedMember>,
+    /// The membership being changed.
+    pub target: Option<LockedMember>,
+    /// The organization's active owners, the target included if they are
+    /// one.
+    pub active_owners: i64,
+    pub is_personal: bool,
+    /// Who created the organization (a personal organization's account).
+    pub created_by: Option<Uuid>,
+}
+
+/// What a lifecycle change does to the target's membership.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifecycleChange {
+    /// Sets the status (the role is kept).
+    Status(MembershipStatus),
+    /// The target becomes the owner and the caller takes the admin system
+    /// role.
+    TransferOwnership,
+}
+
+/// Locks the organization's row for a lifecycle change (`FOR NO KEY
+/// UPDATE`: lifecycle changes of one organization wait for each other,
+/// while inserts that merely reference the organization do not).
+const LIFECYCLE_LOCK: &str = "SELECT is_personal, created_by FROM organizations WHERE id = $1 \
+     FOR NO KEY UPDATE";
 
 /// A membership of one user in one organization, any status.
 pub struct MembershipState {
@@ -443,6 +502,173 @@ impl Datastore {
             )
             .await?;
         Ok(n == 1)
+    }
+
+    /// Whether the caller's membership in the organization of `access` is
+    /// still `active` (re-read by their streams at a membership notice; a
+    /// user who no longer exists has none).
+    pub async fn membership_is_active(&self, access: &OrgAccess) -> Result<bool, Error> {
+        let conn = self.quick().await?;
+        Ok(conn
+            .query_opt(
+                "SELECT 1 FROM memberships WHERE organization_id = $1 AND user_id = $2 \
+                   AND status = $3",
+                &[
+                    &access.org_id(),
+                    &access.user_id(),
+                    &MembershipStatus::Active,
+                ],
+            )
+            .await?
+            .is_some())
+    }
+
+    /// Changes `user_id`'s membership in the organization of `access` (see
+    /// [`LifecycleChange`]) in one transaction, under the organization's
+    /// lifecycle lock: reads the caller's and the target's memberships and
+    /// the count of active owners, lets `check` (the app layer's rules)
+    /// refuse, then writes. Returns what `check` saw. Statements from the
+    /// lock on run after it is taken, each with a fresh snapshot, so the
+    /// rules see every change committed before. The notice to the
+    /// member's streams is sent by the trigger on `memberships` at commit.
+    pub async fn membership_lifecycle(
+        &self,
+        grant: &impl ChangesMembership,
+        user_id: Uuid,
+        change: LifecycleChange,
+        check: impl FnOnce(&Lifecycle) -> Result<(), Error>,
+    ) -> Result<Lifecycle, Error> {
+        let access = grant.access();
+        let org_id = access.org_id();
+        let pair = [access.user_id(), user_id];
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let members_sql = format!(
+            "SELECT {} FROM memberships m \
+             JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+             WHERE m.organization_id = $1 AND m.user_id = ANY($2)",
+            LockedMember::COLUMNS
+        );
+        let [org, members, owners] = tx
+            .pipeline([
+                (LIFECYCLE_LOCK, &[&org_id]),
+                (&members_sql, &[&org_id, &pair.as_slice()]),
+                (
+                    "SELECT count(*) AS n FROM memberships m \
+                     JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+                     WHERE m.organization_id = $1 AND m.status = $2 \
+                       AND r.is_system_role AND r.name = 'owner'",
+                    &[&org_id, &MembershipStatus::Active],
+                ),
+            ])
+            .await?;
+        let org = org.first().ok_or(Error::NotFound {
+            what: "organization",
+        })?;
+        let members: Vec<LockedMember> = members.iter().map(LockedMember::from_row).collect();
+        let find = |id: Uuid| members.iter().find(|m| m.user_id == id).cloned();
+        let (actor, target) = (find(access.user_id()), find(user_id));
+        let seen = Lifecycle {
+            actor,
+            target,
+            active_owners: owners.first().map_or(0, |r| r.get("n")),
+            is_personal: org.get("is_personal"),
+            created_by: org.get("created_by"),
+        };
+        check(&seen)?;
+        match change {
+            LifecycleChange::Status(status) => {
+                tx.execute(
+                    "UPDATE memberships SET status = $3, updated_at = now() \
+                     WHERE organization_id = $1 AND user_id = $2",
+                    &[&org_id, &user_id, &status],
+                )
+                .await?;
+            }
+            LifecycleChange::TransferOwnership => {
+                // Both roles in one statement: the target's becomes the
+                // owner system role, the caller's the admin system role.
+                tx.execute(
+                    "UPDATE memberships m SET role_id = r.id, updated_at = now() \
+                     FROM roles r \
+                     WHERE m.organization_id = $1 AND r.organization_id = $1 \
+                       AND r.is_system_role \
+                       AND ((m.user_id = $2 AND r.name = 'owner') \
+                         OR (m.user_id = $3 AND r.name = 'admin'))",
+                    &[&org_id, &user_id, &access.user_id()],
+                )
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(seen)
+    }
+
+    /// Renames the organization of `access`, refusing a name equal
+    /// (case-insensitively) to another organization the caller belongs to
+    /// (`409 org_name_taken`, the rule of [`Self::org_create`]; the
+    /// caller's user row is locked for the check, as there). The slug is
+    /// kept. Returns the organization with the caller's role.
+    pub async fn org_rename(
+        &self,
+        grant: &Grant<on::Org, perm::OrganizationWrite>,
+        name: &str,
+    ) -> Result<OrgRow, Error> {
+        let org_id = grant.id();
+        let user_id = grant.user_id();
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.query_one("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", &[&user_id])
+            .await?;
+        let taken = tx
+            .query_opt(
+                "SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
+                 WHERE m.user_id = $1 AND m.status IN ($4, $5, $6) \
+                   AND o.id <> $3 AND lower(o.name) = lower($2)",
+                &[
+                    &user_id,
+                    &name,
+                    &org_id,
+                    &MembershipStatus::Active,
+                    &MembershipStatus::Invited,
+                    &MembershipStatus::Suspended,
+                ],
+            )
+            .await?;
+        if taken.is_some() {
+            return Err(Error::conflict(
+                "org_name_taken",
+                "you already belong to an organization with this name",
+            ));
+        }
+        tx.execute(
+            "UPDATE organizations SET name = $2, updated_at = now() WHERE id = $1",
+            &[&org_id, &name],
+        )
+        .await?;
+        let row = tx
+            .query_one(
+                &format!("{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.organization_id = $2"),
+                &[&user_id, &org_id],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(OrgRow::from_row(&row))
+    }
+
+    /// The organization of `access` with the caller's (current) role.
+    pub async fn org_get(&self, access: &OrgAccess) -> Result<OrgRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!("{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.organization_id = $2"),
+                &[&access.user_id(), &access.org_id()],
+            )
+            .await?
+            .ok_or(Error::NotFound {
+                what: "organization",
+            })?;
+        Ok(OrgRow::from_row(&row))
     }
 
     /// The caller's standing for one request, in one statement: whether

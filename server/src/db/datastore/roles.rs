@@ -214,9 +214,11 @@ impl Datastore {
         Ok(Some(RoleRow::from_row(&row)))
     }
 
-    /// Deletes a custom role of `org_id` unless any membership holds it.
-    /// The check and the delete are atomic: the role row is locked first, so
-    /// a concurrent assignment waits and then fails on the foreign key.
+    /// Deletes a custom role of `org_id` unless a membership that is not
+    /// `deleted` holds it; the kept rows of removed members that held it
+    /// go with it. The check and the delete are atomic: the role row is
+    /// locked first, so a concurrent assignment waits and then fails on the
+    /// foreign key.
     pub async fn role_delete(
         &self,
         grant: &Grant<on::Org, (perm::RolesDelete, perm::RolesWrite)>,
@@ -235,6 +237,13 @@ impl Datastore {
         if locked.is_none() {
             return Err(Error::NotFound { what: "role" });
         }
+        // Removed members' rows first (they grant nothing); what is left
+        // holds the role.
+        tx.execute(
+            "DELETE FROM memberships WHERE role_id = $1 AND status = $2",
+            &[&role_id, &crate::db::enums::MembershipStatus::Deleted],
+        )
+        .await?;
         let in_use = tx
             .query_opt(
                 "SELECT 1 FROM memberships WHERE role_id = $1 LIMIT 1",

@@ -261,7 +261,8 @@ impl Datastore {
     }
 }
 
-/// A row of the users list: an active member or an open invitation.
+/// A row of the users list: a member (active or suspended) or an open
+/// invitation.
 pub struct UserListRow {
     pub user_id: Option<Uuid>,
     pub email: String,
@@ -278,23 +279,26 @@ pub struct UserListRow {
     pub role_name: String,
 }
 
-/// Active members, then open invitations (stored `pending`, whether or not
-/// expired, and not for an address that is already an active member).
+/// Active members, then suspended members when `$2` (include them) is
+/// true, then open invitations (stored `pending`, whether or not expired,
+/// and not for an address that is already a member, active or suspended).
+/// Removed members (`deleted`) are not listed.
 const USER_LIST_ROWS: &str = "\
-    SELECT 0 AS grp, u.id AS user_id, u.email, u.first_name, u.last_name, \
-           'active' AS status, NULL::uuid AS invite_id, NULL::timestamptz AS invited_at, \
-           u.last_active_at, m.created_at AS sort_at, m.role_id \
+    SELECT CASE WHEN m.status = 'active' THEN 0 ELSE 1 END AS grp, u.id AS user_id, u.email, \
+           u.first_name, u.last_name, m.status, NULL::uuid AS invite_id, \
+           NULL::timestamptz AS invited_at, u.last_active_at, m.created_at AS sort_at, m.role_id \
     FROM memberships m JOIN users u ON u.id = m.user_id \
-    WHERE m.organization_id = $1 AND m.status = 'active' \
+    WHERE m.organization_id = $1 \
+      AND (m.status = 'active' OR ($2::boolean AND m.status = 'suspended')) \
     UNION ALL \
-    SELECT 1, NULL, i.email, coalesce(iu.first_name, ''), coalesce(iu.last_name, ''), \
+    SELECT 2, NULL, i.email, coalesce(iu.first_name, ''), coalesce(iu.last_name, ''), \
            CASE WHEN i.expires_at <= now() THEN 'expired' ELSE 'pending' END, \
            i.id, i.created_at, NULL, i.created_at, i.role_id \
     FROM invitations i LEFT JOIN users iu ON iu.id = i.invited_user_id \
     WHERE i.organization_id = $1 AND i.status = 'pending' \
       AND NOT EXISTS ( \
           SELECT 1 FROM memberships am JOIN users au ON au.id = am.user_id \
-          WHERE am.organization_id = $1 AND am.status = 'active' \
+          WHERE am.organization_id = $1 AND am.status IN ('active', 'suspended') \
             AND au.email_normalized = i.email)";
 
 impl Datastore {
@@ -305,6 +309,7 @@ impl Datastore {
         access: &OrgAccess,
         limit: i64,
         skip: i64,
+        include_suspended: bool,
     ) -> Result<(Vec<UserListRow>, i64), Error> {
         let org_id = access.org_id();
         let mut conn = self.conn().await?;
@@ -312,7 +317,7 @@ impl Datastore {
         let total: i64 = tx
             .query_one(
                 &format!("SELECT count(*) AS total FROM ({USER_LIST_ROWS}) AS rows"),
-                &[&org_id],
+                &[&org_id, &include_suspended],
             )
             .await?
             .get("total");
@@ -325,10 +330,10 @@ impl Datastore {
                      JOIN organizations o ON o.id = $1 \
                      JOIN roles r ON r.id = l.role_id AND r.organization_id = $1 \
                      ORDER BY l.grp, l.sort_at DESC, l.email \
-                     LIMIT $2 OFFSET $3",
+                     LIMIT $3 OFFSET $4",
                     MembershipRow::COLUMNS
                 ),
-                &[&org_id, &limit, &skip],
+                &[&org_id, &include_suspended, &limit, &skip],
             )
             .await?;
         tx.commit().await?;
@@ -352,6 +357,52 @@ impl Datastore {
                 .collect(),
             total,
         ))
+    }
+}
+
+impl Datastore {
+    /// One member's row of the users list (active or suspended; `None`
+    /// for any other membership or none).
+    pub async fn users_list_member(
+        &self,
+        access: &OrgAccess,
+        user_id: Uuid,
+    ) -> Result<Option<UserListRow>, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT u.id AS user_id, u.email, u.first_name, u.last_name, m.status, \
+                            u.last_active_at, {} \
+                     FROM memberships m JOIN users u ON u.id = m.user_id \
+                     JOIN organizations o ON o.id = m.organization_id \
+                     JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
+                     WHERE m.organization_id = $1 AND m.user_id = $2 AND m.status IN ($3, $4)",
+                    MembershipRow::COLUMNS
+                ),
+                &[
+                    &access.org_id(),
+                    &user_id,
+                    &MembershipStatus::Active,
+                    &MembershipStatus::Suspended,
+                ],
+            )
+            .await?;
+        Ok(row.map(|r| UserListRow {
+            user_id: r.get("user_id"),
+            email: r.get("email"),
+            first_name: r.get("first_name"),
+            last_name: r.get("last_name"),
+            status: r.get("status"),
+            invite_id: None,
+            invited_at: None,
+            last_active_at: r.get("last_active_at"),
+            organization_id: r.get("organization_id"),
+            organization_name: r.get("organization_name"),
+            slug: r.get("slug"),
+            role_id: r.get("role_id"),
+            role_name: r.get("role_name"),
+        }))
     }
 }
 
