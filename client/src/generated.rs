@@ -8925,7 +8925,7 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         ///Always null: the token has not been used yet.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub name: ::std::string::String,
         ///The token's first 12 characters (`wsp_` and 8 more), to recognise it.
@@ -8948,7 +8948,7 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         ///When a request last used it (to the minute); null if never.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub name: ::std::string::String,
         ///The token's first 12 characters (`wsp_` and 8 more), to recognise it.
@@ -25226,7 +25226,7 @@ pub mod types {
                     created_at: Err("no value supplied for created_at".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    last_used_at: Ok(Default::default()),
+                    last_used_at: Err("no value supplied for last_used_at".to_string()),
                     name: Err("no value supplied for name".to_string()),
                     prefix: Err("no value supplied for prefix".to_string()),
                     scopes: Err("no value supplied for scopes".to_string()),
@@ -25377,7 +25377,7 @@ pub mod types {
                     created_at: Err("no value supplied for created_at".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    last_used_at: Ok(Default::default()),
+                    last_used_at: Err("no value supplied for last_used_at".to_string()),
                     name: Err("no value supplied for name".to_string()),
                     prefix: Err("no value supplied for prefix".to_string()),
                     scopes: Err("no value supplied for scopes".to_string()),

@@ -46,9 +46,13 @@ pub struct TokenSummary {
     /// it.
     pub prefix: String,
     pub scopes: Vec<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// When a request last used it (to the minute); null if never.
+    #[schemars(with = "crate::schema::Nullable<chrono::DateTime<chrono::Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -61,9 +65,13 @@ pub struct TokenCreated {
     /// it.
     pub prefix: String,
     pub scopes: Vec<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: chrono::DateTime<chrono::Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Always null: the token has not been used yet.
+    #[schemars(with = "crate::schema::Nullable<chrono::DateTime<chrono::Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The secret: send it as `Authorization: Bearer <token>`. Stored
     /// only as a hash; it cannot be shown again.

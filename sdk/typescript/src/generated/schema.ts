@@ -3893,7 +3893,7 @@ export interface components {
              * Format: date-time
              * @description Always null: the token has not been used yet.
              */
-            last_used_at?: string | null;
+            last_used_at: string | null;
             name: string;
             /** @description The token's first 12 characters (`wsp_` and 8 more), to recognise it. */
             prefix: string;
@@ -3913,7 +3913,7 @@ export interface components {
              * Format: date-time
              * @description When a request last used it (to the minute); null if never.
              */
-            last_used_at?: string | null;
+            last_used_at: string | null;
             name: string;
             /** @description The token's first 12 characters (`wsp_` and 8 more), to recognise it. */
             prefix: string;
