@@ -92,11 +92,7 @@ pub async fn leave(
 ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
     let cx = rqctx.context();
     let access = cx
-        .authorize(
-            &rqctx,
-            on::Org(query.into_inner().org_id),
-            Member,
-        )
+        .authorize(&rqctx, on::Org(query.into_inner().org_id), Member)
         .await?;
     Ok(message(app::orgs::leave(cx, &access).await?))
 }

@@ -76,9 +76,7 @@ pub async fn suspend(
 ) -> Result<HttpResponseOk<UserListItem>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
-    let access = cx
-        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
-        .await?;
+    let access = cx.authorize(&rqctx, on::Org(query.org_id), MANAGE).await?;
     Ok(HttpResponseOk(
         app::users::suspend(cx, &access, query.user_id).await?,
     ))
@@ -90,9 +88,7 @@ pub async fn reactivate(
 ) -> Result<HttpResponseOk<UserListItem>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
-    let access = cx
-        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
-        .await?;
+    let access = cx.authorize(&rqctx, on::Org(query.org_id), MANAGE).await?;
     Ok(HttpResponseOk(
         app::users::reactivate(cx, &access, query.user_id).await?,
     ))
@@ -104,9 +100,7 @@ pub async fn remove(
 ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
-    let access = cx
-        .authorize(&rqctx, on::Org(query.org_id), MANAGE)
-        .await?;
+    let access = cx.authorize(&rqctx, on::Org(query.org_id), MANAGE).await?;
     Ok(message(
         app::users::remove(cx, &access, query.user_id).await?,
     ))

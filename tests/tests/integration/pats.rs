@@ -341,3 +341,61 @@ async fn bad_scopes_and_look_alike_tokens_are_refused() {
     let _ = Uuid::nil();
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn a_suspended_members_token_is_refused_and_no_token_leaves_or_transfers() {
+    let cx = TestContext::new("pat_suspended").await;
+    let owner = cx.user("pat-sus-owner").await;
+    let bob = cx.user("pat-sus-bob").await;
+    let org = owner
+        .client
+        .org_create_org()
+        .name("Acme".to_string())
+        .send()
+        .await
+        .expect("create_org")
+        .id;
+    let member = owner.role_id(org, "member").await;
+    owner.add_member(org, bob.id, member).await;
+    let bot = cx.client_with_token(&create_token(&bob, &["*:*"]).await.token);
+    bot.kb_list()
+        .org_id(org)
+        .send()
+        .await
+        .expect("a member reads");
+    // A token may neither leave for its user nor hand the ownership over.
+    let (status, code) = error_of(bot.org_leave().org_id(org).send().await);
+    assert_eq!((status, code.as_str()), (403, "token_not_allowed"));
+    let owners_bot = cx.client_with_token(&create_token(&owner, &["*:*"]).await.token);
+    let (status, code) = error_of(
+        owners_bot
+            .org_transfer_ownership()
+            .org_id(org)
+            .body(types::TransferOwnershipRequest::builder().user_id(bob.id))
+            .send()
+            .await,
+    );
+    assert_eq!((status, code.as_str()), (403, "token_not_allowed"));
+    // Suspended: the token is refused in the organization at once.
+    owner
+        .client
+        .users_suspend()
+        .org_id(org)
+        .user_id(bob.id)
+        .send()
+        .await
+        .expect("users_suspend");
+    let (status, _) = error_of(bot.kb_list().org_id(org).send().await);
+    assert_eq!(status, 403);
+    // Reactivated: usable again, with the same scopes.
+    owner
+        .client
+        .users_reactivate()
+        .org_id(org)
+        .user_id(bob.id)
+        .send()
+        .await
+        .expect("users_reactivate");
+    bot.kb_list().org_id(org).send().await.expect("reads again");
+    cx.teardown().await;
+}

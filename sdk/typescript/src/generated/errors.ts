@@ -668,7 +668,7 @@ export interface OperationErrors {
   org_leave: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     409: "last_owner" | "personal_organization";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -682,7 +682,7 @@ export interface OperationErrors {
   org_transfer_ownership: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self" | "role_already_assigned";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "personal_organization";
@@ -692,7 +692,7 @@ export interface OperationErrors {
   org_update: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "org_name_taken";
     500: "internal_error";
@@ -888,7 +888,7 @@ export interface OperationErrors {
   users_reactivate: {
     400: "invalid_request" | "member_not_suspended";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "member_level_too_high";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -896,7 +896,7 @@ export interface OperationErrors {
   users_remove: {
     400: "invalid_request" | "member_invited" | "cannot_target_self";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "member_level_too_high";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     409: "last_owner";
     500: "internal_error";
@@ -905,7 +905,7 @@ export interface OperationErrors {
   users_suspend: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self";
     401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden" | "member_level_too_high";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     409: "last_owner";
     500: "internal_error";

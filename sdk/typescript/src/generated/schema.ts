@@ -11489,7 +11489,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11635,7 +11635,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11736,7 +11736,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13605,7 +13605,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13686,7 +13686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13776,7 +13776,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
