@@ -54,8 +54,13 @@ LOG=$(mktemp)
     . /etc/default/workspace-server
     set +a
     cd "$WORKDIR"
+    # setpriv, not runuser: it execs the server as systemd does, so the
+    # SIGTERM below reaches the server itself (runuser answers SIGTERM by
+    # killing its child two seconds later, within the drain window).
+    HOME=$(getent passwd "$RUN_AS" | cut -d: -f6)
+    export HOME USER="$RUN_AS" LOGNAME="$RUN_AS"
     # shellcheck disable=SC2086
-    exec runuser -u "$RUN_AS" -- $EXEC
+    exec setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --init-groups -- $EXEC
 ) >"$LOG" 2>&1 &
 SERVER=$!
 stop() { kill -TERM "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
