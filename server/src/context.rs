@@ -73,30 +73,32 @@ type Rq = dropshot::RequestContext<ServerContext>;
 
 impl ServerContext {
     /// Authenticates the request (its bearer token; the token's user must
-    /// still exist). For operations on the caller's own account only; every
-    /// org-scoped operation calls [`ServerContext::authorize`] instead.
+    /// still exist and its session be live, checked in one statement). For
+    /// operations on the caller's own account only; every org-scoped
+    /// operation calls [`ServerContext::authorize`] instead.
     pub async fn authenticate(&self, rqctx: &Rq) -> Result<Actor, Error> {
-        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
-        if !self.datastore.user_exists(user_id).await? {
-            return Err(crate::authn::invalid_token());
+        use crate::db::datastore::sessions::SessionCheck;
+        let actor = self.tokens.verify_request(rqctx.request.headers())?;
+        match self.datastore.session_check(&actor).await? {
+            SessionCheck::NoUser => Err(crate::authn::invalid_token()),
+            SessionCheck::Ended => Err(crate::authn::session_revoked()),
+            SessionCheck::Live => Ok(actor),
         }
-        Ok(Actor { user_id })
     }
 
     /// Verifies the request's token only, without a database round trip.
     /// For operations on the caller's own account whose own statement reads
-    /// the user and answers `401 invalid_token` when it no longer exists
-    /// (`GET /api/users/me`).
+    /// the user and the session and answers `401 invalid_token` or
+    /// `session_revoked` (`GET /api/users/me`).
     pub fn authenticate_token(&self, rqctx: &Rq) -> Result<Actor, Error> {
-        Ok(Actor {
-            user_id: self.tokens.verify_request(rqctx.request.headers())?,
-        })
+        self.tokens.verify_request(rqctx.request.headers())
     }
 
     /// The one authorization call of an org-scoped handler: authenticates
     /// the request and checks, in one database statement, that the caller
     /// is an active member of the scope's organization whose role meets
-    /// `require`. The token's signature is checked once per token (see
+    /// `require`, and that the token's session is live (a revoked session
+    /// is `401 session_revoked` on every instance at once). The token's signature is checked once per token (see
     /// [`TokenKeys`]); the statement runs on a shared, pipelined
     /// connection ([`crate::db::pipeline`]), so authorizing takes no
     /// pooled connection.
@@ -111,9 +113,11 @@ impl ServerContext {
         scope: Scope,
         require: Require,
     ) -> Result<OrgAccess, Error> {
-        let user_id = self.tokens.verify_request(rqctx.request.headers())?;
-        match self.datastore.access_lookup(user_id, scope).await? {
+        let actor = self.tokens.verify_request(rqctx.request.headers())?;
+        let user_id = actor.user_id;
+        match self.datastore.access_lookup_token(&actor, scope).await? {
             AccessLookup::NoUser => Err(crate::authn::invalid_token()),
+            AccessLookup::SessionEnded => Err(crate::authn::session_revoked()),
             AccessLookup::NotMember => Err(scope
                 .not_found()
                 .unwrap_or_else(|| Error::forbidden("you are not a member of this organization"))),

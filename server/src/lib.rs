@@ -514,7 +514,10 @@ fn spawn_maintenance(
         "counter_janitor",
         expire_counters(
             datastore.clone(),
-            config.auth.login_window_secs,
+            (
+                config.auth.login_window_secs,
+                config.auth.refresh_token_lifetime_secs,
+            ),
             log.clone(),
         ),
     );
@@ -586,8 +589,11 @@ fn kb_services(config: &Config, link_key: Vec<u8>) -> Result<KbServices> {
     })
 }
 
-/// Deletes expired rate-limit windows and failed logins once a minute.
-async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: slog::Logger) {
+/// Deletes expired rate-limit windows and failed logins once a minute,
+/// and sessions, refresh tokens and reset tokens that no longer count
+/// (`windows`: the failed-login window and the refresh-token lifetime).
+async fn expire_counters(datastore: db::Datastore, windows: (u64, u64), log: slog::Logger) {
+    let (login_window_secs, refresh_lifetime_secs) = windows;
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
@@ -595,6 +601,11 @@ async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: 
             Ok(0) => {}
             Ok(n) => slog::debug!(log, "expired rate-limit counters"; "rows" => n),
             Err(e) => slog::warn!(log, "expiring rate-limit counters failed"; "error" => %e),
+        }
+        match datastore.sessions_expire(refresh_lifetime_secs).await {
+            Ok(0) => {}
+            Ok(n) => slog::debug!(log, "expired sessions and reset tokens"; "rows" => n),
+            Err(e) => slog::warn!(log, "expiring sessions failed"; "error" => %e),
         }
         if let Err(e) = datastore.deployment_rate_windows_expire().await {
             slog::warn!(log, "expiring deployment rate windows failed"; "error" => %e);

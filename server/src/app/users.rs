@@ -15,7 +15,7 @@ use workspace_api::users::{
 pub async fn me(cx: &ServerContext, actor: &Actor) -> Result<CurrentUser, Error> {
     let (user, memberships) = cx
         .datastore
-        .user_me(actor.user_id)
+        .user_me(actor)
         .await?
         .ok_or_else(crate::authn::invalid_token)?;
     Ok(CurrentUser {

@@ -4,7 +4,7 @@
 export interface OperationErrors {
   agents_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -12,7 +12,7 @@ export interface OperationErrors {
   };
   agents_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -20,7 +20,7 @@ export interface OperationErrors {
   };
   agents_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -28,14 +28,14 @@ export interface OperationErrors {
   };
   agents_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -44,10 +44,26 @@ export interface OperationErrors {
   };
   agents_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_change_password: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked" | "invalid_credentials";
+    408: "request_timeout";
+    422: "weak_password";
+    429: "too_many_login_attempts";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
+  };
+  auth_forgot_password: {
+    400: "invalid_request" | "invalid_email";
+    408: "request_timeout";
+    429: "rate_limited";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -58,6 +74,44 @@ export interface OperationErrors {
     429: "rate_limited" | "too_many_login_attempts";
     500: "internal_error";
     503: "server_busy" | "database_unavailable";
+  };
+  auth_logout: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_refresh: {
+    400: "invalid_request";
+    401: "invalid_refresh_token" | "refresh_token_reused" | "session_revoked";
+    408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_reset_password: {
+    400: "invalid_request" | "invalid_reset_token";
+    408: "request_timeout";
+    410: "reset_token_used" | "reset_token_expired";
+    422: "weak_password";
+    429: "rate_limited";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
+  };
+  auth_revoke_other_sessions: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_revoke_session: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_sessions: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
   };
   auth_signup: {
     400: "invalid_request" | "invalid_email" | "invalid_name";
@@ -81,14 +135,14 @@ export interface OperationErrors {
   };
   chat_available_knowledge_bases: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_bulk_delete_sessions: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -96,7 +150,7 @@ export interface OperationErrors {
   };
   chat_create: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -104,7 +158,7 @@ export interface OperationErrors {
   };
   chat_delete_session: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -112,7 +166,7 @@ export interface OperationErrors {
   };
   chat_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -120,14 +174,14 @@ export interface OperationErrors {
   };
   chat_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -135,7 +189,7 @@ export interface OperationErrors {
   };
   chat_send_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -146,7 +200,7 @@ export interface OperationErrors {
   };
   chat_stop: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -154,7 +208,7 @@ export interface OperationErrors {
   };
   chat_stream: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -162,7 +216,7 @@ export interface OperationErrors {
   };
   chat_transcribe: {
     400: "invalid_request" | "invalid_audio" | "unsupported_audio_format" | "unsupported_language";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     413: "file_too_large";
@@ -171,7 +225,7 @@ export interface OperationErrors {
   };
   chat_update: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -180,7 +234,7 @@ export interface OperationErrors {
   };
   chat_upload_file: {
     400: "invalid_request" | "invalid_upload";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "feature_disabled";
     408: "request_timeout";
     413: "file_too_large";
@@ -195,14 +249,14 @@ export interface OperationErrors {
   };
   chat_ws_ticket: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_create: {
     400: "invalid_request" | "invalid_title";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -210,7 +264,7 @@ export interface OperationErrors {
   };
   conversation_create_session: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -219,7 +273,7 @@ export interface OperationErrors {
   };
   conversation_get_with_sessions: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -227,14 +281,14 @@ export interface OperationErrors {
   };
   conversation_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_messages: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -242,7 +296,7 @@ export interface OperationErrors {
   };
   conversation_stop: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -250,7 +304,7 @@ export interface OperationErrors {
   };
   conversation_stream: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -258,7 +312,7 @@ export interface OperationErrors {
   };
   conversation_stream_chat: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -281,7 +335,7 @@ export interface OperationErrors {
   };
   deployments_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -291,7 +345,7 @@ export interface OperationErrors {
   };
   deployments_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -299,7 +353,7 @@ export interface OperationErrors {
   };
   deployments_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -307,7 +361,7 @@ export interface OperationErrors {
   };
   deployments_list: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -325,7 +379,7 @@ export interface OperationErrors {
   };
   deployments_regenerate_key: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -333,7 +387,7 @@ export interface OperationErrors {
   };
   deployments_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -353,7 +407,7 @@ export interface OperationErrors {
   };
   invitations_bulk_create: {
     400: "invalid_request" | "invalid_message";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -361,7 +415,7 @@ export interface OperationErrors {
   };
   invitations_create: {
     400: "invalid_request" | "invalid_email" | "invalid_message" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
@@ -370,7 +424,7 @@ export interface OperationErrors {
   };
   invitations_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -378,14 +432,14 @@ export interface OperationErrors {
   };
   invitations_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   invitations_resend: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "invitation_not_pending" | "invitation_token_unavailable";
@@ -394,7 +448,7 @@ export interface OperationErrors {
   };
   invitations_revoke: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "invitation_not_pending";
@@ -408,7 +462,7 @@ export interface OperationErrors {
   };
   kb_add_source: {
     400: "invalid_request" | "invalid_source" | "too_many_sources";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -417,7 +471,7 @@ export interface OperationErrors {
   };
   kb_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_source" | "unknown_embedding_model";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     500: "internal_error";
@@ -425,7 +479,7 @@ export interface OperationErrors {
   };
   kb_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -433,7 +487,7 @@ export interface OperationErrors {
   };
   kb_delete_document: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -441,7 +495,7 @@ export interface OperationErrors {
   };
   kb_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -449,7 +503,7 @@ export interface OperationErrors {
   };
   kb_ingestion_status: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -457,14 +511,14 @@ export interface OperationErrors {
   };
   kb_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   kb_list_documents: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -472,7 +526,7 @@ export interface OperationErrors {
   };
   kb_query: {
     400: "invalid_request" | "invalid_query" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -481,7 +535,7 @@ export interface OperationErrors {
   };
   kb_retry_document: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "document_not_failed";
@@ -490,7 +544,7 @@ export interface OperationErrors {
   };
   kb_search: {
     400: "invalid_request" | "invalid_query";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -499,7 +553,7 @@ export interface OperationErrors {
   };
   kb_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -513,7 +567,7 @@ export interface OperationErrors {
   };
   mcp_connect_account: {
     400: "invalid_request" | "invalid_flow_type";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     402: "mcp_sessions_quota_exceeded";
     403: "forbidden";
     404: "not_found";
@@ -524,7 +578,7 @@ export interface OperationErrors {
   };
   mcp_delete_instance: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -532,7 +586,7 @@ export interface OperationErrors {
   };
   mcp_gateway_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "mcp_instance_not_active";
@@ -542,7 +596,7 @@ export interface OperationErrors {
   };
   mcp_gateway_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "mcp_instance_not_active";
@@ -552,7 +606,7 @@ export interface OperationErrors {
   };
   mcp_gateway_post: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -563,7 +617,7 @@ export interface OperationErrors {
   };
   mcp_generate_url: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -572,21 +626,21 @@ export interface OperationErrors {
   };
   mcp_list_instances: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_list_servers: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -595,7 +649,7 @@ export interface OperationErrors {
   };
   mcp_server_with_tools: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -604,7 +658,7 @@ export interface OperationErrors {
   };
   mcp_update_instance: {
     400: "invalid_request" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -613,14 +667,14 @@ export interface OperationErrors {
   };
   models_list: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_add_member: {
     400: "invalid_request" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high";
     404: "not_found";
     408: "request_timeout";
@@ -630,27 +684,27 @@ export interface OperationErrors {
   };
   org_create_org: {
     400: "invalid_request" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     409: "org_name_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_features: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -663,7 +717,7 @@ export interface OperationErrors {
   };
   roles_create: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "role_level_too_high" | "permission_not_held";
     408: "request_timeout";
     409: "role_name_taken";
@@ -672,7 +726,7 @@ export interface OperationErrors {
   };
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     409: "permission_exists";
@@ -681,7 +735,7 @@ export interface OperationErrors {
   };
   roles_delete_permission: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "permission_protected";
@@ -690,20 +744,20 @@ export interface OperationErrors {
   };
   roles_list_permissions: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_list_roles: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_remove: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "system_role_immutable" | "role_level_too_high";
     404: "not_found";
     409: "role_in_use";
@@ -712,7 +766,7 @@ export interface OperationErrors {
   };
   roles_update: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held";
     404: "not_found";
     408: "request_timeout";
@@ -722,14 +776,14 @@ export interface OperationErrors {
   };
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     409: "tool_name_taken";
@@ -738,7 +792,7 @@ export interface OperationErrors {
   };
   tools_create_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     408: "request_timeout";
     409: "category_name_taken";
@@ -747,7 +801,7 @@ export interface OperationErrors {
   };
   tools_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "tool_in_use";
@@ -756,7 +810,7 @@ export interface OperationErrors {
   };
   tools_delete_category: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     409: "category_in_use";
@@ -765,7 +819,7 @@ export interface OperationErrors {
   };
   tools_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     500: "internal_error";
@@ -773,21 +827,21 @@ export interface OperationErrors {
   };
   tools_list_all: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_list_categories: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_test: {
     400: "invalid_request" | "invalid_input" | "tool_inactive" | "tool_requirement_missing";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -796,7 +850,7 @@ export interface OperationErrors {
   };
   tools_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -806,7 +860,7 @@ export interface OperationErrors {
   };
   tools_update_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     404: "not_found";
     408: "request_timeout";
@@ -816,7 +870,7 @@ export interface OperationErrors {
   };
   users_invite: {
     400: "invalid_request" | "invalid_email" | "invalid_name" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
@@ -825,19 +879,19 @@ export interface OperationErrors {
   };
   users_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   users_me: {
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   users_update: {
     400: "invalid_request" | "invalid_role" | "member_not_active" | "role_already_assigned";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high";
     404: "not_found";
     408: "request_timeout";

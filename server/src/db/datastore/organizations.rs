@@ -44,6 +44,8 @@ const ORG_WITH_ROLE: &str = "SELECT o.id, o.name, o.slug, o.created_at, o.update
 pub enum AccessLookup {
     /// The token's user does not exist (or has no password yet).
     NoUser,
+    /// The token's session was revoked or has ended.
+    SessionEnded,
     /// The user is not an active member of the organization (or the
     /// organization or the addressed object does not exist).
     NotMember,
@@ -51,7 +53,8 @@ pub enum AccessLookup {
 }
 
 /// The authorization statement; `{org}` is the expression that yields the
-/// organization id from `$2`.
+/// organization id from `$2`. `$3` and `$4` are the token's `sid` and
+/// `iat` claims: whether its session is live is read in the same statement.
 macro_rules! access_sql {
     ($org:literal) => {
         concat!(
@@ -59,7 +62,9 @@ macro_rules! access_sql {
                     r.is_system_role AS role_is_system, r.hierarchy_level AS level, \
                     ARRAY(SELECT p.name FROM role_permissions rp \
                           JOIN permissions p ON p.id = rp.permission_id \
-                          WHERE rp.role_id = r.id) AS permissions \
+                          WHERE rp.role_id = r.id) AS permissions, ",
+            super::sessions::session_live!("$3", "$4"),
+            " AS session_live \
              FROM users u \
              LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
                   AND m.organization_id = ",
@@ -366,12 +371,32 @@ impl Datastore {
         Ok(n == 1)
     }
 
+    /// A user's standing in an organization without a token to check (an
+    /// open WebSocket's periodic re-check): [`Datastore::access_lookup_token`]
+    /// for a token without a session issued at the end of time (so never
+    /// older than a password change).
+    pub async fn access_lookup(&self, user_id: Uuid, scope: Scope) -> Result<AccessLookup, Error> {
+        let actor = crate::authn::Actor {
+            user_id,
+            session_id: None,
+            // 9999-12-31T23:59:59Z.
+            issued_at: 253_402_300_799,
+        };
+        self.access_lookup_token(&actor, scope).await
+    }
+
     /// The caller's standing for one request, in one statement: whether
-    /// the token's user still exists (and can log in), their active
+    /// the token's user still exists (and can log in) and the token's
+    /// session is live, their active
     /// membership in the scope's organization, its role and the role's
     /// permission names. For an object scope the organization is the
     /// object's, looked up in the same statement.
-    pub async fn access_lookup(&self, user_id: Uuid, scope: Scope) -> Result<AccessLookup, Error> {
+    pub async fn access_lookup_token(
+        &self,
+        actor: &crate::authn::Actor,
+        scope: Scope,
+    ) -> Result<AccessLookup, Error> {
+        let user_id = actor.user_id;
         let (sql, id) = match scope {
             Scope::Org(id) => (ACCESS_BY_ORG, id),
             Scope::Invitation(id) => (ACCESS_BY_INVITATION, id),
@@ -383,9 +408,16 @@ impl Datastore {
             Scope::PersonalOrg => (ACCESS_BY_PERSONAL, Uuid::nil()),
         };
         let conn = self.quick().await?;
-        let Some(row) = conn.query_opt(sql, &[&user_id, &id]).await? else {
+        let session = (&actor.session_id, &actor.issued_at);
+        let Some(row) = conn
+            .query_opt(sql, &[&user_id, &id, session.0, session.1])
+            .await?
+        else {
             return Ok(AccessLookup::NoUser);
         };
+        if !row.get::<_, bool>("session_live") {
+            return Ok(AccessLookup::SessionEnded);
+        }
         let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
             return Ok(AccessLookup::NotMember);
         };

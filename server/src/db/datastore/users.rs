@@ -57,17 +57,22 @@ pub struct Credentials {
 }
 
 /// `GET /api/users/me` in one statement: the user, then one row per active
-/// membership (or one row of NULLs when there is none). Public for the API
-/// benchmark, which runs the same SQL through pgbench.
-pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
+/// membership (or one row of NULLs when there is none), each saying whether
+/// the token's session (`$2`, `$3`: its `sid` and `iat`) is live. Public for
+/// the API benchmark, which runs the same SQL through pgbench.
+pub const USER_ME: &str = concat!(
+    "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
             u.last_active_at, u.is_system_admin, o.id AS organization_id, \
-            o.name AS organization_name, o.slug AS slug, r.id AS role_id, r.name AS role_name \
+            o.name AS organization_name, o.slug AS slug, r.id AS role_id, r.name AS role_name, ",
+    super::sessions::session_live!("$2", "$3"),
+    " AS session_live \
      FROM users u \
      LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
      LEFT JOIN organizations o ON o.id = m.organization_id \
      LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
      WHERE u.id = $1 AND u.password_hash IS NOT NULL \
-     ORDER BY m.created_at, o.id";
+     ORDER BY m.created_at, o.id"
+);
 
 /// The advisory lock that orders signups while the first account may
 /// still become a system administrator (`auth.first_account_admin`).
@@ -152,17 +157,6 @@ impl Datastore {
         }))
     }
 
-    /// Marks the user active now (login).
-    pub async fn user_touch(&self, user_id: Uuid) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        conn.execute(
-            "UPDATE users SET last_active_at = now() WHERE id = $1",
-            &[&user_id],
-        )
-        .await?;
-        Ok(())
-    }
-
     /// Whether a user with this id exists and can log in (has a password).
     pub async fn user_exists(&self, user_id: Uuid) -> Result<bool, Error> {
         let conn = self.quick().await?;
@@ -188,17 +182,26 @@ impl Datastore {
         Ok(UserRow::from_row(&row))
     }
 
-    /// The user and their active memberships (oldest first), in one
-    /// statement; `None` when the user does not exist or cannot log in.
+    /// The caller and their active memberships (oldest first), in one
+    /// statement; `None` when the user does not exist or cannot log in,
+    /// `401 session_revoked` when the token's session has ended.
     pub async fn user_me(
         &self,
-        user_id: Uuid,
+        actor: &crate::authn::Actor,
     ) -> Result<Option<(UserRow, Vec<MembershipRow>)>, Error> {
         let conn = self.quick().await?;
-        let rows = conn.query(USER_ME, &[&user_id]).await?;
+        let rows = conn
+            .query(
+                USER_ME,
+                &[&actor.user_id, &actor.session_id, &actor.issued_at],
+            )
+            .await?;
         let Some(first) = rows.first() else {
             return Ok(None);
         };
+        if !first.get::<_, bool>("session_live") {
+            return Err(crate::authn::session_revoked());
+        }
         let user = UserRow::from_row(first);
         let memberships = rows
             .iter()
