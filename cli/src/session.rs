@@ -40,7 +40,11 @@ pub enum Renewal {
     NotPossible,
     /// The server refused the refresh token: the session has ended. The
     /// profile's tokens are forgotten.
-    Ended { status: u16, code: String, message: String },
+    Ended {
+        status: u16,
+        code: String,
+        message: String,
+    },
 }
 
 impl Credentials {
@@ -93,7 +97,11 @@ impl Credentials {
         };
         let _lock = config::Store::lock()?;
         self.store = config::Store::load()?;
-        let stored = self.store.profile(&self.profile).cloned().unwrap_or_default();
+        let stored = self
+            .store
+            .profile(&self.profile)
+            .cloned()
+            .unwrap_or_default();
         match stored.refresh_token {
             None => return Ok(Renewal::NotPossible),
             Some(current) if current != mine => {
@@ -326,9 +334,12 @@ pub async fn logout(mut creds: Credentials) -> Result<()> {
     creds.from_profile = true;
     // An expired access token is renewed first, to prove the session.
     let mut revoked = false;
-    if creds.token.as_deref().and_then(token_expiry).is_none_or(|exp| {
-        exp <= chrono::Utc::now().timestamp() + RENEW_MARGIN_SECS
-    }) {
+    if creds
+        .token
+        .as_deref()
+        .and_then(token_expiry)
+        .is_none_or(|exp| exp <= chrono::Utc::now().timestamp() + RENEW_MARGIN_SECS)
+    {
         let _ = creds.renew().await;
     }
     if let Some(token) = creds.token.clone() {
@@ -416,7 +427,11 @@ pub fn status(creds: &Credentials) -> Result<()> {
             serde_json::json!(chrono::DateTime::from_timestamp(exp, 0).map(|t| t.to_rfc3339()));
         shown["expired"] = serde_json::json!(expired);
     }
-    if let Some(sid) = token.and_then(claims).map(|c| c["sid"].clone()).filter(|s| !s.is_null()) {
+    if let Some(sid) = token
+        .and_then(claims)
+        .map(|c| c["sid"].clone())
+        .filter(|s| !s.is_null())
+    {
         shown["session_id"] = sid;
     }
     println!("{}", serde_json::to_string_pretty(&shown)?);

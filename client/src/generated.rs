@@ -29141,7 +29141,7 @@ impl Client {
 
     Reuse detection (RFC 9700 §4.14): presenting a refresh token that was already exchanged revokes the whole session (`401 refresh_token_reused`): either the client or someone who copied the token used it before, and the server cannot tell which, so every access and refresh token of the session stops working. Two refreshes with one token at once are decided under a row lock: exactly one gets new tokens, the other is such a reuse. A client must therefore refresh one request at a time (the SDK and the CLI do).
 
-    Errors: an unknown, malformed or expired refresh token `401 invalid_refresh_token`; one of a revoked or ended session, or of a user who can no longer log in, `401 session_revoked`.
+    Errors: an unknown, malformed or expired refresh token `401 invalid_refresh_token`; one of a revoked or ended session (used or not), or of a user who can no longer log in, `401 session_revoked`.
 
     Sends a `POST` request to `/api/auth/refresh`
 

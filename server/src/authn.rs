@@ -307,11 +307,7 @@ mod tests {
         // A remembered token whose time has passed is refused as expired,
         // one not yet valid as invalid.
         let now = jsonwebtoken::get_current_timestamp() as i64;
-        let remembered = |nbf, exp| Verified {
-            subject,
-            nbf,
-            exp,
-        };
+        let remembered = |nbf, exp| Verified { subject, nbf, exp };
         keys.verified
             .insert(&token, remembered(now - 120, now - 60));
         assert_eq!(code(keys.verify(&token)), "token_expired");

@@ -244,8 +244,8 @@ pub trait WorkspaceApi {
     /// refresh one request at a time (the SDK and the CLI do).
     ///
     /// Errors: an unknown, malformed or expired refresh token `401
-    /// invalid_refresh_token`; one of a revoked or ended session, or of a
-    /// user who can no longer log in, `401 session_revoked`.
+    /// invalid_refresh_token`; one of a revoked or ended session (used or
+    /// not), or of a user who can no longer log in, `401 session_revoked`.
     #[endpoint { method = POST, path = "/api/auth/refresh", tags = ["auth"] }]
     async fn auth_refresh(
         rqctx: RequestContext<Self::Context>,

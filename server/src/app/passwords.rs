@@ -21,6 +21,10 @@ use workspace_api::auth::{
 pub const FORGOT_PASSWORD_ANSWER: &str = "if an account has this e-mail address, a link to \
      reset its password is on its way; it works once and expires in an hour";
 
+/// The pause before a reset e-mail is handed to the mailer, in ms: at
+/// least the first, plus up to the second at random.
+const MAIL_PAUSE_MS: (u64, u64) = (100, 200);
+
 /// The window of the per-address limit of `forgot_password`.
 const PER_EMAIL_WINDOW_SECS: u64 = 3600;
 
@@ -54,6 +58,13 @@ pub async fn forgot_password(
         let mailer = cx.mailer.clone();
         let log = log.clone();
         tokio::spawn(async move {
+            // Well after the answer: the mailer's work (a database write,
+            // or an SMTP exchange) competes for this instance's CPU and
+            // the database, and must not slow this answer, or the next
+            // ones by a fixed amount, in a way that tells which addresses
+            // have accounts.
+            let pause = MAIL_PAUSE_MS.0 + rand::random::<u64>() % MAIL_PAUSE_MS.1;
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
             if let Err(e) = mailer.send(&email).await {
                 slog::error!(log, "password-reset e-mail not delivered"; "error" => e.to_string());
             }
@@ -88,7 +99,10 @@ async fn per_email_limit(cx: &ServerContext, email: &str) -> Result<(), Error> {
 /// The link of a reset e-mail: `{mail.public_url}/reset-password?token=…`
 /// (by default this server's own page).
 fn reset_link(cx: &ServerContext, token: &str) -> String {
-    format!("{}/reset-password?token={token}", cx.config.mail.link_base())
+    format!(
+        "{}/reset-password?token={token}",
+        cx.config.mail.link_base()
+    )
 }
 
 /// The reset e-mail (plain text).
@@ -118,7 +132,10 @@ fn reset_email(
 }
 
 fn invalid_reset_token() -> Error {
-    Error::invalid("invalid_reset_token", "the password-reset token is not valid")
+    Error::invalid(
+        "invalid_reset_token",
+        "the password-reset token is not valid",
+    )
 }
 
 fn used_reset_token() -> Error {

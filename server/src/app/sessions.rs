@@ -75,7 +75,12 @@ impl From<Issued> for LoginResponse {
     }
 }
 
-fn issue(cx: &ServerContext, user_id: Uuid, session_id: Uuid, refresh_token: String) -> Result<Issued, Error> {
+fn issue(
+    cx: &ServerContext,
+    user_id: Uuid,
+    session_id: Uuid,
+    refresh_token: String,
+) -> Result<Issued, Error> {
     Ok(Issued {
         access_token: cx.tokens.issue(user_id, session_id)?,
         expires_in: cx.tokens.lifetime_secs(),
@@ -87,7 +92,11 @@ fn issue(cx: &ServerContext, user_id: Uuid, session_id: Uuid, refresh_token: Str
 
 /// Starts a session for `user_id` (who just proved a password) and issues
 /// its first tokens; marks the user active.
-pub async fn start(cx: &ServerContext, user_id: Uuid, client: &ClientInfo) -> Result<Issued, Error> {
+pub async fn start(
+    cx: &ServerContext,
+    user_id: Uuid,
+    client: &ClientInfo,
+) -> Result<Issued, Error> {
     let (refresh_token, hash) = crate::authn::new_secret(REFRESH_TOKEN_PREFIX);
     let session_id = cx
         .datastore
@@ -157,9 +166,11 @@ pub async fn refresh(
 /// `POST /api/auth/logout`: revokes the caller's session.
 pub async fn logout(cx: &ServerContext, actor: &Actor) -> Result<String, Error> {
     let Some(session_id) = actor.session_id else {
-        return Ok("this access token was issued before sessions existed: there is no \
+        return Ok(
+            "this access token was issued before sessions existed: there is no \
                    session to revoke; it stops working when it expires"
-            .to_string());
+                .to_string(),
+        );
     };
     cx.datastore
         .session_revoke(actor.user_id, session_id, RevokeReason::Logout)

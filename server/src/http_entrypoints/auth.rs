@@ -157,9 +157,7 @@ fn reset_asset(
         .map_err(|e| HttpError::for_internal_error(e.to_string()))
 }
 
-pub async fn reset_password_page(
-    _rqctx: Ctx,
-) -> Result<http::Response<dropshot::Body>, HttpError> {
+pub async fn reset_password_page(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
     reset_asset("text/html; charset=utf-8", RESET_PAGE)
 }
 

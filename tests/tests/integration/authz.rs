@@ -99,7 +99,12 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
         ),
         "auth_forgot_password" => (
             Scope::Public,
-            call(M::POST, "/api/auth/forgot_password", vec![], Some(json!({}))),
+            call(
+                M::POST,
+                "/api/auth/forgot_password",
+                vec![],
+                Some(json!({})),
+            ),
         ),
         "auth_reset_password" => (
             Scope::Public,

@@ -27,7 +27,9 @@ pub struct ResetToken {
 /// The outcome of a reset.
 pub enum ResetOutcome {
     /// The password is set; this many sessions were revoked.
-    Done { sessions_revoked: u64 },
+    Done {
+        sessions_revoked: u64,
+    },
     Unknown,
     Used,
     Expired,
@@ -121,8 +123,14 @@ impl Datastore {
             });
         };
         let user_id: Uuid = redeemed.get("user_id");
-        let sessions_revoked =
-            set_password(&tx, user_id, password_hash, None, RevokeReason::PasswordReset).await?;
+        let sessions_revoked = set_password(
+            &tx,
+            user_id,
+            password_hash,
+            None,
+            RevokeReason::PasswordReset,
+        )
+        .await?;
         let Some(sessions_revoked) = sessions_revoked else {
             return Ok(ResetOutcome::Unknown);
         };

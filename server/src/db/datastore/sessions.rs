@@ -96,7 +96,8 @@ pub enum RefreshOutcome {
     Unknown,
     /// The token expired without being used.
     Expired,
-    /// The token was exchanged before: the session is now revoked.
+    /// The token was exchanged before: the session (live until then) is
+    /// now revoked.
     Reused { session_id: Uuid },
     /// The session was revoked or ended, or its user can no longer log in.
     SessionEnded,
@@ -192,14 +193,20 @@ impl Datastore {
             if !row.get::<_, bool>("rotated") {
                 return Ok(RefreshOutcome::Expired);
             }
-            tx.execute(
-                "UPDATE sessions SET revoked_at = now(), revoked_reason = $2 \
-                 WHERE id = $1 AND revoked_at IS NULL",
-                &[&session_id, &RevokeReason::RefreshTokenReused.as_str()],
-            )
-            .await?;
+            let revoked = tx
+                .execute(
+                    "UPDATE sessions SET revoked_at = now(), revoked_reason = $2 \
+                     WHERE id = $1 AND revoked_at IS NULL AND expires_at > now()",
+                    &[&session_id, &RevokeReason::RefreshTokenReused.as_str()],
+                )
+                .await?;
             tx.commit().await?;
-            return Ok(RefreshOutcome::Reused { session_id });
+            // A session that had already ended stays as it ended.
+            return Ok(if revoked == 1 {
+                RefreshOutcome::Reused { session_id }
+            } else {
+                RefreshOutcome::SessionEnded
+            });
         };
         let session_id: Uuid = used.get("session_id");
         let lifetime = new.lifetime_secs as f64;
