@@ -597,15 +597,13 @@ async fn expire_counters(datastore: db::Datastore, windows: (u64, u64), log: slo
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        match datastore.expire_counters(login_window_secs).await {
+        match datastore
+            .expire_counters(login_window_secs, refresh_lifetime_secs)
+            .await
+        {
             Ok(0) => {}
-            Ok(n) => slog::debug!(log, "expired rate-limit counters"; "rows" => n),
+            Ok(n) => slog::debug!(log, "expired rate-limit counters and sessions"; "rows" => n),
             Err(e) => slog::warn!(log, "expiring rate-limit counters failed"; "error" => %e),
-        }
-        match datastore.sessions_expire(refresh_lifetime_secs).await {
-            Ok(0) => {}
-            Ok(n) => slog::debug!(log, "expired sessions and reset tokens"; "rows" => n),
-            Err(e) => slog::warn!(log, "expiring sessions failed"; "error" => %e),
         }
         if let Err(e) = datastore.deployment_rate_windows_expire().await {
             slog::warn!(log, "expiring deployment rate windows failed"; "error" => %e);

@@ -204,7 +204,7 @@ async fn forgot_password_timing_does_not_reveal_the_account() {
         v[v.len() / 2]
     };
     let (k, u) = (p50(&mut known), p50(&mut unknown));
-    let diff = if k > u { k - u } else { u - k };
+    let diff = k.abs_diff(u);
     println!(
         "forgot_password p50: known address {k:?}, unknown address {u:?}, difference {diff:?}"
     );

@@ -442,6 +442,35 @@ async fn sessions_are_listed_and_revoked_one_or_all_others() {
     assert!(left[0].current);
     // The stranger's session was never touched.
     assert_eq!(me(&cx.base_url, &stranger.token).await.0, 200);
+
+    // The janitor deletes sessions a day after they ended, with their
+    // refresh tokens; live ones stay.
+    let db = cx.db().await;
+    db.execute(
+        "UPDATE sessions SET revoked_at = now() - interval '2 days' WHERE id = $1",
+        &[&phone.session_id],
+    )
+    .await
+    .unwrap();
+    let datastore = &cx.server.http.app_private().datastore;
+    let deleted = datastore
+        .expire_counters(900, 30 * 24 * 3600)
+        .await
+        .unwrap();
+    assert!(deleted >= 2, "{deleted}");
+    let left: Vec<uuid::Uuid> = db
+        .query(
+            "SELECT s.id FROM sessions s WHERE s.user_id = $1 \
+             AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = s.id)",
+            &[&user.id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!left.contains(&phone.session_id), "{left:?}");
+    assert!(left.contains(&laptop.session_id), "{left:?}");
     cx.teardown().await;
 }
 

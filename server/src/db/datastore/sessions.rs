@@ -304,37 +304,38 @@ impl Datastore {
             .execute(REVOKE_ALL_BUT, &[&user_id, &keep, &reason.as_str()])
             .await?)
     }
+}
 
-    /// Deletes sessions that ended more than a day ago (with their refresh
-    /// tokens), refresh tokens exchanged longer ago than a refresh lifetime
-    /// (presenting one is then `invalid_refresh_token` rather than a
-    /// detected reuse: it expired anyway), and password-reset tokens a day
-    /// past their expiry. Returns the number of rows deleted.
-    pub async fn sessions_expire(&self, refresh_lifetime_secs: u64) -> Result<u64, Error> {
-        let conn = self.conn().await?;
-        let sessions = conn
-            .execute(
-                "DELETE FROM sessions WHERE expires_at < now() - interval '1 day' \
-                    OR revoked_at < now() - interval '1 day'",
-                &[],
-            )
-            .await?;
-        let lifetime = refresh_lifetime_secs as f64;
-        let tokens = conn
-            .execute(
-                "DELETE FROM refresh_tokens \
-                 WHERE rotated_at < now() - make_interval(secs => $1)",
-                &[&lifetime],
-            )
-            .await?;
-        let resets = conn
-            .execute(
-                "DELETE FROM password_resets WHERE expires_at < now() - interval '1 day'",
-                &[],
-            )
-            .await?;
-        Ok(sessions + tokens + resets)
-    }
+/// Deletes sessions that ended more than a day ago (with their refresh
+/// tokens), refresh tokens exchanged longer ago than a refresh lifetime
+/// (presenting one is then `invalid_refresh_token` rather than a detected
+/// reuse: it expired anyway), and password-reset tokens a day past their
+/// expiry, on the janitor's connection. Returns the number of rows deleted.
+pub(crate) async fn expire(
+    conn: &super::Conn,
+    refresh_lifetime_secs: u64,
+) -> Result<u64, tokio_postgres::Error> {
+    let sessions = conn
+        .execute(
+            "DELETE FROM sessions WHERE expires_at < now() - interval '1 day' \
+                OR revoked_at < now() - interval '1 day'",
+            &[],
+        )
+        .await?;
+    let lifetime = refresh_lifetime_secs as f64;
+    let tokens = conn
+        .execute(
+            "DELETE FROM refresh_tokens WHERE rotated_at < now() - make_interval(secs => $1)",
+            &[&lifetime],
+        )
+        .await?;
+    let resets = conn
+        .execute(
+            "DELETE FROM password_resets WHERE expires_at < now() - interval '1 day'",
+            &[],
+        )
+        .await?;
+    Ok(sessions + tokens + resets)
 }
 
 /// Revokes every live session of user `$1` but `$2` (nullable) with the
