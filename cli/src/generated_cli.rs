@@ -534,7 +534,8 @@ impl<T: CliConfig> Cli<T> {
                             types::ChangePasswordRequestCurrentPassword
                         ),
                     )
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("The password in use now (checked like a login)."),
             )
             .arg(
                 ::clap::Arg::new("new-password")
@@ -711,7 +712,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("session-id")
                     .long("session-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The session to revoke (an `id` of `GET /api/auth/sessions`)."),
             )
             .about(
                 "Revoke one of the caller's sessions.\n\nAny authenticated user, for their own sessions (another user's, an unknown, revoked or expired one: `404 not_found`). Its access tokens are refused from the next request on, on every instance, and its refresh token no longer works. The caller's current session may be named too (that is a logout).",

@@ -1168,6 +1168,7 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct ChangePasswordRequest {
+        ///The password in use now (checked like a login).
         pub current_password: ChangePasswordRequestCurrentPassword,
         ///See the password policy of `POST /api/auth/signup`.
         pub new_password: ChangePasswordRequestNewPassword,
@@ -1177,7 +1178,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///`ChangePasswordRequestCurrentPassword`
+    ///The password in use now (checked like a login).
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -8404,12 +8405,12 @@ pub mod types {
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
         ///The client address of the last login or refresh (behind a trusted proxy, the address it forwarded).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub ip_address: ::std::option::Option<::std::string::String>,
         ///The last login or refresh of the session (at most one access-token lifetime behind its last request).
         pub last_used_at: ::chrono::DateTime<::chrono::offset::Utc>,
-        ///The `User-Agent` of the last login or refresh (at most 512 characters).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The `User-Agent` of the last login or refresh (at most 512 characters; `null` when the client sent none).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub user_agent: ::std::option::Option<::std::string::String>,
     }
     impl Session {
@@ -24601,9 +24602,9 @@ pub mod types {
                     current: Err("no value supplied for current".to_string()),
                     expires_at: Err("no value supplied for expires_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
-                    ip_address: Ok(Default::default()),
+                    ip_address: Err("no value supplied for ip_address".to_string()),
                     last_used_at: Err("no value supplied for last_used_at".to_string()),
-                    user_agent: Ok(Default::default()),
+                    user_agent: Err("no value supplied for user_agent".to_string()),
                 }
             }
         }
@@ -29191,6 +29192,8 @@ impl Client {
 
     Sends a `DELETE` request to `/api/auth/revoke_session`
 
+    Arguments:
+    - `session_id`: The session to revoke (an `id` of `GET /api/auth/sessions`).
     ```ignore
     let response = client.auth_revoke_session()
         .session_id(session_id)

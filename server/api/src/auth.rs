@@ -99,9 +99,11 @@ pub struct Session {
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// The client address of the last login or refresh (behind a trusted
     /// proxy, the address it forwarded).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub ip_address: Option<String>,
     /// The `User-Agent` of the last login or refresh (at most 512
-    /// characters).
+    /// characters; `null` when the client sent none).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub user_agent: Option<String>,
     /// Whether this is the session of the access token of the request.
     pub current: bool,
@@ -110,6 +112,7 @@ pub struct Session {
 /// Query of `DELETE /api/auth/revoke_session`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct SessionQuery {
+    /// The session to revoke (an `id` of `GET /api/auth/sessions`).
     pub session_id: Uuid,
 }
 
@@ -149,6 +152,7 @@ pub struct ResetPasswordRequest {
 /// Body of `POST /api/auth/change_password`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChangePasswordRequest {
+    /// The password in use now (checked like a login).
     #[schemars(length(max = 128))]
     pub current_password: String,
     /// See the password policy of `POST /api/auth/signup`.

@@ -2450,6 +2450,7 @@ export interface components {
         };
         /** @description Body of `POST /api/auth/change_password`. */
         ChangePasswordRequest: {
+            /** @description The password in use now (checked like a login). */
             current_password: string;
             /** @description See the password policy of `POST /api/auth/signup`. */
             new_password: string;
@@ -3764,14 +3765,14 @@ export interface components {
             /** Format: uuid */
             id: string;
             /** @description The client address of the last login or refresh (behind a trusted proxy, the address it forwarded). */
-            ip_address?: string | null;
+            ip_address: string | null;
             /**
              * Format: date-time
              * @description The last login or refresh of the session (at most one access-token lifetime behind its last request).
              */
             last_used_at: string;
-            /** @description The `User-Agent` of the last login or refresh (at most 512 characters). */
-            user_agent?: string | null;
+            /** @description The `User-Agent` of the last login or refresh (at most 512 characters; `null` when the client sent none). */
+            user_agent: string | null;
         };
         /** @description How many sessions an operation revoked. */
         SessionsRevoked: {
@@ -6416,6 +6417,7 @@ export interface operations {
     auth_revoke_session: {
         parameters: {
             query: {
+                /** @description The session to revoke (an `id` of `GET /api/auth/sessions`). */
                 session_id: string;
             };
             header?: never;
