@@ -457,7 +457,8 @@ async fn sessions_are_listed_and_revoked_one_or_all_others() {
         .expire_counters(900, 30 * 24 * 3600)
         .await
         .unwrap();
-    assert!(deleted >= 2, "{deleted}");
+    // (Its refresh tokens go by the foreign key's cascade, not counted.)
+    assert!(deleted >= 1, "{deleted}");
     let left: Vec<uuid::Uuid> = db
         .query(
             "SELECT s.id FROM sessions s WHERE s.user_id = $1 \
