@@ -10,8 +10,13 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Profile {
     pub url: String,
+    /// The access token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The session's refresh token: the CLI renews `token` with it when it
+    /// has expired or is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -52,14 +57,41 @@ impl Store {
         self.profiles.get(name)
     }
 
-    pub fn set(&mut self, name: &str, url: &str, token: Option<String>) {
+    /// Sets the profile's URL and tokens (`None`, `None`: logged out).
+    pub fn set(
+        &mut self,
+        name: &str,
+        url: &str,
+        token: Option<String>,
+        refresh_token: Option<String>,
+    ) {
         self.profiles.insert(
             name.to_string(),
             Profile {
                 url: url.to_string(),
                 token,
+                refresh_token,
             },
         );
+    }
+
+    /// Takes the credentials lock (a lock file beside the credentials),
+    /// held until the guard is dropped: CLI processes refresh a profile's
+    /// tokens one at a time, since a refresh token presented twice revokes
+    /// its session.
+    pub fn lock() -> Result<std::fs::File> {
+        let dir = dir()?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join("credentials.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
+        Ok(file)
     }
 
     /// Writes the file with mode 0600 (it holds bearer tokens).

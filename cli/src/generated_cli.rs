@@ -25,7 +25,15 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AgentsList => Self::cli_agents_list(),
             CliCommand::AgentsTest => Self::cli_agents_test(),
             CliCommand::AgentsUpdate => Self::cli_agents_update(),
+            CliCommand::AuthChangePassword => Self::cli_auth_change_password(),
+            CliCommand::AuthForgotPassword => Self::cli_auth_forgot_password(),
             CliCommand::AuthLogin => Self::cli_auth_login(),
+            CliCommand::AuthLogout => Self::cli_auth_logout(),
+            CliCommand::AuthRefresh => Self::cli_auth_refresh(),
+            CliCommand::AuthResetPassword => Self::cli_auth_reset_password(),
+            CliCommand::AuthRevokeOtherSessions => Self::cli_auth_revoke_other_sessions(),
+            CliCommand::AuthRevokeSession => Self::cli_auth_revoke_session(),
+            CliCommand::AuthSessions => Self::cli_auth_sessions(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
             CliCommand::AuthTokensCreate => Self::cli_auth_tokens_create(),
@@ -525,6 +533,75 @@ impl<T: CliConfig> Cli<T> {
                 "Update an agent.\n\nPermission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.",
             )
     }
+    pub fn cli_auth_change_password() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("current-password")
+                    .long("current-password")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            types::ChangePasswordRequestCurrentPassword
+                        ),
+                    )
+                    .required_unless_present("json-body")
+                    .help("The password in use now (checked like a login)."),
+            )
+            .arg(
+                ::clap::Arg::new("new-password")
+                    .long("new-password")
+                    .value_parser(
+                        ::clap::value_parser!(types::ChangePasswordRequestNewPassword),
+                    )
+                    .required_unless_present("json-body")
+                    .help("See the password policy of `POST /api/auth/signup`."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Change the caller's password.\n\nAny authenticated user, who proves the current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`). The new one follows the password policy of `signup` (`422 weak_password`). In one transaction the password is set and every other session of the user is revoked; the caller's own session stays (with a token issued before sessions existed, every session is revoked and that token is refused from now on too). Open reset links are ended.",
+            )
+    }
+    pub fn cli_auth_forgot_password() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("email")
+                    .long("email")
+                    .value_parser(
+                        ::clap::value_parser!(types::ForgotPasswordRequestEmail),
+                    )
+                    .required_unless_present("json-body")
+                    .help("The account's e-mail address (at most 254 characters)."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Ask for a password-reset e-mail.\n\nPublic. Always answers `202` with the same body, whether or not an account has the address, so the answer reveals nothing (nor does its timing: both cases run the same statements, and the e-mail is handed to the mailer after the answer). When an account with a password has the address, it is sent an e-mail (through the configured SMTP server or the outbox) with a link `{mail.public_url}/reset-password?token=…` (by default this server's own small page, which calls `reset_password`). The token is single-use, stored only as its SHA-256, and expires after an hour (`auth.password_reset_lifetime_secs`); asking again does not cancel earlier links (each still works once, until a reset succeeds, which ends them all).\n\nLimited per client address (per `rate_limits.window_secs`) and per e-mail address (per hour), counted in the database so the limits hold across instances: `429 rate_limited` with `Retry-After`, also for an address with no account. A malformed address is `202` too (nothing is sent), except one over 254 characters (`400 invalid_email`).",
+            )
+    }
     pub fn cli_auth_login() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -556,7 +633,105 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Log in with e-mail and password.\n\nPublic. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).\n\nAny wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.\n\nFailed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.\n\nOverload: logins are also limited per client address (behind a configured trusted proxy, the address it forwards in `X-Forwarded-For`) and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.",
+                "Log in with e-mail and password.\n\nPublic. Starts a session and returns its JWT access token (HS256) and refresh token. Claims: `sub` (user id), `sid` (the session id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, 15 minutes by default: `auth.token_lifetime_secs`), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id). Additions to the spec's response: `expires_in`, `refresh_token`, `refresh_expires_in` (30 days by default: `auth.refresh_token_lifetime_secs`) and `session_id`. When the access token expires (`401 token_expired`), `POST /api/auth/refresh` with the refresh token gets the next pair; `POST /api/auth/logout` ends the session. The session records the client address and `User-Agent` (see `GET /api/auth/sessions`).\n\nAny wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.\n\nFailed attempts are counted per e-mail address in the database, so the limit holds across server instances: after 5 failures within 15 minutes (both configurable) further attempts get `429 too_many_login_attempts` with a `Retry-After` header (seconds) until the oldest failure leaves the window. A successful login clears the count. Attempts are counted before the password is checked, so concurrent attempts verify at most that many passwords.\n\nOverload: logins are also limited per client address (behind a configured trusted proxy, the address it forwards in `X-Forwarded-For`) and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.",
+            )
+    }
+    pub fn cli_auth_logout() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "Log out: revoke the session of the request's access token.\n\nAny authenticated user. The session's access tokens are refused on every instance from the next request on (`401 session_revoked`; the check is part of each request's authorization statement), and its refresh token no longer works. Revoking an already revoked session is not possible (its token is refused first). A token issued before sessions existed (no `sid` claim) has nothing to revoke: `200` with a message saying so; it stops working when it expires.",
+            )
+    }
+    pub fn cli_auth_refresh() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("refresh-token")
+                    .long("refresh-token")
+                    .value_parser(
+                        ::clap::value_parser!(types::RefreshRequestRefreshToken),
+                    )
+                    .required_unless_present("json-body")
+                    .help("The refresh token of the last login or refresh."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Exchange a refresh token for a new access token and refresh token.\n\nPublic: the refresh token is the credential. Answers like `login`, with the same session: a new access token and a new refresh token (rotation). The presented refresh token is used up; the session's `last_used_at`, address and `User-Agent` are updated and it lasts `auth.refresh_token_lifetime_secs` from now.\n\nReuse detection (RFC 9700 §4.14): presenting a refresh token that was already exchanged revokes the whole session (`401 refresh_token_reused`): either the client or someone who copied the token used it before, and the server cannot tell which, so every access and refresh token of the session stops working. Two refreshes with one token at once are decided under a row lock: exactly one gets new tokens, the other is such a reuse. A client must therefore refresh one request at a time (the SDK and the CLI do).\n\nErrors: an unknown, malformed or expired refresh token `401 invalid_refresh_token`; one of a revoked or ended session (used or not), or of a user who can no longer log in, `401 session_revoked`.",
+            )
+    }
+    pub fn cli_auth_reset_password() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("new-password")
+                    .long("new-password")
+                    .value_parser(
+                        ::clap::value_parser!(types::ResetPasswordRequestNewPassword),
+                    )
+                    .required_unless_present("json-body")
+                    .help("See the password policy of `POST /api/auth/signup`."),
+            )
+            .arg(
+                ::clap::Arg::new("token")
+                    .long("token")
+                    .value_parser(
+                        ::clap::value_parser!(types::ResetPasswordRequestToken),
+                    )
+                    .required_unless_present("json-body")
+                    .help("The token of the reset e-mail's link."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Set a new password with the token of a reset e-mail.\n\nPublic: the token is the credential. In one transaction: the token is used up (it works once, also under concurrent use), the password is set, every session of the user is revoked (their access tokens are refused from the next request on) and every other reset token of the user is ended. Failed logins of the address are cleared. The caller then logs in with the new password.\n\nErrors, in the order checked: too many attempts from the client address (`429 rate_limited`, a bound on guessing); an unknown or malformed token `400 invalid_reset_token`; a used one `410 reset_token_used`, an expired one `410 reset_token_expired`; the password policy of `signup` (`422 weak_password`); a hashing backlog `503 server_busy`.",
+            )
+    }
+    pub fn cli_auth_revoke_other_sessions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "Revoke every session of the caller but the current one.\n\nAny authenticated user (\"log out everywhere else\"). Answers how many sessions it revoked. With a token issued before sessions existed (no `sid` claim) every session is revoked.",
+            )
+    }
+    pub fn cli_auth_revoke_session() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("session-id")
+                    .long("session-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The session to revoke (an `id` of `GET /api/auth/sessions`)."),
+            )
+            .about(
+                "Revoke one of the caller's sessions.\n\nAny authenticated user, for their own sessions (another user's, an unknown, revoked or expired one: `404 not_found`). Its access tokens are refused from the next request on, on every instance, and its refresh token no longer works. The caller's current session may be named too (that is a logout).",
+            )
+    }
+    pub fn cli_auth_sessions() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "List the caller's live sessions.\n\nAny authenticated user: their own sessions that are neither revoked nor expired, newest first, each with its start, last login or refresh (`last_used_at`), expiry, client address and `User-Agent`; `current` marks the session of the request's access token. At most 1000 (the newest).",
             )
     }
     pub fn cli_auth_signup() -> ::clap::Command {
@@ -658,7 +833,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
+                "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's. Like `login` it starts a session: additions to the spec's response are `expires_in`, `refresh_token`, `refresh_expires_in` and `session_id`.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
             )
     }
     pub fn cli_auth_tokens_create() -> ::clap::Command {
@@ -692,7 +867,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create a personal access token.\n\nAn addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.\n\nAt every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.\n\nScopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).",
+                "Create a personal access token.\n\nAn addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.\n\nAt every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, manage sessions (log out, list or revoke them), change the password, leave an organization, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.\n\nScopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).",
             )
     }
     pub fn cli_auth_tokens_list() -> ::clap::Command {
@@ -2977,7 +3152,17 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AgentsList => self.execute_agents_list(matches).await,
             CliCommand::AgentsTest => self.execute_agents_test(matches).await,
             CliCommand::AgentsUpdate => self.execute_agents_update(matches).await,
+            CliCommand::AuthChangePassword => self.execute_auth_change_password(matches).await,
+            CliCommand::AuthForgotPassword => self.execute_auth_forgot_password(matches).await,
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
+            CliCommand::AuthLogout => self.execute_auth_logout(matches).await,
+            CliCommand::AuthRefresh => self.execute_auth_refresh(matches).await,
+            CliCommand::AuthResetPassword => self.execute_auth_reset_password(matches).await,
+            CliCommand::AuthRevokeOtherSessions => {
+                self.execute_auth_revoke_other_sessions(matches).await
+            }
+            CliCommand::AuthRevokeSession => self.execute_auth_revoke_session(matches).await,
+            CliCommand::AuthSessions => self.execute_auth_sessions(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
             CliCommand::AuthTokensCreate => self.execute_auth_tokens_create(matches).await,
@@ -3425,6 +3610,71 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_auth_change_password(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_change_password();
+        if let Some(value) =
+            matches.get_one::<types::ChangePasswordRequestCurrentPassword>("current-password")
+        {
+            request = request.body_map(|body| body.current_password(value.clone()));
+        }
+        if let Some(value) =
+            matches.get_one::<types::ChangePasswordRequestNewPassword>("new-password")
+        {
+            request = request.body_map(|body| body.new_password(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChangePasswordRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_change_password(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_forgot_password(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_forgot_password();
+        if let Some(value) = matches.get_one::<types::ForgotPasswordRequestEmail>("email") {
+            request = request.body_map(|body| body.email(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ForgotPasswordRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_forgot_password(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_auth_login(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.auth_login();
         if let Some(value) = matches.get_one::<types::LoginRequestEmail>("email") {
@@ -3441,6 +3691,136 @@ impl<T: CliConfig> Cli<T> {
             request = request.body(body_value);
         }
         self.config.execute_auth_login(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_logout(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.auth_logout();
+        self.config.execute_auth_logout(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_refresh(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.auth_refresh();
+        if let Some(value) = matches.get_one::<types::RefreshRequestRefreshToken>("refresh-token") {
+            request = request.body_map(|body| body.refresh_token(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::RefreshRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_auth_refresh(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_reset_password(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_reset_password();
+        if let Some(value) =
+            matches.get_one::<types::ResetPasswordRequestNewPassword>("new-password")
+        {
+            request = request.body_map(|body| body.new_password(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ResetPasswordRequestToken>("token") {
+            request = request.body_map(|body| body.token(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ResetPasswordRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_reset_password(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_revoke_other_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_revoke_other_sessions();
+        self.config
+            .execute_auth_revoke_other_sessions(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_revoke_session(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_revoke_session();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("session-id") {
+            request = request.session_id(value.clone());
+        }
+        self.config
+            .execute_auth_revoke_session(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_sessions(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.auth_sessions();
+        self.config.execute_auth_sessions(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5753,10 +6133,66 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_auth_change_password(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthChangePassword,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_forgot_password(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthForgotPassword,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_auth_login(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::AuthLogin,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_logout(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthLogout,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_refresh(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthRefresh,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_reset_password(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthResetPassword,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_revoke_other_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthRevokeOtherSessions,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_revoke_session(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthRevokeSession,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_sessions(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthSessions,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -6342,7 +6778,15 @@ pub enum CliCommand {
     AgentsList,
     AgentsTest,
     AgentsUpdate,
+    AuthChangePassword,
+    AuthForgotPassword,
     AuthLogin,
+    AuthLogout,
+    AuthRefresh,
+    AuthResetPassword,
+    AuthRevokeOtherSessions,
+    AuthRevokeSession,
+    AuthSessions,
     AuthSignup,
     AuthSignupInvite,
     AuthTokensCreate,
@@ -6440,7 +6884,15 @@ impl CliCommand {
             CliCommand::AgentsList,
             CliCommand::AgentsTest,
             CliCommand::AgentsUpdate,
+            CliCommand::AuthChangePassword,
+            CliCommand::AuthForgotPassword,
             CliCommand::AuthLogin,
+            CliCommand::AuthLogout,
+            CliCommand::AuthRefresh,
+            CliCommand::AuthResetPassword,
+            CliCommand::AuthRevokeOtherSessions,
+            CliCommand::AuthRevokeSession,
+            CliCommand::AuthSessions,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
             CliCommand::AuthTokensCreate,
@@ -6539,7 +6991,15 @@ impl CliCommand {
             CliCommand::AgentsList => "agents_list",
             CliCommand::AgentsTest => "agents_test",
             CliCommand::AgentsUpdate => "agents_update",
+            CliCommand::AuthChangePassword => "auth_change_password",
+            CliCommand::AuthForgotPassword => "auth_forgot_password",
             CliCommand::AuthLogin => "auth_login",
+            CliCommand::AuthLogout => "auth_logout",
+            CliCommand::AuthRefresh => "auth_refresh",
+            CliCommand::AuthResetPassword => "auth_reset_password",
+            CliCommand::AuthRevokeOtherSessions => "auth_revoke_other_sessions",
+            CliCommand::AuthRevokeSession => "auth_revoke_session",
+            CliCommand::AuthSessions => "auth_sessions",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
             CliCommand::AuthTokensCreate => "auth_tokens_create",

@@ -283,6 +283,19 @@ pub struct Table {
 /// command prints JSON whatever the format.
 pub const TABLES: &[Table] = &[
     Table {
+        operation_id: "auth_sessions",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("CURRENT", "/current"),
+            ("CREATED", "/created_at"),
+            ("LAST USED", "/last_used_at"),
+            ("ADDRESS", "/ip_address"),
+            ("USER AGENT", "/user_agent"),
+        ],
+        total: None,
+    },
+    Table {
         operation_id: "invitations_list",
         rows: "",
         columns: &[

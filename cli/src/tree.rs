@@ -24,7 +24,8 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 /// Operations with a hand-written command instead.
-const HAND_WRITTEN: &[&str] = &["auth_login"];
+/// (`auth logout` and `auth refresh` manage the stored tokens.)
+const HAND_WRITTEN: &[&str] = &["auth_login", "auth_logout", "auth_refresh"];
 
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[

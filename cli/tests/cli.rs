@@ -1088,6 +1088,102 @@ async fn expired_tokens_say_how_to_log_in_again() {
     cx.teardown().await;
 }
 
+/// The value of `key = "…"` in the credentials file.
+fn stored(dir: &std::path::Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("credentials.toml")).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key} = \"")))
+        .map(|v| v.trim_end_matches('"').to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_renews_its_access_token_and_logout_revokes_the_session() {
+    let cx = TestContext::with_config("cli_sessions", |c| {
+        c.auth.token_lifetime_secs = 1;
+    })
+    .await;
+    let user = cx.user("clisession").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let cli = std::sync::Arc::new(Cli {
+        url: cx.base_url.clone(),
+        config_dir: dir.clone(),
+    });
+    let run = |args: Vec<&'static str>| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || cli.run(&args, None))
+    };
+    let login = tokio::task::block_in_place(|| {
+        cli.run(
+            &["auth", "login", "--email", &user.email],
+            Some(&format!("{}\n", workspace_tests::TEST_PASSWORD)),
+        )
+    });
+    let logged_in = json(&login);
+    assert!(logged_in["session_id"].is_string(), "{logged_in}");
+    let first_refresh = stored(&dir, "refresh_token").expect("a stored refresh token");
+    assert!(first_refresh.starts_with("wsr_"));
+
+    // Past the access token's lifetime (and the server's 5 s leeway): two
+    // commands at once renew it, one after the other (a refresh token
+    // presented twice would revoke the session), and both succeed.
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let status = json(&run(vec!["auth", "status"]).await.unwrap());
+    assert_eq!(status["expired"], true, "{status}");
+    assert_eq!(status["renewable"], true);
+    assert_eq!(status["logged_in"], true);
+    let (a, b) = tokio::join!(run(vec!["me"]), run(vec!["me"]));
+    assert_eq!(json(&a.unwrap())["email"], user.email);
+    assert_eq!(json(&b.unwrap())["email"], user.email);
+    let renewed = stored(&dir, "refresh_token").unwrap();
+    assert_ne!(renewed, first_refresh);
+
+    // A token the server refuses although it has not expired by its own
+    // clock: renewed after the refusal, and the command runs again.
+    let text = std::fs::read_to_string(dir.join("credentials.toml")).unwrap();
+    let token = stored(&dir, "token").unwrap();
+    std::fs::write(
+        dir.join("credentials.toml"),
+        text.replace(&format!("token = \"{token}\""), "token = \"not.a.jwt\""),
+    )
+    .unwrap();
+    let me = json(&run(vec!["me"]).await.unwrap());
+    assert_eq!(me["email"], user.email);
+    assert_ne!(stored(&dir, "token").unwrap(), "not.a.jwt");
+
+    // The sessions, the CLI's marked current.
+    let out = run(vec!["auth", "sessions", "--format", "table"])
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.starts_with("ID") && table.contains("true"), "{table}");
+    assert_eq!(table.lines().count(), 3, "{table}");
+
+    // Logout revokes the session on the server: a copy of its tokens is
+    // refused afterwards.
+    let access = stored(&dir, "token").unwrap();
+    let refresh = stored(&dir, "refresh_token").unwrap();
+    let out = run(vec!["auth", "logout"]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("revoked on the server"), "{stderr}");
+    assert!(stored(&dir, "token").is_none());
+    assert!(stored(&dir, "refresh_token").is_none());
+    let refused = cx
+        .anon()
+        .auth_refresh()
+        .body(workspace_client::types::RefreshRequest::builder().refresh_token(refresh))
+        .send()
+        .await;
+    assert_eq!(
+        workspace_tests::error_of(refused),
+        (401, "session_revoked".to_string())
+    );
+    let refused = cx.client_with_token(&access).users_me().send().await;
+    let (status, _) = workspace_tests::error_of(refused);
+    assert_eq!(status, 401);
+    let _ = std::fs::remove_dir_all(&dir);
+    cx.teardown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn empty_password_from_closed_stdin_is_a_usage_error() {
     let cx = TestContext::new("cli_empty_password").await;
@@ -1571,7 +1667,7 @@ async fn quickstart_script_runs() {
     // login was kept (the later commands ran as her).
     assert!(stdout.contains(&link), "the link: {stdout}");
     assert!(
-        stderr.contains("signed up; token saved to profile \"bob\""),
+        stderr.contains("signed up; tokens saved to profile \"bob\""),
         "{stderr}"
     );
     // `chat send --kb` names the documents it cited, as `kb query` does.

@@ -1163,6 +1163,125 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/auth/change_password`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChangePasswordRequest {
+        ///The password in use now (checked like a login).
+        pub current_password: ChangePasswordRequestCurrentPassword,
+        ///See the password policy of `POST /api/auth/signup`.
+        pub new_password: ChangePasswordRequestNewPassword,
+    }
+    impl ChangePasswordRequest {
+        pub fn builder() -> builder::ChangePasswordRequest {
+            Default::default()
+        }
+    }
+    ///The password in use now (checked like a login).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChangePasswordRequestCurrentPassword(::std::string::String);
+    impl ::std::ops::Deref for ChangePasswordRequestCurrentPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChangePasswordRequestCurrentPassword> for ::std::string::String {
+        fn from(value: ChangePasswordRequestCurrentPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChangePasswordRequestCurrentPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChangePasswordRequestCurrentPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChangePasswordRequestCurrentPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChangePasswordRequestCurrentPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///See the password policy of `POST /api/auth/signup`.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChangePasswordRequestNewPassword(::std::string::String);
+    impl ::std::ops::Deref for ChangePasswordRequestNewPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChangePasswordRequestNewPassword> for ::std::string::String {
+        fn from(value: ChangePasswordRequestNewPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChangePasswordRequestNewPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChangePasswordRequestNewPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChangePasswordRequestNewPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChangePasswordRequestNewPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A chat completion (`object` is `chat.completion`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -4392,6 +4511,83 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/auth/forgot_password`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ForgotPasswordRequest {
+        ///The account's e-mail address (at most 254 characters).
+        pub email: ForgotPasswordRequestEmail,
+    }
+    impl ForgotPasswordRequest {
+        pub fn builder() -> builder::ForgotPasswordRequest {
+            Default::default()
+        }
+    }
+    ///The account's e-mail address (at most 254 characters).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ForgotPasswordRequestEmail(::std::string::String);
+    impl ::std::ops::Deref for ForgotPasswordRequestEmail {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ForgotPasswordRequestEmail> for ::std::string::String {
+        fn from(value: ForgotPasswordRequestEmail) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ForgotPasswordRequestEmail {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 254usize {
+                return Err("longer than 254 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ForgotPasswordRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ForgotPasswordRequestEmail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ForgotPasswordRequestEmail {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer of `POST /api/auth/forgot_password`: always the same.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ForgotPasswordResponse {
+        pub message: ::std::string::String,
+    }
+    impl ForgotPasswordResponse {
+        pub fn builder() -> builder::ForgotPasswordResponse {
+            Default::default()
+        }
+    }
     ///The tool's code.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -6529,7 +6725,7 @@ pub mod types {
                 })
         }
     }
-    ///A bearer access token.
+    ///A bearer access token and the refresh token of its session (from `POST /api/auth/login` and `POST /api/auth/refresh`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -6538,6 +6734,12 @@ pub mod types {
         pub access_token: ::std::string::String,
         ///Lifetime of the token in seconds from issue (an addition to the spec's shape, as in OAuth 2.0 token responses).
         pub expires_in: u64,
+        ///Lifetime of the refresh token in seconds from issue.
+        pub refresh_expires_in: u64,
+        ///An addition to the spec's shape: the token that gets a new access token from `POST /api/auth/refresh` (`wsr_` and 43 characters). Single-use: every refresh returns the next one. Keep it secret (it lasts much longer than the access token); never send it as a bearer token.
+        pub refresh_token: ::std::string::String,
+        ///The session these tokens belong to (the access token's `sid` claim; see `GET /api/auth/sessions`).
+        pub session_id: ::uuid::Uuid,
         ///Always `bearer`.
         pub token_type: TokenType,
     }
@@ -7914,6 +8116,190 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/auth/refresh`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct RefreshRequest {
+        ///The refresh token of the last login or refresh.
+        pub refresh_token: RefreshRequestRefreshToken,
+    }
+    impl RefreshRequest {
+        pub fn builder() -> builder::RefreshRequest {
+            Default::default()
+        }
+    }
+    ///The refresh token of the last login or refresh.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct RefreshRequestRefreshToken(::std::string::String);
+    impl ::std::ops::Deref for RefreshRequestRefreshToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<RefreshRequestRefreshToken> for ::std::string::String {
+        fn from(value: RefreshRequestRefreshToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for RefreshRequestRefreshToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 256usize {
+                return Err("longer than 256 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for RefreshRequestRefreshToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for RefreshRequestRefreshToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for RefreshRequestRefreshToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/auth/reset_password`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ResetPasswordRequest {
+        ///See the password policy of `POST /api/auth/signup`.
+        pub new_password: ResetPasswordRequestNewPassword,
+        ///The token of the reset e-mail's link.
+        pub token: ResetPasswordRequestToken,
+    }
+    impl ResetPasswordRequest {
+        pub fn builder() -> builder::ResetPasswordRequest {
+            Default::default()
+        }
+    }
+    ///See the password policy of `POST /api/auth/signup`.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ResetPasswordRequestNewPassword(::std::string::String);
+    impl ::std::ops::Deref for ResetPasswordRequestNewPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResetPasswordRequestNewPassword> for ::std::string::String {
+        fn from(value: ResetPasswordRequestNewPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResetPasswordRequestNewPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResetPasswordRequestNewPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResetPasswordRequestNewPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResetPasswordRequestNewPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The token of the reset e-mail's link.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ResetPasswordRequestToken(::std::string::String);
+    impl ::std::ops::Deref for ResetPasswordRequestToken {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResetPasswordRequestToken> for ::std::string::String {
+        fn from(value: ResetPasswordRequestToken) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResetPasswordRequestToken {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 256usize {
+                return Err("longer than 256 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResetPasswordRequestToken {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResetPasswordRequestToken {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResetPasswordRequestToken {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A role, as listed (without its permissions).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -8003,6 +8389,46 @@ pub mod types {
     }
     impl SendMessageRequest {
         pub fn builder() -> builder::SendMessageRequest {
+            Default::default()
+        }
+    }
+    ///One of the caller's live sessions (`GET /api/auth/sessions`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Session {
+        ///When the session began (the login).
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Whether this is the session of the access token of the request.
+        pub current: bool,
+        ///When the session ends unless refreshed before.
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The client address of the last login or refresh (behind a trusted proxy, the address it forwarded).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub ip_address: ::std::option::Option<::std::string::String>,
+        ///The last login or refresh of the session (at most one access-token lifetime behind its last request).
+        pub last_used_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The `User-Agent` of the last login or refresh (at most 512 characters; `null` when the client sent none).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub user_agent: ::std::option::Option<::std::string::String>,
+    }
+    impl Session {
+        pub fn builder() -> builder::Session {
+            Default::default()
+        }
+    }
+    ///How many sessions an operation revoked.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SessionsRevoked {
+        pub message: ::std::string::String,
+        ///Sessions revoked by this request (not counting ones already ended).
+        pub revoked: u64,
+    }
+    impl SessionsRevoked {
+        pub fn builder() -> builder::SessionsRevoked {
             Default::default()
         }
     }
@@ -8246,9 +8672,17 @@ pub mod types {
         pub access_token: ::std::string::String,
         ///The invitation's e-mail address.
         pub email: ::std::string::String,
+        ///An addition to the spec's shape: the access token's lifetime in seconds, as from `login`.
+        pub expires_in: u64,
         pub first_name: ::std::string::String,
         pub id: ::uuid::Uuid,
         pub last_name: ::std::string::String,
+        ///Lifetime of the refresh token in seconds from issue.
+        pub refresh_expires_in: u64,
+        ///An addition to the spec's shape: the session's refresh token, as from `login` (see `POST /api/auth/refresh`).
+        pub refresh_token: ::std::string::String,
+        ///The session these tokens belong to.
+        pub session_id: ::uuid::Uuid,
     }
     impl SignupInviteResponse {
         pub fn builder() -> builder::SignupInviteResponse {
@@ -12359,6 +12793,66 @@ pub mod types {
                 Self {
                     description: Ok(value.description),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChangePasswordRequest {
+            current_password: ::std::result::Result<
+                super::ChangePasswordRequestCurrentPassword,
+                ::std::string::String,
+            >,
+            new_password: ::std::result::Result<
+                super::ChangePasswordRequestNewPassword,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChangePasswordRequest {
+            fn default() -> Self {
+                Self {
+                    current_password: Err("no value supplied for current_password".to_string()),
+                    new_password: Err("no value supplied for new_password".to_string()),
+                }
+            }
+        }
+        impl ChangePasswordRequest {
+            pub fn current_password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChangePasswordRequestCurrentPassword>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.current_password = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for current_password: {e}")
+                });
+                self
+            }
+            pub fn new_password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChangePasswordRequestNewPassword>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.new_password = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for new_password: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChangePasswordRequest> for super::ChangePasswordRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChangePasswordRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    current_password: value.current_password?,
+                    new_password: value.new_password?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChangePasswordRequest> for ChangePasswordRequest {
+            fn from(value: super::ChangePasswordRequest) -> Self {
+                Self {
+                    current_password: Ok(value.current_password),
+                    new_password: Ok(value.new_password),
                 }
             }
         }
@@ -17746,6 +18240,86 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ForgotPasswordRequest {
+            email: ::std::result::Result<super::ForgotPasswordRequestEmail, ::std::string::String>,
+        }
+        impl ::std::default::Default for ForgotPasswordRequest {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                }
+            }
+        }
+        impl ForgotPasswordRequest {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ForgotPasswordRequestEmail>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ForgotPasswordRequest> for super::ForgotPasswordRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ForgotPasswordRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ForgotPasswordRequest> for ForgotPasswordRequest {
+            fn from(value: super::ForgotPasswordRequest) -> Self {
+                Self {
+                    email: Ok(value.email),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ForgotPasswordResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ForgotPasswordResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ForgotPasswordResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ForgotPasswordResponse> for super::ForgotPasswordResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ForgotPasswordResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ForgotPasswordResponse> for ForgotPasswordResponse {
+            fn from(value: super::ForgotPasswordResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct FunctionInfo {
             code: ::std::result::Result<super::FunctionInfoCode, ::std::string::String>,
             description:
@@ -21203,6 +21777,9 @@ pub mod types {
         pub struct LoginResponse {
             access_token: ::std::result::Result<::std::string::String, ::std::string::String>,
             expires_in: ::std::result::Result<u64, ::std::string::String>,
+            refresh_expires_in: ::std::result::Result<u64, ::std::string::String>,
+            refresh_token: ::std::result::Result<::std::string::String, ::std::string::String>,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             token_type: ::std::result::Result<super::TokenType, ::std::string::String>,
         }
         impl ::std::default::Default for LoginResponse {
@@ -21210,6 +21787,9 @@ pub mod types {
                 Self {
                     access_token: Err("no value supplied for access_token".to_string()),
                     expires_in: Err("no value supplied for expires_in".to_string()),
+                    refresh_expires_in: Err("no value supplied for refresh_expires_in".to_string()),
+                    refresh_token: Err("no value supplied for refresh_token".to_string()),
+                    session_id: Err("no value supplied for session_id".to_string()),
                     token_type: Err("no value supplied for token_type".to_string()),
                 }
             }
@@ -21235,6 +21815,36 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for expires_in: {e}"));
                 self
             }
+            pub fn refresh_expires_in<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refresh_expires_in = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for refresh_expires_in: {e}")
+                });
+                self
+            }
+            pub fn refresh_token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refresh_token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for refresh_token: {e}"));
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+                self
+            }
             pub fn token_type<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::TokenType>,
@@ -21254,6 +21864,9 @@ pub mod types {
                 Ok(Self {
                     access_token: value.access_token?,
                     expires_in: value.expires_in?,
+                    refresh_expires_in: value.refresh_expires_in?,
+                    refresh_token: value.refresh_token?,
+                    session_id: value.session_id?,
                     token_type: value.token_type?,
                 })
             }
@@ -21263,6 +21876,9 @@ pub mod types {
                 Self {
                     access_token: Ok(value.access_token),
                     expires_in: Ok(value.expires_in),
+                    refresh_expires_in: Ok(value.refresh_expires_in),
+                    refresh_token: Ok(value.refresh_token),
+                    session_id: Ok(value.session_id),
                     token_type: Ok(value.token_type),
                 }
             }
@@ -23569,6 +24185,104 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct RefreshRequest {
+            refresh_token:
+                ::std::result::Result<super::RefreshRequestRefreshToken, ::std::string::String>,
+        }
+        impl ::std::default::Default for RefreshRequest {
+            fn default() -> Self {
+                Self {
+                    refresh_token: Err("no value supplied for refresh_token".to_string()),
+                }
+            }
+        }
+        impl RefreshRequest {
+            pub fn refresh_token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RefreshRequestRefreshToken>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refresh_token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for refresh_token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RefreshRequest> for super::RefreshRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RefreshRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    refresh_token: value.refresh_token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RefreshRequest> for RefreshRequest {
+            fn from(value: super::RefreshRequest) -> Self {
+                Self {
+                    refresh_token: Ok(value.refresh_token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResetPasswordRequest {
+            new_password: ::std::result::Result<
+                super::ResetPasswordRequestNewPassword,
+                ::std::string::String,
+            >,
+            token: ::std::result::Result<super::ResetPasswordRequestToken, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResetPasswordRequest {
+            fn default() -> Self {
+                Self {
+                    new_password: Err("no value supplied for new_password".to_string()),
+                    token: Err("no value supplied for token".to_string()),
+                }
+            }
+        }
+        impl ResetPasswordRequest {
+            pub fn new_password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResetPasswordRequestNewPassword>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.new_password = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for new_password: {e}"));
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResetPasswordRequestToken>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResetPasswordRequest> for super::ResetPasswordRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResetPasswordRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    new_password: value.new_password?,
+                    token: value.token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResetPasswordRequest> for ResetPasswordRequest {
+            fn from(value: super::ResetPasswordRequest) -> Self {
+                Self {
+                    new_password: Ok(value.new_password),
+                    token: Ok(value.token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Role {
             created_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
@@ -24075,6 +24789,199 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Session {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            current: ::std::result::Result<bool, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            ip_address: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            last_used_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            user_agent: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Session {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    current: Err("no value supplied for current".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    ip_address: Err("no value supplied for ip_address".to_string()),
+                    last_used_at: Err("no value supplied for last_used_at".to_string()),
+                    user_agent: Err("no value supplied for user_agent".to_string()),
+                }
+            }
+        }
+        impl Session {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn current<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.current = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for current: {e}"));
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn ip_address<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ip_address = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ip_address: {e}"));
+                self
+            }
+            pub fn last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_used_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_used_at: {e}"));
+                self
+            }
+            pub fn user_agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_agent = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_agent: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Session> for super::Session {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Session,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    current: value.current?,
+                    expires_at: value.expires_at?,
+                    id: value.id?,
+                    ip_address: value.ip_address?,
+                    last_used_at: value.last_used_at?,
+                    user_agent: value.user_agent?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Session> for Session {
+            fn from(value: super::Session) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    current: Ok(value.current),
+                    expires_at: Ok(value.expires_at),
+                    id: Ok(value.id),
+                    ip_address: Ok(value.ip_address),
+                    last_used_at: Ok(value.last_used_at),
+                    user_agent: Ok(value.user_agent),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SessionsRevoked {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            revoked: ::std::result::Result<u64, ::std::string::String>,
+        }
+        impl ::std::default::Default for SessionsRevoked {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    revoked: Err("no value supplied for revoked".to_string()),
+                }
+            }
+        }
+        impl SessionsRevoked {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn revoked<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.revoked = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for revoked: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SessionsRevoked> for super::SessionsRevoked {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SessionsRevoked,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    revoked: value.revoked?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SessionsRevoked> for SessionsRevoked {
+            fn from(value: super::SessionsRevoked) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    revoked: Ok(value.revoked),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SignupInviteRequest {
             first_name:
                 ::std::result::Result<super::SignupInviteRequestFirstName, ::std::string::String>,
@@ -24164,18 +25071,26 @@ pub mod types {
         pub struct SignupInviteResponse {
             access_token: ::std::result::Result<::std::string::String, ::std::string::String>,
             email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_in: ::std::result::Result<u64, ::std::string::String>,
             first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            refresh_expires_in: ::std::result::Result<u64, ::std::string::String>,
+            refresh_token: ::std::result::Result<::std::string::String, ::std::string::String>,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
         }
         impl ::std::default::Default for SignupInviteResponse {
             fn default() -> Self {
                 Self {
                     access_token: Err("no value supplied for access_token".to_string()),
                     email: Err("no value supplied for email".to_string()),
+                    expires_in: Err("no value supplied for expires_in".to_string()),
                     first_name: Err("no value supplied for first_name".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     last_name: Err("no value supplied for last_name".to_string()),
+                    refresh_expires_in: Err("no value supplied for refresh_expires_in".to_string()),
+                    refresh_token: Err("no value supplied for refresh_token".to_string()),
+                    session_id: Err("no value supplied for session_id".to_string()),
                 }
             }
         }
@@ -24198,6 +25113,16 @@ pub mod types {
                 self.email = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn expires_in<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_in = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_in: {e}"));
                 self
             }
             pub fn first_name<T>(mut self, value: T) -> Self
@@ -24230,6 +25155,36 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for last_name: {e}"));
                 self
             }
+            pub fn refresh_expires_in<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refresh_expires_in = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for refresh_expires_in: {e}")
+                });
+                self
+            }
+            pub fn refresh_token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refresh_token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for refresh_token: {e}"));
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for session_id: {e}"));
+                self
+            }
         }
         impl ::std::convert::TryFrom<SignupInviteResponse> for super::SignupInviteResponse {
             type Error = super::error::ConversionError;
@@ -24239,9 +25194,13 @@ pub mod types {
                 Ok(Self {
                     access_token: value.access_token?,
                     email: value.email?,
+                    expires_in: value.expires_in?,
                     first_name: value.first_name?,
                     id: value.id?,
                     last_name: value.last_name?,
+                    refresh_expires_in: value.refresh_expires_in?,
+                    refresh_token: value.refresh_token?,
+                    session_id: value.session_id?,
                 })
             }
         }
@@ -24250,9 +25209,13 @@ pub mod types {
                 Self {
                     access_token: Ok(value.access_token),
                     email: Ok(value.email),
+                    expires_in: Ok(value.expires_in),
                     first_name: Ok(value.first_name),
                     id: Ok(value.id),
                     last_name: Ok(value.last_name),
+                    refresh_expires_in: Ok(value.refresh_expires_in),
+                    refresh_token: Ok(value.refresh_token),
+                    session_id: Ok(value.session_id),
                 }
             }
         }
@@ -28766,9 +29729,41 @@ impl Client {
     pub fn agents_update(&self) -> builder::AgentsUpdate<'_> {
         builder::AgentsUpdate::new(self)
     }
+    /**Change the caller's password
+
+    Any authenticated user, who proves the current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`). The new one follows the password policy of `signup` (`422 weak_password`). In one transaction the password is set and every other session of the user is revoked; the caller's own session stays (with a token issued before sessions existed, every session is revoked and that token is refused from now on too). Open reset links are ended.
+
+    Sends a `POST` request to `/api/auth/change_password`
+
+    ```ignore
+    let response = client.auth_change_password()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_change_password(&self) -> builder::AuthChangePassword<'_> {
+        builder::AuthChangePassword::new(self)
+    }
+    /**Ask for a password-reset e-mail
+
+    Public. Always answers `202` with the same body, whether or not an account has the address, so the answer reveals nothing (nor does its timing: both cases run the same statements, and the e-mail is handed to the mailer after the answer). When an account with a password has the address, it is sent an e-mail (through the configured SMTP server or the outbox) with a link `{mail.public_url}/reset-password?token=…` (by default this server's own small page, which calls `reset_password`). The token is single-use, stored only as its SHA-256, and expires after an hour (`auth.password_reset_lifetime_secs`); asking again does not cancel earlier links (each still works once, until a reset succeeds, which ends them all).
+
+    Limited per client address (per `rate_limits.window_secs`) and per e-mail address (per hour), counted in the database so the limits hold across instances: `429 rate_limited` with `Retry-After`, also for an address with no account. A malformed address is `202` too (nothing is sent), except one over 254 characters (`400 invalid_email`).
+
+    Sends a `POST` request to `/api/auth/forgot_password`
+
+    ```ignore
+    let response = client.auth_forgot_password()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_forgot_password(&self) -> builder::AuthForgotPassword<'_> {
+        builder::AuthForgotPassword::new(self)
+    }
     /**Log in with e-mail and password
 
-    Public. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).
+    Public. Starts a session and returns its JWT access token (HS256) and refresh token. Claims: `sub` (user id), `sid` (the session id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, 15 minutes by default: `auth.token_lifetime_secs`), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id). Additions to the spec's response: `expires_in`, `refresh_token`, `refresh_expires_in` (30 days by default: `auth.refresh_token_lifetime_secs`) and `session_id`. When the access token expires (`401 token_expired`), `POST /api/auth/refresh` with the refresh token gets the next pair; `POST /api/auth/logout` ends the session. The session records the client address and `User-Agent` (see `GET /api/auth/sessions`).
 
     Any wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.
 
@@ -28786,6 +29781,101 @@ impl Client {
     ```*/
     pub fn auth_login(&self) -> builder::AuthLogin<'_> {
         builder::AuthLogin::new(self)
+    }
+    /**Log out: revoke the session of the request's access token
+
+    Any authenticated user. The session's access tokens are refused on every instance from the next request on (`401 session_revoked`; the check is part of each request's authorization statement), and its refresh token no longer works. Revoking an already revoked session is not possible (its token is refused first). A token issued before sessions existed (no `sid` claim) has nothing to revoke: `200` with a message saying so; it stops working when it expires.
+
+    Sends a `POST` request to `/api/auth/logout`
+
+    ```ignore
+    let response = client.auth_logout()
+        .send()
+        .await;
+    ```*/
+    pub fn auth_logout(&self) -> builder::AuthLogout<'_> {
+        builder::AuthLogout::new(self)
+    }
+    /**Exchange a refresh token for a new access token and refresh token
+
+    Public: the refresh token is the credential. Answers like `login`, with the same session: a new access token and a new refresh token (rotation). The presented refresh token is used up; the session's `last_used_at`, address and `User-Agent` are updated and it lasts `auth.refresh_token_lifetime_secs` from now.
+
+    Reuse detection (RFC 9700 §4.14): presenting a refresh token that was already exchanged revokes the whole session (`401 refresh_token_reused`): either the client or someone who copied the token used it before, and the server cannot tell which, so every access and refresh token of the session stops working. Two refreshes with one token at once are decided under a row lock: exactly one gets new tokens, the other is such a reuse. A client must therefore refresh one request at a time (the SDK and the CLI do).
+
+    Errors: an unknown, malformed or expired refresh token `401 invalid_refresh_token`; one of a revoked or ended session (used or not), or of a user who can no longer log in, `401 session_revoked`.
+
+    Sends a `POST` request to `/api/auth/refresh`
+
+    ```ignore
+    let response = client.auth_refresh()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_refresh(&self) -> builder::AuthRefresh<'_> {
+        builder::AuthRefresh::new(self)
+    }
+    /**Set a new password with the token of a reset e-mail
+
+    Public: the token is the credential. In one transaction: the token is used up (it works once, also under concurrent use), the password is set, every session of the user is revoked (their access tokens are refused from the next request on) and every other reset token of the user is ended. Failed logins of the address are cleared. The caller then logs in with the new password.
+
+    Errors, in the order checked: too many attempts from the client address (`429 rate_limited`, a bound on guessing); an unknown or malformed token `400 invalid_reset_token`; a used one `410 reset_token_used`, an expired one `410 reset_token_expired`; the password policy of `signup` (`422 weak_password`); a hashing backlog `503 server_busy`.
+
+    Sends a `POST` request to `/api/auth/reset_password`
+
+    ```ignore
+    let response = client.auth_reset_password()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_reset_password(&self) -> builder::AuthResetPassword<'_> {
+        builder::AuthResetPassword::new(self)
+    }
+    /**Revoke every session of the caller but the current one
+
+    Any authenticated user ("log out everywhere else"). Answers how many sessions it revoked. With a token issued before sessions existed (no `sid` claim) every session is revoked.
+
+    Sends a `POST` request to `/api/auth/revoke_other_sessions`
+
+    ```ignore
+    let response = client.auth_revoke_other_sessions()
+        .send()
+        .await;
+    ```*/
+    pub fn auth_revoke_other_sessions(&self) -> builder::AuthRevokeOtherSessions<'_> {
+        builder::AuthRevokeOtherSessions::new(self)
+    }
+    /**Revoke one of the caller's sessions
+
+    Any authenticated user, for their own sessions (another user's, an unknown, revoked or expired one: `404 not_found`). Its access tokens are refused from the next request on, on every instance, and its refresh token no longer works. The caller's current session may be named too (that is a logout).
+
+    Sends a `DELETE` request to `/api/auth/revoke_session`
+
+    Arguments:
+    - `session_id`: The session to revoke (an `id` of `GET /api/auth/sessions`).
+    ```ignore
+    let response = client.auth_revoke_session()
+        .session_id(session_id)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_revoke_session(&self) -> builder::AuthRevokeSession<'_> {
+        builder::AuthRevokeSession::new(self)
+    }
+    /**List the caller's live sessions
+
+    Any authenticated user: their own sessions that are neither revoked nor expired, newest first, each with its start, last login or refresh (`last_used_at`), expiry, client address and `User-Agent`; `current` marks the session of the request's access token. At most 1000 (the newest).
+
+    Sends a `GET` request to `/api/auth/sessions`
+
+    ```ignore
+    let response = client.auth_sessions()
+        .send()
+        .await;
+    ```*/
+    pub fn auth_sessions(&self) -> builder::AuthSessions<'_> {
+        builder::AuthSessions::new(self)
     }
     /**Create an account
 
@@ -28812,7 +29902,7 @@ impl Client {
     }
     /**Create an account by accepting an invitation
 
-    Public. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.
+    Public. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's. Like `login` it starts a session: additions to the spec's response are `expires_in`, `refresh_token`, `refresh_expires_in` and `session_id`.
 
     In one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.
 
@@ -28835,7 +29925,7 @@ impl Client {
 
     An addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.
 
-    At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
+    At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, manage sessions (log out, list or revoke them), change the password, leave an organization, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
 
     Scopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).
 
@@ -31694,6 +32784,195 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::auth_change_password`]
+
+    [`Client::auth_change_password`]: super::Client::auth_change_password*/
+    #[derive(Debug, Clone)]
+    pub struct AuthChangePassword<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::ChangePasswordRequest, String>,
+    }
+    impl<'a> AuthChangePassword<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChangePasswordRequest>,
+            <V as std::convert::TryInto<types::ChangePasswordRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ChangePasswordRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ChangePasswordRequest,
+                ) -> types::builder::ChangePasswordRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/change_password`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionsRevoked>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::ChangePasswordRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/change_password", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_change_password",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_forgot_password`]
+
+    [`Client::auth_forgot_password`]: super::Client::auth_forgot_password*/
+    #[derive(Debug, Clone)]
+    pub struct AuthForgotPassword<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::ForgotPasswordRequest, String>,
+    }
+    impl<'a> AuthForgotPassword<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ForgotPasswordRequest>,
+            <V as std::convert::TryInto<types::ForgotPasswordRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ForgotPasswordRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ForgotPasswordRequest,
+                ) -> types::builder::ForgotPasswordRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/forgot_password`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ForgotPasswordResponse>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::ForgotPasswordRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/forgot_password", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_forgot_password",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::auth_login`]
 
     [`Client::auth_login`]: super::Client::auth_login*/
@@ -31771,6 +33050,440 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_logout`]
+
+    [`Client::auth_logout`]: super::Client::auth_logout*/
+    #[derive(Debug, Clone)]
+    pub struct AuthLogout<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> AuthLogout<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `POST` request to `/api/auth/logout`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/auth/logout", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_logout",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_refresh`]
+
+    [`Client::auth_refresh`]: super::Client::auth_refresh*/
+    #[derive(Debug, Clone)]
+    pub struct AuthRefresh<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::RefreshRequest, String>,
+    }
+    impl<'a> AuthRefresh<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::RefreshRequest>,
+            <V as std::convert::TryInto<types::RefreshRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `RefreshRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::RefreshRequest) -> types::builder::RefreshRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/refresh`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::LoginResponse>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::RefreshRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/refresh", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_refresh",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_reset_password`]
+
+    [`Client::auth_reset_password`]: super::Client::auth_reset_password*/
+    #[derive(Debug, Clone)]
+    pub struct AuthResetPassword<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::ResetPasswordRequest, String>,
+    }
+    impl<'a> AuthResetPassword<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ResetPasswordRequest>,
+            <V as std::convert::TryInto<types::ResetPasswordRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ResetPasswordRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ResetPasswordRequest,
+                ) -> types::builder::ResetPasswordRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/reset_password`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionsRevoked>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::ResetPasswordRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/reset_password", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_reset_password",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                410u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                422u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_revoke_other_sessions`]
+
+    [`Client::auth_revoke_other_sessions`]: super::Client::auth_revoke_other_sessions*/
+    #[derive(Debug, Clone)]
+    pub struct AuthRevokeOtherSessions<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> AuthRevokeOtherSessions<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `POST` request to `/api/auth/revoke_other_sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionsRevoked>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/auth/revoke_other_sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_revoke_other_sessions",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_revoke_session`]
+
+    [`Client::auth_revoke_session`]: super::Client::auth_revoke_session*/
+    #[derive(Debug, Clone)]
+    pub struct AuthRevokeSession<'a> {
+        client: &'a super::Client,
+        session_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AuthRevokeSession<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                session_id: Err("session_id was not initialized".to_string()),
+            }
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.session_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for session_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/auth/revoke_session`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionsRevoked>, Error<types::Error>> {
+            let Self { client, session_id } = self;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/revoke_session", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "session_id",
+                    &session_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_revoke_session",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_sessions`]
+
+    [`Client::auth_sessions`]: super::Client::auth_sessions*/
+    #[derive(Debug, Clone)]
+    pub struct AuthSessions<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> AuthSessions<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/auth/sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::Session>>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/auth/sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_sessions",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

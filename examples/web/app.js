@@ -7,7 +7,20 @@ const api = new URLSearchParams(location.search).get("api") ?? location.origin;
 const $ = (id) => document.getElementById(id);
 const state = JSON.parse(sessionStorage.getItem("workspace") ?? "{}");
 const save = () => sessionStorage.setItem("workspace", JSON.stringify(state));
-let ws = createWorkspace({ baseUrl: api, token: () => state.token });
+// The access token lasts minutes: the SDK renews it with the session's
+// refresh token, and the page keeps the new pair.
+const connect = () =>
+  createWorkspace({
+    baseUrl: api,
+    token: () => state.token,
+    refreshToken: state.refreshToken,
+    onTokens: (t) => {
+      state.token = t.access_token;
+      state.refreshToken = t.refresh_token;
+      save();
+    },
+  });
+let ws = connect();
 let kbId = state.kbId;
 
 /** The data of an SDK answer, or its error as a `WorkspaceError`. */
@@ -36,8 +49,11 @@ async function signIn(signup) {
       body: { ...body, first_name: f.get("first_name") || "Web", last_name: "User" },
     }));
   }
-  state.token = ok(await ws.api.POST("/api/auth/login", { body })).access_token;
+  const session = ok(await ws.api.POST("/api/auth/login", { body }));
+  state.token = session.access_token;
+  state.refreshToken = session.refresh_token;
   save();
+  ws = connect();
   await start();
 }
 

@@ -18,6 +18,8 @@ const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/ja
 const server = createServer(async (req, res) => {
   let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
   if (path === "/invite/accept") path = "/invite/accept.html"; // the e-mail's link
+  if (path === "/reset-password") path = "/reset/reset-password.html"; // the reset e-mail's link
+  if (path === "/reset-password.js") path = "/reset/reset-password.js";
   const [prefix, dir] = roots.find(([p]) => path.startsWith(p));
   const rel = normalize(path.slice(prefix.length) || "index.html");
   if (rel.startsWith("..") || rel.includes("node_modules") || rel.startsWith("test")) {

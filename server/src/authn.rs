@@ -1,8 +1,17 @@
 //! Authentication: issuing and verifying access tokens.
 //!
-//! Tokens are HS256 JWTs with the claims `sub` (user id), `iat`, `nbf`,
-//! `exp`, `iss` (`workspace`), `aud` (`workspace-api`) and `jti`. Only
-//! HS256 is accepted, so `alg: none` and algorithm-confusion tokens fail.
+//! Tokens are HS256 JWTs with the claims `sub` (user id), `sid` (the
+//! session, see `app::sessions`), `iat`, `nbf`, `exp`, `iss`
+//! (`workspace`), `aud` (`workspace-api`) and `jti`. Only HS256 is
+//! accepted, so `alg: none` and algorithm-confusion tokens fail.
+//!
+//! A valid signature is not enough: whether the token's session is still
+//! live (not revoked, not expired) is checked by the database statement
+//! each request runs anyway (the authorization statement, `users/me`'s, or
+//! [`crate::context::ServerContext::authenticate`]'s), never from process
+//! memory, so a revocation holds on every instance at once. Tokens issued
+//! before sessions existed have no `sid`: they stay valid until they expire
+//! unless the user's password changed after they were issued.
 
 use crate::error::Error;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -16,6 +25,9 @@ pub const AUDIENCE: &str = "workspace-api";
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Claims {
     pub sub: Uuid,
+    /// The session; absent in tokens issued before sessions existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sid: Option<Uuid>,
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
@@ -24,10 +36,18 @@ pub struct Claims {
     pub jti: Uuid,
 }
 
-/// The authenticated caller of a request.
-#[derive(Clone, Debug)]
+/// The authenticated caller of a request: what its verified access token
+/// says (whether the session is still live is the database's to say, see
+/// the module's documentation), or the personal access token it presented
+/// (then without a session).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Actor {
     pub user_id: Uuid,
+    /// The session of the caller's access token (`None` for a token issued
+    /// before sessions existed).
+    pub session_id: Option<Uuid>,
+    /// The token's `iat` claim (seconds since the epoch).
+    pub issued_at: i64,
     /// The personal access token the request presented, if it did.
     pub token_id: Option<Uuid>,
     /// That token's scopes.
@@ -146,9 +166,29 @@ struct VerifiedTokens {
 
 #[derive(Clone, Copy)]
 struct Verified {
-    sub: Uuid,
+    subject: Subject,
     nbf: i64,
     exp: i64,
+}
+
+/// What a verified access token says of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Subject {
+    user_id: Uuid,
+    session_id: Option<Uuid>,
+    issued_at: i64,
+}
+
+impl Subject {
+    fn actor(self) -> Actor {
+        Actor {
+            user_id: self.user_id,
+            session_id: self.session_id,
+            issued_at: self.issued_at,
+            token_id: None,
+            scopes: None,
+        }
+    }
 }
 
 /// The most tokens [`VerifiedTokens`] holds (about 1.5 MB).
@@ -195,12 +235,13 @@ impl TokenKeys {
         self.lifetime_secs
     }
 
-    /// Issues a token for `user_id`, valid from now for the configured
-    /// lifetime.
-    pub fn issue(&self, user_id: Uuid) -> Result<String, Error> {
+    /// Issues a token for `user_id` in `session_id`, valid from now for
+    /// the configured lifetime.
+    pub fn issue(&self, user_id: Uuid, session_id: Uuid) -> Result<String, Error> {
         let now = chrono::Utc::now().timestamp();
         let claims = Claims {
             sub: user_id,
+            sid: Some(session_id),
             iat: now,
             nbf: now,
             exp: now + self.lifetime_secs as i64,
@@ -213,8 +254,8 @@ impl TokenKeys {
     }
 
     /// Verifies signature, algorithm, issuer, audience and time claims;
-    /// returns the token's user.
-    pub fn verify(&self, token: &str) -> Result<Uuid, Error> {
+    /// returns the token's user and session.
+    pub fn verify(&self, token: &str) -> Result<Actor, Error> {
         use jsonwebtoken::errors::ErrorKind;
         let expired = || Error::unauthenticated("token_expired", "the access token has expired");
         if let Some(seen) = self.verified.get(token) {
@@ -227,7 +268,7 @@ impl TokenKeys {
             if seen.nbf > now + leeway {
                 return Err(invalid_token());
             }
-            return Ok(seen.sub);
+            return Ok(seen.subject.actor());
         }
         let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|data| data.claims)
@@ -235,21 +276,27 @@ impl TokenKeys {
                 ErrorKind::ExpiredSignature => expired(),
                 _ => invalid_token(),
             })?;
+        let subject = Subject {
+            user_id: claims.sub,
+            session_id: claims.sid,
+            issued_at: claims.iat,
+        };
         self.verified.insert(
             token,
             Verified {
-                sub: claims.sub,
+                subject,
                 nbf: claims.nbf,
                 exp: claims.exp,
             },
         );
-        Ok(claims.sub)
+        Ok(subject.actor())
     }
 
     /// Verifies the request's `Authorization: Bearer` token and returns
-    /// its user id. Whether that user still exists is checked by the
-    /// caller, in the same statement as its authorization.
-    pub fn verify_request(&self, headers: &http::HeaderMap) -> Result<Uuid, Error> {
+    /// its user and session. Whether that user still exists and the
+    /// session is live is checked by the caller, in the same statement as
+    /// its authorization.
+    pub fn verify_request(&self, headers: &http::HeaderMap) -> Result<Actor, Error> {
         let value = headers.get(http::header::AUTHORIZATION).ok_or_else(|| {
             Error::unauthenticated(
                 "unauthenticated",
@@ -279,6 +326,16 @@ pub fn invalid_token() -> Error {
     Error::unauthenticated("invalid_token", "the access token is invalid")
 }
 
+/// The `401` of a well-formed token whose session was revoked (logout,
+/// a revocation, a password reset or change, refresh-token reuse) or has
+/// ended.
+pub fn session_revoked() -> Error {
+    Error::unauthenticated(
+        "session_revoked",
+        "the session of this access token has ended; log in again",
+    )
+}
+
 /// The deployment key a request presents (`Authorization: Bearer
 /// wsk_live_…` or `X-API-Key`), when it has the keys' shape.
 pub fn deployment_key(headers: &http::HeaderMap) -> Option<&str> {
@@ -303,6 +360,32 @@ pub fn hash_secret(secret: &str) -> Vec<u8> {
     sha2::Sha256::digest(secret.as_bytes()).to_vec()
 }
 
+/// A new secret credential: `prefix` and 256 random bits as URL-safe
+/// base64 (43 characters), and its [`hash_secret`] (the only form stored).
+/// For refresh and password-reset tokens.
+pub fn new_secret(prefix: &str) -> (String, Vec<u8>) {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    rand::fill(&mut bytes);
+    let secret = format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let hash = hash_secret(&secret);
+    (secret, hash)
+}
+
+/// Whether `secret` has the shape [`new_secret`] gives with `prefix`
+/// (checked before any lookup, so that garbage costs no statement).
+pub fn is_secret_shaped(secret: &str, prefix: &str) -> bool {
+    secret.strip_prefix(prefix).is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 /// A WebSocket ticket as stored: its SHA-256 in hex.
 pub fn hash_ticket(ticket: &str) -> String {
     hash_secret(ticket)
@@ -318,7 +401,7 @@ pub const TICKET_MAX_LEN: usize = 100;
 mod tests {
     use super::*;
 
-    fn code(result: Result<Uuid, Error>) -> String {
+    fn code(result: Result<Actor, Error>) -> String {
         match result {
             Err(Error::Unauthenticated { code, .. }) => code.to_string(),
             other => panic!("expected a 401, got {other:?}"),
@@ -329,16 +412,22 @@ mod tests {
     fn a_verified_token_is_remembered_and_still_checked_against_the_clock() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", 60);
         let user = Uuid::new_v4();
-        let token = keys.issue(user).unwrap();
-        assert_eq!(keys.verify(&token).unwrap(), user);
+        let session = Uuid::new_v4();
+        let token = keys.issue(user, session).unwrap();
+        let subject = keys.verify(&token).unwrap();
+        assert_eq!((subject.user_id, subject.session_id), (user, Some(session)));
         assert!(keys.verified.get(&token).is_some());
-        assert_eq!(keys.verify(&token).unwrap(), user);
+        assert_eq!(keys.verify(&token).unwrap(), subject);
 
         // A remembered token whose time has passed is refused as expired,
         // one not yet valid as invalid.
         let now = jsonwebtoken::get_current_timestamp() as i64;
         let remembered = |nbf, exp| Verified {
-            sub: user,
+            subject: Subject {
+                user_id: subject.user_id,
+                session_id: subject.session_id,
+                issued_at: subject.issued_at,
+            },
             nbf,
             exp,
         };
@@ -351,7 +440,7 @@ mod tests {
 
         // Another signature over the same claims is not a hit.
         let other = TokenKeys::new(b"another secret, also 32 bytes long!", 60);
-        let forged = other.issue(user).unwrap();
+        let forged = other.issue(user, session).unwrap();
         assert_eq!(code(keys.verify(&forged)), "invalid_token");
         assert!(keys.verified.get(&forged).is_none());
     }
@@ -360,9 +449,45 @@ mod tests {
     fn the_remembered_tokens_are_bounded() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", 60);
         for _ in 0..VERIFIED_TOKENS + 10 {
-            keys.verify(&keys.issue(Uuid::new_v4()).unwrap()).unwrap();
+            keys.verify(&keys.issue(Uuid::new_v4(), Uuid::new_v4()).unwrap())
+                .unwrap();
         }
         let held = keys.verified.tokens.lock().unwrap().len();
         assert!((1..=VERIFIED_TOKENS).contains(&held), "{held}");
+    }
+
+    #[test]
+    fn secrets_have_their_prefix_and_shape() {
+        let (secret, hash) = new_secret("wsr_");
+        assert!(is_secret_shaped(&secret, "wsr_"), "{secret}");
+        assert_eq!(hash, hash_secret(&secret));
+        assert!(!is_secret_shaped(&secret, "wsreset_"));
+        assert!(!is_secret_shaped(&format!("{secret}x"), "wsr_"));
+        assert!(!is_secret_shaped("wsr_", "wsr_"));
+        let (other, _) = new_secret("wsr_");
+        assert_ne!(secret, other);
+    }
+
+    #[test]
+    fn tokens_issued_before_sessions_still_verify_without_a_session() {
+        // A token as the previous version issued it: no `sid` claim.
+        let secret = b"0123456789abcdef0123456789abcdef";
+        let keys = TokenKeys::new(secret, 60);
+        let now = chrono::Utc::now().timestamp();
+        let user = Uuid::new_v4();
+        let legacy = serde_json::json!({
+            "sub": user, "iat": now, "nbf": now, "exp": now + 60,
+            "iss": ISSUER, "aud": AUDIENCE, "jti": Uuid::new_v4(),
+        });
+        let token = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &legacy,
+            &EncodingKey::from_secret(secret),
+        )
+        .unwrap();
+        let subject = keys.verify(&token).unwrap();
+        assert_eq!(subject.user_id, user);
+        assert_eq!(subject.session_id, None);
+        assert_eq!(subject.issued_at, now);
     }
 }

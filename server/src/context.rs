@@ -76,9 +76,9 @@ type Rq = dropshot::RequestContext<ServerContext>;
 
 impl ServerContext {
     /// Who the request's bearer credential names: a user by their verified
-    /// access token (no database round trip), or a personal access token
-    /// (`wsp_…`) by the hash of its secret, looked up by the statement
-    /// that uses it.
+    /// access token (no database round trip; its session is checked by the
+    /// statement that uses it), or a personal access token (`wsp_…`) by
+    /// the hash of its secret, looked up by the statement that uses it.
     pub fn caller(&self, rqctx: &Rq) -> Result<Caller, Error> {
         let headers = rqctx.request.headers();
         if let Some(secret) = crate::authn::personal_token(headers) {
@@ -88,21 +88,18 @@ impl ServerContext {
     }
 
     /// Authenticates the request (its bearer token; the token's user must
-    /// still exist; a personal access token must be live). For operations
-    /// on the caller's own account only; every org-scoped operation calls
+    /// still exist and its session be live, checked in one statement; a
+    /// personal access token must be live). For operations on the caller's
+    /// own account only; every org-scoped operation calls
     /// [`ServerContext::authorize`] instead.
     pub async fn authenticate(&self, rqctx: &Rq) -> Result<Actor, Error> {
+        use crate::db::datastore::sessions::SessionCheck;
         match self.caller(rqctx)? {
-            Caller::User(user_id) => {
-                if !self.datastore.user_exists(user_id).await? {
-                    return Err(crate::authn::invalid_token());
-                }
-                Ok(Actor {
-                    user_id,
-                    token_id: None,
-                    scopes: None,
-                })
-            }
+            Caller::User(actor) => match self.datastore.session_check(&actor).await? {
+                SessionCheck::NoUser => Err(crate::authn::invalid_token()),
+                SessionCheck::Ended => Err(crate::authn::session_revoked()),
+                SessionCheck::Live => Ok(actor),
+            },
             Caller::Token(hash) => {
                 let (user_id, token_id, scopes) = self
                     .datastore
@@ -112,6 +109,8 @@ impl ServerContext {
                 self.token_used(token_id);
                 Ok(Actor {
                     user_id,
+                    session_id: None,
+                    issued_at: 0,
                     token_id: Some(token_id),
                     scopes: Some(scopes),
                 })
@@ -120,8 +119,9 @@ impl ServerContext {
     }
 
     /// Authenticates a request that only a login may make (managing
-    /// personal access tokens): a personal access token is `403
-    /// token_not_allowed`, whatever its scopes.
+    /// personal access tokens and sessions, changing the password): a
+    /// personal access token is `403 token_not_allowed`, whatever its
+    /// scopes.
     pub async fn authenticate_login(&self, rqctx: &Rq) -> Result<Actor, Error> {
         let actor = self.authenticate(rqctx).await?;
         if actor.token_id.is_some() {
@@ -150,7 +150,8 @@ impl ServerContext {
     /// The one authorization call of an org-scoped handler: authenticates
     /// the request and checks, in one database statement, that the caller
     /// is an active member of the scope's organization whose role meets
-    /// `require`. The token's signature is checked once per token (see
+    /// `require`, and that the token's session is live (a revoked session
+    /// is `401 session_revoked` on every instance at once). The token's signature is checked once per token (see
     /// [`TokenKeys`]); the statement runs on a shared, pipelined
     /// connection ([`crate::db::pipeline`]), so authorizing takes no
     /// pooled connection.
@@ -169,6 +170,7 @@ impl ServerContext {
         let scope = target.scope();
         match self.datastore.access_lookup(&caller, scope).await? {
             AccessLookup::NoUser => Err(crate::authn::invalid_token()),
+            AccessLookup::SessionEnded => Err(crate::authn::session_revoked()),
             AccessLookup::NotMember { token, .. } => {
                 if let Some((token_id, _)) = token {
                     self.token_used(token_id);

@@ -515,7 +515,10 @@ fn spawn_maintenance(
         "counter_janitor",
         expire_counters(
             datastore.clone(),
-            config.auth.login_window_secs,
+            (
+                config.auth.login_window_secs,
+                config.auth.refresh_token_lifetime_secs,
+            ),
             log.clone(),
         ),
     );
@@ -587,14 +590,20 @@ fn kb_services(config: &Config, link_key: Vec<u8>) -> Result<KbServices> {
     })
 }
 
-/// Deletes expired rate-limit windows and failed logins once a minute.
-async fn expire_counters(datastore: db::Datastore, login_window_secs: u64, log: slog::Logger) {
+/// Deletes expired rate-limit windows and failed logins once a minute,
+/// and sessions, refresh tokens and reset tokens that no longer count
+/// (`windows`: the failed-login window and the refresh-token lifetime).
+async fn expire_counters(datastore: db::Datastore, windows: (u64, u64), log: slog::Logger) {
+    let (login_window_secs, refresh_lifetime_secs) = windows;
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        match datastore.expire_counters(login_window_secs).await {
+        match datastore
+            .expire_counters(login_window_secs, refresh_lifetime_secs)
+            .await
+        {
             Ok(0) => {}
-            Ok(n) => slog::debug!(log, "expired rate-limit counters"; "rows" => n),
+            Ok(n) => slog::debug!(log, "expired rate-limit counters and sessions"; "rows" => n),
             Err(e) => slog::warn!(log, "expiring rate-limit counters failed"; "error" => %e),
         }
         if let Err(e) = datastore.deployment_rate_windows_expire().await {

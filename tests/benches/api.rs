@@ -381,10 +381,25 @@ async fn main() {
                 let _ = write!(hex, "{b:02x}");
                 hex
             });
+    // The token's session and issue time: the session check is part of
+    // both statements.
+    let session: (uuid::Uuid, i64) = cx
+        .db()
+        .await
+        .query_one(
+            "SELECT id, extract(epoch FROM created_at)::int8 FROM sessions \
+             WHERE user_id = $1 ORDER BY created_at DESC LIMIT 1",
+            &[&user.id],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .expect("the login's session");
     let vars = [
         ("token_hash", format!("\\x{pat_hash}")),
         ("user_id", user.id.to_string()),
         ("org_id", org.to_string()),
+        ("session_id", session.0.to_string()),
+        ("issued_at", session.1.to_string()),
         ("limit", "100".to_string()),
         ("offset", "0".to_string()),
     ];
@@ -393,7 +408,10 @@ async fn main() {
             "GET /api/conversation/list",
             format!("{base}/api/conversation/list?org_id={org}"),
             script(&[
-                (organizations::ACCESS_BY_ORG, &["user_id", "org_id"]),
+                (
+                    organizations::ACCESS_BY_ORG,
+                    &["user_id", "org_id", "session_id", "issued_at"],
+                ),
                 (
                     conversations::CONVERSATION_LIST,
                     &["org_id", "limit", "offset"],
@@ -404,7 +422,7 @@ async fn main() {
         (
             "GET /api/users/me",
             format!("{base}/api/users/me"),
-            script(&[(users::USER_ME, &["user_id"])]),
+            script(&[(users::USER_ME, &["user_id", "session_id", "issued_at"])]),
             &user.token,
         ),
         (

@@ -168,6 +168,8 @@ pub struct TestUser {
     pub id: Uuid,
     pub email: String,
     pub token: String,
+    /// The refresh token of the login's session.
+    pub refresh_token: String,
     pub client: Client,
 }
 
@@ -391,6 +393,7 @@ impl TestContext {
             email,
             client: self.client_with_token(&login.access_token),
             token: login.access_token,
+            refresh_token: login.refresh_token,
         }
     }
 
@@ -446,6 +449,9 @@ pub fn unlimited() -> workspace_server::config::RateLimitsConfig {
         login_global: 0,
         signup_per_address: 0,
         signup_global: 0,
+        forgot_password_per_address: 0,
+        forgot_password_per_email: 0,
+        reset_password_per_address: 0,
         ..Default::default()
     }
 }

@@ -75,6 +75,22 @@ export interface WorkspaceOptions {
    * or a function that returns the current one.
    */
   token?: string | (() => string | undefined);
+  /**
+   * The session's refresh token (`refresh_token` of login or
+   * `signup_invite`). With it, a request refused `401 token_expired` or
+   * `invalid_token` gets new tokens from `POST /api/auth/refresh` and is
+   * sent once more; concurrent refusals share one refresh (a refresh token
+   * presented twice revokes its session). The new access token then
+   * replaces `token`.
+   */
+  refreshToken?: string;
+  /**
+   * Called with the new tokens after each refresh: store them (the
+   * previous refresh token is used up). A refresh refused (`401
+   * session_revoked`, `refresh_token_reused`, `invalid_refresh_token`)
+   * means logging in again.
+   */
+  onTokens?: (tokens: Schemas["LoginResponse"]) => void;
   /** The fetch implementation (default: the global one). */
   fetch?: typeof fetch;
   /**
@@ -103,6 +119,11 @@ export interface Workspace {
   upload: typeof upload;
   /** Asks the server to stop an answer. */
   stop: typeof stop;
+  /**
+   * Exchanges the refresh token for new tokens now (one at a time: a call
+   * while one is under way shares it). Rejects with a `WorkspaceError`.
+   */
+  refresh: () => Promise<Schemas["LoginResponse"]>;
   /** The options it was made with. */
   options: Required<Pick<WorkspaceOptions, "baseUrl" | "retries" | "maxRetryWaitSecs">> & WorkspaceOptions;
 }
@@ -116,13 +137,103 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     });
   });
 
+/** A session's tokens, once refreshed, by the SDK's options. */
+interface SessionState {
+  access?: string;
+  refresh?: string;
+  inflight?: Promise<Schemas["LoginResponse"]>;
+}
+const sessions = new WeakMap<WorkspaceOptions, SessionState>();
+
 function tokenOf(options: WorkspaceOptions): string | undefined {
+  const refreshed = sessions.get(options)?.access;
+  if (refreshed) return refreshed;
   return typeof options.token === "function" ? options.token() : options.token;
 }
 
-/** A fetch that retries 429 and 503 after `Retry-After`. */
+/** `POST /api/auth/refresh`, one at a time per SDK. */
+function refreshSession(options: Workspace["options"]): Promise<Schemas["LoginResponse"]> {
+  const state = sessions.get(options);
+  if (!state?.refresh) {
+    return Promise.reject(new WorkspaceError(401, "invalid_refresh_token", "no refresh token"));
+  }
+  state.inflight ??= (async () => {
+    const raw = options.fetch ?? globalThis.fetch.bind(globalThis);
+    let response: Response;
+    try {
+      response = await raw(`${options.baseUrl}/api/auth/refresh`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ refresh_token: state.refresh }),
+      });
+    } catch (e) {
+      throw new WorkspaceError(0, "network_error", String(e));
+    }
+    if (!response.ok) {
+      // Refused: the session has ended (a network failure keeps the token).
+      if (response.status === 401) state.refresh = undefined;
+      throw await errorOf(response);
+    }
+    const tokens = (await response.json()) as Schemas["LoginResponse"];
+    state.access = tokens.access_token;
+    state.refresh = tokens.refresh_token;
+    options.onTokens?.(tokens);
+    return tokens;
+  })().finally(() => {
+    state.inflight = undefined;
+  });
+  return state.inflight;
+}
+
+/** `input`/`init` with `token` as the bearer token. */
+function withToken(
+  input: RequestInfo | URL,
+  init: RequestInit | undefined,
+  token: string,
+): [RequestInfo | URL, RequestInit | undefined] {
+  if (input instanceof Request) {
+    const request = input.clone();
+    request.headers.set("authorization", `Bearer ${token}`);
+    return [request, init];
+  }
+  const headers = new Headers(init?.headers);
+  headers.set("authorization", `Bearer ${token}`);
+  return [input, { ...init, headers }];
+}
+
+/**
+ * A fetch that, with a refresh token, answers a `401 token_expired` or
+ * `invalid_token` by refreshing (or taking a refresh that happened
+ * meanwhile) and sending the request once more.
+ */
+function refreshingFetch(options: Workspace["options"], inner: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const state = sessions.get(options);
+    const sent = tokenOf(options);
+    const first = input instanceof Request && state?.refresh ? input.clone() : input;
+    const response = await inner(first, init);
+    if (response.status !== 401 || !state?.refresh) return response;
+    // Only a refused access token: not a revoked session, not a wrong
+    // password (`invalid_credentials`), not the public operations' codes.
+    const code = ((await response.clone().json().catch(() => ({}))) as { error_code?: string }).error_code;
+    if (code !== "token_expired" && code !== "invalid_token") return response;
+    let token = tokenOf(options);
+    if (token === undefined || token === sent) {
+      try {
+        token = (await refreshSession(options)).access_token;
+      } catch {
+        return response;
+      }
+    }
+    await response.body?.cancel();
+    const [again, againInit] = withToken(input, init, token);
+    return inner(again, againInit);
+  };
+}
+
+/** A fetch that retries 429 and 503 after `Retry-After` (and refreshes an expired token). */
 function retryingFetch(options: Workspace["options"]): typeof fetch {
-  const inner = options.fetch ?? globalThis.fetch.bind(globalThis);
+  const inner = refreshingFetch(options, options.fetch ?? globalThis.fetch.bind(globalThis));
   return async (input, init) => {
     for (let attempt = 0; ; attempt++) {
       // A Request's body can be read once: retry with a clone.
@@ -158,7 +269,9 @@ export function createWorkspace(options: WorkspaceOptions): Workspace {
     },
   };
   api.use(auth);
-  const workspace: Workspace = { api, stream, resume, live, upload, stop, options: full };
+  if (full.refreshToken) sessions.set(full, { refresh: full.refreshToken });
+  const refresh = () => refreshSession(full);
+  const workspace: Workspace = { api, stream, resume, live, upload, stop, refresh, options: full };
   return workspace;
 }
 

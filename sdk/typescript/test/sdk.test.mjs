@@ -291,3 +291,46 @@ test("429 and 503 are retried after Retry-After", async () => {
   assert.equal(refused.response.status, 503);
   assert.equal(refused.error.error_code, "server_busy");
 });
+
+test("a refused access token is refreshed once, shared by concurrent requests", async () => {
+  const email = process.env.WORKSPACE_EMAIL;
+  const password = process.env.WORKSPACE_PASSWORD;
+  assert.ok(email && password, "the harness passes WORKSPACE_EMAIL and WORKSPACE_PASSWORD");
+  const login = await createWorkspace({ baseUrl }).api.POST("/api/auth/login", { body: { email, password } });
+  assert.equal(login.response.status, 200);
+  const calls = [];
+  const counting = async (input, init) => {
+    calls.push(String(input instanceof Request ? input.url : input));
+    return fetch(input, init);
+  };
+  const seen = [];
+  // A token the server refuses (`invalid_token`), with the session's refresh token.
+  const sdk = createWorkspace({
+    baseUrl,
+    token: "not.a.jwt",
+    refreshToken: login.data.refresh_token,
+    fetch: counting,
+    onTokens: (t) => seen.push(t),
+  });
+  const [a, b] = await Promise.all([sdk.api.GET("/api/users/me"), sdk.api.GET("/api/auth/sessions")]);
+  assert.equal(a.response.status, 200);
+  assert.equal(b.response.status, 200);
+  assert.equal(calls.filter((u) => u.endsWith("/api/auth/refresh")).length, 1, calls.join("\n"));
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].session_id, login.data.session_id);
+  assert.notEqual(seen[0].refresh_token, login.data.refresh_token);
+  // The new token is used from now on, without another refresh.
+  assert.ok(b.data.some((s) => s.current && s.id === login.data.session_id));
+  await sdk.api.GET("/api/users/me");
+  assert.equal(calls.filter((u) => u.endsWith("/api/auth/refresh")).length, 1);
+  // The explicit refresh rotates again.
+  const again = await sdk.refresh();
+  assert.equal(seen.length, 2);
+  assert.equal(again.refresh_token, seen[1].refresh_token);
+  // Logged out: the refresh is refused, and so is the request.
+  assert.equal((await sdk.api.POST("/api/auth/logout")).response.status, 200);
+  const after = await sdk.api.GET("/api/users/me");
+  assert.equal(after.response.status, 401);
+  assert.equal(after.error.error_code, "session_revoked");
+  await assert.rejects(sdk.refresh(), (e) => e instanceof WorkspaceError && e.errorCode === "session_revoked");
+});

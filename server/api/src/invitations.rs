@@ -268,4 +268,14 @@ pub struct SignupInviteResponse {
     pub last_name: String,
     /// A JWT access token, as returned by `POST /api/auth/login`.
     pub access_token: String,
+    /// An addition to the spec's shape: the access token's lifetime in
+    /// seconds, as from `login`.
+    pub expires_in: u64,
+    /// An addition to the spec's shape: the session's refresh token, as
+    /// from `login` (see `POST /api/auth/refresh`).
+    pub refresh_token: String,
+    /// Lifetime of the refresh token in seconds from issue.
+    pub refresh_expires_in: u64,
+    /// The session these tokens belong to.
+    pub session_id: Uuid,
 }

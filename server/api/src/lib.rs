@@ -32,7 +32,9 @@ pub use operations::{
     STREAMING_OPERATIONS, error_statuses,
 };
 
-use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
+use dropshot::{
+    HttpError, HttpResponseAccepted, HttpResponseCreated, HttpResponseOk, RequestContext,
+};
 
 use crate::extract::{JsonBody, QueryParams};
 
@@ -48,7 +50,7 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 3, 0);
         policy = dropshot::EndpointTagPolicy::ExactlyOne,
         tags = {
             "system" = { description = "Liveness and readiness of the service itself." },
-            "auth" = { description = "Registration and login." },
+            "auth" = { description = "Registration, login, sessions and passwords." },
             "orgs" = { description = "Organizations and membership." },
             "users" = { description = "User details, listing, invitation, role change." },
             "roles" = { description = "Roles and permissions." },
@@ -187,10 +189,18 @@ pub trait WorkspaceApi {
 
     /// Log in with e-mail and password.
     ///
-    /// Public. Returns a JWT access token (HS256). Claims: `sub` (user id),
-    /// `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour
-    /// by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti`
-    /// (a unique token id).
+    /// Public. Starts a session and returns its JWT access token (HS256)
+    /// and refresh token. Claims: `sub` (user id), `sid` (the session id),
+    /// `iat`, `nbf`, `exp` (issue time plus the configured lifetime, 15
+    /// minutes by default: `auth.token_lifetime_secs`), `iss`
+    /// (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).
+    /// Additions to the spec's response: `expires_in`, `refresh_token`,
+    /// `refresh_expires_in` (30 days by default:
+    /// `auth.refresh_token_lifetime_secs`) and `session_id`. When the access
+    /// token expires (`401 token_expired`), `POST /api/auth/refresh` with the
+    /// refresh token gets the next pair; `POST /api/auth/logout` ends the
+    /// session. The session records the client address and `User-Agent`
+    /// (see `GET /api/auth/sessions`).
     ///
     /// Any wrong credential (unknown e-mail, wrong password) is `401
     /// invalid_credentials`, with no hint of which part was wrong.
@@ -231,8 +241,10 @@ pub trait WorkspaceApi {
     /// token loses that access at once, a revoked or expired token is `401
     /// invalid_token`. An operation outside the scopes is `403
     /// insufficient_scope`. Whatever the scopes, a token cannot create or
-    /// revoke tokens, change roles (creating, updating or deleting a role,
-    /// changing a member's role, transferring ownership) nor administer the
+    /// revoke tokens, manage sessions (log out, list or revoke them),
+    /// change the password, leave an organization, change roles (creating,
+    /// updating or deleting a role, changing a member's role, transferring
+    /// ownership) nor administer the
     /// system (the permission catalog, feature gates, the outbox): `403
     /// token_not_allowed`; those need a login. Listing tools across the
     /// caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
@@ -266,6 +278,157 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<tokens::TokenQuery>,
     ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Exchange a refresh token for a new access token and refresh token.
+    ///
+    /// Public: the refresh token is the credential. Answers like `login`,
+    /// with the same session: a new access token and a new refresh token
+    /// (rotation). The presented refresh token is used up; the session's
+    /// `last_used_at`, address and `User-Agent` are updated and it lasts
+    /// `auth.refresh_token_lifetime_secs` from now.
+    ///
+    /// Reuse detection (RFC 9700 §4.14): presenting a refresh token that was
+    /// already exchanged revokes the whole session (`401
+    /// refresh_token_reused`): either the client or someone who copied the
+    /// token used it before, and the server cannot tell which, so every
+    /// access and refresh token of the session stops working. Two refreshes
+    /// with one token at once are decided under a row lock: exactly one gets
+    /// new tokens, the other is such a reuse. A client must therefore
+    /// refresh one request at a time (the SDK and the CLI do).
+    ///
+    /// Errors: an unknown, malformed or expired refresh token `401
+    /// invalid_refresh_token`; one of a revoked or ended session (used or
+    /// not), or of a user who can no longer log in, `401 session_revoked`.
+    #[endpoint { method = POST, path = "/api/auth/refresh", tags = ["auth"] }]
+    async fn auth_refresh(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<auth::RefreshRequest>,
+    ) -> Result<HttpResponseOk<auth::LoginResponse>, HttpError>;
+
+    /// Log out: revoke the session of the request's access token.
+    ///
+    /// Any authenticated user. The session's access tokens are refused on
+    /// every instance from the next request on (`401 session_revoked`; the
+    /// check is part of each request's authorization statement), and its
+    /// refresh token no longer works. Revoking an already revoked session
+    /// is not possible (its token is refused first). A token issued before
+    /// sessions existed (no `sid` claim) has nothing to revoke: `200` with a
+    /// message saying so; it stops working when it expires.
+    #[endpoint { method = POST, path = "/api/auth/logout", tags = ["auth"] }]
+    async fn auth_logout(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// List the caller's live sessions.
+    ///
+    /// Any authenticated user: their own sessions that are neither revoked
+    /// nor expired, newest first, each with its start, last login or
+    /// refresh (`last_used_at`), expiry, client address and `User-Agent`;
+    /// `current` marks the session of the request's access token. At most
+    /// 1000 (the newest).
+    #[endpoint { method = GET, path = "/api/auth/sessions", tags = ["auth"] }]
+    async fn auth_sessions(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Vec<auth::Session>>, HttpError>;
+
+    /// Revoke one of the caller's sessions.
+    ///
+    /// Any authenticated user, for their own sessions (another user's, an
+    /// unknown, revoked or expired one: `404 not_found`). Its access tokens
+    /// are refused from the next request on, on every instance, and its
+    /// refresh token no longer works. The caller's current session may be
+    /// named too (that is a logout).
+    #[endpoint { method = DELETE, path = "/api/auth/revoke_session", tags = ["auth"] }]
+    async fn auth_revoke_session(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<auth::SessionQuery>,
+    ) -> Result<HttpResponseOk<auth::SessionsRevoked>, HttpError>;
+
+    /// Revoke every session of the caller but the current one.
+    ///
+    /// Any authenticated user ("log out everywhere else"). Answers how many
+    /// sessions it revoked. With a token issued before sessions existed
+    /// (no `sid` claim) every session is revoked.
+    #[endpoint { method = POST, path = "/api/auth/revoke_other_sessions", tags = ["auth"] }]
+    async fn auth_revoke_other_sessions(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<auth::SessionsRevoked>, HttpError>;
+
+    /// Ask for a password-reset e-mail.
+    ///
+    /// Public. Always answers `202` with the same body, whether or not an
+    /// account has the address, so the answer reveals nothing (nor does its
+    /// timing: both cases run the same statements, and the e-mail is handed
+    /// to the mailer after the answer). When an account with a password has
+    /// the address, it is sent an e-mail (through the configured SMTP server
+    /// or the outbox) with a link `{mail.public_url}/reset-password?token=…`
+    /// (by default this server's own small page, which calls
+    /// `reset_password`). The token is single-use, stored only as its
+    /// SHA-256, and expires after an hour (`auth.password_reset_lifetime_secs`);
+    /// asking again does not cancel earlier links (each still works once,
+    /// until a reset succeeds, which ends them all).
+    ///
+    /// Limited per client address (per `rate_limits.window_secs`) and per
+    /// e-mail address (per hour), counted in the database so the limits hold
+    /// across instances: `429 rate_limited` with `Retry-After`, also for an
+    /// address with no account. A malformed address is `202` too (nothing is
+    /// sent), except one over 254 characters (`400 invalid_email`).
+    #[endpoint { method = POST, path = "/api/auth/forgot_password", tags = ["auth"] }]
+    async fn auth_forgot_password(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<auth::ForgotPasswordRequest>,
+    ) -> Result<HttpResponseAccepted<auth::ForgotPasswordResponse>, HttpError>;
+
+    /// Set a new password with the token of a reset e-mail.
+    ///
+    /// Public: the token is the credential. In one transaction: the token is
+    /// used up (it works once, also under concurrent use), the password is
+    /// set, every session of the user is revoked (their access tokens are
+    /// refused from the next request on) and every other reset token of the
+    /// user is ended. Failed logins of the address are cleared. The caller
+    /// then logs in with the new password.
+    ///
+    /// Errors, in the order checked: too many attempts from the client
+    /// address (`429 rate_limited`, a bound on guessing); an unknown or
+    /// malformed token `400 invalid_reset_token`; a used one `410
+    /// reset_token_used`, an expired one `410 reset_token_expired`; the
+    /// password policy of `signup` (`422 weak_password`); a hashing backlog
+    /// `503 server_busy`.
+    #[endpoint { method = POST, path = "/api/auth/reset_password", tags = ["auth"] }]
+    async fn auth_reset_password(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<auth::ResetPasswordRequest>,
+    ) -> Result<HttpResponseOk<auth::SessionsRevoked>, HttpError>;
+
+    /// Change the caller's password.
+    ///
+    /// Any authenticated user, who proves the current password (checked
+    /// like `login`, with the same failed-login limit: `401
+    /// invalid_credentials`, `429 too_many_login_attempts`). The new one
+    /// follows the password policy of `signup` (`422 weak_password`). In one
+    /// transaction the password is set and every other session of the user
+    /// is revoked; the caller's own session stays (with a token issued
+    /// before sessions existed, every session is revoked and that token is
+    /// refused from now on too). Open reset links are ended.
+    #[endpoint { method = POST, path = "/api/auth/change_password", tags = ["auth"] }]
+    async fn auth_change_password(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<auth::ChangePasswordRequest>,
+    ) -> Result<HttpResponseOk<auth::SessionsRevoked>, HttpError>;
+
+    /// The page of a password-reset e-mail's link
+    /// (`/reset-password?token=…`): asks for the new password and calls
+    /// `POST /api/auth/reset_password`. Public; unpublished.
+    #[endpoint { method = GET, path = "/reset-password", unpublished = true }]
+    async fn reset_password_page(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// The script of `/reset-password`.
+    #[endpoint { method = GET, path = "/reset-password.js", unpublished = true }]
+    async fn reset_password_script(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 
     /// Fetch the current user.
     ///
@@ -816,6 +979,9 @@ pub trait WorkspaceApi {
     ///
     /// Public. Answers `201` with the account and an access token (as from
     /// `POST /api/auth/login`). The e-mail address is the invitation's.
+    /// Like `login` it starts a session: additions to the spec's response
+    /// are `expires_in`, `refresh_token`, `refresh_expires_in` and
+    /// `session_id`.
     ///
     /// In one transaction, with the invitation row locked: creates the user
     /// (or, for a user pre-created by `POST /api/users/invite`, sets their

@@ -12,6 +12,10 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "auth_signup",
     "auth_login",
     "auth_signup_invite",
+    // The refresh token, or the reset token, in the body is the credential.
+    "auth_refresh",
+    "auth_forgot_password",
+    "auth_reset_password",
     "invitations_validate",
     "files_download",
     "deployments_chat_completions_preflight",
@@ -141,9 +145,14 @@ pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
 ];
 
 /// The `error_code`s of 401 answers to a missing, malformed, expired or
-/// otherwise invalid bearer token (every operation not in
-/// [`PUBLIC_OPERATIONS`]).
-pub const AUTHENTICATION_ERRORS: &[&str] = &["unauthenticated", "invalid_token", "token_expired"];
+/// otherwise invalid bearer token, or one whose session was revoked or
+/// ended (every operation not in [`PUBLIC_OPERATIONS`]).
+pub const AUTHENTICATION_ERRORS: &[&str] = &[
+    "unauthenticated",
+    "invalid_token",
+    "token_expired",
+    "session_revoked",
+];
 
 /// Operations a personal access token may not call, whatever its scopes:
 /// they need a login (`403 token_not_allowed`). Managing tokens, and
@@ -152,6 +161,12 @@ pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
     "auth_tokens_create",
     "auth_tokens_list",
     "auth_tokens_revoke",
+    // The caller's sessions and password.
+    "auth_logout",
+    "auth_sessions",
+    "auth_revoke_session",
+    "auth_revoke_other_sessions",
+    "auth_change_password",
     "roles_create",
     "roles_update",
     "roles_remove",
@@ -236,6 +251,44 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             ),
             (422, &["weak_password"]),
             (429, &["too_many_login_attempts"]),
+        ],
+    ),
+    (
+        "auth_refresh",
+        &[(
+            401,
+            &[
+                "invalid_refresh_token",
+                "refresh_token_reused",
+                "session_revoked",
+            ],
+        )],
+    ),
+    ("auth_logout", &[]),
+    ("auth_sessions", &[]),
+    ("auth_revoke_session", &[(404, &["not_found"])]),
+    ("auth_revoke_other_sessions", &[]),
+    (
+        "auth_forgot_password",
+        &[(400, &["invalid_email"]), (429, &["rate_limited"])],
+    ),
+    (
+        "auth_reset_password",
+        &[
+            (503, &["server_busy"]),
+            (429, &["rate_limited"]),
+            (400, &["invalid_reset_token"]),
+            (410, &["reset_token_used", "reset_token_expired"]),
+            (422, &["weak_password"]),
+        ],
+    ),
+    (
+        "auth_change_password",
+        &[
+            (503, &["server_busy"]),
+            (401, &["invalid_credentials"]),
+            (429, &["too_many_login_attempts"]),
+            (422, &["weak_password"]),
         ],
     ),
     ("users_me", &[]),

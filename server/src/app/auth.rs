@@ -5,7 +5,7 @@ use crate::db::datastore::login_failures::LoginAttempt;
 use crate::db::datastore::users::NewUser;
 use crate::error::Error;
 use std::net::IpAddr;
-use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse, TokenType};
+use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
 
 pub const PASSWORD_MIN_CHARS: usize = 10;
 pub const PASSWORD_MAX_CHARS: usize = 128;
@@ -131,7 +131,8 @@ pub fn validate_name(field: &str, value: &str) -> Result<String, Error> {
     Ok(value.to_string())
 }
 
-/// The password policy (see the signup operation's description).
+/// The password policy (see the signup operation's description): the one
+/// policy of signup, `signup_invite`, password reset and password change.
 pub fn check_password_policy(password: &str, email_normalized: &str) -> Result<(), Error> {
     let weak = |m: &str| Error::unprocessable("weak_password", m);
     let chars = password.chars().count();
@@ -203,6 +204,11 @@ pub enum Limited {
     Login,
     /// `POST /api/auth/signup` and `POST /api/auth/signup_invite`.
     Signup,
+    /// `POST /api/auth/forgot_password` (per address; the per-e-mail limit
+    /// is `app::passwords`').
+    ForgotPassword,
+    /// `POST /api/auth/reset_password`.
+    ResetPassword,
 }
 
 /// Counts the request against the per-address and global limits of
@@ -215,6 +221,8 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
     let (name, per_address, global) = match what {
         Limited::Login => ("login", limits.login_per_address, limits.login_global),
         Limited::Signup => ("signup", limits.signup_per_address, limits.signup_global),
+        Limited::ForgotPassword => ("forgot", limits.forgot_password_per_address, 0),
+        Limited::ResetPassword => ("reset", limits.reset_password_per_address, 0),
     };
     let mut buckets = Vec::with_capacity(2);
     if per_address > 0 {
@@ -223,14 +231,22 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
     if global > 0 {
         buckets.push((format!("{name}:all"), global));
     }
+    check_buckets(cx, buckets, limits.window_secs).await
+}
+
+/// Counts the request in each `(bucket, limit)` over a sliding window of
+/// `window_secs` (in the database, so shared by every instance): `429
+/// rate_limited` with `Retry-After` beyond any limit.
+pub async fn check_buckets(
+    cx: &ServerContext,
+    buckets: Vec<(String, u32)>,
+    window_secs: u64,
+) -> Result<(), Error> {
     if buckets.is_empty() {
         return Ok(());
     }
     let names: Vec<String> = buckets.iter().map(|(b, _)| b.clone()).collect();
-    let hits = cx
-        .datastore
-        .rate_limit_hit(&names, limits.window_secs)
-        .await?;
+    let hits = cx.datastore.rate_limit_hit(&names, window_secs).await?;
     for hit in hits {
         let limit = buckets
             .iter()
@@ -238,7 +254,7 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
             .map(|(_, l)| *l)
             .unwrap_or(u32::MAX);
         if let Some(retry_after_secs) =
-            super::rate_limits::over_limit(&hit.count, limits.window_secs, limit)
+            super::rate_limits::over_limit(&hit.count, window_secs, limit)
         {
             return Err(Error::TooManyRequests {
                 code: "rate_limited",
@@ -312,19 +328,16 @@ pub async fn verify_login(
     Ok(user_id)
 }
 
+/// `POST /api/auth/login`: checks the credentials and starts a session
+/// (which also marks the user active).
 pub async fn login(
     cx: &ServerContext,
     request: LoginRequest,
-    client: IpAddr,
+    client: &super::sessions::ClientInfo,
 ) -> Result<LoginResponse, Error> {
-    rate_limit(cx, Limited::Login, client).await?;
+    rate_limit(cx, Limited::Login, client.address).await?;
     let user_id = verify_login(cx, &request.email, request.password).await?;
-    cx.datastore.user_touch(user_id).await?;
-    Ok(LoginResponse {
-        access_token: cx.tokens.issue(user_id)?,
-        token_type: TokenType::Bearer,
-        expires_in: cx.tokens.lifetime_secs(),
-    })
+    Ok(super::sessions::start(cx, user_id, client).await?.into())
 }
 
 #[cfg(test)]

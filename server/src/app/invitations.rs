@@ -466,9 +466,9 @@ fn unknown_token() -> Error {
 pub async fn signup_invite(
     cx: &ServerContext,
     request: SignupInviteRequest,
-    client: std::net::IpAddr,
+    client: &crate::app::sessions::ClientInfo,
 ) -> Result<SignupInviteResponse, Error> {
-    crate::app::auth::rate_limit(cx, crate::app::auth::Limited::Signup, client).await?;
+    crate::app::auth::rate_limit(cx, crate::app::auth::Limited::Signup, client.address).await?;
     let first_name = validate_name("first_name", &request.first_name)?;
     let last_name = validate_name("last_name", &request.last_name)?;
     let token = request.invite_token.trim();
@@ -497,7 +497,7 @@ pub async fn signup_invite(
             .datastore
             .invitation_accept_existing(&token_hash, existing.id)
             .await?;
-        return accepted(cx, outcome);
+        return accepted(cx, outcome, client).await;
     }
     check_password_policy(&request.password, &invitation.email)?;
     let password_hash = hash_password(cx, request.password).await?;
@@ -512,10 +512,16 @@ pub async fn signup_invite(
             personal_org_name: &personal_org_name,
         })
         .await?;
-    accepted(cx, outcome)
+    accepted(cx, outcome, client).await
 }
 
-fn accepted(cx: &ServerContext, outcome: AcceptOutcome) -> Result<SignupInviteResponse, Error> {
+/// The answer of an accepted invitation: the account and the tokens of a
+/// new session (as a login starts).
+async fn accepted(
+    cx: &ServerContext,
+    outcome: AcceptOutcome,
+    client: &crate::app::sessions::ClientInfo,
+) -> Result<SignupInviteResponse, Error> {
     let user = match outcome {
         AcceptOutcome::Accepted(user) => user,
         AcceptOutcome::UnknownToken => return Err(unknown_token()),
@@ -530,8 +536,13 @@ fn accepted(cx: &ServerContext, outcome: AcceptOutcome) -> Result<SignupInviteRe
             ));
         }
     };
+    let session = crate::app::sessions::start(cx, user.id, client).await?;
     Ok(SignupInviteResponse {
-        access_token: cx.tokens.issue(user.id)?,
+        access_token: session.access_token,
+        expires_in: session.expires_in,
+        refresh_token: session.refresh_token,
+        refresh_expires_in: session.refresh_expires_in,
+        session_id: session.session_id,
         id: user.id,
         email: user.email,
         first_name: user.first_name,

@@ -65,8 +65,17 @@ pub struct AuthConfig {
     /// unset, the key file's (see `secrets.key_file`), never the
     /// database's.
     pub jwt_secret: Option<String>,
-    /// Access token lifetime in seconds.
+    /// Access-token (JWT) lifetime in seconds (default 15 minutes).
+    /// Clients get a new one with their refresh token
+    /// (`POST /api/auth/refresh`); a revoked session's access tokens are
+    /// refused at once whatever their lifetime.
     pub token_lifetime_secs: u64,
+    /// Refresh-token lifetime in seconds (default 30 days). Each refresh
+    /// issues a new refresh token with this lifetime, so a session ends
+    /// after this long without a refresh (or when revoked).
+    pub refresh_token_lifetime_secs: u64,
+    /// How long a password-reset link works, in seconds (default one hour).
+    pub password_reset_lifetime_secs: u64,
     /// Failed logins per e-mail address allowed within `login_window_secs`.
     pub login_max_failures: u32,
     /// Window of the failed-login limit, in seconds.
@@ -107,6 +116,14 @@ pub struct RateLimitsConfig {
     pub signup_per_address: u32,
     /// `POST /api/auth/signup` and `signup_invite` for all clients.
     pub signup_global: u32,
+    /// `POST /api/auth/forgot_password` per client address and window.
+    pub forgot_password_per_address: u32,
+    /// `POST /api/auth/forgot_password` per e-mail address and hour
+    /// (whether or not an account has that address).
+    pub forgot_password_per_email: u32,
+    /// `POST /api/auth/reset_password` per client address and window (a
+    /// bound on guessing tokens, on top of their 256 random bits).
+    pub reset_password_per_address: u32,
 }
 
 impl Default for RateLimitsConfig {
@@ -117,6 +134,9 @@ impl Default for RateLimitsConfig {
             login_global: 1200,
             signup_per_address: 10,
             signup_global: 300,
+            forgot_password_per_address: 10,
+            forgot_password_per_email: 5,
+            reset_password_per_address: 10,
         }
     }
 }
@@ -125,7 +145,9 @@ impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
             jwt_secret: None,
-            token_lifetime_secs: 3600,
+            token_lifetime_secs: 15 * 60,
+            refresh_token_lifetime_secs: 30 * 24 * 3600,
+            password_reset_lifetime_secs: 3600,
             login_max_failures: 5,
             login_window_secs: 15 * 60,
             system_admins: Vec::new(),

@@ -13,9 +13,10 @@ pub struct MailConfig {
     /// The `From` header of every e-mail.
     pub from: String,
     /// The frontend's base URL; acceptance links are
-    /// `{public_url}/invite/accept?token=...`. Unset: this server's own
+    /// `{public_url}/invite/accept?token=...` and password-reset links
+    /// `{public_url}/reset-password?token=...`. Unset: this server's own
     /// address (the one it bound; `localhost` for an unspecified IP such as
-    /// `0.0.0.0`), where the server serves a small acceptance page itself.
+    /// `0.0.0.0`), where the server serves small pages for both itself.
     pub public_url: Option<String>,
     /// Give up on an SMTP exchange after this many seconds.
     pub smtp_timeout_secs: u64,

@@ -184,6 +184,11 @@ impl Config {
                 .parse()
                 .with_context(|| format!("WORKSPACE_TOKEN_LIFETIME_SECS {secs:?}"))?;
         }
+        if let Some(secs) = get("WORKSPACE_REFRESH_TOKEN_LIFETIME_SECS").filter(|v| !v.is_empty()) {
+            self.auth.refresh_token_lifetime_secs = secs
+                .parse()
+                .with_context(|| format!("WORKSPACE_REFRESH_TOKEN_LIFETIME_SECS {secs:?}"))?;
+        }
         if let Some(level) = get("WORKSPACE_LOG_LEVEL").filter(|v| !v.is_empty()) {
             self.log.level = level;
         }
@@ -244,6 +249,14 @@ impl Config {
         }
         if self.auth.token_lifetime_secs == 0 {
             bail!("auth.token_lifetime_secs must be positive");
+        }
+        if self.auth.refresh_token_lifetime_secs < self.auth.token_lifetime_secs {
+            bail!("auth.refresh_token_lifetime_secs must be at least auth.token_lifetime_secs");
+        }
+        if self.auth.password_reset_lifetime_secs == 0
+            || self.auth.password_reset_lifetime_secs > 24 * 3600
+        {
+            bail!("auth.password_reset_lifetime_secs must be 1 to 86400");
         }
         if self.auth.login_max_failures == 0 || self.auth.login_window_secs == 0 {
             bail!("auth.login_max_failures and auth.login_window_secs must be positive");
@@ -412,6 +425,7 @@ mod tests {
                 "DATABASE_URL" => Some("postgresql://db/x".into()),
                 "BIND_ADDRESS" => Some("0.0.0.0:9000".into()),
                 "WORKSPACE_TOKEN_LIFETIME_SECS" => Some("60".into()),
+                "WORKSPACE_REFRESH_TOKEN_LIFETIME_SECS" => Some("86400".into()),
                 "WORKSPACE_SMTP_URL" => Some("smtp://127.0.0.1:2525".into()),
                 "WORKSPACE_PUBLIC_URL" => Some("https://app.example.com".into()),
                 _ => None,
@@ -420,6 +434,7 @@ mod tests {
         assert_eq!(config.database.url.as_deref(), Some("postgresql://db/x"));
         assert_eq!(config.bind_address.port(), 9000);
         assert_eq!(config.auth.token_lifetime_secs, 60);
+        assert_eq!(config.auth.refresh_token_lifetime_secs, 86400);
         assert_eq!(
             config.mail.smtp_url.as_deref(),
             Some("smtp://127.0.0.1:2525")

@@ -23,7 +23,11 @@ mod users;
 use crate::context::ServerContext;
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
 use workspace_api::WorkspaceApi;
-use workspace_api::auth::{LoginRequest, LoginResponse, SignupRequest, SignupResponse};
+use workspace_api::auth::{
+    ChangePasswordRequest, ForgotPasswordRequest, ForgotPasswordResponse, LoginRequest,
+    LoginResponse, RefreshRequest, ResetPasswordRequest, Session, SessionQuery, SessionsRevoked,
+    SignupRequest, SignupResponse,
+};
 use workspace_api::conversations::{
     Conversation, ConversationCreate, ConversationMessagesPage, ConversationQuery,
     ConversationSession, ConversationSessionCreate, ConversationWithSessions, MessagesQuery, Model,
@@ -99,6 +103,14 @@ impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
 {
     fn status(&self) -> u16 {
         201
+    }
+}
+
+impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
+    for dropshot::HttpResponseAccepted<T>
+{
+    fn status(&self) -> u16 {
+        202
     }
 }
 
@@ -216,6 +228,16 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn auth_tokens_create(body: JsonBody<workspace_api::tokens::TokenCreate>) -> HttpResponseCreated<workspace_api::tokens::TokenCreated> => tokens::create);
     delegate!(fn auth_tokens_list() -> HttpResponseOk<Vec<workspace_api::tokens::TokenSummary>> => tokens::list);
     delegate!(fn auth_tokens_revoke(query: QueryParams<workspace_api::tokens::TokenQuery>) -> HttpResponseOk<MessageResponse> => tokens::revoke);
+    delegate!(fn auth_refresh(body: JsonBody<RefreshRequest>) -> HttpResponseOk<LoginResponse> => auth::refresh);
+    delegate!(fn auth_logout() -> HttpResponseOk<MessageResponse> => auth::logout);
+    delegate!(fn auth_sessions() -> HttpResponseOk<Vec<Session>> => auth::sessions);
+    delegate!(fn auth_revoke_session(query: QueryParams<SessionQuery>) -> HttpResponseOk<SessionsRevoked> => auth::revoke_session);
+    delegate!(fn auth_revoke_other_sessions() -> HttpResponseOk<SessionsRevoked> => auth::revoke_other_sessions);
+    delegate!(fn auth_forgot_password(body: JsonBody<ForgotPasswordRequest>) -> dropshot::HttpResponseAccepted<ForgotPasswordResponse> => auth::forgot_password);
+    delegate!(fn auth_reset_password(body: JsonBody<ResetPasswordRequest>) -> HttpResponseOk<SessionsRevoked> => auth::reset_password);
+    delegate!(fn auth_change_password(body: JsonBody<ChangePasswordRequest>) -> HttpResponseOk<SessionsRevoked> => auth::change_password);
+    delegate!(fn reset_password_page() -> http::Response<dropshot::Body> => auth::reset_password_page);
+    delegate!(fn reset_password_script() -> http::Response<dropshot::Body> => auth::reset_password_script);
     delegate!(fn users_me() -> HttpResponseOk<CurrentUser> => users::me);
     delegate!(fn org_list(query: QueryParams<PageQuery>) -> HttpResponseOk<Vec<Organization>> => orgs::list);
     delegate!(fn org_create_org(query: QueryParams<CreateOrgQuery>) -> HttpResponseCreated<Organization> => orgs::create_org);

@@ -41,7 +41,9 @@ async fn signup_creates_user_personal_org_roles_and_owner_membership() {
         .unwrap()
         .into_inner();
     assert_eq!(token.token_type, workspace_client::types::TokenType::Bearer);
-    assert_eq!(token.expires_in, 3600);
+    assert_eq!(token.expires_in, 900);
+    assert_eq!(token.refresh_expires_in, 30 * 24 * 3600);
+    assert!(token.refresh_token.starts_with("wsr_"));
     let me = cx
         .client_with_token(&token.access_token)
         .users_me()

@@ -115,6 +115,55 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        "auth_refresh" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/refresh", vec![], Some(json!({}))),
+        ),
+        "auth_forgot_password" => (
+            Scope::Public,
+            call(
+                M::POST,
+                "/api/auth/forgot_password",
+                vec![],
+                Some(json!({})),
+            ),
+        ),
+        "auth_reset_password" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/reset_password", vec![], Some(json!({}))),
+        ),
+        // The caller's own sessions and password: any authenticated user
+        // (only probed without a token here, so nothing is revoked).
+        "auth_logout" => (
+            Scope::Authenticated,
+            call(M::POST, "/api/auth/logout", vec![], None),
+        ),
+        "auth_sessions" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/auth/sessions", vec![], None),
+        ),
+        "auth_revoke_session" => (
+            Scope::Authenticated,
+            call(
+                M::DELETE,
+                "/api/auth/revoke_session",
+                vec![("session_id", Uuid::nil().to_string())],
+                None,
+            ),
+        ),
+        "auth_revoke_other_sessions" => (
+            Scope::Authenticated,
+            call(M::POST, "/api/auth/revoke_other_sessions", vec![], None),
+        ),
+        "auth_change_password" => (
+            Scope::Authenticated,
+            call(
+                M::POST,
+                "/api/auth/change_password",
+                vec![],
+                Some(json!({"current_password": "x", "new_password": "y"})),
+            ),
+        ),
         "users_me" => (
             Scope::Authenticated,
             call(M::GET, "/api/users/me", vec![], None),

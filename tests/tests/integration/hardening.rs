@@ -155,7 +155,10 @@ async fn parallel_wrong_passwords_verify_at_most_the_limit() {
     .await
     .unwrap();
     let datastore = &ctx.server.http.app_private().datastore;
-    let deleted = datastore.expire_counters(900).await.unwrap();
+    let deleted = datastore
+        .expire_counters(900, 30 * 24 * 3600)
+        .await
+        .unwrap();
     assert!(deleted >= 5, "{deleted}");
     let left: i64 = db
         .query_one("SELECT count(*) FROM login_failures", &[])

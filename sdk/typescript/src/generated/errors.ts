@@ -4,7 +4,7 @@
 export interface OperationErrors {
   agents_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -12,7 +12,7 @@ export interface OperationErrors {
   };
   agents_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -20,7 +20,7 @@ export interface OperationErrors {
   };
   agents_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -28,14 +28,14 @@ export interface OperationErrors {
   };
   agents_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -44,10 +44,27 @@ export interface OperationErrors {
   };
   agents_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_change_password: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked" | "invalid_credentials";
+    403: "token_not_allowed";
+    408: "request_timeout";
+    422: "weak_password";
+    429: "too_many_login_attempts";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
+  };
+  auth_forgot_password: {
+    400: "invalid_request" | "invalid_email";
+    408: "request_timeout";
+    429: "rate_limited";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -58,6 +75,48 @@ export interface OperationErrors {
     429: "rate_limited" | "too_many_login_attempts";
     500: "internal_error";
     503: "server_busy" | "database_unavailable";
+  };
+  auth_logout: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "token_not_allowed";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_refresh: {
+    400: "invalid_request";
+    401: "invalid_refresh_token" | "refresh_token_reused" | "session_revoked";
+    408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_reset_password: {
+    400: "invalid_request" | "invalid_reset_token";
+    408: "request_timeout";
+    410: "reset_token_used" | "reset_token_expired";
+    422: "weak_password";
+    429: "rate_limited";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
+  };
+  auth_revoke_other_sessions: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "token_not_allowed";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_revoke_session: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "token_not_allowed";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_sessions: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "token_not_allowed";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
   };
   auth_signup: {
     400: "invalid_request" | "invalid_email" | "invalid_name";
@@ -81,7 +140,7 @@ export interface OperationErrors {
   };
   auth_tokens_create: {
     400: "invalid_request" | "invalid_scope" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "token_not_allowed";
     408: "request_timeout";
     409: "too_many_tokens";
@@ -89,14 +148,14 @@ export interface OperationErrors {
     503: "database_unavailable" | "server_busy";
   };
   auth_tokens_list: {
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "token_not_allowed";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   auth_tokens_revoke: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "token_not_allowed";
     404: "not_found";
     500: "internal_error";
@@ -104,14 +163,14 @@ export interface OperationErrors {
   };
   chat_available_knowledge_bases: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_bulk_delete_sessions: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -119,7 +178,7 @@ export interface OperationErrors {
   };
   chat_create: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -127,7 +186,7 @@ export interface OperationErrors {
   };
   chat_delete_session: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -135,7 +194,7 @@ export interface OperationErrors {
   };
   chat_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -143,14 +202,14 @@ export interface OperationErrors {
   };
   chat_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -158,7 +217,7 @@ export interface OperationErrors {
   };
   chat_send_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -169,7 +228,7 @@ export interface OperationErrors {
   };
   chat_stop: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -177,7 +236,7 @@ export interface OperationErrors {
   };
   chat_stream: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -185,7 +244,7 @@ export interface OperationErrors {
   };
   chat_transcribe: {
     400: "invalid_request" | "invalid_audio" | "unsupported_audio_format" | "unsupported_language";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     413: "file_too_large";
@@ -194,7 +253,7 @@ export interface OperationErrors {
   };
   chat_update: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -203,7 +262,7 @@ export interface OperationErrors {
   };
   chat_upload_file: {
     400: "invalid_request" | "invalid_upload";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "feature_disabled" | "insufficient_scope";
     408: "request_timeout";
     413: "file_too_large";
@@ -218,14 +277,14 @@ export interface OperationErrors {
   };
   chat_ws_ticket: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_create: {
     400: "invalid_request" | "invalid_title";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -233,7 +292,7 @@ export interface OperationErrors {
   };
   conversation_create_session: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -242,7 +301,7 @@ export interface OperationErrors {
   };
   conversation_get_with_sessions: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -250,14 +309,14 @@ export interface OperationErrors {
   };
   conversation_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_messages: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -265,7 +324,7 @@ export interface OperationErrors {
   };
   conversation_stop: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -273,7 +332,7 @@ export interface OperationErrors {
   };
   conversation_stream: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -281,7 +340,7 @@ export interface OperationErrors {
   };
   conversation_stream_chat: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -304,7 +363,7 @@ export interface OperationErrors {
   };
   deployments_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -314,7 +373,7 @@ export interface OperationErrors {
   };
   deployments_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -322,7 +381,7 @@ export interface OperationErrors {
   };
   deployments_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -330,7 +389,7 @@ export interface OperationErrors {
   };
   deployments_list: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -348,7 +407,7 @@ export interface OperationErrors {
   };
   deployments_regenerate_key: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -356,7 +415,7 @@ export interface OperationErrors {
   };
   deployments_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -376,7 +435,7 @@ export interface OperationErrors {
   };
   invitations_bulk_create: {
     400: "invalid_request" | "invalid_message";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -384,7 +443,7 @@ export interface OperationErrors {
   };
   invitations_create: {
     400: "invalid_request" | "invalid_email" | "invalid_message" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
@@ -393,7 +452,7 @@ export interface OperationErrors {
   };
   invitations_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -401,14 +460,14 @@ export interface OperationErrors {
   };
   invitations_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   invitations_resend: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "invitation_not_pending" | "invitation_token_unavailable";
@@ -417,7 +476,7 @@ export interface OperationErrors {
   };
   invitations_revoke: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "invitation_not_pending";
@@ -431,7 +490,7 @@ export interface OperationErrors {
   };
   kb_add_source: {
     400: "invalid_request" | "invalid_source" | "too_many_sources";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -440,7 +499,7 @@ export interface OperationErrors {
   };
   kb_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_source" | "unknown_embedding_model";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     500: "internal_error";
@@ -448,7 +507,7 @@ export interface OperationErrors {
   };
   kb_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -456,7 +515,7 @@ export interface OperationErrors {
   };
   kb_delete_document: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -464,7 +523,7 @@ export interface OperationErrors {
   };
   kb_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -472,7 +531,7 @@ export interface OperationErrors {
   };
   kb_ingestion_status: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -480,14 +539,14 @@ export interface OperationErrors {
   };
   kb_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   kb_list_documents: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -495,7 +554,7 @@ export interface OperationErrors {
   };
   kb_query: {
     400: "invalid_request" | "invalid_query" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -504,7 +563,7 @@ export interface OperationErrors {
   };
   kb_retry_document: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "document_not_failed";
@@ -513,7 +572,7 @@ export interface OperationErrors {
   };
   kb_search: {
     400: "invalid_request" | "invalid_query";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -522,7 +581,7 @@ export interface OperationErrors {
   };
   kb_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -536,7 +595,7 @@ export interface OperationErrors {
   };
   mcp_connect_account: {
     400: "invalid_request" | "invalid_flow_type";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     402: "mcp_sessions_quota_exceeded";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
@@ -547,7 +606,7 @@ export interface OperationErrors {
   };
   mcp_delete_instance: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -555,7 +614,7 @@ export interface OperationErrors {
   };
   mcp_gateway_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "mcp_instance_not_active";
@@ -565,7 +624,7 @@ export interface OperationErrors {
   };
   mcp_gateway_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "mcp_instance_not_active";
@@ -575,7 +634,7 @@ export interface OperationErrors {
   };
   mcp_gateway_post: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -586,7 +645,7 @@ export interface OperationErrors {
   };
   mcp_generate_url: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -595,21 +654,21 @@ export interface OperationErrors {
   };
   mcp_list_instances: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_list_servers: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -618,7 +677,7 @@ export interface OperationErrors {
   };
   mcp_server_with_tools: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -627,7 +686,7 @@ export interface OperationErrors {
   };
   mcp_update_instance: {
     400: "invalid_request" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -636,14 +695,14 @@ export interface OperationErrors {
   };
   models_list: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_add_member: {
     400: "invalid_request" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -653,21 +712,21 @@ export interface OperationErrors {
   };
   org_create_org: {
     400: "invalid_request" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     409: "org_name_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_features: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_leave: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     409: "last_owner" | "personal_organization";
     500: "internal_error";
@@ -675,13 +734,13 @@ export interface OperationErrors {
   };
   org_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_transfer_ownership: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self" | "role_already_assigned";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
@@ -691,7 +750,7 @@ export interface OperationErrors {
   };
   org_update: {
     400: "invalid_request" | "invalid_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "org_name_taken";
@@ -700,7 +759,7 @@ export interface OperationErrors {
   };
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
@@ -713,7 +772,7 @@ export interface OperationErrors {
   };
   roles_create: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
     408: "request_timeout";
     409: "role_name_taken";
@@ -722,7 +781,7 @@ export interface OperationErrors {
   };
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     408: "request_timeout";
     409: "permission_exists";
@@ -731,7 +790,7 @@ export interface OperationErrors {
   };
   roles_delete_permission: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     409: "permission_protected";
@@ -740,20 +799,20 @@ export interface OperationErrors {
   };
   roles_list_permissions: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_list_roles: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_remove: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     409: "role_in_use";
@@ -762,7 +821,7 @@ export interface OperationErrors {
   };
   roles_update: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
@@ -772,14 +831,14 @@ export interface OperationErrors {
   };
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "tool_name_taken";
@@ -788,7 +847,7 @@ export interface OperationErrors {
   };
   tools_create_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "category_name_taken";
@@ -797,7 +856,7 @@ export interface OperationErrors {
   };
   tools_delete: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "tool_in_use";
@@ -806,7 +865,7 @@ export interface OperationErrors {
   };
   tools_delete_category: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     409: "category_in_use";
@@ -815,7 +874,7 @@ export interface OperationErrors {
   };
   tools_get: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -823,21 +882,21 @@ export interface OperationErrors {
   };
   tools_list_all: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_list_categories: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_test: {
     400: "invalid_request" | "invalid_input" | "tool_inactive" | "tool_requirement_missing";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -846,7 +905,7 @@ export interface OperationErrors {
   };
   tools_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -856,7 +915,7 @@ export interface OperationErrors {
   };
   tools_update_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
@@ -866,7 +925,7 @@ export interface OperationErrors {
   };
   users_invite: {
     400: "invalid_request" | "invalid_email" | "invalid_name" | "invalid_role";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
@@ -875,19 +934,19 @@ export interface OperationErrors {
   };
   users_list: {
     400: "invalid_request" | "invalid_pagination";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   users_me: {
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   users_reactivate: {
     400: "invalid_request" | "member_not_suspended";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     500: "internal_error";
@@ -895,7 +954,7 @@ export interface OperationErrors {
   };
   users_remove: {
     400: "invalid_request" | "member_invited" | "cannot_target_self";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     409: "last_owner";
@@ -904,7 +963,7 @@ export interface OperationErrors {
   };
   users_suspend: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "member_level_too_high" | "insufficient_scope";
     404: "not_found";
     409: "last_owner";
@@ -913,7 +972,7 @@ export interface OperationErrors {
   };
   users_update: {
     400: "invalid_request" | "invalid_role" | "member_not_active" | "role_already_assigned";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";

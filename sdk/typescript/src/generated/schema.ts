@@ -310,6 +310,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/change_password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the caller's password.
+         * @description Any authenticated user, who proves the current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`). The new one follows the password policy of `signup` (`422 weak_password`). In one transaction the password is set and every other session of the user is revoked; the caller's own session stays (with a token issued before sessions existed, every session is revoked and that token is refused from now on too). Open reset links are ended.
+         */
+        post: operations["auth_change_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/forgot_password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask for a password-reset e-mail.
+         * @description Public. Always answers `202` with the same body, whether or not an account has the address, so the answer reveals nothing (nor does its timing: both cases run the same statements, and the e-mail is handed to the mailer after the answer). When an account with a password has the address, it is sent an e-mail (through the configured SMTP server or the outbox) with a link `{mail.public_url}/reset-password?token=…` (by default this server's own small page, which calls `reset_password`). The token is single-use, stored only as its SHA-256, and expires after an hour (`auth.password_reset_lifetime_secs`); asking again does not cancel earlier links (each still works once, until a reset succeeds, which ends them all).
+         *
+         *     Limited per client address (per `rate_limits.window_secs`) and per e-mail address (per hour), counted in the database so the limits hold across instances: `429 rate_limited` with `Retry-After`, also for an address with no account. A malformed address is `202` too (nothing is sent), except one over 254 characters (`400 invalid_email`).
+         */
+        post: operations["auth_forgot_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/login": {
         parameters: {
             query?: never;
@@ -321,7 +363,7 @@ export interface paths {
         put?: never;
         /**
          * Log in with e-mail and password.
-         * @description Public. Returns a JWT access token (HS256). Claims: `sub` (user id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, one hour by default), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id).
+         * @description Public. Starts a session and returns its JWT access token (HS256) and refresh token. Claims: `sub` (user id), `sid` (the session id), `iat`, `nbf`, `exp` (issue time plus the configured lifetime, 15 minutes by default: `auth.token_lifetime_secs`), `iss` (`workspace`), `aud` (`workspace-api`) and `jti` (a unique token id). Additions to the spec's response: `expires_in`, `refresh_token`, `refresh_expires_in` (30 days by default: `auth.refresh_token_lifetime_secs`) and `session_id`. When the access token expires (`401 token_expired`), `POST /api/auth/refresh` with the refresh token gets the next pair; `POST /api/auth/logout` ends the session. The session records the client address and `User-Agent` (see `GET /api/auth/sessions`).
          *
          *     Any wrong credential (unknown e-mail, wrong password) is `401 invalid_credentials`, with no hint of which part was wrong.
          *
@@ -330,6 +372,132 @@ export interface paths {
          *     Overload: logins are also limited per client address (behind a configured trusted proxy, the address it forwards in `X-Forwarded-For`) and in total (`429 rate_limited` with `Retry-After`), and password checks run a few at a time: when too many wait, `503 server_busy` with `Retry-After`. An e-mail over 254 characters is `400 invalid_email`, a password over 128 characters `400 invalid_request`.
          */
         post: operations["auth_login"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Log out: revoke the session of the request's access token.
+         * @description Any authenticated user. The session's access tokens are refused on every instance from the next request on (`401 session_revoked`; the check is part of each request's authorization statement), and its refresh token no longer works. Revoking an already revoked session is not possible (its token is refused first). A token issued before sessions existed (no `sid` claim) has nothing to revoke: `200` with a message saying so; it stops working when it expires.
+         */
+        post: operations["auth_logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange a refresh token for a new access token and refresh token.
+         * @description Public: the refresh token is the credential. Answers like `login`, with the same session: a new access token and a new refresh token (rotation). The presented refresh token is used up; the session's `last_used_at`, address and `User-Agent` are updated and it lasts `auth.refresh_token_lifetime_secs` from now.
+         *
+         *     Reuse detection (RFC 9700 §4.14): presenting a refresh token that was already exchanged revokes the whole session (`401 refresh_token_reused`): either the client or someone who copied the token used it before, and the server cannot tell which, so every access and refresh token of the session stops working. Two refreshes with one token at once are decided under a row lock: exactly one gets new tokens, the other is such a reuse. A client must therefore refresh one request at a time (the SDK and the CLI do).
+         *
+         *     Errors: an unknown, malformed or expired refresh token `401 invalid_refresh_token`; one of a revoked or ended session (used or not), or of a user who can no longer log in, `401 session_revoked`.
+         */
+        post: operations["auth_refresh"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/reset_password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set a new password with the token of a reset e-mail.
+         * @description Public: the token is the credential. In one transaction: the token is used up (it works once, also under concurrent use), the password is set, every session of the user is revoked (their access tokens are refused from the next request on) and every other reset token of the user is ended. Failed logins of the address are cleared. The caller then logs in with the new password.
+         *
+         *     Errors, in the order checked: too many attempts from the client address (`429 rate_limited`, a bound on guessing); an unknown or malformed token `400 invalid_reset_token`; a used one `410 reset_token_used`, an expired one `410 reset_token_expired`; the password policy of `signup` (`422 weak_password`); a hashing backlog `503 server_busy`.
+         */
+        post: operations["auth_reset_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/revoke_other_sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke every session of the caller but the current one.
+         * @description Any authenticated user ("log out everywhere else"). Answers how many sessions it revoked. With a token issued before sessions existed (no `sid` claim) every session is revoked.
+         */
+        post: operations["auth_revoke_other_sessions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/revoke_session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the caller's sessions.
+         * @description Any authenticated user, for their own sessions (another user's, an unknown, revoked or expired one: `404 not_found`). Its access tokens are refused from the next request on, on every instance, and its refresh token no longer works. The caller's current session may be named too (that is a logout).
+         */
+        delete: operations["auth_revoke_session"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's live sessions.
+         * @description Any authenticated user: their own sessions that are neither revoked nor expired, newest first, each with its start, last login or refresh (`last_used_at`), expiry, client address and `User-Agent`; `current` marks the session of the request's access token. At most 1000 (the newest).
+         */
+        get: operations["auth_sessions"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -375,7 +543,7 @@ export interface paths {
         put?: never;
         /**
          * Create an account by accepting an invitation.
-         * @description Public. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's.
+         * @description Public. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's. Like `login` it starts a session: additions to the spec's response are `expires_in`, `refresh_token`, `refresh_expires_in` and `session_id`.
          *
          *     In one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.
          *
@@ -403,7 +571,7 @@ export interface paths {
          * Create a personal access token.
          * @description An addition to the spec: a bearer token for automation (CI, scripts, `WORKSPACE_TOKEN` in the CLI, `token` in the TypeScript SDK) that acts for the caller within its `scopes`. The secret is in the answer only; it is stored as a SHA-256 hash. It starts with `wsp_` (42 characters with a checksum), so secret scanners can match it.
          *
-         *     At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
+         *     At every request the token's scopes are intersected with what its user's role grants now, in the same statement as the authorization: a token never does more than its user, a demoted or removed user's token loses that access at once, a revoked or expired token is `401 invalid_token`. An operation outside the scopes is `403 insufficient_scope`. Whatever the scopes, a token cannot create or revoke tokens, manage sessions (log out, list or revoke them), change the password, leave an organization, change roles (creating, updating or deleting a role, changing a member's role, transferring ownership) nor administer the system (the permission catalog, feature gates, the outbox): `403 token_not_allowed`; those need a login. Listing tools across the caller's organizations needs the `tool:read` scope. Invitations need the `users:write` scope.
          *
          *     Scopes must be permission names of the catalog or wildcards (`400 invalid_scope`); a user holds at most 50 live tokens (`409 too_many_tokens`).
          */
@@ -2472,6 +2640,13 @@ export interface components {
             /** @description As in `CategoryCreate`. */
             name?: string | null;
         };
+        /** @description Body of `POST /api/auth/change_password`. */
+        ChangePasswordRequest: {
+            /** @description The password in use now (checked like a login). */
+            current_password: string;
+            /** @description See the password policy of `POST /api/auth/signup`. */
+            new_password: string;
+        };
         /** @description Body of `POST /api/agent_deploy/v1/chat/completions` (the OpenAI Chat Completions request; fields not listed are accepted and ignored). */
         ChatCompletionRequest: {
             /**
@@ -2973,6 +3148,15 @@ export interface components {
             /** @description Ids returned by `POST /api/chat/upload_file` in the same organization; 1 to 100. */
             file_ids: string[];
         };
+        /** @description Body of `POST /api/auth/forgot_password`. */
+        ForgotPasswordRequest: {
+            /** @description The account's e-mail address (at most 254 characters). */
+            email: string;
+        };
+        /** @description The answer of `POST /api/auth/forgot_password`: always the same. */
+        ForgotPasswordResponse: {
+            message: string;
+        };
         /** @description The tool's code. */
         FunctionInfo: {
             /** @description Python source defining the function; 1 to 100,000 characters. */
@@ -3372,7 +3556,7 @@ export interface components {
             /** @description At most 128 characters (the password policy's limit). */
             password: string;
         };
-        /** @description A bearer access token. */
+        /** @description A bearer access token and the refresh token of its session (from `POST /api/auth/login` and `POST /api/auth/refresh`). */
         LoginResponse: {
             /** @description A JWT (HS256) to send as `Authorization: Bearer <access_token>`. */
             access_token: string;
@@ -3381,6 +3565,18 @@ export interface components {
              * @description Lifetime of the token in seconds from issue (an addition to the spec's shape, as in OAuth 2.0 token responses).
              */
             expires_in: number;
+            /**
+             * Format: uint64
+             * @description Lifetime of the refresh token in seconds from issue.
+             */
+            refresh_expires_in: number;
+            /** @description An addition to the spec's shape: the token that gets a new access token from `POST /api/auth/refresh` (`wsr_` and 43 characters). Single-use: every refresh returns the next one. Keep it secret (it lasts much longer than the access token); never send it as a bearer token. */
+            refresh_token: string;
+            /**
+             * Format: uuid
+             * @description The session these tokens belong to (the access token's `sid` claim; see `GET /api/auth/sessions`).
+             */
+            session_id: string;
             /** @description Always `bearer`. */
             token_type: components["schemas"]["TokenType"];
         };
@@ -3650,6 +3846,18 @@ export interface components {
             /** @description 1 to 10,000 characters. */
             text: string;
         };
+        /** @description Body of `POST /api/auth/refresh`. */
+        RefreshRequest: {
+            /** @description The refresh token of the last login or refresh. */
+            refresh_token: string;
+        };
+        /** @description Body of `POST /api/auth/reset_password`. */
+        ResetPasswordRequest: {
+            /** @description See the password policy of `POST /api/auth/signup`. */
+            new_password: string;
+            /** @description The token of the reset e-mail's link. */
+            token: string;
+        };
         /** @description A role, as listed (without its permissions). */
         Role: {
             /** Format: date-time */
@@ -3732,6 +3940,41 @@ export interface components {
             /** @description Uploads (`POST /api/chat/upload_file`) whose text goes into the prompt (at most 10). */
             upload_ids?: string[] | null;
         };
+        /** @description One of the caller's live sessions (`GET /api/auth/sessions`). */
+        Session: {
+            /**
+             * Format: date-time
+             * @description When the session began (the login).
+             */
+            created_at: string;
+            /** @description Whether this is the session of the access token of the request. */
+            current: boolean;
+            /**
+             * Format: date-time
+             * @description When the session ends unless refreshed before.
+             */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @description The client address of the last login or refresh (behind a trusted proxy, the address it forwarded). */
+            ip_address: string | null;
+            /**
+             * Format: date-time
+             * @description The last login or refresh of the session (at most one access-token lifetime behind its last request).
+             */
+            last_used_at: string;
+            /** @description The `User-Agent` of the last login or refresh (at most 512 characters; `null` when the client sent none). */
+            user_agent: string | null;
+        };
+        /** @description How many sessions an operation revoked. */
+        SessionsRevoked: {
+            message: string;
+            /**
+             * Format: uint64
+             * @description Sessions revoked by this request (not counting ones already ended).
+             */
+            revoked: number;
+        };
         /** @description Body of `POST /api/auth/signup_invite`. */
         SignupInviteRequest: {
             first_name: string;
@@ -3747,10 +3990,27 @@ export interface components {
             access_token: string;
             /** @description The invitation's e-mail address. */
             email: string;
+            /**
+             * Format: uint64
+             * @description An addition to the spec's shape: the access token's lifetime in seconds, as from `login`.
+             */
+            expires_in: number;
             first_name: string;
             /** Format: uuid */
             id: string;
             last_name: string;
+            /**
+             * Format: uint64
+             * @description Lifetime of the refresh token in seconds from issue.
+             */
+            refresh_expires_in: number;
+            /** @description An addition to the spec's shape: the session's refresh token, as from `login` (see `POST /api/auth/refresh`). */
+            refresh_token: string;
+            /**
+             * Format: uuid
+             * @description The session these tokens belong to.
+             */
+            session_id: string;
         };
         /** @description Body of `POST /api/auth/signup`. */
         SignupRequest: {
@@ -4713,7 +4973,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -4810,7 +5070,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -4889,7 +5149,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -4968,7 +5228,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5047,7 +5307,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5130,7 +5390,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5444,7 +5704,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5523,7 +5783,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5602,7 +5862,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5685,7 +5945,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5759,7 +6019,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5851,7 +6111,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -5882,6 +6142,176 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_change_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChangePasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsRevoked"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`, `invalid_credentials`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unprocessable. `error_code`: `weak_password`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `too_many_login_attempts`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_forgot_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForgotPasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description successfully enqueued operation */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgotPasswordResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_email`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `rate_limited`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5979,6 +6409,419 @@ export interface operations {
                 };
             };
             /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_refresh: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefreshRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `invalid_refresh_token`, `refresh_token_reused`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_reset_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResetPasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsRevoked"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_reset_token`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Gone. `error_code`: `reset_token_used`, `reset_token_expired`. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unprocessable. `error_code`: `weak_password`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `rate_limited`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_revoke_other_sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsRevoked"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_revoke_session: {
+        parameters: {
+            query: {
+                /** @description The session to revoke (an `id` of `GET /api/auth/sessions`). */
+                session_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsRevoked"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"][];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -6218,7 +7061,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6294,7 +7137,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenSummary"][];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6364,7 +7207,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6445,7 +7288,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6530,7 +7373,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6622,7 +7465,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6701,7 +7544,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6775,7 +7618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6854,7 +7697,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -6939,7 +7782,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7013,7 +7856,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7096,7 +7939,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7205,7 +8048,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7286,7 +8129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7373,7 +8216,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7467,7 +8310,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7608,7 +8451,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7682,7 +8525,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7765,7 +8608,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7855,7 +8698,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -7938,7 +8781,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8014,7 +8857,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8095,7 +8938,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8176,7 +9019,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8259,7 +9102,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8443,7 +9286,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8526,7 +9369,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8614,7 +9457,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8699,7 +9542,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8769,7 +9612,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -8857,7 +9700,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9000,7 +9843,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9092,7 +9935,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9171,7 +10014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9252,7 +10095,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9331,7 +10174,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9410,7 +10253,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9493,7 +10336,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9567,7 +10410,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9651,7 +10494,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9741,7 +10584,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9833,7 +10676,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -9925,7 +10768,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10082,7 +10925,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10179,7 +11022,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10279,7 +11122,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10384,7 +11227,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10493,7 +11336,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10587,7 +11430,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10677,7 +11520,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10758,7 +11601,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10828,7 +11671,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10900,7 +11743,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -10983,7 +11826,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11079,7 +11922,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11150,7 +11993,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11247,7 +12090,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11317,7 +12160,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11391,7 +12234,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11479,7 +12322,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11560,7 +12403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11625,7 +12468,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11726,7 +12569,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11818,7 +12661,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11908,7 +12751,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -11973,7 +12816,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12044,7 +12887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12132,7 +12975,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12222,7 +13065,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12316,7 +13159,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12413,7 +13256,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12489,7 +13332,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12590,7 +13433,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12682,7 +13525,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12772,7 +13615,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12862,7 +13705,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -12952,7 +13795,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13035,7 +13878,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13109,7 +13952,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13185,7 +14028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13279,7 +14122,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13380,7 +14223,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13474,7 +14317,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13532,7 +14375,7 @@ export interface operations {
                     "application/json": components["schemas"]["CurrentUser"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13595,7 +14438,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13676,7 +14519,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13766,7 +14609,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
@@ -13860,7 +14703,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`. */
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];

@@ -89,13 +89,10 @@ const WS_RECHECK: Duration = Duration::from_secs(30);
 /// Whether the user is still an active member with `chats:read` (a
 /// database outage keeps the socket open).
 async fn ws_still_allowed(cx: &ServerContext, access: &LiveAccess) -> bool {
-    use crate::db::datastore::organizations::{AccessLookup, Caller};
+    use crate::db::datastore::organizations::AccessLookup;
     match cx
         .datastore
-        .access_lookup(
-            &Caller::User(access.user_id()),
-            crate::authz::Scope::Org(access.org_id()),
-        )
+        .access_lookup_member(access.user_id(), crate::authz::Scope::Org(access.org_id()))
         .await
     {
         Ok(AccessLookup::Member { membership, .. }) => {

@@ -48,7 +48,7 @@ const ORG_WITH_ROLE: &str = "SELECT o.id, o.name, o.slug, o.created_at, o.update
 /// verified) or a personal access token (the SHA-256 of its secret, looked
 /// up in the authorization's own statement).
 pub enum Caller {
-    User(Uuid),
+    User(crate::authn::Actor),
     Token(Vec<u8>),
 }
 
@@ -61,6 +61,8 @@ pub enum AccessLookup {
     /// The token's user does not exist (or has no password yet), or the
     /// personal access token is unknown, revoked or expired.
     NoUser,
+    /// The token's session was revoked or has ended.
+    SessionEnded,
     /// The user is not an active member of the organization (or the
     /// organization or the addressed object does not exist).
     NotMember { user_id: Uuid, token: TokenFound },
@@ -74,27 +76,30 @@ pub enum AccessLookup {
 /// The authorization statement; `$org` is the expression that yields the
 /// organization id from `$2` (the caller is `u`), `$caller` where the
 /// caller comes from and which of them counts. Made for a user's access
-/// token (`$1` is the user's id; no token columns) and for a personal
-/// access token (`$1` is the SHA-256 of its secret: the token's id and
-/// scopes come with the membership, in the same statement).
+/// token (`$1` is the user's id; `$3` and `$4` are the token's `sid` and
+/// `iat` claims: whether its session is live is read in the same
+/// statement; no token columns) and for a personal access token (`$1` is
+/// the SHA-256 of its secret: the token's id and scopes come with the
+/// membership, in the same statement; it has no session).
 macro_rules! access_sql {
     (user, $org:literal) => {
         access_sql!(
             "NULL::uuid AS token_id, NULL::text[] AS token_scopes FROM users u",
             $org,
-            "WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+            "WHERE u.id = $1 AND u.password_hash IS NOT NULL",
+            session("$3", "$4")
         )
     };
     (token, $org:literal) => {
         access_sql!(
-            "t.id AS token_id, t.scopes AS token_scopes \
+            "t.id AS token_id, t.scopes AS token_scopes, true AS session_live \
              FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
             $org,
             "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
              AND u.password_hash IS NOT NULL"
         )
     };
-    ($caller:literal, $org:literal, $which:literal) => {
+    ($caller:literal, $org:literal, $which:literal $(, session($sid:literal, $iat:literal))?) => {
         concat!(
             "SELECT u.id AS user_id, m.organization_id AS org_id, r.id AS role_id, \
                     r.name AS role_name, \
@@ -102,6 +107,7 @@ macro_rules! access_sql {
                     ARRAY(SELECT p.name FROM role_permissions rp \
                           JOIN permissions p ON p.id = rp.permission_id \
                           WHERE rp.role_id = r.id) AS permissions, ",
+            $(super::sessions::session_live!($sid, $iat), " AS session_live, ",)?
             $caller,
             " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
                   AND m.organization_id = ",
@@ -671,8 +677,29 @@ impl Datastore {
         Ok(OrgRow::from_row(&row))
     }
 
+    /// A user's standing in an organization without a credential to check
+    /// (an open WebSocket's periodic re-check, authorized by its ticket):
+    /// [`Datastore::access_lookup`] for an access token without a session
+    /// issued at the end of time (so never older than a password change).
+    pub async fn access_lookup_member(
+        &self,
+        user_id: Uuid,
+        scope: Scope,
+    ) -> Result<AccessLookup, Error> {
+        let actor = crate::authn::Actor {
+            user_id,
+            session_id: None,
+            // 9999-12-31T23:59:59Z.
+            issued_at: 253_402_300_799,
+            token_id: None,
+            scopes: None,
+        };
+        self.access_lookup(&Caller::User(actor), scope).await
+    }
+
     /// The caller's standing for one request, in one statement: whether
-    /// the token's user still exists (and can log in), their active
+    /// the token's user still exists (and can log in) and the token's
+    /// session is live, their active
     /// membership in the scope's organization, its role and the role's
     /// permission names. For an object scope the organization is the
     /// object's, looked up in the same statement.
@@ -684,15 +711,21 @@ impl Datastore {
         let (index, id) = scope_index(scope);
         let conn = self.quick().await?;
         let row = match caller {
-            Caller::User(user_id) => {
-                conn.query_opt(ACCESS_BY_USER[index], &[user_id, &id])
-                    .await?
+            Caller::User(actor) => {
+                conn.query_opt(
+                    ACCESS_BY_USER[index],
+                    &[&actor.user_id, &id, &actor.session_id, &actor.issued_at],
+                )
+                .await?
             }
             Caller::Token(hash) => conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id]).await?,
         };
         let Some(row) = row else {
             return Ok(AccessLookup::NoUser);
         };
+        if !row.get::<_, bool>("session_live") {
+            return Ok(AccessLookup::SessionEnded);
+        }
         let user_id: Uuid = row.get("user_id");
         let token = row
             .get::<_, Option<Uuid>>("token_id")

@@ -63,9 +63,15 @@ impl Datastore {
             .collect())
     }
 
-    /// Deletes rate-limit windows and failed logins that no longer count.
+    /// Deletes rate-limit windows and failed logins that no longer count,
+    /// and sessions, refresh tokens and password-reset tokens that no
+    /// longer count (see [`super::sessions::expire`]), on one connection.
     /// Returns the number of rows deleted.
-    pub async fn expire_counters(&self, login_window_secs: u64) -> Result<u64, Error> {
+    pub async fn expire_counters(
+        &self,
+        login_window_secs: u64,
+        refresh_lifetime_secs: u64,
+    ) -> Result<u64, Error> {
         let conn = self.conn().await?;
         let window = login_window_secs as f64;
         let counters = conn
@@ -82,6 +88,7 @@ impl Datastore {
                 &[&window],
             )
             .await?;
-        Ok(counters + failures)
+        let sessions = super::sessions::expire(&conn, refresh_lifetime_secs).await?;
+        Ok(counters + failures + sessions)
     }
 }

@@ -57,16 +57,19 @@ pub struct Credentials {
 }
 
 /// `GET /api/users/me` in one statement: the user, then one row per active
-/// membership (or one row of NULLs when there is none). `$caller` names
-/// the user: by id, or by a personal access token's hash (whose id comes
-/// along, to record its use).
+/// membership (or one row of NULLs when there is none), each saying whether
+/// the caller's session is live. `$caller` names the user: by id (with the
+/// access token's `sid` and `iat` as `$2` and `$3`, for the session), or
+/// by a personal access token's hash (whose id comes along, to record its
+/// use; a token has no session).
 macro_rules! user_me_sql {
-    ($caller:literal, $which:literal) => {
+    ($caller:literal, $which:literal $(, session($sid:literal, $iat:literal))?) => {
         concat!(
             "SELECT u.id, u.email, u.first_name, u.last_name, u.created_at, \
                     u.last_active_at, u.is_system_admin, o.id AS organization_id, \
                     o.name AS organization_name, o.slug AS slug, r.id AS role_id, \
                     r.name AS role_name, ",
+            $(super::sessions::session_live!($sid, $iat), " AS session_live, ",)?
             $caller,
             " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
              LEFT JOIN organizations o ON o.id = m.organization_id \
@@ -81,12 +84,14 @@ macro_rules! user_me_sql {
 /// which runs the same SQL through pgbench.
 pub const USER_ME: &str = user_me_sql!(
     "NULL::uuid AS token_id FROM users u",
-    "WHERE u.id = $1 AND u.password_hash IS NOT NULL"
+    "WHERE u.id = $1 AND u.password_hash IS NOT NULL",
+    session("$2", "$3")
 );
 
 /// `GET /api/users/me` by a personal access token's hash.
 pub const USER_ME_BY_TOKEN: &str = user_me_sql!(
-    "t.id AS token_id FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
+    "t.id AS token_id, true AS session_live \
+     FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
     "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
      AND u.password_hash IS NOT NULL"
 );
@@ -174,17 +179,6 @@ impl Datastore {
         }))
     }
 
-    /// Marks the user active now (login).
-    pub async fn user_touch(&self, user_id: Uuid) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        conn.execute(
-            "UPDATE users SET last_active_at = now() WHERE id = $1",
-            &[&user_id],
-        )
-        .await?;
-        Ok(())
-    }
-
     /// Whether a user with this id exists and can log in (has a password).
     pub async fn user_exists(&self, user_id: Uuid) -> Result<bool, Error> {
         let conn = self.quick().await?;
@@ -210,8 +204,9 @@ impl Datastore {
         Ok(UserRow::from_row(&row))
     }
 
-    /// The user and their active memberships (oldest first), in one
-    /// statement; `None` when the user does not exist or cannot log in.
+    /// The caller and their active memberships (oldest first), in one
+    /// statement; `None` when the user does not exist or cannot log in,
+    /// `401 session_revoked` when the token's session has ended.
     pub async fn user_me(
         &self,
         caller: &super::organizations::Caller,
@@ -219,12 +214,21 @@ impl Datastore {
         use super::organizations::Caller;
         let conn = self.quick().await?;
         let rows = match caller {
-            Caller::User(user_id) => conn.query(USER_ME, &[user_id]).await?,
+            Caller::User(actor) => {
+                conn.query(
+                    USER_ME,
+                    &[&actor.user_id, &actor.session_id, &actor.issued_at],
+                )
+                .await?
+            }
             Caller::Token(hash) => conn.query(USER_ME_BY_TOKEN, &[hash]).await?,
         };
         let Some(first) = rows.first() else {
             return Ok(None);
         };
+        if !first.get::<_, bool>("session_live") {
+            return Err(crate::authn::session_revoked());
+        }
         let user = UserRow::from_row(first);
         let token_id: Option<Uuid> = first.get("token_id");
         let memberships = rows
