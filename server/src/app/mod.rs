@@ -11,6 +11,7 @@ pub mod files;
 pub mod invitations;
 pub mod kb;
 pub mod kb_ingest;
+pub mod lifecycle;
 pub mod mcp;
 pub mod mcp_gateway;
 pub mod mcp_playground;

@@ -1,6 +1,6 @@
 //! Organizations, membership and feature gates.
 
-use crate::app::users::{locked_actor, not_last_owner};
+use crate::app::lifecycle::{locked_actor, not_last_owner};
 use crate::authn::Actor;
 use crate::authz::{Grant, Member, OrgAccess, Owner, SystemAdmin, on, perm};
 use crate::context::ServerContext;
