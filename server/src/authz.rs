@@ -106,6 +106,7 @@ pub mod perm {
     }
 
     pub const ORGANIZATION_READ: Permission = Permission("organization:read");
+    pub const ORGANIZATION_ADMIN: Permission = Permission("organization:admin");
     pub const USERS_READ: Permission = Permission("users:read");
     pub const USERS_WRITE: Permission = Permission("users:write");
     pub const ROLES_READ: Permission = Permission("roles:read");

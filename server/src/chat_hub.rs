@@ -8,6 +8,7 @@
 //! receives [`Notice::reconnected`]); a notification only says "look now".
 
 use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
+use crate::db::datastore::deletion::DELETION_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -57,8 +58,8 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
     match channel {
         STREAM_CHANNEL => payload.split_once(':').map(|(id, _)| id.to_string()),
         STOP_CHANNEL => Some(payload.to_string()),
-        // Ingestion wake-ups: one route, every idle worker.
-        KB_JOBS_CHANNEL => Some(String::new()),
+        // Job wake-ups: one route, every idle worker.
+        KB_JOBS_CHANNEL | DELETION_JOBS_CHANNEL => Some(String::new()),
         LIVE_CHANNEL => {
             let mut parts = payload.splitn(3, ':');
             let org = parts.next()?;
@@ -172,7 +173,7 @@ async fn listen(
                 let listened = client
                     .batch_execute(&format!(
                         "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
-                         LISTEN {KB_JOBS_CHANNEL}"
+                         LISTEN {KB_JOBS_CHANNEL}; LISTEN {DELETION_JOBS_CHANNEL}"
                     ))
                     .await;
                 match listened {

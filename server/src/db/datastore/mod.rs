@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod chat;
 pub mod conversations;
+pub mod deletion;
 pub mod deployments;
 pub mod email_outbox;
 pub mod files;

@@ -64,7 +64,7 @@ pub const USER_ME: &str = "SELECT u.id, u.email, u.first_name, u.last_name, u.cr
             o.name AS organization_name, o.slug AS slug, r.id AS role_id, r.name AS role_name \
      FROM users u \
      LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
-     LEFT JOIN organizations o ON o.id = m.organization_id \
+     LEFT JOIN organizations o ON o.id = m.organization_id AND o.deletion_requested_at IS NULL \
      LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id \
      WHERE u.id = $1 AND u.password_hash IS NOT NULL \
      ORDER BY m.created_at, o.id";
