@@ -21,7 +21,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 /// Operations with a hand-written command instead.
-const HAND_WRITTEN: &[&str] = &["auth_login"];
+const HAND_WRITTEN: &[&str] = &["auth_login", "org_delete", "users_delete_me"];
 
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[
@@ -31,6 +31,10 @@ const GROUPS: &[(&str, &str)] = &[
         "Service health and readiness, and the e-mail outbox (system administrators)",
     ),
     ("users", "Users"),
+    (
+        "account",
+        "Your own account: export your data, delete the account",
+    ),
     ("org", "Organizations and membership"),
     ("roles", "Roles and permissions"),
     ("invitations", "Invitations"),
@@ -154,6 +158,17 @@ pub fn add_mcp_commands(mut root: Command) -> Command {
         root = insert(root, &path, cmd);
     }
     root
+}
+
+/// `workspace account export|delete` and `workspace org delete` (see
+/// `account.rs`).
+pub fn add_account_commands(mut root: Command) -> Command {
+    for cmd in crate::account::account_commands() {
+        let path = ["account".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    let path = ["org".to_string(), "delete".to_string()];
+    insert(root, &path, crate::account::org_delete_command())
 }
 
 pub fn add_auth_commands(mut root: Command) -> Command {

@@ -580,7 +580,7 @@ mod tests {
     use crate::conversations::ConversationStreamEvent;
     use crate::operations::{
         DATABASE_FREE_OPERATIONS, MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS,
-        QUERY_DEFAULTS, STREAM_EVENTS, STREAMING_OPERATIONS,
+        QUERY_DEFAULTS, STREAM_EVENTS, STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS,
     };
     use openapiv3::{OpenAPI, ReferenceOr, Schema, SchemaKind, Type};
     use serde_json::{Value, json};
@@ -644,7 +644,8 @@ mod tests {
             .chain(MULTIPART_OPERATIONS)
             .chain(DATABASE_FREE_OPERATIONS)
             .copied()
-            .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id));
+            .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id))
+            .chain(STREAMED_JSON_OPERATIONS.iter().map(|(id, _)| *id));
         for id in listed {
             assert!(ids.iter().any(|i| i == id), "{id} is no operation");
         }

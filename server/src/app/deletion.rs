@@ -302,8 +302,15 @@ fn steps(kind: DeletionJobKind) -> Vec<(&'static str, Step)> {
             steps.extend([("organization", Step::Subject), ("store", Step::Store)]);
         }
         DeletionJobKind::Account => {
-            steps.extend([(ACCOUNT_FIRST_STEP, Step::Grants), ("chat_files", Step::Files)]);
-            steps.extend(ACCOUNT_BATCHES.iter().map(|(n, sql)| (*n, Step::Batch(sql))));
+            steps.extend([
+                (ACCOUNT_FIRST_STEP, Step::Grants),
+                ("chat_files", Step::Files),
+            ]);
+            steps.extend(
+                ACCOUNT_BATCHES
+                    .iter()
+                    .map(|(n, sql)| (*n, Step::Batch(sql))),
+            );
             steps.push(("account", Step::Subject));
         }
     }
@@ -483,7 +490,10 @@ mod tests {
             let steps = steps(kind);
             let names: std::collections::HashSet<&str> = steps.iter().map(|(n, _)| *n).collect();
             assert_eq!(names.len(), steps.len(), "{kind}: duplicate step names");
-            assert!(!names.contains("done"), "{kind}: `done` is the end, not a step");
+            assert!(
+                !names.contains("done"),
+                "{kind}: `done` is the end, not a step"
+            );
             let subject = steps
                 .iter()
                 .position(|(_, s)| matches!(s, Step::Subject))

@@ -89,12 +89,17 @@ pub async fn export(
             Err(Stop::Failed(e)) => {
                 slog::warn!(log, "the export failed part-way; ending its response"; "error" => %e);
                 // The client sees an aborted body, not a shorter document.
-                let _ = out.tx.send(Err(std::io::Error::other("export failed"))).await;
+                let _ = out
+                    .tx
+                    .send(Err(std::io::Error::other("export failed")))
+                    .await;
             }
         }
     });
     let frames = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (chunk.map(hyper::body::Frame::data), rx))
+        rx.recv()
+            .await
+            .map(|chunk| (chunk.map(hyper::body::Frame::data), rx))
     });
     http::Response::builder()
         .status(http::StatusCode::OK)
@@ -104,7 +109,9 @@ pub async fn export(
             "attachment; filename=\"workspace-export.json\"",
         )
         .header(http::header::CACHE_CONTROL, "no-store")
-        .body(dropshot::Body::wrap(http_body_util::StreamBody::new(frames)))
+        .body(dropshot::Body::wrap(http_body_util::StreamBody::new(
+            frames,
+        )))
         .map_err(Error::internal)
 }
 
@@ -341,14 +348,7 @@ mod tests {
             list: Vec<u8>,
         }
         assert_eq!(
-            opened(
-                &T {
-                    a: 1,
-                    list: vec![]
-                },
-                "list"
-            )
-            .unwrap(),
+            opened(&T { a: 1, list: vec![] }, "list").unwrap(),
             "{\"a\":1,\"list\":["
         );
         #[derive(Serialize)]
@@ -356,15 +356,6 @@ mod tests {
             list: Vec<u8>,
             a: u8,
         }
-        assert!(
-            opened(
-                &Wrong {
-                    list: vec![],
-                    a: 1
-                },
-                "list"
-            )
-            .is_err()
-        );
+        assert!(opened(&Wrong { list: vec![], a: 1 }, "list").is_err());
     }
 }

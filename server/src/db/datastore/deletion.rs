@@ -297,7 +297,11 @@ async fn make_unusable(tx: &Tx<'_>, org_id: Uuid) -> Result<(), Error> {
     tx.execute(
         "UPDATE invitations SET status = $3, revoked_at = now(), updated_at = now() \
          WHERE organization_id = $1 AND status = $2",
-        &[&org_id, &InvitationStatus::Pending, &InvitationStatus::Revoked],
+        &[
+            &org_id,
+            &InvitationStatus::Pending,
+            &InvitationStatus::Revoked,
+        ],
     )
     .await?;
     tx.execute(
@@ -405,7 +409,9 @@ impl Datastore {
             .await?
             .ok_or_else(|| Error::forbidden("you are not a member of this organization"))?;
         if org.get::<_, bool>("deleting") {
-            return Err(Error::forbidden("you are not a member of this organization"));
+            return Err(Error::forbidden(
+                "you are not a member of this organization",
+            ));
         }
         if org.get::<_, bool>("is_personal") {
             return Err(Error::conflict(
@@ -421,8 +427,7 @@ impl Datastore {
                 "confirm_name must be the organization's exact name",
             ));
         }
-        let job =
-            request_org_deletion(&tx, org_id, &name, access.user_id(), max_attempts).await?;
+        let job = request_org_deletion(&tx, org_id, &name, access.user_id(), max_attempts).await?;
         tx.execute(&format!("NOTIFY {DELETION_JOBS_CHANNEL}"), &[])
             .await?;
         tx.commit().await?;
@@ -499,8 +504,9 @@ impl Datastore {
             } else {
                 org.get("name")
             };
-            organizations
-                .push(request_org_deletion(&tx, org.get("id"), &name, user_id, max_attempts).await?);
+            organizations.push(
+                request_org_deletion(&tx, org.get("id"), &name, user_id, max_attempts).await?,
+            );
         }
         tx.execute("DELETE FROM memberships WHERE user_id = $1", &[&user_id])
             .await?;
@@ -520,8 +526,11 @@ impl Datastore {
             ],
         )
         .await?;
-        tx.execute("DELETE FROM chat_ws_tickets WHERE user_id = $1", &[&user_id])
-            .await?;
+        tx.execute(
+            "DELETE FROM chat_ws_tickets WHERE user_id = $1",
+            &[&user_id],
+        )
+        .await?;
         tx.query(
             "SELECT pg_notify($2, m.id::text) FROM chats c \
              JOIN chat_messages m ON m.chat_id = c.id \
@@ -636,7 +645,12 @@ impl Datastore {
             .execute(
                 "UPDATE deletion_jobs SET locked_until = now() + make_interval(secs => $3) \
                  WHERE id = $1 AND locked_by = $2 AND state = $4",
-                &[&job.id, &job.worker, &lease_secs, &DeletionJobState::Running],
+                &[
+                    &job.id,
+                    &job.worker,
+                    &lease_secs,
+                    &DeletionJobState::Running,
+                ],
             )
             .await?;
         Ok(n == 1)
@@ -798,11 +812,24 @@ impl Datastore {
         if !holds_lease(&tx, job).await? {
             return Ok(false);
         }
+        let mut n = 0;
         let sql = match job.kind {
-            DeletionJobKind::Organization => "DELETE FROM organizations WHERE id = $1",
+            DeletionJobKind::Organization => {
+                // Uses of its public tools that other organizations' agents
+                // added since the `tool_uses` step (they would hold the
+                // tools, and so the organization, back).
+                n += tx
+                    .execute(
+                        "DELETE FROM agent_tools WHERE tool_id IN \
+                         (SELECT id FROM tools WHERE organization_id = $1)",
+                        &[&job.subject],
+                    )
+                    .await?;
+                "DELETE FROM organizations WHERE id = $1"
+            }
             DeletionJobKind::Account => "DELETE FROM users WHERE id = $1",
         };
-        let n = tx.execute(sql, &[&job.subject]).await?;
+        n += tx.execute(sql, &[&job.subject]).await?;
         count(&tx, job, Counter::Rows, n).await?;
         tx.execute(
             "UPDATE deletion_jobs SET step = $2, updated_at = now() WHERE id = $1",
@@ -962,11 +989,7 @@ impl Datastore {
     /// Counts objects deleted from the store without a row (the sweep of
     /// an organization's folder); `false` when the job is no longer this
     /// worker's.
-    pub async fn deletion_count_files(
-        &self,
-        job: &ClaimedDeletion,
-        n: u64,
-    ) -> Result<bool, Error> {
+    pub async fn deletion_count_files(&self, job: &ClaimedDeletion, n: u64) -> Result<bool, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if !holds_lease(&tx, job).await? {
