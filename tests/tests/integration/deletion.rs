@@ -1299,3 +1299,127 @@ async fn every_reference_to_an_organization_or_account_lets_it_go() {
     );
     cx.teardown().await;
 }
+
+/// Figures, not a check (run with `cargo xtask test -- --run-ignored
+/// only deletion::measure --no-capture`): how long deleting an
+/// organization of 20,000 vectors, 20,000 chat messages and 20,000
+/// conversation messages takes in batches of `deletion.batch_rows`, and
+/// how much the process grows while it streams a 40 MB export (read as a
+/// stream, counted and dropped).
+#[tokio::test]
+#[ignore]
+async fn measure_large_deletion_and_export() {
+    let store = tempfile::tempdir().unwrap();
+    let dir = store.path().to_path_buf();
+    let cx = TestContext::with_config("deletion_measure", move |c| base(c, &dir)).await;
+    let ada = cx.user("measure-ada").await;
+    let org = team(&ada, "Big").await;
+    let file = ada
+        .client
+        .chat_upload_file(org, None, "k.txt", b"k".to_vec())
+        .await
+        .unwrap()
+        .into_inner();
+    let kb = resources::knowledge_base(
+        &ada.client,
+        org,
+        json!({"name": "K", "description": "", "embedding_model": MODEL,
+               "sources": [{"type": "file", "config": {"file_ids": [file.id]}}]}),
+    )
+    .await
+    .id;
+    let answered = resources::chat_message(&ada.client, org, json!({"content": "hi"})).await;
+    let conversation = resources::conversation(&ada.client, org, json!({"title": "T"})).await;
+    let model = resources::offline_model(&ada.client, org).await;
+    let session = ada
+        .client
+        .conversation_create_session()
+        .org_id(org)
+        .body(
+            types::ConversationSessionCreate::builder()
+                .conversation_id(conversation.id)
+                .model_id(model),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let db = cx.db().await;
+    let n = 20_000;
+    let started = Instant::now();
+    db.execute(
+        "INSERT INTO kb_chunks (id, organization_id, kb_id, document_id, position, content, \
+             dims, embedding) \
+         SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.id, g, 'chunk ' || g, 384, \
+                array_fill((g % 97)::real / 97, ARRAY[384])::vector \
+         FROM kb_documents d, generate_series(1, $2) g WHERE d.kb_id = $1",
+        &[&kb, &n],
+    )
+    .await
+    .unwrap();
+    let padding = "x".repeat(2000);
+    db.execute(
+        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content) \
+         SELECT gen_random_uuid(), $1, $2, 'USER', $4 || g FROM generate_series(1, $3) g",
+        &[&org, &answered.chat_id, &n, &padding],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO conversation_messages (id, organization_id, conversation_id, session_id, \
+             role, content, created_by) \
+         SELECT gen_random_uuid(), $1, $2, $3, 'user', 'm' || g, $5 \
+         FROM generate_series(1, $4) g",
+        &[&org, &conversation.id, &session.id, &n, &ada.id],
+    )
+    .await
+    .unwrap();
+    eprintln!("filled in {:?}", started.elapsed());
+
+    // The export: about 40 MB, read as a stream and dropped.
+    let pid = std::process::id();
+    let rss_before = workspace_tests::proc_status_kb(pid, "VmRSS:");
+    let started = Instant::now();
+    let mut response = workspace_tests::http()
+        .get(format!("{}/api/users/me/export", cx.base_url))
+        .bearer_auth(&ada.token)
+        .send()
+        .await
+        .unwrap();
+    let mut bytes = 0usize;
+    let mut peak = rss_before;
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        bytes += chunk.len();
+        peak = peak.max(workspace_tests::proc_status_kb(pid, "VmRSS:"));
+    }
+    eprintln!(
+        "export: {bytes} bytes in {:?}; resident before {rss_before} KB, peak {peak} KB \
+         (+{} KB)",
+        started.elapsed(),
+        peak - rss_before
+    );
+    assert!(bytes > 40_000_000);
+    assert!(
+        (peak - rss_before) * 1024.0 < bytes as f64 / 2.0,
+        "the export was held in memory"
+    );
+
+    let started = Instant::now();
+    ada.client
+        .org_delete()
+        .org_id(org)
+        .body(confirm("Big"))
+        .send()
+        .await
+        .unwrap();
+    let requested = started.elapsed();
+    let done = wait_deleted(&ada.client, org, Duration::from_secs(600)).await;
+    eprintln!(
+        "deletion: requested in {requested:?}, done in {:?}: {} rows in batches of 1000, {} files",
+        started.elapsed(),
+        done.rows_deleted,
+        done.files_deleted
+    );
+    assert_empty(&rows_of(&db, org).await);
+    cx.teardown().await;
+}
