@@ -768,6 +768,7 @@ async fn deleting_while_ingestion_and_streams_run_on_another_instance() {
     assert_eq!(last["finish_reason"], "stopped", "{last}");
     rest(&mut talk, Duration::from_secs(10)).await;
     let stopped_in = requested.elapsed();
+    eprintln!("both answers ended {stopped_in:?} after the deletion was requested");
     assert!(stopped_in < Duration::from_secs(5), "{stopped_in:?}");
 
     wait_deleted(&through_other, org, Duration::from_secs(60)).await;
