@@ -82,7 +82,7 @@ impl Server {
     /// are still served, each HTTP/1 response with `Connection: close`.
     /// Then stops accepting requests, closes idle connections and open
     /// WebSockets (1001, going away); lets in-flight requests, this
-    /// instance's answers and its knowledge-base jobs finish for
+    /// instance's answers and its jobs (ingestion, deletions) finish for
     /// `http.shutdown_grace_secs` (workers claim no new job). Then ends the answers still running as
     /// interrupted (through their generators: their streams get a last
     /// `error` event; one stuck a few seconds more is closed in the

@@ -378,6 +378,115 @@ async fn request_org_deletion(
     Ok(DeletionJobRow::from_row(&row))
 }
 
+/// The organizations that go with the account `user_id`: those it alone
+/// owns and alone belongs to (id, and the name its job keeps: not a
+/// personal organization's, which is the person's). `Err` with the names
+/// of the organizations it alone owns that have other members (active,
+/// suspended or invited), which refuse the deletion. Locks the rows of
+/// the user's organizations (in id order, so that concurrent requests
+/// cannot deadlock), so that no member joins one meanwhile.
+async fn sole_owned(
+    tx: &Tx<'_>,
+    user_id: Uuid,
+) -> Result<Result<Vec<(Uuid, String)>, Vec<String>>, Error> {
+    tx.query(
+        "SELECT o.id FROM memberships m JOIN organizations o ON o.id = m.organization_id \
+         WHERE m.user_id = $1 ORDER BY o.id FOR UPDATE OF o",
+        &[&user_id],
+    )
+    .await?;
+    let orgs = tx
+        .query(
+            "SELECT o.id, o.name, o.is_personal, \
+                 (m.status = 'active' AND r.is_system_role AND r.name = 'owner') AS is_owner, \
+                 EXISTS (SELECT 1 FROM memberships m2 JOIN roles r2 ON r2.id = m2.role_id \
+                         WHERE m2.organization_id = o.id AND m2.user_id <> $1 \
+                           AND m2.status = 'active' AND r2.is_system_role \
+                           AND r2.name = 'owner') AS other_owner, \
+                 EXISTS (SELECT 1 FROM memberships m3 \
+                         WHERE m3.organization_id = o.id AND m3.user_id <> $1 \
+                           AND m3.status IN ('active', 'suspended', 'invited')) \
+                     AS other_members \
+             FROM memberships m JOIN organizations o ON o.id = m.organization_id \
+             JOIN roles r ON r.id = m.role_id \
+             WHERE m.user_id = $1 AND o.deletion_requested_at IS NULL \
+             ORDER BY o.name, o.id",
+            &[&user_id],
+        )
+        .await?;
+    let sole =
+        |r: &&tokio_postgres::Row| r.get::<_, bool>("is_owner") && !r.get::<_, bool>("other_owner");
+    let refused: Vec<String> = orgs
+        .iter()
+        .filter(sole)
+        .filter(|r| r.get::<_, bool>("other_members"))
+        .map(|r| r.get("name"))
+        .collect();
+    if !refused.is_empty() {
+        return Ok(Err(refused));
+    }
+    Ok(Ok(orgs
+        .iter()
+        .filter(sole)
+        .map(|r| {
+            let name = if r.get("is_personal") {
+                "personal organization".to_string()
+            } else {
+                r.get("name")
+            };
+            (r.get("id"), name)
+        })
+        .collect()))
+}
+
+/// What makes an account unusable at once, in the transaction that
+/// requests its deletion: its memberships are removed, its MCP gateway
+/// URLs, pending OAuth callbacks and WebSocket tickets stop working, its
+/// chat answers being generated are told to stop, and its row is
+/// anonymised (e-mail, names and password gone: its tokens are refused,
+/// and the address can sign up again).
+async fn make_account_unusable(tx: &Tx<'_>, user_id: Uuid) -> Result<(), Error> {
+    tx.execute("DELETE FROM memberships WHERE user_id = $1", &[&user_id])
+        .await?;
+    tx.execute(
+        "UPDATE mcp_instances SET gateway_secret_hash = NULL, updated_at = now() \
+         WHERE user_id = $1 AND gateway_secret_hash IS NOT NULL",
+        &[&user_id],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE mcp_sessions SET state_hash = NULL, status = $3, updated_at = now() \
+         WHERE user_id = $1 AND status = $2",
+        &[
+            &user_id,
+            &McpSessionStatus::Pending,
+            &McpSessionStatus::Failed,
+        ],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM chat_ws_tickets WHERE user_id = $1",
+        &[&user_id],
+    )
+    .await?;
+    tx.query(
+        "SELECT pg_notify($2, m.id::text) FROM chats c \
+         JOIN chat_messages m ON m.chat_id = c.id \
+         WHERE c.user_id = $1 AND m.status = 'streaming'",
+        &[&user_id, &super::chat::STOP_CHANNEL],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE users SET email = $2, email_normalized = $2, first_name = '', \
+             last_name = '', password_hash = NULL, is_system_admin = false, \
+             last_active_at = NULL, updated_at = now() \
+         WHERE id = $1",
+        &[&user_id, &tombstone(user_id)],
+    )
+    .await?;
+    Ok(())
+}
+
 /// The step an organization's deletion starts at (the app layer names
 /// the others).
 pub const ORG_FIRST_STEP: &str = "stop";
@@ -460,93 +569,16 @@ impl Datastore {
         )
         .await?
         .ok_or_else(crate::authn::invalid_token)?;
-        tx.query(
-            "SELECT o.id FROM memberships m JOIN organizations o ON o.id = m.organization_id \
-             WHERE m.user_id = $1 ORDER BY o.id FOR UPDATE OF o",
-            &[&user_id],
-        )
-        .await?;
-        let orgs = tx
-            .query(
-                "SELECT o.id, o.name, o.is_personal, \
-                     (m.status = 'active' AND r.is_system_role AND r.name = 'owner') AS is_owner, \
-                     EXISTS (SELECT 1 FROM memberships m2 JOIN roles r2 ON r2.id = m2.role_id \
-                             WHERE m2.organization_id = o.id AND m2.user_id <> $1 \
-                               AND m2.status = 'active' AND r2.is_system_role \
-                               AND r2.name = 'owner') AS other_owner, \
-                     EXISTS (SELECT 1 FROM memberships m3 \
-                             WHERE m3.organization_id = o.id AND m3.user_id <> $1 \
-                               AND m3.status IN ('active', 'suspended', 'invited')) \
-                         AS other_members \
-                 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
-                 JOIN roles r ON r.id = m.role_id \
-                 WHERE m.user_id = $1 AND o.deletion_requested_at IS NULL \
-                 ORDER BY o.name, o.id",
-                &[&user_id],
-            )
-            .await?;
-        let sole = |r: &tokio_postgres::Row| {
-            r.get::<_, bool>("is_owner") && !r.get::<_, bool>("other_owner")
+        let orgs = match sole_owned(&tx, user_id).await? {
+            Ok(orgs) => orgs,
+            Err(refused) => return Ok(AccountDeletion::SoleOwner(refused)),
         };
-        let refused: Vec<String> = orgs
-            .iter()
-            .filter(|r| sole(r) && r.get::<_, bool>("other_members"))
-            .map(|r| r.get("name"))
-            .collect();
-        if !refused.is_empty() {
-            return Ok(AccountDeletion::SoleOwner(refused));
-        }
         let mut organizations = Vec::new();
-        for org in orgs.iter().filter(|r| sole(r)) {
-            // A personal organization's name is the person's: not kept.
-            let name: String = if org.get("is_personal") {
-                "personal organization".to_string()
-            } else {
-                org.get("name")
-            };
-            organizations.push(
-                request_org_deletion(&tx, org.get("id"), &name, user_id, max_attempts).await?,
-            );
+        for (org_id, name) in orgs {
+            organizations
+                .push(request_org_deletion(&tx, org_id, &name, user_id, max_attempts).await?);
         }
-        tx.execute("DELETE FROM memberships WHERE user_id = $1", &[&user_id])
-            .await?;
-        tx.execute(
-            "UPDATE mcp_instances SET gateway_secret_hash = NULL, updated_at = now() \
-             WHERE user_id = $1 AND gateway_secret_hash IS NOT NULL",
-            &[&user_id],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE mcp_sessions SET state_hash = NULL, status = $3, updated_at = now() \
-             WHERE user_id = $1 AND status = $2",
-            &[
-                &user_id,
-                &McpSessionStatus::Pending,
-                &McpSessionStatus::Failed,
-            ],
-        )
-        .await?;
-        tx.execute(
-            "DELETE FROM chat_ws_tickets WHERE user_id = $1",
-            &[&user_id],
-        )
-        .await?;
-        tx.query(
-            "SELECT pg_notify($2, m.id::text) FROM chats c \
-             JOIN chat_messages m ON m.chat_id = c.id \
-             WHERE c.user_id = $1 AND m.status = 'streaming'",
-            &[&user_id, &super::chat::STOP_CHANNEL],
-        )
-        .await?;
-        let tombstone = tombstone(user_id);
-        tx.execute(
-            "UPDATE users SET email = $2, email_normalized = $2, first_name = '', \
-                 last_name = '', password_hash = NULL, is_system_admin = false, \
-                 last_active_at = NULL, updated_at = now() \
-             WHERE id = $1",
-            &[&user_id, &tombstone],
-        )
-        .await?;
+        make_account_unusable(&tx, user_id).await?;
         let account = tx
             .query_one(
                 &format!(
