@@ -1,5 +1,6 @@
 //! Data access, one module per resource.
 
+pub mod account_export;
 pub mod agents;
 pub mod chat;
 pub mod conversations;
