@@ -21,9 +21,11 @@
 //! (`kb.rs`: upload a folder with progress bars, readable search results,
 //! a streamed RAG answer), `auth signup-invite` (stores its token),
 //! `mcp connect SERVER_ID` (`mcp.rs`: prints the authorization URL and
-//! waits for the OAuth callback), `completions SHELL`; [`tree::polish`] shortens group listings, adds
+//! waits for the OAuth callback), `org delete --confirm NAME` and `account
+//! export|delete` (`account.rs`), `completions SHELL`; [`tree::polish`] shortens group listings, adds
 //! `VERB` aliases and `--id-only`.
 
+mod account;
 mod chat;
 mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
@@ -122,6 +124,7 @@ async fn run() -> Result<()> {
     root = tree::add_chat_commands(root);
     root = tree::add_kb_commands(root);
     root = tree::add_mcp_commands(root);
+    root = tree::add_account_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -191,6 +194,21 @@ async fn run() -> Result<()> {
     }
     if path.len() == 2 && path[0] == "mcp" && mcp::HAND_WRITTEN.contains(&path[1].as_str()) {
         return mcp::run(&client, &path[1], leaf).await;
+    }
+    if path == ["org", "delete"] {
+        return account::org_delete(&client, leaf).await;
+    }
+    if path.len() == 2 && path[0] == "account" && account::HAND_WRITTEN.contains(&path[1].as_str())
+    {
+        let forget = || {
+            let mut store = store;
+            if let Some(p) = store.profile(&profile_name).cloned() {
+                store.set(&profile_name, &p.url, None);
+                store.save()?;
+            }
+            Ok(())
+        };
+        return account::run(&client, &path[1], leaf, forget).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

@@ -24,8 +24,16 @@ const OVERRIDES: &[(&str, &[&str])] = &[
 ];
 
 /// Operations with a hand-written command instead.
-/// (`auth logout` and `auth refresh` manage the stored tokens.)
-const HAND_WRITTEN: &[&str] = &["auth_login", "auth_logout", "auth_refresh"];
+/// (`auth logout` and `auth refresh` manage the stored tokens; `org
+/// delete` confirms and follows the deletion; `account delete` asks for
+/// the password and forgets the stored tokens.)
+const HAND_WRITTEN: &[&str] = &[
+    "auth_login",
+    "auth_logout",
+    "auth_refresh",
+    "org_delete",
+    "users_delete_me",
+];
 
 /// About-lines of the groups.
 const GROUPS: &[(&str, &str)] = &[
@@ -35,6 +43,10 @@ const GROUPS: &[(&str, &str)] = &[
         "Service health and readiness, and the e-mail outbox (system administrators)",
     ),
     ("users", "Users"),
+    (
+        "account",
+        "Your own account: export your data, delete the account",
+    ),
     ("org", "Organizations and membership"),
     ("roles", "Roles and permissions"),
     ("invitations", "Invitations"),
@@ -158,6 +170,17 @@ pub fn add_mcp_commands(mut root: Command) -> Command {
         root = insert(root, &path, cmd);
     }
     root
+}
+
+/// `workspace account export|delete` and `workspace org delete` (see
+/// `account.rs`).
+pub fn add_account_commands(mut root: Command) -> Command {
+    for cmd in crate::account::account_commands() {
+        let path = ["account".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    let path = ["org".to_string(), "delete".to_string()];
+    insert(root, &path, crate::account::org_delete_command())
 }
 
 pub fn add_auth_commands(mut root: Command) -> Command {

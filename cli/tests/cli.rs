@@ -1962,3 +1962,107 @@ async fn membership_lifecycle_commands() {
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
 }
+
+/// `org delete --confirm NAME [--wait]`, `account export` (to a file and to
+/// stdout) and `account delete` (which forgets the stored token).
+#[tokio::test]
+async fn org_delete_and_account_export_and_delete() {
+    let cx = TestContext::with_config("cli_deletion", |c| c.deletion.poll_interval_ms = 100).await;
+    let user = cx.user("cli-leaver").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let cli = std::sync::Arc::new(Cli {
+        url: cx.base_url.clone(),
+        config_dir: dir.clone(),
+    });
+    let run = |args: Vec<String>, stdin: Option<&'static str>| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli.run(&args, stdin)
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    json(
+        &run(
+            args(&["auth", "login", "--email", &user.email]),
+            Some("correct horse battery staple\n"),
+        )
+        .await
+        .unwrap(),
+    );
+    let org = json(
+        &run(args(&["org", "create", "--name", "Doomed"]), None)
+            .await
+            .unwrap(),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = run(
+        args(&["org", "delete", "--org-id", &org, "--confirm", "doomed"]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("400 confirmation_mismatch"), "{stderr}");
+    let done = json(
+        &run(
+            args(&[
+                "org",
+                "delete",
+                "--org-id",
+                &org,
+                "--confirm",
+                "Doomed",
+                "--wait",
+            ]),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["organization_name"], "Doomed");
+
+    let file = dir.join("me.json");
+    let out = run(
+        args(&["account", "export", "--output", file.to_str().unwrap()]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(exported["profile"]["email"], user.email.as_str());
+    assert_eq!(
+        json(&run(args(&["account", "export"]), None).await.unwrap())["format"],
+        "workspace.account-export"
+    );
+
+    let out = run(args(&["account", "delete"]), Some("not it\n"))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("403 invalid_password"));
+    let deleted = json(
+        &run(
+            args(&["account", "delete"]),
+            Some("correct horse battery staple\n"),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(deleted["organizations"].as_array().unwrap().len(), 1);
+    let stored = std::fs::read_to_string(dir.join("credentials.toml")).unwrap();
+    assert!(!stored.contains("token = "), "{stored}");
+    let out = run(args(&["me"]), None).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    cx.teardown().await;
+}

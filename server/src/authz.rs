@@ -146,6 +146,7 @@ pub mod perm {
     permissions! {
         OrganizationRead ORGANIZATION_READ = "organization:read";
         OrganizationWrite ORGANIZATION_WRITE = "organization:write";
+        OrganizationAdmin ORGANIZATION_ADMIN = "organization:admin";
         UsersRead USERS_READ = "users:read";
         UsersWrite USERS_WRITE = "users:write";
         RolesRead ROLES_READ = "roles:read";

@@ -10,6 +10,7 @@
 //! receives [`Notice::reconnected`]); a notification only says "look now".
 
 use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
+use crate::db::datastore::deletion::DELETION_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use crate::db::datastore::organizations::MEMBERSHIP_CHANNEL;
 use futures::StreamExt;
@@ -60,8 +61,8 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
     match channel {
         STREAM_CHANNEL => payload.split_once(':').map(|(id, _)| id.to_string()),
         STOP_CHANNEL => Some(payload.to_string()),
-        // Ingestion wake-ups: one route, every idle worker.
-        KB_JOBS_CHANNEL => Some(String::new()),
+        // Job wake-ups: one route, every idle worker.
+        KB_JOBS_CHANNEL | DELETION_JOBS_CHANNEL => Some(String::new()),
         // `<org_id>:<user_id>`, sent by a trigger on `memberships`.
         MEMBERSHIP_CHANNEL => Some(payload.to_string()),
         LIVE_CHANNEL => {
@@ -179,7 +180,8 @@ async fn listen(
                 let listened = client
                     .batch_execute(&format!(
                         "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
-                         LISTEN {KB_JOBS_CHANNEL}; LISTEN {MEMBERSHIP_CHANNEL}"
+                         LISTEN {KB_JOBS_CHANNEL}; LISTEN {DELETION_JOBS_CHANNEL}; \
+                         LISTEN {MEMBERSHIP_CHANNEL}"
                     ))
                     .await;
                 match listened {

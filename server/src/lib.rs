@@ -52,8 +52,8 @@ pub struct Server {
     /// expiry of counters, the metrics listener), stopped at the end of a
     /// shutdown.
     tasks: std::sync::Arc<tasks::BackgroundTasks>,
-    /// The knowledge-base ingestion workers, which end by themselves at
-    /// shutdown (see [`context::ShutdownPhase`]).
+    /// The durable jobs' workers (knowledge-base ingestion, deletions),
+    /// which end by themselves at shutdown (see [`context::ShutdownPhase`]).
     kb_workers: Vec<tokio::task::JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
     log: slog::Logger,
@@ -82,7 +82,7 @@ impl Server {
     /// are still served, each HTTP/1 response with `Connection: close`.
     /// Then stops accepting requests, closes idle connections and open
     /// WebSockets (1001, going away); lets in-flight requests, this
-    /// instance's answers and its knowledge-base jobs finish for
+    /// instance's answers and its jobs (ingestion, deletions) finish for
     /// `http.shutdown_grace_secs` (workers claim no new job). Then ends the answers still running as
     /// interrupted (through their generators: their streams get a last
     /// `error` event; one stuck a few seconds more is closed in the
@@ -365,14 +365,41 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         fetch: config.fetch.clone(),
         files_config: config.files.clone(),
         http: fetch::client(&config.fetch).context("building the source fetch client")?,
-        hub: chat_hub.clone(),
+        jobs: app::jobs::Settings {
+            channel: db::datastore::kb_jobs::KB_JOBS_CHANNEL,
+            poll: std::time::Duration::from_millis(config.kb.poll_interval_ms),
+            lease_secs: config.kb.lease_secs.max(3) as f64,
+            hub: chat_hub.clone(),
+            shutdown: shutdown.subscribe(),
+            log: log.new(slog::o!("component" => "kb")),
+        },
         log: log.new(slog::o!("component" => "kb")),
-        shutdown: shutdown.subscribe(),
     });
-    let kb_workers = app::kb_ingest::start(ingestion);
+    let mut kb_workers = app::kb_ingest::start(ingestion);
     for (i, worker) in kb_workers.iter().enumerate() {
         tasks.adopt(&format!("kb_worker_{i}"), worker);
     }
+    let deletion_workers = app::deletion::start(std::sync::Arc::new(app::deletion::Deletion {
+        datastore: datastore.clone(),
+        files: kb.files.clone(),
+        secrets: secrets.clone(),
+        fetch: config.fetch.clone(),
+        config: config.deletion.clone(),
+        jobs: app::jobs::Settings {
+            channel: db::datastore::deletion::DELETION_JOBS_CHANNEL,
+            poll: std::time::Duration::from_millis(config.deletion.poll_interval_ms),
+            lease_secs: config.deletion.lease_secs.max(3) as f64,
+            hub: chat_hub.clone(),
+            shutdown: shutdown.subscribe(),
+            log: log.new(slog::o!("component" => "deletion")),
+        },
+        log: log.new(slog::o!("component" => "deletion")),
+    }));
+    for (i, worker) in deletion_workers.iter().enumerate() {
+        tasks.adopt(&format!("deletion_worker_{i}"), worker);
+    }
+    // Both end by themselves at shutdown, and are waited for alike.
+    kb_workers.extend(deletion_workers);
     if config.kb.workers > 0 {
         provision_local_model(kb.embedders.local.model_dir().to_path_buf(), log.clone());
     }

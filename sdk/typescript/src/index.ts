@@ -124,6 +124,8 @@ export interface Workspace {
    * while one is under way shares it). Rejects with a `WorkspaceError`.
    */
   refresh: () => Promise<Schemas["LoginResponse"]>;
+  /** Deletes an organization (its owner), optionally waiting until it is done. */
+  deleteOrganization: typeof deleteOrganization;
   /** The options it was made with. */
   options: Required<Pick<WorkspaceOptions, "baseUrl" | "retries" | "maxRetryWaitSecs">> & WorkspaceOptions;
 }
@@ -271,7 +273,17 @@ export function createWorkspace(options: WorkspaceOptions): Workspace {
   api.use(auth);
   if (full.refreshToken) sessions.set(full, { refresh: full.refreshToken });
   const refresh = () => refreshSession(full);
-  const workspace: Workspace = { api, stream, resume, live, upload, stop, refresh, options: full };
+  const workspace: Workspace = {
+    api,
+    stream,
+    resume,
+    live,
+    upload,
+    stop,
+    refresh,
+    deleteOrganization,
+    options: full,
+  };
   return workspace;
 }
 
@@ -686,4 +698,59 @@ async function upload(
   } as RequestInit);
   if (!response.ok) throw await errorOf(response);
   return (await response.json()) as Schemas["Upload"];
+}
+
+// ---------------------------------------------------------------------------
+// Deleting an organization
+
+export interface DeleteOrganizationOptions {
+  /** Wait until the deletion is done (polling its status). Default false. */
+  wait?: boolean;
+  /** Called with every status read while waiting. */
+  onProgress?: (status: Schemas["OrgDeletion"]) => void;
+  /** Between two status reads, in milliseconds. Default 1000. */
+  pollMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Deletes the organization `orgId` (its owners only), confirmed by its exact
+ * name: it is unusable at once, and a background job deletes what it held
+ * (`DELETE /api/org/delete`). Returns the deletion's status; with `wait`,
+ * once it is `done` (a `failed` deletion throws `deletion_failed`).
+ */
+async function deleteOrganization(
+  this: Workspace,
+  orgId: string,
+  confirmName: string,
+  options: DeleteOrganizationOptions = {},
+): Promise<Schemas["OrgDeletion"]> {
+  const failed = (response: Response, error: Partial<Schemas["Error"]>) =>
+    new WorkspaceError(
+      response.status,
+      error.error_code ?? "invalid_response",
+      error.message ?? response.statusText,
+      error.request_id,
+    );
+  const { data, error, response } = await this.api.DELETE("/api/org/delete", {
+    params: { query: { org_id: orgId } },
+    body: { confirm_name: confirmName },
+    signal: options.signal,
+  });
+  if (error || !data) throw failed(response, error ?? {});
+  let status = data;
+  while (options.wait && (status.state === "queued" || status.state === "running")) {
+    await sleep(options.pollMs ?? 1000, options.signal);
+    const read = await this.api.GET("/api/org/deletion_status", {
+      params: { query: { org_id: orgId } },
+      signal: options.signal,
+    });
+    if (read.error || !read.data) throw failed(read.response, read.error ?? {});
+    status = read.data;
+    options.onProgress?.(status);
+  }
+  if (status.state === "failed") {
+    throw new WorkspaceError(500, "deletion_failed", status.last_error ?? "the deletion failed");
+  }
+  return status;
 }

@@ -334,3 +334,26 @@ test("a refused access token is refreshed once, shared by concurrent requests", 
   assert.equal(after.error.error_code, "session_revoked");
   await assert.rejects(sdk.refresh(), (e) => e instanceof WorkspaceError && e.errorCode === "session_revoked");
 });
+
+test("deleteOrganization() waits until the organization is gone", async () => {
+  const { data: org, error } = await ws.api.POST("/api/org/create_org", { params: { query: { name: "SDK doomed" } } });
+  assert.equal(error, undefined);
+  // A wrong name is a typed refusal.
+  await assert.rejects(ws.deleteOrganization(org.id, "sdk doomed"), (e) => {
+    assert.ok(e instanceof WorkspaceError);
+    assert.equal(e.status, 400);
+    assert.equal(e.errorCode, "confirmation_mismatch");
+    return true;
+  });
+  const seen = [];
+  const done = await ws.deleteOrganization(org.id, "SDK doomed", {
+    wait: true,
+    pollMs: 100,
+    onProgress: (s) => seen.push(s.state),
+  });
+  assert.equal(done.state, "done");
+  assert.equal(done.organization_id, org.id);
+  assert.ok(done.rows_deleted > 0);
+  const { response } = await ws.api.GET("/api/org/features", { params: { query: { org_id: org.id } } });
+  assert.equal(response.status, 403);
+});

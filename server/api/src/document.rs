@@ -5,7 +5,7 @@
 use crate::operations::{CHAT_STREAM_EVENTS, CHAT_STREAMING_OPERATIONS};
 use crate::operations::{
     DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS,
-    STREAMING_OPERATIONS, error_statuses,
+    STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
 };
 use openapiv3::{
     AnySchema, Discriminator, Header, HeaderStyle, MediaType, OpenAPI, Operation, Parameter,
@@ -301,6 +301,29 @@ fn patch_deployment_responses(id: &str, op: &mut Operation) {
         .insert(StatusCode::Code(status), ReferenceOr::Item(response));
 }
 
+/// The `200` of the operations whose handlers stream one JSON document
+/// ([`STREAMED_JSON_OPERATIONS`]).
+fn patch_streamed_json(id: &str, op: &mut Operation) {
+    let Some((_, schema)) = STREAMED_JSON_OPERATIONS.iter().find(|(o, _)| *o == id) else {
+        return;
+    };
+    let mut response = Response {
+        description: format!("One `{schema}` JSON document, streamed as it is read."),
+        ..Default::default()
+    };
+    response.content.insert(
+        "application/json".to_string(),
+        MediaType {
+            schema: Some(schema_ref(schema)),
+            ..Default::default()
+        },
+    );
+    op.responses.default = None;
+    op.responses
+        .responses
+        .insert(StatusCode::Code(200), ReferenceOr::Item(response));
+}
+
 fn error_response(status: u16, codes: &[&str], schema: &str) -> ReferenceOr<Response> {
     let codes = codes
         .iter()
@@ -471,6 +494,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     add_schema::<crate::chat::ChatLiveEvent>(doc);
     name_tagged_variants(doc, "ChatLiveEvent", "type");
     add_schema::<crate::kb::KbQueryStreamEvent>(doc);
+    add_schema::<crate::users::AccountExport>(doc);
     name_tagged_variants(doc, "KbQueryStreamEvent", "type");
     type_nullable_references(doc);
 
@@ -533,6 +557,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                     .insert(StatusCode::Code(200), ReferenceOr::Item(response));
             }
             patch_deployment_responses(id, op);
+            patch_streamed_json(id, op);
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
             let has_body = op.request_body.is_some();
             let statuses = error_statuses(id, has_input, has_body)
@@ -555,7 +580,7 @@ mod tests {
     use crate::conversations::ConversationStreamEvent;
     use crate::operations::{
         DATABASE_FREE_OPERATIONS, MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS,
-        QUERY_DEFAULTS, STREAM_EVENTS, STREAMING_OPERATIONS,
+        QUERY_DEFAULTS, STREAM_EVENTS, STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS,
     };
     use openapiv3::{OpenAPI, ReferenceOr, Schema, SchemaKind, Type};
     use serde_json::{Value, json};
@@ -619,7 +644,8 @@ mod tests {
             .chain(MULTIPART_OPERATIONS)
             .chain(DATABASE_FREE_OPERATIONS)
             .copied()
-            .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id));
+            .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id))
+            .chain(STREAMED_JSON_OPERATIONS.iter().map(|(id, _)| *id));
         for id in listed {
             assert!(ids.iter().any(|i| i == id), "{id} is no operation");
         }

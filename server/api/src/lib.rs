@@ -2413,6 +2413,116 @@ pub trait WorkspaceApi {
         query: QueryParams<orgs::PersonalOrgQuery>,
         body: JsonBody<mcp::PlaygroundChat>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // ---- Organizations and accounts that end (issue #34) ----
+
+    /// Delete an organization and everything it holds.
+    ///
+    /// An addition to the spec. The organization's owners only (the owner
+    /// system role with `organization:admin`; anyone else `403 forbidden`),
+    /// confirmed by the organization's exact name in `confirm_name` (`400
+    /// confirmation_mismatch`). A personal organization is deleted with its
+    /// account only (`409 personal_organization`; see `POST
+    /// /api/users/me/delete`).
+    ///
+    /// The organization is unusable as soon as this answers: every
+    /// operation on it answers as for an organization the caller does not
+    /// belong to (`403`, or `404` for its objects), on every instance; it
+    /// leaves `GET /api/org/list`; its deployment keys, MCP gateway URLs,
+    /// pending OAuth callbacks, invitations, WebSocket tickets and file
+    /// download links stop working; its queued and running ingestion jobs
+    /// are cancelled (a worker in the middle of one writes nothing more);
+    /// its answers being generated are stopped (their streams end with
+    /// `finish_reason` `stopped`).
+    ///
+    /// Its contents are then deleted by a durable background job, in
+    /// bounded batches (`deletion.batch_rows` rows per transaction), which
+    /// any instance's deletion workers claim and which resumes where it
+    /// was after a crash or restart: the MCP grants of its members are
+    /// revoked at their providers (RFC 7009) and their tokens deleted; its
+    /// stored files are deleted from the file store (local or S3); its
+    /// vectors, documents, sources, knowledge bases, chats, conversations
+    /// with their messages and stream events, deployments, agents, tools
+    /// (and the uses of its public tools by other organizations' agents),
+    /// MCP sessions and invitations are deleted; last its row, with what
+    /// remains (roles, memberships, quotas), and anything left in the file
+    /// store under its folder.
+    ///
+    /// Answers `202` with the job (follow it with `GET
+    /// /api/org/deletion_status`).
+    #[endpoint { method = DELETE, path = "/api/org/delete", tags = ["orgs"] }]
+    async fn org_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<orgs::OrgDeleteRequest>,
+    ) -> Result<dropshot::HttpResponseAccepted<orgs::OrgDeletion>, HttpError>;
+
+    /// Follow the deletion of an organization.
+    ///
+    /// An addition to the spec. The one who requested the deletion only
+    /// (the organization itself no longer admits anyone): `404 not_found`
+    /// for anyone else, and for an organization whose deletion was not
+    /// requested. Answered from the database by any instance, during the
+    /// deletion and after it (`state` `done`).
+    #[endpoint { method = GET, path = "/api/org/deletion_status", tags = ["orgs"] }]
+    async fn org_deletion_status(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<orgs::OrgDeletion>, HttpError>;
+
+    /// Delete one's own account.
+    ///
+    /// An addition to the spec. The password is re-entered (`403
+    /// invalid_password`; failures count towards the login lock-out, `429
+    /// too_many_login_attempts`). Refused with `409 sole_owner`, naming the
+    /// organizations, while the account is the only owner of an
+    /// organization that has other members (active, suspended or invited):
+    /// transfer ownership or remove them first.
+    ///
+    /// Otherwise, at once and in one transaction: the organizations the
+    /// account alone belongs to as their owner (its personal organization
+    /// among them) are deleted as by `DELETE /api/org/delete` (each with its
+    /// job); every membership of the account is removed; its MCP gateway
+    /// URLs and WebSocket tickets stop working and its chat answers being
+    /// generated stop; its e-mail, names and password are erased, so no
+    /// token of it is accepted any more (`401`) and the address can sign up
+    /// again.
+    ///
+    /// A durable job then revokes its MCP grants at their providers and
+    /// deletes their tokens, deletes its chats (private to it) with their
+    /// messages and uploads, and last the account's row. What organizations
+    /// that remain keep is theirs: the conversations the account started
+    /// there and their messages stay, without their author (export them
+    /// first with `GET /api/users/me/export`); so do its uploads outside
+    /// chats (knowledge-base files).
+    ///
+    /// Answers `202` with the jobs; the account cannot follow them
+    /// afterwards (it no longer authenticates).
+    #[endpoint { method = POST, path = "/api/users/me/delete", tags = ["users"] }]
+    async fn users_delete_me(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<users::AccountDeleteRequest>,
+    ) -> Result<dropshot::HttpResponseAccepted<users::AccountDeletion>, HttpError>;
+
+    /// Export one's own data as one JSON document.
+    ///
+    /// An addition to the spec. Any authenticated user, for their own
+    /// account: the profile, every membership (any state), the account's
+    /// chat sessions with their messages, the conversations it started
+    /// with all their messages, and its uploads listed (name, type, size,
+    /// SHA-256, ids; not their bytes). The document is an `AccountExport`.
+    ///
+    /// Streamed as it is read: the server holds at most one page of rows
+    /// at a time (50 messages, or 100 chats, conversations or uploads), so
+    /// an account with a very long history costs the server no more memory
+    /// than a short one, and a slow reader holds up only its own download.
+    /// A failure after the first bytes (the database going away) ends the
+    /// response early, leaving the document incomplete (not valid JSON)
+    /// rather than silently shorter.
+    #[endpoint { method = GET, path = "/api/users/me/export", tags = ["users"] }]
+    async fn users_export(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

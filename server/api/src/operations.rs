@@ -111,7 +111,15 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_prompt",
     "chat_transcribe",
     "chat_ws",
+    // Streams the export to stdout (`workspace account export`).
+    "users_export",
 ];
+
+/// Operations whose `200` is one JSON document streamed as it is read
+/// (their handlers build raw responses), with the component schema of the
+/// document. The generated client reads them as that type; the CLI
+/// streams them to stdout (hand-written).
+pub const STREAMED_JSON_OPERATIONS: &[(&str, &str)] = &[("users_export", "AccountExport")];
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
@@ -167,6 +175,9 @@ pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
     "auth_revoke_session",
     "auth_revoke_other_sessions",
     "auth_change_password",
+    // Deleting the account, exporting its data.
+    "users_delete_me",
+    "users_export",
     "roles_create",
     "roles_update",
     "roles_remove",
@@ -1103,6 +1114,26 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
         ],
     ),
+    // Organizations and accounts that end (issue #34).
+    (
+        "org_delete",
+        &[
+            (400, &["confirmation_mismatch"]),
+            (403, &["forbidden"]),
+            (409, &["personal_organization"]),
+        ],
+    ),
+    ("org_deletion_status", &[(404, &["not_found"])]),
+    (
+        "users_delete_me",
+        &[
+            (403, &["invalid_password"]),
+            (409, &["sole_owner"]),
+            (429, &["too_many_login_attempts"]),
+            (503, &["server_busy"]),
+        ],
+    ),
+    ("users_export", &[]),
 ];
 
 /// Every error status `operation_id` can answer, ascending, each with its

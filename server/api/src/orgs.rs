@@ -166,3 +166,65 @@ pub struct OrgFeaturesUpdate {
     #[serde(default)]
     pub reset: Vec<FeatureName>,
 }
+
+// ---- Deleting an organization (issue #34) ----
+
+/// Body of `DELETE /api/org/delete`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct OrgDeleteRequest {
+    /// The organization's exact name (case and spaces included), as a
+    /// confirmation (`400 confirmation_mismatch` otherwise).
+    #[schemars(length(max = 200))]
+    pub confirm_name: String,
+}
+
+/// Where a deletion job is.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletionState {
+    /// Waiting for a worker (of any instance).
+    Queued,
+    /// A worker is deleting (or will resume after a failed attempt).
+    Running,
+    /// Everything is deleted.
+    Done,
+    /// It gave up (`last_error` says why); the organization stays
+    /// unusable. An operator can queue it again.
+    Failed,
+}
+
+/// The deletion of an organization, as its job reports it.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct OrgDeletion {
+    /// The deletion job.
+    pub job_id: Uuid,
+    pub organization_id: Uuid,
+    /// The organization's name when its deletion was requested
+    /// (`personal organization` for one deleted with its account).
+    pub organization_name: String,
+    pub state: DeletionState,
+    /// The step being worked on (`stop`, `grants`, `files`, one per
+    /// kind of content, `organization`, `store`), `done` at the end.
+    pub step: String,
+    /// Rows deleted so far, over every table.
+    pub rows_deleted: i64,
+    /// Stored files deleted so far.
+    pub files_deleted: i64,
+    /// MCP grants revoked at their provider.
+    pub grants_revoked: i32,
+    /// MCP grants whose revocation still failed at the job's last attempt
+    /// (their tokens were deleted all the same).
+    pub grants_unrevoked: i32,
+    /// Attempts so far (a crashed or failed attempt is resumed by another).
+    pub attempts: i32,
+    /// Why the last attempt failed, if it did.
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub requested_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub updated_at: DateTime<Utc>,
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
+    pub finished_at: Option<DateTime<Utc>>,
+}

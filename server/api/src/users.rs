@@ -192,3 +192,148 @@ pub struct MemberQuery {
     /// The member (a user id).
     pub user_id: Uuid,
 }
+
+// ---- Deleting and exporting one's own account (issue #34) ----
+
+/// Body of `POST /api/users/me/delete`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AccountDeleteRequest {
+    /// The account's current password, re-entered.
+    #[schemars(length(max = 128))]
+    pub password: String,
+}
+
+/// The answer to `POST /api/users/me/delete`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AccountDeletion {
+    /// The account's deletion job.
+    pub job_id: Uuid,
+    pub state: crate::orgs::DeletionState,
+    /// The organizations deleted with the account (the personal one, and
+    /// those where the account was the only member), each with its job.
+    pub organizations: Vec<crate::orgs::OrgDeletion>,
+}
+
+/// `GET /api/users/me/export`: everything the service holds about the
+/// account, as one JSON document.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AccountExport {
+    /// Always `workspace.account-export`.
+    pub format: String,
+    /// The version of this document's shape: 1.
+    pub version: u32,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub exported_at: DateTime<Utc>,
+    pub profile: ExportProfile,
+    /// Every membership, in any state, oldest first.
+    pub memberships: Vec<ExportMembership>,
+    /// The account's chat sessions (private to it), with their messages.
+    pub chats: Vec<ExportChat>,
+    /// The conversations the account started, with all their messages.
+    pub conversations: Vec<ExportConversation>,
+    /// The account's uploads: what they are, not their bytes.
+    pub uploads: Vec<ExportUpload>,
+}
+
+/// The account in an export.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportProfile {
+    pub id: Uuid,
+    pub email: String,
+    pub first_name: String,
+    pub last_name: String,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
+    pub last_active_at: Option<DateTime<Utc>>,
+}
+
+/// A membership in an export.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportMembership {
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub slug: String,
+    /// The account's personal organization.
+    pub is_personal: bool,
+    pub role_name: String,
+    /// `active`, `invited`, `suspended` or `deleted`.
+    pub status: String,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub joined_at: DateTime<Utc>,
+}
+
+/// A chat session in an export. `messages` is its last field.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportChat {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub title: String,
+    /// `ACTIVE`, `ARCHIVED` or `DELETED`.
+    pub status: String,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub updated_at: DateTime<Utc>,
+    /// In order.
+    pub messages: Vec<ExportChatMessage>,
+}
+
+/// A chat message in an export.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportChatMessage {
+    pub id: Uuid,
+    /// `USER` or `MODEL`.
+    pub role: String,
+    pub content: String,
+    pub status: String,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// A conversation in an export. `messages` is its last field.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportConversation {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub title: String,
+    pub is_archived: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub updated_at: DateTime<Utc>,
+    /// Every message, in order (the account's own and the answers).
+    pub messages: Vec<ExportConversationMessage>,
+}
+
+/// A conversation message in an export.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportConversationMessage {
+    pub id: Uuid,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    pub status: String,
+    /// Whether the account wrote (or asked for) it.
+    pub by_me: bool,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// An upload in an export (its bytes are not included).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ExportUpload {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    /// The chat it was attached to, if any.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
+    pub chat_id: Option<Uuid>,
+    pub filename: String,
+    pub content_type: String,
+    pub file_size: i64,
+    /// SHA-256 of the bytes, hex.
+    pub sha256: String,
+    #[serde(serialize_with = "crate::time::serialize")]
+    pub created_at: DateTime<Utc>,
+}

@@ -1,11 +1,12 @@
 //! Knowledge-base ingestion: the workers that run the durable `kb_jobs`.
 //!
-//! Every server instance runs `kb.workers` workers (default 2). A worker
-//! claims a due job (`FOR UPDATE SKIP LOCKED`), renews its lease every
-//! third of `kb.lease_secs` while it works, and writes its result in one
-//! transaction that first checks it still holds the lease. Workers wake on
-//! `NOTIFY kb_jobs` (sent when jobs are added) and otherwise look every
-//! `kb.poll_interval_ms`.
+//! Every server instance runs `kb.workers` workers (default 2), through
+//! the job machinery shared with other durable jobs ([`super::jobs`]): a
+//! worker claims a due job (`FOR UPDATE SKIP LOCKED`), renews its lease
+//! every third of `kb.lease_secs` while it works, and writes its result in
+//! one transaction that first checks it still holds the lease. Workers
+//! wake on `NOTIFY kb_jobs` (sent when jobs are added) and otherwise look
+//! every `kb.poll_interval_ms`.
 //!
 //! - `expand` (object_store sources) lists the bucket prefix and adds a
 //!   document and an `ingest` job per object.
@@ -23,12 +24,12 @@
 //! mid-job loses its lease; the job is taken over when the lease expires.
 //! A server that stops claims no new job, lets the jobs in progress finish
 //! for `http.shutdown_grace_secs`, then hands the rest back to the queue
-//! (due at once, the attempt not counted).
+//! (due at once, the attempt not counted). A job of an organization being
+//! deleted is cancelled (`failed`): its worker loses the lease and writes
+//! nothing more.
 
-use crate::chat_hub::Hub;
-use crate::context::ShutdownPhase;
+use super::jobs::{self, Held};
 use crate::db::datastore::Datastore;
-use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::{
     ClaimedJob, DocumentFacts, Failure, IngestTarget, ListedDocument, NewChunk,
 };
@@ -41,8 +42,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Longest retry backoff.
-const BACKOFF_MAX_SECS: f64 = 600.0;
 /// Texts per embedder call.
 const EMBED_BATCH: usize = 64;
 
@@ -57,11 +56,10 @@ pub struct Ingestion {
     pub files_config: FilesConfig,
     /// The guarded client of source fetches.
     pub http: reqwest::Client,
-    pub hub: Arc<Hub>,
+    /// How the workers run (`NOTIFY kb_jobs`, `kb.poll_interval_ms`,
+    /// `kb.lease_secs`, the server's shutdown).
+    pub jobs: jobs::Settings,
     pub log: slog::Logger,
-    /// The server's shutdown: workers claim no job once it drains, and hand
-    /// theirs back when its grace period ends.
-    pub shutdown: tokio::sync::watch::Receiver<ShutdownPhase>,
 }
 
 /// Why a job's attempt failed.
@@ -100,72 +98,48 @@ impl From<crate::error::Error> for JobError {
 
 /// Starts the workers of this instance.
 pub fn start(ingestion: Arc<Ingestion>) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..ingestion.kb.workers)
-        .map(|_| tokio::spawn(worker(ingestion.clone(), Uuid::new_v4())))
-        .collect()
+    let workers = ingestion.kb.workers;
+    jobs::start(ingestion, workers)
 }
 
-/// Claims and runs jobs until the server drains (see [`ShutdownPhase`]).
-async fn worker(ing: Arc<Ingestion>, id: Uuid) {
-    let mut wake = ing.hub.subscribe(KB_JOBS_CHANNEL, "");
-    let mut shutdown = ing.shutdown.clone();
-    let poll = Duration::from_millis(ing.kb.poll_interval_ms.max(10));
-    let lease = ing.kb.lease_secs.max(3) as f64;
-    while *shutdown.borrow_and_update() == ShutdownPhase::Serving {
-        let idle = match ing.datastore.kb_job_claim(id, lease).await {
-            Ok(Some(job)) => {
-                run(&ing, job).await;
-                continue;
-            }
-            Ok(None) => poll,
-            Err(e) => {
-                slog::debug!(ing.log, "kb worker: claiming failed"; "error" => %e);
-                poll
-            }
-        };
-        tokio::select! {
-            _ = wake.recv() => {}
-            _ = tokio::time::sleep(idle) => {}
-            changed = shutdown.changed() => if changed.is_err() {
-                return;
-            },
-        }
+impl jobs::Queue for Ingestion {
+    type Job = ClaimedJob;
+
+    fn settings(&self) -> &jobs::Settings {
+        &self.jobs
     }
-}
 
-/// Resolves when the server's shutdown grace period ended; never while
-/// the server serves or drains.
-async fn grace_over(shutdown: &tokio::sync::watch::Receiver<ShutdownPhase>) {
-    let mut shutdown = shutdown.clone();
-    if shutdown
-        .wait_for(|phase| *phase == ShutdownPhase::GraceOver)
-        .await
-        .is_err()
-    {
-        std::future::pending::<()>().await;
+    async fn claim(
+        &self,
+        worker: Uuid,
+        lease_secs: f64,
+    ) -> Result<Option<ClaimedJob>, crate::error::Error> {
+        self.datastore.kb_job_claim(worker, lease_secs).await
+    }
+
+    async fn heartbeat(
+        &self,
+        job: &ClaimedJob,
+        lease_secs: f64,
+    ) -> Result<bool, crate::error::Error> {
+        self.datastore.kb_job_heartbeat(job, lease_secs).await
+    }
+
+    async fn release(&self, job: &ClaimedJob) -> Result<bool, crate::error::Error> {
+        self.datastore.kb_job_release(job).await
+    }
+
+    async fn run(&self, job: ClaimedJob) {
+        run(self, job).await
     }
 }
 
 /// Runs one job while renewing its lease; stops working on it as soon as
 /// the lease is lost.
 async fn run(ing: &Ingestion, job: ClaimedJob) {
-    let lease = ing.kb.lease_secs.max(3) as f64;
     let log = ing
         .log
         .new(slog::o!("job" => job.id.to_string(), "kind" => job.kind.as_str()));
-    let heartbeat = async {
-        let mut every = tokio::time::interval(Duration::from_secs_f64(lease / 3.0));
-        every.tick().await;
-        loop {
-            every.tick().await;
-            match ing.datastore.kb_job_heartbeat(&job, lease).await {
-                Ok(true) => {}
-                Ok(false) => return,
-                // The database is away: keep trying until the lease runs out.
-                Err(e) => slog::debug!(log, "kb worker: heartbeat failed"; "error" => %e),
-            }
-        }
-    };
     let work = async {
         if job.attempts > job.max_attempts {
             return Err(JobError::Permanent(format!(
@@ -178,22 +152,9 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
             KbJobKind::Ingest => ingest(ing, &job).await,
         }
     };
-    let result = tokio::select! {
-        r = work => r,
-        () = heartbeat => {
-            slog::info!(log, "kb worker: lost the job's lease; leaving it");
-            return;
-        }
-        () = grace_over(&ing.shutdown) => {
-            // Not the job's fault: another instance takes it at once, and
-            // the attempt does not count.
-            match ing.datastore.kb_job_release(&job).await {
-                Ok(_) => slog::info!(log, "kb worker: handed the job back at shutdown"),
-                Err(e) => slog::warn!(log, "kb worker: handing the job back at shutdown \
-                    failed; it is taken over when its lease expires"; "error" => %e),
-            }
-            return;
-        }
+    let result = match jobs::hold(ing, &job, work, &log).await {
+        Held::Done(result) => result,
+        Held::LeaseLost | Held::HandedBack => return,
     };
     let Err(error) = result else {
         return;
@@ -204,13 +165,11 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
             return;
         }
         JobError::Transient(m) if job.attempts < job.max_attempts => {
-            let backoff = (ing.kb.retry_backoff_secs.max(1) as f64)
-                * 2f64.powi(job.attempts.saturating_sub(1).min(20));
             slog::info!(log, "kb job failed; retrying"; "error" => m.as_str(),
                 "attempt" => job.attempts);
             Failure::Retry {
                 error: m,
-                backoff_secs: backoff.min(BACKOFF_MAX_SECS),
+                backoff_secs: jobs::backoff_secs(ing.kb.retry_backoff_secs, job.attempts),
             }
         }
         JobError::Transient(m) | JobError::Permanent(m) => {

@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 
 mod auth;
 mod database;
+mod deletion;
 mod http;
 mod mail;
 mod providers;
 
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
+pub use deletion::DeletionConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
@@ -68,6 +70,8 @@ pub struct Config {
     pub mcp: crate::mcp::config::McpConfig,
     /// The MCP servers offered to users (`[[mcp_servers]]`).
     pub mcp_servers: Vec<crate::mcp::config::McpServerConfig>,
+    /// The jobs that delete organizations and accounts.
+    pub deletion: DeletionConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -121,6 +125,7 @@ impl Default for Config {
             transcription: Default::default(),
             mcp: Default::default(),
             mcp_servers: Vec::new(),
+            deletion: DeletionConfig::default(),
         }
     }
 }
@@ -234,6 +239,7 @@ impl Config {
         self.kb.apply_env(&get);
         self.files.apply_env(&get)?;
         self.transcription.apply_env(&get);
+        self.deletion.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
@@ -278,6 +284,7 @@ impl Config {
                  streams.lease_secs at least twice streams.heartbeat_secs"
             );
         }
+        self.deletion.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

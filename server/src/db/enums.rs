@@ -321,6 +321,8 @@ mod tests {
             ChatStatus::VALUES,
             ChatMessageStatus::VALUES,
             McpSessionStatus::VALUES,
+            DeletionJobKind::VALUES,
+            DeletionJobState::VALUES,
         ]
         .concat();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db/datastore");
@@ -377,6 +379,24 @@ text_enum! {
         /// The grant was revoked or cannot be refreshed: connect again.
         NeedsReauth = "needs_reauth",
         /// The OAuth flow failed or its state expired.
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// What a deletion job deletes (`deletion_jobs.kind`).
+    DeletionJobKind {
+        Organization = "organization",
+        Account = "account",
+    }
+}
+
+text_enum! {
+    /// A deletion job (`deletion_jobs.state`).
+    DeletionJobState {
+        Queued = "queued",
+        Running = "running",
+        Done = "done",
         Failed = "failed",
     }
 }

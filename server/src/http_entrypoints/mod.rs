@@ -9,6 +9,7 @@ mod agents;
 mod auth;
 mod chat;
 mod conversations;
+mod deletion;
 mod deployments;
 mod invitations;
 mod kb;
@@ -409,4 +410,11 @@ impl WorkspaceApi for WorkspaceImpl {
     }
 
     delegate!(fn mcp_playground_chat(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::mcp::PlaygroundChat>) -> http::Response<dropshot::Body> => mcp::playground_chat);
+
+    // ---- Organizations and accounts that end ----
+
+    delegate!(fn org_delete(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::orgs::OrgDeleteRequest>) -> dropshot::HttpResponseAccepted<workspace_api::orgs::OrgDeletion> => deletion::delete_org);
+    delegate!(fn org_deletion_status(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::orgs::OrgDeletion> => deletion::org_status);
+    delegate!(fn users_delete_me(body: JsonBody<workspace_api::users::AccountDeleteRequest>) -> dropshot::HttpResponseAccepted<workspace_api::users::AccountDeletion> => deletion::delete_me);
+    delegate!(fn users_export() -> http::Response<dropshot::Body> => deletion::export);
 }

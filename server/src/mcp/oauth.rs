@@ -697,6 +697,18 @@ pub async fn revoke(
     config: &McpServerConfig,
     tokens: &StoredTokens,
 ) -> Result<(), Error> {
+    revoke_at(&cx.log, &cx.config.fetch, &config.url, tokens).await
+}
+
+/// [`revoke`] outside a request (a deletion job): `mcp_url` is the MCP
+/// server's, which decides the addresses its endpoints may have (see
+/// [`OAuthHttp::new`]).
+pub async fn revoke_at(
+    log: &slog::Logger,
+    fetch: &crate::kb_config::FetchConfig,
+    mcp_url: &str,
+    tokens: &StoredTokens,
+) -> Result<(), Error> {
     let Some(endpoint) = &tokens.revocation_endpoint else {
         return Ok(());
     };
@@ -706,7 +718,7 @@ pub async fn revoke(
         (None, None) => return Ok(()),
     };
     let form = vec![("token", token), ("token_type_hint", hint)];
-    let http = OAuthHttp::new(&cx.log, &cx.config.fetch, &config.url)?;
+    let http = OAuthHttp::new(log, fetch, mcp_url)?;
     let (status, _) = http
         .send(tokens.client.authenticate(http.post(endpoint), form))
         .await

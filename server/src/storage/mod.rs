@@ -76,6 +76,43 @@ pub trait FileStore: Send + Sync {
     /// A link that downloads the object until `DOWNLOAD_LINK_LIFETIME`
     /// passes. `file_id` names it in server links.
     async fn download_url(&self, key: &str, file_id: uuid::Uuid) -> Result<String, StorageError>;
+    /// Deletes the object at `key`; one that is already gone is not an
+    /// error (deletions that resume after a crash delete again).
+    async fn remove(&self, key: &str) -> Result<(), StorageError>;
+    /// Deletes at most `max` objects under `prefix` (a folder: `orgs/<id>/`);
+    /// returns how many (fewer than `max`: none is left).
+    async fn remove_prefix(&self, prefix: &str, max: usize) -> Result<usize, StorageError>;
+}
+
+/// [`FileStore::remove`] on an object_store store.
+async fn remove_from(store: &dyn ObjectStore, key: &str) -> Result<(), StorageError> {
+    match store.delete(&StorePath::from(key)).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`FileStore::remove_prefix`] on an object_store store.
+async fn remove_prefix_from(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    max: usize,
+) -> Result<usize, StorageError> {
+    use futures::{StreamExt, TryStreamExt};
+    let listed: Vec<object_store::ObjectMeta> = store
+        .list(Some(&StorePath::from(prefix)))
+        .take(max)
+        .try_collect()
+        .await
+        .or_else(|e| match e {
+            // The folder does not exist (the local store): nothing there.
+            object_store::Error::NotFound { .. } => Ok(Vec::new()),
+            e => Err(e),
+        })?;
+    for meta in &listed {
+        remove_from(store, meta.location.as_ref()).await?;
+    }
+    Ok(listed.len())
 }
 
 async fn start_writer(store: &dyn ObjectStore, key: &str) -> Result<Writer, StorageError> {
@@ -149,6 +186,18 @@ impl FileStore for LocalStore {
         let expires = chrono::Utc::now().timestamp() + DOWNLOAD_LINK_LIFETIME.as_secs() as i64;
         Ok(self.links.url(file_id, expires))
     }
+    async fn remove(&self, key: &str) -> Result<(), StorageError> {
+        remove_from(&self.store, key).await
+    }
+    async fn remove_prefix(&self, prefix: &str, max: usize) -> Result<usize, StorageError> {
+        let removed = remove_prefix_from(&self.store, prefix, max).await?;
+        let folder = prefix.trim_matches('/');
+        if removed < max && !folder.is_empty() && !folder.contains("..") {
+            // The folders left empty.
+            let _ = tokio::fs::remove_dir_all(self.root.join(folder)).await;
+        }
+        Ok(removed)
+    }
 }
 
 /// An S3-compatible bucket; links are presigned GET URLs.
@@ -182,6 +231,12 @@ impl FileStore for S3Store {
             )
             .await?;
         Ok(url.to_string())
+    }
+    async fn remove(&self, key: &str) -> Result<(), StorageError> {
+        remove_from(&self.store, key).await
+    }
+    async fn remove_prefix(&self, prefix: &str, max: usize) -> Result<usize, StorageError> {
+        remove_prefix_from(&self.store, prefix, max).await
     }
 }
 

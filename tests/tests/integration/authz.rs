@@ -1039,6 +1039,34 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"content": "probe"})),
             ),
         ),
+        // Organizations and accounts that end (issue #34): no probe deletes
+        // anything (a wrong name, a wrong password).
+        "org_delete" => (
+            Scope::Org(Some("organization:admin")),
+            call(
+                M::DELETE,
+                "/api/org/delete",
+                q_org(),
+                Some(json!({"confirm_name": "not the name"})),
+            ),
+        ),
+        "org_deletion_status" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/org/deletion_status", q_org(), None),
+        ),
+        "users_delete_me" => (
+            Scope::Authenticated,
+            call(
+                M::POST,
+                "/api/users/me/delete",
+                vec![],
+                Some(json!({"password": "not the password"})),
+            ),
+        ),
+        "users_export" => (
+            Scope::Authenticated,
+            call(M::GET, "/api/users/me/export", vec![], None),
+        ),
         _ => return None,
     })
 }

@@ -9,6 +9,7 @@ mod contract;
 mod conversations;
 mod cors;
 mod database_tls;
+mod deletion;
 mod deployments;
 mod embeddings;
 mod hardening;

@@ -717,6 +717,22 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  org_delete: {
+    400: "invalid_request" | "confirmation_mismatch";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "forbidden";
+    408: "request_timeout";
+    409: "personal_organization";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_deletion_status: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   org_features: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -920,6 +936,21 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     409: "category_name_taken";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  users_delete_me: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired";
+    403: "invalid_password";
+    408: "request_timeout";
+    409: "sole_owner";
+    429: "too_many_login_attempts";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
+  };
+  users_export: {
+    401: "unauthenticated" | "invalid_token" | "token_expired";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

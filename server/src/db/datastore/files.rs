@@ -70,7 +70,9 @@ impl Datastore {
         let conn = self.conn().await?;
         Ok(conn
             .query_opt(
-                "SELECT filename, content_type, file_size, storage_key FROM files WHERE id = $1",
+                "SELECT f.filename, f.content_type, f.file_size, f.storage_key FROM files f \
+                 JOIN organizations o ON o.id = f.organization_id \
+                 WHERE f.id = $1 AND o.deletion_requested_at IS NULL",
                 &[&grant.file_id()],
             )
             .await?

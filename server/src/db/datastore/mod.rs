@@ -1,8 +1,10 @@
 //! Data access, one module per resource.
 
+pub mod account_export;
 pub mod agents;
 pub mod chat;
 pub mod conversations;
+pub mod deletion;
 pub mod deployments;
 pub mod email_outbox;
 pub mod files;

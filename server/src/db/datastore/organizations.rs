@@ -110,6 +110,8 @@ macro_rules! access_sql {
             $(super::sessions::session_live!($sid, $iat), " AS session_live, ",)?
             $caller,
             " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
+                  AND NOT EXISTS (SELECT 1 FROM organizations d WHERE d.id = m.organization_id \
+                                  AND d.deletion_requested_at IS NOT NULL) \
                   AND m.organization_id = ",
             $org,
             " LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id ",
@@ -286,6 +288,7 @@ impl Datastore {
             .query(
                 &format!(
                     "{ORG_WITH_ROLE} WHERE m.user_id = $1 AND m.status = $4 \
+                     AND o.deletion_requested_at IS NULL \
                      ORDER BY m.created_at, o.id LIMIT $2 OFFSET $3"
                 ),
                 &[
@@ -317,7 +320,7 @@ impl Datastore {
             .query_opt(
                 "SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
                  WHERE m.user_id = $1 AND m.status IN ($3, $4, $5) \
-                   AND lower(o.name) = lower($2)",
+                   AND lower(o.name) = lower($2) AND o.deletion_requested_at IS NULL",
                 &[
                     &owner_id,
                     &name,

@@ -73,6 +73,7 @@ macro_rules! user_me_sql {
             $caller,
             " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
              LEFT JOIN organizations o ON o.id = m.organization_id \
+                  AND o.deletion_requested_at IS NULL \
              LEFT JOIN roles r ON r.id = m.role_id AND r.organization_id = m.organization_id ",
             $which,
             " ORDER BY m.created_at, o.id"
