@@ -279,7 +279,7 @@ pub async fn stream_chat(
         area,
         (StreamKind::Conversation, message_id),
         64,
-        &grant,
+        grant,
         log,
     );
     answer

@@ -305,7 +305,7 @@ pub async fn send_message(
         upload_ids,
         log: log.clone(),
     };
-    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Chat, answer_id), 256, &grant, log);
+    let (mut answer, rx) = Answer::begin(cx, area, (StreamKind::Chat, answer_id), 256, grant, log);
     answer
         .emit(ChatStreamEvent::Start {
             chat_id: chat.id,
