@@ -82,6 +82,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
+            CliCommand::OrgDelete => Self::cli_org_delete(),
+            CliCommand::OrgDeletionStatus => Self::cli_org_deletion_status(),
             CliCommand::OrgFeatures => Self::cli_org_features(),
             CliCommand::OrgUpdateFeatures => Self::cli_org_update_features(),
             CliCommand::OrgLeave => Self::cli_org_leave(),
@@ -109,6 +111,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersInvite => Self::cli_users_invite(),
             CliCommand::UsersList => Self::cli_users_list(),
             CliCommand::UsersMe => Self::cli_users_me(),
+            CliCommand::UsersDeleteMe => Self::cli_users_delete_me(),
             CliCommand::UsersReactivate => Self::cli_users_reactivate(),
             CliCommand::UsersRemove => Self::cli_users_remove(),
             CliCommand::UsersSuspend => Self::cli_users_suspend(),
@@ -2097,6 +2100,57 @@ impl<T: CliConfig> Cli<T> {
                 "Create an organization.\n\nAny authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.",
             )
     }
+    pub fn cli_org_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("confirm-name")
+                    .long("confirm-name")
+                    .value_parser(
+                        ::clap::value_parser!(types::OrgDeleteRequestConfirmName),
+                    )
+                    .required_unless_present("json-body")
+                    .help(
+                        "The organization's exact name (case and spaces included), as a confirmation (`400 confirmation_mismatch` otherwise).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Delete an organization and everything it holds.\n\nAn addition to the spec. The organization's owners only (the owner system role with `organization:admin`; anyone else `403 forbidden`), confirmed by the organization's exact name in `confirm_name` (`400 confirmation_mismatch`). A personal organization is deleted with its account only (`409 personal_organization`; see `POST /api/users/me/delete`).\n\nThe organization is unusable as soon as this answers: every operation on it answers as for an organization the caller does not belong to (`403`, or `404` for its objects), on every instance; it leaves `GET /api/org/list`; its deployment keys, MCP gateway URLs, pending OAuth callbacks, invitations, WebSocket tickets and file download links stop working; its queued and running ingestion jobs are cancelled (a worker in the middle of one writes nothing more); its answers being generated are stopped (their streams end with `finish_reason` `stopped`).\n\nIts contents are then deleted by a durable background job, in bounded batches (`deletion.batch_rows` rows per transaction), which any instance's deletion workers claim and which resumes where it was after a crash or restart: the MCP grants of its members are revoked at their providers (RFC 7009) and their tokens deleted; its stored files are deleted from the file store (local or S3); its vectors, documents, sources, knowledge bases, chats, conversations with their messages and stream events, deployments, agents, tools (and the uses of its public tools by other organizations' agents), MCP sessions and invitations are deleted; last its row, with what remains (roles, memberships, quotas), and anything left in the file store under its folder.\n\nAnswers `202` with the job (follow it with `GET /api/org/deletion_status`).",
+            )
+    }
+    pub fn cli_org_deletion_status() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Follow the deletion of an organization.\n\nAn addition to the spec. The one who requested the deletion only (the organization itself no longer admits anyone): `404 not_found` for anyone else, and for an organization whose deletion was not requested. Answered from the database by any instance, during the deletion and after it (`state` `done`).",
+            )
+    }
     pub fn cli_org_features() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3020,6 +3074,35 @@ impl<T: CliConfig> Cli<T> {
                 "Fetch the current user.\n\nAny authenticated user. Returns the user with their `active` memberships only (invited, suspended and deleted memberships are left out).",
             )
     }
+    pub fn cli_users_delete_me() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("password")
+                    .long("password")
+                    .value_parser(
+                        ::clap::value_parser!(types::AccountDeleteRequestPassword),
+                    )
+                    .required_unless_present("json-body")
+                    .help("The account's current password, re-entered."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Delete one's own account.\n\nAn addition to the spec. The password is re-entered (`403 invalid_password`; failures count towards the login lock-out, `429 too_many_login_attempts`). Refused with `409 sole_owner`, naming the organizations, while the account is the only owner of an organization that has other members (active, suspended or invited): transfer ownership or remove them first.\n\nOtherwise, at once and in one transaction: the organizations the account alone belongs to as their owner (its personal organization among them) are deleted as by `DELETE /api/org/delete` (each with its job); every membership of the account is removed; its MCP gateway URLs and WebSocket tickets stop working and its chat answers being generated stop; its e-mail, names and password are erased, so no token of it is accepted any more (`401`) and the address can sign up again.\n\nA durable job then revokes its MCP grants at their providers and deletes their tokens, deletes its chats (private to it) with their messages and uploads, and last the account's row. What organizations that remain keep is theirs: the conversations the account started there and their messages stay, without their author (export them first with `GET /api/users/me/export`); so do its uploads outside chats (knowledge-base files).\n\nAnswers `202` with the jobs; the account cannot follow them afterwards (it no longer authenticates).",
+            )
+    }
     pub fn cli_users_reactivate() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3221,6 +3304,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
+            CliCommand::OrgDelete => self.execute_org_delete(matches).await,
+            CliCommand::OrgDeletionStatus => self.execute_org_deletion_status(matches).await,
             CliCommand::OrgFeatures => self.execute_org_features(matches).await,
             CliCommand::OrgUpdateFeatures => self.execute_org_update_features(matches).await,
             CliCommand::OrgLeave => self.execute_org_leave(matches).await,
@@ -3252,6 +3337,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::UsersInvite => self.execute_users_invite(matches).await,
             CliCommand::UsersList => self.execute_users_list(matches).await,
             CliCommand::UsersMe => self.execute_users_me(matches).await,
+            CliCommand::UsersDeleteMe => self.execute_users_delete_me(matches).await,
             CliCommand::UsersReactivate => self.execute_users_reactivate(matches).await,
             CliCommand::UsersRemove => self.execute_users_remove(matches).await,
             CliCommand::UsersSuspend => self.execute_users_suspend(matches).await,
@@ -5126,6 +5212,56 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_delete();
+        if let Some(value) = matches.get_one::<types::OrgDeleteRequestConfirmName>("confirm-name") {
+            request = request.body_map(|body| body.confirm_name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::OrgDeleteRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_org_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_deletion_status(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_deletion_status();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_deletion_status(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_features(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.org_features();
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
@@ -5900,6 +6036,34 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_users_delete_me(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.users_delete_me();
+        if let Some(value) = matches.get_one::<types::AccountDeleteRequestPassword>("password") {
+            request = request.body_map(|body| body.password(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::AccountDeleteRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_users_delete_me(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_users_reactivate(
         &self,
         matches: &::clap::ArgMatches,
@@ -6532,6 +6696,20 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_deletion_status(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgDeletionStatus,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_features(
         &self,
         matches: &::clap::ArgMatches,
@@ -6721,6 +6899,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_users_delete_me(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::UsersDeleteMe,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_users_reactivate(
         &self,
         matches: &::clap::ArgMatches,
@@ -6835,6 +7020,8 @@ pub enum CliCommand {
     ModelsList,
     OrgAddMember,
     OrgCreateOrg,
+    OrgDelete,
+    OrgDeletionStatus,
     OrgFeatures,
     OrgUpdateFeatures,
     OrgLeave,
@@ -6862,6 +7049,7 @@ pub enum CliCommand {
     UsersInvite,
     UsersList,
     UsersMe,
+    UsersDeleteMe,
     UsersReactivate,
     UsersRemove,
     UsersSuspend,
@@ -6941,6 +7129,8 @@ impl CliCommand {
             CliCommand::ModelsList,
             CliCommand::OrgAddMember,
             CliCommand::OrgCreateOrg,
+            CliCommand::OrgDelete,
+            CliCommand::OrgDeletionStatus,
             CliCommand::OrgFeatures,
             CliCommand::OrgUpdateFeatures,
             CliCommand::OrgLeave,
@@ -6968,6 +7158,7 @@ impl CliCommand {
             CliCommand::UsersInvite,
             CliCommand::UsersList,
             CliCommand::UsersMe,
+            CliCommand::UsersDeleteMe,
             CliCommand::UsersReactivate,
             CliCommand::UsersRemove,
             CliCommand::UsersSuspend,
@@ -7048,6 +7239,8 @@ impl CliCommand {
             CliCommand::ModelsList => "models_list",
             CliCommand::OrgAddMember => "org_add_member",
             CliCommand::OrgCreateOrg => "org_create_org",
+            CliCommand::OrgDelete => "org_delete",
+            CliCommand::OrgDeletionStatus => "org_deletion_status",
             CliCommand::OrgFeatures => "org_features",
             CliCommand::OrgUpdateFeatures => "org_update_features",
             CliCommand::OrgLeave => "org_leave",
@@ -7075,6 +7268,7 @@ impl CliCommand {
             CliCommand::UsersInvite => "users_invite",
             CliCommand::UsersList => "users_list",
             CliCommand::UsersMe => "users_me",
+            CliCommand::UsersDeleteMe => "users_delete_me",
             CliCommand::UsersReactivate => "users_reactivate",
             CliCommand::UsersRemove => "users_remove",
             CliCommand::UsersSuspend => "users_suspend",

@@ -8,6 +8,112 @@ use progenitor_client::{ClientHooks, OperationInfo, RequestBuilderExt, encode_pa
 /// Types used as operation parameters and responses.
 #[allow(clippy::all)]
 pub mod types {
+    ///Body of `POST /api/users/me/delete`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AccountDeleteRequest {
+        ///The account's current password, re-entered.
+        pub password: AccountDeleteRequestPassword,
+    }
+    impl AccountDeleteRequest {
+        pub fn builder() -> builder::AccountDeleteRequest {
+            Default::default()
+        }
+    }
+    ///The account's current password, re-entered.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AccountDeleteRequestPassword(::std::string::String);
+    impl ::std::ops::Deref for AccountDeleteRequestPassword {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AccountDeleteRequestPassword> for ::std::string::String {
+        fn from(value: AccountDeleteRequestPassword) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AccountDeleteRequestPassword {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 128usize {
+                return Err("longer than 128 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AccountDeleteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AccountDeleteRequestPassword {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AccountDeleteRequestPassword {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer to `POST /api/users/me/delete`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AccountDeletion {
+        ///The account's deletion job.
+        pub job_id: ::uuid::Uuid,
+        ///The organizations deleted with the account (the personal one, and those where the account was the only member), each with its job.
+        pub organizations: ::std::vec::Vec<OrgDeletion>,
+        pub state: DeletionState,
+    }
+    impl AccountDeletion {
+        pub fn builder() -> builder::AccountDeletion {
+            Default::default()
+        }
+    }
+    ///`GET /api/users/me/export`: everything the service holds about the account, as one JSON document.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AccountExport {
+        ///The account's chat sessions (private to it), with their messages.
+        pub chats: ::std::vec::Vec<ExportChat>,
+        ///The conversations the account started, with all their messages.
+        pub conversations: ::std::vec::Vec<ExportConversation>,
+        pub exported_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Always `workspace.account-export`.
+        pub format: ::std::string::String,
+        ///Every membership, in any state, oldest first.
+        pub memberships: ::std::vec::Vec<ExportMembership>,
+        pub profile: ExportProfile,
+        ///The account's uploads: what they are, not their bytes.
+        pub uploads: ::std::vec::Vec<ExportUpload>,
+        ///The version of this document's shape: 1.
+        pub version: u32,
+    }
+    impl AccountExport {
+        pub fn builder() -> builder::AccountExport {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/org/add_member`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -3802,6 +3908,70 @@ pub mod types {
             Default::default()
         }
     }
+    ///Where a deletion job is.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum DeletionState {
+        ///Waiting for a worker (of any instance).
+        #[serde(rename = "queued")]
+        Queued,
+        ///A worker is deleting (or will resume after a failed attempt).
+        #[serde(rename = "running")]
+        Running,
+        ///Everything is deleted.
+        #[serde(rename = "done")]
+        Done,
+        ///It gave up (`last_error` says why); the organization stays unusable. An operator can queue it again.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for DeletionState {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Queued => f.write_str("queued"),
+                Self::Running => f.write_str("running"),
+                Self::Done => f.write_str("done"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for DeletionState {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "queued" => Ok(Self::Queued),
+                "running" => Ok(Self::Running),
+                "done" => Ok(Self::Done),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeletionState {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeletionState {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///A deployment (its key is never shown again after create or regenerate_key; `key_prefix` identifies it).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -4375,6 +4545,141 @@ pub mod types {
     }
     impl Error {
         pub fn builder() -> builder::Error {
+            Default::default()
+        }
+    }
+    ///A chat session in an export. `messages` is its last field.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportChat {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///In order.
+        pub messages: ::std::vec::Vec<ExportChatMessage>,
+        pub organization_id: ::uuid::Uuid,
+        ///`ACTIVE`, `ARCHIVED` or `DELETED`.
+        pub status: ::std::string::String,
+        pub title: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ExportChat {
+        pub fn builder() -> builder::ExportChat {
+            Default::default()
+        }
+    }
+    ///A chat message in an export.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportChatMessage {
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///`USER` or `MODEL`.
+        pub role: ::std::string::String,
+        pub status: ::std::string::String,
+    }
+    impl ExportChatMessage {
+        pub fn builder() -> builder::ExportChatMessage {
+            Default::default()
+        }
+    }
+    ///A conversation in an export. `messages` is its last field.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportConversation {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub is_archived: bool,
+        ///Every message, in order (the account's own and the answers).
+        pub messages: ::std::vec::Vec<ExportConversationMessage>,
+        pub organization_id: ::uuid::Uuid,
+        pub title: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ExportConversation {
+        pub fn builder() -> builder::ExportConversation {
+            Default::default()
+        }
+    }
+    ///A conversation message in an export.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportConversationMessage {
+        ///Whether the account wrote (or asked for) it.
+        pub by_me: bool,
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///`user` or `assistant`.
+        pub role: ::std::string::String,
+        pub status: ::std::string::String,
+    }
+    impl ExportConversationMessage {
+        pub fn builder() -> builder::ExportConversationMessage {
+            Default::default()
+        }
+    }
+    ///A membership in an export.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportMembership {
+        ///The account's personal organization.
+        pub is_personal: bool,
+        pub joined_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub organization_id: ::uuid::Uuid,
+        pub organization_name: ::std::string::String,
+        pub role_name: ::std::string::String,
+        pub slug: ::std::string::String,
+        ///`active`, `invited`, `suspended` or `deleted`.
+        pub status: ::std::string::String,
+    }
+    impl ExportMembership {
+        pub fn builder() -> builder::ExportMembership {
+            Default::default()
+        }
+    }
+    ///The account in an export.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportProfile {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub email: ::std::string::String,
+        pub first_name: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_active_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub last_name: ::std::string::String,
+    }
+    impl ExportProfile {
+        pub fn builder() -> builder::ExportProfile {
+            Default::default()
+        }
+    }
+    ///An upload in an export (its bytes are not included).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportUpload {
+        ///The chat it was attached to, if any.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub chat_id: ::std::option::Option<::uuid::Uuid>,
+        pub content_type: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub file_size: i64,
+        pub filename: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        pub organization_id: ::uuid::Uuid,
+        ///SHA-256 of the bytes, hex.
+        pub sha256: ::std::string::String,
+    }
+    impl ExportUpload {
+        pub fn builder() -> builder::ExportUpload {
             Default::default()
         }
     }
@@ -7595,6 +7900,107 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///Body of `DELETE /api/org/delete`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OrgDeleteRequest {
+        ///The organization's exact name (case and spaces included), as a confirmation (`400 confirmation_mismatch` otherwise).
+        pub confirm_name: OrgDeleteRequestConfirmName,
+    }
+    impl OrgDeleteRequest {
+        pub fn builder() -> builder::OrgDeleteRequest {
+            Default::default()
+        }
+    }
+    ///The organization's exact name (case and spaces included), as a confirmation (`400 confirmation_mismatch` otherwise).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct OrgDeleteRequestConfirmName(::std::string::String);
+    impl ::std::ops::Deref for OrgDeleteRequestConfirmName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OrgDeleteRequestConfirmName> for ::std::string::String {
+        fn from(value: OrgDeleteRequestConfirmName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OrgDeleteRequestConfirmName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OrgDeleteRequestConfirmName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OrgDeleteRequestConfirmName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OrgDeleteRequestConfirmName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The deletion of an organization, as its job reports it.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct OrgDeletion {
+        ///Attempts so far (a crashed or failed attempt is resumed by another).
+        pub attempts: i32,
+        ///Stored files deleted so far.
+        pub files_deleted: i64,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub finished_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///MCP grants revoked at their provider.
+        pub grants_revoked: i32,
+        ///MCP grants whose revocation still failed at the job's last attempt (their tokens were deleted all the same).
+        pub grants_unrevoked: i32,
+        ///The deletion job.
+        pub job_id: ::uuid::Uuid,
+        ///Why the last attempt failed, if it did.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_error: ::std::option::Option<::std::string::String>,
+        pub organization_id: ::uuid::Uuid,
+        ///The organization's name when its deletion was requested (`personal organization` for one deleted with its account).
+        pub organization_name: ::std::string::String,
+        pub requested_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Rows deleted so far, over every table.
+        pub rows_deleted: i64,
+        pub state: DeletionState,
+        ///The step being worked on (`stop`, `grants`, `files`, one per kind of content, `organization`, `store`), `done` at the end.
+        pub step: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl OrgDeletion {
+        pub fn builder() -> builder::OrgDeletion {
+            Default::default()
         }
     }
     ///Feature gates and quotas of an organization, with the server's defaults filled in where the organization has no override.
@@ -11011,6 +11417,264 @@ pub mod types {
     }
     /// Types for composing complex structures.
     pub mod builder {
+        #[derive(Clone, Debug)]
+        pub struct AccountDeleteRequest {
+            password:
+                ::std::result::Result<super::AccountDeleteRequestPassword, ::std::string::String>,
+        }
+        impl ::std::default::Default for AccountDeleteRequest {
+            fn default() -> Self {
+                Self {
+                    password: Err("no value supplied for password".to_string()),
+                }
+            }
+        }
+        impl AccountDeleteRequest {
+            pub fn password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AccountDeleteRequestPassword>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.password = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for password: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AccountDeleteRequest> for super::AccountDeleteRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AccountDeleteRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    password: value.password?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AccountDeleteRequest> for AccountDeleteRequest {
+            fn from(value: super::AccountDeleteRequest) -> Self {
+                Self {
+                    password: Ok(value.password),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AccountDeletion {
+            job_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            organizations:
+                ::std::result::Result<::std::vec::Vec<super::OrgDeletion>, ::std::string::String>,
+            state: ::std::result::Result<super::DeletionState, ::std::string::String>,
+        }
+        impl ::std::default::Default for AccountDeletion {
+            fn default() -> Self {
+                Self {
+                    job_id: Err("no value supplied for job_id".to_string()),
+                    organizations: Err("no value supplied for organizations".to_string()),
+                    state: Err("no value supplied for state".to_string()),
+                }
+            }
+        }
+        impl AccountDeletion {
+            pub fn job_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.job_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for job_id: {e}"));
+                self
+            }
+            pub fn organizations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::OrgDeletion>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organizations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for organizations: {e}"));
+                self
+            }
+            pub fn state<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeletionState>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.state = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for state: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AccountDeletion> for super::AccountDeletion {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AccountDeletion,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    job_id: value.job_id?,
+                    organizations: value.organizations?,
+                    state: value.state?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AccountDeletion> for AccountDeletion {
+            fn from(value: super::AccountDeletion) -> Self {
+                Self {
+                    job_id: Ok(value.job_id),
+                    organizations: Ok(value.organizations),
+                    state: Ok(value.state),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AccountExport {
+            chats: ::std::result::Result<::std::vec::Vec<super::ExportChat>, ::std::string::String>,
+            conversations: ::std::result::Result<
+                ::std::vec::Vec<super::ExportConversation>,
+                ::std::string::String,
+            >,
+            exported_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            format: ::std::result::Result<::std::string::String, ::std::string::String>,
+            memberships: ::std::result::Result<
+                ::std::vec::Vec<super::ExportMembership>,
+                ::std::string::String,
+            >,
+            profile: ::std::result::Result<super::ExportProfile, ::std::string::String>,
+            uploads:
+                ::std::result::Result<::std::vec::Vec<super::ExportUpload>, ::std::string::String>,
+            version: ::std::result::Result<u32, ::std::string::String>,
+        }
+        impl ::std::default::Default for AccountExport {
+            fn default() -> Self {
+                Self {
+                    chats: Err("no value supplied for chats".to_string()),
+                    conversations: Err("no value supplied for conversations".to_string()),
+                    exported_at: Err("no value supplied for exported_at".to_string()),
+                    format: Err("no value supplied for format".to_string()),
+                    memberships: Err("no value supplied for memberships".to_string()),
+                    profile: Err("no value supplied for profile".to_string()),
+                    uploads: Err("no value supplied for uploads".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl AccountExport {
+            pub fn chats<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportChat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chats = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chats: {e}"));
+                self
+            }
+            pub fn conversations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportConversation>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for conversations: {e}"));
+                self
+            }
+            pub fn exported_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.exported_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for exported_at: {e}"));
+                self
+            }
+            pub fn format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.format = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for format: {e}"));
+                self
+            }
+            pub fn memberships<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportMembership>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.memberships = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for memberships: {e}"));
+                self
+            }
+            pub fn profile<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ExportProfile>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.profile = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for profile: {e}"));
+                self
+            }
+            pub fn uploads<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportUpload>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.uploads = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for uploads: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AccountExport> for super::AccountExport {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AccountExport,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chats: value.chats?,
+                    conversations: value.conversations?,
+                    exported_at: value.exported_at?,
+                    format: value.format?,
+                    memberships: value.memberships?,
+                    profile: value.profile?,
+                    uploads: value.uploads?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AccountExport> for AccountExport {
+            fn from(value: super::AccountExport) -> Self {
+                Self {
+                    chats: Ok(value.chats),
+                    conversations: Ok(value.conversations),
+                    exported_at: Ok(value.exported_at),
+                    format: Ok(value.format),
+                    memberships: Ok(value.memberships),
+                    profile: Ok(value.profile),
+                    uploads: Ok(value.uploads),
+                    version: Ok(value.version),
+                }
+            }
+        }
         #[derive(Clone, Debug)]
         pub struct AddMemberRequest {
             organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -18200,6 +18864,871 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ExportChat {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::ExportChatMessage>,
+                ::std::string::String,
+            >,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ExportChat {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ExportChat {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportChatMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportChat> for super::ExportChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    messages: value.messages?,
+                    organization_id: value.organization_id?,
+                    status: value.status?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportChat> for ExportChat {
+            fn from(value: super::ExportChat) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    messages: Ok(value.messages),
+                    organization_id: Ok(value.organization_id),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportChatMessage {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportChatMessage {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ExportChatMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportChatMessage> for super::ExportChatMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportChatMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportChatMessage> for ExportChatMessage {
+            fn from(value: super::ExportChatMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportConversation {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            is_archived: ::std::result::Result<bool, ::std::string::String>,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::ExportConversationMessage>,
+                ::std::string::String,
+            >,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ExportConversation {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    is_archived: Err("no value supplied for is_archived".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ExportConversation {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn is_archived<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_archived = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_archived: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportConversationMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportConversation> for super::ExportConversation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportConversation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    is_archived: value.is_archived?,
+                    messages: value.messages?,
+                    organization_id: value.organization_id?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportConversation> for ExportConversation {
+            fn from(value: super::ExportConversation) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    is_archived: Ok(value.is_archived),
+                    messages: Ok(value.messages),
+                    organization_id: Ok(value.organization_id),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportConversationMessage {
+            by_me: ::std::result::Result<bool, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportConversationMessage {
+            fn default() -> Self {
+                Self {
+                    by_me: Err("no value supplied for by_me".to_string()),
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ExportConversationMessage {
+            pub fn by_me<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.by_me = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for by_me: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportConversationMessage> for super::ExportConversationMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportConversationMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    by_me: value.by_me?,
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportConversationMessage> for ExportConversationMessage {
+            fn from(value: super::ExportConversationMessage) -> Self {
+                Self {
+                    by_me: Ok(value.by_me),
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportMembership {
+            is_personal: ::std::result::Result<bool, ::std::string::String>,
+            joined_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            organization_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            slug: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportMembership {
+            fn default() -> Self {
+                Self {
+                    is_personal: Err("no value supplied for is_personal".to_string()),
+                    joined_at: Err("no value supplied for joined_at".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    organization_name: Err("no value supplied for organization_name".to_string()),
+                    role_name: Err("no value supplied for role_name".to_string()),
+                    slug: Err("no value supplied for slug".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ExportMembership {
+            pub fn is_personal<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.is_personal = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for is_personal: {e}"));
+                self
+            }
+            pub fn joined_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.joined_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for joined_at: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn organization_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_name = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_name: {e}")
+                });
+                self
+            }
+            pub fn role_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_name: {e}"));
+                self
+            }
+            pub fn slug<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.slug = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for slug: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportMembership> for super::ExportMembership {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportMembership,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    is_personal: value.is_personal?,
+                    joined_at: value.joined_at?,
+                    organization_id: value.organization_id?,
+                    organization_name: value.organization_name?,
+                    role_name: value.role_name?,
+                    slug: value.slug?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportMembership> for ExportMembership {
+            fn from(value: super::ExportMembership) -> Self {
+                Self {
+                    is_personal: Ok(value.is_personal),
+                    joined_at: Ok(value.joined_at),
+                    organization_id: Ok(value.organization_id),
+                    organization_name: Ok(value.organization_name),
+                    role_name: Ok(value.role_name),
+                    slug: Ok(value.slug),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportProfile {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            first_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_active_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportProfile {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    email: Err("no value supplied for email".to_string()),
+                    first_name: Err("no value supplied for first_name".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_active_at: Err("no value supplied for last_active_at".to_string()),
+                    last_name: Err("no value supplied for last_name".to_string()),
+                }
+            }
+        }
+        impl ExportProfile {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn first_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for first_name: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_active_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_active_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_active_at: {e}")
+                });
+                self
+            }
+            pub fn last_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportProfile> for super::ExportProfile {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportProfile,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    email: value.email?,
+                    first_name: value.first_name?,
+                    id: value.id?,
+                    last_active_at: value.last_active_at?,
+                    last_name: value.last_name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportProfile> for ExportProfile {
+            fn from(value: super::ExportProfile) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    email: Ok(value.email),
+                    first_name: Ok(value.first_name),
+                    id: Ok(value.id),
+                    last_active_at: Ok(value.last_active_at),
+                    last_name: Ok(value.last_name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportUpload {
+            chat_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            content_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            file_size: ::std::result::Result<i64, ::std::string::String>,
+            filename: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            sha256: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportUpload {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    content_type: Err("no value supplied for content_type".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    file_size: Err("no value supplied for file_size".to_string()),
+                    filename: Err("no value supplied for filename".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    sha256: Err("no value supplied for sha256".to_string()),
+                }
+            }
+        }
+        impl ExportUpload {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn content_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content_type: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn file_size<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_size = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for file_size: {e}"));
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for filename: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn sha256<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sha256 = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sha256: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportUpload> for super::ExportUpload {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportUpload,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    content_type: value.content_type?,
+                    created_at: value.created_at?,
+                    file_size: value.file_size?,
+                    filename: value.filename?,
+                    id: value.id?,
+                    organization_id: value.organization_id?,
+                    sha256: value.sha256?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportUpload> for ExportUpload {
+            fn from(value: super::ExportUpload) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    content_type: Ok(value.content_type),
+                    created_at: Ok(value.created_at),
+                    file_size: Ok(value.file_size),
+                    filename: Ok(value.filename),
+                    id: Ok(value.id),
+                    organization_id: Ok(value.organization_id),
+                    sha256: Ok(value.sha256),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct FileSourceConfig {
             file_ids: ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
         }
@@ -23407,6 +24936,283 @@ pub mod types {
                 Self {
                     data: Ok(value.data),
                     object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OrgDeleteRequest {
+            confirm_name:
+                ::std::result::Result<super::OrgDeleteRequestConfirmName, ::std::string::String>,
+        }
+        impl ::std::default::Default for OrgDeleteRequest {
+            fn default() -> Self {
+                Self {
+                    confirm_name: Err("no value supplied for confirm_name".to_string()),
+                }
+            }
+        }
+        impl OrgDeleteRequest {
+            pub fn confirm_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OrgDeleteRequestConfirmName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.confirm_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for confirm_name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OrgDeleteRequest> for super::OrgDeleteRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OrgDeleteRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    confirm_name: value.confirm_name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OrgDeleteRequest> for OrgDeleteRequest {
+            fn from(value: super::OrgDeleteRequest) -> Self {
+                Self {
+                    confirm_name: Ok(value.confirm_name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OrgDeletion {
+            attempts: ::std::result::Result<i32, ::std::string::String>,
+            files_deleted: ::std::result::Result<i64, ::std::string::String>,
+            finished_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            grants_revoked: ::std::result::Result<i32, ::std::string::String>,
+            grants_unrevoked: ::std::result::Result<i32, ::std::string::String>,
+            job_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            organization_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            requested_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            rows_deleted: ::std::result::Result<i64, ::std::string::String>,
+            state: ::std::result::Result<super::DeletionState, ::std::string::String>,
+            step: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for OrgDeletion {
+            fn default() -> Self {
+                Self {
+                    attempts: Err("no value supplied for attempts".to_string()),
+                    files_deleted: Err("no value supplied for files_deleted".to_string()),
+                    finished_at: Err("no value supplied for finished_at".to_string()),
+                    grants_revoked: Err("no value supplied for grants_revoked".to_string()),
+                    grants_unrevoked: Err("no value supplied for grants_unrevoked".to_string()),
+                    job_id: Err("no value supplied for job_id".to_string()),
+                    last_error: Err("no value supplied for last_error".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    organization_name: Err("no value supplied for organization_name".to_string()),
+                    requested_at: Err("no value supplied for requested_at".to_string()),
+                    rows_deleted: Err("no value supplied for rows_deleted".to_string()),
+                    state: Err("no value supplied for state".to_string()),
+                    step: Err("no value supplied for step".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl OrgDeletion {
+            pub fn attempts<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.attempts = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for attempts: {e}"));
+                self
+            }
+            pub fn files_deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.files_deleted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for files_deleted: {e}"));
+                self
+            }
+            pub fn finished_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finished_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for finished_at: {e}"));
+                self
+            }
+            pub fn grants_revoked<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.grants_revoked = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for grants_revoked: {e}")
+                });
+                self
+            }
+            pub fn grants_unrevoked<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.grants_unrevoked = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for grants_unrevoked: {e}")
+                });
+                self
+            }
+            pub fn job_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.job_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for job_id: {e}"));
+                self
+            }
+            pub fn last_error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_error: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn organization_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_name = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_name: {e}")
+                });
+                self
+            }
+            pub fn requested_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.requested_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for requested_at: {e}"));
+                self
+            }
+            pub fn rows_deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rows_deleted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rows_deleted: {e}"));
+                self
+            }
+            pub fn state<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeletionState>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.state = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for state: {e}"));
+                self
+            }
+            pub fn step<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.step = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for step: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OrgDeletion> for super::OrgDeletion {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OrgDeletion,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    attempts: value.attempts?,
+                    files_deleted: value.files_deleted?,
+                    finished_at: value.finished_at?,
+                    grants_revoked: value.grants_revoked?,
+                    grants_unrevoked: value.grants_unrevoked?,
+                    job_id: value.job_id?,
+                    last_error: value.last_error?,
+                    organization_id: value.organization_id?,
+                    organization_name: value.organization_name?,
+                    requested_at: value.requested_at?,
+                    rows_deleted: value.rows_deleted?,
+                    state: value.state?,
+                    step: value.step?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OrgDeletion> for OrgDeletion {
+            fn from(value: super::OrgDeletion) -> Self {
+                Self {
+                    attempts: Ok(value.attempts),
+                    files_deleted: Ok(value.files_deleted),
+                    finished_at: Ok(value.finished_at),
+                    grants_revoked: Ok(value.grants_revoked),
+                    grants_unrevoked: Ok(value.grants_unrevoked),
+                    job_id: Ok(value.job_id),
+                    last_error: Ok(value.last_error),
+                    organization_id: Ok(value.organization_id),
+                    organization_name: Ok(value.organization_name),
+                    requested_at: Ok(value.requested_at),
+                    rows_deleted: Ok(value.rows_deleted),
+                    state: Ok(value.state),
+                    step: Ok(value.step),
+                    updated_at: Ok(value.updated_at),
                 }
             }
         }
@@ -30983,6 +32789,48 @@ impl Client {
     pub fn org_create_org(&self) -> builder::OrgCreateOrg<'_> {
         builder::OrgCreateOrg::new(self)
     }
+    /**Delete an organization and everything it holds
+
+    An addition to the spec. The organization's owners only (the owner system role with `organization:admin`; anyone else `403 forbidden`), confirmed by the organization's exact name in `confirm_name` (`400 confirmation_mismatch`). A personal organization is deleted with its account only (`409 personal_organization`; see `POST /api/users/me/delete`).
+
+    The organization is unusable as soon as this answers: every operation on it answers as for an organization the caller does not belong to (`403`, or `404` for its objects), on every instance; it leaves `GET /api/org/list`; its deployment keys, MCP gateway URLs, pending OAuth callbacks, invitations, WebSocket tickets and file download links stop working; its queued and running ingestion jobs are cancelled (a worker in the middle of one writes nothing more); its answers being generated are stopped (their streams end with `finish_reason` `stopped`).
+
+    Its contents are then deleted by a durable background job, in bounded batches (`deletion.batch_rows` rows per transaction), which any instance's deletion workers claim and which resumes where it was after a crash or restart: the MCP grants of its members are revoked at their providers (RFC 7009) and their tokens deleted; its stored files are deleted from the file store (local or S3); its vectors, documents, sources, knowledge bases, chats, conversations with their messages and stream events, deployments, agents, tools (and the uses of its public tools by other organizations' agents), MCP sessions and invitations are deleted; last its row, with what remains (roles, memberships, quotas), and anything left in the file store under its folder.
+
+    Answers `202` with the job (follow it with `GET /api/org/deletion_status`).
+
+    Sends a `DELETE` request to `/api/org/delete`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_delete()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_delete(&self) -> builder::OrgDelete<'_> {
+        builder::OrgDelete::new(self)
+    }
+    /**Follow the deletion of an organization
+
+    An addition to the spec. The one who requested the deletion only (the organization itself no longer admits anyone): `404 not_found` for anyone else, and for an organization whose deletion was not requested. Answered from the database by any instance, during the deletion and after it (`state` `done`).
+
+    Sends a `GET` request to `/api/org/deletion_status`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_deletion_status()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_deletion_status(&self) -> builder::OrgDeletionStatus<'_> {
+        builder::OrgDeletionStatus::new(self)
+    }
     /**Show an organization's feature gates and quotas
 
     An addition to the spec. Any active member. Values the organization has not overridden are the server's configured defaults.
@@ -31524,6 +33372,43 @@ impl Client {
     ```*/
     pub fn users_me(&self) -> builder::UsersMe<'_> {
         builder::UsersMe::new(self)
+    }
+    /**Delete one's own account
+
+    An addition to the spec. The password is re-entered (`403 invalid_password`; failures count towards the login lock-out, `429 too_many_login_attempts`). Refused with `409 sole_owner`, naming the organizations, while the account is the only owner of an organization that has other members (active, suspended or invited): transfer ownership or remove them first.
+
+    Otherwise, at once and in one transaction: the organizations the account alone belongs to as their owner (its personal organization among them) are deleted as by `DELETE /api/org/delete` (each with its job); every membership of the account is removed; its MCP gateway URLs and WebSocket tickets stop working and its chat answers being generated stop; its e-mail, names and password are erased, so no token of it is accepted any more (`401`) and the address can sign up again.
+
+    A durable job then revokes its MCP grants at their providers and deletes their tokens, deletes its chats (private to it) with their messages and uploads, and last the account's row. What organizations that remain keep is theirs: the conversations the account started there and their messages stay, without their author (export them first with `GET /api/users/me/export`); so do its uploads outside chats (knowledge-base files).
+
+    Answers `202` with the jobs; the account cannot follow them afterwards (it no longer authenticates).
+
+    Sends a `POST` request to `/api/users/me/delete`
+
+    ```ignore
+    let response = client.users_delete_me()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn users_delete_me(&self) -> builder::UsersDeleteMe<'_> {
+        builder::UsersDeleteMe::new(self)
+    }
+    /**Export one's own data as one JSON document
+
+    An addition to the spec. Any authenticated user, for their own account: the profile, every membership (any state), the account's chat sessions with their messages, the conversations it started with all their messages, and its uploads listed (name, type, size, SHA-256, ids; not their bytes). The document is an `AccountExport`.
+
+    Streamed as it is read: the server holds at most one page of rows at a time (50 messages, or 100 chats, conversations or uploads), so an account with a very long history costs the server no more memory than a short one, and a slow reader holds up only its own download. A failure after the first bytes (the database going away) ends the response early, leaving the document incomplete (not valid JSON) rather than silently shorter.
+
+    Sends a `GET` request to `/api/users/me/export`
+
+    ```ignore
+    let response = client.users_export()
+        .send()
+        .await;
+    ```*/
+    pub fn users_export(&self) -> builder::UsersExport<'_> {
+        builder::UsersExport::new(self)
     }
     /**Reactivate a suspended member
 
@@ -38880,6 +40765,188 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::org_delete`]
+
+    [`Client::org_delete`]: super::Client::org_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgDelete<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::OrgDeleteRequest, String>,
+    }
+    impl<'a> OrgDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OrgDeleteRequest>,
+            <V as std::convert::TryInto<types::OrgDeleteRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `OrgDeleteRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::OrgDeleteRequest,
+                ) -> types::builder::OrgDeleteRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/delete`
+        pub async fn send(self) -> Result<ResponseValue<types::OrgDeletion>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::OrgDeleteRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_deletion_status`]
+
+    [`Client::org_deletion_status`]: super::Client::org_deletion_status*/
+    #[derive(Debug, Clone)]
+    pub struct OrgDeletionStatus<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgDeletionStatus<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/deletion_status`
+        pub async fn send(self) -> Result<ResponseValue<types::OrgDeletion>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/deletion_status", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_deletion_status",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::org_features`]
 
     [`Client::org_features`]: super::Client::org_features*/
@@ -41621,6 +43688,162 @@ pub mod builder {
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_delete_me`]
+
+    [`Client::users_delete_me`]: super::Client::users_delete_me*/
+    #[derive(Debug, Clone)]
+    pub struct UsersDeleteMe<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::AccountDeleteRequest, String>,
+    }
+    impl<'a> UsersDeleteMe<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AccountDeleteRequest>,
+            <V as std::convert::TryInto<types::AccountDeleteRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `AccountDeleteRequest` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::AccountDeleteRequest,
+                ) -> types::builder::AccountDeleteRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/users/me/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AccountDeletion>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::AccountDeleteRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/users/me/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_delete_me",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::users_export`]
+
+    [`Client::users_export`]: super::Client::users_export*/
+    #[derive(Debug, Clone)]
+    pub struct UsersExport<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> UsersExport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/users/me/export`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AccountExport>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/users/me/export", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "users_export",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -719,8 +719,8 @@ export interface OperationErrors {
   };
   org_delete: {
     400: "invalid_request" | "confirmation_mismatch";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "forbidden";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
     409: "personal_organization";
     500: "internal_error";
@@ -728,7 +728,7 @@ export interface OperationErrors {
   };
   org_deletion_status: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -941,8 +941,8 @@ export interface OperationErrors {
   };
   users_delete_me: {
     400: "invalid_request";
-    401: "unauthenticated" | "invalid_token" | "token_expired";
-    403: "invalid_password";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "invalid_password" | "token_not_allowed";
     408: "request_timeout";
     409: "sole_owner";
     429: "too_many_login_attempts";
@@ -950,7 +950,8 @@ export interface OperationErrors {
     503: "server_busy" | "database_unavailable";
   };
   users_export: {
-    401: "unauthenticated" | "invalid_token" | "token_expired";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "token_not_allowed";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

@@ -1776,6 +1776,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/org/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an organization and everything it holds.
+         * @description An addition to the spec. The organization's owners only (the owner system role with `organization:admin`; anyone else `403 forbidden`), confirmed by the organization's exact name in `confirm_name` (`400 confirmation_mismatch`). A personal organization is deleted with its account only (`409 personal_organization`; see `POST /api/users/me/delete`).
+         *
+         *     The organization is unusable as soon as this answers: every operation on it answers as for an organization the caller does not belong to (`403`, or `404` for its objects), on every instance; it leaves `GET /api/org/list`; its deployment keys, MCP gateway URLs, pending OAuth callbacks, invitations, WebSocket tickets and file download links stop working; its queued and running ingestion jobs are cancelled (a worker in the middle of one writes nothing more); its answers being generated are stopped (their streams end with `finish_reason` `stopped`).
+         *
+         *     Its contents are then deleted by a durable background job, in bounded batches (`deletion.batch_rows` rows per transaction), which any instance's deletion workers claim and which resumes where it was after a crash or restart: the MCP grants of its members are revoked at their providers (RFC 7009) and their tokens deleted; its stored files are deleted from the file store (local or S3); its vectors, documents, sources, knowledge bases, chats, conversations with their messages and stream events, deployments, agents, tools (and the uses of its public tools by other organizations' agents), MCP sessions and invitations are deleted; last its row, with what remains (roles, memberships, quotas), and anything left in the file store under its folder.
+         *
+         *     Answers `202` with the job (follow it with `GET /api/org/deletion_status`).
+         */
+        delete: operations["org_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/deletion_status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow the deletion of an organization.
+         * @description An addition to the spec. The one who requested the deletion only (the organization itself no longer admits anyone): `404 not_found` for anyone else, and for an organization whose deletion was not requested. Answered from the database by any instance, during the deletion and after it (`state` `done`).
+         */
+        get: operations["org_deletion_status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/org/features": {
         parameters: {
             query?: never;
@@ -2296,6 +2342,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/users/me/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete one's own account.
+         * @description An addition to the spec. The password is re-entered (`403 invalid_password`; failures count towards the login lock-out, `429 too_many_login_attempts`). Refused with `409 sole_owner`, naming the organizations, while the account is the only owner of an organization that has other members (active, suspended or invited): transfer ownership or remove them first.
+         *
+         *     Otherwise, at once and in one transaction: the organizations the account alone belongs to as their owner (its personal organization among them) are deleted as by `DELETE /api/org/delete` (each with its job); every membership of the account is removed; its MCP gateway URLs and WebSocket tickets stop working and its chat answers being generated stop; its e-mail, names and password are erased, so no token of it is accepted any more (`401`) and the address can sign up again.
+         *
+         *     A durable job then revokes its MCP grants at their providers and deletes their tokens, deletes its chats (private to it) with their messages and uploads, and last the account's row. What organizations that remain keep is theirs: the conversations the account started there and their messages stay, without their author (export them first with `GET /api/users/me/export`); so do its uploads outside chats (knowledge-base files).
+         *
+         *     Answers `202` with the jobs; the account cannot follow them afterwards (it no longer authenticates).
+         */
+        post: operations["users_delete_me"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/me/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export one's own data as one JSON document.
+         * @description An addition to the spec. Any authenticated user, for their own account: the profile, every membership (any state), the account's chat sessions with their messages, the conversations it started with all their messages, and its uploads listed (name, type, size, SHA-256, ids; not their bytes). The document is an `AccountExport`.
+         *
+         *     Streamed as it is read: the server holds at most one page of rows at a time (50 messages, or 100 chats, conversations or uploads), so an account with a very long history costs the server no more memory than a short one, and a slow reader holds up only its own download. A failure after the first bytes (the database going away) ends the response early, leaving the document incomplete (not valid JSON) rather than silently shorter.
+         */
+        get: operations["users_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/reactivate": {
         parameters: {
             query?: never;
@@ -2424,6 +2518,22 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Body of `POST /api/users/me/delete`. */
+        AccountDeleteRequest: {
+            /** @description The account's current password, re-entered. */
+            password: string;
+        };
+        /** @description The answer to `POST /api/users/me/delete`. */
+        AccountDeletion: {
+            /**
+             * Format: uuid
+             * @description The account's deletion job.
+             */
+            job_id: string;
+            /** @description The organizations deleted with the account (the personal one, and those where the account was the only member), each with its job. */
+            organizations: components["schemas"]["OrgDeletion"][];
+            state: components["schemas"]["DeletionState"];
+        };
         /** @description Body of `POST /api/org/add_member`. */
         AddMemberRequest: {
             /** Format: uuid */
@@ -2974,6 +3084,8 @@ export interface components {
             /** @description Active memberships only, oldest first. */
             organizations: components["schemas"]["Membership"][];
         };
+        /** @description Where a deletion job is. */
+        DeletionState: "queued" | "running" | "done" | "failed";
         /** @description A deployment (its key is never shown again after create or regenerate_key; `key_prefix` identifies it). */
         Deployment: {
             /** Format: uuid */
@@ -3741,6 +3853,59 @@ export interface components {
             content?: components["schemas"]["OpenAiContent"];
             /** @description `system`, `developer`, `user` or `assistant` (`tool` messages are ignored: the agent runs its own tools). */
             role: string;
+        };
+        /** @description Body of `DELETE /api/org/delete`. */
+        OrgDeleteRequest: {
+            /** @description The organization's exact name (case and spaces included), as a confirmation (`400 confirmation_mismatch` otherwise). */
+            confirm_name: string;
+        };
+        /** @description The deletion of an organization, as its job reports it. */
+        OrgDeletion: {
+            /**
+             * Format: int32
+             * @description Attempts so far (a crashed or failed attempt is resumed by another).
+             */
+            attempts: number;
+            /**
+             * Format: int64
+             * @description Stored files deleted so far.
+             */
+            files_deleted: number;
+            /** Format: date-time */
+            finished_at: string | null;
+            /**
+             * Format: int32
+             * @description MCP grants revoked at their provider.
+             */
+            grants_revoked: number;
+            /**
+             * Format: int32
+             * @description MCP grants whose revocation still failed at the job's last attempt (their tokens were deleted all the same).
+             */
+            grants_unrevoked: number;
+            /**
+             * Format: uuid
+             * @description The deletion job.
+             */
+            job_id: string;
+            /** @description Why the last attempt failed, if it did. */
+            last_error: string | null;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description The organization's name when its deletion was requested (`personal organization` for one deleted with its account). */
+            organization_name: string;
+            /** Format: date-time */
+            requested_at: string;
+            /**
+             * Format: int64
+             * @description Rows deleted so far, over every table.
+             */
+            rows_deleted: number;
+            state: components["schemas"]["DeletionState"];
+            /** @description The step being worked on (`stop`, `grants`, `files`, one per kind of content, `organization`, `store`), `done` at the end. */
+            step: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         /** @description Feature gates and quotas of an organization, with the server's defaults filled in where the organization has no override. */
         OrgFeatures: {
@@ -4873,6 +5038,128 @@ export interface components {
         };
         /** @description One Server-Sent Event of `POST /api/kb/query` with `"stream": true`, sent as `data: <json>` and a blank line: `sources` first, then the conversation stream's `start`, `content`... and `end` (or `error`). */
         KbQueryStreamEvent: components["schemas"]["KbQueryStreamEventSources"] | components["schemas"]["KbQueryStreamEventStart"] | components["schemas"]["KbQueryStreamEventContent"] | components["schemas"]["KbQueryStreamEventEnd"] | components["schemas"]["KbQueryStreamEventError"];
+        /** @description `GET /api/users/me/export`: everything the service holds about the account, as one JSON document. */
+        AccountExport: {
+            /** @description The account's chat sessions (private to it), with their messages. */
+            chats: components["schemas"]["ExportChat"][];
+            /** @description The conversations the account started, with all their messages. */
+            conversations: components["schemas"]["ExportConversation"][];
+            /** Format: date-time */
+            exported_at: string;
+            /** @description Always `workspace.account-export`. */
+            format: string;
+            /** @description Every membership, in any state, oldest first. */
+            memberships: components["schemas"]["ExportMembership"][];
+            profile: components["schemas"]["ExportProfile"];
+            /** @description The account's uploads: what they are, not their bytes. */
+            uploads: components["schemas"]["ExportUpload"][];
+            /**
+             * Format: uint32
+             * @description The version of this document's shape: 1.
+             */
+            version: number;
+        };
+        /** @description A chat session in an export. `messages` is its last field. */
+        ExportChat: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @description In order. */
+            messages: components["schemas"]["ExportChatMessage"][];
+            /** Format: uuid */
+            organization_id: string;
+            /** @description `ACTIVE`, `ARCHIVED` or `DELETED`. */
+            status: string;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A chat message in an export. */
+        ExportChatMessage: {
+            content: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @description `USER` or `MODEL`. */
+            role: string;
+            status: string;
+        };
+        /** @description A conversation in an export. `messages` is its last field. */
+        ExportConversation: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            is_archived: boolean;
+            /** @description Every message, in order (the account's own and the answers). */
+            messages: components["schemas"]["ExportConversationMessage"][];
+            /** Format: uuid */
+            organization_id: string;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A conversation message in an export. */
+        ExportConversationMessage: {
+            /** @description Whether the account wrote (or asked for) it. */
+            by_me: boolean;
+            content: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @description `user` or `assistant`. */
+            role: string;
+            status: string;
+        };
+        /** @description A membership in an export. */
+        ExportMembership: {
+            /** @description The account's personal organization. */
+            is_personal: boolean;
+            /** Format: date-time */
+            joined_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            organization_name: string;
+            role_name: string;
+            slug: string;
+            /** @description `active`, `invited`, `suspended` or `deleted`. */
+            status: string;
+        };
+        /** @description The account in an export. */
+        ExportProfile: {
+            /** Format: date-time */
+            created_at: string;
+            email: string;
+            first_name: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            last_active_at: string | null;
+            last_name: string;
+        };
+        /** @description An upload in an export (its bytes are not included). */
+        ExportUpload: {
+            /**
+             * Format: uuid
+             * @description The chat it was attached to, if any.
+             */
+            chat_id: string | null;
+            content_type: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            file_size: number;
+            filename: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description SHA-256 of the bytes, hex. */
+            sha256: string;
+        };
         /** @description The numbered excerpts the answer may cite as `[n]`. */
         KbQueryStreamEventSources: {
             sources: components["schemas"]["KbCitation"][];
@@ -12130,6 +12417,168 @@ export interface operations {
             };
         };
     };
+    org_delete: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrgDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description successfully enqueued operation */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgDeletion"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `confirmation_mismatch`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `personal_organization`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_deletion_status: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgDeletion"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     org_features: {
         parameters: {
             query: {
@@ -14379,6 +14828,163 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    users_delete_me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AccountDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description successfully enqueued operation */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountDeletion"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `invalid_password`, `token_not_allowed`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `sole_owner`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `too_many_login_attempts`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    users_export: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One `AccountExport` JSON document, streamed as it is read. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountExport"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `token_not_allowed`. */
+            403: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -11,7 +11,7 @@
 //! nothing.
 
 use super::{Datastore, Tx};
-use crate::authz::{Grant, OrgAccess, Owner, on, perm};
+use crate::authz::{OrgAccess, Owner, on, perm};
 use crate::db::enums::{
     DeletionJobKind, DeletionJobState, InvitationStatus, KbJobState, McpSessionStatus,
 };
@@ -502,7 +502,7 @@ impl Datastore {
     /// [`make_unusable`]) and its job queued.
     pub async fn org_deletion_request(
         &self,
-        grant: &Grant<on::Org, Owner<perm::OrganizationAdmin>>,
+        grant: &crate::authz::Grant<on::Org, Owner<perm::OrganizationAdmin>>,
         confirm_name: &str,
         max_attempts: i32,
     ) -> Result<DeletionJobRow, Error> {
