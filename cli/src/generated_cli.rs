@@ -88,6 +88,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgUpdateFeatures => Self::cli_org_update_features(),
             CliCommand::OrgLeave => Self::cli_org_leave(),
             CliCommand::OrgList => Self::cli_org_list(),
+            CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
             CliCommand::OrgTransferOwnership => Self::cli_org_transfer_ownership(),
             CliCommand::OrgUpdate => Self::cli_org_update(),
             CliCommand::RolesCreate => Self::cli_roles_create(),
@@ -2254,6 +2255,19 @@ impl<T: CliConfig> Cli<T> {
                 "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
+    pub fn cli_org_service_accounts_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the organization's service accounts.\n\nAn addition to the spec: every service account of the organization (active and suspended), oldest first, with its role and live tokens (never their secrets). `users:read`.",
+            )
+    }
     pub fn cli_org_transfer_ownership() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3310,6 +3324,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgUpdateFeatures => self.execute_org_update_features(matches).await,
             CliCommand::OrgLeave => self.execute_org_leave(matches).await,
             CliCommand::OrgList => self.execute_org_list(matches).await,
+            CliCommand::OrgServiceAccountsList => {
+                self.execute_org_service_accounts_list(matches).await
+            }
             CliCommand::OrgTransferOwnership => self.execute_org_transfer_ownership(matches).await,
             CliCommand::OrgUpdate => self.execute_org_update(matches).await,
             CliCommand::RolesCreate => self.execute_roles_create(matches).await,
@@ -5363,6 +5380,28 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_service_accounts_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_service_accounts_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_service_accounts_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_transfer_ownership(
         &self,
         matches: &::clap::ArgMatches,
@@ -6738,6 +6777,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_service_accounts_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgServiceAccountsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_transfer_ownership(
         &self,
         matches: &::clap::ArgMatches,
@@ -7026,6 +7072,7 @@ pub enum CliCommand {
     OrgUpdateFeatures,
     OrgLeave,
     OrgList,
+    OrgServiceAccountsList,
     OrgTransferOwnership,
     OrgUpdate,
     RolesCreate,
@@ -7135,6 +7182,7 @@ impl CliCommand {
             CliCommand::OrgUpdateFeatures,
             CliCommand::OrgLeave,
             CliCommand::OrgList,
+            CliCommand::OrgServiceAccountsList,
             CliCommand::OrgTransferOwnership,
             CliCommand::OrgUpdate,
             CliCommand::RolesCreate,
@@ -7245,6 +7293,7 @@ impl CliCommand {
             CliCommand::OrgUpdateFeatures => "org_update_features",
             CliCommand::OrgLeave => "org_leave",
             CliCommand::OrgList => "org_list",
+            CliCommand::OrgServiceAccountsList => "org_service_accounts_list",
             CliCommand::OrgTransferOwnership => "org_transfer_ownership",
             CliCommand::OrgUpdate => "org_update",
             CliCommand::RolesCreate => "roles_create",

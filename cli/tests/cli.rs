@@ -2066,3 +2066,106 @@ async fn org_delete_and_account_export_and_delete() {
     assert_eq!(out.status.code(), Some(1));
     cx.teardown().await;
 }
+
+/// The README's admin story (`scripts/admin-story.sh`) runs with a
+/// service account's token only: no password, no login, no profile.
+#[tokio::test]
+async fn the_admin_story_runs_with_a_service_account_token_only() {
+    workspace_tests::ensure_local_model().await;
+    let cx = TestContext::with_config("cli_admin_story", |c| {
+        c.kb.poll_interval_ms = 100;
+    })
+    .await;
+    let owner = cx.user("story-owner").await;
+    let org = owner
+        .client
+        .org_create_org()
+        .name("Acme".to_string())
+        .send()
+        .await
+        .unwrap()
+        .id;
+    let admin = owner.role_id(org, "admin").await;
+    let created = owner
+        .client
+        .org_service_accounts_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::ServiceAccountCreate::builder()
+                .name("admin-bot".to_string())
+                .role_id(admin)
+                .scopes(
+                    ["users:*", "roles:read", "kb:*"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+        )
+        .send()
+        .await
+        .expect("a service account")
+        .into_inner();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_workspace"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("scripts")
+        .join("admin-story.sh");
+    let config_dir = std::env::temp_dir().join(format!("workspace-admin-{}", uuid::Uuid::new_v4()));
+    let work_dir = tempfile::tempdir().unwrap();
+    let cwd = work_dir.path().to_path_buf();
+    let url = cx.base_url.clone();
+    let token = created.token.token.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new("bash")
+            .arg(script)
+            .current_dir(cwd)
+            .env("PATH", path)
+            .env("WORKSPACE_URL", url)
+            .env("WORKSPACE_CONFIG_DIR", config_dir)
+            .env("WORKSPACE_TOKEN", token)
+            .env("ORG", org.to_string())
+            .env_remove("WORKSPACE_PASSWORD")
+            .env_remove("WORKSPACE_PROFILE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // `me` is the service account; the invitation was made; the search
+    // found the handbook; the account lists itself.
+    assert!(stdout.contains("\"first_name\": \"admin-bot\""), "{stdout}");
+    assert!(
+        stdout.contains("\"email\": \"carol@example.com\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("fifth of each month"), "{stdout}");
+    assert!(stdout.contains("\"role_name\": \"admin\""), "{stdout}");
+    cx.teardown().await;
+}
+
+#[test]
+fn the_readme_admin_story_is_the_script() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = std::fs::read_to_string(root.join("scripts/admin-story.sh")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let begin =
+        script.find("# admin: begin\n").expect("the begin marker") + "# admin: begin\n".len();
+    let end = script.find("# admin: end\n").expect("the end marker");
+    let block = format!("```sh\n{}```\n", &script[begin..end]);
+    assert!(
+        readme.contains(&block),
+        "README.md has no ```sh block equal to scripts/admin-story.sh's story:\n{block}"
+    );
+}

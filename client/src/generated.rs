@@ -8798,6 +8798,143 @@ pub mod types {
             Default::default()
         }
     }
+    ///A service account, with its live tokens (never their secrets).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ServiceAccount {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Who created it; null once that account is gone.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub created_by: ::std::option::Option<::uuid::Uuid>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub role_id: ::uuid::Uuid,
+        pub role_name: ::std::string::String,
+        ///`active`, or `suspended` (`POST /api/users/suspend` with the account's id: its tokens are refused until it is reactivated).
+        pub status: ::std::string::String,
+        ///Its live tokens, newest first.
+        pub tokens: ::std::vec::Vec<TokenSummary>,
+    }
+    impl ServiceAccount {
+        pub fn builder() -> builder::ServiceAccount {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/org/service_accounts/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ServiceAccountCreate {
+        ///Days until that token expires (1 to 366, default 90).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_in_days: ::std::option::Option<::std::num::NonZeroU32>,
+        ///What the account is for (`ci-deploy`); 1 to 100 characters.
+        pub name: ServiceAccountCreateName,
+        ///The account's role in the organization: any role but the owner role, at most the caller's own level.
+        pub role_id: ::uuid::Uuid,
+        ///The scopes of its first token (as for personal access tokens): at every request intersected with what the account's role grants.
+        pub scopes: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ServiceAccountCreate {
+        pub fn builder() -> builder::ServiceAccountCreate {
+            Default::default()
+        }
+    }
+    ///What the account is for (`ci-deploy`); 1 to 100 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ServiceAccountCreateName(::std::string::String);
+    impl ::std::ops::Deref for ServiceAccountCreateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ServiceAccountCreateName> for ::std::string::String {
+        fn from(value: ServiceAccountCreateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ServiceAccountCreateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ServiceAccountCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ServiceAccountCreateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ServiceAccountCreateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A service account just created, with its first token: the only time the token's secret is shown.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ServiceAccountCreated {
+        pub service_account: ServiceAccount,
+        pub token: TokenCreated,
+    }
+    impl ServiceAccountCreated {
+        pub fn builder() -> builder::ServiceAccountCreated {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/org/service_accounts/rotate`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ServiceAccountRotate {
+        ///Days until the new token expires (1 to 366, default 90).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_in_days: ::std::option::Option<::std::num::NonZeroU32>,
+        ///The new token's scopes; the newest live token's when absent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub scopes: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+    }
+    impl ServiceAccountRotate {
+        pub fn builder() -> builder::ServiceAccountRotate {
+            Default::default()
+        }
+    }
     ///One of the caller's live sessions (`GET /api/auth/sessions`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -26595,6 +26732,367 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ServiceAccount {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            created_by:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            tokens:
+                ::std::result::Result<::std::vec::Vec<super::TokenSummary>, ::std::string::String>,
+        }
+        impl ::std::default::Default for ServiceAccount {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    created_by: Err("no value supplied for created_by".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                    role_name: Err("no value supplied for role_name".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    tokens: Err("no value supplied for tokens".to_string()),
+                }
+            }
+        }
+        impl ServiceAccount {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn created_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_by: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+            pub fn role_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_name: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::TokenSummary>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tokens: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ServiceAccount> for super::ServiceAccount {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ServiceAccount,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    created_by: value.created_by?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    role_id: value.role_id?,
+                    role_name: value.role_name?,
+                    status: value.status?,
+                    tokens: value.tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ServiceAccount> for ServiceAccount {
+            fn from(value: super::ServiceAccount) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    created_by: Ok(value.created_by),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    role_id: Ok(value.role_id),
+                    role_name: Ok(value.role_name),
+                    status: Ok(value.status),
+                    tokens: Ok(value.tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ServiceAccountCreate {
+            expires_in_days: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::ServiceAccountCreateName, ::std::string::String>,
+            role_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            scopes: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ServiceAccountCreate {
+            fn default() -> Self {
+                Self {
+                    expires_in_days: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    role_id: Err("no value supplied for role_id".to_string()),
+                    scopes: Err("no value supplied for scopes".to_string()),
+                }
+            }
+        }
+        impl ServiceAccountCreate {
+            pub fn expires_in_days<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_in_days = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for expires_in_days: {e}")
+                });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ServiceAccountCreateName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn role_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_id: {e}"));
+                self
+            }
+            pub fn scopes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scopes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scopes: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ServiceAccountCreate> for super::ServiceAccountCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ServiceAccountCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    expires_in_days: value.expires_in_days?,
+                    name: value.name?,
+                    role_id: value.role_id?,
+                    scopes: value.scopes?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ServiceAccountCreate> for ServiceAccountCreate {
+            fn from(value: super::ServiceAccountCreate) -> Self {
+                Self {
+                    expires_in_days: Ok(value.expires_in_days),
+                    name: Ok(value.name),
+                    role_id: Ok(value.role_id),
+                    scopes: Ok(value.scopes),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ServiceAccountCreated {
+            service_account: ::std::result::Result<super::ServiceAccount, ::std::string::String>,
+            token: ::std::result::Result<super::TokenCreated, ::std::string::String>,
+        }
+        impl ::std::default::Default for ServiceAccountCreated {
+            fn default() -> Self {
+                Self {
+                    service_account: Err("no value supplied for service_account".to_string()),
+                    token: Err("no value supplied for token".to_string()),
+                }
+            }
+        }
+        impl ServiceAccountCreated {
+            pub fn service_account<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ServiceAccount>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_account = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for service_account: {e}")
+                });
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::TokenCreated>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ServiceAccountCreated> for super::ServiceAccountCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ServiceAccountCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    service_account: value.service_account?,
+                    token: value.token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ServiceAccountCreated> for ServiceAccountCreated {
+            fn from(value: super::ServiceAccountCreated) -> Self {
+                Self {
+                    service_account: Ok(value.service_account),
+                    token: Ok(value.token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ServiceAccountRotate {
+            expires_in_days: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+            scopes: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ServiceAccountRotate {
+            fn default() -> Self {
+                Self {
+                    expires_in_days: Ok(Default::default()),
+                    scopes: Ok(Default::default()),
+                }
+            }
+        }
+        impl ServiceAccountRotate {
+            pub fn expires_in_days<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_in_days = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for expires_in_days: {e}")
+                });
+                self
+            }
+            pub fn scopes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scopes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scopes: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ServiceAccountRotate> for super::ServiceAccountRotate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ServiceAccountRotate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    expires_in_days: value.expires_in_days?,
+                    scopes: value.scopes?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ServiceAccountRotate> for ServiceAccountRotate {
+            fn from(value: super::ServiceAccountRotate) -> Self {
+                Self {
+                    expires_in_days: Ok(value.expires_in_days),
+                    scopes: Ok(value.scopes),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Session {
             created_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
@@ -32906,6 +33404,84 @@ impl Client {
     ```*/
     pub fn org_list(&self) -> builder::OrgList<'_> {
         builder::OrgList::new(self)
+    }
+    /**Create a service account with its first token
+
+    An addition to the spec: a principal for automation (CI, a provisioning script) that belongs to this organization only, holds `role_id` there like a member (any role but the owner role, at most the caller's level: `403 owner_role_not_assignable`, `role_level_too_high`; `400 invalid_role`) and acts through personal access tokens (`wsp_…`, as `POST /api/auth/tokens/create` makes them): at every request the token's scopes are intersected with what the account's role grants now. It cannot log in, make tokens, change roles or act in another organization. It is listed by `users/list` like a member and can be suspended, reactivated or removed there; it goes with its organization.
+
+    `users:write`, with a login (`403 token_not_allowed` for a token). At most 100 per organization (`409 too_many_service_accounts`); scopes as for personal access tokens (`400 invalid_scope`).
+
+    Sends a `POST` request to `/api/org/service_accounts/create`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_service_accounts_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_service_accounts_create(&self) -> builder::OrgServiceAccountsCreate<'_> {
+        builder::OrgServiceAccountsCreate::new(self)
+    }
+    /**Delete a service account
+
+    An addition to the spec: the account, its membership and its tokens go at once (its tokens are refused from the next request on); what it created stays with the organization. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.
+
+    Sends a `DELETE` request to `/api/org/service_accounts/delete`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `service_account_id`: The service account (its user id, as `users/list` shows it).
+    ```ignore
+    let response = client.org_service_accounts_delete()
+        .org_id(org_id)
+        .service_account_id(service_account_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_service_accounts_delete(&self) -> builder::OrgServiceAccountsDelete<'_> {
+        builder::OrgServiceAccountsDelete::new(self)
+    }
+    /**List the organization's service accounts
+
+    An addition to the spec: every service account of the organization (active and suspended), oldest first, with its role and live tokens (never their secrets). `users:read`.
+
+    Sends a `GET` request to `/api/org/service_accounts/list`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_service_accounts_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_service_accounts_list(&self) -> builder::OrgServiceAccountsList<'_> {
+        builder::OrgServiceAccountsList::new(self)
+    }
+    /**Give a service account a new token and revoke its others
+
+    An addition to the spec: in one transaction a new token is made (with the given scopes, else those of the account's newest live token) and every other token of the account is revoked: every instance refuses them from the next request on. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.
+
+    Sends a `POST` request to `/api/org/service_accounts/rotate`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `service_account_id`: The service account (its user id, as `users/list` shows it).
+    - `body`
+    ```ignore
+    let response = client.org_service_accounts_rotate()
+        .org_id(org_id)
+        .service_account_id(service_account_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_service_accounts_rotate(&self) -> builder::OrgServiceAccountsRotate<'_> {
+        builder::OrgServiceAccountsRotate::new(self)
     }
     /**Transfer the ownership of an organization
 
@@ -41286,6 +41862,421 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_service_accounts_create`]
+
+    [`Client::org_service_accounts_create`]: super::Client::org_service_accounts_create*/
+    #[derive(Debug, Clone)]
+    pub struct OrgServiceAccountsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ServiceAccountCreate, String>,
+    }
+    impl<'a> OrgServiceAccountsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ServiceAccountCreate>,
+            <V as std::convert::TryInto<types::ServiceAccountCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ServiceAccountCreate` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ServiceAccountCreate,
+                ) -> types::builder::ServiceAccountCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/service_accounts/create`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ServiceAccountCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ServiceAccountCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/service_accounts/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_service_accounts_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_service_accounts_delete`]
+
+    [`Client::org_service_accounts_delete`]: super::Client::org_service_accounts_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgServiceAccountsDelete<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        service_account_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgServiceAccountsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                service_account_id: Err("service_account_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn service_account_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.service_account_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for service_account_id failed".to_string()
+            });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/service_accounts/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                service_account_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let service_account_id = service_account_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/service_accounts/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new(
+                    "service_account_id",
+                    &service_account_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_service_accounts_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_service_accounts_list`]
+
+    [`Client::org_service_accounts_list`]: super::Client::org_service_accounts_list*/
+    #[derive(Debug, Clone)]
+    pub struct OrgServiceAccountsList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgServiceAccountsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/service_accounts/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ServiceAccount>>, Error<types::Error>>
+        {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/service_accounts/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_service_accounts_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_service_accounts_rotate`]
+
+    [`Client::org_service_accounts_rotate`]: super::Client::org_service_accounts_rotate*/
+    #[derive(Debug, Clone)]
+    pub struct OrgServiceAccountsRotate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        service_account_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ServiceAccountRotate, String>,
+    }
+    impl<'a> OrgServiceAccountsRotate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                service_account_id: Err("service_account_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn service_account_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.service_account_id = value.try_into().map_err(|_| {
+                "conversion to `:: uuid :: Uuid` for service_account_id failed".to_string()
+            });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ServiceAccountRotate>,
+            <V as std::convert::TryInto<types::ServiceAccountRotate>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ServiceAccountRotate` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ServiceAccountRotate,
+                ) -> types::builder::ServiceAccountRotate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/service_accounts/rotate`
+        pub async fn send(self) -> Result<ResponseValue<types::TokenCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                service_account_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let service_account_id = service_account_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ServiceAccountRotate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/service_accounts/rotate", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new(
+                    "service_account_id",
+                    &service_account_id,
+                ))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_service_accounts_rotate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -353,6 +353,22 @@ impl<P: perm::Permission> Requirement for Also<P> {
     }
 }
 
+/// The permission `P` with a login: a personal access token is `403
+/// token_not_allowed` whatever its scopes (what makes tokens or
+/// principals). Grants `P`.
+#[derive(Clone, Copy, Debug)]
+pub struct Login<P>(pub P);
+
+impl<P: perm::Permission> Requirement for Login<P> {
+    type Grants = P;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        if access.via_token() {
+            return Err(token_not_allowed());
+        }
+        access.require(P::NAME)
+    }
+}
+
 /// Both permissions; grants both (`Grant::first`, `Grant::second`).
 impl<A: perm::Permission, B: perm::Permission> Requirement for (A, B) {
     type Grants = (A, B);

@@ -20,6 +20,7 @@ pub mod operations;
 pub mod orgs;
 pub mod roles;
 pub mod schema;
+pub mod service_accounts;
 pub mod system;
 pub mod time;
 pub mod tokens;
@@ -576,6 +577,71 @@ pub trait WorkspaceApi {
         query: QueryParams<orgs::OrgQuery>,
         body: JsonBody<orgs::TransferOwnershipRequest>,
     ) -> Result<HttpResponseOk<orgs::Organization>, HttpError>;
+
+    /// Create a service account with its first token.
+    ///
+    /// An addition to the spec: a principal for automation (CI, a
+    /// provisioning script) that belongs to this organization only, holds
+    /// `role_id` there like a member (any role but the owner role, at most
+    /// the caller's level: `403 owner_role_not_assignable`,
+    /// `role_level_too_high`; `400 invalid_role`) and acts through personal
+    /// access tokens (`wsp_…`, as `POST /api/auth/tokens/create` makes
+    /// them): at every request the token's scopes are intersected with what
+    /// the account's role grants now. It cannot log in, make tokens, change
+    /// roles or act in another organization. It is listed by
+    /// `users/list` like a member and can be suspended, reactivated or
+    /// removed there; it goes with its organization.
+    ///
+    /// `users:write`, with a login (`403 token_not_allowed` for a token).
+    /// At most 100 per organization (`409 too_many_service_accounts`);
+    /// scopes as for personal access tokens (`400 invalid_scope`).
+    #[endpoint { method = POST, path = "/api/org/service_accounts/create", tags = ["orgs"] }]
+    async fn org_service_accounts_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<service_accounts::ServiceAccountCreate>,
+    ) -> Result<HttpResponseCreated<service_accounts::ServiceAccountCreated>, HttpError>;
+
+    /// List the organization's service accounts.
+    ///
+    /// An addition to the spec: every service account of the organization
+    /// (active and suspended), oldest first, with its role and live tokens
+    /// (never their secrets). `users:read`.
+    #[endpoint { method = GET, path = "/api/org/service_accounts/list", tags = ["orgs"] }]
+    async fn org_service_accounts_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<service_accounts::ServiceAccount>>, HttpError>;
+
+    /// Give a service account a new token and revoke its others.
+    ///
+    /// An addition to the spec: in one transaction a new token is made
+    /// (with the given scopes, else those of the account's newest live
+    /// token) and every other token of the account is revoked: every
+    /// instance refuses them from the next request on. `users:write` with a
+    /// login, on an account whose role is at most the caller's level (`403
+    /// role_level_too_high`); another organization's or an unknown account
+    /// is `404 not_found`.
+    #[endpoint { method = POST, path = "/api/org/service_accounts/rotate", tags = ["orgs"] }]
+    async fn org_service_accounts_rotate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<service_accounts::ServiceAccountQuery>,
+        body: JsonBody<service_accounts::ServiceAccountRotate>,
+    ) -> Result<HttpResponseCreated<tokens::TokenCreated>, HttpError>;
+
+    /// Delete a service account.
+    ///
+    /// An addition to the spec: the account, its membership and its tokens
+    /// go at once (its tokens are refused from the next request on); what
+    /// it created stays with the organization. `users:write` with a login,
+    /// on an account whose role is at most the caller's level (`403
+    /// role_level_too_high`); another organization's or an unknown account
+    /// is `404 not_found`.
+    #[endpoint { method = DELETE, path = "/api/org/service_accounts/delete", tags = ["orgs"] }]
+    async fn org_service_accounts_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<service_accounts::ServiceAccountQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
 
     // ---- Users area (/api/users), beyond `users_me` ----
 

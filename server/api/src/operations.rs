@@ -113,6 +113,10 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_ws",
     // Streams the export to stdout (`workspace account export`).
     "users_export",
+    // Service accounts are made, rotated and deleted with a login.
+    "org_service_accounts_create",
+    "org_service_accounts_rotate",
+    "org_service_accounts_delete",
 ];
 
 /// Operations whose `200` is one JSON document streamed as it is read
@@ -339,6 +343,37 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[
             (403, &["forbidden"]),
             (409, &["last_owner", "personal_organization"]),
+        ],
+    ),
+    (
+        "org_service_accounts_create",
+        &[
+            (400, &["invalid_name", "invalid_role", "invalid_scope"]),
+            (
+                403,
+                &[
+                    "forbidden",
+                    "owner_role_not_assignable",
+                    "role_level_too_high",
+                ],
+            ),
+            (409, &["too_many_service_accounts"]),
+        ],
+    ),
+    ("org_service_accounts_list", &[(403, &["forbidden"])]),
+    (
+        "org_service_accounts_rotate",
+        &[
+            (400, &["invalid_scope"]),
+            (403, &["forbidden", "role_level_too_high"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "org_service_accounts_delete",
+        &[
+            (403, &["forbidden", "role_level_too_high"]),
+            (404, &["not_found"]),
         ],
     ),
     (

@@ -22,6 +22,7 @@ pub mod orgs;
 pub mod passwords;
 pub mod rate_limits;
 pub mod roles;
+pub mod service_accounts;
 pub mod sessions;
 pub mod streams;
 pub mod tokens;

@@ -18,7 +18,7 @@ pub const TOKEN_LIFETIME_DEFAULT_DAYS: u32 = 90;
 /// The characters of a token shown to recognise it (`wsp_` and 8 more).
 const PREFIX_CHARS: usize = 12;
 
-fn summary(row: TokenRow) -> TokenSummary {
+pub(crate) fn summary(row: TokenRow) -> TokenSummary {
     TokenSummary {
         id: row.id,
         name: row.name,
@@ -33,7 +33,10 @@ fn summary(row: TokenRow) -> TokenSummary {
 /// The scopes, checked: each a permission name of the catalog or a
 /// wildcard that covers at least one (`kb:*`, `*:read`, `*:*`), without
 /// repeats.
-async fn scopes(cx: &ServerContext, requested: Vec<String>) -> Result<Vec<String>, Error> {
+pub(crate) async fn scopes(
+    cx: &ServerContext,
+    requested: Vec<String>,
+) -> Result<Vec<String>, Error> {
     if requested.is_empty() || requested.len() > TOKEN_SCOPES_MAX {
         return Err(Error::invalid(
             "invalid_scope",
@@ -65,42 +68,100 @@ async fn scopes(cx: &ServerContext, requested: Vec<String>) -> Result<Vec<String
     Ok(out)
 }
 
-pub async fn create(
-    cx: &ServerContext,
-    actor: &Actor,
-    body: TokenCreate,
-) -> Result<TokenCreated, Error> {
-    let name = body.name.trim();
+/// A token's name, checked: 1 to 100 characters without control
+/// characters (`400 invalid_name`).
+pub(crate) fn valid_name(name: &str) -> Result<&str, Error> {
+    let name = name.trim();
     if name.is_empty()
         || name.chars().count() > 100
         || name.chars().any(crate::app::auth::is_forbidden_char)
     {
         return Err(Error::invalid(
             "invalid_name",
-            "a token's name is 1 to 100 characters, without control characters",
+            "a name is 1 to 100 characters, without control characters",
         ));
     }
-    let days = body.expires_in_days.unwrap_or(TOKEN_LIFETIME_DEFAULT_DAYS);
+    Ok(name)
+}
+
+/// A token's lifetime in days, checked (default 90).
+pub(crate) fn lifetime_days(requested: Option<u32>) -> Result<i32, Error> {
+    let days = requested.unwrap_or(TOKEN_LIFETIME_DEFAULT_DAYS);
     if !(1..=TOKEN_LIFETIME_MAX_DAYS).contains(&days) {
         return Err(Error::invalid(
             workspace_api::extract::INVALID_REQUEST,
             format!("expires_in_days is 1 to {TOKEN_LIFETIME_MAX_DAYS}"),
         ));
     }
+    Ok(days as i32)
+}
+
+/// A new token's secret, with what is stored of it.
+pub(crate) struct Minted {
+    pub secret: String,
+    pub hash: Vec<u8>,
+}
+
+impl Minted {
+    pub(crate) fn new() -> Minted {
+        let secret = crate::authn::new_personal_token();
+        let hash = crate::authn::hash_secret(&secret);
+        Minted { secret, hash }
+    }
+
+    /// What is stored: the recognisable prefix and the hash, never the
+    /// secret.
+    pub(crate) fn stored<'a>(
+        &'a self,
+        name: &'a str,
+        scopes: &'a [String],
+        lifetime_days: i32,
+    ) -> NewToken<'a> {
+        NewToken {
+            name,
+            prefix: &self.secret[..PREFIX_CHARS],
+            secret_hash: &self.hash,
+            scopes,
+            lifetime_days,
+        }
+    }
+
+    /// The answer that shows the secret, once.
+    pub(crate) fn created(self, row: TokenRow) -> TokenCreated {
+        let TokenSummary {
+            id,
+            name,
+            prefix,
+            scopes,
+            created_at,
+            expires_at,
+            last_used_at,
+        } = summary(row);
+        TokenCreated {
+            id,
+            name,
+            prefix,
+            scopes,
+            created_at,
+            expires_at,
+            last_used_at,
+            token: self.secret,
+        }
+    }
+}
+
+pub async fn create(
+    cx: &ServerContext,
+    actor: &Actor,
+    body: TokenCreate,
+) -> Result<TokenCreated, Error> {
+    let name = valid_name(&body.name)?;
+    let days = lifetime_days(body.expires_in_days)?;
     let scopes = scopes(cx, body.scopes).await?;
-    let token = crate::authn::new_personal_token();
+    let minted = Minted::new();
     let row = cx
         .datastore
-        .token_create(
-            actor.user_id,
-            &NewToken {
-                name,
-                prefix: &token[..PREFIX_CHARS],
-                secret_hash: &crate::authn::hash_secret(&token),
-                scopes: &scopes,
-                lifetime_days: days as i32,
-            },
-        )
+        .token_create(actor.user_id, &minted.stored(name, &scopes, days))
         .await?
         .ok_or_else(|| {
             Error::conflict(
@@ -111,25 +172,7 @@ pub async fn create(
                 ),
             )
         })?;
-    let TokenSummary {
-        id,
-        name,
-        prefix,
-        scopes,
-        created_at,
-        expires_at,
-        last_used_at,
-    } = summary(row);
-    Ok(TokenCreated {
-        id,
-        name,
-        prefix,
-        scopes,
-        created_at,
-        expires_at,
-        last_used_at,
-        token,
-    })
+    Ok(minted.created(row))
 }
 
 pub async fn list(cx: &ServerContext, actor: &Actor) -> Result<Vec<TokenSummary>, Error> {

@@ -16,6 +16,7 @@ mod kb;
 mod mcp;
 mod orgs;
 mod roles;
+mod service_accounts;
 mod system;
 mod tokens;
 mod tools;
@@ -248,6 +249,10 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_update(query: QueryParams<OrgQuery>, body: JsonBody<UpdateOrgRequest>) -> HttpResponseOk<Organization> => orgs::update);
     delegate!(fn org_leave(query: QueryParams<OrgQuery>) -> HttpResponseOk<MessageResponse> => orgs::leave);
     delegate!(fn org_transfer_ownership(query: QueryParams<OrgQuery>, body: JsonBody<TransferOwnershipRequest>) -> HttpResponseOk<Organization> => orgs::transfer_ownership);
+    delegate!(fn org_service_accounts_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::service_accounts::ServiceAccountCreate>) -> HttpResponseCreated<workspace_api::service_accounts::ServiceAccountCreated> => service_accounts::create);
+    delegate!(fn org_service_accounts_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<workspace_api::service_accounts::ServiceAccount>> => service_accounts::list);
+    delegate!(fn org_service_accounts_rotate(query: QueryParams<workspace_api::service_accounts::ServiceAccountQuery>, body: JsonBody<workspace_api::service_accounts::ServiceAccountRotate>) -> HttpResponseCreated<workspace_api::tokens::TokenCreated> => service_accounts::rotate);
+    delegate!(fn org_service_accounts_delete(query: QueryParams<workspace_api::service_accounts::ServiceAccountQuery>) -> HttpResponseOk<MessageResponse> => service_accounts::delete);
     delegate!(fn users_update(query: QueryParams<UpdateUserQuery>, body: JsonBody<UpdateUserRoleRequest>) -> HttpResponseOk<UpdatedUser> => users::update);
     delegate!(fn users_list(query: QueryParams<UserListQuery>) -> HttpResponseOk<UserListResponse> => users::list);
     delegate!(fn users_invite(query: QueryParams<UserInviteQuery>, body: JsonBody<UserInviteRequest>) -> HttpResponseCreated<UserInviteResponse> => users::invite);

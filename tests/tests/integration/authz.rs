@@ -297,6 +297,43 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"user_id": f.member_user})),
             ),
         ),
+        "org_service_accounts_create" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/org/service_accounts/create",
+                q_org(),
+                Some(json!({"name": "probe", "role_id": f.member_role, "scopes": ["kb:read"]})),
+            ),
+        ),
+        "org_service_accounts_list" => (
+            Scope::Org(Some("users:read")),
+            call(M::GET, "/api/org/service_accounts/list", q_org(), None),
+        ),
+        "org_service_accounts_rotate" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::POST,
+                "/api/org/service_accounts/rotate",
+                vec![
+                    ("org_id", org.clone()),
+                    ("service_account_id", Uuid::new_v4().to_string()),
+                ],
+                Some(json!({})),
+            ),
+        ),
+        "org_service_accounts_delete" => (
+            Scope::Org(Some("users:write")),
+            call(
+                M::DELETE,
+                "/api/org/service_accounts/delete",
+                vec![
+                    ("org_id", org.clone()),
+                    ("service_account_id", Uuid::new_v4().to_string()),
+                ],
+                None,
+            ),
+        ),
         // Any member may leave: the member probe does (and is added back).
         "org_leave" => (
             Scope::Org(None),

@@ -29,6 +29,7 @@ mod providers;
 mod roles;
 mod rolling;
 mod sdk;
+mod service_accounts;
 mod sessions;
 mod stream_writer;
 mod system;

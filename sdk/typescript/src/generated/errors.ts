@@ -754,6 +754,39 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  org_service_accounts_create: {
+    400: "invalid_request" | "invalid_name" | "invalid_role" | "invalid_scope";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
+    408: "request_timeout";
+    409: "too_many_service_accounts";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_service_accounts_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "role_level_too_high" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_service_accounts_list: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_service_accounts_rotate: {
+    400: "invalid_request" | "invalid_scope";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "role_level_too_high" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   org_transfer_ownership: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self" | "role_already_assigned";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";

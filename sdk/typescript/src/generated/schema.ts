@@ -1890,6 +1890,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/org/service_accounts/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a service account with its first token.
+         * @description An addition to the spec: a principal for automation (CI, a provisioning script) that belongs to this organization only, holds `role_id` there like a member (any role but the owner role, at most the caller's level: `403 owner_role_not_assignable`, `role_level_too_high`; `400 invalid_role`) and acts through personal access tokens (`wsp_…`, as `POST /api/auth/tokens/create` makes them): at every request the token's scopes are intersected with what the account's role grants now. It cannot log in, make tokens, change roles or act in another organization. It is listed by `users/list` like a member and can be suspended, reactivated or removed there; it goes with its organization.
+         *
+         *     `users:write`, with a login (`403 token_not_allowed` for a token). At most 100 per organization (`409 too_many_service_accounts`); scopes as for personal access tokens (`400 invalid_scope`).
+         */
+        post: operations["org_service_accounts_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/service_accounts/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a service account.
+         * @description An addition to the spec: the account, its membership and its tokens go at once (its tokens are refused from the next request on); what it created stays with the organization. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.
+         */
+        delete: operations["org_service_accounts_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/service_accounts/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's service accounts.
+         * @description An addition to the spec: every service account of the organization (active and suspended), oldest first, with its role and live tokens (never their secrets). `users:read`.
+         */
+        get: operations["org_service_accounts_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/service_accounts/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a service account a new token and revoke its others.
+         * @description An addition to the spec: in one transaction a new token is made (with the given scopes, else those of the account's newest live token) and every other token of the account is revoked: every instance refuses them from the next request on. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.
+         */
+        post: operations["org_service_accounts_rotate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/org/transfer_ownership": {
         parameters: {
             query?: never;
@@ -4104,6 +4186,60 @@ export interface components {
             settings?: components["schemas"]["ChatSettings"] | null;
             /** @description Uploads (`POST /api/chat/upload_file`) whose text goes into the prompt (at most 10). */
             upload_ids?: string[] | null;
+        };
+        /** @description A service account, with its live tokens (never their secrets). */
+        ServiceAccount: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description Who created it; null once that account is gone.
+             */
+            created_by: string | null;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: uuid */
+            role_id: string;
+            role_name: string;
+            /** @description `active`, or `suspended` (`POST /api/users/suspend` with the account's id: its tokens are refused until it is reactivated). */
+            status: string;
+            /** @description Its live tokens, newest first. */
+            tokens: components["schemas"]["TokenSummary"][];
+        };
+        /** @description Body of `POST /api/org/service_accounts/create`. */
+        ServiceAccountCreate: {
+            /**
+             * Format: uint32
+             * @description Days until that token expires (1 to 366, default 90).
+             */
+            expires_in_days?: number | null;
+            /** @description What the account is for (`ci-deploy`); 1 to 100 characters. */
+            name: string;
+            /**
+             * Format: uuid
+             * @description The account's role in the organization: any role but the owner role, at most the caller's own level.
+             */
+            role_id: string;
+            /** @description The scopes of its first token (as for personal access tokens): at every request intersected with what the account's role grants. */
+            scopes: string[];
+        };
+        /** @description A service account just created, with its first token: the only time the token's secret is shown. */
+        ServiceAccountCreated: {
+            service_account: components["schemas"]["ServiceAccount"];
+            token: components["schemas"]["TokenCreated"];
+        };
+        /** @description Body of `POST /api/org/service_accounts/rotate`. */
+        ServiceAccountRotate: {
+            /**
+             * Format: uint32
+             * @description Days until the new token expires (1 to 366, default 90).
+             */
+            expires_in_days?: number | null;
+            /** @description The new token's scopes; the newest live token's when absent. */
+            scopes?: string[] | null;
         };
         /** @description One of the caller's live sessions (`GET /api/auth/sessions`). */
         Session: {
@@ -12856,6 +12992,343 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_service_accounts_create: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServiceAccountCreate"];
+            };
+        };
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceAccountCreated"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_role`, `invalid_scope`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `too_many_service_accounts`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_service_accounts_delete: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+                /** @description The service account (its user id, as `users/list` shows it). */
+                service_account_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_service_accounts_list: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceAccount"][];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_service_accounts_rotate: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+                /** @description The service account (its user id, as `users/list` shows it). */
+                service_account_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServiceAccountRotate"];
+            };
+        };
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenCreated"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_scope`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -19,6 +19,7 @@ pub mod password_resets;
 pub mod rate_limits;
 pub mod roles;
 pub mod secrets;
+pub mod service_accounts;
 pub mod sessions;
 pub mod streams;
 pub mod tokens;

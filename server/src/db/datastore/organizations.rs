@@ -96,7 +96,7 @@ macro_rules! access_sql {
              FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
             $org,
             "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
-             AND u.password_hash IS NOT NULL"
+             AND (u.password_hash IS NOT NULL OR u.service_account_of IS NOT NULL)"
         )
     };
     ($caller:literal, $org:literal, $which:literal $(, session($sid:literal, $iat:literal))?) => {

@@ -20,10 +20,11 @@ pub struct TokenRow {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-const TOKEN_COLUMNS: &str = "id, name, prefix, scopes, created_at, expires_at, last_used_at";
+pub(super) const TOKEN_COLUMNS: &str =
+    "id, name, prefix, scopes, created_at, expires_at, last_used_at";
 
 impl TokenRow {
-    fn from_row(row: &tokio_postgres::Row) -> TokenRow {
+    pub(super) fn from_row(row: &tokio_postgres::Row) -> TokenRow {
         TokenRow {
             id: row.get("id"),
             name: row.get("name"),
@@ -58,7 +59,7 @@ impl Datastore {
                 "SELECT t.user_id, t.id, t.scopes FROM personal_access_tokens t \
                  JOIN users u ON u.id = t.user_id \
                  WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
-                   AND u.password_hash IS NOT NULL",
+                   AND (u.password_hash IS NOT NULL OR u.service_account_of IS NOT NULL)",
                 &[&secret_hash],
             )
             .await?;
@@ -100,27 +101,9 @@ impl Datastore {
         if live >= TOKENS_PER_USER_MAX {
             return Ok(None);
         }
-        let row = tx
-            .query_one(
-                &format!(
-                    "INSERT INTO personal_access_tokens \
-                         (id, user_id, name, prefix, secret_hash, scopes, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(days => $7)) \
-                     RETURNING {TOKEN_COLUMNS}"
-                ),
-                &[
-                    &Uuid::new_v4(),
-                    &user_id,
-                    &new.name,
-                    &new.prefix,
-                    &new.secret_hash,
-                    &new.scopes,
-                    &new.lifetime_days,
-                ],
-            )
-            .await?;
+        let row = insert_token(&tx, user_id, new).await?;
         tx.commit().await?;
-        Ok(Some(TokenRow::from_row(&row)))
+        Ok(Some(row))
     }
 
     /// The user's live tokens, newest first.
@@ -151,4 +134,32 @@ impl Datastore {
             .await?;
         Ok(n == 1)
     }
+}
+
+/// Inserts a token of `user_id` in the transaction.
+pub(super) async fn insert_token(
+    tx: &super::Tx<'_>,
+    user_id: Uuid,
+    new: &NewToken<'_>,
+) -> Result<TokenRow, Error> {
+    let row = tx
+        .query_one(
+            &format!(
+                "INSERT INTO personal_access_tokens \
+                     (id, user_id, name, prefix, secret_hash, scopes, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(days => $7)) \
+                 RETURNING {TOKEN_COLUMNS}"
+            ),
+            &[
+                &Uuid::new_v4(),
+                &user_id,
+                &new.name,
+                &new.prefix,
+                &new.secret_hash,
+                &new.scopes,
+                &new.lifetime_days,
+            ],
+        )
+        .await?;
+    Ok(TokenRow::from_row(&row))
 }

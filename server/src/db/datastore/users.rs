@@ -94,7 +94,7 @@ pub const USER_ME_BY_TOKEN: &str = user_me_sql!(
     "t.id AS token_id, true AS session_live \
      FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
     "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
-     AND u.password_hash IS NOT NULL"
+     AND (u.password_hash IS NOT NULL OR u.service_account_of IS NOT NULL)"
 );
 
 /// The advisory lock that orders signups while the first account may
