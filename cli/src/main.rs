@@ -201,9 +201,9 @@ async fn run() -> Result<()> {
     if path.len() == 2 && path[0] == "account" && account::HAND_WRITTEN.contains(&path[1].as_str())
     {
         let forget = || {
-            let mut store = store;
-            if let Some(p) = store.profile(&profile_name).cloned() {
-                store.set(&profile_name, &p.url, None);
+            let mut store = creds.store;
+            if let Some(p) = store.profile(&creds.profile).cloned() {
+                store.set(&creds.profile, &p.url, None, None);
                 store.save()?;
             }
             Ok(())
