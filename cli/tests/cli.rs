@@ -2095,7 +2095,8 @@ async fn the_admin_story_runs_with_a_service_account_token_only() {
                 .name("admin-bot".to_string())
                 .role_id(admin)
                 .scopes(
-                    ["users:*", "roles:read", "kb:*"]
+                    // `kb create --from` uploads through the chat files.
+                    ["users:*", "roles:read", "kb:*", "chats:write"]
                         .iter()
                         .map(|s| s.to_string())
                         .collect::<Vec<_>>(),

@@ -134,12 +134,19 @@ async fn a_service_account_acts_in_its_organization_within_its_role() {
         .await
         .unwrap()
         .get(0);
+    let personal_member = owner.role_id(personal, "member").await;
     let (status, code) = error_of(
         owner
             .client
             .users_invite()
             .org_id(personal)
-            .body(types::UserInviteRequest::builder().email(address.clone()))
+            .body(
+                types::UserInviteRequest::builder()
+                    .email(address.clone())
+                    .first_name("Not".to_string())
+                    .last_name("Me".to_string())
+                    .role(personal_member),
+            )
             .send()
             .await,
     );
