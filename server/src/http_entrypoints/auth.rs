@@ -134,35 +134,17 @@ pub async fn change_password(
     ))
 }
 
-/// The password-reset page (`examples/web/reset/`): it may load its script
-/// and call this server's API, nothing else. The token is in its URL: no
-/// referrer, no cache.
+/// The password-reset page (`examples/web/reset/`), served as the
+/// invitation page is (see `system::token_page_asset`).
 const RESET_PAGE: &str = include_str!("../../../examples/web/reset/reset-password.html");
 const RESET_SCRIPT: &str = include_str!("../../../examples/web/reset/reset-password.js");
-const RESET_POLICY: &str = "default-src 'none'; script-src 'self'; \
-style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; base-uri 'none'; \
-frame-ancestors 'none'";
-
-fn reset_asset(
-    content_type: &str,
-    body: &'static str,
-) -> Result<http::Response<dropshot::Body>, HttpError> {
-    http::Response::builder()
-        .status(http::StatusCode::OK)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .header(http::header::CACHE_CONTROL, "no-store")
-        .header(http::header::REFERRER_POLICY, "no-referrer")
-        .header(http::header::CONTENT_SECURITY_POLICY, RESET_POLICY)
-        .body(body.into())
-        .map_err(|e| HttpError::for_internal_error(e.to_string()))
-}
 
 pub async fn reset_password_page(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-    reset_asset("text/html; charset=utf-8", RESET_PAGE)
+    super::system::token_page_asset("text/html; charset=utf-8", RESET_PAGE)
 }
 
 pub async fn reset_password_script(
     _rqctx: Ctx,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
-    reset_asset("text/javascript; charset=utf-8", RESET_SCRIPT)
+    super::system::token_page_asset("text/javascript; charset=utf-8", RESET_SCRIPT)
 }

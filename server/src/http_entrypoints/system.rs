@@ -88,16 +88,19 @@ pub async fn docs_script(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, 
     asset("text/javascript; charset=utf-8", redoc_script())
 }
 
-/// The invitation page (`examples/web/invite/`): it may load its script
-/// and call this server's API, nothing else. The token is in its URL: no
-/// referrer, no cache.
+/// The invitation page (`examples/web/invite/`).
 const INVITE_PAGE: &str = include_str!("../../../examples/web/invite/accept.html");
 const INVITE_SCRIPT: &str = include_str!("../../../examples/web/invite/accept.js");
-const INVITE_POLICY: &str = "default-src 'none'; script-src 'self'; \
+
+/// What a page whose URL carries a secret token (the invitation and the
+/// password-reset pages) may do: load its script and call this server's
+/// API, nothing else.
+const TOKEN_PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; \
 style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; base-uri 'none'; \
 frame-ancestors 'none'";
 
-fn invite_asset(
+/// A file of such a page: no referrer (the token is in the URL), no cache.
+pub(super) fn token_page_asset(
     content_type: &str,
     body: &'static str,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
@@ -106,19 +109,19 @@ fn invite_asset(
         .header(http::header::CONTENT_TYPE, content_type)
         .header(http::header::CACHE_CONTROL, "no-store")
         .header(http::header::REFERRER_POLICY, "no-referrer")
-        .header(http::header::CONTENT_SECURITY_POLICY, INVITE_POLICY)
+        .header(http::header::CONTENT_SECURITY_POLICY, TOKEN_PAGE_POLICY)
         .body(body.into())
         .map_err(|e| HttpError::for_internal_error(e.to_string()))
 }
 
 pub async fn invite_accept_page(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
-    invite_asset("text/html; charset=utf-8", INVITE_PAGE)
+    token_page_asset("text/html; charset=utf-8", INVITE_PAGE)
 }
 
 pub async fn invite_accept_script(
     _rqctx: Ctx,
 ) -> Result<http::Response<dropshot::Body>, HttpError> {
-    invite_asset("text/javascript; charset=utf-8", INVITE_SCRIPT)
+    token_page_asset("text/javascript; charset=utf-8", INVITE_SCRIPT)
 }
 
 pub async fn openapi_json(_rqctx: Ctx) -> Result<http::Response<dropshot::Body>, HttpError> {
