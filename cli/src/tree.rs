@@ -151,8 +151,16 @@ pub fn add_kb_commands(mut root: Command) -> Command {
 }
 
 /// The hand-written `chat` commands (see `chat.rs`).
-pub const CHAT_HAND_WRITTEN: &[&str] =
-    &["send", "resume", "rename", "archive", "transcribe", "watch"];
+pub const CHAT_HAND_WRITTEN: &[&str] = &[
+    "send",
+    "edit",
+    "regenerate",
+    "resume",
+    "rename",
+    "archive",
+    "transcribe",
+    "watch",
+];
 
 /// `workspace chat send|resume|rename|archive|transcribe|watch`.
 pub fn add_chat_commands(mut root: Command) -> Command {
