@@ -84,6 +84,12 @@ static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The statement [`Datastore::chat_read`] reads a chat's active path with
+/// (params: organization, user, chat), for benchmarks and query plans.
+pub fn active_path_sql() -> &'static str {
+    PATH_SQL.as_str()
+}
+
 db_row! {
     /// One message of a chat, as edit, regenerate and switch find it.
     pub struct ChatNodeRow {
