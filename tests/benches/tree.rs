@@ -189,11 +189,19 @@ async fn bench() {
     let me = ada.client.users_me().send().await.unwrap().into_inner().id;
     let shapes = [
         ("deep", MESSAGES - BRANCHES, 0usize),
-        ("wide", 2 * BRANCHES, (MESSAGES - 2 * BRANCHES) / BRANCHES - 1),
+        (
+            "wide",
+            2 * BRANCHES,
+            (MESSAGES - 2 * BRANCHES) / BRANCHES - 1,
+        ),
     ];
     let mut chats = Vec::new();
     for (name, path_len, below) in shapes {
-        chats.push((name, path_len, store(&cx, org, me, &tree(path_len, below)).await));
+        chats.push((
+            name,
+            path_len,
+            store(&cx, org, me, &tree(path_len, below)).await,
+        ));
     }
     let db = cx.db().await;
     db.batch_execute("VACUUM ANALYZE chats, chat_messages")

@@ -544,3 +544,135 @@ async fn edits_and_regenerations_are_checked_and_counted() {
     assert_eq!(place(&p[1]), (2, 2));
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn existing_chats_become_single_branches_with_every_message() {
+    // A database as release 0.3 (migration V33) left it.
+    let admin = workspace_tests::admin_url().unwrap();
+    let name = format!("ws_upgrade_{}", Uuid::new_v4().simple());
+    let (admin_db, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin_db
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let url = workspace_tests::url_for(&admin, &name).unwrap();
+    let tls = workspace_server::db::tls(None).unwrap();
+    workspace_server::db::migrate_to(&url, &tls, 33)
+        .await
+        .unwrap();
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let (user, org) = (Uuid::new_v4(), Uuid::new_v4());
+    let (linear, stray, empty) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    db.execute(
+        "INSERT INTO users (id, email, email_normalized, first_name, last_name) \
+         VALUES ($1, 'old@example.com', 'old@example.com', 'Old', 'User')",
+        &[&user],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO organizations (id, name, slug) VALUES ($1, 'Old', 'old')",
+        &[&org],
+    )
+    .await
+    .unwrap();
+    for chat in [linear, stray, empty] {
+        db.execute(
+            "INSERT INTO chats (id, organization_id, user_id, title) VALUES ($1, $2, $3, 'old')",
+            &[&chat, &org, &user],
+        )
+        .await
+        .unwrap();
+    }
+    // A chat as 0.3 wrote it: each message the child of the one before.
+    let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let parent = i.checked_sub(1).map(|p| ids[p]);
+        db.execute(
+            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+                 parent_message_id) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                id,
+                &org,
+                &linear,
+                &if i % 2 == 0 { "USER" } else { "MODEL" },
+                &format!("message {i}"),
+                &parent,
+            ],
+        )
+        .await
+        .unwrap();
+    }
+    // A message naming a parent in another chat (never written, but not
+    // refused before): it becomes a first message.
+    let orphan = Uuid::new_v4();
+    db.execute(
+        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+             parent_message_id) VALUES ($1, $2, $3, 'USER', 'stray', $4)",
+        &[&orphan, &org, &stray, &ids[0]],
+    )
+    .await
+    .unwrap();
+
+    workspace_server::db::migrate(&url, &tls).await.unwrap();
+
+    let rows = db
+        .query(
+            "SELECT id, parent_message_id, depth, sibling_index, children, on_path \
+             FROM chat_messages WHERE chat_id = $1 ORDER BY seq",
+            &[&linear],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 5, "every message kept");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.get::<_, Uuid>("id"), ids[i]);
+        assert_eq!(r.get::<_, i32>("depth"), i as i32);
+        assert_eq!(r.get::<_, i32>("sibling_index"), 1);
+        assert_eq!(r.get::<_, i32>("children"), if i < 4 { 1 } else { 0 });
+        assert!(r.get::<_, bool>("on_path"));
+    }
+    let chats = db
+        .query(
+            "SELECT id, leaf_id, roots FROM chats WHERE id = ANY($1)",
+            &[&vec![linear, stray, empty]],
+        )
+        .await
+        .unwrap();
+    let of = |id: Uuid| {
+        chats
+            .iter()
+            .find(|r| r.get::<_, Uuid>("id") == id)
+            .map(|r| {
+                (
+                    r.get::<_, Option<Uuid>>("leaf_id"),
+                    r.get::<_, i32>("roots"),
+                )
+            })
+            .unwrap()
+    };
+    assert_eq!(of(linear), (Some(ids[4]), 1));
+    assert_eq!(of(stray), (Some(orphan), 1));
+    assert_eq!(of(empty), (None, 0));
+    let stray_row = db
+        .query_one(
+            "SELECT parent_message_id, depth, on_path FROM chat_messages WHERE id = $1",
+            &[&orphan],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stray_row.get::<_, Option<Uuid>>(0), None);
+    assert_eq!(stray_row.get::<_, i32>(1), 0);
+    assert!(stray_row.get::<_, bool>(2));
+    drop(db);
+    admin_db
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .unwrap();
+}
