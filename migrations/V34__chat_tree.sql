@@ -9,6 +9,9 @@
 --   depth          0 for a first message, its parent's depth + 1;
 --   sibling_index  its position among its siblings (same chat and parent)
 --                  from 1, in creation order;
+--   siblings       how many siblings it has, itself included;
+--   previous_sibling_id, next_sibling_id
+--                  its neighbours among them (NULL at the ends);
 --   children       how many messages name it as their parent;
 --   on_path        whether it is on the chat's active path: exactly the
 --                  ancestors of the chat's leaf and the leaf (at most one
@@ -25,6 +28,9 @@
 ALTER TABLE chat_messages
     ADD COLUMN depth integer,
     ADD COLUMN sibling_index integer,
+    ADD COLUMN siblings integer NOT NULL DEFAULT 1,
+    ADD COLUMN previous_sibling_id uuid,
+    ADD COLUMN next_sibling_id uuid,
     ADD COLUMN children integer NOT NULL DEFAULT 0 CHECK (children >= 0),
     ADD COLUMN on_path boolean NOT NULL DEFAULT false,
     ADD COLUMN selected_at timestamptz NOT NULL DEFAULT now();
@@ -51,9 +57,11 @@ UPDATE chat_messages m SET depth = walk.depth FROM walk WHERE walk.id = m.id;
 -- messages become first messages of their own.
 UPDATE chat_messages SET parent_message_id = NULL, depth = 0 WHERE depth IS NULL;
 
-UPDATE chat_messages m SET sibling_index = s.n, selected_at = m.created_at
-FROM (SELECT id, row_number() OVER (PARTITION BY chat_id, parent_message_id ORDER BY seq) AS n
-      FROM chat_messages) s
+UPDATE chat_messages m SET sibling_index = s.n, siblings = s.total, previous_sibling_id = s.prev,
+    next_sibling_id = s.next, selected_at = m.created_at
+FROM (SELECT id, row_number() OVER w AS n, count(*) OVER (PARTITION BY chat_id, parent_message_id) AS total,
+             lag(id) OVER w AS prev, lead(id) OVER w AS next
+      FROM chat_messages WINDOW w AS (PARTITION BY chat_id, parent_message_id ORDER BY seq)) s
 WHERE s.id = m.id;
 
 UPDATE chat_messages m SET children = k.n
@@ -81,7 +89,8 @@ UPDATE chat_messages m SET on_path = true FROM up WHERE up.id = m.id;
 ALTER TABLE chat_messages
     ALTER COLUMN depth SET NOT NULL,
     ALTER COLUMN sibling_index SET NOT NULL,
-    ADD CONSTRAINT chat_messages_depth_check CHECK (depth >= 0 AND sibling_index >= 1);
+    ADD CONSTRAINT chat_messages_depth_check
+        CHECK (depth >= 0 AND sibling_index >= 1 AND siblings >= sibling_index);
 -- No foreign key from parent_message_id: messages go with their chat (or
 -- in batches when an organization or account is deleted), and a cascade
 -- down a deep tree would nest one trigger per level.

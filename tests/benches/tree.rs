@@ -1,7 +1,9 @@
 //! `cargo xtask bench tree`: reading a big chat tree's active path (issue
 //! #35). Not a test.
 //!
-//! One server instance in this process. Two chats of 10,000 messages with
+//! One server instance in this process. Beside 2,000 other chats of 100
+//! messages (200,000 rows: the measured chats are a small part of the
+//! table, as in a used service), two chats of 10,000 messages with
 //! 500 branches each are stored beforehand (straight into the database,
 //! with the tree's columns as the server keeps them, then `VACUUM
 //! ANALYZE`), questions of `QUESTION_BYTES` and answers of `ANSWER_BYTES`:
@@ -27,6 +29,11 @@ const MESSAGES: usize = 10_000;
 const BRANCHES: usize = 500;
 const QUESTION_BYTES: usize = 200;
 const ANSWER_BYTES: usize = 1_000;
+/// Other chats in the table (as in a service that has been used): the
+/// two measured chats are a small part of it, as a real chat is, so the
+/// planner sees the table a real database has.
+const BACKGROUND_CHATS: i32 = 2_000;
+const BACKGROUND_MESSAGES: i32 = 100;
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -42,6 +49,9 @@ struct Node {
     parent: Option<Uuid>,
     depth: i32,
     sibling_index: i32,
+    siblings: i32,
+    previous: Option<Uuid>,
+    next: Option<Uuid>,
     children: i32,
     on_path: bool,
 }
@@ -70,6 +80,9 @@ fn tree(path_len: usize, below: usize) -> Vec<Node> {
                 parent,
                 depth: depth as i32,
                 sibling_index: 1,
+                siblings: 2,
+                previous: None,
+                next: None,
                 children: i32::from(below > 0),
                 on_path: false,
             });
@@ -80,21 +93,31 @@ fn tree(path_len: usize, below: usize) -> Vec<Node> {
                     parent: Some(nodes[above].id),
                     depth: (depth + 1 + k) as i32,
                     sibling_index: 1,
+                    siblings: 1,
+                    previous: None,
+                    next: None,
                     children: i32::from(k + 1 < below),
                     on_path: false,
                 });
                 above = nodes.len() - 1;
             }
         }
+        let older = branched.then(|| nodes.len() - 1 - below);
         nodes.push(Node {
             id: Uuid::new_v4(),
             parent,
             depth: depth as i32,
             sibling_index: if branched { 2 } else { 1 },
+            siblings: if branched { 2 } else { 1 },
+            previous: older.map(|i| nodes[i].id),
+            next: None,
             children: i32::from(depth + 1 < path_len),
             on_path: true,
         });
         let at = nodes.len() - 1;
+        if let Some(i) = older {
+            nodes[i].next = Some(nodes[at].id);
+        }
         if let Some(&p) = path.last() {
             nodes[p].children += i32::from(branched);
         }
@@ -121,6 +144,9 @@ async fn store(cx: &TestContext, org: Uuid, user: Uuid, nodes: &[Node]) -> Uuid 
         let depths: Vec<i32> = batch.iter().map(|n| n.depth).collect();
         let positions: Vec<i32> = batch.iter().map(|n| n.sibling_index).collect();
         let children: Vec<i32> = batch.iter().map(|n| n.children).collect();
+        let siblings: Vec<i32> = batch.iter().map(|n| n.siblings).collect();
+        let previous: Vec<Option<Uuid>> = batch.iter().map(|n| n.previous).collect();
+        let next: Vec<Option<Uuid>> = batch.iter().map(|n| n.next).collect();
         let on_path: Vec<bool> = batch.iter().map(|n| n.on_path).collect();
         let roles: Vec<&str> = batch
             .iter()
@@ -139,15 +165,17 @@ async fn store(cx: &TestContext, org: Uuid, user: Uuid, nodes: &[Node]) -> Uuid 
             .collect();
         db.execute(
             "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                 parent_message_id, depth, sibling_index, children, on_path) \
+                 parent_message_id, depth, sibling_index, children, on_path, siblings, \
+                 previous_sibling_id, next_sibling_id) \
              SELECT u.id, $1, $2, u.role, u.content, u.parent, u.depth, u.pos, u.children, \
-                 u.on_path \
+                 u.on_path, u.siblings, u.prev, u.next \
              FROM unnest($3::uuid[], $4::text[], $5::text[], $6::uuid[], $7::int[], $8::int[], \
-                 $9::int[], $10::bool[]) \
-                 AS u(id, role, content, parent, depth, pos, children, on_path)",
+                 $9::int[], $10::bool[], $11::int[], $12::uuid[], $13::uuid[]) \
+                 AS u(id, role, content, parent, depth, pos, children, on_path, siblings, prev, \
+                      next)",
             &[
                 &org, &chat, &ids, &roles, &texts, &parents, &depths, &positions, &children,
-                &on_path,
+                &on_path, &siblings, &previous, &next,
             ],
         )
         .await
@@ -165,6 +193,29 @@ async fn store(cx: &TestContext, org: Uuid, user: Uuid, nodes: &[Node]) -> Uuid 
     .await
     .expect("the leaf");
     chat
+}
+
+/// `BACKGROUND_CHATS` single-branch chats of `BACKGROUND_MESSAGES`
+/// messages each.
+async fn background(cx: &TestContext, org: Uuid, user: Uuid) {
+    let db = cx.db().await;
+    db.execute(
+        "INSERT INTO chats (id, organization_id, user_id, title, roots) \
+         SELECT gen_random_uuid(), $1, $2, 'other ' || g, 1 FROM generate_series(1, $3) g",
+        &[&org, &user, &BACKGROUND_CHATS],
+    )
+    .await
+    .expect("other chats");
+    db.execute(
+        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, depth, \
+             sibling_index, children, on_path) \
+         SELECT gen_random_uuid(), $1, c.id, CASE WHEN g % 2 = 0 THEN 'USER' ELSE 'MODEL' END, \
+             repeat('other chat text ', 25), g, 1, 1, true \
+         FROM chats c, generate_series(0, $2 - 1) g WHERE c.title LIKE 'other %'",
+        &[&org, &BACKGROUND_MESSAGES],
+    )
+    .await
+    .expect("other messages");
 }
 
 fn percentile(values: &[Duration], p: f64) -> f64 {
@@ -195,6 +246,7 @@ async fn bench() {
             (MESSAGES - 2 * BRANCHES) / BRANCHES - 1,
         ),
     ];
+    background(&cx, org, me).await;
     let mut chats = Vec::new();
     for (name, path_len, below) in shapes {
         chats.push((

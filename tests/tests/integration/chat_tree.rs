@@ -309,7 +309,8 @@ async fn tree_is_whole(cx: &TestContext, chat: Uuid) {
     let db = cx.db().await;
     let rows = db
         .query(
-            "SELECT id, parent_message_id, depth, sibling_index, children, on_path \
+            "SELECT id, parent_message_id, depth, sibling_index, children, on_path, siblings, \
+                 previous_sibling_id, next_sibling_id \
              FROM chat_messages WHERE chat_id = $1",
             &[&chat],
         )
@@ -324,7 +325,7 @@ async fn tree_is_whole(cx: &TestContext, chat: Uuid) {
     };
     let by_id: HashMap<Uuid, &tokio_postgres::Row> =
         rows.iter().map(|r| (r.get::<_, Uuid>("id"), r)).collect();
-    let mut siblings: HashMap<Option<Uuid>, Vec<i32>> = HashMap::new();
+    let mut siblings: HashMap<Option<Uuid>, Vec<(i32, Uuid)>> = HashMap::new();
     for r in &rows {
         let parent: Option<Uuid> = r.get("parent_message_id");
         let depth: i32 = r.get("depth");
@@ -335,15 +336,24 @@ async fn tree_is_whole(cx: &TestContext, chat: Uuid) {
         siblings
             .entry(parent)
             .or_default()
-            .push(r.get("sibling_index"));
+            .push((r.get("sibling_index"), r.get("id")));
     }
-    for (parent, mut positions) in siblings {
-        positions.sort();
+    for (parent, mut group) in siblings {
+        group.sort();
+        let positions: Vec<i32> = group.iter().map(|(p, _)| *p).collect();
         assert_eq!(
             positions,
             (1..=positions.len() as i32).collect::<Vec<_>>(),
             "sibling positions under {parent:?}"
         );
+        for (i, (_, id)) in group.iter().enumerate() {
+            let row = by_id[id];
+            assert_eq!(row.get::<_, i32>("siblings"), group.len() as i32);
+            let previous: Option<Uuid> = row.get("previous_sibling_id");
+            let next: Option<Uuid> = row.get("next_sibling_id");
+            assert_eq!(previous, i.checked_sub(1).map(|j| group[j].1));
+            assert_eq!(next, group.get(i + 1).map(|g| g.1));
+        }
         match parent {
             Some(p) => assert_eq!(by_id[&p].get::<_, i32>("children"), positions.len() as i32),
             None => assert_eq!(roots, positions.len() as i32),

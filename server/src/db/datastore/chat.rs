@@ -32,8 +32,7 @@ const CHAT_COLUMNS: &str = ChatRow::COLUMNS;
 
 db_row! {
     /// A message of a chat's active path, with its place among its
-    /// siblings (read by [`PATH_SQL`]: `m` is the path with its
-    /// `sibling_count`).
+    /// siblings (read by [`PATH_SQL`]).
     pub struct ChatMessageRow {
         pub id: Uuid = "m.id",
         pub chat_id: Uuid = "m.chat_id",
@@ -47,39 +46,22 @@ db_row! {
         pub status: ChatMessageStatus = "m.status",
         pub created_at: DateTime<Utc> = "m.created_at",
         pub sibling_index: i32 = "m.sibling_index",
-        pub sibling_count: i32 = "m.sibling_count",
-        // A sibling is found by the children index only where there is
-        // one (most messages have none).
-        pub previous_sibling_id: Option<Uuid> = "CASE WHEN m.sibling_index > 1 THEN \
-            CASE WHEN m.parent_message_id IS NULL THEN \
-                (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
-                   AND s.parent_message_id IS NULL AND s.sibling_index = m.sibling_index - 1) \
-            ELSE (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
-                   AND s.parent_message_id = m.parent_message_id \
-                   AND s.sibling_index = m.sibling_index - 1) END END",
-        pub next_sibling_id: Option<Uuid> = "CASE WHEN m.sibling_index < m.sibling_count THEN \
-            CASE WHEN m.parent_message_id IS NULL THEN \
-                (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
-                   AND s.parent_message_id IS NULL AND s.sibling_index = m.sibling_index + 1) \
-            ELSE (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
-                   AND s.parent_message_id = m.parent_message_id \
-                   AND s.sibling_index = m.sibling_index + 1) END END",
+        pub sibling_count: i32 = "m.siblings",
+        pub previous_sibling_id: Option<Uuid> = "m.previous_sibling_id",
+        pub next_sibling_id: Option<Uuid> = "m.next_sibling_id",
     }
 }
 
-/// The active path of one of the caller's chats, root first, by the path
-/// index (`on_path`, one message per depth); a message's sibling count is
-/// its parent's `children`, i.e. the path's previous row's (the chat's
-/// `roots` for a first message). Params: organization, user, chat.
+/// The active path of one of the caller's chats, root first: one range of
+/// the path index (`on_path`, one message per depth, in depth order), each
+/// row already carrying its place among its siblings. Params:
+/// organization, user, chat.
 static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {cols} FROM ( \
-         SELECT x.*, CASE WHEN x.parent_message_id IS NULL THEN c.roots \
-                          ELSE lag(x.children) OVER (ORDER BY x.depth) END AS sibling_count \
-         FROM chat_messages x JOIN chats c ON c.id = x.chat_id \
+        "SELECT {cols} FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
          WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
-           AND x.chat_id = $3 AND x.on_path) m \
-     ORDER BY m.depth",
+           AND m.chat_id = $3 AND m.on_path \
+         ORDER BY m.depth",
         cols = ChatMessageRow::COLUMNS
     )
 });
@@ -159,14 +141,15 @@ const PATH_DESCEND: &str = "WITH RECURSIVE down AS ( \
      UPDATE chats SET leaf_id = (SELECT id FROM marked ORDER BY depth DESC LIMIT 1) \
      WHERE organization_id = $1 AND id = $2 RETURNING leaf_id";
 
-/// A new message under `$6` (NULL: a first message), on the path. Params:
+/// A new message under `$6` (NULL: a first message), on the path, the
+/// last of its siblings (their counts and neighbours: [`REGROUP`]). Params:
 /// id, organization, chat, role, content, parent, model, agent, metadata,
 /// status.
 const INSERT_NODE: &str = "INSERT INTO chat_messages (id, organization_id, chat_id, role, \
          content, parent_message_id, model_id, agent_id, metadata, status, depth, \
-         sibling_index, on_path) \
+         sibling_index, siblings, on_path) \
      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(p.depth + 1, 0), \
-         COALESCE(p.children, c.roots) + 1, true \
+         COALESCE(p.children, c.roots) + 1, COALESCE(p.children, c.roots) + 1, true \
      FROM chats c LEFT JOIN chat_messages p ON p.id = $6 AND p.chat_id = c.id \
      WHERE c.id = $3 AND c.organization_id = $2";
 
@@ -174,6 +157,21 @@ const INSERT_NODE: &str = "INSERT INTO chat_messages (id, organization_id, chat_
 /// chat, parent.
 const COUNT_CHILD: &str = "UPDATE chat_messages SET children = children + 1 \
      WHERE organization_id = $1 AND chat_id = $2 AND id = $3";
+
+/// The children of `$3` (NULL: the first messages) get their count and
+/// neighbours again (after one was added: a handful of rows, by the
+/// children index). Params: organization, chat, parent.
+pub(crate) const REGROUP: &str = "WITH g AS ( \
+         SELECT id, count(*) OVER () AS n, lag(id) OVER w AS prev, lead(id) OVER w AS next \
+         FROM chat_messages \
+         WHERE organization_id = $1 AND chat_id = $2 \
+           AND (parent_message_id = $3 OR ($3::uuid IS NULL AND parent_message_id IS NULL)) \
+         WINDOW w AS (ORDER BY sibling_index)) \
+     UPDATE chat_messages m SET siblings = g.n, previous_sibling_id = g.prev, \
+         next_sibling_id = g.next \
+     FROM g WHERE m.id = g.id \
+       AND (m.siblings, m.previous_sibling_id, m.next_sibling_id) \
+           IS DISTINCT FROM (g.n, g.prev, g.next)";
 
 /// The chat's new leaf, and one more first message when `$4`. Params:
 /// organization, chat, leaf, whether a first message was added.
@@ -744,6 +742,7 @@ impl Datastore {
                 tx.pipeline([
                     (INSERT_NODE, &answer),
                     (COUNT_CHILD, &[&org_id, &chat_id, &question_id]),
+                    (REGROUP, &[&org_id, &chat_id, &question_id]),
                     (SET_LEAF, &leaf_params),
                 ])
                 .await?;
@@ -774,6 +773,7 @@ impl Datastore {
                         ],
                     ),
                     (COUNT_CHILD, &[&org_id, &chat_id, &parent]),
+                    (REGROUP, &[&org_id, &chat_id, &parent]),
                     (INSERT_NODE, &answer),
                     (COUNT_CHILD, &[&org_id, &chat_id, &question_id]),
                     (SET_LEAF, &leaf_params),
