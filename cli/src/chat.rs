@@ -24,6 +24,14 @@ fn uuid_arg(name: &'static str) -> Arg {
         .value_parser(clap::value_parser!(Uuid))
 }
 
+fn kb_arg() -> Arg {
+    Arg::new("kb")
+        .long("kb")
+        .action(ArgAction::Append)
+        .value_parser(clap::value_parser!(Uuid))
+        .help("A knowledge base to retrieve from (repeatable)")
+}
+
 pub(crate) fn commands() -> Vec<Command> {
     vec![
         Command::new("send")
@@ -35,13 +43,7 @@ pub(crate) fn commands() -> Vec<Command> {
             .arg(uuid_arg("chat-id"))
             .arg(uuid_arg("model-id"))
             .arg(uuid_arg("agent-id"))
-            .arg(
-                Arg::new("kb")
-                    .long("kb")
-                    .action(ArgAction::Append)
-                    .value_parser(clap::value_parser!(Uuid))
-                    .help("A knowledge base to retrieve from (repeatable)"),
-            )
+            .arg(kb_arg())
             .arg(
                 Arg::new("file")
                     .long("file")
@@ -52,6 +54,30 @@ pub(crate) fn commands() -> Vec<Command> {
                 Arg::new("message")
                     .help("The message (default: standard input, less one trailing newline)"),
             ),
+        Command::new("edit")
+            .about(
+                "Edit a question: a new version of it (a branch), answered and printed like \
+                 `send`; the earlier version stays (`chat switch-branch`)",
+            )
+            .arg(org_arg())
+            .arg(uuid_arg("message-id").required(true))
+            .arg(uuid_arg("model-id"))
+            .arg(uuid_arg("agent-id"))
+            .arg(kb_arg())
+            .arg(
+                Arg::new("message")
+                    .help("The new text (default: standard input, less one trailing newline)"),
+            ),
+        Command::new("regenerate")
+            .about(
+                "Answer a question again (a sibling of the given answer), printed like `send`; \
+                 the earlier answers stay (`chat switch-branch`)",
+            )
+            .arg(org_arg())
+            .arg(uuid_arg("message-id").required(true))
+            .arg(uuid_arg("model-id"))
+            .arg(uuid_arg("agent-id"))
+            .arg(kb_arg()),
         Command::new("resume")
             .about("Resume an answer's stream after the given event number")
             .arg(org_arg())
@@ -109,6 +135,24 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
     let org = *m.get_one::<Uuid>("org-id").context("--org-id")?;
     match name {
         "send" => send(client, org, m).await,
+        "edit" | "regenerate" => {
+            let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
+            let mut body = serde_json::json!({"message_id": message});
+            if name == "edit" {
+                body["content"] = match m.get_one::<String>("message") {
+                    Some(text) => text.clone(),
+                    None => crate::read_stdin_message()?,
+                }
+                .into();
+            }
+            add_answer_options(&mut body, m);
+            let path = if name == "edit" {
+                "edit_message"
+            } else {
+                "regenerate"
+            };
+            post_stream(client, org, path, &body).await
+        }
         "resume" => {
             let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
             let mut request = client
@@ -206,22 +250,43 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
     if let Some(c) = chat {
         body["chat_id"] = c.to_string().into();
     }
+    add_answer_options(&mut body, m);
+    if !uploads.is_empty() {
+        body["upload_ids"] = serde_json::json!(uploads);
+    }
+    post_stream(client, org, "send_message", &body).await
+}
+
+/// `--model-id`, `--agent-id` and `--kb` into an answer's request body.
+fn add_answer_options(body: &mut serde_json::Value, m: &ArgMatches) {
     for (key, arg) in [("model_id", "model-id"), ("agent_id", "agent-id")] {
         if let Some(id) = m.get_one::<Uuid>(arg) {
             body[key] = id.to_string().into();
         }
     }
+    let kbs: Vec<Uuid> = m
+        .get_many::<Uuid>("kb")
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
     if !kbs.is_empty() {
         body["knowledge_base_ids"] = serde_json::json!(kbs);
     }
-    if !uploads.is_empty() {
-        body["upload_ids"] = serde_json::json!(uploads);
-    }
+}
+
+/// Posts an answer's request to `/api/chat/<path>` and prints its stream.
+async fn post_stream(
+    client: &Client,
+    org: Uuid,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<()> {
     let response = client
         .client()
-        .post(format!("{}/api/chat/send_message", client.baseurl()))
+        .post(format!("{}/api/chat/{path}", client.baseurl()))
         .query(&[("org_id", org.to_string())])
-        .json(&body)
+        .json(body)
         .send()
         .await
         .context("connecting")?;

@@ -50,6 +50,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatShareRevoke => Self::cli_chat_share_revoke(),
             CliCommand::ChatSharesList => Self::cli_chat_shares_list(),
             CliCommand::ChatStop => Self::cli_chat_stop(),
+            CliCommand::ChatSwitchBranch => Self::cli_chat_switch_branch(),
             CliCommand::ChatWsTicket => Self::cli_chat_ws_ticket(),
             CliCommand::ConversationCreate => Self::cli_conversation_create(),
             CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
@@ -914,7 +915,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .about(
-                "Fetch a chat session with its messages and uploads.\n\nPermission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.",
+                "Fetch a chat session with its messages and uploads.\n\nPermission `chats:read`; the caller's own chats only (`404 not_found` otherwise). `messages` is the chat's active path, first message first (a chat whose messages were never edited or regenerated has one path: all of them); each message has its `sibling_position`, `sibling_count` and neighbouring siblings' ids for switching (`POST /api/chat/switch_branch`). Each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.",
             )
     }
     pub fn cli_chat_update() -> ::clap::Command {
@@ -1212,6 +1213,49 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Stop an answer that is streaming.\n\nPermission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.",
+            )
+    }
+    pub fn cli_chat_switch_branch() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-id")
+                    .long("chat-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The chat."),
+            )
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help(
+                        "A message of the chat (e.g. a `previous_sibling_id` or `next_sibling_id`) that becomes part of the active path.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Switch a chat's branch: show another version of a message.\n\nPermission `chats:write`; the caller's own chat (`404 not_found` for a chat or message that is not). `message_id` (any message of the chat, typically a `previous_sibling_id` or `next_sibling_id`) and its ancestors become the active path, which goes on below it the way it was last shown (at each level the child most recently on the path) down to a last message, the chat's new leaf. The next `send_message` continues from that leaf, and the model sees only that path. Answers the chat as `GET /api/chat` shows it, and tells the caller's WebSocket clients (`branch`, with the new leaf). Atomic with sends and edits of the same chat, on any instance.",
             )
     }
     pub fn cli_chat_ws_ticket() -> ::clap::Command {
@@ -3371,6 +3415,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatShareRevoke => self.execute_chat_share_revoke(matches).await,
             CliCommand::ChatSharesList => self.execute_chat_shares_list(matches).await,
             CliCommand::ChatStop => self.execute_chat_stop(matches).await,
+            CliCommand::ChatSwitchBranch => self.execute_chat_switch_branch(matches).await,
             CliCommand::ChatWsTicket => self.execute_chat_ws_ticket(matches).await,
             CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
             CliCommand::ConversationCreateSession => {
@@ -4454,6 +4499,41 @@ impl<T: CliConfig> Cli<T> {
             request = request.org_id(value.clone());
         }
         self.config.execute_chat_stop(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_switch_branch(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_switch_branch();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
+            request = request.chat_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("message-id") {
+            request = request.body_map(|body| body.message_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SwitchBranchRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_switch_branch(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -6705,6 +6785,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_switch_branch(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatSwitchBranch,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_ws_ticket(
         &self,
         matches: &::clap::ArgMatches,
@@ -7256,6 +7343,7 @@ pub enum CliCommand {
     ChatShareRevoke,
     ChatSharesList,
     ChatStop,
+    ChatSwitchBranch,
     ChatWsTicket,
     ConversationCreate,
     ConversationCreateSession,
@@ -7370,6 +7458,7 @@ impl CliCommand {
             CliCommand::ChatShareRevoke,
             CliCommand::ChatSharesList,
             CliCommand::ChatStop,
+            CliCommand::ChatSwitchBranch,
             CliCommand::ChatWsTicket,
             CliCommand::ConversationCreate,
             CliCommand::ConversationCreateSession,
@@ -7485,6 +7574,7 @@ impl CliCommand {
             CliCommand::ChatShareRevoke => "chat_share_revoke",
             CliCommand::ChatSharesList => "chat_shares_list",
             CliCommand::ChatStop => "chat_stop",
+            CliCommand::ChatSwitchBranch => "chat_switch_branch",
             CliCommand::ChatWsTicket => "chat_ws_ticket",
             CliCommand::ConversationCreate => "conversation_create",
             CliCommand::ConversationCreateSession => "conversation_create_session",

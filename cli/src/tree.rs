@@ -156,6 +156,8 @@ pub fn add_kb_commands(mut root: Command) -> Command {
 /// The hand-written `chat` commands (see `chat.rs`).
 pub const CHAT_HAND_WRITTEN: &[&str] = &[
     "send",
+    "edit",
+    "regenerate",
     "resume",
     "rename",
     "archive",
@@ -164,7 +166,7 @@ pub const CHAT_HAND_WRITTEN: &[&str] = &[
     "share",
 ];
 
-/// `workspace chat send|resume|rename|archive|transcribe|watch|share`.
+/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share`.
 pub fn add_chat_commands(mut root: Command) -> Command {
     for cmd in crate::chat::commands() {
         let path = ["chat".to_string(), cmd.get_name().to_string()];

@@ -661,6 +661,78 @@ async fn chat_commands() {
     assert_eq!(shown["messages"].as_array().unwrap().len(), 2);
     assert_eq!(shown["uploads"].as_array().unwrap().len(), 1);
 
+    // edit and regenerate stream like send; switch-branch shows a version.
+    let question = shown["messages"][0]["id"].as_str().unwrap().to_string();
+    let out = run(args(&[
+        "chat",
+        "edit",
+        "--org-id",
+        &org,
+        "--message-id",
+        &question,
+        "when is the tide, really?",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let edited = json(
+        &run(args(&[
+            "chat",
+            "show",
+            "--org-id",
+            &org,
+            "--chat-id",
+            &chat,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(
+        edited["messages"][0]["content"],
+        "when is the tide, really?"
+    );
+    assert_eq!(edited["messages"][0]["sibling_position"], 2);
+    let answer = edited["messages"][1]["id"].as_str().unwrap().to_string();
+    let out = run(args(&[
+        "chat",
+        "regenerate",
+        "--org-id",
+        &org,
+        "--message-id",
+        &answer,
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    let switched = json(
+        &run(args(&[
+            "chat",
+            "switch-branch",
+            "--org-id",
+            &org,
+            "--chat-id",
+            &chat,
+            "--message-id",
+            &question,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(switched["messages"][0]["id"], question.as_str());
+    assert_eq!(
+        switched["messages"][0]["next_sibling_id"],
+        edited["messages"][0]["id"]
+    );
+
     // transcribe without a configured service: exit 1 with the code.
     let out = run(args(&[
         "chat",

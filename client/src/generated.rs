@@ -1479,6 +1479,7 @@ pub mod types {
         Ready(ChatLiveEventReady),
         Title(ChatLiveEventTitle),
         Message(ChatLiveEventMessage),
+        Branch(ChatLiveEventBranch),
     }
     impl ::std::convert::From<ChatLiveEventReady> for ChatLiveEvent {
         fn from(value: ChatLiveEventReady) -> Self {
@@ -1493,6 +1494,74 @@ pub mod types {
     impl ::std::convert::From<ChatLiveEventMessage> for ChatLiveEvent {
         fn from(value: ChatLiveEventMessage) -> Self {
             Self::Message(value)
+        }
+    }
+    impl ::std::convert::From<ChatLiveEventBranch> for ChatLiveEvent {
+        fn from(value: ChatLiveEventBranch) -> Self {
+            Self::Branch(value)
+        }
+    }
+    ///A chat's active path changed (`POST /api/chat/switch_branch`): its new last message. Edits and regenerations show as their answers' `message` events.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatLiveEventBranch {
+        pub chat_id: ::uuid::Uuid,
+        pub leaf_message_id: ::uuid::Uuid,
+        #[serde(rename = "type")]
+        pub type_: ChatLiveEventBranchType,
+    }
+    impl ChatLiveEventBranch {
+        pub fn builder() -> builder::ChatLiveEventBranch {
+            Default::default()
+        }
+    }
+    ///`ChatLiveEventBranchType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatLiveEventBranchType {
+        #[serde(rename = "branch")]
+        Branch,
+    }
+    impl ::std::fmt::Display for ChatLiveEventBranchType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Branch => f.write_str("branch"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatLiveEventBranchType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "branch" => Ok(Self::Branch),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatLiveEventBranchType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatLiveEventBranchType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///An answer in a chat ended (`status`: `complete`, `stopped`, `failed`), also when its server stopped mid-answer and closed it at the end of its shutdown grace period, or died and another instance's sweeper closed it (`failed`, `error_code` `answer_interrupted` on the stored message).
@@ -1685,7 +1754,7 @@ pub mod types {
             value.parse()
         }
     }
-    ///A message of a chat.
+    ///A message of a chat. A chat's messages form a tree (an edited question has a sibling with the new text, a regenerated answer a sibling answer); a chat shows its active path, and each message says where it stands among its siblings (what a "‹ 2/3 ›" control needs).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -1701,11 +1770,21 @@ pub mod types {
         ///The model that answered (on both the question and the answer).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///The sibling after it (`null` for the last).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub next_sibling_id: ::std::option::Option<::uuid::Uuid>,
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub parent_message_id: ::std::option::Option<::uuid::Uuid>,
+        ///The sibling before it (`null` for the first): `POST /api/chat/switch_branch` with it shows that version.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub previous_sibling_id: ::std::option::Option<::uuid::Uuid>,
         ///On an answer: the retrieved sources and upload ids that went into the prompt.
         pub prompt_data: ::serde_json::Value,
         pub role: ChatRole,
+        ///How many siblings there are, itself included (1: no other version).
+        pub sibling_count: u32,
+        ///Its place among its siblings (the messages with the same parent: the versions of a question, or the answers to one question), from 1 in the order they were written.
+        pub sibling_position: u32,
         pub status: ChatMessageStatus,
     }
     impl ChatMessage {
@@ -1859,14 +1938,14 @@ pub mod types {
             Default::default()
         }
     }
-    ///The single-session view: the session with its messages and uploads.
+    ///The single-session view: the session with its active path's messages and its uploads.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct ChatSessionDetail {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
-        ///Oldest first.
+        ///The active path, first message first (other branches are reached through each message's siblings).
         pub messages: ::std::vec::Vec<ChatMessage>,
         pub metadata: ChatMetadata,
         pub org_id: ::uuid::Uuid,
@@ -4576,6 +4655,37 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Body of `POST /api/chat/edit_message`: a new version of a question, answered.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct EditMessageRequest {
+        ///Answer through this agent (as in `send_message`); not inherited from the edited question.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_id: ::std::option::Option<::uuid::Uuid>,
+        ///The new text: 1 to 100,000 characters, not blank.
+        pub content: ::std::string::String,
+        ///Knowledge bases to retrieve from (at most 10); not inherited.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub knowledge_base_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///The question (a `USER` message) to edit.
+        pub message_id: ::uuid::Uuid,
+        ///Default: the edited question's model (else the first offered).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///Settings for this answer (else the chat's).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        ///Uploads whose text goes into the prompt (at most 10). Default: the edited question's; `[]` for none.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub upload_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+    }
+    impl EditMessageRequest {
+        pub fn builder() -> builder::EditMessageRequest {
+            Default::default()
         }
     }
     ///The body of every error response. `error_code` is stable (match on it); `message` is for people.
@@ -8634,6 +8744,32 @@ pub mod types {
                 })
         }
     }
+    ///Body of `POST /api/chat/regenerate`: another answer to a question.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct RegenerateRequest {
+        ///Answer through this agent; not inherited from the answer.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_id: ::std::option::Option<::uuid::Uuid>,
+        ///Knowledge bases to retrieve from (at most 10); not inherited.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub knowledge_base_ids: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        ///The answer (a `MODEL` message) to answer again.
+        pub message_id: ::uuid::Uuid,
+        ///Default: the regenerated answer's model (else the first offered).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///Settings for this answer (else the chat's).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub settings: ::std::option::Option<ChatSettings>,
+    }
+    impl RegenerateRequest {
+        pub fn builder() -> builder::RegenerateRequest {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/auth/reset_password`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -9956,6 +10092,20 @@ pub mod types {
     }
     impl SuccessResponse {
         pub fn builder() -> builder::SuccessResponse {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/chat/switch_branch`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SwitchBranchRequest {
+        ///A message of the chat (e.g. a `previous_sibling_id` or `next_sibling_id`) that becomes part of the active path.
+        pub message_id: ::uuid::Uuid,
+    }
+    impl SwitchBranchRequest {
+        pub fn builder() -> builder::SwitchBranchRequest {
             Default::default()
         }
     }
@@ -14216,6 +14366,74 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatLiveEventBranch {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            leaf_message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatLiveEventBranchType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatLiveEventBranch {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    leaf_message_id: Err("no value supplied for leaf_message_id".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatLiveEventBranch {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn leaf_message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.leaf_message_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for leaf_message_id: {e}")
+                });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatLiveEventBranchType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatLiveEventBranch> for super::ChatLiveEventBranch {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatLiveEventBranch,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    leaf_message_id: value.leaf_message_id?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatLiveEventBranch> for ChatLiveEventBranch {
+            fn from(value: super::ChatLiveEventBranch) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    leaf_message_id: Ok(value.leaf_message_id),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatLiveEventMessage {
             chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -14447,10 +14665,16 @@ pub mod types {
             metadata: ::std::result::Result<::serde_json::Value, ::std::string::String>,
             model_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            next_sibling_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
             parent_message_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            previous_sibling_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
             prompt_data: ::std::result::Result<::serde_json::Value, ::std::string::String>,
             role: ::std::result::Result<super::ChatRole, ::std::string::String>,
+            sibling_count: ::std::result::Result<u32, ::std::string::String>,
+            sibling_position: ::std::result::Result<u32, ::std::string::String>,
             status: ::std::result::Result<super::ChatMessageStatus, ::std::string::String>,
         }
         impl ::std::default::Default for ChatMessage {
@@ -14463,9 +14687,15 @@ pub mod types {
                     id: Err("no value supplied for id".to_string()),
                     metadata: Err("no value supplied for metadata".to_string()),
                     model_id: Err("no value supplied for model_id".to_string()),
+                    next_sibling_id: Err("no value supplied for next_sibling_id".to_string()),
                     parent_message_id: Err("no value supplied for parent_message_id".to_string()),
+                    previous_sibling_id: Err(
+                        "no value supplied for previous_sibling_id".to_string()
+                    ),
                     prompt_data: Err("no value supplied for prompt_data".to_string()),
                     role: Err("no value supplied for role".to_string()),
+                    sibling_count: Err("no value supplied for sibling_count".to_string()),
+                    sibling_position: Err("no value supplied for sibling_position".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
             }
@@ -14541,6 +14771,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for model_id: {e}"));
                 self
             }
+            pub fn next_sibling_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_sibling_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for next_sibling_id: {e}")
+                });
+                self
+            }
             pub fn parent_message_id<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
@@ -14548,6 +14788,16 @@ pub mod types {
             {
                 self.parent_message_id = value.try_into().map_err(|e| {
                     format!("error converting supplied value for parent_message_id: {e}")
+                });
+                self
+            }
+            pub fn previous_sibling_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.previous_sibling_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for previous_sibling_id: {e}")
                 });
                 self
             }
@@ -14569,6 +14819,26 @@ pub mod types {
                 self.role = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn sibling_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sibling_count = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sibling_count: {e}"));
+                self
+            }
+            pub fn sibling_position<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sibling_position = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for sibling_position: {e}")
+                });
                 self
             }
             pub fn status<T>(mut self, value: T) -> Self
@@ -14595,9 +14865,13 @@ pub mod types {
                     id: value.id?,
                     metadata: value.metadata?,
                     model_id: value.model_id?,
+                    next_sibling_id: value.next_sibling_id?,
                     parent_message_id: value.parent_message_id?,
+                    previous_sibling_id: value.previous_sibling_id?,
                     prompt_data: value.prompt_data?,
                     role: value.role?,
+                    sibling_count: value.sibling_count?,
+                    sibling_position: value.sibling_position?,
                     status: value.status?,
                 })
             }
@@ -14612,9 +14886,13 @@ pub mod types {
                     id: Ok(value.id),
                     metadata: Ok(value.metadata),
                     model_id: Ok(value.model_id),
+                    next_sibling_id: Ok(value.next_sibling_id),
                     parent_message_id: Ok(value.parent_message_id),
+                    previous_sibling_id: Ok(value.previous_sibling_id),
                     prompt_data: Ok(value.prompt_data),
                     role: Ok(value.role),
+                    sibling_count: Ok(value.sibling_count),
+                    sibling_position: Ok(value.sibling_position),
                     status: Ok(value.status),
                 }
             }
@@ -19342,6 +19620,141 @@ pub mod types {
                     stage: Ok(value.stage),
                     title: Ok(value.title),
                     updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct EditMessageRequest {
+            agent_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            knowledge_base_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            upload_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for EditMessageRequest {
+            fn default() -> Self {
+                Self {
+                    agent_id: Ok(Default::default()),
+                    content: Err("no value supplied for content".to_string()),
+                    knowledge_base_ids: Ok(Default::default()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    model_id: Ok(Default::default()),
+                    settings: Ok(Default::default()),
+                    upload_ids: Ok(Default::default()),
+                }
+            }
+        }
+        impl EditMessageRequest {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn knowledge_base_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.knowledge_base_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for knowledge_base_ids: {e}")
+                });
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn upload_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.upload_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for upload_ids: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<EditMessageRequest> for super::EditMessageRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: EditMessageRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    content: value.content?,
+                    knowledge_base_ids: value.knowledge_base_ids?,
+                    message_id: value.message_id?,
+                    model_id: value.model_id?,
+                    settings: value.settings?,
+                    upload_ids: value.upload_ids?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::EditMessageRequest> for EditMessageRequest {
+            fn from(value: super::EditMessageRequest) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    content: Ok(value.content),
+                    knowledge_base_ids: Ok(value.knowledge_base_ids),
+                    message_id: Ok(value.message_id),
+                    model_id: Ok(value.model_id),
+                    settings: Ok(value.settings),
+                    upload_ids: Ok(value.upload_ids),
                 }
             }
         }
@@ -26582,6 +26995,110 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct RegenerateRequest {
+            agent_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            knowledge_base_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for RegenerateRequest {
+            fn default() -> Self {
+                Self {
+                    agent_id: Ok(Default::default()),
+                    knowledge_base_ids: Ok(Default::default()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    model_id: Ok(Default::default()),
+                    settings: Ok(Default::default()),
+                }
+            }
+        }
+        impl RegenerateRequest {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for agent_id: {e}"));
+                self
+            }
+            pub fn knowledge_base_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<::uuid::Uuid>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.knowledge_base_ids = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for knowledge_base_ids: {e}")
+                });
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RegenerateRequest> for super::RegenerateRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RegenerateRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    knowledge_base_ids: value.knowledge_base_ids?,
+                    message_id: value.message_id?,
+                    model_id: value.model_id?,
+                    settings: value.settings?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RegenerateRequest> for RegenerateRequest {
+            fn from(value: super::RegenerateRequest) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    knowledge_base_ids: Ok(value.knowledge_base_ids),
+                    message_id: Ok(value.message_id),
+                    model_id: Ok(value.model_id),
+                    settings: Ok(value.settings),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ResetPasswordRequest {
             new_password: ::std::result::Result<
                 super::ResetPasswordRequestNewPassword,
@@ -28974,6 +29491,46 @@ pub mod types {
                 Self {
                     message: Ok(value.message),
                     success: Ok(value.success),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SwitchBranchRequest {
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for SwitchBranchRequest {
+            fn default() -> Self {
+                Self {
+                    message_id: Err("no value supplied for message_id".to_string()),
+                }
+            }
+        }
+        impl SwitchBranchRequest {
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SwitchBranchRequest> for super::SwitchBranchRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SwitchBranchRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message_id: value.message_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SwitchBranchRequest> for SwitchBranchRequest {
+            fn from(value: super::SwitchBranchRequest) -> Self {
+                Self {
+                    message_id: Ok(value.message_id),
                 }
             }
         }
@@ -32864,7 +33421,7 @@ impl Client {
     }
     /**Fetch a chat session with its messages and uploads
 
-    Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.
+    Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). `messages` is the chat's active path, first message first (a chat whose messages were never edited or regenerated has one path: all of them); each message has its `sibling_position`, `sibling_count` and neighbouring siblings' ids for switching (`POST /api/chat/switch_branch`). Each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.
 
     Sends a `GET` request to `/api/chat`
 
@@ -32978,6 +33535,27 @@ impl Client {
     pub fn chat_delete_session(&self) -> builder::ChatDeleteSession<'_> {
         builder::ChatDeleteSession::new(self)
     }
+    /**Edit a question: a new version of it, answered (a branch)
+
+    Permissions as `send_message` (`chats:write`; `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). `message_id` is a question (`USER` message) of one of the caller's chats (`404 not_found` otherwise; `400 not_a_question` for an answer). The new question is a sibling of the edited one (same parent: its `sibling_count` grows); it and its answer end the chat's active path. The earlier version and everything below it stay, reachable with `POST /api/chat/switch_branch`.
+
+    The model is sent the active path above the edited question (as `send_message` sends the history), then the new text. Defaults: the edited question's model (while it is offered), its uploads; knowledge bases and agents are used only when given again (they need their own permissions). The new messages' `metadata` has `edited_from`. The stream, resume, stop, the daily limit (an edit counts as a message) and the live notices are those of `send_message`; `start.user_message_id` is the new question.
+
+    Sends a `POST` request to `/api/chat/edit_message`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_edit_message()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_edit_message(&self) -> builder::ChatEditMessage<'_> {
+        builder::ChatEditMessage::new(self)
+    }
     /**List the caller's chat sessions
 
     Permission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
@@ -33019,6 +33597,27 @@ impl Client {
     ```*/
     pub fn chat_prompt(&self) -> builder::ChatPrompt<'_> {
         builder::ChatPrompt::new(self)
+    }
+    /**Regenerate an answer: another answer to the same question (a
+
+    branch).
+
+    Permissions as `send_message`. `message_id` is an answer (`MODEL` message) of one of the caller's chats (`404 not_found` otherwise; `400 not_an_answer` for a question). The new answer is a sibling of it, asked with the history above the question, the question (with its uploads' text) and, when given, another model, agent, knowledge bases or settings; default: the regenerated answer's model while it is offered. It ends the chat's active path; the earlier answers stay (`switch_branch`). An answer still streaming may be regenerated: it goes on, off the path (stop it first to end it). Its `metadata` has `regenerated_from`. Stream, resume, stop, the daily limit (a regeneration counts as a message) and live notices as `send_message`; `start.user_message_id` is the existing question.
+
+    Sends a `POST` request to `/api/chat/regenerate`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_regenerate()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_regenerate(&self) -> builder::ChatRegenerate<'_> {
+        builder::ChatRegenerate::new(self)
     }
     /**Send a message and stream the answer (resumable)
 
@@ -33153,6 +33752,27 @@ impl Client {
     ```*/
     pub fn chat_stream(&self) -> builder::ChatStream<'_> {
         builder::ChatStream::new(self)
+    }
+    /**Switch a chat's branch: show another version of a message
+
+    Permission `chats:write`; the caller's own chat (`404 not_found` for a chat or message that is not). `message_id` (any message of the chat, typically a `previous_sibling_id` or `next_sibling_id`) and its ancestors become the active path, which goes on below it the way it was last shown (at each level the child most recently on the path) down to a last message, the chat's new leaf. The next `send_message` continues from that leaf, and the model sees only that path. Answers the chat as `GET /api/chat` shows it, and tells the caller's WebSocket clients (`branch`, with the new leaf). Atomic with sends and edits of the same chat, on any instance.
+
+    Sends a `POST` request to `/api/chat/switch_branch`
+
+    Arguments:
+    - `chat_id`: The chat.
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_switch_branch()
+        .chat_id(chat_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_switch_branch(&self) -> builder::ChatSwitchBranch<'_> {
+        builder::ChatSwitchBranch::new(self)
     }
     /**Transcribe speech to text
 
@@ -37636,6 +38256,117 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::chat_edit_message`]
+
+    [`Client::chat_edit_message`]: super::Client::chat_edit_message*/
+    #[derive(Debug, Clone)]
+    pub struct ChatEditMessage<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::EditMessageRequest, String>,
+    }
+    impl<'a> ChatEditMessage<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::EditMessageRequest>,
+            <V as std::convert::TryInto<types::EditMessageRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `EditMessageRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::EditMessageRequest,
+                ) -> types::builder::EditMessageRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/edit_message`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::EditMessageRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/edit_message", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_edit_message",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::chat_list`]
 
     [`Client::chat_list`]: super::Client::chat_list*/
@@ -37847,6 +38578,117 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_regenerate`]
+
+    [`Client::chat_regenerate`]: super::Client::chat_regenerate*/
+    #[derive(Debug, Clone)]
+    pub struct ChatRegenerate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::RegenerateRequest, String>,
+    }
+    impl<'a> ChatRegenerate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::RegenerateRequest>,
+            <V as std::convert::TryInto<types::RegenerateRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `RegenerateRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::RegenerateRequest,
+                ) -> types::builder::RegenerateRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/regenerate`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::RegenerateRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/regenerate", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_regenerate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -38461,6 +39303,131 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_switch_branch`]
+
+    [`Client::chat_switch_branch`]: super::Client::chat_switch_branch*/
+    #[derive(Debug, Clone)]
+    pub struct ChatSwitchBranch<'a> {
+        client: &'a super::Client,
+        chat_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::SwitchBranchRequest, String>,
+    }
+    impl<'a> ChatSwitchBranch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                chat_id: Err("chat_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn chat_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.chat_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for chat_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SwitchBranchRequest>,
+            <V as std::convert::TryInto<types::SwitchBranchRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SwitchBranchRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::SwitchBranchRequest,
+                ) -> types::builder::SwitchBranchRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/switch_branch`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatSessionDetail>, Error<types::Error>> {
+            let Self {
+                client,
+                chat_id,
+                org_id,
+                body,
+            } = self;
+            let chat_id = chat_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::SwitchBranchRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/switch_branch", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("chat_id", &chat_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_switch_branch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -95,11 +95,98 @@ async function openChat(id, inProgress) {
   save();
   const r = await ws.api.GET("/api/chat", { params: { query: { org_id: state.orgId, chat_id: id } } });
   if (r.error) return fail(r.error.message);
-  $("messages").replaceChildren();
-  for (const m of r.data.messages) {
-    if (m.id !== inProgress) bubble(m.role === "USER" ? "user" : "assistant", m.content);
-  }
+  showPath(r.data.messages, inProgress);
   await listChats();
+}
+
+/** The chat's active path, each message with its controls. */
+function showPath(messages, inProgress) {
+  $("messages").replaceChildren();
+  for (const m of messages) {
+    if (m.id !== inProgress) controls(m, bubble(m.role === "USER" ? "user" : "assistant", m.content));
+  }
+  document.body.dataset.path = messages.map((m) => m.id).join(",");
+}
+
+function button(label, name, onclick) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  b.name = name;
+  b.type = "button";
+  if (onclick) b.onclick = () => onclick().catch(fail);
+  else b.disabled = true;
+  return b;
+}
+
+/**
+ * A message's bar, after its bubble: "‹ 2/3 ›" between its versions (a
+ * switch shows the other one and what was below it), and edit (a
+ * question) or regenerate (an answer): each makes a new version.
+ */
+function controls(m, div) {
+  div.dataset.messageId = m.id;
+  const bar = document.createElement("div");
+  bar.className = "bar";
+  bar.dataset.for = m.id;
+  if (m.sibling_count > 1) {
+    const pos = document.createElement("span");
+    pos.className = "pos";
+    pos.textContent = `${m.sibling_position}/${m.sibling_count}`;
+    const to = (id) => id && (() => switchTo(id));
+    bar.append(button("‹", "previous", to(m.previous_sibling_id)), pos, button("›", "next", to(m.next_sibling_id)));
+  }
+  if (m.role === "USER") bar.append(button("edit", "edit", async () => editForm(m, div)));
+  else bar.append(button("regenerate", "regenerate", () => regenerate(m, div)));
+  div.after(bar);
+}
+
+async function switchTo(messageId) {
+  const detail = ok(
+    await ws.api.POST("/api/chat/switch_branch", {
+      params: { query: { org_id: state.orgId, chat_id: state.chatId } },
+      body: { message_id: messageId },
+    }),
+  );
+  showPath(detail.messages);
+}
+
+/** Drops what the page shows from `div` on (a new version replaces it). */
+function cutFrom(div) {
+  while (div.nextSibling) div.nextSibling.remove();
+  div.remove();
+}
+
+function editForm(m, div) {
+  const form = document.createElement("form");
+  form.className = "edit";
+  const input = document.createElement("input");
+  input.type = "text";
+  input.name = "content";
+  input.value = m.content;
+  form.append(input, button("save", "save"));
+  form.lastChild.type = "submit";
+  form.lastChild.disabled = false;
+  form.onsubmit = (e) => {
+    e.preventDefault();
+    const content = input.value;
+    cutFrom(div);
+    bubble("user", content);
+    const out = bubble("assistant", "");
+    answerAgain(ws.stream("chatEdit", { message_id: m.id, content }, { orgId: state.orgId, onEventId }), out).catch(fail);
+  };
+  div.nextSibling.after(form);
+}
+
+async function regenerate(m, div) {
+  cutFrom(div);
+  const out = bubble("assistant", "");
+  await answerAgain(ws.stream("chatRegenerate", { message_id: m.id }, { orgId: state.orgId, onEventId }), out);
+}
+
+/** An edit's or a regeneration's answer, then the path with its new counts. */
+async function answerAgain(events, out) {
+  await show(events, out);
+  await openChat(state.chatId);
 }
 
 /** Titles (generated, or renamed elsewhere) arrive over the live channel. */
@@ -151,12 +238,27 @@ const onEventId = (id) => {
 };
 
 async function send(content, useKb) {
-  bubble("user", content);
+  const question = bubble("user", content);
   const out = bubble("assistant", "");
   const body = { content };
   if (state.chatId) body.chat_id = state.chatId;
   if (useKb && kbId) body.knowledge_base_ids = [kbId];
-  await show(ws.stream("chat", body, { orgId: state.orgId, onEventId }), out);
+  let start;
+  await show(tap(ws.stream("chat", body, { orgId: state.orgId, onEventId }), (e) => (start ??= e)), out);
+  // The bars of a new exchange: one version each, so far.
+  if (start?.type === "start") {
+    const one = { sibling_position: 1, sibling_count: 1 };
+    controls({ ...one, id: start.user_message_id, role: "USER", content }, question);
+    controls({ ...one, id: start.message_id, role: "MODEL" }, out);
+  }
+}
+
+/** `events`, each also seen by `f`. */
+async function* tap(events, f) {
+  for await (const e of events) {
+    f(e);
+    yield e;
+  }
 }
 
 async function resumePending() {

@@ -146,18 +146,20 @@ async fn history_of(s: &Setup, area: Area, n: usize) -> Uuid {
                 .expect("chat/create")
                 .into_inner()
                 .id;
-            db.execute(
-                &format!(
-                    "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                         model_id) \
-                     SELECT gen_random_uuid(), $1, $2, \
-                         CASE WHEN g % 2 = 0 THEN 'USER' ELSE 'MODEL' END, {content}, $4 \
-                     FROM generate_series(0, $5 - 1) g ORDER BY g"
-                ),
-                &[&s.org, &chat, &MESSAGE_BYTES, &s.model, &(n as i32)],
-            )
-            .await
-            .expect("chat history");
+            let filler = " the quick brown fox jumps over the lazy dog";
+            let rows: Vec<(&str, String)> = (0..n)
+                .map(|g| {
+                    let head = if g % 2 == 0 { "Question " } else { "Answer " };
+                    let mut text = format!("{head}{g}: ");
+                    while text.len() < MESSAGE_BYTES as usize {
+                        text.push_str(filler);
+                    }
+                    text.truncate(MESSAGE_BYTES as usize);
+                    (if g % 2 == 0 { "USER" } else { "MODEL" }, text)
+                })
+                .collect();
+            workspace_tests::fixtures::append_chat_messages(&db, s.org, chat, Some(s.model), &rows)
+                .await;
             chat
         }
         Area::Conversation => {
@@ -324,12 +326,13 @@ async fn bench() {
         for row in db
             .query(
                 "EXPLAIN (ANALYZE, BUFFERS) SELECT h.id FROM ( \
-                     SELECT id, role, content, seq, sum(CASE WHEN content = '' THEN 0 \
+                     SELECT id, role, content, depth, sum(CASE WHEN content = '' THEN 0 \
                          ELSE (octet_length(content) + 2) / 3 + 4 END) OVER w AS running, \
                          row_number() OVER w AS n \
-                     FROM chat_messages WHERE organization_id = $1 AND chat_id = ANY(ARRAY[$2::uuid]) \
-                     WINDOW w AS (ORDER BY chat_id DESC, seq DESC) ORDER BY chat_id DESC, seq DESC LIMIT 200) h \
-                 WHERE h.n = 1 OR h.running <= 28000 ORDER BY h.seq",
+                     FROM chat_messages WHERE organization_id = $1 AND chat_id = $2 AND on_path \
+                         AND depth <= 2147483647 \
+                     WINDOW w AS (ORDER BY depth DESC) ORDER BY depth DESC LIMIT 200) h \
+                 WHERE h.n = 1 OR h.running <= 28000 ORDER BY h.depth",
                 &[&s.org, &chat],
             )
             .await

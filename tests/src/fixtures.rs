@@ -74,3 +74,57 @@ pub fn token_in(body: &str) -> String {
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect()
 }
+
+/// Appends messages to the end of a chat's active path in the database (a
+/// long history without answering each one): `(role, content)` pairs,
+/// role `USER` or `MODEL`, each the child of the one before, the first the
+/// child of the chat's leaf; the last becomes the leaf. Keeps the tree's
+/// columns as the server does (see `migrations/V34__chat_tree.sql`).
+pub async fn append_chat_messages(
+    db: &tokio_postgres::Client,
+    org: Uuid,
+    chat: Uuid,
+    model: Option<Uuid>,
+    messages: &[(&str, String)],
+) -> Vec<Uuid> {
+    let roles: Vec<&str> = messages.iter().map(|(r, _)| *r).collect();
+    let texts: Vec<&str> = messages.iter().map(|(_, t)| t.as_str()).collect();
+    let count = messages.len() as i64;
+    db.query(
+        "WITH leaf AS ( \
+             SELECT c.leaf_id AS id, coalesce(m.depth, -1) AS depth, c.roots \
+             FROM chats c LEFT JOIN chat_messages m ON m.id = c.leaf_id WHERE c.id = $2), \
+         fresh AS ( \
+             SELECT u.n, gen_random_uuid() AS id, u.r, u.t \
+             FROM unnest($3::text[], $4::text[]) WITH ORDINALITY u(r, t, n)), \
+         ins AS ( \
+             INSERT INTO chat_messages (id, organization_id, chat_id, role, content, model_id, \
+                 parent_message_id, depth, sibling_index, children, on_path) \
+             SELECT f.id, $1, $2, f.r, f.t, $5, \
+                 COALESCE(lag(f.id) OVER (ORDER BY f.n), (SELECT id FROM leaf)), \
+                 ((SELECT depth FROM leaf) + f.n)::int, \
+                 CASE WHEN f.n = 1 AND (SELECT id FROM leaf) IS NULL \
+                      THEN (SELECT roots FROM leaf) + 1 ELSE 1 END, \
+                 CASE WHEN f.n < $6 THEN 1 ELSE 0 END, true \
+             FROM fresh f ORDER BY f.n RETURNING id), \
+         bump AS ( \
+             UPDATE chat_messages SET children = children + 1 \
+             WHERE id = (SELECT id FROM leaf) AND $6 > 0) \
+         UPDATE chats SET leaf_id = COALESCE((SELECT id FROM fresh ORDER BY n DESC LIMIT 1), leaf_id), \
+             roots = roots + CASE WHEN (SELECT id FROM leaf) IS NULL AND $6 > 0 THEN 1 ELSE 0 END \
+         WHERE id = $2",
+        &[&org, &chat, &roles, &texts, &model, &count],
+    )
+    .await
+    .expect("messages appended");
+    db.query(
+        "SELECT id FROM chat_messages WHERE chat_id = $1 AND on_path ORDER BY depth DESC LIMIT $2",
+        &[&chat, &count],
+    )
+    .await
+    .expect("the appended messages")
+    .iter()
+    .rev()
+    .map(|r| r.get(0))
+    .collect()
+}

@@ -69,7 +69,8 @@ pub fn keys_toml() -> String {
 /// The password every [`TestUser`] signs up with.
 pub const TEST_PASSWORD: &str = "correct horse battery staple";
 
-fn admin_url() -> Result<String> {
+/// The test cluster's administrative URL.
+pub fn admin_url() -> Result<String> {
     static URL: OnceLock<String> = OnceLock::new();
     if let Some(url) = URL.get() {
         return Ok(url.clone());

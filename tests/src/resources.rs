@@ -121,6 +121,8 @@ pub async fn conversation(client: &Client, org: Uuid, conversation: Value) -> ty
 /// typed by the contract's `ChatStreamEvent`.
 pub struct Answered {
     pub chat_id: Uuid,
+    /// The question answered (`start.user_message_id`).
+    pub question_id: Uuid,
     pub message_id: Uuid,
     pub events: Vec<types::ChatStreamEvent>,
 }
@@ -149,6 +151,39 @@ pub async fn chat_message(client: &Client, org: Uuid, message: Value) -> Answere
         .await
         .expect("chat/send_message")
         .into_inner();
+    answered(stream).await
+}
+
+/// Edits a question from an `EditMessageRequest` body and reads the new
+/// answer to its last event.
+pub async fn chat_edit(client: &Client, org: Uuid, edit: Value) -> Answered {
+    let stream = client
+        .chat_edit_message()
+        .org_id(org)
+        .body(body::<types::EditMessageRequest>(edit))
+        .send()
+        .await
+        .expect("chat/edit_message")
+        .into_inner();
+    answered(stream).await
+}
+
+/// Regenerates an answer from a `RegenerateRequest` body and reads the new
+/// answer to its last event.
+pub async fn chat_regenerate(client: &Client, org: Uuid, regenerate: Value) -> Answered {
+    let stream = client
+        .chat_regenerate()
+        .org_id(org)
+        .body(body::<types::RegenerateRequest>(regenerate))
+        .send()
+        .await
+        .expect("chat/regenerate")
+        .into_inner();
+    answered(stream).await
+}
+
+/// Reads a chat answer's stream to its last event.
+pub async fn answered(stream: workspace_client::ByteStream) -> Answered {
     let mut reader = workspace_client::sse::SseReader::from_byte_stream(stream);
     let mut events = Vec::new();
     while let Some(event) = reader.next().await {
@@ -170,6 +205,7 @@ pub async fn chat_message(client: &Client, org: Uuid, message: Value) -> Answere
     };
     Answered {
         chat_id: start.chat_id,
+        question_id: start.user_message_id,
         message_id: start.message_id,
         events,
     }

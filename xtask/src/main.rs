@@ -9,7 +9,7 @@
 //!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [relay|api|kb|embed|chat|streams|history] [--dev]`: benchmarks (figures printed, not
+//! - `bench [relay|api|kb|embed|chat|streams|history|tree] [--dev]`: benchmarks (figures printed, not
 //!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
 //!   the server adds to time-to-first-token and per streamed chunk; `api`
 //!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
@@ -126,6 +126,10 @@ enum BenchName {
     /// History: an answer's time to first token and heap with 10, 200 and
     /// 10,000 earlier messages, chat and conversations (offline model).
     History,
+    /// Chat trees: reading the active path of a 10,000-message chat with
+    /// 500 branches (one statement, and `GET /api/chat`), p50/p99, two
+    /// shapes (a 1,000-message path, a 9,500-message path).
+    Tree,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -198,6 +202,7 @@ fn main() -> Result<()> {
                 BenchName::Chat => "chat",
                 BenchName::Streams => "streams",
                 BenchName::History => "history",
+                BenchName::Tree => "tree",
             },
             matches!(name, BenchName::Api | BenchName::Streams),
             dev,

@@ -94,6 +94,48 @@ test("sign up, chat, live titles, a file through a knowledge base, a reload mid-
   await context.close();
 });
 
+test("edit a question, switch between its versions, regenerate an answer", async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const who = { email: `tree-${Date.now()}@example.com`, password: "correct horse battery staple" };
+  await signedIn(page, PAGE_URL, true, API_URL, who);
+  await page.fill("#send [name=content]", "The first wording");
+  await page.click("#send button");
+  await page.waitForSelector(".bar button[name=regenerate]", { timeout: 30000 });
+
+  // Edit: a second version of the question, answered.
+  await page.locator(".bar button[name=edit]").first().click();
+  await page.fill("form.edit [name=content]", "The second wording");
+  await page.click("form.edit button[name=save]");
+  const shows = (text, pos) =>
+    page.waitForFunction(
+      ([text, pos]) =>
+        document.querySelector(".user")?.textContent === text &&
+        document.querySelector(".bar .pos")?.textContent === pos &&
+        document.querySelectorAll(".assistant").length === 1,
+      [text, pos],
+      { timeout: 30000 },
+    );
+  await shows("The second wording", "2/2");
+  assert.match(await lastAnswer(page).textContent(), /You said: "The second wording"/);
+
+  // ‹ shows the first version and its answer; › comes back.
+  await page.click(".bar button[name=previous]");
+  await shows("The first wording", "1/2");
+  assert.match(await lastAnswer(page).textContent(), /You said: "The first wording"/);
+  await page.click(".bar button[name=next]");
+  await shows("The second wording", "2/2");
+
+  // Regenerate: a second answer to the shown question.
+  await page.locator(".bar button[name=regenerate]").last().click();
+  await page.waitForFunction(() => [...document.querySelectorAll(".bar .pos")].map((p) => p.textContent).join() === "2/2,2/2", null, {
+    timeout: 30000,
+  });
+  assert.match(await lastAnswer(page).textContent(), /You said: "The second wording"/);
+  assert.equal(await page.textContent("#error"), "");
+  await context.close();
+});
+
 test("a page on an origin the API does not allow is blocked by the browser", async () => {
   const page = await browser.newPage();
   const messages = [];

@@ -294,12 +294,18 @@ export function createWorkspace(options: WorkspaceOptions): Workspace {
 export interface StreamKinds {
   /** `POST /api/chat/send_message`, resumed with `GET /api/chat/stream`. */
   chat: { body: Schemas["SendMessageRequest"]; event: ChatStreamEvent };
+  /** `POST /api/chat/edit_message` (a new version of a question, a branch), resumed with `GET /api/chat/stream`. */
+  chatEdit: { body: Schemas["EditMessageRequest"]; event: ChatStreamEvent };
+  /** `POST /api/chat/regenerate` (another answer, a branch), resumed with `GET /api/chat/stream`. */
+  chatRegenerate: { body: Schemas["RegenerateRequest"]; event: ChatStreamEvent };
   /** `POST /api/conversation/stream_chat`, resumed with `GET /api/conversation/stream`. */
   conversation: { body: Schemas["StreamChatRequest"]; event: ConversationStreamEvent };
 }
 
 const STREAMS = {
   chat: { start: "/api/chat/send_message", resume: "/api/chat/stream", stop: "/api/chat/stop" },
+  chatEdit: { start: "/api/chat/edit_message", resume: "/api/chat/stream", stop: "/api/chat/stop" },
+  chatRegenerate: { start: "/api/chat/regenerate", resume: "/api/chat/stream", stop: "/api/chat/stop" },
   conversation: {
     start: "/api/conversation/stream_chat",
     resume: "/api/conversation/stream",

@@ -77,6 +77,29 @@ test("stream() yields typed events from start to end", async () => {
   assert.ok(events.some((e) => e.type === "usage"));
 });
 
+test("edit, regenerate and switch branches: the chat's tree", async () => {
+  const first = await collect(ws.stream("chat", { content: "A question to edit" }, { orgId }));
+  const { chat_id: chatId, user_message_id: question } = first[0];
+  const edited = await collect(
+    ws.stream("chatEdit", { message_id: question, content: "The edited question" }, { orgId }),
+  );
+  assert.equal(edited[0].type, "start");
+  assert.equal(edited.at(-1).type, "end");
+  const again = await collect(ws.stream("chatRegenerate", { message_id: edited[0].message_id }, { orgId }));
+  assert.equal(again[0].user_message_id, edited[0].user_message_id);
+  const shown = await ws.api.GET("/api/chat", { params: { query: { org_id: orgId, chat_id: chatId } } });
+  const [q, a] = shown.data.messages;
+  assert.equal(q.content, "The edited question");
+  assert.deepEqual([q.sibling_position, q.sibling_count, q.previous_sibling_id], [2, 2, question]);
+  assert.deepEqual([a.id, a.sibling_position, a.sibling_count], [again[0].message_id, 2, 2]);
+  const switched = await ws.api.POST("/api/chat/switch_branch", {
+    params: { query: { org_id: orgId, chat_id: chatId } },
+    body: { message_id: q.previous_sibling_id },
+  });
+  assert.equal(switched.data.messages[0].id, question);
+  assert.equal(switched.data.messages[0].next_sibling_id, q.id);
+});
+
 test("stream() resumes a dropped connection: no event lost or doubled", async () => {
   const dropping = droppingFetch(600);
   const sdk = createWorkspace({ baseUrl, token, fetch: dropping.fetch });

@@ -112,7 +112,10 @@ pub enum ChatMessageStatus {
     Failed,
 }
 
-/// A message of a chat.
+/// A message of a chat. A chat's messages form a tree (an edited question
+/// has a sibling with the new text, a regenerated answer a sibling answer);
+/// a chat shows its active path, and each message says where it stands
+/// among its siblings (what a "‹ 2/3 ›" control needs).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChatMessage {
     pub id: Uuid,
@@ -136,6 +139,79 @@ pub struct ChatMessage {
     pub status: ChatMessageStatus,
     #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    /// Its place among its siblings (the messages with the same parent:
+    /// the versions of a question, or the answers to one question), from
+    /// 1 in the order they were written.
+    pub sibling_position: u32,
+    /// How many siblings there are, itself included (1: no other version).
+    pub sibling_count: u32,
+    /// The sibling before it (`null` for the first): `POST
+    /// /api/chat/switch_branch` with it shows that version.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
+    pub previous_sibling_id: Option<Uuid>,
+    /// The sibling after it (`null` for the last).
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
+    pub next_sibling_id: Option<Uuid>,
+}
+
+/// Body of `POST /api/chat/edit_message`: a new version of a question,
+/// answered.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditMessageRequest {
+    /// The question (a `USER` message) to edit.
+    pub message_id: Uuid,
+    /// The new text: 1 to 100,000 characters, not blank.
+    pub content: String,
+    /// Default: the edited question's model (else the first offered).
+    #[serde(default)]
+    pub model_id: Option<Uuid>,
+    /// Answer through this agent (as in `send_message`); not inherited
+    /// from the edited question.
+    #[serde(default)]
+    pub agent_id: Option<Uuid>,
+    /// Knowledge bases to retrieve from (at most 10); not inherited.
+    #[serde(default)]
+    #[schemars(length(max = 10))]
+    pub knowledge_base_ids: Option<Vec<Uuid>>,
+    /// Uploads whose text goes into the prompt (at most 10). Default: the
+    /// edited question's; `[]` for none.
+    #[serde(default)]
+    #[schemars(length(max = 10))]
+    pub upload_ids: Option<Vec<Uuid>>,
+    /// Settings for this answer (else the chat's).
+    #[serde(default)]
+    pub settings: Option<ChatSettings>,
+}
+
+/// Body of `POST /api/chat/regenerate`: another answer to a question.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegenerateRequest {
+    /// The answer (a `MODEL` message) to answer again.
+    pub message_id: Uuid,
+    /// Default: the regenerated answer's model (else the first offered).
+    #[serde(default)]
+    pub model_id: Option<Uuid>,
+    /// Answer through this agent; not inherited from the answer.
+    #[serde(default)]
+    pub agent_id: Option<Uuid>,
+    /// Knowledge bases to retrieve from (at most 10); not inherited.
+    #[serde(default)]
+    #[schemars(length(max = 10))]
+    pub knowledge_base_ids: Option<Vec<Uuid>>,
+    /// Settings for this answer (else the chat's).
+    #[serde(default)]
+    pub settings: Option<ChatSettings>,
+}
+
+/// Body of `POST /api/chat/switch_branch`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchBranchRequest {
+    /// A message of the chat (e.g. a `previous_sibling_id` or
+    /// `next_sibling_id`) that becomes part of the active path.
+    pub message_id: Uuid,
 }
 
 /// An upload of a chat.
@@ -150,7 +226,8 @@ pub struct ChatUpload {
     pub url: String,
 }
 
-/// The single-session view: the session with its messages and uploads.
+/// The single-session view: the session with its active path's messages
+/// and its uploads.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct ChatSessionDetail {
     pub id: Uuid,
@@ -165,7 +242,8 @@ pub struct ChatSessionDetail {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
-    /// Oldest first.
+    /// The active path, first message first (other branches are reached
+    /// through each message's siblings).
     pub messages: Vec<ChatMessage>,
     /// Oldest first.
     pub uploads: Vec<ChatUpload>,
@@ -432,5 +510,12 @@ pub enum ChatLiveEvent {
         chat_id: Uuid,
         message_id: Uuid,
         status: String,
+    },
+    /// A chat's active path changed (`POST /api/chat/switch_branch`): its
+    /// new last message. Edits and regenerations show as their answers'
+    /// `message` events.
+    Branch {
+        chat_id: Uuid,
+        leaf_message_id: Uuid,
     },
 }

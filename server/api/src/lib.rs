@@ -1547,7 +1547,11 @@ pub trait WorkspaceApi {
     /// Fetch a chat session with its messages and uploads.
     ///
     /// Permission `chats:read`; the caller's own chats only (`404
-    /// not_found` otherwise). Messages oldest first; each answer carries
+    /// not_found` otherwise). `messages` is the chat's active path, first
+    /// message first (a chat whose messages were never edited or
+    /// regenerated has one path: all of them); each message has its
+    /// `sibling_position`, `sibling_count` and neighbouring siblings'
+    /// ids for switching (`POST /api/chat/switch_branch`). Each answer carries
     /// `status` (`streaming`, `complete`, `stopped`, `failed`), its
     /// `model_id`, and in `metadata` its `usage`. `uploads` are the files
     /// uploaded with this `chat_id`, with fresh 7-day download links.
@@ -1676,6 +1680,73 @@ pub trait WorkspaceApi {
         query: QueryParams<orgs::OrgQuery>,
         body: JsonBody<chat::SendMessageRequest>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Edit a question: a new version of it, answered (a branch).
+    ///
+    /// Permissions as `send_message` (`chats:write`; `kb:read` with
+    /// `knowledge_base_ids`, `agent:execute` with `agent_id`). `message_id`
+    /// is a question (`USER` message) of one of the caller's chats (`404
+    /// not_found` otherwise; `400 not_a_question` for an answer). The new
+    /// question is a sibling of the edited one (same parent: its
+    /// `sibling_count` grows); it and its answer end the chat's active
+    /// path. The earlier version and everything below it stay, reachable
+    /// with `POST /api/chat/switch_branch`.
+    ///
+    /// The model is sent the active path above the edited question (as
+    /// `send_message` sends the history), then the new text. Defaults:
+    /// the edited question's model (while it is offered), its uploads;
+    /// knowledge bases and agents are used only when given again (they
+    /// need their own permissions). The new messages' `metadata` has
+    /// `edited_from`. The stream, resume, stop, the daily limit (an edit
+    /// counts as a message) and the live notices are those of
+    /// `send_message`; `start.user_message_id` is the new question.
+    #[endpoint { method = POST, path = "/api/chat/edit_message", tags = ["chat"] }]
+    async fn chat_edit_message(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::EditMessageRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Regenerate an answer: another answer to the same question (a
+    /// branch).
+    ///
+    /// Permissions as `send_message`. `message_id` is an answer (`MODEL`
+    /// message) of one of the caller's chats (`404 not_found` otherwise;
+    /// `400 not_an_answer` for a question). The new answer is a sibling of
+    /// it, asked with the history above the question, the question (with
+    /// its uploads' text) and, when given, another model, agent, knowledge
+    /// bases or settings; default: the regenerated answer's model while it
+    /// is offered. It ends the chat's active path; the earlier answers
+    /// stay (`switch_branch`). An answer still streaming may be
+    /// regenerated: it goes on, off the path (stop it first to end it).
+    /// Its `metadata` has `regenerated_from`. Stream, resume, stop, the
+    /// daily limit (a regeneration counts as a message) and live notices
+    /// as `send_message`; `start.user_message_id` is the existing question.
+    #[endpoint { method = POST, path = "/api/chat/regenerate", tags = ["chat"] }]
+    async fn chat_regenerate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat::RegenerateRequest>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Switch a chat's branch: show another version of a message.
+    ///
+    /// Permission `chats:write`; the caller's own chat (`404 not_found` for
+    /// a chat or message that is not). `message_id` (any message of the
+    /// chat, typically a `previous_sibling_id` or `next_sibling_id`) and
+    /// its ancestors become the active path, which goes on below it the
+    /// way it was last shown (at each level the child most recently on the
+    /// path) down to a last message, the chat's new leaf. The next
+    /// `send_message` continues from that leaf, and the model sees only
+    /// that path. Answers the chat as `GET /api/chat` shows it, and tells
+    /// the caller's WebSocket clients (`branch`, with the new leaf).
+    /// Atomic with sends and edits of the same chat, on any instance.
+    #[endpoint { method = POST, path = "/api/chat/switch_branch", tags = ["chat"] }]
+    async fn chat_switch_branch(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatQuery>,
+        body: JsonBody<chat::SwitchBranchRequest>,
+    ) -> Result<HttpResponseOk<chat::ChatSessionDetail>, HttpError>;
 
     /// Resume an answer's event stream.
     ///

@@ -56,7 +56,13 @@ pub const STREAM_EVENTS: &str = "ConversationStreamEvent";
 /// Chat-area operations whose success response is a Server-Sent Events
 /// stream of [`CHAT_STREAM_EVENTS`] (`id:`-numbered for resumption, except
 /// `chat_prompt`). Handwritten in the CLI like [`STREAMING_OPERATIONS`].
-pub const CHAT_STREAMING_OPERATIONS: &[&str] = &["chat_send_message", "chat_stream", "chat_prompt"];
+pub const CHAT_STREAMING_OPERATIONS: &[&str] = &[
+    "chat_send_message",
+    "chat_edit_message",
+    "chat_regenerate",
+    "chat_stream",
+    "chat_prompt",
+];
 
 /// The component schema of the events of [`CHAT_STREAMING_OPERATIONS`]
 /// ([`crate::chat::ChatStreamEvent`]).
@@ -109,6 +115,8 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "files_download",
     // Chat area: streams.
     "chat_send_message",
+    "chat_edit_message",
+    "chat_regenerate",
     "chat_stream",
     "chat_prompt",
     "chat_transcribe",
@@ -868,6 +876,48 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (409, &["agent_not_active"]),
             (429, &["daily_chat_limit_exceeded"]),
         ],
+    ),
+    (
+        "chat_edit_message",
+        &[
+            (
+                400,
+                &[
+                    "invalid_message",
+                    "invalid_settings",
+                    "model_unavailable",
+                    "model_modality_unsupported",
+                    "not_a_question",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["agent_not_active"]),
+            (429, &["daily_chat_limit_exceeded"]),
+        ],
+    ),
+    (
+        "chat_regenerate",
+        &[
+            (
+                400,
+                &[
+                    "invalid_message",
+                    "invalid_settings",
+                    "model_unavailable",
+                    "model_modality_unsupported",
+                    "not_an_answer",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["agent_not_active"]),
+            (429, &["daily_chat_limit_exceeded"]),
+        ],
+    ),
+    (
+        "chat_switch_branch",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
     (
         "chat_stream",

@@ -57,6 +57,23 @@ pub fn tls(ca_file: Option<&Path>) -> Result<MakeRustlsConnect> {
     Ok(MakeRustlsConnect::new(config))
 }
 
+/// Applies the migrations up to and including `version` only (an upgrade
+/// test's starting point: a database as an older release left it).
+pub async fn migrate_to(url: &str, tls: &MakeRustlsConnect, version: i32) -> Result<()> {
+    let (mut client, connection) = tokio_postgres::connect(url, tls.clone())
+        .await
+        .context("connecting to the database")?;
+    let driver = tokio::spawn(connection);
+    let result = embedded::migrations::runner()
+        .set_target(refinery::Target::Version(version))
+        .run_async(&mut client)
+        .await;
+    drop(client);
+    let _ = driver.await;
+    result.context("applying migrations")?;
+    Ok(())
+}
+
 /// Applies pending migrations, serialised by an advisory lock so that
 /// several instances may start at once.
 pub async fn migrate(url: &str, tls: &MakeRustlsConnect) -> Result<()> {

@@ -4,10 +4,11 @@ use super::Ctx;
 use crate::app;
 use crate::authz::{Also, on, perm};
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk};
+use uuid::Uuid;
 use workspace_api::chat::{
     BulkDeleteRequest, BulkDeleteResponse, ChatIdResponse, ChatListQuery, ChatMessageQuery,
-    ChatQuery, ChatSession, ChatSessionDetail, ChatWrite, DeleteSessionQuery, PromptRequest,
-    SendMessageRequest, StopResponse,
+    ChatQuery, ChatSession, ChatSessionDetail, ChatWrite, DeleteSessionQuery, EditMessageRequest,
+    PromptRequest, RegenerateRequest, SendMessageRequest, StopResponse, SwitchBranchRequest,
 };
 use workspace_api::extract::{JsonBody, QueryParams};
 use workspace_api::orgs::{MessageResponse, OrgQuery, PersonalOrgQuery};
@@ -103,18 +104,15 @@ pub async fn bulk_delete(
     ))
 }
 
-/// What sending a message requires: `chats:write`, and `agent:execute` to
-/// answer as an agent, `kb:read` to retrieve from knowledge bases.
-fn send_message_requires(body: &SendMessageRequest) -> Also<perm::ChatsWrite> {
+/// What asking for an answer requires: `chats:write`, and `agent:execute`
+/// to answer as an agent, `kb:read` to retrieve from knowledge bases.
+fn answer_requires(agent_id: Option<Uuid>, kb_ids: Option<&Vec<Uuid>>) -> Also<perm::ChatsWrite> {
     use crate::authz::perm::Permission as _;
     const AGENT: &[perm::Name] = &[perm::AgentExecute::NAME];
     const KB: &[perm::Name] = &[perm::KbRead::NAME];
     const BOTH: &[perm::Name] = &[perm::AgentExecute::NAME, perm::KbRead::NAME];
-    let agent = body.agent_id.is_some();
-    let kb = body
-        .knowledge_base_ids
-        .as_ref()
-        .is_some_and(|k| !k.is_empty());
+    let agent = agent_id.is_some();
+    let kb = kb_ids.is_some_and(|k| !k.is_empty());
     Also(
         perm::CHATS_WRITE,
         match (agent, kb) {
@@ -137,11 +135,62 @@ pub async fn send_message(
         .authorize(
             &rqctx,
             on::Org(query.into_inner().org_id),
-            send_message_requires(&body),
+            answer_requires(body.agent_id, body.knowledge_base_ids.as_ref()),
         )
         .await?;
     let events = app::chat::send_message(cx, &access, body).await?;
     crate::sse::numbered_response(events)
+}
+
+pub async fn edit_message(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<EditMessageRequest>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let body = body.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            on::Org(query.into_inner().org_id),
+            answer_requires(body.agent_id, body.knowledge_base_ids.as_ref()),
+        )
+        .await?;
+    let events = app::chat::edit_message(cx, &access, body).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn regenerate(
+    rqctx: Ctx,
+    query: QueryParams<OrgQuery>,
+    body: JsonBody<RegenerateRequest>,
+) -> Result<http::Response<dropshot::Body>, HttpError> {
+    let cx = rqctx.context();
+    let body = body.into_inner();
+    let access = cx
+        .authorize(
+            &rqctx,
+            on::Org(query.into_inner().org_id),
+            answer_requires(body.agent_id, body.knowledge_base_ids.as_ref()),
+        )
+        .await?;
+    let events = app::chat::regenerate(cx, &access, body).await?;
+    crate::sse::numbered_response(events)
+}
+
+pub async fn switch_branch(
+    rqctx: Ctx,
+    query: QueryParams<ChatQuery>,
+    body: JsonBody<SwitchBranchRequest>,
+) -> Result<HttpResponseOk<ChatSessionDetail>, HttpError> {
+    let cx = rqctx.context();
+    let query = query.into_inner();
+    let access = cx
+        .authorize(&rqctx, on::Org(query.org_id), perm::CHATS_WRITE)
+        .await?;
+    Ok(HttpResponseOk(
+        app::chat::switch_branch(cx, &access, query.chat_id, body.into_inner().message_id).await?,
+    ))
 }
 
 pub async fn stream(

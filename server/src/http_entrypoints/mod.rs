@@ -325,6 +325,9 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn chat_delete_session(query: QueryParams<workspace_api::chat::DeleteSessionQuery>) -> HttpResponseOk<MessageResponse> => chat::delete_session);
     delegate!(fn chat_bulk_delete_sessions(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::chat::BulkDeleteRequest>) -> HttpResponseOk<workspace_api::chat::BulkDeleteResponse> => chat::bulk_delete);
     delegate!(fn chat_send_message(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::SendMessageRequest>) -> http::Response<dropshot::Body> => chat::send_message);
+    delegate!(fn chat_edit_message(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::EditMessageRequest>) -> http::Response<dropshot::Body> => chat::edit_message);
+    delegate!(fn chat_regenerate(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::RegenerateRequest>) -> http::Response<dropshot::Body> => chat::regenerate);
+    delegate!(fn chat_switch_branch(query: QueryParams<workspace_api::chat::ChatQuery>, body: JsonBody<workspace_api::chat::SwitchBranchRequest>) -> HttpResponseOk<workspace_api::chat::ChatSessionDetail> => chat::switch_branch);
     delegate!(fn chat_stream(query: QueryParams<workspace_api::chat::ChatMessageQuery>) -> http::Response<dropshot::Body> => chat::stream);
     delegate!(fn chat_stop(query: QueryParams<workspace_api::chat::ChatMessageQuery>) -> HttpResponseOk<workspace_api::chat::StopResponse> => chat::stop);
     delegate!(fn chat_prompt(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat::PromptRequest>) -> http::Response<dropshot::Body> => chat::prompt);

@@ -689,6 +689,33 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"chat_id": f.chat, "content": "probe"})),
             ),
         ),
+        "chat_edit_message" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/edit_message",
+                q_org(),
+                Some(json!({"message_id": f.chat_answer, "content": "probe"})),
+            ),
+        ),
+        "chat_regenerate" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/regenerate",
+                q_org(),
+                Some(json!({"message_id": f.chat_answer})),
+            ),
+        ),
+        "chat_switch_branch" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/switch_branch",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                Some(json!({"message_id": f.chat_answer})),
+            ),
+        ),
         "chat_stream" => (
             Scope::Org(Some("chats:read")),
             call(

@@ -1166,15 +1166,16 @@ async fn the_export_holds_the_accounts_data_page_after_page() {
         .into_inner();
     // A long chat: more messages than several export pages.
     let db = cx.db().await;
-    db.execute(
-        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content) \
-         SELECT gen_random_uuid(), $1, $2, CASE WHEN g % 2 = 0 THEN 'USER' ELSE 'MODEL' END, \
-                'line ' || g \
-         FROM generate_series(1, 230) g",
-        &[&personal, &answered.chat_id],
-    )
-    .await
-    .unwrap();
+    let lines: Vec<(&str, String)> = (1..=230)
+        .map(|g| {
+            (
+                if g % 2 == 0 { "USER" } else { "MODEL" },
+                format!("line {g}"),
+            )
+        })
+        .collect();
+    workspace_tests::fixtures::append_chat_messages(&db, personal, answered.chat_id, None, &lines)
+        .await;
     let conversation =
         resources::conversation(&ada.client, shared, json!({"title": "Team plan"})).await;
     let model = resources::offline_model(&ada.client, shared).await;
@@ -1359,13 +1360,8 @@ async fn measure_large_deletion_and_export() {
     .await
     .unwrap();
     let padding = "x".repeat(2000);
-    db.execute(
-        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content) \
-         SELECT gen_random_uuid(), $1, $2, 'USER', $4 || g FROM generate_series(1, $3) g",
-        &[&org, &answered.chat_id, &n, &padding],
-    )
-    .await
-    .unwrap();
+    let lines: Vec<(&str, String)> = (1..=n).map(|g| ("USER", format!("{padding}{g}"))).collect();
+    workspace_tests::fixtures::append_chat_messages(&db, org, answered.chat_id, None, &lines).await;
     db.execute(
         "INSERT INTO conversation_messages (id, organization_id, conversation_id, session_id, \
              role, content, created_by) \

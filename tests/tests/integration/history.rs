@@ -118,24 +118,20 @@ async fn a_long_chat_sends_only_the_recent_turns_that_fit() {
     )
     .await;
     // TURNS earlier turns after the first.
-    cx.db()
-        .await
-        .execute(
-            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, model_id) \
-             SELECT gen_random_uuid(), $1, $2, CASE WHEN g % 2 = 0 THEN 'USER' ELSE 'MODEL' END, \
-                 rpad(CASE WHEN g % 2 = 0 THEN 'question ' ELSE 'answer ' END \
-                      || lpad((g / 2)::text, 3, '0') || ' ', $4, '.'), $3 \
-             FROM generate_series(0, $5 - 1) g ORDER BY g",
-            &[
-                &org,
-                &first.chat_id,
-                &model,
-                &(MESSAGE_BYTES as i32),
-                &(2 * TURNS as i32),
-            ],
-        )
-        .await
-        .unwrap();
+    let turns: Vec<(&str, String)> = (0..TURNS)
+        .flat_map(|i| {
+            let (q, a) = turn(i);
+            [("USER", q), ("MODEL", a)]
+        })
+        .collect();
+    workspace_tests::fixtures::append_chat_messages(
+        &cx.db().await,
+        org,
+        first.chat_id,
+        Some(model),
+        &turns,
+    )
+    .await;
 
     let answered = resources::chat_message(
         &ada.client,

@@ -112,7 +112,7 @@ async fn the_example_page_works_in_a_real_browser() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the browser test failed");
-    assert!(stdout.contains("pass 3"), "{stdout}");
+    assert!(stdout.contains("pass 4"), "{stdout}");
     assert!(
         screenshot.exists(),
         "no screenshot at {}",

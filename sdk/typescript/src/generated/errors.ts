@@ -192,6 +192,17 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  chat_edit_message: {
+    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_a_question";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "agent_not_active";
+    429: "daily_chat_limit_exceeded";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -212,6 +223,17 @@ export interface OperationErrors {
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_regenerate: {
+    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_an_answer";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "agent_not_active";
+    429: "daily_chat_limit_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -270,6 +292,15 @@ export interface OperationErrors {
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_switch_branch: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

@@ -631,7 +631,7 @@ export interface paths {
         };
         /**
          * Fetch a chat session with its messages and uploads.
-         * @description Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). Messages oldest first; each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.
+         * @description Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). `messages` is the chat's active path, first message first (a chat whose messages were never edited or regenerated has one path: all of them); each message has its `sibling_position`, `sibling_count` and neighbouring siblings' ids for switching (`POST /api/chat/switch_branch`). Each answer carries `status` (`streaming`, `complete`, `stopped`, `failed`), its `model_id`, and in `metadata` its `usage`. `uploads` are the files uploaded with this `chat_id`, with fresh 7-day download links.
          */
         get: operations["chat_get"];
         /**
@@ -714,6 +714,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/chat/edit_message": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Edit a question: a new version of it, answered (a branch).
+         * @description Permissions as `send_message` (`chats:write`; `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). `message_id` is a question (`USER` message) of one of the caller's chats (`404 not_found` otherwise; `400 not_a_question` for an answer). The new question is a sibling of the edited one (same parent: its `sibling_count` grows); it and its answer end the chat's active path. The earlier version and everything below it stay, reachable with `POST /api/chat/switch_branch`.
+         *
+         *     The model is sent the active path above the edited question (as `send_message` sends the history), then the new text. Defaults: the edited question's model (while it is offered), its uploads; knowledge bases and agents are used only when given again (they need their own permissions). The new messages' `metadata` has `edited_from`. The stream, resume, stop, the daily limit (an edit counts as a message) and the live notices are those of `send_message`; `start.user_message_id` is the new question.
+         */
+        post: operations["chat_edit_message"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat/list": {
         parameters: {
             query?: never;
@@ -748,6 +770,28 @@ export interface paths {
          * @description Permission `chats:write`. `text` 1 to 10,000 characters (`400 invalid_message`); `model_id` as in `send_message`. Server-Sent Events: `content` pieces of three suggested prompts, one per line, then `{"type":"end","message":"DONE","finish_reason":"stop"}` (or `error`). Not stored, not counted against `daily_chat_limit`.
          */
         post: operations["chat_prompt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/regenerate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Regenerate an answer: another answer to the same question (a
+         * @description branch).
+         *
+         *     Permissions as `send_message`. `message_id` is an answer (`MODEL` message) of one of the caller's chats (`404 not_found` otherwise; `400 not_an_answer` for a question). The new answer is a sibling of it, asked with the history above the question, the question (with its uploads' text) and, when given, another model, agent, knowledge bases or settings; default: the regenerated answer's model while it is offered. It ends the chat's active path; the earlier answers stay (`switch_branch`). An answer still streaming may be regenerated: it goes on, off the path (stop it first to end it). Its `metadata` has `regenerated_from`. Stream, resume, stop, the daily limit (a regeneration counts as a message) and live notices as `send_message`; `start.user_message_id` is the existing question.
+         */
+        post: operations["chat_regenerate"];
         delete?: never;
         options?: never;
         head?: never;
@@ -884,6 +928,26 @@ export interface paths {
         get: operations["chat_stream"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/switch_branch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Switch a chat's branch: show another version of a message.
+         * @description Permission `chats:write`; the caller's own chat (`404 not_found` for a chat or message that is not). `message_id` (any message of the chat, typically a `previous_sibling_id` or `next_sibling_id`) and its ancestors become the active path, which goes on below it the way it was last shown (at each level the child most recently on the path) down to a last message, the chat's new leaf. The next `send_message` continues from that leaf, and the model sees only that path. Answers the chat as `GET /api/chat` shows it, and tells the caller's WebSocket clients (`branch`, with the new leaf). Atomic with sends and edits of the same chat, on any instance.
+         */
+        post: operations["chat_switch_branch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2954,7 +3018,7 @@ export interface components {
             id: string;
             message: string;
         };
-        /** @description A message of a chat. */
+        /** @description A message of a chat. A chat's messages form a tree (an edited question has a sibling with the new text, a regenerated answer a sibling answer); a chat shows its active path, and each message says where it stands among its siblings (what a "‹ 2/3 ›" control needs). */
         ChatMessage: {
             /** Format: uuid */
             agent_id: string | null;
@@ -2972,11 +3036,31 @@ export interface components {
              * @description The model that answered (on both the question and the answer).
              */
             model_id: string | null;
+            /**
+             * Format: uuid
+             * @description The sibling after it (`null` for the last).
+             */
+            next_sibling_id: string | null;
             /** Format: uuid */
             parent_message_id: string | null;
+            /**
+             * Format: uuid
+             * @description The sibling before it (`null` for the first): `POST /api/chat/switch_branch` with it shows that version.
+             */
+            previous_sibling_id: string | null;
             /** @description On an answer: the retrieved sources and upload ids that went into the prompt. */
             prompt_data: unknown;
             role: components["schemas"]["ChatRole"];
+            /**
+             * Format: uint32
+             * @description How many siblings there are, itself included (1: no other version).
+             */
+            sibling_count: number;
+            /**
+             * Format: uint32
+             * @description Its place among its siblings (the messages with the same parent: the versions of a question, or the answers to one question), from 1 in the order they were written.
+             */
+            sibling_position: number;
             status: components["schemas"]["ChatMessageStatus"];
         };
         /**
@@ -3011,13 +3095,13 @@ export interface components {
             /** Format: uuid */
             user_id: string;
         };
-        /** @description The single-session view: the session with its messages and uploads. */
+        /** @description The single-session view: the session with its active path's messages and its uploads. */
         ChatSessionDetail: {
             /** Format: date-time */
             created_at: string;
             /** Format: uuid */
             id: string;
-            /** @description Oldest first. */
+            /** @description The active path, first message first (other branches are reached through each message's siblings). */
             messages: components["schemas"]["ChatMessage"][];
             metadata: components["schemas"]["ChatMetadata"];
             /** Format: uuid */
@@ -3457,6 +3541,32 @@ export interface components {
          * @enum {string}
          */
         DocumentStatus: "pending" | "processing" | "completed" | "failed";
+        /** @description Body of `POST /api/chat/edit_message`: a new version of a question, answered. */
+        EditMessageRequest: {
+            /**
+             * Format: uuid
+             * @description Answer through this agent (as in `send_message`); not inherited from the edited question.
+             */
+            agent_id?: string | null;
+            /** @description The new text: 1 to 100,000 characters, not blank. */
+            content: string;
+            /** @description Knowledge bases to retrieve from (at most 10); not inherited. */
+            knowledge_base_ids?: string[] | null;
+            /**
+             * Format: uuid
+             * @description The question (a `USER` message) to edit.
+             */
+            message_id: string;
+            /**
+             * Format: uuid
+             * @description Default: the edited question's model (else the first offered).
+             */
+            model_id?: string | null;
+            /** @description Settings for this answer (else the chat's). */
+            settings?: components["schemas"]["ChatSettings"] | null;
+            /** @description Uploads whose text goes into the prompt (at most 10). Default: the edited question's; `[]` for none. */
+            upload_ids?: string[] | null;
+        };
         /** @description The body of every error response. `error_code` is stable (match on it); `message` is for people. */
         Error: {
             /** @description A stable snake_case code; each response lists the codes it can carry. */
@@ -4232,6 +4342,28 @@ export interface components {
             /** @description The refresh token of the last login or refresh. */
             refresh_token: string;
         };
+        /** @description Body of `POST /api/chat/regenerate`: another answer to a question. */
+        RegenerateRequest: {
+            /**
+             * Format: uuid
+             * @description Answer through this agent; not inherited from the answer.
+             */
+            agent_id?: string | null;
+            /** @description Knowledge bases to retrieve from (at most 10); not inherited. */
+            knowledge_base_ids?: string[] | null;
+            /**
+             * Format: uuid
+             * @description The answer (a `MODEL` message) to answer again.
+             */
+            message_id: string;
+            /**
+             * Format: uuid
+             * @description Default: the regenerated answer's model (else the first offered).
+             */
+            model_id?: string | null;
+            /** @description Settings for this answer (else the chat's). */
+            settings?: components["schemas"]["ChatSettings"] | null;
+        };
         /** @description Body of `POST /api/auth/reset_password`. */
         ResetPasswordRequest: {
             /** @description See the password policy of `POST /api/auth/signup`. */
@@ -4588,6 +4720,14 @@ export interface components {
         SuccessResponse: {
             message: string;
             success: boolean;
+        };
+        /** @description Body of `POST /api/chat/switch_branch`. */
+        SwitchBranchRequest: {
+            /**
+             * Format: uuid
+             * @description A message of the chat (e.g. a `previous_sibling_id` or `next_sibling_id`) that becomes part of the active path.
+             */
+            message_id: string;
         };
         /** @description Body of `POST /api/auth/tokens/create`. */
         TokenCreate: {
@@ -5277,7 +5417,7 @@ export interface components {
             type: "error";
         };
         /** @description A message of the chat WebSocket (server to client, JSON text frames). */
-        ChatLiveEvent: components["schemas"]["ChatLiveEventReady"] | components["schemas"]["ChatLiveEventTitle"] | components["schemas"]["ChatLiveEventMessage"];
+        ChatLiveEvent: components["schemas"]["ChatLiveEventReady"] | components["schemas"]["ChatLiveEventTitle"] | components["schemas"]["ChatLiveEventMessage"] | components["schemas"]["ChatLiveEventBranch"];
         /** @description The connection is authenticated and subscribed. */
         ChatLiveEventReady: {
             /** Format: uuid */
@@ -5313,6 +5453,18 @@ export interface components {
              * @enum {string}
              */
             type: "message";
+        };
+        /** @description A chat's active path changed (`POST /api/chat/switch_branch`): its new last message. Edits and regenerations show as their answers' `message` events. */
+        ChatLiveEventBranch: {
+            /** Format: uuid */
+            chat_id: string;
+            /** Format: uuid */
+            leaf_message_id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "branch";
         };
         /** @description A numbered source of an answer: `[n]` in the answer cites it. */
         KbCitation: {
@@ -8328,6 +8480,117 @@ export interface operations {
             };
         };
     };
+    chat_edit_message: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EditMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ChatStreamEvent"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_a_question`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `agent_not_active`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     chat_list: {
         parameters: {
             query: {
@@ -8460,6 +8723,117 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_regenerate: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RegenerateRequest"];
+            };
+        };
+        responses: {
+            /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ChatStreamEvent"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_an_answer`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `agent_not_active`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8979,6 +9353,100 @@ export interface operations {
             };
             /** @description Not found. `error_code`: `not_found`. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_switch_branch: {
+        parameters: {
+            query: {
+                /** @description The chat. */
+                chat_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SwitchBranchRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSessionDetail"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };

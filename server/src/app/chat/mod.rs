@@ -40,7 +40,7 @@ mod sending;
 mod transcription;
 
 pub use live::{announce_swept, live_notice, ws_close, ws_serve, ws_ticket};
-pub use sending::{fallback_title, prompt, resume, send_message, stop};
+pub use sending::{edit_message, fallback_title, prompt, regenerate, resume, send_message, stop};
 pub use transcription::transcribe;
 
 // ---- views ----
@@ -110,6 +110,10 @@ fn message_view(m: ChatMessageRow) -> ChatMessage {
             ChatMessageStatus::Failed => ApiMessageStatus::Failed,
         },
         created_at: m.created_at,
+        sibling_position: u32::try_from(m.sibling_index).unwrap_or(1),
+        sibling_count: u32::try_from(m.sibling_count).unwrap_or(1).max(1),
+        previous_sibling_id: m.previous_sibling_id,
+        next_sibling_id: m.next_sibling_id,
     }
 }
 
@@ -163,6 +167,27 @@ fn check_message(content: &str, max: usize) -> Result<(), Error> {
     Ok(())
 }
 
+// ---- the tree ----
+
+/// Makes a message part of the chat's active path (see `switch_branch`),
+/// tells the caller's WebSocket clients, and returns the chat as `get`
+/// shows it.
+pub async fn switch_branch(
+    cx: &ServerContext,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
+    chat_id: Uuid,
+    message_id: Uuid,
+) -> Result<ChatSessionDetail, Error> {
+    let leaf = cx.datastore.chat_switch(grant, chat_id, message_id).await?;
+    live_notice(
+        cx,
+        grant,
+        json!({"type": "branch", "chat_id": chat_id, "leaf_message_id": leaf}),
+    )
+    .await;
+    get(cx, grant, chat_id).await
+}
+
 // ---- sessions ----
 
 pub async fn create(
@@ -188,9 +213,7 @@ pub async fn get(
     access: &OrgAccess,
     chat_id: Uuid,
 ) -> Result<ChatSessionDetail, Error> {
-    let chat = cx.datastore.chat_get(access, chat_id).await?;
-    let messages = cx.datastore.chat_messages(access, chat_id).await?;
-    let files = cx.datastore.chat_uploads(access, chat_id).await?;
+    let (chat, messages, files) = cx.datastore.chat_read(access, chat_id).await?;
     let mut uploads = Vec::with_capacity(files.len());
     for f in files {
         let url = cx

@@ -5,7 +5,7 @@ use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{
-    ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, STOP_CHANNEL,
+    ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, Placement, STOP_CHANNEL,
 };
 use crate::db::datastore::conversations::HistoryBound;
 use crate::db::datastore::streams::StreamKind;
@@ -19,7 +19,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 use workspace_api::chat::{
-    ChatSource, ChatStreamEvent, DEFAULT_TITLE, PromptRequest, SendMessageRequest, StopResponse,
+    ChatSettings, ChatSource, ChatStreamEvent, DEFAULT_TITLE, EditMessageRequest, PromptRequest,
+    RegenerateRequest, SendMessageRequest, StopResponse,
 };
 
 use super::live::{live_payload, message_notice};
@@ -185,24 +186,177 @@ fn model_history(history: Vec<crate::db::datastore::chat::ChatHistoryRow>) -> Ve
         .collect()
 }
 
-/// Starts an answer; the receiver yields its numbered events.
-pub async fn send_message(
-    cx: &ServerContext,
-    grant: &Grant<on::Org, perm::ChatsWrite>,
-    body: SendMessageRequest,
-) -> Result<mpsc::Receiver<Numbered>, Error> {
-    check_message(&body.content, MESSAGE_MAX_CHARS)?;
-    if let Some(s) = &body.settings {
-        check_settings(s)?;
-    }
-    let kb_ids = body.knowledge_base_ids.clone().unwrap_or_default();
-    let upload_ids = body.upload_ids.clone().unwrap_or_default();
+/// What an answer is asked for: `send_message`, `edit_message` and
+/// `regenerate` differ only in where it goes and what they default to.
+struct Ask {
+    chat_id: Option<Uuid>,
+    placement: Placement,
+    /// The question (for a regenerated answer: the stored one).
+    content: String,
+    /// The requested model, else `inherited_model` if still offered, else
+    /// the first offered.
+    model_id: Option<Uuid>,
+    inherited_model: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    knowledge_base_ids: Vec<Uuid>,
+    upload_ids: Vec<Uuid>,
+    settings: Option<ChatSettings>,
+    /// `edited_from` or `regenerated_from` and the message, kept in the
+    /// new messages' metadata.
+    origin: Option<(&'static str, Uuid)>,
+}
+
+fn check_ask_sizes(kb_ids: &[Uuid], upload_ids: &[Uuid]) -> Result<(), Error> {
     if kb_ids.len() > 10 || upload_ids.len() > 10 {
         return Err(Error::invalid(
             workspace_api::extract::INVALID_REQUEST,
             "at most 10 knowledge bases and 10 uploads",
         ));
     }
+    Ok(())
+}
+
+/// The upload ids a stored question named (its `metadata.upload_ids`).
+fn stored_upload_ids(metadata: &Value) -> Vec<Uuid> {
+    metadata
+        .get("upload_ids")
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|v| v.as_str().and_then(|s| s.parse().ok()))
+                .take(10)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Starts an answer; the receiver yields its numbered events.
+pub async fn send_message(
+    cx: &ServerContext,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
+    body: SendMessageRequest,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    ask(
+        cx,
+        grant,
+        Ask {
+            chat_id: body.chat_id,
+            placement: Placement::Leaf,
+            content: body.content,
+            model_id: body.model_id,
+            inherited_model: None,
+            agent_id: body.agent_id,
+            knowledge_base_ids: body.knowledge_base_ids.unwrap_or_default(),
+            upload_ids: body.upload_ids.unwrap_or_default(),
+            settings: body.settings,
+            origin: None,
+        },
+    )
+    .await
+}
+
+/// A new version of a question (its sibling), answered; the new
+/// question and answer end the chat's active path.
+pub async fn edit_message(
+    cx: &ServerContext,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
+    body: EditMessageRequest,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    let node = cx.datastore.chat_node(grant, body.message_id).await?;
+    if node.role != ChatRole::User {
+        return Err(Error::invalid(
+            "not_a_question",
+            "only a question (a USER message) can be edited",
+        ));
+    }
+    ask(
+        cx,
+        grant,
+        Ask {
+            chat_id: Some(node.chat_id),
+            placement: Placement::Edit(node.id),
+            content: body.content,
+            model_id: body.model_id,
+            inherited_model: node.model_id,
+            agent_id: body.agent_id,
+            knowledge_base_ids: body.knowledge_base_ids.unwrap_or_default(),
+            upload_ids: body
+                .upload_ids
+                .unwrap_or_else(|| stored_upload_ids(&node.metadata)),
+            settings: body.settings,
+            origin: Some(("edited_from", node.id)),
+        },
+    )
+    .await
+}
+
+/// Another answer to an answer's question (its sibling); it ends the
+/// chat's active path.
+pub async fn regenerate(
+    cx: &ServerContext,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
+    body: RegenerateRequest,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    let answer = cx.datastore.chat_node(grant, body.message_id).await?;
+    if answer.role != ChatRole::Model {
+        return Err(Error::invalid(
+            "not_an_answer",
+            "only an answer (a MODEL message) can be regenerated",
+        ));
+    }
+    let question_id = answer
+        .parent_message_id
+        .ok_or(Error::NotFound { what: "message" })?;
+    let question = cx.datastore.chat_node(grant, question_id).await?;
+    ask(
+        cx,
+        grant,
+        Ask {
+            chat_id: Some(answer.chat_id),
+            placement: Placement::Regenerate(answer.id),
+            content: question.content,
+            model_id: body.model_id,
+            inherited_model: answer.model_id,
+            agent_id: body.agent_id,
+            knowledge_base_ids: body.knowledge_base_ids.unwrap_or_default(),
+            upload_ids: stored_upload_ids(&question.metadata),
+            settings: body.settings,
+            origin: Some(("regenerated_from", answer.id)),
+        },
+    )
+    .await
+}
+
+/// The model an answer uses: the agent's, the requested one, the
+/// inherited one while it is still offered, or the first offered.
+fn ask_model(
+    cx: &ServerContext,
+    agent: Option<&crate::db::datastore::agents::AgentRow>,
+    requested: Option<Uuid>,
+    inherited: Option<Uuid>,
+) -> Result<ModelEntry, Error> {
+    match (agent, requested, inherited) {
+        (Some(a), _, _) => crate::app::models::pick(cx, Some(a.model_id)),
+        (None, Some(id), _) => crate::app::models::pick(cx, Some(id)),
+        (None, None, Some(id)) => {
+            crate::app::models::pick(cx, Some(id)).or_else(|_| crate::app::models::pick(cx, None))
+        }
+        (None, None, None) => crate::app::models::pick(cx, None),
+    }
+}
+
+async fn ask(
+    cx: &ServerContext,
+    grant: &Grant<on::Org, perm::ChatsWrite>,
+    body: Ask,
+) -> Result<mpsc::Receiver<Numbered>, Error> {
+    check_message(&body.content, MESSAGE_MAX_CHARS)?;
+    if let Some(s) = &body.settings {
+        check_settings(s)?;
+    }
+    let kb_ids = body.knowledge_base_ids.clone();
+    let upload_ids = body.upload_ids.clone();
+    check_ask_sizes(&kb_ids, &upload_ids)?;
     // The chat (checked again, atomically, when the message is stored).
     let chat = match body.chat_id {
         Some(id) => Some(cx.datastore.chat_get(grant, id).await?),
@@ -213,10 +367,7 @@ pub async fn send_message(
         None => None,
         Some(id) => Some(active_agent(cx, grant, id).await?),
     };
-    let model = match &agent {
-        Some(a) => crate::app::models::pick(cx, Some(a.model_id))?,
-        None => crate::app::models::pick(cx, body.model_id)?,
-    };
+    let model = ask_model(cx, agent.as_ref(), body.model_id, body.inherited_model)?;
     let sources = retrieve(cx, grant, &kb_ids, &body.content).await?;
     let files = uploads_text(cx, grant, &upload_ids).await?;
     let settings = body
@@ -241,13 +392,17 @@ pub async fn send_message(
         rows: HISTORY_MAX_MESSAGES as i64,
         tokens: i64::from(history_budget(&model, max_tokens, message_tokens(&prompt))),
     };
-    let metadata = json!({"knowledge_base_ids": kb_ids, "upload_ids": upload_ids});
-    let (chat, created, history) = cx
+    let mut metadata = json!({"knowledge_base_ids": kb_ids, "upload_ids": upload_ids});
+    if let Some((key, id)) = body.origin {
+        metadata[key] = json!(id);
+    }
+    let (chat, created, question_id, history) = cx
         .datastore
         .chat_begin_exchange(
             grant,
             &NewExchange {
                 chat_id: body.chat_id,
+                placement: body.placement,
                 new_title: DEFAULT_TITLE,
                 new_settings: None,
                 content: &body.content,
@@ -309,7 +464,7 @@ pub async fn send_message(
     answer
         .emit(ChatStreamEvent::Start {
             chat_id: chat.id,
-            user_message_id,
+            user_message_id: question_id,
             message_id: answer_id,
         })
         .await;

@@ -9,6 +9,7 @@ use crate::db::row::db_row;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use std::sync::LazyLock;
 use uuid::Uuid;
 
 db_row! {
@@ -30,6 +31,9 @@ db_row! {
 const CHAT_COLUMNS: &str = ChatRow::COLUMNS;
 
 db_row! {
+    /// A message of a chat's active path, with its place among its
+    /// siblings (read by [`PATH_SQL`]: `m` is the path with its
+    /// `sibling_count`).
     pub struct ChatMessageRow {
         pub id: Uuid = "m.id",
         pub chat_id: Uuid = "m.chat_id",
@@ -42,10 +46,140 @@ db_row! {
         pub metadata: Value = "m.metadata",
         pub status: ChatMessageStatus = "m.status",
         pub created_at: DateTime<Utc> = "m.created_at",
+        pub sibling_index: i32 = "m.sibling_index",
+        pub sibling_count: i32 = "m.sibling_count",
+        // A sibling is found by the children index only where there is
+        // one (most messages have none).
+        pub previous_sibling_id: Option<Uuid> = "CASE WHEN m.sibling_index > 1 THEN \
+            CASE WHEN m.parent_message_id IS NULL THEN \
+                (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
+                   AND s.parent_message_id IS NULL AND s.sibling_index = m.sibling_index - 1) \
+            ELSE (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
+                   AND s.parent_message_id = m.parent_message_id \
+                   AND s.sibling_index = m.sibling_index - 1) END END",
+        pub next_sibling_id: Option<Uuid> = "CASE WHEN m.sibling_index < m.sibling_count THEN \
+            CASE WHEN m.parent_message_id IS NULL THEN \
+                (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
+                   AND s.parent_message_id IS NULL AND s.sibling_index = m.sibling_index + 1) \
+            ELSE (SELECT s.id FROM chat_messages s WHERE s.chat_id = m.chat_id \
+                   AND s.parent_message_id = m.parent_message_id \
+                   AND s.sibling_index = m.sibling_index + 1) END END",
     }
 }
 
-const MESSAGE_COLUMNS: &str = ChatMessageRow::COLUMNS;
+/// The active path of one of the caller's chats, root first, by the path
+/// index (`on_path`, one message per depth); a message's sibling count is
+/// its parent's `children`, i.e. the path's previous row's (the chat's
+/// `roots` for a first message). Params: organization, user, chat.
+static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {cols} FROM ( \
+         SELECT x.*, CASE WHEN x.parent_message_id IS NULL THEN c.roots \
+                          ELSE lag(x.children) OVER (ORDER BY x.depth) END AS sibling_count \
+         FROM chat_messages x JOIN chats c ON c.id = x.chat_id \
+         WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
+           AND x.chat_id = $3 AND x.on_path) m \
+     ORDER BY m.depth",
+        cols = ChatMessageRow::COLUMNS
+    )
+});
+
+/// The statement [`Datastore::chat_read`] reads a chat's active path with
+/// (params: organization, user, chat), for benchmarks and query plans.
+pub fn active_path_sql() -> &'static str {
+    PATH_SQL.as_str()
+}
+
+db_row! {
+    /// One message of a chat, as edit, regenerate and switch find it.
+    pub struct ChatNodeRow {
+        pub id: Uuid = "m.id",
+        pub chat_id: Uuid = "m.chat_id",
+        pub role: ChatRole = "m.role",
+        pub content: String = "m.content",
+        pub parent_message_id: Option<Uuid> = "m.parent_message_id",
+        pub depth: i32 = "m.depth",
+        pub model_id: Option<Uuid> = "m.model_id",
+        pub agent_id: Option<Uuid> = "m.agent_id",
+        pub metadata: Value = "m.metadata",
+    }
+}
+
+/// Where a new exchange goes in the chat's tree.
+#[derive(Clone, Copy, Debug)]
+pub enum Placement {
+    /// A new question after the chat's active leaf (`send_message`).
+    Leaf,
+    /// A new version of this question (a sibling of it), answered.
+    Edit(Uuid),
+    /// Another answer (a sibling of this answer) to the same question.
+    Regenerate(Uuid),
+}
+
+/// Moves a chat's active path to end at `$3` (NULL: before the first
+/// message), first step: off the path goes every message below the
+/// deepest path message that is `$3` or an ancestor of it. `up` walks from
+/// `$3` up to the path. Params: organization, chat, message.
+const PATH_CUT: &str = "WITH RECURSIVE up AS ( \
+         SELECT id, parent_message_id, on_path, depth FROM chat_messages \
+         WHERE organization_id = $1 AND chat_id = $2 AND id = $3 \
+         UNION ALL \
+         SELECT p.id, p.parent_message_id, p.on_path, p.depth \
+         FROM chat_messages p JOIN up ON p.id = up.parent_message_id \
+         WHERE p.chat_id = $2 AND NOT up.on_path) \
+     UPDATE chat_messages SET on_path = false \
+     WHERE organization_id = $1 AND chat_id = $2 AND on_path \
+       AND depth > COALESCE((SELECT max(depth) FROM up WHERE on_path), -1)";
+
+/// Second step: `$3` and its ancestors that were off the path join it.
+const PATH_JOIN: &str = "WITH RECURSIVE up AS ( \
+         SELECT id, parent_message_id, on_path FROM chat_messages \
+         WHERE organization_id = $1 AND chat_id = $2 AND id = $3 \
+         UNION ALL \
+         SELECT p.id, p.parent_message_id, p.on_path \
+         FROM chat_messages p JOIN up ON p.id = up.parent_message_id \
+         WHERE p.chat_id = $2 AND NOT up.on_path) \
+     UPDATE chat_messages m SET on_path = true, selected_at = now() \
+     FROM up WHERE m.id = up.id AND NOT up.on_path";
+
+/// Switching: from `$3` (on the path now) down through the most recently
+/// selected child at each level to a leaf, all joining the path; the chat's
+/// leaf set to the deepest. Params: organization, chat, message.
+const PATH_DESCEND: &str = "WITH RECURSIVE down AS ( \
+         SELECT m.id, m.depth FROM chat_messages m \
+         WHERE m.organization_id = $1 AND m.chat_id = $2 AND m.id = $3 \
+         UNION ALL \
+         SELECT k.id, k.depth FROM down CROSS JOIN LATERAL ( \
+             SELECT c.id, c.depth FROM chat_messages c \
+             WHERE c.chat_id = $2 AND c.parent_message_id = down.id \
+             ORDER BY c.selected_at DESC, c.sibling_index DESC LIMIT 1) k), \
+     marked AS ( \
+         UPDATE chat_messages m SET on_path = true, selected_at = now() \
+         FROM down WHERE m.id = down.id RETURNING m.id, m.depth) \
+     UPDATE chats SET leaf_id = (SELECT id FROM marked ORDER BY depth DESC LIMIT 1) \
+     WHERE organization_id = $1 AND id = $2 RETURNING leaf_id";
+
+/// A new message under `$6` (NULL: a first message), on the path. Params:
+/// id, organization, chat, role, content, parent, model, agent, metadata,
+/// status.
+const INSERT_NODE: &str = "INSERT INTO chat_messages (id, organization_id, chat_id, role, \
+         content, parent_message_id, model_id, agent_id, metadata, status, depth, \
+         sibling_index, on_path) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(p.depth + 1, 0), \
+         COALESCE(p.children, c.roots) + 1, true \
+     FROM chats c LEFT JOIN chat_messages p ON p.id = $6 AND p.chat_id = c.id \
+     WHERE c.id = $3 AND c.organization_id = $2";
+
+/// Counts a new child of `$3` (no-op for NULL). Params: organization,
+/// chat, parent.
+const COUNT_CHILD: &str = "UPDATE chat_messages SET children = children + 1 \
+     WHERE organization_id = $1 AND chat_id = $2 AND id = $3";
+
+/// The chat's new leaf, and one more first message when `$4`. Params:
+/// organization, chat, leaf, whether a first message was added.
+const SET_LEAF: &str = "UPDATE chats SET leaf_id = $3, \
+         roots = roots + CASE WHEN $4 THEN 1 ELSE 0 END \
+     WHERE organization_id = $1 AND id = $2";
 
 db_row! {
     /// A message of a chat's history, as an answer sends it.
@@ -55,6 +189,26 @@ db_row! {
         pub content: String = "h.content",
     }
 }
+
+/// The most recent part of a chat's active path down to depth `$5` within
+/// a bound (see `HistoryBound`; the deepest message always), oldest first,
+/// newest first by the path index. Params: organization, chat, rows,
+/// tokens, depth.
+static HISTORY_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {cols} FROM ( \
+         SELECT id, role, content, depth, \
+             sum({tokens}) OVER w AS running, row_number() OVER w AS n \
+         FROM chat_messages \
+         WHERE organization_id = $1 AND chat_id = $2 AND on_path AND depth <= $5 \
+         WINDOW w AS (ORDER BY depth DESC) \
+         ORDER BY depth DESC LIMIT $3) h \
+     WHERE h.n = 1 OR h.running <= $4 \
+     ORDER BY h.depth",
+        cols = ChatHistoryRow::COLUMNS,
+        tokens = super::conversations::ROW_TOKENS,
+    )
+});
 
 db_row! {
     /// An upload of a chat (or named by `send_message`).
@@ -71,12 +225,15 @@ db_row! {
 
 const FILE_COLUMNS: &str = ChatFileRow::COLUMNS;
 
-/// What `send_message` stores before the answer starts.
+/// What `send_message`, edit and regenerate store before the answer
+/// starts.
 pub struct NewExchange<'a> {
-    /// `None`: a new chat titled `new_title`.
+    /// `None`: a new chat titled `new_title` (with [`Placement::Leaf`]).
     pub chat_id: Option<Uuid>,
+    pub placement: Placement,
     pub new_title: &'a str,
     pub new_settings: Option<Value>,
+    /// The new question (unused by [`Placement::Regenerate`]).
     pub content: &'a str,
     pub model_id: Uuid,
     pub agent_id: Option<Uuid>,
@@ -279,25 +436,107 @@ impl Datastore {
         Ok((deleted, keys, streaming))
     }
 
-    /// The messages of one of the caller's chats, oldest first.
-    pub async fn chat_messages(
+    /// One of the caller's chats as `GET /api/chat` shows it: the chat,
+    /// its active path (root first, with sibling counts and neighbours)
+    /// and its uploads, sent together (one round trip).
+    pub async fn chat_read(
         &self,
         access: &OrgAccess,
         chat_id: Uuid,
-    ) -> Result<Vec<ChatMessageRow>, Error> {
+    ) -> Result<(ChatRow, Vec<ChatMessageRow>, Vec<ChatFileRow>), Error> {
         let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
-                     JOIN chats c ON c.id = m.chat_id \
-                     WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
-                     ORDER BY m.seq"
-                ),
-                &[&access.org_id(), &access.user_id(), &chat_id],
-            )
+        let chat_sql = format!(
+            "SELECT {CHAT_COLUMNS} FROM chats \
+             WHERE organization_id = $1 AND user_id = $2 AND id = $3"
+        );
+        let files_sql = format!(
+            "SELECT {FILE_COLUMNS} FROM files \
+             WHERE organization_id = $1 AND uploaded_by = $2 AND chat_id = $3 \
+             ORDER BY created_at, id"
+        );
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&access.org_id(), &access.user_id(), &chat_id];
+        let [chat, path, files] = conn
+            .pipeline([
+                (chat_sql.as_str(), &params),
+                (PATH_SQL.as_str(), &params),
+                (files_sql.as_str(), &params),
+            ])
             .await?;
-        Ok(rows.iter().map(ChatMessageRow::from_row).collect())
+        let chat = chat
+            .first()
+            .map(ChatRow::from_row)
+            .ok_or(Error::NotFound { what: "chat" })?;
+        Ok((
+            chat,
+            path.iter().map(ChatMessageRow::from_row).collect(),
+            files.iter().map(ChatFileRow::from_row).collect(),
+        ))
+    }
+
+    /// One message of one of the caller's chats.
+    pub async fn chat_node(&self, access: &OrgAccess, id: Uuid) -> Result<ChatNodeRow, Error> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {} FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
+                     WHERE c.organization_id = $1 AND c.user_id = $2 AND m.id = $3 \
+                       AND m.organization_id = $1",
+                    ChatNodeRow::COLUMNS
+                ),
+                &[&access.org_id(), &access.user_id(), &id],
+            )
+            .await?
+            .ok_or(Error::NotFound { what: "message" })?;
+        Ok(ChatNodeRow::from_row(&row))
+    }
+
+    /// Makes `message_id` part of the active path of one of the caller's
+    /// chats, the path going on below it through the most recently
+    /// selected child at each level; returns the new leaf.
+    pub async fn chat_switch(
+        &self,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
+        chat_id: Uuid,
+        message_id: Uuid,
+    ) -> Result<Uuid, Error> {
+        let org_id = grant.org_id();
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        // The chat's lock orders this with sends, edits and other switches.
+        let [chat, node] = tx
+            .pipeline([
+                (
+                    "SELECT id FROM chats WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
+                     FOR UPDATE",
+                    &[&org_id, &grant.user_id(), &chat_id],
+                ),
+                (
+                    "SELECT id FROM chat_messages \
+                     WHERE organization_id = $1 AND chat_id = $2 AND id = $3",
+                    &[&org_id, &chat_id, &message_id],
+                ),
+            ])
+            .await?;
+        if chat.is_empty() {
+            return Err(Error::NotFound { what: "chat" });
+        }
+        if node.is_empty() {
+            return Err(Error::NotFound { what: "message" });
+        }
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&org_id, &chat_id, &message_id];
+        let [_, _, leaf] = tx
+            .pipeline([
+                (PATH_CUT, &params),
+                (PATH_JOIN, &params),
+                (PATH_DESCEND, &params),
+            ])
+            .await?;
+        let leaf: Option<Uuid> = leaf.first().and_then(|r| r.get("leaf_id"));
+        tx.commit().await?;
+        leaf.ok_or(Error::NotFound { what: "message" })
     }
 
     /// The caller's uploads with this `chat_id`, oldest first (another
@@ -345,47 +584,33 @@ impl Datastore {
         Ok(rows.iter().map(ChatFileRow::from_row).collect())
     }
 
-    /// Stores the user's message and the empty `streaming` answer, in one
-    /// transaction that first counts the message against the daily limit
-    /// and creates the chat when none is given. Returns the chat, whether
-    /// it is new, and the history before the new message (oldest first):
-    /// its most recent part within `new.history` (the newest message
-    /// always: the new one names it as its parent).
+    /// Stores the question and the empty `streaming` answer where
+    /// `new.placement` says, in one transaction that first counts the
+    /// message against the daily limit and creates the chat when none is
+    /// given (or locks it: exchanges and switches of one chat are ordered).
+    /// The new messages end the chat's active path.
+    ///
+    /// Returns the chat, whether it is new, the question's id (a
+    /// regenerated answer's is the existing question) and the history the
+    /// model is sent before the question (oldest first): the most recent
+    /// part of the active path above the question within `new.history`.
     pub async fn chat_begin_exchange(
         &self,
         grant: &Grant<on::Org, perm::ChatsWrite>,
         new: &NewExchange<'_>,
-    ) -> Result<(ChatRow, bool, Vec<ChatHistoryRow>), Error> {
+    ) -> Result<(ChatRow, bool, Uuid, Vec<ChatHistoryRow>), Error> {
         let org_id = grant.org_id();
         let user_id = grant.user_id();
         let limit = super::conversations::daily_limit_param(new.daily_limit);
-        // Sent together: the count, the chat (created, or touched and so
-        // proven the caller's), its history. The writes that need the chat
-        // follow only once it is found.
         let chat_id = new.chat_id.unwrap_or_else(Uuid::new_v4);
         let update_sql = format!(
             "UPDATE chats SET updated_at = now() \
              WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
-             RETURNING {CHAT_COLUMNS}"
+             RETURNING {CHAT_COLUMNS}, leaf_id"
         );
         let insert_sql = format!(
             "INSERT INTO chats (id, organization_id, user_id, title, settings) \
-             VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}"
-        );
-        // Newest first by the chat's (chat_id, seq) index, as
-        // HISTORY_ORDER (conversations.rs) says.
-        let row_tokens = super::conversations::ROW_TOKENS;
-        let history_sql = format!(
-            "SELECT {HISTORY_COLUMNS} FROM ( \
-                 SELECT id, role, content, seq, \
-                     sum({row_tokens}) OVER w AS running, row_number() OVER w AS n \
-                 FROM chat_messages \
-                 WHERE organization_id = $1 AND chat_id = ANY(ARRAY[$2::uuid]) \
-                 WINDOW w AS (ORDER BY chat_id DESC, seq DESC) \
-                 ORDER BY chat_id DESC, seq DESC LIMIT $3) h \
-             WHERE h.n = 1 OR h.running <= $4 \
-             ORDER BY h.seq",
-            HISTORY_COLUMNS = ChatHistoryRow::COLUMNS,
+             VALUES ($1, $2, $3, $4, $5) RETURNING {CHAT_COLUMNS}, leaf_id"
         );
         let update_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
             [&org_id, &user_id, &chat_id];
@@ -400,73 +625,164 @@ impl Datastore {
             Some(_) => (&update_sql, &update_params),
             None => (&insert_sql, &insert_params),
         };
+        let target = match new.placement {
+            Placement::Leaf => None,
+            Placement::Edit(id) | Placement::Regenerate(id) => Some(id),
+        };
+        let node_sql = format!(
+            "SELECT {} FROM chat_messages m \
+             WHERE m.organization_id = $1 AND m.chat_id = $2 AND m.id = $3",
+            ChatNodeRow::COLUMNS
+        );
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        let [counted, chat, history] = tx
+        // Sent together: the count, the chat (created, or locked and so
+        // proven the caller's), the message edited or regenerated.
+        let [counted, chat, node] = tx
             .pipeline([
                 (
                     super::conversations::COUNT_DAILY_MESSAGE,
                     &[&org_id, &limit],
                 ),
                 chat_statement,
-                (
-                    history_sql.as_str(),
-                    &[&org_id, &chat_id, &new.history.rows, &new.history.tokens],
-                ),
+                (node_sql.as_str(), &[&org_id, &chat_id, &target]),
             ])
             .await?;
         super::conversations::daily_message_counted(&counted, new.daily_limit)?;
-        let chat = chat
-            .first()
-            .map(ChatRow::from_row)
-            .ok_or(Error::NotFound { what: "chat" })?;
+        let chat_row = chat.first().ok_or(Error::NotFound { what: "chat" })?;
+        let leaf: Option<Uuid> = chat_row.get("leaf_id");
+        let chat = ChatRow::from_row(chat_row);
         let created = new.chat_id.is_none();
+        let node = node.first().map(ChatNodeRow::from_row);
+        // The question's parent, or the existing question; and the deepest
+        // message of the history.
+        let (parent, question, max_depth) = match (new.placement, &node) {
+            (Placement::Leaf, _) => (leaf, None, i32::MAX),
+            (Placement::Edit(_), Some(n)) if n.role == ChatRole::User => {
+                (n.parent_message_id, None, n.depth - 1)
+            }
+            (Placement::Regenerate(_), Some(n)) if n.role == ChatRole::Model => {
+                let question = n
+                    .parent_message_id
+                    .ok_or(Error::NotFound { what: "message" })?;
+                (None, Some(question), n.depth - 2)
+            }
+            (Placement::Edit(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "not_a_question",
+                    "only a question (a USER message) can be edited",
+                ));
+            }
+            (Placement::Regenerate(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "not_an_answer",
+                    "only an answer (a MODEL message) can be regenerated",
+                ));
+            }
+            (_, None) => return Err(Error::NotFound { what: "message" }),
+        };
+        // Edit and regenerate: the path first ends where the new message
+        // goes (the edited question's parent, the regenerated answer's
+        // question).
+        let history_params_depth = max_depth;
+        let history = if matches!(new.placement, Placement::Leaf) {
+            tx.query(
+                &HISTORY_SQL,
+                &[
+                    &org_id,
+                    &chat_id,
+                    &new.history.rows,
+                    &new.history.tokens,
+                    &history_params_depth,
+                ],
+            )
+            .await?
+        } else {
+            let end = question.or(parent);
+            let path_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                [&org_id, &chat_id, &end];
+            let [_, _, history] = tx
+                .pipeline([
+                    (PATH_CUT, &path_params),
+                    (PATH_JOIN, &path_params),
+                    (
+                        HISTORY_SQL.as_str(),
+                        &[
+                            &org_id,
+                            &chat_id,
+                            &new.history.rows,
+                            &new.history.tokens,
+                            &history_params_depth,
+                        ],
+                    ),
+                ])
+                .await?;
+            history
+        };
         let history: Vec<ChatHistoryRow> = history.iter().map(ChatHistoryRow::from_row).collect();
-        let parent = history.last().map(|m| m.id);
-        tx.pipeline([
-            // Uploads named without a chat join this one (and go with it).
-            (
-                "UPDATE files SET chat_id = $3 \
-                 WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
-                   AND chat_id IS NULL",
-                &[&org_id, &user_id, &chat.id, &new.upload_ids],
-            ),
-            (
-                "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                     parent_message_id, model_id, agent_id, metadata) \
-                 VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8)",
-                &[
-                    &new.user_message_id,
-                    &org_id,
-                    &chat.id,
-                    &new.content,
-                    &parent,
-                    &new.model_id,
-                    &new.agent_id,
-                    &new.metadata,
-                    &ChatRole::User,
-                ],
-            ),
-            (
-                "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
-                     parent_message_id, model_id, agent_id, metadata, status) \
-                 VALUES ($1, $2, $3, $9, '', $4, $5, $6, $7, $8)",
-                &[
-                    &new.answer_id,
-                    &org_id,
-                    &chat.id,
-                    &new.user_message_id,
-                    &new.model_id,
-                    &new.agent_id,
-                    &new.metadata,
-                    &ChatMessageStatus::Streaming,
-                    &ChatRole::Model,
-                ],
-            ),
-        ])
-        .await?;
+        let first_message = question.is_none() && parent.is_none();
+        let question_id = question.unwrap_or(new.user_message_id);
+        let streaming = ChatMessageStatus::Streaming;
+        let complete = ChatMessageStatus::Complete;
+        let empty = "";
+        let answer: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
+            &new.answer_id,
+            &org_id,
+            &chat_id,
+            &ChatRole::Model,
+            &empty,
+            &question_id,
+            &new.model_id,
+            &new.agent_id,
+            &new.metadata,
+            &streaming,
+        ];
+        let leaf_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&org_id, &chat_id, &new.answer_id, &first_message];
+        match question {
+            Some(_) => {
+                tx.pipeline([
+                    (INSERT_NODE, &answer),
+                    (COUNT_CHILD, &[&org_id, &chat_id, &question_id]),
+                    (SET_LEAF, &leaf_params),
+                ])
+                .await?;
+            }
+            None => {
+                tx.pipeline([
+                    // Uploads named without a chat join this one (and go
+                    // with it).
+                    (
+                        "UPDATE files SET chat_id = $3 \
+                         WHERE organization_id = $1 AND uploaded_by = $2 AND id = ANY($4) \
+                           AND chat_id IS NULL",
+                        &[&org_id, &user_id, &chat_id, &new.upload_ids],
+                    ),
+                    (
+                        INSERT_NODE,
+                        &[
+                            &new.user_message_id,
+                            &org_id,
+                            &chat_id,
+                            &ChatRole::User,
+                            &new.content,
+                            &parent,
+                            &new.model_id,
+                            &new.agent_id,
+                            &new.metadata,
+                            &complete,
+                        ],
+                    ),
+                    (COUNT_CHILD, &[&org_id, &chat_id, &parent]),
+                    (INSERT_NODE, &answer),
+                    (COUNT_CHILD, &[&org_id, &chat_id, &question_id]),
+                    (SET_LEAF, &leaf_params),
+                ])
+                .await?;
+            }
+        }
         tx.commit().await?;
-        Ok((chat, created, history))
+        Ok((chat, created, question_id, history))
     }
 
     /// Saves the text of a streaming answer so far.
@@ -510,6 +826,23 @@ impl Datastore {
         if let Some(code) = answer.error_code {
             extra["error_code"] = Value::String(code.to_string());
         }
+        // The chat first, then its message: the order of every writer of
+        // a chat's tree (exchanges and switches lock the chat, then change
+        // its messages), so that none waits for another in a cycle.
+        tx.execute(
+            "UPDATE chats SET input_tokens = input_tokens + $3, \
+                 output_tokens = output_tokens + $4, cached_tokens = cached_tokens + $5, \
+                 updated_at = now() \
+             WHERE organization_id = $1 AND id = $2",
+            &[
+                &grant.org_id(),
+                &answer.chat_id,
+                &answer.input_tokens,
+                &answer.output_tokens,
+                &answer.cached_tokens,
+            ],
+        )
+        .await?;
         tx.execute(
             "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
                  metadata = metadata || $6, prompt_data = $7 \
@@ -523,20 +856,6 @@ impl Datastore {
                 &extra,
                 &answer.prompt_data,
                 &ChatMessageStatus::Streaming,
-            ],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE chats SET input_tokens = input_tokens + $3, \
-                 output_tokens = output_tokens + $4, cached_tokens = cached_tokens + $5, \
-                 updated_at = now() \
-             WHERE organization_id = $1 AND id = $2",
-            &[
-                &grant.org_id(),
-                &answer.chat_id,
-                &answer.input_tokens,
-                &answer.output_tokens,
-                &answer.cached_tokens,
             ],
         )
         .await?;

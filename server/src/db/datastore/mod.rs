@@ -124,6 +124,38 @@ macro_rules! cached_statements {
                 .map_err(|e| self.seen(e))
         }
 
+        /// Runs `statements` in order, sent together (one round trip once
+        /// they are prepared), and returns each one's rows; or the first error
+        /// in statement order (a statement after a failed one fails too: the
+        /// transaction is aborted, so the first error is the cause). For
+        /// statements that do not need an earlier one's answer to be written:
+        /// the caller looks at the rows in order, and returning an error rolls
+        /// the whole transaction back.
+        pub async fn pipeline<const N: usize>(
+            &self,
+            statements: [(&str, Params<'_>); N],
+        ) -> Result<[Vec<tokio_postgres::Row>; N], tokio_postgres::Error> {
+            // All prepared before any is sent, so that they are sent in this
+            // order (`join_all` polls them in order; each is sent at its first
+            // poll).
+            let mut prepared = Vec::with_capacity(N);
+            for (sql, _) in &statements {
+                prepared.push(self.prepare(sql).await?);
+            }
+            let answers = futures::future::join_all(
+                prepared
+                    .iter()
+                    .zip(&statements)
+                    .map(|(statement, (_, params))| self.$inner.query(statement, params)),
+            )
+            .await;
+            let mut rows: [Vec<tokio_postgres::Row>; N] = std::array::from_fn(|_| Vec::new());
+            for (slot, answer) in rows.iter_mut().zip(answers) {
+                *slot = answer.map_err(|e| self.seen(e))?;
+            }
+            Ok(rows)
+        }
+
         /// Runs a statement and returns the number of rows it changed.
         pub async fn execute(
             &self,
@@ -217,38 +249,6 @@ impl Tx<'_> {
         );
         done.map_err(|e| self.seen(e))?;
         rows.map_err(|e| self.seen(e))
-    }
-
-    /// Runs `statements` in order, sent together (one round trip once
-    /// they are prepared), and returns each one's rows; or the first error
-    /// in statement order (a statement after a failed one fails too: the
-    /// transaction is aborted, so the first error is the cause). For
-    /// statements that do not need an earlier one's answer to be written:
-    /// the caller looks at the rows in order, and returning an error rolls
-    /// the whole transaction back.
-    pub async fn pipeline<const N: usize>(
-        &self,
-        statements: [(&str, Params<'_>); N],
-    ) -> Result<[Vec<tokio_postgres::Row>; N], tokio_postgres::Error> {
-        // All prepared before any is sent, so that they are sent in this
-        // order (`join_all` polls them in order; each is sent at its first
-        // poll).
-        let mut prepared = Vec::with_capacity(N);
-        for (sql, _) in &statements {
-            prepared.push(self.prepare(sql).await?);
-        }
-        let answers = futures::future::join_all(
-            prepared
-                .iter()
-                .zip(&statements)
-                .map(|(statement, (_, params))| self.tx.query(statement, params)),
-        )
-        .await;
-        let mut rows: [Vec<tokio_postgres::Row>; N] = std::array::from_fn(|_| Vec::new());
-        for (slot, answer) in rows.iter_mut().zip(answers) {
-            *slot = answer.map_err(|e| self.seen(e))?;
-        }
-        Ok(rows)
     }
 
     /// Ends a transaction that only read: rolled back, which costs no
