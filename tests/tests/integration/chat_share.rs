@@ -695,3 +695,63 @@ async fn snapshots_are_bounded() {
     share(&ada, org, small).await;
     cx.teardown().await;
 }
+
+/// The snapshot is the chat's active path: after an edit only the edited
+/// branch, after switching back the earlier one; a link keeps the path it
+/// was made with.
+#[tokio::test]
+async fn the_snapshot_is_the_active_path() {
+    use workspace_tests::resources::{chat_edit, chat_message};
+    let cx = TestContext::with_config("share_active_path", fast).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let one = chat_message(&ada.client, org, json!({"content": "one"})).await;
+    let chat = one.chat_id;
+    let two = chat_message(
+        &ada.client,
+        org,
+        json!({"chat_id": chat, "content": "two"}),
+    )
+    .await;
+    chat_edit(
+        &ada.client,
+        org,
+        json!({"message_id": two.question_id, "content": "two, edited"}),
+    )
+    .await;
+    let contents = |v: &Value| -> Vec<String> {
+        v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "USER")
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let edited = share(&ada, org, chat).await;
+    assert_eq!(edited.message_count, 4);
+    let (_, _, snapshot) = read_raw(&cx.base_url, &edited.token).await;
+    assert_eq!(contents(&snapshot), ["one", "two, edited"]);
+
+    ada.client
+        .chat_switch_branch()
+        .org_id(org)
+        .chat_id(chat)
+        .body(workspace_client::types::SwitchBranchRequest::builder().message_id(two.question_id))
+        .send()
+        .await
+        .expect("chat/switch_branch");
+    let earlier = share(&ada, org, chat).await;
+    let (_, _, snapshot) = read_raw(&cx.base_url, &earlier.token).await;
+    assert_eq!(contents(&snapshot), ["one", "two"]);
+    assert!(
+        snapshot["messages"][3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"two\""),
+        "the answer of that branch: {snapshot}"
+    );
+    let (_, _, again) = read_raw(&cx.base_url, &edited.token).await;
+    assert_eq!(contents(&again), ["one", "two, edited"], "links keep their path");
+    cx.teardown().await;
+}
