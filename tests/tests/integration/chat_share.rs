@@ -755,3 +755,64 @@ async fn the_snapshot_is_the_active_path() {
     assert_eq!(contents(&again), ["one", "two, edited"], "links keep their path");
     cx.teardown().await;
 }
+
+/// The link's page in a real browser (headless Chromium through
+/// `examples/web/test/share.test.mjs`): the snapshot shown as text, no
+/// console error under the page's Content-Security-Policy, no `Referer`
+/// on its API call, and a revoked link said to be gone. Saves a
+/// screenshot to `target/share-page.png`.
+#[tokio::test]
+async fn the_share_page_shows_the_snapshot_in_a_browser() {
+    use std::path::Path;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let web = root.join("examples/web");
+    assert!(
+        web.join("node_modules/playwright-core").exists(),
+        "run `cargo xtask test` (it installs examples/web's packages)"
+    );
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("Debian's chromium (apt-get install chromium; .ci/run installs it)");
+    let cx = TestContext::with_config("share_page_browser", fast).await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let chat = chat_with_answer(
+        &ada,
+        org,
+        "<img src=x onerror=\"window.pwned=1\">Where is the lighthouse?",
+    )
+    .await;
+    ada.client
+        .chat_update()
+        .org_id(org)
+        .chat_id(chat)
+        .body(workspace_client::types::ChatWrite::builder().title(Some("Shared trip".parse().unwrap())))
+        .send()
+        .await
+        .unwrap();
+    let live = share(&ada, org, chat).await;
+    let revoked = share(&ada, org, chat).await;
+    ada.client
+        .chat_share_revoke()
+        .org_id(org)
+        .share_id(revoked.id)
+        .send()
+        .await
+        .unwrap();
+    let output = tokio::process::Command::new("node")
+        .current_dir(&web)
+        .args(["--test", "--test-reporter=spec", "test/share.test.mjs"])
+        .env("SHARE_URL", &live.url)
+        .env("REVOKED_URL", &revoked.url)
+        .env("CHROMIUM", chromium)
+        .env("SCREENSHOT", root.join("target/share-page.png"))
+        .output()
+        .await
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the browser test failed");
+    assert!(stdout.contains("pass 2"), "{stdout}");
+    cx.teardown().await;
+}
