@@ -1,6 +1,8 @@
 //! Hand-written `chat` commands: `send` and `resume` (streams), `rename`
-//! and `archive` (shortcuts of `update`), `transcribe FILE` (multipart)
-//! and `watch` (the WebSocket). The other `chat` commands are generated.
+//! and `archive` (shortcuts of `update`), `transcribe FILE` (multipart),
+//! `watch` (the WebSocket) and `share` (prints a new share link). The
+//! other `chat` commands are generated (`shares`, `share-revoke`,
+//! `shared`).
 
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -99,6 +101,19 @@ pub(crate) fn commands() -> Vec<Command> {
             .arg(org_arg())
             .arg(Arg::new("language").long("language").help("e.g. en-US"))
             .arg(Arg::new("file").required(true)),
+        Command::new("share")
+            .about(
+                "Make a read-only share link of a chat (a snapshot of its active path) and print \
+                 its URL; the link is shown only now (revoke it with `chat share-revoke`)",
+            )
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id").required(true))
+            .arg(
+                Arg::new("json")
+                    .long("json")
+                    .action(ArgAction::SetTrue)
+                    .help("Print the whole answer (id, token, path, url, ...) as JSON instead"),
+            ),
         Command::new("watch")
             .about(
                 "Print the live notices of your chats (titles, finished answers) as JSON lines; \
@@ -175,8 +190,34 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
         }
         "transcribe" => transcribe(client, org, m).await,
         "watch" => watch(client, org).await,
+        "share" => share(client, org, m).await,
         other => bail!("unknown chat command {other}"),
     }
+}
+
+/// `chat share`: the link's URL on stdout (the only time it is shown),
+/// its id and how to revoke it on stderr.
+async fn share(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
+    let chat = *m.get_one::<Uuid>("chat-id").context("--chat-id")?;
+    let created = client
+        .chat_share_create()
+        .org_id(org)
+        .chat_id(chat)
+        .send()
+        .await
+        .map_err(reported)?
+        .into_inner();
+    if m.get_flag("json") {
+        println!("{}", serde_json::to_string_pretty(&created)?);
+    } else {
+        println!("{}", created.url);
+    }
+    eprintln!(
+        "share link {} ({} messages): anyone with the link reads this snapshot; it is shown \
+         only now. Revoke it with `workspace chat share-revoke --org-id {org} --share-id {}`",
+        created.id, created.message_count, created.id
+    );
+    Ok(())
 }
 
 async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {

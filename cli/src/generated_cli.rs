@@ -46,6 +46,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatBulkDeleteSessions => Self::cli_chat_bulk_delete_sessions(),
             CliCommand::ChatDeleteSession => Self::cli_chat_delete_session(),
             CliCommand::ChatList => Self::cli_chat_list(),
+            CliCommand::ChatShareCreate => Self::cli_chat_share_create(),
+            CliCommand::ChatShareRevoke => Self::cli_chat_share_revoke(),
+            CliCommand::ChatSharesList => Self::cli_chat_shares_list(),
             CliCommand::ChatStop => Self::cli_chat_stop(),
             CliCommand::ChatSwitchBranch => Self::cli_chat_switch_branch(),
             CliCommand::ChatWsTicket => Self::cli_chat_ws_ticket(),
@@ -99,6 +102,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesDeletePermission => Self::cli_roles_delete_permission(),
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
+            CliCommand::ChatShared => Self::cli_chat_shared(),
             CliCommand::SystemOutbox => Self::cli_system_outbox(),
             CliCommand::ToolsUpdate => Self::cli_tools_update(),
             CliCommand::ToolsCreate => Self::cli_tools_create(),
@@ -1115,6 +1119,80 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "List the caller's chat sessions.\n\nPermission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).",
+            )
+    }
+    pub fn cli_chat_share_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-id")
+                    .long("chat-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The chat."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Make a share link of a chat: a read-only snapshot of its active path.\n\nAn addition to the spec. Permission `chats:write` (a link publishes the chat: it is made, like a message, not read); the caller's own chat only (`404 not_found` otherwise, another user's chat as an unknown one). The snapshot is taken now and never changes: the messages of the chat's active path, oldest first, each with only `role`, `content`, `created_at`, `status` and, on an answer, the model's name (`model`), and the chat's title. Nothing else of the chat is copied: no prompt data (knowledge-base excerpts, upload ids), no metadata, no message, upload, model, agent or user ids. An answer still streaming is left out, and so is the rest of the path after it; a message without text (an answer that failed or was stopped before its first word) is left out; an answer that failed or was stopped with some text keeps it, with `status` `failed` or `stopped`.\n\nBounds: at most 500 messages and 1 MiB of message text on the path (`409 share_too_large`); a chat without messages is `409 nothing_to_share`; a user holds at most 100 live links per organization (`409 too_many_shares`: revoke one).\n\nThe answer carries the link's `token` (`wsshare_…`, 256 random bits), its page `path` (`/share/<token>`) and whole `url` (the server's `mail.public_url`, else its own address, then the path). They are shown only here: the server keeps only the token's SHA-256. Anyone with the link reads the snapshot with `GET /api/shared`, without an account, until the link is revoked, the chat or the account is deleted, the owner leaves or is removed from (or suspended in) the organization, or the organization is deleted.",
+            )
+    }
+    pub fn cli_chat_share_revoke() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("share-id")
+                    .long("share-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The link (its `id`)."),
+            )
+            .about(
+                "Revoke one of the caller's share links.\n\nAn addition to the spec. Permission `chats:write`. From this answer on, every instance answers the link `404 not_found` (the link is looked up in the database at every read, nothing is cached); its snapshot is erased, the row stays in the list with `revoked_at`. Another user's, an unknown or an already revoked link is `404 not_found`.",
+            )
+    }
+    pub fn cli_chat_shares_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("chat-id")
+                    .long("chat-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("Only the links of this chat."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items to return: 1 to 500, default 100."),
+            )
+            .arg(
+                ::clap::Arg::new("offset")
+                    .long("offset")
+                    .value_parser(::clap::value_parser!(u32))
+                    .required(false)
+                    .help("Items to skip, default 0."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the caller's share links.\n\nAn addition to the spec. Permission `chats:read`. The caller's links in the organization (of one chat with `chat_id`), newest first, live and revoked (`revoked_at`), with their read count (`views`); never their tokens. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).",
             )
     }
     pub fn cli_chat_stop() -> ::clap::Command {
@@ -2612,6 +2690,19 @@ impl<T: CliConfig> Cli<T> {
                 "Update a custom role.\n\nRequires `roles:write`. System roles cannot be updated (`403 system_role_immutable`); a role above the caller's level cannot be touched (`403 role_level_too_high`). Omitted fields are unchanged; a given `permission_ids` list replaces the permissions. The same rules as creation apply to the new values. `404` for a role of another organization.",
             )
     }
+    pub fn cli_chat_shared() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("token")
+                    .long("token")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(true)
+                    .help("The link's token (`wsshare_…`)."),
+            )
+            .about(
+                "Read a shared chat.\n\nAn addition to the spec. Public: the link's token (query `token`) is the credential; send no `Authorization` header. Answers the snapshot (`title`, `created_at`, `messages`). An unknown, malformed or revoked token, a deleted chat or account, an owner who is no longer an active member of the organization, a deleted organization: all the same `404 not_found`, so the answer tells nothing about which. Rate limited per client address like `login` (`rate_limits.shared_chat_per_address` per `rate_limits.window_secs`, counted in the database so the limit holds across instances, every request counted, found or not): `429 rate_limited` with `Retry-After`. Answers (errors too) carry `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`. The server's logs show the token as `[redacted]`.",
+            )
+    }
     pub fn cli_system_outbox() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3320,6 +3411,9 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::ChatDeleteSession => self.execute_chat_delete_session(matches).await,
             CliCommand::ChatList => self.execute_chat_list(matches).await,
+            CliCommand::ChatShareCreate => self.execute_chat_share_create(matches).await,
+            CliCommand::ChatShareRevoke => self.execute_chat_share_revoke(matches).await,
+            CliCommand::ChatSharesList => self.execute_chat_shares_list(matches).await,
             CliCommand::ChatStop => self.execute_chat_stop(matches).await,
             CliCommand::ChatSwitchBranch => self.execute_chat_switch_branch(matches).await,
             CliCommand::ChatWsTicket => self.execute_chat_ws_ticket(matches).await,
@@ -3385,6 +3479,7 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
+            CliCommand::ChatShared => self.execute_chat_shared(matches).await,
             CliCommand::SystemOutbox => self.execute_system_outbox(matches).await,
             CliCommand::ToolsUpdate => self.execute_tools_update(matches).await,
             CliCommand::ToolsCreate => self.execute_tools_create(matches).await,
@@ -4302,6 +4397,87 @@ impl<T: CliConfig> Cli<T> {
             request = request.status(value.clone());
         }
         self.config.execute_chat_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_share_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_share_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
+            request = request.chat_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_share_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_share_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_share_revoke();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("share-id") {
+            request = request.share_id(value.clone());
+        }
+        self.config
+            .execute_chat_share_revoke(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_shares_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_shares_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
+            request = request.chat_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<u32>("offset") {
+            request = request.offset(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_shares_list(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5743,6 +5919,24 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_chat_shared(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_shared();
+        if let Some(value) = matches.get_one::<::std::string::String>("token") {
+            request = request.token(value.clone());
+        }
+        self.config.execute_chat_shared(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_system_outbox(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.system_outbox();
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
@@ -6563,6 +6757,27 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_share_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatShareCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_share_revoke(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatShareRevoke,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_shares_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatSharesList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_stop(
         &self,
         matches: &::clap::ArgMatches,
@@ -6934,6 +7149,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_shared(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatShared,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_system_outbox(
         &self,
         matches: &::clap::ArgMatches,
@@ -7117,6 +7339,9 @@ pub enum CliCommand {
     ChatBulkDeleteSessions,
     ChatDeleteSession,
     ChatList,
+    ChatShareCreate,
+    ChatShareRevoke,
+    ChatSharesList,
     ChatStop,
     ChatSwitchBranch,
     ChatWsTicket,
@@ -7170,6 +7395,7 @@ pub enum CliCommand {
     RolesDeletePermission,
     RolesRemove,
     RolesUpdate,
+    ChatShared,
     SystemOutbox,
     ToolsUpdate,
     ToolsCreate,
@@ -7228,6 +7454,9 @@ impl CliCommand {
             CliCommand::ChatBulkDeleteSessions,
             CliCommand::ChatDeleteSession,
             CliCommand::ChatList,
+            CliCommand::ChatShareCreate,
+            CliCommand::ChatShareRevoke,
+            CliCommand::ChatSharesList,
             CliCommand::ChatStop,
             CliCommand::ChatSwitchBranch,
             CliCommand::ChatWsTicket,
@@ -7281,6 +7510,7 @@ impl CliCommand {
             CliCommand::RolesDeletePermission,
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
+            CliCommand::ChatShared,
             CliCommand::SystemOutbox,
             CliCommand::ToolsUpdate,
             CliCommand::ToolsCreate,
@@ -7340,6 +7570,9 @@ impl CliCommand {
             CliCommand::ChatBulkDeleteSessions => "chat_bulk_delete_sessions",
             CliCommand::ChatDeleteSession => "chat_delete_session",
             CliCommand::ChatList => "chat_list",
+            CliCommand::ChatShareCreate => "chat_share_create",
+            CliCommand::ChatShareRevoke => "chat_share_revoke",
+            CliCommand::ChatSharesList => "chat_shares_list",
             CliCommand::ChatStop => "chat_stop",
             CliCommand::ChatSwitchBranch => "chat_switch_branch",
             CliCommand::ChatWsTicket => "chat_ws_ticket",
@@ -7393,6 +7626,7 @@ impl CliCommand {
             CliCommand::RolesDeletePermission => "roles_delete_permission",
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
+            CliCommand::ChatShared => "chat_shared",
             CliCommand::SystemOutbox => "system_outbox",
             CliCommand::ToolsUpdate => "tools_update",
             CliCommand::ToolsCreate => "tools_create",

@@ -14,6 +14,7 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_get", &["chat", "show"]),
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
+    ("chat_shares_list", &["chat", "shares"]),
     // Organizations: the membership lifecycle's natural names.
     ("org_update", &["org", "rename"]),
     ("org_transfer_ownership", &["org", "transfer"]),
@@ -33,6 +34,8 @@ const HAND_WRITTEN: &[&str] = &[
     "auth_refresh",
     "org_delete",
     "users_delete_me",
+    // `chat share` prints the link's URL (chat.rs).
+    "chat_share_create",
 ];
 
 /// About-lines of the groups.
@@ -160,9 +163,10 @@ pub const CHAT_HAND_WRITTEN: &[&str] = &[
     "archive",
     "transcribe",
     "watch",
+    "share",
 ];
 
-/// `workspace chat send|resume|rename|archive|transcribe|watch`.
+/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share`.
 pub fn add_chat_commands(mut root: Command) -> Command {
     for cmd in crate::chat::commands() {
         let path = ["chat".to_string(), cmd.get_name().to_string()];

@@ -2242,3 +2242,106 @@ fn the_readme_admin_story_is_the_script() {
         "README.md has no ```sh block equal to scripts/admin-story.sh's story:\n{block}"
     );
 }
+
+/// `chat share` prints the link's URL once (stdout: the URL alone, stderr:
+/// its id and how to revoke it); `chat shares` lists without tokens;
+/// `chat shared` reads a link without credentials; `chat share-revoke`
+/// ends it.
+#[tokio::test]
+async fn chat_share_commands() {
+    let cx = TestContext::with_config("cli_chat_share", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clishare").await;
+    let org = user.personal_org().await;
+    let chat = workspace_tests::resources::chat_message(
+        &user.client,
+        org,
+        serde_json::json!({"content": "a shared question"}),
+    )
+    .await
+    .chat_id;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    let base_url = cx.base_url.clone();
+    let run = move |args: Vec<String>, token: Option<String>| {
+        let (url, dir) = (base_url.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_workspace"));
+            command
+                .args(&args)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env_remove("WORKSPACE_TOKEN")
+                .env_remove("WORKSPACE_PROFILE")
+                .stdin(std::process::Stdio::null());
+            if let Some(token) = token {
+                command.env("WORKSPACE_TOKEN", token);
+            }
+            command.output().unwrap()
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (org, chat) = (org.to_string(), chat.to_string());
+    let me = Some(user.token.clone());
+
+    let out = run(
+        args(&["chat", "share", "--org-id", &org, "--chat-id", &chat]),
+        me.clone(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let url = stdout.trim_end();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let prefix = format!("{}/share/wsshare_", cx.base_url);
+    assert!(url.starts_with(&prefix), "{url}");
+    let token = url.rsplit('/').next().unwrap().to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("chat share-revoke"), "{stderr}");
+
+    let listed = json(
+        &run(args(&["chat", "shares", "--org-id", &org]), me.clone())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["chat_id"], chat.as_str());
+    assert!(!listed.to_string().contains(&token), "no token listed");
+    let share_id = listed[0]["id"].as_str().unwrap().to_string();
+
+    // Without any credentials.
+    let shared = json(
+        &run(args(&["chat", "shared", "--token", &token]), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(shared["messages"][0]["content"], "a shared question");
+
+    json(
+        &run(
+            args(&[
+                "chat",
+                "share-revoke",
+                "--org-id",
+                &org,
+                "--share-id",
+                &share_id,
+            ]),
+            me.clone(),
+        )
+        .await
+        .unwrap(),
+    );
+    let out = run(args(&["chat", "shared", "--token", &token]), None)
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not_found"));
+    cx.teardown().await;
+}

@@ -1990,6 +1990,53 @@ pub mod types {
             Default::default()
         }
     }
+    ///A share link as its owner lists it: never its token.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatShare {
+        pub chat_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The link's handle (to revoke it).
+        pub id: ::uuid::Uuid,
+        ///The messages of the snapshot.
+        pub message_count: u32,
+        ///When the link was revoked; null while it works.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub revoked_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///The chat's title when the link was made.
+        pub title: ::std::string::String,
+        ///How many times the link was read (`GET /api/shared`).
+        pub views: i64,
+    }
+    impl ChatShare {
+        pub fn builder() -> builder::ChatShare {
+            Default::default()
+        }
+    }
+    ///A share link just made: the only time its token is shown.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatShareCreated {
+        pub chat_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The link's handle (to revoke it).
+        pub id: ::uuid::Uuid,
+        pub message_count: u32,
+        ///The page of the link on this server: `/share/<token>`.
+        pub path: ::std::string::String,
+        pub title: ::std::string::String,
+        ///The secret of the link (`wsshare_…`): whoever holds it reads the snapshot. Stored only as a hash; it cannot be shown again.
+        pub token: ::std::string::String,
+        ///The whole link: `{mail.public_url}` (else this server's own address) followed by `path`.
+        pub url: ::std::string::String,
+    }
+    impl ChatShareCreated {
+        pub fn builder() -> builder::ChatShareCreated {
+            Default::default()
+        }
+    }
     ///A retrieved chunk cited by an answer as `[index]`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -9111,6 +9158,99 @@ pub mod types {
             Default::default()
         }
     }
+    ///What a share link shows: the chat's title and the messages of its active path when the link was made, oldest first.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SharedChat {
+        ///When the link was made (the moment of the snapshot).
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub messages: ::std::vec::Vec<SharedMessage>,
+        pub title: ::std::string::String,
+    }
+    impl SharedChat {
+        pub fn builder() -> builder::SharedChat {
+            Default::default()
+        }
+    }
+    ///A message of a snapshot: only what a reader needs.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SharedMessage {
+        pub content: ::std::string::String,
+        ///When the message was written.
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///On an answer, the name of the model that wrote it; null on a question (and on an answer whose model is gone).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub model: ::std::option::Option<::std::string::String>,
+        pub role: ChatRole,
+        pub status: SharedMessageStatus,
+    }
+    impl SharedMessage {
+        pub fn builder() -> builder::SharedMessage {
+            Default::default()
+        }
+    }
+    ///How an answer of a snapshot ended.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum SharedMessageStatus {
+        ///Whole (every question is `complete`).
+        #[serde(rename = "complete")]
+        Complete,
+        ///Stopped by its user before its end: the text so far.
+        #[serde(rename = "stopped")]
+        Stopped,
+        ///The model provider failed mid-answer: the text so far.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for SharedMessageStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Complete => f.write_str("complete"),
+                Self::Stopped => f.write_str("stopped"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for SharedMessageStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "complete" => Ok(Self::Complete),
+                "stopped" => Ok(Self::Stopped),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SharedMessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SharedMessageStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///Body of `POST /api/auth/signup_invite`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -15231,6 +15371,279 @@ pub mod types {
                     max_tokens: Ok(value.max_tokens),
                     temperature: Ok(value.temperature),
                     top_p: Ok(value.top_p),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatShare {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_count: ::std::result::Result<u32, ::std::string::String>,
+            revoked_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            views: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatShare {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    message_count: Err("no value supplied for message_count".to_string()),
+                    revoked_at: Err("no value supplied for revoked_at".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    views: Err("no value supplied for views".to_string()),
+                }
+            }
+        }
+        impl ChatShare {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn message_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_count = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_count: {e}"));
+                self
+            }
+            pub fn revoked_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.revoked_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for revoked_at: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn views<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.views = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for views: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatShare> for super::ChatShare {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatShare,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    message_count: value.message_count?,
+                    revoked_at: value.revoked_at?,
+                    title: value.title?,
+                    views: value.views?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatShare> for ChatShare {
+            fn from(value: super::ChatShare) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    message_count: Ok(value.message_count),
+                    revoked_at: Ok(value.revoked_at),
+                    title: Ok(value.title),
+                    views: Ok(value.views),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatShareCreated {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            message_count: ::std::result::Result<u32, ::std::string::String>,
+            path: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            token: ::std::result::Result<::std::string::String, ::std::string::String>,
+            url: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatShareCreated {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    message_count: Err("no value supplied for message_count".to_string()),
+                    path: Err("no value supplied for path".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    token: Err("no value supplied for token".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl ChatShareCreated {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn message_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_count = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_count: {e}"));
+                self
+            }
+            pub fn path<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.path = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for path: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatShareCreated> for super::ChatShareCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatShareCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    message_count: value.message_count?,
+                    path: value.path?,
+                    title: value.title?,
+                    token: value.token?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatShareCreated> for ChatShareCreated {
+            fn from(value: super::ChatShareCreated) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    message_count: Ok(value.message_count),
+                    path: Ok(value.path),
+                    title: Ok(value.title),
+                    token: Ok(value.token),
+                    url: Ok(value.url),
                 }
             }
         }
@@ -27803,6 +28216,180 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct SharedChat {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            messages:
+                ::std::result::Result<::std::vec::Vec<super::SharedMessage>, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SharedChat {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl SharedChat {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SharedMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SharedChat> for super::SharedChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SharedChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    messages: value.messages?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SharedChat> for SharedChat {
+            fn from(value: super::SharedChat) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    messages: Ok(value.messages),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SharedMessage {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::ChatRole, ::std::string::String>,
+            status: ::std::result::Result<super::SharedMessageStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for SharedMessage {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl SharedMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SharedMessageStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SharedMessage> for super::SharedMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SharedMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    model: value.model?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SharedMessage> for SharedMessage {
+            fn from(value: super::SharedMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    model: Ok(value.model),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SignupInviteRequest {
             first_name:
                 ::std::result::Result<super::SignupInviteRequestFirstName, ::std::string::String>,
@@ -33063,6 +33650,71 @@ impl Client {
     pub fn chat_send_message(&self) -> builder::ChatSendMessage<'_> {
         builder::ChatSendMessage::new(self)
     }
+    /**Make a share link of a chat: a read-only snapshot of its active path
+
+    An addition to the spec. Permission `chats:write` (a link publishes the chat: it is made, like a message, not read); the caller's own chat only (`404 not_found` otherwise, another user's chat as an unknown one). The snapshot is taken now and never changes: the messages of the chat's active path, oldest first, each with only `role`, `content`, `created_at`, `status` and, on an answer, the model's name (`model`), and the chat's title. Nothing else of the chat is copied: no prompt data (knowledge-base excerpts, upload ids), no metadata, no message, upload, model, agent or user ids. An answer still streaming is left out, and so is the rest of the path after it; a message without text (an answer that failed or was stopped before its first word) is left out; an answer that failed or was stopped with some text keeps it, with `status` `failed` or `stopped`.
+
+    Bounds: at most 500 messages and 1 MiB of message text on the path (`409 share_too_large`); a chat without messages is `409 nothing_to_share`; a user holds at most 100 live links per organization (`409 too_many_shares`: revoke one).
+
+    The answer carries the link's `token` (`wsshare_…`, 256 random bits), its page `path` (`/share/<token>`) and whole `url` (the server's `mail.public_url`, else its own address, then the path). They are shown only here: the server keeps only the token's SHA-256. Anyone with the link reads the snapshot with `GET /api/shared`, without an account, until the link is revoked, the chat or the account is deleted, the owner leaves or is removed from (or suspended in) the organization, or the organization is deleted.
+
+    Sends a `POST` request to `/api/chat/share`
+
+    Arguments:
+    - `chat_id`: The chat.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_share_create()
+        .chat_id(chat_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_share_create(&self) -> builder::ChatShareCreate<'_> {
+        builder::ChatShareCreate::new(self)
+    }
+    /**Revoke one of the caller's share links
+
+    An addition to the spec. Permission `chats:write`. From this answer on, every instance answers the link `404 not_found` (the link is looked up in the database at every read, nothing is cached); its snapshot is erased, the row stays in the list with `revoked_at`. Another user's, an unknown or an already revoked link is `404 not_found`.
+
+    Sends a `DELETE` request to `/api/chat/share/revoke`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `share_id`: The link (its `id`).
+    ```ignore
+    let response = client.chat_share_revoke()
+        .org_id(org_id)
+        .share_id(share_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_share_revoke(&self) -> builder::ChatShareRevoke<'_> {
+        builder::ChatShareRevoke::new(self)
+    }
+    /**List the caller's share links
+
+    An addition to the spec. Permission `chats:read`. The caller's links in the organization (of one chat with `chat_id`), newest first, live and revoked (`revoked_at`), with their read count (`views`); never their tokens. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
+
+    Sends a `GET` request to `/api/chat/shares/list`
+
+    Arguments:
+    - `chat_id`: Only the links of this chat.
+    - `limit`: Items to return: 1 to 500, default 100.
+    - `offset`: Items to skip, default 0.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_shares_list()
+        .chat_id(chat_id)
+        .limit(limit)
+        .offset(offset)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_shares_list(&self) -> builder::ChatSharesList<'_> {
+        builder::ChatSharesList::new(self)
+    }
     /**Stop an answer that is streaming
 
     Permission `chats:write`, the caller's own chats only (`404 not_found`). Reaches the generating instance wherever it runs (PostgreSQL `NOTIFY`); the answer keeps its text so far with status `stopped` and its stream ends with `end` (`finish_reason` `stopped`). `stopped` is false when the answer had already ended.
@@ -34277,6 +34929,23 @@ impl Client {
     ```*/
     pub fn roles_update(&self) -> builder::RolesUpdate<'_> {
         builder::RolesUpdate::new(self)
+    }
+    /**Read a shared chat
+
+    An addition to the spec. Public: the link's token (query `token`) is the credential; send no `Authorization` header. Answers the snapshot (`title`, `created_at`, `messages`). An unknown, malformed or revoked token, a deleted chat or account, an owner who is no longer an active member of the organization, a deleted organization: all the same `404 not_found`, so the answer tells nothing about which. Rate limited per client address like `login` (`rate_limits.shared_chat_per_address` per `rate_limits.window_secs`, counted in the database so the limit holds across instances, every request counted, found or not): `429 rate_limited` with `Retry-After`. Answers (errors too) carry `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`. The server's logs show the token as `[redacted]`.
+
+    Sends a `GET` request to `/api/shared`
+
+    Arguments:
+    - `token`: The link's token (`wsshare_…`).
+    ```ignore
+    let response = client.chat_shared()
+        .token(token)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_shared(&self) -> builder::ChatShared<'_> {
+        builder::ChatShared::new(self)
     }
     /**Read the e-mail outbox (newest first)
 
@@ -38131,6 +38800,321 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_share_create`]
+
+    [`Client::chat_share_create`]: super::Client::chat_share_create*/
+    #[derive(Debug, Clone)]
+    pub struct ChatShareCreate<'a> {
+        client: &'a super::Client,
+        chat_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatShareCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                chat_id: Err("chat_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn chat_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.chat_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for chat_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/share`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatShareCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                chat_id,
+                org_id,
+            } = self;
+            let chat_id = chat_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/share", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("chat_id", &chat_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_share_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_share_revoke`]
+
+    [`Client::chat_share_revoke`]: super::Client::chat_share_revoke*/
+    #[derive(Debug, Clone)]
+    pub struct ChatShareRevoke<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        share_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatShareRevoke<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                share_id: Err("share_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn share_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.share_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for share_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/chat/share/revoke`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                share_id,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let share_id = share_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/share/revoke", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("share_id", &share_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_share_revoke",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_shares_list`]
+
+    [`Client::chat_shares_list`]: super::Client::chat_shares_list*/
+    #[derive(Debug, Clone)]
+    pub struct ChatSharesList<'a> {
+        client: &'a super::Client,
+        chat_id: Result<Option<::uuid::Uuid>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        offset: Result<Option<u32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatSharesList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                chat_id: Ok(None),
+                limit: Ok(None),
+                offset: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn chat_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.chat_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for chat_id failed".to_string());
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<u32>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `u32` for offset failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/shares/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ChatShare>>, Error<types::Error>> {
+            let Self {
+                client,
+                chat_id,
+                limit,
+                offset,
+                org_id,
+            } = self;
+            let chat_id = chat_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/shares/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("chat_id", &chat_id))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_shares_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -44187,6 +45171,79 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_shared`]
+
+    [`Client::chat_shared`]: super::Client::chat_shared*/
+    #[derive(Debug, Clone)]
+    pub struct ChatShared<'a> {
+        client: &'a super::Client,
+        token: Result<::std::string::String, String>,
+    }
+    impl<'a> ChatShared<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                token: Err("token was not initialized".to_string()),
+            }
+        }
+        pub fn token<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.token = value.try_into().map_err(|_| {
+                "conversion to `:: std :: string :: String` for token failed".to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/shared`
+        pub async fn send(self) -> Result<ResponseValue<types::SharedChat>, Error<types::Error>> {
+            let Self { client, token } = self;
+            let token = token.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/shared", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("token", &token))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_shared",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

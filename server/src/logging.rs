@@ -5,7 +5,7 @@
 //!   invitation tokens, OAuth callback `code` and `state`, signed download
 //!   links' `signature`, WebSocket `ticket`s, ...) and
 //! - credential path segments ([`SECRET_PATH_PREFIXES`]: the MCP gateway's
-//!   `/api/mcp/gateway/{secret}`)
+//!   `/api/mcp/gateway/{secret}`, a chat share page's `/share/wsshare_…`)
 //!
 //! are replaced by `[redacted]`.
 //!
@@ -36,7 +36,7 @@ const SECRET_PARAMS: &[&str] = &[
 ];
 
 /// Paths whose next segment is a credential (compared case-insensitively).
-const SECRET_PATH_PREFIXES: &[&str] = &["/api/mcp/gateway/"];
+const SECRET_PATH_PREFIXES: &[&str] = &["/api/mcp/gateway/", "/share/wsshare_"];
 
 /// Replaces the segment after each [`SECRET_PATH_PREFIXES`] prefix (up to
 /// the next `/`, `?`, `#`, quote or white space) with `[redacted]`.
@@ -376,6 +376,15 @@ mod tests {
             "/api/files/download?file_id=1&expires=2&signature=[redacted]"
         );
         assert_eq!(redact_query("/api/mcp/gateway/"), "/api/mcp/gateway/");
+        // A chat's share page; the owner's operations keep their names.
+        assert_eq!(
+            redact_query("GET /share/wsshare_AbC-d_e HTTP/1.1"),
+            "GET /share/wsshare_[redacted] HTTP/1.1"
+        );
+        assert!(matches!(
+            redact_query("/api/chat/share/revoke?org_id=1&share_id=2"),
+            Cow::Borrowed(_)
+        ));
         assert!(matches!(
             redact_query("/api/mcp/list_servers?org_id=1"),
             Cow::Borrowed(_)

@@ -453,6 +453,7 @@ pub fn unlimited() -> workspace_server::config::RateLimitsConfig {
         forgot_password_per_address: 0,
         forgot_password_per_email: 0,
         reset_password_per_address: 0,
+        shared_chat_per_address: 0,
         ..Default::default()
     }
 }

@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod auth;
 pub mod chat;
+pub mod chat_shares;
 pub mod conversations;
 pub mod deployments;
 mod document;
@@ -1869,6 +1870,109 @@ pub trait WorkspaceApi {
         query: QueryParams<chat::WsQuery>,
         upgraded: dropshot::WebsocketConnection,
     ) -> dropshot::WebsocketChannelResult;
+
+    // ---- Share links of chats (issue #35) ----
+
+    /// Make a share link of a chat: a read-only snapshot of its active path.
+    ///
+    /// An addition to the spec. Permission `chats:write` (a link publishes
+    /// the chat: it is made, like a message, not read); the caller's own
+    /// chat only (`404 not_found` otherwise, another user's chat as an
+    /// unknown one). The snapshot is taken now and never changes: the
+    /// messages of the chat's active path, oldest first, each with only
+    /// `role`, `content`, `created_at`, `status` and, on an answer, the
+    /// model's name (`model`), and the chat's title. Nothing else of the
+    /// chat is copied: no prompt data (knowledge-base excerpts, upload
+    /// ids), no metadata, no message, upload, model, agent or user ids.
+    /// An answer still streaming is left out, and so is the rest of the
+    /// path after it; a message without text (an answer that failed or was
+    /// stopped before its first word) is left out; an answer that failed
+    /// or was stopped with some text keeps it, with `status` `failed` or
+    /// `stopped`.
+    ///
+    /// Bounds: at most 500 messages and 1 MiB of message text on the path
+    /// (`409 share_too_large`); a chat without messages is `409
+    /// nothing_to_share`; a user holds at most 100 live links per
+    /// organization (`409 too_many_shares`: revoke one).
+    ///
+    /// The answer carries the link's `token` (`wsshare_…`, 256 random
+    /// bits), its page `path` (`/share/<token>`) and whole `url` (the
+    /// server's `mail.public_url`, else its own address, then the path).
+    /// They are shown only here: the server keeps only the token's
+    /// SHA-256. Anyone with the link reads the snapshot with `GET
+    /// /api/shared`, without an account, until the link is revoked, the
+    /// chat or the account is deleted, the owner leaves or is removed from
+    /// (or suspended in) the organization, or the organization is deleted.
+    #[endpoint { method = POST, path = "/api/chat/share", tags = ["chat"] }]
+    async fn chat_share_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatQuery>,
+    ) -> Result<HttpResponseCreated<chat_shares::ChatShareCreated>, HttpError>;
+
+    /// List the caller's share links.
+    ///
+    /// An addition to the spec. Permission `chats:read`. The caller's links
+    /// in the organization (of one chat with `chat_id`), newest first,
+    /// live and revoked (`revoked_at`), with their read count (`views`);
+    /// never their tokens. `limit` 1 to 500 (default 100), `offset` default
+    /// 0 (`400 invalid_pagination`).
+    #[endpoint { method = GET, path = "/api/chat/shares/list", tags = ["chat"] }]
+    async fn chat_shares_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_shares::ChatSharesQuery>,
+    ) -> Result<HttpResponseOk<Vec<chat_shares::ChatShare>>, HttpError>;
+
+    /// Revoke one of the caller's share links.
+    ///
+    /// An addition to the spec. Permission `chats:write`. From this answer
+    /// on, every instance answers the link `404 not_found` (the link is
+    /// looked up in the database at every read, nothing is cached); its
+    /// snapshot is erased, the row stays in the list with `revoked_at`.
+    /// Another user's, an unknown or an already revoked link is `404
+    /// not_found`.
+    #[endpoint { method = DELETE, path = "/api/chat/share/revoke", tags = ["chat"] }]
+    async fn chat_share_revoke(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_shares::ChatShareQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Read a shared chat.
+    ///
+    /// An addition to the spec. Public: the link's token (query `token`)
+    /// is the credential; send no `Authorization` header. Answers the
+    /// snapshot (`title`, `created_at`, `messages`). An unknown, malformed
+    /// or revoked token, a deleted chat or account, an owner who is no
+    /// longer an active member of the organization, a deleted organization:
+    /// all the same `404 not_found`, so the answer tells nothing about
+    /// which. Rate limited per client address like `login`
+    /// (`rate_limits.shared_chat_per_address` per `rate_limits.window_secs`,
+    /// counted in the database so the limit holds across instances, every
+    /// request counted, found or not): `429 rate_limited` with
+    /// `Retry-After`. Answers (errors too) carry `Cache-Control: no-store`,
+    /// `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`. The
+    /// server's logs show the token as `[redacted]`.
+    #[endpoint { method = GET, path = "/api/shared", tags = ["chat"] }]
+    async fn chat_shared(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_shares::SharedQuery>,
+    ) -> Result<
+        dropshot::HttpResponseHeaders<HttpResponseOk<chat_shares::SharedChat>>,
+        HttpError,
+    >;
+
+    /// The page of a share link (`/share/<token>`): reads `GET
+    /// /api/shared` and shows the chat. Public; unpublished.
+    #[endpoint { method = GET, path = "/share/{token}", unpublished = true }]
+    async fn share_page(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<chat_shares::SharePagePath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// The script of `/share/<token>`.
+    #[endpoint { method = GET, path = "/share.js", unpublished = true }]
+    async fn share_script(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 
     // ---- Tools area (/api/tools) ----
 

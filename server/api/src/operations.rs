@@ -22,6 +22,8 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "deployments_models_preflight",
     // The chat WebSocket: its single-use ticket is the credential.
     "chat_ws",
+    // A chat's share link: its token is the credential (issue #35).
+    "chat_shared",
     // MCP: the OAuth redirect target; its single-use `state` is the credential.
     "mcp_callback",
     // MCP gateway: the secret in the path is the credential.
@@ -947,6 +949,30 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     ),
     ("chat_ws_ticket", &[(403, &["forbidden"])]),
     ("chat_ws", &[]),
+    // Share links of chats (issue #35).
+    (
+        "chat_share_create",
+        &[
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (
+                409,
+                &["share_too_large", "nothing_to_share", "too_many_shares"],
+            ),
+        ],
+    ),
+    (
+        "chat_shares_list",
+        &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
+    ),
+    (
+        "chat_share_revoke",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "chat_shared",
+        &[(404, &["not_found"]), (429, &["rate_limited"])],
+    ),
     // Tools and agents. Operations addressed by their own id answer 404 for
     // another organization's object, like a missing one.
     (

@@ -209,6 +209,8 @@ pub enum Limited {
     ForgotPassword,
     /// `POST /api/auth/reset_password`.
     ResetPassword,
+    /// `GET /api/shared` (a chat's share link).
+    SharedChat,
 }
 
 /// Counts the request against the per-address and global limits of
@@ -223,6 +225,7 @@ pub async fn rate_limit(cx: &ServerContext, what: Limited, client: IpAddr) -> Re
         Limited::Signup => ("signup", limits.signup_per_address, limits.signup_global),
         Limited::ForgotPassword => ("forgot", limits.forgot_password_per_address, 0),
         Limited::ResetPassword => ("reset", limits.reset_password_per_address, 0),
+        Limited::SharedChat => ("shared", limits.shared_chat_per_address, 0),
     };
     let mut buckets = Vec::with_capacity(2);
     if per_address > 0 {

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod answer;
 pub mod auth;
 pub mod chat;
+pub mod chat_shares;
 pub mod conversations;
 pub mod deletion;
 pub mod deployments;

@@ -124,6 +124,10 @@ pub struct RateLimitsConfig {
     /// `POST /api/auth/reset_password` per client address and window (a
     /// bound on guessing tokens, on top of their 256 random bits).
     pub reset_password_per_address: u32,
+    /// `GET /api/shared` (reading a chat's share link) per client address
+    /// and window (a bound on guessing tokens, on top of their 256 random
+    /// bits).
+    pub shared_chat_per_address: u32,
 }
 
 impl Default for RateLimitsConfig {
@@ -137,6 +141,7 @@ impl Default for RateLimitsConfig {
             forgot_password_per_address: 10,
             forgot_password_per_email: 5,
             reset_password_per_address: 10,
+            shared_chat_per_address: 60,
         }
     }
 }

@@ -13,10 +13,11 @@ pub struct MailConfig {
     /// The `From` header of every e-mail.
     pub from: String,
     /// The frontend's base URL; acceptance links are
-    /// `{public_url}/invite/accept?token=...` and password-reset links
-    /// `{public_url}/reset-password?token=...`. Unset: this server's own
-    /// address (the one it bound; `localhost` for an unspecified IP such as
-    /// `0.0.0.0`), where the server serves small pages for both itself.
+    /// `{public_url}/invite/accept?token=...`, password-reset links
+    /// `{public_url}/reset-password?token=...` and chat share links
+    /// `{public_url}/share/<token>`. Unset: this server's own address (the
+    /// one it bound; `localhost` for an unspecified IP such as `0.0.0.0`),
+    /// where the server serves small pages for all three itself.
     pub public_url: Option<String>,
     /// Give up on an SMTP exchange after this many seconds.
     pub smtp_timeout_secs: u64,

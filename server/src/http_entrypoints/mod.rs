@@ -8,6 +8,7 @@
 mod agents;
 mod auth;
 mod chat;
+mod chat_shares;
 mod conversations;
 mod deletion;
 mod deployments;
@@ -113,6 +114,14 @@ impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
 {
     fn status(&self) -> u16 {
         202
+    }
+}
+
+impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> Status
+    for dropshot::HttpResponseHeaders<HttpResponseOk<T>>
+{
+    fn status(&self) -> u16 {
+        200
     }
 }
 
@@ -333,6 +342,15 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> dropshot::WebsocketChannelResult {
         chat::ws(rqctx, query, upgraded).await
     }
+
+    // ---- Share links of chats (issue #35) ----
+
+    delegate!(fn chat_share_create(query: QueryParams<workspace_api::chat::ChatQuery>) -> HttpResponseCreated<workspace_api::chat_shares::ChatShareCreated> => chat_shares::create);
+    delegate!(fn chat_shares_list(query: QueryParams<workspace_api::chat_shares::ChatSharesQuery>) -> HttpResponseOk<Vec<workspace_api::chat_shares::ChatShare>> => chat_shares::list);
+    delegate!(fn chat_share_revoke(query: QueryParams<workspace_api::chat_shares::ChatShareQuery>) -> HttpResponseOk<MessageResponse> => chat_shares::revoke);
+    delegate!(fn chat_shared(query: QueryParams<workspace_api::chat_shares::SharedQuery>) -> dropshot::HttpResponseHeaders<HttpResponseOk<workspace_api::chat_shares::SharedChat>> => chat_shares::read);
+    delegate!(fn share_page(path: dropshot::Path<workspace_api::chat_shares::SharePagePath>) -> http::Response<dropshot::Body> => chat_shares::page);
+    delegate!(fn share_script() -> http::Response<dropshot::Body> => chat_shares::script);
 
     // ---- Tools area ----
 

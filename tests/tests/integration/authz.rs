@@ -774,6 +774,41 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"text": "probe"})),
             ),
         ),
+        // Share links of chats (issue #35).
+        "chat_share_create" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/share",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_shares_list" => (
+            Scope::Org(Some("chats:read")),
+            call(M::GET, "/api/chat/shares/list", q_org(), None),
+        ),
+        "chat_share_revoke" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::DELETE,
+                "/api/chat/share/revoke",
+                vec![
+                    ("org_id", org.clone()),
+                    ("share_id", Uuid::new_v4().to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_shared" => (
+            Scope::Public,
+            call(
+                M::GET,
+                "/api/shared",
+                vec![("token", "wsshare_probe".into())],
+                None,
+            ),
+        ),
         "files_download" => (
             Scope::Public,
             call(

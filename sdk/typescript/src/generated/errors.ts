@@ -248,6 +248,37 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  chat_share_create: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    409: "share_too_large" | "nothing_to_share" | "too_many_shares";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_share_revoke: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_shared: {
+    400: "invalid_request";
+    404: "not_found";
+    429: "rate_limited";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_shares_list: {
+    400: "invalid_request" | "invalid_pagination";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_stop: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";

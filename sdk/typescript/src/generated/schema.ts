@@ -830,6 +830,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/chat/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a share link of a chat: a read-only snapshot of its active path.
+         * @description An addition to the spec. Permission `chats:write` (a link publishes the chat: it is made, like a message, not read); the caller's own chat only (`404 not_found` otherwise, another user's chat as an unknown one). The snapshot is taken now and never changes: the messages of the chat's active path, oldest first, each with only `role`, `content`, `created_at`, `status` and, on an answer, the model's name (`model`), and the chat's title. Nothing else of the chat is copied: no prompt data (knowledge-base excerpts, upload ids), no metadata, no message, upload, model, agent or user ids. An answer still streaming is left out, and so is the rest of the path after it; a message without text (an answer that failed or was stopped before its first word) is left out; an answer that failed or was stopped with some text keeps it, with `status` `failed` or `stopped`.
+         *
+         *     Bounds: at most 500 messages and 1 MiB of message text on the path (`409 share_too_large`); a chat without messages is `409 nothing_to_share`; a user holds at most 100 live links per organization (`409 too_many_shares`: revoke one).
+         *
+         *     The answer carries the link's `token` (`wsshare_…`, 256 random bits), its page `path` (`/share/<token>`) and whole `url` (the server's `mail.public_url`, else its own address, then the path). They are shown only here: the server keeps only the token's SHA-256. Anyone with the link reads the snapshot with `GET /api/shared`, without an account, until the link is revoked, the chat or the account is deleted, the owner leaves or is removed from (or suspended in) the organization, or the organization is deleted.
+         */
+        post: operations["chat_share_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/share/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the caller's share links.
+         * @description An addition to the spec. Permission `chats:write`. From this answer on, every instance answers the link `404 not_found` (the link is looked up in the database at every read, nothing is cached); its snapshot is erased, the row stays in the list with `revoked_at`. Another user's, an unknown or an already revoked link is `404 not_found`.
+         */
+        delete: operations["chat_share_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/shares/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's share links.
+         * @description An addition to the spec. Permission `chats:read`. The caller's links in the organization (of one chat with `chat_id`), newest first, live and revoked (`revoked_at`), with their read count (`views`); never their tokens. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
+         */
+        get: operations["chat_shares_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat/stop": {
         parameters: {
             query?: never;
@@ -2206,6 +2270,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/shared": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a shared chat.
+         * @description An addition to the spec. Public: the link's token (query `token`) is the credential; send no `Authorization` header. Answers the snapshot (`title`, `created_at`, `messages`). An unknown, malformed or revoked token, a deleted chat or account, an owner who is no longer an active member of the organization, a deleted organization: all the same `404 not_found`, so the answer tells nothing about which. Rate limited per client address like `login` (`rate_limits.shared_chat_per_address` per `rate_limits.window_secs`, counted in the database so the limit holds across instances, every request counted, found or not): `429 rate_limited` with `Retry-After`. Answers (errors too) carry `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`. The server's logs show the token as `[redacted]`.
+         */
+        get: operations["chat_shared"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/system/outbox": {
         parameters: {
             query?: never;
@@ -3049,6 +3133,56 @@ export interface components {
              * @description 0 to 1.
              */
             top_p?: number | null;
+        };
+        /** @description A share link as its owner lists it: never its token. */
+        ChatShare: {
+            /** Format: uuid */
+            chat_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The link's handle (to revoke it).
+             */
+            id: string;
+            /**
+             * Format: uint32
+             * @description The messages of the snapshot.
+             */
+            message_count: number;
+            /**
+             * Format: date-time
+             * @description When the link was revoked; null while it works.
+             */
+            revoked_at: string | null;
+            /** @description The chat's title when the link was made. */
+            title: string;
+            /**
+             * Format: int64
+             * @description How many times the link was read (`GET /api/shared`).
+             */
+            views: number;
+        };
+        /** @description A share link just made: the only time its token is shown. */
+        ChatShareCreated: {
+            /** Format: uuid */
+            chat_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The link's handle (to revoke it).
+             */
+            id: string;
+            /** Format: uint32 */
+            message_count: number;
+            /** @description The page of the link on this server: `/share/<token>`. */
+            path: string;
+            title: string;
+            /** @description The secret of the link (`wsshare_…`): whoever holds it reads the snapshot. Stored only as a hash; it cannot be shown again. */
+            token: string;
+            /** @description The whole link: `{mail.public_url}` (else this server's own address) followed by `path`. */
+            url: string;
         };
         /**
          * @description A chat session's state.
@@ -4408,6 +4542,31 @@ export interface components {
              */
             revoked: number;
         };
+        /** @description What a share link shows: the chat's title and the messages of its active path when the link was made, oldest first. */
+        SharedChat: {
+            /**
+             * Format: date-time
+             * @description When the link was made (the moment of the snapshot).
+             */
+            created_at: string;
+            messages: components["schemas"]["SharedMessage"][];
+            title: string;
+        };
+        /** @description A message of a snapshot: only what a reader needs. */
+        SharedMessage: {
+            content: string;
+            /**
+             * Format: date-time
+             * @description When the message was written.
+             */
+            created_at: string;
+            /** @description On an answer, the name of the model that wrote it; null on a question (and on an answer whose model is gone). */
+            model: string | null;
+            role: components["schemas"]["ChatRole"];
+            status: components["schemas"]["SharedMessageStatus"];
+        };
+        /** @description How an answer of a snapshot ended. */
+        SharedMessageStatus: "complete" | "stopped" | "failed";
         /** @description Body of `POST /api/auth/signup_invite`. */
         SignupInviteRequest: {
             first_name: string;
@@ -8786,6 +8945,253 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_share_create: {
+        parameters: {
+            query: {
+                /** @description The chat. */
+                chat_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatShareCreated"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `share_too_large`, `nothing_to_share`, `too_many_shares`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_share_revoke: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+                /** @description The link (its `id`). */
+                share_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_shares_list: {
+        parameters: {
+            query: {
+                /** @description Only the links of this chat. */
+                chat_id?: string;
+                /** @description Items to return: 1 to 500, default 100. */
+                limit?: number;
+                /** @description Items to skip, default 0. */
+                offset?: number;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatShare"][];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -14589,6 +14995,76 @@ export interface operations {
             /** @description Conflict. `error_code`: `role_name_taken`. */
             409: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_shared: {
+        parameters: {
+            query: {
+                /** @description The link's token (`wsshare_…`). */
+                token: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedChat"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `rate_limited`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
