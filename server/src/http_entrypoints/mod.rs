@@ -8,6 +8,7 @@
 mod agents;
 mod auth;
 mod chat;
+mod chat_transfer;
 mod conversations;
 mod deletion;
 mod deployments;
@@ -330,6 +331,12 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> dropshot::WebsocketChannelResult {
         chat::ws(rqctx, query, upgraded).await
     }
+
+    // ---- Chat export and import (issue #35) ----
+
+    delegate!(fn chat_export(query: QueryParams<workspace_api::chat_transfer::ChatExportQuery>) -> http::Response<dropshot::Body> => chat_transfer::export);
+    delegate!(fn chat_export_all(query: QueryParams<workspace_api::chat_transfer::ChatExportAllQuery>) -> http::Response<dropshot::Body> => chat_transfer::export_all);
+    delegate!(fn chat_import(query: QueryParams<workspace_api::chat_transfer::ChatImportQuery>, body: dropshot::StreamingBody) -> HttpResponseOk<workspace_api::chat_transfer::ChatImportResult> => chat_transfer::import);
 
     // ---- Tools area ----
 
