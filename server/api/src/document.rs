@@ -38,12 +38,36 @@ fn add_schema<T: schemars::JsonSchema>(doc: &mut OpenAPI) {
     for (name, schema) in schemas {
         let mut value = serde_json::to_value(&schema).expect("a schemars schema serialises");
         any_value_schemas(&mut value);
+        nullable_reference_schemas(&mut value);
         let schema: Schema =
             serde_json::from_value(value).expect("a schemars schema is an OpenAPI 3.0 schema");
         components
             .schemas
             .entry(name)
             .or_insert(ReferenceOr::Item(schema));
+    }
+}
+
+/// Schemars writes a nullable reference (an `Option<T>` field of a named
+/// type) as `{"$ref", "nullable": true}`, whose `nullable` OpenAPI 3.0
+/// ignores beside `$ref`; dropshot writes `{"allOf": [{"$ref"}],
+/// "nullable": true}`, as this does.
+fn nullable_reference_schemas(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            if map.len() > 1
+                && let Some(reference) = map.remove("$ref")
+            {
+                map.insert(
+                    "allOf".to_string(),
+                    Value::Array(vec![serde_json::json!({ "$ref": reference })]),
+                );
+            }
+            map.values_mut().for_each(nullable_reference_schemas);
+        }
+        Value::Array(items) => items.iter_mut().for_each(nullable_reference_schemas),
+        _ => {}
     }
 }
 
