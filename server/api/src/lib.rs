@@ -1855,7 +1855,10 @@ pub trait WorkspaceApi {
     /// `application/json`) or as the part named `file` of a
     /// `multipart/form-data` form. At most 50 MiB (`413 file_too_large`,
     /// answered from `Content-Length` before the body is read, or as soon
-    /// as the bytes read pass the limit).
+    /// as the bytes read pass the limit), arriving within 5 minutes (or
+    /// `http.body_read_timeout_secs` if longer; `408 request_timeout`).
+    /// An instance runs four imports at once; another waits up to a
+    /// minute for its turn, then `503 server_busy`.
     ///
     /// `format` (default `auto`, recognised from the file's shape):
     /// `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf,

@@ -86,7 +86,11 @@ async fn import_body(
     let boundary = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .filter(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+        .filter(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        })
         .map(multer::parse_boundary)
         .transpose()
         .map_err(|e| unreadable(format!("malformed multipart body: {e}")))?;

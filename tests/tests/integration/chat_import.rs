@@ -54,14 +54,21 @@ async fn bytes_of(response: ResponseValue<ByteStream>) -> Vec<u8> {
         .expect("the whole export")
 }
 
-async fn export_json(client: &Client, org: Uuid, chat: Option<Uuid>) -> (Vec<u8>, ChatExportDocument) {
+async fn export_json(
+    client: &Client,
+    org: Uuid,
+    chat: Option<Uuid>,
+) -> (Vec<u8>, ChatExportDocument) {
     let response = match chat {
         Some(chat) => client.chat_export(org, chat, ChatExportFormat::Json).await,
         None => client.chat_export_all(org, ChatExportFormat::Json).await,
     }
     .expect("export");
     let disposition = response.headers()["content-disposition"].to_str().unwrap();
-    assert!(disposition.starts_with("attachment; filename="), "{disposition}");
+    assert!(
+        disposition.starts_with("attachment; filename="),
+        "{disposition}"
+    );
     let bytes = bytes_of(response).await;
     let doc = serde_json::from_slice(&bytes).expect("a ChatExportDocument");
     (bytes, doc)
@@ -120,7 +127,10 @@ async fn stored_tree(cx: &TestContext, chat: Uuid) -> Vec<Stored> {
                 let parent = by_id.get(&p).expect("the parent is in the chat");
                 assert_eq!(m.depth, parent.depth + 1);
                 // A parent is stored before its children.
-                assert!(messages.iter().position(|x| x.id == p) < messages.iter().position(|x| x.id == m.id));
+                assert!(
+                    messages.iter().position(|x| x.id == p)
+                        < messages.iter().position(|x| x.id == m.id)
+                );
             }
         }
         positions.entry(m.parent).or_default().push(m.sibling_index);
@@ -129,7 +139,10 @@ async fn stored_tree(cx: &TestContext, chat: Uuid) -> Vec<Stored> {
     }
     for list in positions.values() {
         let expected: Vec<i32> = (1..=list.len() as i32).collect();
-        assert_eq!(list, &expected, "positions among siblings in creation order");
+        assert_eq!(
+            list, &expected,
+            "positions among siblings in creation order"
+        );
     }
     let chat_row = db
         .query_one("SELECT leaf_id, roots FROM chats WHERE id = $1", &[&chat])
@@ -221,9 +234,7 @@ fn chatgpt_conversation(title: &str) -> Value {
         }
         m
     };
-    let node = |id: &str, message: Value, parent: Option<&str>, children: &[&str]| {
-        json!({"id": id, "message": message, "parent": parent, "children": children})
-    };
+    let node = |id: &str, message: Value, parent: Option<&str>, children: &[&str]| json!({"id": id, "message": message, "parent": parent, "children": children});
     json!({
         "title": title,
         "create_time": 1_700_000_000.5,
@@ -279,7 +290,10 @@ async fn chatgpt_branches_and_the_active_path_across_two_instances() {
     let contents: Vec<&str> = tree.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, ["What is 2+2?", "4", "Four.", "And 3+3?", "6"]);
     let q1 = &tree[0];
-    assert_eq!((q1.role.as_str(), q1.parent, q1.children), ("USER", None, 2));
+    assert_eq!(
+        (q1.role.as_str(), q1.parent, q1.children),
+        ("USER", None, 2)
+    );
     assert_eq!((tree[1].parent, tree[1].sibling_index), (Some(q1.id), 1));
     assert_eq!((tree[2].parent, tree[2].sibling_index), (Some(q1.id), 2));
     assert_eq!(tree[3].parent, Some(tree[2].id));
@@ -325,7 +339,11 @@ async fn chatgpt_branches_and_the_active_path_across_two_instances() {
         .await
         .unwrap()
         .into_inner();
-    assert!(listed.iter().any(|c| c.id == chat && c.title == "Arithmetic"));
+    assert!(
+        listed
+            .iter()
+            .any(|c| c.id == chat && c.title == "Arithmetic")
+    );
 
     // Markdown, from the other instance: the active path, verbatim.
     let markdown = bytes_of(
@@ -415,7 +433,10 @@ async fn open_webui_claude_and_librechat_files() {
     let tree = stored_tree(&cx, branched).await;
     assert_eq!(tree[0].children, 2);
     assert_eq!(tree[1].content, "Old pond");
-    assert_eq!(stored_path(&cx, branched).await, ["Write a haiku", "Frog jumps"]);
+    assert_eq!(
+        stored_path(&cx, branched).await,
+        ["Write a haiku", "Frog jumps"]
+    );
     let linear = result.imported[1].chat_id;
     assert_eq!(result.imported[1].title, "Imported chat");
     assert_eq!(stored_path(&cx, linear).await, ["hi", "hello", "bye"]);
@@ -432,9 +453,15 @@ async fn open_webui_claude_and_librechat_files() {
     let result = import(&ada.client, org, ChatImportFormat::Auto, &libre).await;
     assert_eq!(result.format, ChatImportSource::Librechat);
     let chat = result.imported[0].chat_id;
-    assert_eq!(stored_path(&cx, chat).await, ["Pancakes?", "Flour, eggs, milk."]);
+    assert_eq!(
+        stored_path(&cx, chat).await,
+        ["Pancakes?", "Flour, eggs, milk."]
+    );
     let tree = stored_tree(&cx, chat).await;
-    assert_eq!((tree[0].role.as_str(), tree[1].role.as_str()), ("USER", "MODEL"));
+    assert_eq!(
+        (tree[0].role.as_str(), tree[1].role.as_str()),
+        ("USER", "MODEL")
+    );
     assert_eq!(tree[1].metadata["model"], "gpt-4o-mini");
     cx.teardown().await;
 }
@@ -442,7 +469,9 @@ async fn open_webui_claude_and_librechat_files() {
 /// What a chat's tree is, without its ids: each message's content, role,
 /// parent's content, position among siblings and whether it is on the
 /// path, in order.
-fn shape(doc_chat: &workspace_client::types::ExportedChat) -> Vec<(String, String, Option<String>, bool)> {
+fn shape(
+    doc_chat: &workspace_client::types::ExportedChat,
+) -> Vec<(String, String, Option<String>, bool)> {
     let by_id: HashMap<Uuid, &workspace_client::types::ExportedMessage> =
         doc_chat.messages.iter().map(|m| (m.id, m)).collect();
     let mut path = Vec::new();
@@ -499,9 +528,17 @@ async fn the_json_export_imports_back_into_the_same_tree() {
     assert_eq!(doc.chats.len(), 1);
     let exported = &doc.chats[0];
     assert_eq!(exported.messages.len(), 5);
-    assert_eq!(exported.messages[4].model_name.as_deref(), Some("offline-dev-model"));
+    assert_eq!(
+        exported.messages[4].model_name.as_deref(),
+        Some("offline-dev-model")
+    );
     assert_eq!(exported.messages[1].model_name.as_deref(), Some("gpt-4o"));
-    assert!(exported.messages.iter().all(|m| m.created_at.timestamp() >= 1_700_000_000));
+    assert!(
+        exported
+            .messages
+            .iter()
+            .all(|m| m.created_at.timestamp() >= 1_700_000_000)
+    );
 
     let again = ada
         .client
@@ -554,14 +591,23 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
     // Not a chat export: 400 naming the formats expected.
     let account = json!({"format": "workspace.account-export", "version": 1, "chats": []});
     for (file, code) in [
-        (serde_json::to_vec(&account).unwrap(), "unrecognized_import_format"),
-        (br#"{"hello": "world"}"#.to_vec(), "unrecognized_import_format"),
+        (
+            serde_json::to_vec(&account).unwrap(),
+            "unrecognized_import_format",
+        ),
+        (
+            br#"{"hello": "world"}"#.to_vec(),
+            "unrecognized_import_format",
+        ),
         (br#"[1, 2, 3]"#.to_vec(), "unrecognized_import_format"),
         (b"name,age\nada,36\n".to_vec(), "invalid_import_file"),
         (b"\xff\xfe garbage".to_vec(), "invalid_import_file"),
         (b"[]".to_vec(), "empty_import"),
     ] {
-        assert_eq!(import_error(client, org, file).await, (400, code.to_string()));
+        assert_eq!(
+            import_error(client, org, file).await,
+            (400, code.to_string())
+        );
     }
     let refused = client
         .chat_import()
@@ -574,7 +620,13 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
         workspace_client::Error::ErrorResponse(r) => r.message.clone(),
         other => panic!("{other:?}"),
     };
-    for name in ["workspace.chat.v1", "ChatGPT", "Open WebUI", "Claude", "LibreChat"] {
+    for name in [
+        "workspace.chat.v1",
+        "ChatGPT",
+        "Open WebUI",
+        "Claude",
+        "LibreChat",
+    ] {
         assert!(message.contains(name), "{message}");
     }
     // The wrong format named: 400 too.
@@ -645,10 +697,17 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
             (7, ImportSkipReason::InvalidChat),
         ]
     );
-    assert!(result.skipped[2].message.contains("cycle"), "{:?}", result.skipped[2]);
+    assert!(
+        result.skipped[2].message.contains("cycle"),
+        "{:?}",
+        result.skipped[2]
+    );
     assert!(result.skipped[3].message.contains("not in the chat"));
     assert_eq!(result.skipped[4].title.as_deref(), Some("Huge"));
-    assert_eq!(result.skipped[1].title.as_deref(), Some("No mapping object"));
+    assert_eq!(
+        result.skipped[1].title.as_deref(),
+        Some("No mapping object")
+    );
     let count: i64 = cx
         .db()
         .await
@@ -668,7 +727,9 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
         (400, "import_limits_exceeded".into())
     );
     let chats: Vec<Value> = (0..1001)
-        .map(|i| json!({"uuid": i.to_string(), "chat_messages": [{"sender": "human", "text": "a"}]}))
+        .map(
+            |i| json!({"uuid": i.to_string(), "chat_messages": [{"sender": "human", "text": "a"}]}),
+        )
         .collect();
     assert_eq!(
         import_error(client, org, serde_json::to_vec(&chats).unwrap()).await,
@@ -676,7 +737,9 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
     );
     // Exactly at the limit of chats is fine.
     let chats: Vec<Value> = (0..1000)
-        .map(|i| json!({"uuid": i.to_string(), "chat_messages": [{"sender": "human", "text": "a"}]}))
+        .map(
+            |i| json!({"uuid": i.to_string(), "chat_messages": [{"sender": "human", "text": "a"}]}),
+        )
         .collect();
     let result = import(client, org, ChatImportFormat::Auto, &json!(chats)).await;
     assert_eq!(result.imported.len(), 1000);
@@ -705,7 +768,12 @@ async fn raw_status(cx: &TestContext, head: String, body: &[u8]) -> u16 {
             answer.extend_from_slice(&buf[..n]);
             if let Some(end) = answer.iter().position(|b| *b == b'\n') {
                 let line = String::from_utf8_lossy(&answer[..end]);
-                return line.split_whitespace().nth(1).unwrap().parse::<u16>().unwrap();
+                return line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u16>()
+                    .unwrap();
             }
         }
     })
@@ -775,9 +843,12 @@ async fn oversized_bodies_are_refused_before_they_are_read() {
     assert_eq!(answer.status(), 413);
     let error: Value = answer.json().await.unwrap();
     assert_eq!(error["error_code"], "file_too_large");
-    let answer = send_form(b"--b0undary\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--b0undary--\r\n".to_vec())
-        .await
-        .unwrap();
+    let answer = send_form(
+        b"--b0undary\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--b0undary--\r\n"
+            .to_vec(),
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status(), 400);
 
     // Exactly 50 MiB is read (and then judged).
@@ -827,7 +898,10 @@ async fn a_file_naming_another_users_ids_creates_only_the_callers_chats() {
     assert_ne!(new, bobs);
     let db = cx.db().await;
     let owner: (Uuid, Uuid) = db
-        .query_one("SELECT user_id, organization_id FROM chats WHERE id = $1", &[&new])
+        .query_one(
+            "SELECT user_id, organization_id FROM chats WHERE id = $1",
+            &[&new],
+        )
         .await
         .map(|r| (r.get(0), r.get(1)))
         .unwrap();
@@ -835,11 +909,21 @@ async fn a_file_naming_another_users_ids_creates_only_the_callers_chats() {
     // Bob's chat is untouched; no id of his is reused.
     let after = stored_tree(&cx, bobs).await;
     assert_eq!(
-        after.iter().map(|m| (m.id, m.content.clone())).collect::<Vec<_>>(),
-        bob_tree.iter().map(|m| (m.id, m.content.clone())).collect::<Vec<_>>()
+        after
+            .iter()
+            .map(|m| (m.id, m.content.clone()))
+            .collect::<Vec<_>>(),
+        bob_tree
+            .iter()
+            .map(|m| (m.id, m.content.clone()))
+            .collect::<Vec<_>>()
     );
     let ada_ids: Vec<Uuid> = stored_tree(&cx, new).await.iter().map(|m| m.id).collect();
-    assert!(ada_ids.iter().all(|id| bob_tree.iter().all(|m| m.id != *id)));
+    assert!(
+        ada_ids
+            .iter()
+            .all(|id| bob_tree.iter().all(|m| m.id != *id))
+    );
     let title: String = db
         .query_one("SELECT title FROM chats WHERE id = $1", &[&bobs])
         .await
@@ -917,7 +1001,11 @@ async fn export_all_streams_every_chat_of_the_caller() {
     assert_eq!(exported, mine);
     assert!(!exported.contains(&bobs[0]));
     assert!(doc.chats.iter().all(|c| c.messages.len() == 2));
-    assert!(doc.chats.iter().all(|c| c.leaf_id == Some(c.messages[1].id)));
+    assert!(
+        doc.chats
+            .iter()
+            .all(|c| c.leaf_id == Some(c.messages[1].id))
+    );
 
     // Markdown of them all: each chat's path, separated.
     let markdown = String::from_utf8(
@@ -932,7 +1020,9 @@ async fn export_all_streams_every_chat_of_the_caller() {
     .unwrap();
     assert_eq!(markdown.matches("\n---\n\n").count(), 229);
     assert_eq!(markdown.matches("### User\n\n").count(), 230);
-    assert!(markdown.contains("# Chat 17\n\n### User\n\nquestion 17\n\n### Assistant\n\nanswer 17\n\n"));
+    assert!(
+        markdown.contains("# Chat 17\n\n### User\n\nquestion 17\n\n### Assistant\n\nanswer 17\n\n")
+    );
 
     // The whole export imports back: 230 more chats.
     let again = ada

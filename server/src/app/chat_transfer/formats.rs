@@ -13,8 +13,8 @@ use super::tree::{RawChat, RawMessage, RawNode, no_parent};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
-use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
 use uuid::Uuid;
@@ -120,7 +120,9 @@ fn describe(format: ChatImportSource) -> &'static str {
 
 /// The file's format, the format of each entry (`None`: not a chat of
 /// any format), and how many messages the entries hold.
-fn detect(top: &TopProbe) -> Result<(ChatImportSource, Vec<Option<ChatImportSource>>, usize), Error> {
+fn detect(
+    top: &TopProbe,
+) -> Result<(ChatImportSource, Vec<Option<ChatImportSource>>, usize), Error> {
     match top {
         TopProbe::Object(object) => match object.format.as_deref() {
             Some(CHAT_EXPORT_FORMAT) => {
@@ -1206,10 +1208,22 @@ mod tests {
     fn formats_are_recognised_by_their_shape() {
         let cases = [
             (r#"[{"title":"t","mapping":{}}]"#, ChatImportSource::Chatgpt),
-            (r#"[{"id":"1","chat":{"history":{"messages":{}}}}]"#, ChatImportSource::Openwebui),
-            (r#"[{"uuid":"1","chat_messages":[]}]"#, ChatImportSource::Claude),
-            (r#"{"conversationId":"c","messages":[]}"#, ChatImportSource::Librechat),
-            (r#"{"format":"workspace.chat.v1","chats":[{"messages":[]}]}"#, ChatImportSource::Workspace),
+            (
+                r#"[{"id":"1","chat":{"history":{"messages":{}}}}]"#,
+                ChatImportSource::Openwebui,
+            ),
+            (
+                r#"[{"uuid":"1","chat_messages":[]}]"#,
+                ChatImportSource::Claude,
+            ),
+            (
+                r#"{"conversationId":"c","messages":[]}"#,
+                ChatImportSource::Librechat,
+            ),
+            (
+                r#"{"format":"workspace.chat.v1","chats":[{"messages":[]}]}"#,
+                ChatImportSource::Workspace,
+            ),
         ];
         for (text, format) in cases {
             let parsed = parse(text.as_bytes(), ChatImportFormat::Auto).unwrap();
@@ -1221,11 +1235,23 @@ mod tests {
     #[test]
     fn other_files_are_refused_with_a_code() {
         let auto = ChatImportFormat::Auto;
-        assert_eq!(code_of(parse(b"[1, 2]", auto)), "unrecognized_import_format");
-        assert_eq!(code_of(parse(br#"{"a": 1}"#, auto)), "unrecognized_import_format");
-        assert_eq!(code_of(parse(b"\"text\"", auto)), "unrecognized_import_format");
         assert_eq!(
-            code_of(parse(br#"{"format":"workspace.account-export","chats":[]}"#, auto)),
+            code_of(parse(b"[1, 2]", auto)),
+            "unrecognized_import_format"
+        );
+        assert_eq!(
+            code_of(parse(br#"{"a": 1}"#, auto)),
+            "unrecognized_import_format"
+        );
+        assert_eq!(
+            code_of(parse(b"\"text\"", auto)),
+            "unrecognized_import_format"
+        );
+        assert_eq!(
+            code_of(parse(
+                br#"{"format":"workspace.account-export","chats":[]}"#,
+                auto
+            )),
             "unrecognized_import_format"
         );
         assert_eq!(code_of(parse(b"not json", auto)), "invalid_import_file");
@@ -1237,13 +1263,19 @@ mod tests {
         // Deep nesting: skipped without recursion where it is only looked
         // at, refused by the recursion limit where it is read.
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert_eq!(code_of(parse(deep.as_bytes(), auto)), "unrecognized_import_format");
+        assert_eq!(
+            code_of(parse(deep.as_bytes(), auto)),
+            "unrecognized_import_format"
+        );
         let deep_title = format!(
             r#"[{{"mapping":{{}},"title":{}{}}}]"#,
             "[".repeat(10_000),
             "]".repeat(10_000)
         );
-        assert_eq!(code_of(parse(deep_title.as_bytes(), auto)), "invalid_import_file");
+        assert_eq!(
+            code_of(parse(deep_title.as_bytes(), auto)),
+            "invalid_import_file"
+        );
     }
 
     #[test]
@@ -1268,8 +1300,14 @@ mod tests {
     #[test]
     fn times_are_read_loosely() {
         let t = |v: Value| time_of(&v).map(|t| t.to_rfc3339());
-        assert_eq!(t(json_num(1_700_000_000.5)), Some("2023-11-14T22:13:20.500+00:00".into()));
-        assert_eq!(t(json_num(1_700_000_000_000.0)), Some("2023-11-14T22:13:20+00:00".into()));
+        assert_eq!(
+            t(json_num(1_700_000_000.5)),
+            Some("2023-11-14T22:13:20.500+00:00".into())
+        );
+        assert_eq!(
+            t(json_num(1_700_000_000_000.0)),
+            Some("2023-11-14T22:13:20+00:00".into())
+        );
         assert_eq!(
             t(Value::String("2024-03-01T10:00:00.123456Z".into())),
             Some("2024-03-01T10:00:00.123456+00:00".into())

@@ -100,7 +100,8 @@ fn stream(
                 opened(&head, "chats")?,
                 log,
                 move |mut out| async move {
-                    let mut result = write_chats(&datastore, &grant, format, source, &mut out).await;
+                    let mut result =
+                        write_chats(&datastore, &grant, format, source, &mut out).await;
                     if result.is_ok() {
                         out.push("]}");
                         result = out.flush().await;
@@ -139,7 +140,9 @@ async fn write_chats(
             let mut after = Uuid::nil();
             let mut first = true;
             loop {
-                let chats = datastore.chat_export_chats(grant, after, CHATS_PAGE).await?;
+                let chats = datastore
+                    .chat_export_chats(grant, after, CHATS_PAGE)
+                    .await?;
                 let Some(last) = chats.last() else {
                     return Ok(());
                 };
@@ -179,9 +182,7 @@ async fn write_json_chat(
         id: chat.id,
         title: chat.title,
         status: status_view(chat.status),
-        settings: chat
-            .settings
-            .and_then(|s| serde_json::from_value(s).ok()),
+        settings: chat.settings.and_then(|s| serde_json::from_value(s).ok()),
         created_at: chat.created_at,
         updated_at: chat.updated_at,
         leaf_id: chat.leaf_id,
@@ -260,7 +261,11 @@ fn markdown_message(m: &ExportMessageRow) -> String {
         }
         (ChatRole::Model, None) => "### Assistant".to_string(),
     };
-    let end = if m.content.ends_with('\n') { "\n" } else { "\n\n" };
+    let end = if m.content.ends_with('\n') {
+        "\n"
+    } else {
+        "\n\n"
+    };
     format!("{heading}\n\n{}{end}", m.content)
 }
 

@@ -465,11 +465,18 @@ mod tests {
             ],
             None,
         );
-        let e = build(cycle, ChatImportSource::Chatgpt, Utc::now()).err().unwrap();
+        let e = build(cycle, ChatImportSource::Chatgpt, Utc::now())
+            .err()
+            .unwrap();
         assert_eq!(e.reason, ImportSkipReason::BrokenTree);
         assert!(e.message.contains("cycle"), "{}", e.message);
-        let dangling = chat(vec![node("x", Some("nope"), message(ChatRole::User, "x"))], None);
-        let e = build(dangling, ChatImportSource::Chatgpt, Utc::now()).err().unwrap();
+        let dangling = chat(
+            vec![node("x", Some("nope"), message(ChatRole::User, "x"))],
+            None,
+        );
+        let e = build(dangling, ChatImportSource::Chatgpt, Utc::now())
+            .err()
+            .unwrap();
         assert!(e.message.contains("not in the chat"), "{}", e.message);
         let twice = chat(
             vec![
@@ -478,10 +485,14 @@ mod tests {
             ],
             None,
         );
-        let e = build(twice, ChatImportSource::Chatgpt, Utc::now()).err().unwrap();
+        let e = build(twice, ChatImportSource::Chatgpt, Utc::now())
+            .err()
+            .unwrap();
         assert!(e.message.contains("two messages"), "{}", e.message);
         let empty = chat(vec![node("r", None, None)], None);
-        let e = build(empty, ChatImportSource::Chatgpt, Utc::now()).err().unwrap();
+        let e = build(empty, ChatImportSource::Chatgpt, Utc::now())
+            .err()
+            .unwrap();
         assert_eq!(e.reason, ImportSkipReason::NoMessages);
     }
 
@@ -491,7 +502,11 @@ mod tests {
         let nodes: Vec<RawNode> = (0..n)
             .map(|i| {
                 let parent = (i > 0).then(|| (i - 1).to_string());
-                node(&i.to_string(), parent.as_deref(), message(ChatRole::User, "m"))
+                node(
+                    &i.to_string(),
+                    parent.as_deref(),
+                    message(ChatRole::User, "m"),
+                )
             })
             .collect();
         let e = build(chat(nodes, None), ChatImportSource::Chatgpt, Utc::now())
