@@ -206,9 +206,11 @@ fn read_entries<T>(
 // ---- the first pass: keys and counts ----
 
 /// The top of a file.
+#[derive(Default)]
 enum TopProbe {
     Array(Vec<ElementProbe>),
     Object(ElementProbe),
+    #[default]
     Other,
 }
 
@@ -323,12 +325,6 @@ impl<'de> Deserialize<'de> for TopProbe {
             anything_else!();
         }
         d.deserialize_any(V)
-    }
-}
-
-impl Default for TopProbe {
-    fn default() -> Self {
-        TopProbe::Other
     }
 }
 
