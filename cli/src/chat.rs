@@ -240,12 +240,6 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
             .map_err(reported)?;
         uploads.push(upload.into_inner().id);
     }
-    let kbs: Vec<Uuid> = m
-        .get_many::<Uuid>("kb")
-        .into_iter()
-        .flatten()
-        .copied()
-        .collect();
     let mut body = serde_json::json!({"content": message});
     if let Some(c) = chat {
         body["chat_id"] = c.to_string().into();

@@ -22,11 +22,13 @@
 //! a streamed RAG answer), `auth signup-invite` (stores its token),
 //! `mcp connect SERVER_ID` (`mcp.rs`: prints the authorization URL and
 //! waits for the OAuth callback), `org delete --confirm NAME` and `account
-//! export|delete` (`account.rs`), `completions SHELL`; [`tree::polish`] shortens group listings, adds
+//! export|delete` (`account.rs`), `chat export|import`
+//! (`chat_transfer.rs`), `completions SHELL`; [`tree::polish`] shortens group listings, adds
 //! `VERB` aliases and `--id-only`.
 
 mod account;
 mod chat;
+mod chat_transfer;
 mod config;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
@@ -122,6 +124,7 @@ async fn run() -> Result<()> {
     root = tree::add_upload_command(root);
     root = tree::add_invoke_command(root);
     root = tree::add_chat_commands(root);
+    root = tree::add_chat_transfer_commands(root);
     root = tree::add_kb_commands(root);
     root = tree::add_mcp_commands(root);
     root = tree::add_account_commands(root);
@@ -188,6 +191,12 @@ async fn run() -> Result<()> {
     }
     if path.len() == 2 && path[0] == "chat" && tree::CHAT_HAND_WRITTEN.contains(&path[1].as_str()) {
         return chat::run(&client, &path[1], leaf).await;
+    }
+    if path.len() == 2
+        && path[0] == "chat"
+        && chat_transfer::HAND_WRITTEN.contains(&path[1].as_str())
+    {
+        return chat_transfer::run(&client, &path[1], leaf).await;
     }
     if path.len() == 2 && path[0] == "kb" && kb::HAND_WRITTEN.contains(&path[1].as_str()) {
         return kb::run(&client, &path[1], leaf).await;

@@ -175,6 +175,15 @@ pub fn add_chat_commands(mut root: Command) -> Command {
     root
 }
 
+/// `workspace chat export|import` (see `chat_transfer.rs`).
+pub fn add_chat_transfer_commands(mut root: Command) -> Command {
+    for cmd in crate::chat_transfer::commands() {
+        let path = ["chat".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 /// `workspace mcp connect` (see `mcp.rs`).
 pub fn add_mcp_commands(mut root: Command) -> Command {
     for cmd in crate::mcp::commands() {

@@ -2345,3 +2345,186 @@ async fn chat_share_commands() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not_found"));
     cx.teardown().await;
 }
+
+/// `chat import FILE` (a table of what was imported and skipped; JSON
+/// with `--format json`) and `chat export` (one chat as Markdown to
+/// stdout, all chats as JSON to `--out`, which imports back).
+#[tokio::test]
+async fn chat_export_and_import() {
+    let cx = TestContext::new("cli_chat_transfer").await;
+    let user = cx.user("cli-importer").await;
+    let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cli = std::sync::Arc::new(Cli {
+        url: cx.base_url.clone(),
+        config_dir: dir.clone(),
+    });
+    let run = |args: Vec<String>| {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cli.run(&args, None)
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let login = {
+        let cli = cli.clone();
+        let email = user.email.clone();
+        tokio::task::spawn_blocking(move || {
+            cli.run(
+                &["auth", "login", "--email", &email],
+                Some("correct horse battery staple\n"),
+            )
+        })
+        .await
+        .unwrap()
+    };
+    json(&login);
+    let me = json(&run(args(&["me"])).await.unwrap());
+    let org = me["organizations"][0]["id"].as_str().unwrap().to_string();
+
+    // A ChatGPT file with one sound conversation and one broken entry.
+    let chatgpt = serde_json::json!([
+        {"title": "Greetings", "conversation_id": "g-1", "current_node": "a",
+         "mapping": {
+            "q": {"id": "q", "parent": null, "children": ["a"], "message": {
+                "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["Hello?"]}}},
+            "a": {"id": "a", "parent": "q", "children": [], "message": {
+                "author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["Hi there."]},
+                "metadata": {"model_slug": "gpt-4o"}}}
+         }},
+        {"title": "Broken", "conversation_id": "b-1", "mapping": {"x": {"parent": "missing", "message": {
+            "author": {"role": "user"}, "content": {"parts": ["lost"]}}}}}
+    ]);
+    let file = dir.join("conversations.json");
+    std::fs::write(&file, serde_json::to_vec(&chatgpt).unwrap()).unwrap();
+    let out = run(args(&[
+        "chat",
+        "import",
+        "--org-id",
+        &org,
+        file.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("Read as chatgpt: 1 imported, 1 skipped\n"),
+        "{table}"
+    );
+    assert!(table.contains("Greetings"), "{table}");
+    assert!(
+        table.contains("b-1") && table.contains("broken_tree"),
+        "{table}"
+    );
+    let chat = table
+        .lines()
+        .nth(2)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .to_string();
+
+    // JSON on request.
+    let imported = json(
+        &run(args(&[
+            "--format",
+            "json",
+            "chat",
+            "import",
+            "--org-id",
+            &org,
+            "--from",
+            "chatgpt",
+            file.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(imported["imported"][0]["messages"], 2);
+    assert_eq!(imported["skipped"][0]["reason"], "broken_tree");
+
+    // One chat as Markdown, to stdout.
+    let out = run(args(&[
+        "chat",
+        "export",
+        "--org-id",
+        &org,
+        "--chat-id",
+        &chat,
+        "--to",
+        "markdown",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "# Greetings\n\n### User\n\nHello?\n\n### Assistant (gpt-4o)\n\nHi there.\n\n"
+    );
+
+    // All chats as JSON, to a file, which imports back.
+    let exported = dir.join("chats.json");
+    let out = run(args(&[
+        "chat",
+        "export",
+        "--org-id",
+        &org,
+        "--out",
+        exported.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&exported).unwrap()).unwrap();
+    assert_eq!(doc["format"], "workspace.chat.v1");
+    assert_eq!(doc["chats"].as_array().unwrap().len(), 2);
+    let out = run(args(&[
+        "chat",
+        "import",
+        "--org-id",
+        &org,
+        exported.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("Read as workspace: 2 imported, 0 skipped\n"),
+        "{table}"
+    );
+
+    // A file of another kind: the server's error, exit 1.
+    let other = dir.join("other.json");
+    std::fs::write(&other, br#"{"rows": []}"#).unwrap();
+    let out = run(args(&[
+        "chat",
+        "import",
+        "--org-id",
+        &org,
+        other.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("400 unrecognized_import_format"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    cx.teardown().await;
+}

@@ -1419,6 +1419,7 @@ pub mod types {
         pub model: ::std::string::String,
         ///Always `chat.completion.chunk`.
         pub object: ::std::string::String,
+        ///Only on the final chunk (whose `choices` is empty); absent, never `null`, elsewhere.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<CompletionUsage>,
     }
@@ -1457,6 +1458,78 @@ pub mod types {
             Default::default()
         }
     }
+    ///A JSON chat export (`workspace.chat.v1`), which `POST /api/chat/import` reads back.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatExportDocument {
+        ///The chats, each with its whole tree of messages.
+        pub chats: ::std::vec::Vec<ExportedChat>,
+        pub exported_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Always `workspace.chat.v1`.
+        pub format: ::std::string::String,
+        ///The organization the chats were exported from (an import ignores it: imported chats go to the importing caller's organization).
+        pub org_id: ::uuid::Uuid,
+    }
+    impl ChatExportDocument {
+        pub fn builder() -> builder::ChatExportDocument {
+            Default::default()
+        }
+    }
+    ///How an export is written.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatExportFormat {
+        ///A [`ChatExportDocument`] (`application/json`): the whole tree.
+        #[serde(rename = "json")]
+        Json,
+        ///`text/markdown`: the active path only, as people read it.
+        #[serde(rename = "markdown")]
+        Markdown,
+    }
+    impl ::std::fmt::Display for ChatExportFormat {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Json => f.write_str("json"),
+                Self::Markdown => f.write_str("markdown"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatExportFormat {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "json" => Ok(Self::Json),
+                "markdown" => Ok(Self::Markdown),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatExportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatExportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///`{id, message}` answer of create and update.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1468,6 +1541,161 @@ pub mod types {
     impl ChatIdResponse {
         pub fn builder() -> builder::ChatIdResponse {
             Default::default()
+        }
+    }
+    ///What `POST /api/chat/import` reads the file as.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatImportFormat {
+        ///Recognised from the file's shape (the default).
+        #[serde(rename = "auto")]
+        Auto,
+        ///This service's JSON export (`workspace.chat.v1`).
+        #[serde(rename = "workspace")]
+        Workspace,
+        ///ChatGPT's `conversations.json`.
+        #[serde(rename = "chatgpt")]
+        Chatgpt,
+        ///Open WebUI's chat export.
+        #[serde(rename = "openwebui")]
+        Openwebui,
+        ///Claude's `conversations.json`.
+        #[serde(rename = "claude")]
+        Claude,
+        ///LibreChat's conversation export.
+        #[serde(rename = "librechat")]
+        Librechat,
+    }
+    impl ::std::fmt::Display for ChatImportFormat {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Auto => f.write_str("auto"),
+                Self::Workspace => f.write_str("workspace"),
+                Self::Chatgpt => f.write_str("chatgpt"),
+                Self::Openwebui => f.write_str("openwebui"),
+                Self::Claude => f.write_str("claude"),
+                Self::Librechat => f.write_str("librechat"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatImportFormat {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "auto" => Ok(Self::Auto),
+                "workspace" => Ok(Self::Workspace),
+                "chatgpt" => Ok(Self::Chatgpt),
+                "openwebui" => Ok(Self::Openwebui),
+                "claude" => Ok(Self::Claude),
+                "librechat" => Ok(Self::Librechat),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatImportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatImportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Answer of `POST /api/chat/import`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatImportResult {
+        ///The format the file was read as.
+        pub format: ChatImportSource,
+        ///The chats created, in the file's order.
+        pub imported: ::std::vec::Vec<ImportedChat>,
+        ///The chats of the file that were not imported, with why.
+        pub skipped: ::std::vec::Vec<SkippedChat>,
+    }
+    impl ChatImportResult {
+        pub fn builder() -> builder::ChatImportResult {
+            Default::default()
+        }
+    }
+    ///The format a file was read as.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatImportSource {
+        #[serde(rename = "workspace")]
+        Workspace,
+        #[serde(rename = "chatgpt")]
+        Chatgpt,
+        #[serde(rename = "openwebui")]
+        Openwebui,
+        #[serde(rename = "claude")]
+        Claude,
+        #[serde(rename = "librechat")]
+        Librechat,
+    }
+    impl ::std::fmt::Display for ChatImportSource {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Workspace => f.write_str("workspace"),
+                Self::Chatgpt => f.write_str("chatgpt"),
+                Self::Openwebui => f.write_str("openwebui"),
+                Self::Claude => f.write_str("claude"),
+                Self::Librechat => f.write_str("librechat"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatImportSource {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "workspace" => Ok(Self::Workspace),
+                "chatgpt" => Ok(Self::Chatgpt),
+                "openwebui" => Ok(Self::Openwebui),
+                "claude" => Ok(Self::Claude),
+                "librechat" => Ok(Self::Librechat),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatImportSource {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatImportSource {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///A message of the chat WebSocket (server to client, JSON text frames).
@@ -4840,6 +5068,56 @@ pub mod types {
             Default::default()
         }
     }
+    ///A chat in a [`ChatExportDocument`].
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportedChat {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The chat's id here (an import gives the chat a new one).
+        pub id: ::uuid::Uuid,
+        ///The last message of the active path (`null`: the chat has no message).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub leaf_id: ::std::option::Option<::uuid::Uuid>,
+        ///Every message of the tree, oldest first: a parent always before its children, siblings in their order.
+        pub messages: ::std::vec::Vec<ExportedMessage>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub settings: ::std::option::Option<ChatSettings>,
+        pub status: ChatStatus,
+        pub title: ::std::string::String,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ExportedChat {
+        pub fn builder() -> builder::ExportedChat {
+            Default::default()
+        }
+    }
+    ///A message in a [`ChatExportDocument`].
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ExportedMessage {
+        ///The text, verbatim.
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The model that answered, when it is one of this service's.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub model_id: ::std::option::Option<::uuid::Uuid>,
+        ///The model's name: this service's model, or the one an imported message named (`null`: none known).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub model_name: ::std::option::Option<::std::string::String>,
+        ///The message it follows (`null`: a first message).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub parent_id: ::std::option::Option<::uuid::Uuid>,
+        pub role: ChatRole,
+        pub status: ChatMessageStatus,
+    }
+    impl ExportedMessage {
+        pub fn builder() -> builder::ExportedMessage {
+            Default::default()
+        }
+    }
     ///A feature gate or quota name.
     #[derive(
         ::serde::Deserialize,
@@ -5268,6 +5546,108 @@ pub mod types {
     }
     impl HealthStatus {
         pub fn builder() -> builder::HealthStatus {
+            Default::default()
+        }
+    }
+    ///Why a chat of a file was not imported.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ImportSkipReason {
+        ///The entry is not a chat of the file's format (wrong types, not an object).
+        #[serde(rename = "invalid_chat")]
+        InvalidChat,
+        ///No user or assistant message.
+        #[serde(rename = "no_messages")]
+        NoMessages,
+        ///A message is larger than 1 MB.
+        #[serde(rename = "message_too_large")]
+        MessageTooLarge,
+        ///Two messages share an id, a message names a parent that is not in the chat, or parents form a cycle.
+        #[serde(rename = "broken_tree")]
+        BrokenTree,
+        ///A message is deeper than 10,000 levels.
+        #[serde(rename = "too_deep")]
+        TooDeep,
+        ///The import's message limit was reached before this chat.
+        #[serde(rename = "limit_reached")]
+        LimitReached,
+        ///The caller's membership ended during the import.
+        #[serde(rename = "membership_ended")]
+        MembershipEnded,
+    }
+    impl ::std::fmt::Display for ImportSkipReason {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::InvalidChat => f.write_str("invalid_chat"),
+                Self::NoMessages => f.write_str("no_messages"),
+                Self::MessageTooLarge => f.write_str("message_too_large"),
+                Self::BrokenTree => f.write_str("broken_tree"),
+                Self::TooDeep => f.write_str("too_deep"),
+                Self::LimitReached => f.write_str("limit_reached"),
+                Self::MembershipEnded => f.write_str("membership_ended"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ImportSkipReason {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "invalid_chat" => Ok(Self::InvalidChat),
+                "no_messages" => Ok(Self::NoMessages),
+                "message_too_large" => Ok(Self::MessageTooLarge),
+                "broken_tree" => Ok(Self::BrokenTree),
+                "too_deep" => Ok(Self::TooDeep),
+                "limit_reached" => Ok(Self::LimitReached),
+                "membership_ended" => Ok(Self::MembershipEnded),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ImportSkipReason {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ImportSkipReason {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A chat an import created.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ImportedChat {
+        ///The new chat (the caller's).
+        pub chat_id: ::uuid::Uuid,
+        ///Its position in the file (from 0).
+        pub index: u32,
+        ///The messages stored.
+        pub messages: u32,
+        ///The file's messages left out: system and tool messages, hidden ones, and nodes without a message (their children follow the nearest message kept above them).
+        pub messages_left_out: u32,
+        ///Its id in the file, if it had one (never used as an id here).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub source_id: ::std::option::Option<::std::string::String>,
+        pub title: ::std::string::String,
+    }
+    impl ImportedChat {
+        pub fn builder() -> builder::ImportedChat {
             Default::default()
         }
     }
@@ -9754,6 +10134,28 @@ pub mod types {
     }
     impl SignupResponse {
         pub fn builder() -> builder::SignupResponse {
+            Default::default()
+        }
+    }
+    ///A chat an import left out.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SkippedChat {
+        ///Its position in the file (from 0).
+        pub index: u32,
+        ///What was wrong, for people.
+        pub message: ::std::string::String,
+        pub reason: ImportSkipReason,
+        ///Its id in the file, if it had one.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub source_id: ::std::option::Option<::std::string::String>,
+        ///Its title in the file, if it had one.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub title: ::std::option::Option<::std::string::String>,
+    }
+    impl SkippedChat {
+        pub fn builder() -> builder::SkippedChat {
             Default::default()
         }
     }
@@ -14312,6 +14714,92 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatExportDocument {
+            chats:
+                ::std::result::Result<::std::vec::Vec<super::ExportedChat>, ::std::string::String>,
+            exported_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            format: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatExportDocument {
+            fn default() -> Self {
+                Self {
+                    chats: Err("no value supplied for chats".to_string()),
+                    exported_at: Err("no value supplied for exported_at".to_string()),
+                    format: Err("no value supplied for format".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                }
+            }
+        }
+        impl ChatExportDocument {
+            pub fn chats<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportedChat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chats = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chats: {e}"));
+                self
+            }
+            pub fn exported_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.exported_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for exported_at: {e}"));
+                self
+            }
+            pub fn format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.format = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for format: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatExportDocument> for super::ChatExportDocument {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatExportDocument,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chats: value.chats?,
+                    exported_at: value.exported_at?,
+                    format: value.format?,
+                    org_id: value.org_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatExportDocument> for ChatExportDocument {
+            fn from(value: super::ChatExportDocument) -> Self {
+                Self {
+                    chats: Ok(value.chats),
+                    exported_at: Ok(value.exported_at),
+                    format: Ok(value.format),
+                    org_id: Ok(value.org_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatIdResponse {
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -14362,6 +14850,76 @@ pub mod types {
                 Self {
                     id: Ok(value.id),
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatImportResult {
+            format: ::std::result::Result<super::ChatImportSource, ::std::string::String>,
+            imported:
+                ::std::result::Result<::std::vec::Vec<super::ImportedChat>, ::std::string::String>,
+            skipped:
+                ::std::result::Result<::std::vec::Vec<super::SkippedChat>, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatImportResult {
+            fn default() -> Self {
+                Self {
+                    format: Err("no value supplied for format".to_string()),
+                    imported: Err("no value supplied for imported".to_string()),
+                    skipped: Err("no value supplied for skipped".to_string()),
+                }
+            }
+        }
+        impl ChatImportResult {
+            pub fn format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatImportSource>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.format = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for format: {e}"));
+                self
+            }
+            pub fn imported<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ImportedChat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.imported = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for imported: {e}"));
+                self
+            }
+            pub fn skipped<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SkippedChat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.skipped = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for skipped: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatImportResult> for super::ChatImportResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatImportResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    format: value.format?,
+                    imported: value.imported?,
+                    skipped: value.skipped?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatImportResult> for ChatImportResult {
+            fn from(value: super::ChatImportResult) -> Self {
+                Self {
+                    format: Ok(value.format),
+                    imported: Ok(value.imported),
+                    skipped: Ok(value.skipped),
                 }
             }
         }
@@ -20692,6 +21250,303 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ExportedChat {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            leaf_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::ExportedMessage>,
+                ::std::string::String,
+            >,
+            settings: ::std::result::Result<
+                ::std::option::Option<super::ChatSettings>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::ChatStatus, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ExportedChat {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    leaf_id: Err("no value supplied for leaf_id".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    settings: Err("no value supplied for settings".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ExportedChat {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn leaf_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.leaf_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for leaf_id: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ExportedMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn settings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.settings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for settings: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportedChat> for super::ExportedChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportedChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    leaf_id: value.leaf_id?,
+                    messages: value.messages?,
+                    settings: value.settings?,
+                    status: value.status?,
+                    title: value.title?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportedChat> for ExportedChat {
+            fn from(value: super::ExportedChat) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    leaf_id: Ok(value.leaf_id),
+                    messages: Ok(value.messages),
+                    settings: Ok(value.settings),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ExportedMessage {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            model_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            model_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            parent_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            role: ::std::result::Result<super::ChatRole, ::std::string::String>,
+            status: ::std::result::Result<super::ChatMessageStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for ExportedMessage {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    model_name: Err("no value supplied for model_name".to_string()),
+                    parent_id: Err("no value supplied for parent_id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ExportedMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn model_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_name: {e}"));
+                self
+            }
+            pub fn parent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parent_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for parent_id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatMessageStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ExportedMessage> for super::ExportedMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ExportedMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    model_id: value.model_id?,
+                    model_name: value.model_name?,
+                    parent_id: value.parent_id?,
+                    role: value.role?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ExportedMessage> for ExportedMessage {
+            fn from(value: super::ExportedMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    model_id: Ok(value.model_id),
+                    model_name: Ok(value.model_name),
+                    parent_id: Ok(value.parent_id),
+                    role: Ok(value.role),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct FileSourceConfig {
             file_ids: ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
         }
@@ -20985,6 +21840,119 @@ pub mod types {
             fn from(value: super::HealthStatus) -> Self {
                 Self {
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ImportedChat {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            index: ::std::result::Result<u32, ::std::string::String>,
+            messages: ::std::result::Result<u32, ::std::string::String>,
+            messages_left_out: ::std::result::Result<u32, ::std::string::String>,
+            source_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ImportedChat {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    messages_left_out: Err("no value supplied for messages_left_out".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl ImportedChat {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for messages: {e}"));
+                self
+            }
+            pub fn messages_left_out<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages_left_out = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for messages_left_out: {e}")
+                });
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ImportedChat> for super::ImportedChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ImportedChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    index: value.index?,
+                    messages: value.messages?,
+                    messages_left_out: value.messages_left_out?,
+                    source_id: value.source_id?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ImportedChat> for ImportedChat {
+            fn from(value: super::ImportedChat) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    index: Ok(value.index),
+                    messages: Ok(value.messages),
+                    messages_left_out: Ok(value.messages_left_out),
+                    source_id: Ok(value.source_id),
+                    title: Ok(value.title),
                 }
             }
         }
@@ -28792,6 +29760,108 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct SkippedChat {
+            index: ::std::result::Result<u32, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reason: ::std::result::Result<super::ImportSkipReason, ::std::string::String>,
+            source_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SkippedChat {
+            fn default() -> Self {
+                Self {
+                    index: Err("no value supplied for index".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                    reason: Err("no value supplied for reason".to_string()),
+                    source_id: Err("no value supplied for source_id".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl SkippedChat {
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for index: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ImportSkipReason>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for source_id: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SkippedChat> for super::SkippedChat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SkippedChat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    index: value.index?,
+                    message: value.message?,
+                    reason: value.reason?,
+                    source_id: value.source_id?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SkippedChat> for SkippedChat {
+            fn from(value: super::SkippedChat) -> Self {
+                Self {
+                    index: Ok(value.index),
+                    message: Ok(value.message),
+                    reason: Ok(value.reason),
+                    source_id: Ok(value.source_id),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Source {
             config: ::std::result::Result<super::SourceConfigView, ::std::string::String>,
             created_at: ::std::result::Result<
@@ -33555,6 +34625,33 @@ impl Client {
     ```*/
     pub fn chat_edit_message(&self) -> builder::ChatEditMessage<'_> {
         builder::ChatEditMessage::new(self)
+    }
+    /**Import chats from an export of this service, ChatGPT, Open WebUI, Claude or LibreChat
+
+    An addition to the spec. Permission `chats:write`. The body is the exported JSON file, either raw (any `Content-Type`, e.g. `application/json`) or as the part named `file` of a `multipart/form-data` form. At most 50 MiB (`413 file_too_large`, answered from `Content-Length` before the body is read, or as soon as the bytes read pass the limit), arriving within 5 minutes (or `http.body_read_timeout_secs` if longer; `408 request_timeout`). An instance runs four imports at once; another waits up to a minute for its turn, then `503 server_busy`.
+
+    `format` (default `auto`, recognised from the file's shape): `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf, title, status and settings), `chatgpt` (`conversations.json`: every node of `mapping` with a user or assistant message becomes a message under its parent, branches kept; system, tool and hidden messages and empty nodes are left out and their children follow the nearest message kept above them; the active path ends at `current_node`), `openwebui` (the tree of `chat.history`, leaf `currentId`), `claude` (`chat_messages`, by `parent_message_uuid` when present, else in order) or `librechat` (`messages` by `parentMessageId`). A file of none of these shapes, or not of the given one: `400 unrecognized_import_format`, whose message names the formats expected; not JSON, or nested deeper than 128 levels: `400 invalid_import_file`; no chat at all: `400 empty_import`. When the leaf the file names is not a message kept (or none is named), the newest message is; a leaf with children continues to its newest child.
+
+    Bounds: at most 1,000 chats and 100,000 messages in the file (`400 import_limits_exceeded`, before anything is written); a message larger than 1 MB or deeper than 10,000 levels, two messages with one id, a parent outside the chat or a cycle of parents skip that chat, reported in `skipped`. Each chat is written in its own transaction, so a broken chat does not stop the others: the answer lists what was `imported` (new chat ids, titles, message counts) and `skipped` (position in the file, source id, reason). Imports do not count towards `daily_chat_limit` (no model is called); the bounds above are their limit.
+
+    Every chat created is the caller's, in the given organization: ids in the file are never used (every chat and message gets a new id), nor are users or organizations it names. Imported messages are `complete` (a `workspace` file's `stopped` and `failed` messages keep their status; `streaming` ones become `stopped`); `model_id` is set only when the message's model is one of this service's (by id in a `workspace` file, else by name), and `metadata` keeps `imported_from` and the original `model` name. Titles are cut to 200 characters (`Imported chat` when there is none); times come from the file (never later than the import).
+
+    Sends a `POST` request to `/api/chat/import`
+
+    Arguments:
+    - `format`: `auto` (default), `workspace`, `chatgpt`, `openwebui`, `claude` or `librechat`.
+    - `org_id`: The organization the chats are imported into (as the caller's).
+    - `body`
+    ```ignore
+    let response = client.chat_import()
+        .format(format)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_import(&self) -> builder::ChatImport<'_> {
+        builder::ChatImport::new(self)
     }
     /**List the caller's chat sessions
 
@@ -38355,6 +39452,123 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_import`]
+
+    [`Client::chat_import`]: super::Client::chat_import*/
+    #[derive(Debug)]
+    pub struct ChatImport<'a> {
+        client: &'a super::Client,
+        format: Result<Option<types::ChatImportFormat>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<reqwest::Body, String>,
+    }
+    impl<'a> ChatImport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                format: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn format<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatImportFormat>,
+        {
+            self.format = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `ChatImportFormat` for format failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<B>(mut self, value: B) -> Self
+        where
+            B: std::convert::TryInto<reqwest::Body>,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| "conversion to `reqwest::Body` for body failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/import`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatImportResult>, Error<types::Error>> {
+            let Self {
+                client,
+                format,
+                org_id,
+                body,
+            } = self;
+            let format = format.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/import", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .header(
+                    ::reqwest::header::CONTENT_TYPE,
+                    ::reqwest::header::HeaderValue::from_static("application/octet-stream"),
+                )
+                .body(body)
+                .query(&progenitor_client::QueryParam::new("format", &format))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_import",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                413u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

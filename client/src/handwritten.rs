@@ -1,8 +1,9 @@
 //! Hand-written methods for the operations progenitor cannot generate:
 //! `chat_upload_file` (a `multipart/form-data` body, progenitor#402) and
-//! `kb_query` (JSON or, with `stream`, Server-Sent Events).
+//! `kb_query` (JSON or, with `stream`, Server-Sent Events), and the chat
+//! exports (JSON or Markdown, read as bytes).
 
-use crate::{Client, ClientInfo, Error, ResponseValue, types};
+use crate::{ByteStream, Client, ClientInfo, Error, ResponseValue, types};
 
 impl Client {
     /// `POST /api/chat/upload_file`: uploads `bytes` as the form part
@@ -64,6 +65,62 @@ impl Client {
         let response = self.client().execute(request).await?;
         match response.status().as_u16() {
             200 => ResponseValue::from_response(response).await,
+            400..=599 => Err(Error::ErrorResponse(
+                ResponseValue::from_response(response).await?,
+            )),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+
+    /// `GET /api/chat/export`: one chat as `format` (`json`, a
+    /// `types::ChatExportDocument`, or `markdown`), as the bytes arrive.
+    pub async fn chat_export(
+        &self,
+        org_id: uuid::Uuid,
+        chat_id: uuid::Uuid,
+        format: types::ChatExportFormat,
+    ) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+        self.export_bytes(
+            "/api/chat/export",
+            vec![
+                ("org_id", org_id.to_string()),
+                ("chat_id", chat_id.to_string()),
+                ("format", format.to_string()),
+            ],
+        )
+        .await
+    }
+
+    /// `GET /api/chat/export_all`: all of the caller's chats in the
+    /// organization as `format`, as the bytes arrive.
+    pub async fn chat_export_all(
+        &self,
+        org_id: uuid::Uuid,
+        format: types::ChatExportFormat,
+    ) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+        self.export_bytes(
+            "/api/chat/export_all",
+            vec![
+                ("org_id", org_id.to_string()),
+                ("format", format.to_string()),
+            ],
+        )
+        .await
+    }
+
+    async fn export_bytes(
+        &self,
+        path: &str,
+        query: Vec<(&str, String)>,
+    ) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+        let request = self
+            .client()
+            .get(format!("{}{path}", self.baseurl()))
+            .query(&query)
+            .build()?;
+        let response = self.client().execute(request).await?;
+        match response.status().as_u16() {
+            200 => Ok(ResponseValue::stream(response)),
             400..=599 => Err(Error::ErrorResponse(
                 ResponseValue::from_response(response).await?,
             )),

@@ -2,7 +2,7 @@
 //! express. The facts come from [`crate::operations`]; this module only
 //! writes them into the document.
 
-use crate::operations::{CHAT_STREAM_EVENTS, CHAT_STREAMING_OPERATIONS};
+use crate::operations::{CHAT_EXPORT_OPERATIONS, CHAT_STREAM_EVENTS, CHAT_STREAMING_OPERATIONS};
 use crate::operations::{
     DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS,
     STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
@@ -38,12 +38,36 @@ fn add_schema<T: schemars::JsonSchema>(doc: &mut OpenAPI) {
     for (name, schema) in schemas {
         let mut value = serde_json::to_value(&schema).expect("a schemars schema serialises");
         any_value_schemas(&mut value);
+        nullable_reference_schemas(&mut value);
         let schema: Schema =
             serde_json::from_value(value).expect("a schemars schema is an OpenAPI 3.0 schema");
         components
             .schemas
             .entry(name)
             .or_insert(ReferenceOr::Item(schema));
+    }
+}
+
+/// Schemars writes a nullable reference (an `Option<T>` field of a named
+/// type) as `{"$ref", "nullable": true}`, whose `nullable` OpenAPI 3.0
+/// ignores beside `$ref`; dropshot writes `{"allOf": [{"$ref"}],
+/// "nullable": true}`, as this does.
+fn nullable_reference_schemas(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            if map.len() > 1
+                && let Some(reference) = map.remove("$ref")
+            {
+                map.insert(
+                    "allOf".to_string(),
+                    Value::Array(vec![serde_json::json!({ "$ref": reference })]),
+                );
+            }
+            map.values_mut().for_each(nullable_reference_schemas);
+        }
+        Value::Array(items) => items.iter_mut().for_each(nullable_reference_schemas),
+        _ => {}
     }
 }
 
@@ -324,6 +348,42 @@ fn patch_streamed_json(id: &str, op: &mut Operation) {
         .insert(StatusCode::Code(200), ReferenceOr::Item(response));
 }
 
+/// The `200` of the chat exports ([`CHAT_EXPORT_OPERATIONS`]): a
+/// `ChatExportDocument`, or Markdown text.
+fn patch_chat_export(id: &str, op: &mut Operation) {
+    if !CHAT_EXPORT_OPERATIONS.contains(&id) {
+        return;
+    }
+    let mut response = Response {
+        description: "With `format=json` (the default) one `ChatExportDocument` JSON \
+                      document, with `format=markdown` Markdown text; streamed as it is \
+                      read, with `Content-Disposition: attachment`."
+            .to_string(),
+        ..Default::default()
+    };
+    response.content.insert(
+        "application/json".to_string(),
+        MediaType {
+            schema: Some(schema_ref("ChatExportDocument")),
+            ..Default::default()
+        },
+    );
+    response.content.insert(
+        "text/markdown".to_string(),
+        MediaType {
+            schema: Some(ReferenceOr::Item(Schema {
+                schema_data: Default::default(),
+                schema_kind: SchemaKind::Type(Type::String(Default::default())),
+            })),
+            ..Default::default()
+        },
+    );
+    op.responses.default = None;
+    op.responses
+        .responses
+        .insert(StatusCode::Code(200), ReferenceOr::Item(response));
+}
+
 fn error_response(status: u16, codes: &[&str], schema: &str) -> ReferenceOr<Response> {
     let codes = codes
         .iter()
@@ -495,6 +555,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     name_tagged_variants(doc, "ChatLiveEvent", "type");
     add_schema::<crate::kb::KbQueryStreamEvent>(doc);
     add_schema::<crate::users::AccountExport>(doc);
+    add_schema::<crate::chat_transfer::ChatExportDocument>(doc);
     name_tagged_variants(doc, "KbQueryStreamEvent", "type");
     type_nullable_references(doc);
 
@@ -558,6 +619,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             }
             patch_deployment_responses(id, op);
             patch_streamed_json(id, op);
+            patch_chat_export(id, op);
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
             let has_body = op.request_body.is_some();
             let statuses = error_statuses(id, has_input, has_body)
@@ -643,6 +705,7 @@ mod tests {
             .chain(STREAMING_OPERATIONS)
             .chain(MULTIPART_OPERATIONS)
             .chain(DATABASE_FREE_OPERATIONS)
+            .chain(crate::operations::CHAT_EXPORT_OPERATIONS)
             .copied()
             .chain(QUERY_DEFAULTS.iter().map(|(id, _, _)| *id))
             .chain(STREAMED_JSON_OPERATIONS.iter().map(|(id, _)| *id));

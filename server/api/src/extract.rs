@@ -30,7 +30,9 @@ pub fn set_body_read_timeout(timeout: std::time::Duration) {
     );
 }
 
-fn body_read_timeout() -> std::time::Duration {
+/// The longest time a request body may take to arrive (see
+/// [`set_body_read_timeout`]).
+pub fn body_read_timeout() -> std::time::Duration {
     std::time::Duration::from_secs(
         BODY_READ_TIMEOUT_SECS.load(std::sync::atomic::Ordering::Relaxed),
     )

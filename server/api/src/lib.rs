@@ -9,6 +9,7 @@ pub mod agents;
 pub mod auth;
 pub mod chat;
 pub mod chat_shares;
+pub mod chat_transfer;
 pub mod conversations;
 pub mod deployments;
 mod document;
@@ -1955,10 +1956,7 @@ pub trait WorkspaceApi {
     async fn chat_shared(
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<chat_shares::SharedQuery>,
-    ) -> Result<
-        dropshot::HttpResponseHeaders<HttpResponseOk<chat_shares::SharedChat>>,
-        HttpError,
-    >;
+    ) -> Result<dropshot::HttpResponseHeaders<HttpResponseOk<chat_shares::SharedChat>>, HttpError>;
 
     /// The page of a share link (`/share/<token>`): reads `GET
     /// /api/shared` and shows the chat. Public; unpublished.
@@ -1973,6 +1971,117 @@ pub trait WorkspaceApi {
     async fn share_script(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // ---- Chat export and import (issue #35) ----
+
+    /// Export one chat: its whole tree as JSON, or its active path as Markdown.
+    ///
+    /// An addition to the spec. Permission `chats:read`; the caller's own
+    /// chats only (`404 not_found` otherwise). `format=json` (default)
+    /// answers a `ChatExportDocument` (`format` `workspace.chat.v1`) with
+    /// this one chat: every message of its tree (id, `parent_id`, role,
+    /// content verbatim, status, `model_id` and `model_name`,
+    /// `created_at`), parents before their children, and the chat's
+    /// `leaf_id` (the active path's end), title, status, settings and
+    /// times; `POST /api/chat/import` reads it back into the same tree.
+    /// `format=markdown` answers `text/markdown`: `# <title>`, then each
+    /// message of the active path, first to last, under `### User` or
+    /// `### Assistant (<model name>)` (`### Assistant` when no model is
+    /// known), its content verbatim.
+    ///
+    /// Sent with `Content-Disposition: attachment` and streamed as it is
+    /// read, one page of messages at a time (as `GET /api/users/me/export`):
+    /// a failure after the first bytes ends the response early, leaving
+    /// the document incomplete rather than silently shorter.
+    #[endpoint { method = GET, path = "/api/chat/export", tags = ["chat"] }]
+    async fn chat_export(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_transfer::ChatExportQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Export all of the caller's chats in an organization.
+    ///
+    /// An addition to the spec. Permission `chats:read`: the caller's own
+    /// chats in the organization, in every state (`ACTIVE`, `ARCHIVED`,
+    /// `DELETED`), never another member's. `format=json` (default): one
+    /// `ChatExportDocument` holding every chat as `GET /api/chat/export`
+    /// writes it; `format=markdown`: each chat's Markdown, separated by a
+    /// line `---`.
+    ///
+    /// Streamed as it is read: the server pages through the chats (100 at
+    /// a time) and their messages (50 at a time) and holds one page at a
+    /// time, whatever the number of chats; a slow reader holds up only its
+    /// own download, and no database connection. The pages are separate
+    /// reads: a chat changed during the export is written as it was when
+    /// its page was read.
+    #[endpoint { method = GET, path = "/api/chat/export_all", tags = ["chat"] }]
+    async fn chat_export_all(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_transfer::ChatExportAllQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Import chats from an export of this service, ChatGPT, Open WebUI, Claude or LibreChat.
+    ///
+    /// An addition to the spec. Permission `chats:write`. The body is the
+    /// exported JSON file, either raw (any `Content-Type`, e.g.
+    /// `application/json`) or as the part named `file` of a
+    /// `multipart/form-data` form. At most 50 MiB (`413 file_too_large`,
+    /// answered from `Content-Length` before the body is read, or as soon
+    /// as the bytes read pass the limit), arriving within 5 minutes (or
+    /// `http.body_read_timeout_secs` if longer; `408 request_timeout`).
+    /// An instance runs four imports at once; another waits up to a
+    /// minute for its turn, then `503 server_busy`.
+    ///
+    /// `format` (default `auto`, recognised from the file's shape):
+    /// `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf,
+    /// title, status and settings), `chatgpt` (`conversations.json`: every
+    /// node of `mapping` with a user or assistant message becomes a
+    /// message under its parent, branches kept; system, tool and hidden
+    /// messages and empty nodes are left out and their children follow the
+    /// nearest message kept above them; the active path ends at
+    /// `current_node`), `openwebui` (the tree of `chat.history`, leaf
+    /// `currentId`), `claude` (`chat_messages`, by `parent_message_uuid`
+    /// when present, else in order) or `librechat` (`messages` by
+    /// `parentMessageId`). A file of none of these shapes, or not of the
+    /// given one: `400 unrecognized_import_format`, whose message names the
+    /// formats expected; not JSON, or nested deeper than 128 levels: `400
+    /// invalid_import_file`; no chat at all: `400 empty_import`. When the
+    /// leaf the file names is not a message kept (or none is named), the
+    /// newest message is; a leaf with children continues to its newest
+    /// child.
+    ///
+    /// Bounds: at most 1,000 chats and 100,000 messages in the file (`400
+    /// import_limits_exceeded`, before anything is written); a message
+    /// larger than 1 MB or deeper than 10,000 levels, two messages with
+    /// one id, a parent outside the chat or a cycle of parents skip that
+    /// chat, reported in `skipped`. Each chat is written in its own
+    /// transaction, so a broken chat does not stop the others: the answer
+    /// lists what was `imported` (new chat ids, titles, message counts) and
+    /// `skipped` (position in the file, source id, reason). Imports do not
+    /// count towards `daily_chat_limit` (no model is called); the bounds
+    /// above are their limit.
+    ///
+    /// Every chat created is the caller's, in the given organization:
+    /// ids in the file are never used (every chat and message gets a new
+    /// id), nor are users or organizations it names. Imported messages are
+    /// `complete` (a `workspace` file's `stopped` and `failed` messages
+    /// keep their status; `streaming` ones become `stopped`); `model_id` is
+    /// set only when the message's model is one of this service's (by id
+    /// in a `workspace` file, else by name), and `metadata` keeps
+    /// `imported_from` and the original `model` name. Titles are cut to 200
+    /// characters (`Imported chat` when there is none); times come from
+    /// the file (never later than the import).
+    #[endpoint {
+        method = POST,
+        path = "/api/chat/import",
+        tags = ["chat"],
+        request_body_max_bytes = 54_525_952,
+    }]
+    async fn chat_import(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_transfer::ChatImportQuery>,
+        body: dropshot::StreamingBody,
+    ) -> Result<HttpResponseOk<chat_transfer::ChatImportResult>, HttpError>;
 
     // ---- Tools area (/api/tools) ----
 

@@ -83,6 +83,10 @@ pub const CLIENT_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "kb_query",
     // A WebSocket: clients connect with their own WebSocket library.
     "chat_ws",
+    // JSON or Markdown, streamed ([`CHAT_EXPORT_OPERATIONS`]): read as
+    // bytes.
+    "chat_export",
+    "chat_export_all",
 ];
 
 /// Operations left out of the generated client without a hand-written
@@ -123,6 +127,11 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_ws",
     // Streams the export to stdout (`workspace account export`).
     "users_export",
+    // Chat export (streamed to stdout or a file) and import (a file as the
+    // body): `workspace chat export|import`.
+    "chat_export",
+    "chat_export_all",
+    "chat_import",
     // Service accounts are made, rotated and deleted with a login.
     "org_service_accounts_create",
     "org_service_accounts_rotate",
@@ -134,6 +143,11 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
 /// document. The generated client reads them as that type; the CLI
 /// streams them to stdout (hand-written).
 pub const STREAMED_JSON_OPERATIONS: &[(&str, &str)] = &[("users_export", "AccountExport")];
+
+/// The chat exports: their `200` is a `ChatExportDocument` streamed as it
+/// is read (`format=json`) or `text/markdown` (`format=markdown`); their
+/// handlers build raw responses.
+pub const CHAT_EXPORT_OPERATIONS: &[&str] = &["chat_export", "chat_export_all"];
 
 /// Operations that never touch the database (so never answer `503
 /// database_unavailable`).
@@ -972,6 +986,29 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "chat_shared",
         &[(404, &["not_found"]), (429, &["rate_limited"])],
+    ),
+    // Chat export and import (issue #35).
+    (
+        "chat_export",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("chat_export_all", &[(403, &["forbidden"])]),
+    (
+        "chat_import",
+        &[
+            (
+                400,
+                &[
+                    "unrecognized_import_format",
+                    "invalid_import_file",
+                    "empty_import",
+                    "import_limits_exceeded",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (413, &["file_too_large"]),
+            (503, &["server_busy"]),
+        ],
     ),
     // Tools and agents. Operations addressed by their own id answer 404 for
     // another organization's object, like a missing one.

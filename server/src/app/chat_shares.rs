@@ -21,7 +21,9 @@ use workspace_api::orgs::MessageResponse;
 /// The one answer to a link that cannot be read, whatever the reason
 /// (unknown, malformed, revoked, deleted): no oracle.
 fn not_found() -> Error {
-    Error::NotFound { what: "shared chat" }
+    Error::NotFound {
+        what: "shared chat",
+    }
 }
 
 /// The messages of a snapshot, from the active path read oldest first: a

@@ -9,6 +9,7 @@ mod agents;
 mod auth;
 mod chat;
 mod chat_shares;
+mod chat_transfer;
 mod conversations;
 mod deletion;
 mod deployments;
@@ -351,6 +352,11 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn chat_shared(query: QueryParams<workspace_api::chat_shares::SharedQuery>) -> dropshot::HttpResponseHeaders<HttpResponseOk<workspace_api::chat_shares::SharedChat>> => chat_shares::read);
     delegate!(fn share_page(path: dropshot::Path<workspace_api::chat_shares::SharePagePath>) -> http::Response<dropshot::Body> => chat_shares::page);
     delegate!(fn share_script() -> http::Response<dropshot::Body> => chat_shares::script);
+    // ---- Chat export and import (issue #35) ----
+
+    delegate!(fn chat_export(query: QueryParams<workspace_api::chat_transfer::ChatExportQuery>) -> http::Response<dropshot::Body> => chat_transfer::export);
+    delegate!(fn chat_export_all(query: QueryParams<workspace_api::chat_transfer::ChatExportAllQuery>) -> http::Response<dropshot::Body> => chat_transfer::export_all);
+    delegate!(fn chat_import(query: QueryParams<workspace_api::chat_transfer::ChatImportQuery>, body: dropshot::StreamingBody) -> HttpResponseOk<workspace_api::chat_transfer::ChatImportResult> => chat_transfer::import);
 
     // ---- Tools area ----
 

@@ -756,6 +756,24 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Org(Some("chats:read")),
             call(M::POST, "/api/chat/ws_ticket", q_org(), None),
         ),
+        // Chat export and import (issue #35).
+        "chat_export" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat/export",
+                vec![("org_id", org.clone()), ("chat_id", f.chat.to_string())],
+                None,
+            ),
+        ),
+        "chat_export_all" => (
+            Scope::Org(Some("chats:read")),
+            call(M::GET, "/api/chat/export_all", q_org(), None),
+        ),
+        "chat_import" => (
+            Scope::Org(Some("chats:write")),
+            call(M::POST, "/api/chat/import", q_org(), Some(json!([]))),
+        ),
         "chat_ws" => (
             Scope::Public,
             call(

@@ -32,7 +32,11 @@ async fn go_on(user: &TestUser, org: Uuid, chat: Uuid, content: &str) {
     .await;
 }
 
-async fn share(user: &TestUser, org: Uuid, chat: Uuid) -> workspace_client::types::ChatShareCreated {
+async fn share(
+    user: &TestUser,
+    org: Uuid,
+    chat: Uuid,
+) -> workspace_client::types::ChatShareCreated {
     user.client
         .chat_share_create()
         .org_id(org)
@@ -199,7 +203,10 @@ async fn a_share_link_is_a_snapshot_read_without_an_account() {
     assert_eq!(rows.len(), 2);
     use sha2::Digest;
     let hash: Vec<u8> = rows[0].get(0);
-    assert_eq!(hash, sha2::Sha256::digest(created.token.as_bytes()).to_vec());
+    assert_eq!(
+        hash,
+        sha2::Sha256::digest(created.token.as_bytes()).to_vec()
+    );
     for row in &rows {
         let text: String = row.get(1);
         for token in [&created.token, &newer.token] {
@@ -279,11 +286,20 @@ async fn a_revoked_link_is_not_found_at_once_on_every_instance() {
     assert_eq!(anon, (404, "not_found".to_string()));
 
     // Revoked: listed with its time, snapshot erased; revoking again 404.
-    let listed = ada.client.chat_shares_list().org_id(org).send().await.unwrap();
+    let listed = ada
+        .client
+        .chat_shares_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap();
     assert!(listed[0].revoked_at.is_some());
     let db = cx.db().await;
     let snapshot: Value = db
-        .query_one("SELECT snapshot FROM chat_shares WHERE id = $1", &[&created.id])
+        .query_one(
+            "SELECT snapshot FROM chat_shares WHERE id = $1",
+            &[&created.id],
+        )
         .await
         .unwrap()
         .get(0);
@@ -334,7 +350,13 @@ async fn only_the_owner_shares_lists_and_revokes() {
     );
     assert_eq!(unknown, (404, "not_found".to_string()));
     let created = share(&ada, org, chat).await;
-    let listed = bob.client.chat_shares_list().org_id(org).send().await.unwrap();
+    let listed = bob
+        .client
+        .chat_shares_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap();
     assert!(listed.is_empty(), "bob lists none of ada's links");
     let e = error_of(
         bob.client
@@ -538,7 +560,10 @@ async fn deleting_the_chat_or_the_account_ends_the_link() {
         .expect("delete_session");
     assert_eq!(read_raw(&cx.base_url, &created.token).await.0, 404);
     let left: i64 = db
-        .query_one("SELECT count(*) FROM chat_shares WHERE chat_id = $1", &[&chat])
+        .query_one(
+            "SELECT count(*) FROM chat_shares WHERE chat_id = $1",
+            &[&chat],
+        )
         .await
         .unwrap()
         .get(0);
@@ -580,7 +605,10 @@ async fn deleting_the_chat_or_the_account_ends_the_link() {
     let mut gone = false;
     for _ in 0..100 {
         let n: i64 = db
-            .query_one("SELECT count(*) FROM chat_shares WHERE user_id = $1", &[&eve.id])
+            .query_one(
+                "SELECT count(*) FROM chat_shares WHERE user_id = $1",
+                &[&eve.id],
+            )
             .await
             .unwrap()
             .get(0);
@@ -707,12 +735,7 @@ async fn the_snapshot_is_the_active_path() {
     let org = ada.personal_org().await;
     let one = chat_message(&ada.client, org, json!({"content": "one"})).await;
     let chat = one.chat_id;
-    let two = chat_message(
-        &ada.client,
-        org,
-        json!({"chat_id": chat, "content": "two"}),
-    )
-    .await;
+    let two = chat_message(&ada.client, org, json!({"chat_id": chat, "content": "two"})).await;
     chat_edit(
         &ada.client,
         org,
@@ -752,7 +775,11 @@ async fn the_snapshot_is_the_active_path() {
         "the answer of that branch: {snapshot}"
     );
     let (_, _, again) = read_raw(&cx.base_url, &edited.token).await;
-    assert_eq!(contents(&again), ["one", "two, edited"], "links keep their path");
+    assert_eq!(
+        contents(&again),
+        ["one", "two, edited"],
+        "links keep their path"
+    );
     cx.teardown().await;
 }
 
@@ -787,7 +814,10 @@ async fn the_share_page_shows_the_snapshot_in_a_browser() {
         .chat_update()
         .org_id(org)
         .chat_id(chat)
-        .body(workspace_client::types::ChatWrite::builder().title(Some("Shared trip".parse().unwrap())))
+        .body(
+            workspace_client::types::ChatWrite::builder()
+                .title(Some("Shared trip".parse().unwrap())),
+        )
         .send()
         .await
         .unwrap();

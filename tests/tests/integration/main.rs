@@ -5,6 +5,7 @@ mod agents;
 mod auth;
 mod authz;
 mod chat;
+mod chat_import;
 mod chat_share;
 mod chat_tree;
 mod contract;

@@ -203,6 +203,21 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  chat_export: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_export_all: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -210,6 +225,15 @@ export interface OperationErrors {
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
+  };
+  chat_import: {
+    400: "invalid_request" | "unrecognized_import_format" | "invalid_import_file" | "empty_import" | "import_limits_exceeded";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    408: "request_timeout";
+    413: "file_too_large";
+    500: "internal_error";
+    503: "server_busy" | "database_unavailable";
   };
   chat_list: {
     400: "invalid_request" | "invalid_pagination";

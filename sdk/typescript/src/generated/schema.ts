@@ -736,6 +736,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/chat/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export one chat: its whole tree as JSON, or its active path as Markdown.
+         * @description An addition to the spec. Permission `chats:read`; the caller's own chats only (`404 not_found` otherwise). `format=json` (default) answers a `ChatExportDocument` (`format` `workspace.chat.v1`) with this one chat: every message of its tree (id, `parent_id`, role, content verbatim, status, `model_id` and `model_name`, `created_at`), parents before their children, and the chat's `leaf_id` (the active path's end), title, status, settings and times; `POST /api/chat/import` reads it back into the same tree. `format=markdown` answers `text/markdown`: `# <title>`, then each message of the active path, first to last, under `### User` or `### Assistant (<model name>)` (`### Assistant` when no model is known), its content verbatim.
+         *
+         *     Sent with `Content-Disposition: attachment` and streamed as it is read, one page of messages at a time (as `GET /api/users/me/export`): a failure after the first bytes ends the response early, leaving the document incomplete rather than silently shorter.
+         */
+        get: operations["chat_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/export_all": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export all of the caller's chats in an organization.
+         * @description An addition to the spec. Permission `chats:read`: the caller's own chats in the organization, in every state (`ACTIVE`, `ARCHIVED`, `DELETED`), never another member's. `format=json` (default): one `ChatExportDocument` holding every chat as `GET /api/chat/export` writes it; `format=markdown`: each chat's Markdown, separated by a line `---`.
+         *
+         *     Streamed as it is read: the server pages through the chats (100 at a time) and their messages (50 at a time) and holds one page at a time, whatever the number of chats; a slow reader holds up only its own download, and no database connection. The pages are separate reads: a chat changed during the export is written as it was when its page was read.
+         */
+        get: operations["chat_export_all"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import chats from an export of this service, ChatGPT, Open WebUI, Claude or LibreChat.
+         * @description An addition to the spec. Permission `chats:write`. The body is the exported JSON file, either raw (any `Content-Type`, e.g. `application/json`) or as the part named `file` of a `multipart/form-data` form. At most 50 MiB (`413 file_too_large`, answered from `Content-Length` before the body is read, or as soon as the bytes read pass the limit), arriving within 5 minutes (or `http.body_read_timeout_secs` if longer; `408 request_timeout`). An instance runs four imports at once; another waits up to a minute for its turn, then `503 server_busy`.
+         *
+         *     `format` (default `auto`, recognised from the file's shape): `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf, title, status and settings), `chatgpt` (`conversations.json`: every node of `mapping` with a user or assistant message becomes a message under its parent, branches kept; system, tool and hidden messages and empty nodes are left out and their children follow the nearest message kept above them; the active path ends at `current_node`), `openwebui` (the tree of `chat.history`, leaf `currentId`), `claude` (`chat_messages`, by `parent_message_uuid` when present, else in order) or `librechat` (`messages` by `parentMessageId`). A file of none of these shapes, or not of the given one: `400 unrecognized_import_format`, whose message names the formats expected; not JSON, or nested deeper than 128 levels: `400 invalid_import_file`; no chat at all: `400 empty_import`. When the leaf the file names is not a message kept (or none is named), the newest message is; a leaf with children continues to its newest child.
+         *
+         *     Bounds: at most 1,000 chats and 100,000 messages in the file (`400 import_limits_exceeded`, before anything is written); a message larger than 1 MB or deeper than 10,000 levels, two messages with one id, a parent outside the chat or a cycle of parents skip that chat, reported in `skipped`. Each chat is written in its own transaction, so a broken chat does not stop the others: the answer lists what was `imported` (new chat ids, titles, message counts) and `skipped` (position in the file, source id, reason). Imports do not count towards `daily_chat_limit` (no model is called); the bounds above are their limit.
+         *
+         *     Every chat created is the caller's, in the given organization: ids in the file are never used (every chat and message gets a new id), nor are users or organizations it names. Imported messages are `complete` (a `workspace` file's `stopped` and `failed` messages keep their status; `streaming` ones become `stopped`); `model_id` is set only when the message's model is one of this service's (by id in a `workspace` file, else by name), and `metadata` keeps `imported_from` and the original `model` name. Titles are cut to 200 characters (`Imported chat` when there is none); times come from the file (never later than the import).
+         */
+        post: operations["chat_import"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat/list": {
         parameters: {
             query?: never;
@@ -3012,12 +3082,30 @@ export interface components {
              */
             temperature?: number | null;
         };
+        /** @description How an export is written. */
+        ChatExportFormat: "json" | "markdown";
         /** @description `{id, message}` answer of create and update. */
         ChatIdResponse: {
             /** Format: uuid */
             id: string;
             message: string;
         };
+        /** @description What `POST /api/chat/import` reads the file as. */
+        ChatImportFormat: "auto" | "workspace" | "chatgpt" | "openwebui" | "claude" | "librechat";
+        /** @description Answer of `POST /api/chat/import`. */
+        ChatImportResult: {
+            /** @description The format the file was read as. */
+            format: components["schemas"]["ChatImportSource"];
+            /** @description The chats created, in the file's order. */
+            imported: components["schemas"]["ImportedChat"][];
+            /** @description The chats of the file that were not imported, with why. */
+            skipped: components["schemas"]["SkippedChat"][];
+        };
+        /**
+         * @description The format a file was read as.
+         * @enum {string}
+         */
+        ChatImportSource: "workspace" | "chatgpt" | "openwebui" | "claude" | "librechat";
         /** @description A message of a chat. A chat's messages form a tree (an edited question has a sibling with the new text, a regenerated answer a sibling answer); a chat shows its active path, and each message says where it stands among its siblings (what a "‹ 2/3 ›" control needs). */
         ChatMessage: {
             /** Format: uuid */
@@ -3620,6 +3708,34 @@ export interface components {
         HealthStatus: {
             /** @description `ok` when the probe passes. */
             status: string;
+        };
+        /** @description Why a chat of a file was not imported. */
+        ImportSkipReason: "invalid_chat" | "no_messages" | "message_too_large" | "broken_tree" | "too_deep" | "limit_reached" | "membership_ended";
+        /** @description A chat an import created. */
+        ImportedChat: {
+            /**
+             * Format: uuid
+             * @description The new chat (the caller's).
+             */
+            chat_id: string;
+            /**
+             * Format: uint32
+             * @description Its position in the file (from 0).
+             */
+            index: number;
+            /**
+             * Format: uint32
+             * @description The messages stored.
+             */
+            messages: number;
+            /**
+             * Format: uint32
+             * @description The file's messages left out: system and tool messages, hidden ones, and nodes without a message (their children follow the nearest message kept above them).
+             */
+            messages_left_out: number;
+            /** @description Its id in the file, if it had one (never used as an id here). */
+            source_id: string | null;
+            title: string;
         };
         /** @description What happens to a document being ingested, in order. */
         IngestionStage: "extracting" | "embedding" | "storing";
@@ -4624,6 +4740,21 @@ export interface components {
             id: string;
             last_name: string;
         };
+        /** @description A chat an import left out. */
+        SkippedChat: {
+            /**
+             * Format: uint32
+             * @description Its position in the file (from 0).
+             */
+            index: number;
+            /** @description What was wrong, for people. */
+            message: string;
+            reason: components["schemas"]["ImportSkipReason"];
+            /** @description Its id in the file, if it had one. */
+            source_id: string | null;
+            /** @description Its title in the file, if it had one. */
+            title: string | null;
+        };
         /** @description A source of a knowledge base. */
         Source: {
             config: components["schemas"]["SourceConfigView"];
@@ -5211,6 +5342,7 @@ export interface components {
             model: string;
             /** @description Always `chat.completion.chunk`. */
             object: string;
+            /** @description Only on the final chunk (whose `choices` is empty); absent, never `null`, elsewhere. */
             usage?: components["schemas"]["CompletionUsage"];
         };
         /** @description The one choice of a streamed chunk. */
@@ -5606,6 +5738,65 @@ export interface components {
             organization_id: string;
             /** @description SHA-256 of the bytes, hex. */
             sha256: string;
+        };
+        /** @description A JSON chat export (`workspace.chat.v1`), which `POST /api/chat/import` reads back. */
+        ChatExportDocument: {
+            /** @description The chats, each with its whole tree of messages. */
+            chats: components["schemas"]["ExportedChat"][];
+            /** Format: date-time */
+            exported_at: string;
+            /** @description Always `workspace.chat.v1`. */
+            format: string;
+            /**
+             * Format: uuid
+             * @description The organization the chats were exported from (an import ignores it: imported chats go to the importing caller's organization).
+             */
+            org_id: string;
+        };
+        /** @description A chat in a [`ChatExportDocument`]. */
+        ExportedChat: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The chat's id here (an import gives the chat a new one).
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The last message of the active path (`null`: the chat has no message).
+             */
+            leaf_id: string | null;
+            /** @description Every message of the tree, oldest first: a parent always before its children, siblings in their order. */
+            messages: components["schemas"]["ExportedMessage"][];
+            settings: components["schemas"]["ChatSettings"] | null;
+            status: components["schemas"]["ChatStatus"];
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A message in a [`ChatExportDocument`]. */
+        ExportedMessage: {
+            /** @description The text, verbatim. */
+            content: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The model that answered, when it is one of this service's.
+             */
+            model_id: string | null;
+            /** @description The model's name: this service's model, or the one an imported message named (`null`: none known). */
+            model_name: string | null;
+            /**
+             * Format: uuid
+             * @description The message it follows (`null`: a first message).
+             */
+            parent_id: string | null;
+            role: components["schemas"]["ChatRole"];
+            status: components["schemas"]["ChatMessageStatus"];
         };
         /** @description The numbered excerpts the answer may cite as `[n]`. */
         KbQueryStreamEventSources: {
@@ -8580,6 +8771,257 @@ export interface operations {
                 };
             };
             /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_export: {
+        parameters: {
+            query: {
+                /** @description One of the caller's chats in the organization. */
+                chat_id: string;
+                /** @description `json` (default) or `markdown`. */
+                format?: components["schemas"]["ChatExportFormat"];
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description With `format=json` (the default) one `ChatExportDocument` JSON document, with `format=markdown` Markdown text; streamed as it is read, with `Content-Disposition: attachment`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatExportDocument"];
+                    "text/markdown": string;
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_export_all: {
+        parameters: {
+            query: {
+                /** @description `json` (default) or `markdown`. */
+                format?: components["schemas"]["ChatExportFormat"];
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description With `format=json` (the default) one `ChatExportDocument` JSON document, with `format=markdown` Markdown text; streamed as it is read, with `Content-Disposition: attachment`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatExportDocument"];
+                    "text/markdown": string;
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_import: {
+        parameters: {
+            query: {
+                /** @description `auto` (default), `workspace`, `chatgpt`, `openwebui`, `claude` or `librechat`. */
+                format?: components["schemas"]["ChatImportFormat"];
+                /** @description The organization the chats are imported into (as the caller's). */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatImportResult"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `unrecognized_import_format`, `invalid_import_file`, `empty_import`, `import_limits_exceeded`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Payload too large. `error_code`: `file_too_large`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `server_busy`, `database_unavailable`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];

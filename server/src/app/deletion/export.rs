@@ -3,11 +3,9 @@
 //!
 //! Bound: the writer task reads one page at a time (at most
 //! [`MESSAGES_PAGE`] messages, or [`ITEMS_PAGE`] chats, conversations or
-//! uploads), serialises it into chunks of about [`CHUNK_BYTES`] and hands
-//! them to the response through a channel of [`CHUNKS_IN_FLIGHT`]: it
-//! waits while the client has not read them, so the server holds at most
-//! one page and a few chunks of any export, whatever the account's
-//! history. Pages are read by keyset (id, or a message's `seq`), each a
+//! uploads) and streams it through [`crate::app::doc_stream`], so the
+//! server holds at most one page and a few chunks of any export, whatever
+//! the account's history. Pages are read by keyset (id, or a message's `seq`), each a
 //! short statement on a pooled connection that is returned at once: a
 //! slow download holds no connection.
 //!
@@ -15,13 +13,12 @@
 //! in the field order of `AccountExport`; the test of the export reads it
 //! back as that type.
 
+use crate::app::doc_stream::{self, Stop, Writer, json, opened};
 use crate::authn::Actor;
 use crate::context::ServerContext;
 use crate::db::datastore::Datastore;
 use crate::error::Error;
-use bytes::Bytes;
 use serde::Serialize;
-use tokio::sync::mpsc;
 use uuid::Uuid;
 use workspace_api::users as api;
 
@@ -29,12 +26,6 @@ use workspace_api::users as api;
 pub const MESSAGES_PAGE: i64 = 50;
 /// Chats, conversations or uploads read per page.
 pub const ITEMS_PAGE: i64 = 100;
-/// The size a chunk is sent at.
-const CHUNK_BYTES: usize = 64 * 1024;
-/// Chunks waiting for the client at most.
-const CHUNKS_IN_FLIGHT: usize = 4;
-
-type Chunk = Result<Bytes, std::io::Error>;
 
 /// The streamed `200 application/json` response.
 pub async fn export(
@@ -72,47 +63,20 @@ pub async fn export(
             .collect(),
         chats: Vec::new(),
     };
-    let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_IN_FLIGHT);
-    let mut out = Writer {
-        buffer: String::new(),
-        tx,
-    };
-    // The head, with the `chats` array opened.
-    out.push(&opened(&head, "chats")?);
     let datastore = cx.datastore.clone();
     let user = actor.user_id;
     let log = cx.log.new(slog::o!("user_id" => user.to_string()));
-    tokio::spawn(async move {
-        match write_rest(&datastore, user, &mut out).await {
-            Ok(()) => {}
-            Err(Stop::ClientGone) => {}
-            Err(Stop::Failed(e)) => {
-                slog::warn!(log, "the export failed part-way; ending its response"; "error" => %e);
-                // The client sees an aborted body, not a shorter document.
-                let _ = out
-                    .tx
-                    .send(Err(std::io::Error::other("export failed")))
-                    .await;
-            }
-        }
-    });
-    let frames = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|chunk| (chunk.map(hyper::body::Frame::data), rx))
-    });
-    http::Response::builder()
-        .status(http::StatusCode::OK)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(
-            http::header::CONTENT_DISPOSITION,
-            "attachment; filename=\"workspace-export.json\"",
-        )
-        .header(http::header::CACHE_CONTROL, "no-store")
-        .body(dropshot::Body::wrap(http_body_util::StreamBody::new(
-            frames,
-        )))
-        .map_err(Error::internal)
+    // The head, with the `chats` array opened.
+    doc_stream::response(
+        "application/json",
+        "workspace-export.json",
+        opened(&head, "chats")?,
+        log,
+        move |mut out| async move {
+            let result = write_rest(&datastore, user, &mut out).await;
+            (out, result)
+        },
+    )
 }
 
 /// The document's first fields, in `AccountExport`'s order, with its
@@ -126,75 +90,6 @@ struct Head {
     profile: api::ExportProfile,
     memberships: Vec<api::ExportMembership>,
     chats: Vec<api::ExportChat>,
-}
-
-/// Why writing stopped early.
-enum Stop {
-    /// The client went away: nothing more to do.
-    ClientGone,
-    Failed(Error),
-}
-
-impl From<Error> for Stop {
-    fn from(e: Error) -> Self {
-        Stop::Failed(e)
-    }
-}
-
-/// Collects text into chunks of about [`CHUNK_BYTES`] for the response.
-struct Writer {
-    buffer: String,
-    tx: mpsc::Sender<Chunk>,
-}
-
-impl Writer {
-    fn push(&mut self, text: &str) {
-        self.buffer.push_str(text);
-    }
-
-    /// Sends the buffer once it is a chunk's worth (waiting while the
-    /// client has not read the chunks before it).
-    async fn flush_full(&mut self) -> Result<(), Stop> {
-        if self.buffer.len() >= CHUNK_BYTES {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self) -> Result<(), Stop> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::take(&mut self.buffer));
-        self.tx.send(Ok(chunk)).await.map_err(|_| Stop::ClientGone)
-    }
-
-    /// Adds an item of an array (a comma before all but the first).
-    async fn item(&mut self, first: &mut bool, text: &str) -> Result<(), Stop> {
-        if !std::mem::take(first) {
-            self.push(",");
-        }
-        self.push(text);
-        self.flush_full().await
-    }
-}
-
-fn json(value: &impl Serialize) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(Error::internal)
-}
-
-/// `value` serialised with its last field, the empty array `field`, left
-/// open: `{..., "field":[`.
-fn opened(value: &impl Serialize, field: &str) -> Result<String, Error> {
-    let mut text = json(value)?;
-    let end = format!("\"{field}\":[]}}");
-    if !text.ends_with(&end) {
-        return Err(Error::internal(format!(
-            "the export's `{field}` is not the last field"
-        )));
-    }
-    text.truncate(text.len() - 2);
-    Ok(text)
 }
 
 /// Everything after the head: the chats with their messages, the
@@ -333,29 +228,5 @@ async fn write_uploads(datastore: &Datastore, user: Uuid, out: &mut Writer) -> R
             };
             out.item(&mut first, &json(&upload)?).await?;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_opened_object_ends_in_its_array() {
-        #[derive(Serialize)]
-        struct T {
-            a: u8,
-            list: Vec<u8>,
-        }
-        assert_eq!(
-            opened(&T { a: 1, list: vec![] }, "list").unwrap(),
-            "{\"a\":1,\"list\":["
-        );
-        #[derive(Serialize)]
-        struct Wrong {
-            list: Vec<u8>,
-            a: u8,
-        }
-        assert!(opened(&Wrong { list: vec![], a: 1 }, "list").is_err());
     }
 }

@@ -4,6 +4,7 @@ pub mod account_export;
 pub mod agents;
 pub mod chat;
 pub mod chat_shares;
+pub mod chat_transfer;
 pub mod conversations;
 pub mod deletion;
 pub mod deployments;
