@@ -8,6 +8,7 @@ pub mod chat;
 pub mod conversations;
 pub mod deletion;
 pub mod deployments;
+pub mod feedback;
 pub mod files;
 pub mod invitations;
 pub mod jobs;
