@@ -12,6 +12,7 @@ mod database_tls;
 mod deletion;
 mod deployments;
 mod embeddings;
+mod feedback;
 mod hardening;
 mod history;
 mod hostile_files;
