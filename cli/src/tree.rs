@@ -322,6 +322,7 @@ const ARGUMENT_HELP: &[(Option<&str>, &str, &str)] = &[
     ),
     (None, "description", "Description"),
     (None, "title", "Title"),
+    (None, "rating", "`up` or `down`"),
     (
         None,
         "embedding-model",

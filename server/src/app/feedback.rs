@@ -673,7 +673,7 @@ mod tests {
         assert!(t(&["a b"]).is_err());
         assert!(t(&["é"]).is_err());
         assert!(t(&[&"a".repeat(41)]).is_err());
-        assert!(t(&vec!["a"; 11]).is_err());
+        assert!(t(&["a"; 11]).is_err());
         assert_eq!(t(&[]).unwrap(), Vec::<String>::new());
     }
 
