@@ -45,6 +45,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatAvailableKnowledgeBases => Self::cli_chat_available_knowledge_bases(),
             CliCommand::ChatBulkDeleteSessions => Self::cli_chat_bulk_delete_sessions(),
             CliCommand::ChatDeleteSession => Self::cli_chat_delete_session(),
+            CliCommand::ChatFeedbackRate => Self::cli_chat_feedback_rate(),
+            CliCommand::ChatFeedbackDelete => Self::cli_chat_feedback_delete(),
             CliCommand::ChatList => Self::cli_chat_list(),
             CliCommand::ChatShareCreate => Self::cli_chat_share_create(),
             CliCommand::ChatShareRevoke => Self::cli_chat_share_revoke(),
@@ -54,6 +56,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatWsTicket => Self::cli_chat_ws_ticket(),
             CliCommand::ConversationCreate => Self::cli_conversation_create(),
             CliCommand::ConversationCreateSession => Self::cli_conversation_create_session(),
+            CliCommand::ConversationFeedbackRate => Self::cli_conversation_feedback_rate(),
+            CliCommand::ConversationFeedbackDelete => Self::cli_conversation_feedback_delete(),
             CliCommand::ConversationGetWithSessions => Self::cli_conversation_get_with_sessions(),
             CliCommand::ConversationList => Self::cli_conversation_list(),
             CliCommand::ConversationMessages => Self::cli_conversation_messages(),
@@ -90,6 +94,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgDeletionStatus => Self::cli_org_deletion_status(),
             CliCommand::OrgFeatures => Self::cli_org_features(),
             CliCommand::OrgUpdateFeatures => Self::cli_org_update_features(),
+            CliCommand::OrgFeedbackList => Self::cli_org_feedback_list(),
             CliCommand::OrgLeave => Self::cli_org_leave(),
             CliCommand::OrgList => Self::cli_org_list(),
             CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
@@ -1078,6 +1083,81 @@ impl<T: CliConfig> Cli<T> {
                 "Delete a chat session.\n\nPermission `chats:delete` in the chat's organization (the spec gives only `session_id`; the organization is the chat's). Removes the chat, its messages, their stream events and its uploads (rows and stored bytes). An answer still streaming is stopped. `404 not_found` for a chat that is not the caller's.",
             )
     }
+    pub fn cli_chat_feedback_rate() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("comment")
+                    .long("comment")
+                    .value_parser(::clap::value_parser!(types::ChatFeedbackWriteComment))
+                    .required(false)
+                    .help("1 to 2000 characters; blank or absent: no comment."),
+            )
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help("The answer (a `MODEL` message of one of the caller's chats)."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("rating")
+                    .long("rating")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::FeedbackRating::Up.to_string(),
+                                types::FeedbackRating::Down.to_string(),
+                            ]),
+                            |s| types::FeedbackRating::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rate an answer of one of your chats.\n\nAn addition to the spec. Permission `chats:write`. Body: `message_id` (an answer, role `MODEL`, of one of the caller's own chats: any other id, another user's answer included, is `404 not_found`), `rating` `up` or `down`, `comment` (optional, 1 to 2000 characters; a blank one counts as none) and `tags` (optional, at most 10, each 1 to 40 ASCII letters, digits, `_` or `-` starting with a letter or digit; stored lowercased, a repeated tag once; `400 invalid_tags` otherwise). Answers the stored `MessageFeedback`.\n\nOne rating per person per answer: rating again replaces the whole feedback (rating, comment and tags; `created_at` stays, `updated_at` moves); `DELETE /api/chat/feedback` removes it. Any answer of the chat's tree may be rated, on the active path or not; `stopped` and `failed` answers too. A question (role `USER`) is `400 not_an_answer`; an answer still being generated is `409 answer_streaming` (rate it once it ended). A comment over 2000 characters is `400 invalid_comment`.\n\nSharing: rating an answer shares that exchange (the question and the answer's text, the model and knowledge bases used) and the rating with the organization's admins (`GET /api/org/feedback/list`), although chats are otherwise private. Deleting the rating, or the chat, withdraws it.",
+            )
+    }
+    pub fn cli_chat_feedback_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The answer's id (from the `start` event)."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Remove your rating of an answer of one of your chats.\n\nAn addition to the spec. Permission `chats:write`. `message_id`: an answer of one of the caller's chats (`404 not_found` otherwise, as for rating). `deleted` is false when the caller had not rated it (deleting twice is harmless).",
+            )
+    }
     pub fn cli_chat_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -1350,6 +1430,91 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Start a model session in a conversation.\n\nPermission `conversation:write`. The session starts `active`. A conversation may hold several sessions, each on its own model (two sessions may also use the same model). `404 not_found` when the conversation is not in the organization, or when `model_id` is not a model offered by this server (see `models_list`).",
+            )
+    }
+    pub fn cli_conversation_feedback_rate() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("comment")
+                    .long("comment")
+                    .value_parser(
+                        ::clap::value_parser!(types::ConversationFeedbackWriteComment),
+                    )
+                    .required(false)
+                    .help("1 to 2000 characters; blank or absent: no comment."),
+            )
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(
+                        ::clap::value_parser!(types::ConversationFeedbackWriteMessageId),
+                    )
+                    .required_unless_present("json-body")
+                    .help(
+                        "The answer: an assistant message's id (the `message_id` of its stream's `start` event; an opaque string, currently a UUID).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("rating")
+                    .long("rating")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::FeedbackRating::Up.to_string(),
+                                types::FeedbackRating::Down.to_string(),
+                            ]),
+                            |s| types::FeedbackRating::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rate an answer of a conversation.\n\nAn addition to the spec. Permission `conversation:write` (whoever may write in the organization's conversations may rate their answers). `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise); the rest of the body and the rules are those of `POST /api/chat/feedback`: one rating per person per answer, replaced whole when given again; a user message is `400 not_an_answer`, an answer still streaming `409 answer_streaming`; `400 invalid_comment`, `400 invalid_tags`.\n\nSharing: rating an answer shares that exchange (the question and the answer) and the rating, with the rater's name and e-mail, with the organization's admins (`GET /api/org/feedback/list`).",
+            )
+    }
+    pub fn cli_conversation_feedback_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("message-id")
+                    .long("message-id")
+                    .value_parser(
+                        ::clap::value_parser!(types::ConversationFeedbackDeleteMessageId),
+                    )
+                    .required(true)
+                    .help(
+                        "The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Remove your rating of a conversation's answer.\n\nAn addition to the spec. Permission `conversation:write`. `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise). Removes the caller's own rating only; `deleted` is false when there was none.",
             )
     }
     pub fn cli_conversation_get_with_sessions() -> ::clap::Command {
@@ -2342,6 +2507,108 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Set an organization's feature gates and quotas.\n\nAn addition to the spec. System administrators only (`403 forbidden` otherwise), since gates and quotas are the operator's business, not the organization's. Given fields become overrides, omitted fields are unchanged, fields named in `reset` return to the server default. `404` for an unknown organization.",
+            )
+    }
+    pub fn cli_org_feedback_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("area")
+                    .long("area")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::FeedbackArea::Chat.to_string(),
+                                types::FeedbackArea::Conversation.to_string(),
+                            ]),
+                            |s| types::FeedbackArea::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Only answers of chats, or of conversations."),
+            )
+            .arg(
+                ::clap::Arg::new("cursor")
+                    .long("cursor")
+                    .value_parser(::clap::value_parser!(types::OrgFeedbackListCursor))
+                    .required(false)
+                    .help(
+                        "Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest rating).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("from")
+                    .long("from")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Only ratings first given at or after this time (RFC 3339)."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items per page: 1 to 200, default 50."),
+            )
+            .arg(
+                ::clap::Arg::new("model-id")
+                    .long("model-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("Only answers of this model."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("rating")
+                    .long("rating")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::FeedbackRating::Up.to_string(),
+                                types::FeedbackRating::Down.to_string(),
+                            ]),
+                            |s| types::FeedbackRating::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Only this rating."),
+            )
+            .arg(
+                ::clap::Arg::new("tag")
+                    .long("tag")
+                    .value_parser(::clap::value_parser!(types::OrgFeedbackListTag))
+                    .required(false)
+                    .help("Only ratings with this tag (case-insensitive)."),
+            )
+            .arg(
+                ::clap::Arg::new("to")
+                    .long("to")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Only ratings first given before this time (RFC 3339)."),
+            )
+            .arg(
+                ::clap::Arg::new("user-id")
+                    .long("user-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("Only ratings given by this user."),
+            )
+            .about(
+                "List the feedback given on answers in the organization.\n\nAn addition to the spec, for the organization's admins: a role of level 80 or more (admin, owner, or a custom role at that level) that grants `feedback:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `feedback:read` scope. Each item is one rating with the exchange it is about: the question (the text of the message the answer replies to), the answer's text, the model (id and name), the knowledge bases the answer was given with (a chat answer's `metadata.knowledge_base_ids`, with their names), the rater (id, e-mail, name), the comment, tags and times. Members share this by rating: chat answers are otherwise private to their user.\n\nFilters (all optional, combined): `rating`, `model_id`, `user_id` (the rater), `area` (`chat` or `conversation`), `tag` (one tag, case-insensitive), `from` (inclusive) and `to` (exclusive), RFC 3339 times compared with when each answer was first rated (`created_at`).\n\nNewest first by `created_at` (ties by id), in pages of `limit` (1 to 200, default 50; `400 invalid_pagination`): pass a page's `next_cursor` as `cursor` for the next one (`null` on the last page). The cursor is opaque (a position in that order, valid with any filters; a malformed one is `400 invalid_cursor`): pages do not overlap or skip while ratings are added, changed or removed (a changed rating keeps its place; a new one appears on the first page).",
             )
     }
     pub fn cli_org_leave() -> ::clap::Command {
@@ -3410,6 +3677,8 @@ impl<T: CliConfig> Cli<T> {
                 self.execute_chat_bulk_delete_sessions(matches).await
             }
             CliCommand::ChatDeleteSession => self.execute_chat_delete_session(matches).await,
+            CliCommand::ChatFeedbackRate => self.execute_chat_feedback_rate(matches).await,
+            CliCommand::ChatFeedbackDelete => self.execute_chat_feedback_delete(matches).await,
             CliCommand::ChatList => self.execute_chat_list(matches).await,
             CliCommand::ChatShareCreate => self.execute_chat_share_create(matches).await,
             CliCommand::ChatShareRevoke => self.execute_chat_share_revoke(matches).await,
@@ -3420,6 +3689,12 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ConversationCreate => self.execute_conversation_create(matches).await,
             CliCommand::ConversationCreateSession => {
                 self.execute_conversation_create_session(matches).await
+            }
+            CliCommand::ConversationFeedbackRate => {
+                self.execute_conversation_feedback_rate(matches).await
+            }
+            CliCommand::ConversationFeedbackDelete => {
+                self.execute_conversation_feedback_delete(matches).await
             }
             CliCommand::ConversationGetWithSessions => {
                 self.execute_conversation_get_with_sessions(matches).await
@@ -3461,6 +3736,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgDeletionStatus => self.execute_org_deletion_status(matches).await,
             CliCommand::OrgFeatures => self.execute_org_features(matches).await,
             CliCommand::OrgUpdateFeatures => self.execute_org_update_features(matches).await,
+            CliCommand::OrgFeedbackList => self.execute_org_feedback_list(matches).await,
             CliCommand::OrgLeave => self.execute_org_leave(matches).await,
             CliCommand::OrgList => self.execute_org_list(matches).await,
             CliCommand::OrgServiceAccountsList => {
@@ -4382,6 +4658,69 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_chat_feedback_rate(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_feedback_rate();
+        if let Some(value) = matches.get_one::<types::ChatFeedbackWriteComment>("comment") {
+            request = request.body_map(|body| body.comment(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("message-id") {
+            request = request.body_map(|body| body.message_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::FeedbackRating>("rating") {
+            request = request.body_map(|body| body.rating(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatFeedbackWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_feedback_rate(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_feedback_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_feedback_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("message-id") {
+            request = request.message_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_feedback_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_chat_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.chat_list();
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
@@ -4622,6 +4961,73 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_conversation_create_session(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_feedback_rate(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_feedback_rate();
+        if let Some(value) = matches.get_one::<types::ConversationFeedbackWriteComment>("comment") {
+            request = request.body_map(|body| body.comment(value.clone()));
+        }
+        if let Some(value) =
+            matches.get_one::<types::ConversationFeedbackWriteMessageId>("message-id")
+        {
+            request = request.body_map(|body| body.message_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::FeedbackRating>("rating") {
+            request = request.body_map(|body| body.rating(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ConversationFeedbackWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_conversation_feedback_rate(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_conversation_feedback_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.conversation_feedback_delete();
+        if let Some(value) =
+            matches.get_one::<types::ConversationFeedbackDeleteMessageId>("message-id")
+        {
+            request = request.message_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_conversation_feedback_delete(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -5585,6 +5991,55 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_org_update_features(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_feedback_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_feedback_list();
+        if let Some(value) = matches.get_one::<types::FeedbackArea>("area") {
+            request = request.area(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::OrgFeedbackListCursor>("cursor") {
+            request = request.cursor(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("from") {
+            request = request.from(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("model-id") {
+            request = request.model_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::FeedbackRating>("rating") {
+            request = request.rating(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::OrgFeedbackListTag>("tag") {
+            request = request.tag(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("to") {
+            request = request.to(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
+            request = request.user_id(value.clone());
+        }
+        self.config
+            .execute_org_feedback_list(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -6750,6 +7205,20 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_feedback_rate(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFeedbackRate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_feedback_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFeedbackDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_list(
         &self,
         matches: &::clap::ArgMatches,
@@ -6810,6 +7279,20 @@ pub trait CliConfig {
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::ConversationCreateSession,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_feedback_rate(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationFeedbackRate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_conversation_feedback_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ConversationFeedbackDelete,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -7062,6 +7545,13 @@ pub trait CliConfig {
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::OrgUpdateFeatures,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_feedback_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgFeedbackList,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -7338,6 +7828,8 @@ pub enum CliCommand {
     ChatAvailableKnowledgeBases,
     ChatBulkDeleteSessions,
     ChatDeleteSession,
+    ChatFeedbackRate,
+    ChatFeedbackDelete,
     ChatList,
     ChatShareCreate,
     ChatShareRevoke,
@@ -7347,6 +7839,8 @@ pub enum CliCommand {
     ChatWsTicket,
     ConversationCreate,
     ConversationCreateSession,
+    ConversationFeedbackRate,
+    ConversationFeedbackDelete,
     ConversationGetWithSessions,
     ConversationList,
     ConversationMessages,
@@ -7383,6 +7877,7 @@ pub enum CliCommand {
     OrgDeletionStatus,
     OrgFeatures,
     OrgUpdateFeatures,
+    OrgFeedbackList,
     OrgLeave,
     OrgList,
     OrgServiceAccountsList,
@@ -7453,6 +7948,8 @@ impl CliCommand {
             CliCommand::ChatAvailableKnowledgeBases,
             CliCommand::ChatBulkDeleteSessions,
             CliCommand::ChatDeleteSession,
+            CliCommand::ChatFeedbackRate,
+            CliCommand::ChatFeedbackDelete,
             CliCommand::ChatList,
             CliCommand::ChatShareCreate,
             CliCommand::ChatShareRevoke,
@@ -7462,6 +7959,8 @@ impl CliCommand {
             CliCommand::ChatWsTicket,
             CliCommand::ConversationCreate,
             CliCommand::ConversationCreateSession,
+            CliCommand::ConversationFeedbackRate,
+            CliCommand::ConversationFeedbackDelete,
             CliCommand::ConversationGetWithSessions,
             CliCommand::ConversationList,
             CliCommand::ConversationMessages,
@@ -7498,6 +7997,7 @@ impl CliCommand {
             CliCommand::OrgDeletionStatus,
             CliCommand::OrgFeatures,
             CliCommand::OrgUpdateFeatures,
+            CliCommand::OrgFeedbackList,
             CliCommand::OrgLeave,
             CliCommand::OrgList,
             CliCommand::OrgServiceAccountsList,
@@ -7569,6 +8069,8 @@ impl CliCommand {
             CliCommand::ChatAvailableKnowledgeBases => "chat_available_knowledge_bases",
             CliCommand::ChatBulkDeleteSessions => "chat_bulk_delete_sessions",
             CliCommand::ChatDeleteSession => "chat_delete_session",
+            CliCommand::ChatFeedbackRate => "chat_feedback_rate",
+            CliCommand::ChatFeedbackDelete => "chat_feedback_delete",
             CliCommand::ChatList => "chat_list",
             CliCommand::ChatShareCreate => "chat_share_create",
             CliCommand::ChatShareRevoke => "chat_share_revoke",
@@ -7578,6 +8080,8 @@ impl CliCommand {
             CliCommand::ChatWsTicket => "chat_ws_ticket",
             CliCommand::ConversationCreate => "conversation_create",
             CliCommand::ConversationCreateSession => "conversation_create_session",
+            CliCommand::ConversationFeedbackRate => "conversation_feedback_rate",
+            CliCommand::ConversationFeedbackDelete => "conversation_feedback_delete",
             CliCommand::ConversationGetWithSessions => "conversation_get_with_sessions",
             CliCommand::ConversationList => "conversation_list",
             CliCommand::ConversationMessages => "conversation_messages",
@@ -7614,6 +8118,7 @@ impl CliCommand {
             CliCommand::OrgDeletionStatus => "org_deletion_status",
             CliCommand::OrgFeatures => "org_features",
             CliCommand::OrgUpdateFeatures => "org_update_features",
+            CliCommand::OrgFeedbackList => "org_feedback_list",
             CliCommand::OrgLeave => "org_leave",
             CliCommand::OrgList => "org_list",
             CliCommand::OrgServiceAccountsList => "org_service_accounts_list",

@@ -30,6 +30,7 @@ mod account;
 mod chat;
 mod chat_transfer;
 mod config;
+mod feedback;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
 mod invoke;
@@ -91,10 +92,12 @@ fn root_command() -> Command {
                 .global(true)
                 .help_heading("Global options")
                 .env("WORKSPACE_FORMAT")
-                .value_parser(["json", "table"])
+                .value_parser(["json", "table", "csv", "jsonl"])
                 .default_value("json")
                 .help(
-                    "Output format; `table` applies to list commands, the others always print JSON",
+                    "Output format; `table` applies to list commands (`feedback list` shows one \
+                     unless `json` is given), `csv` and `jsonl` to `feedback export`; the others \
+                     always print JSON",
                 ),
         )
         .subcommand(
@@ -128,6 +131,7 @@ async fn run() -> Result<()> {
     root = tree::add_kb_commands(root);
     root = tree::add_mcp_commands(root);
     root = tree::add_account_commands(root);
+    root = tree::add_feedback_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -172,6 +176,14 @@ async fn run() -> Result<()> {
     };
 
     let (path, leaf) = tree::leaf(&matches);
+    let format = matches
+        .get_one::<String>("format")
+        .map(String::as_str)
+        .unwrap_or("json");
+    let exporting = path == ["feedback", "export"];
+    if matches!(format, "csv" | "jsonl") && !exporting {
+        usage_error("--format csv and jsonl apply to `feedback export` only");
+    }
     if path.first().map(String::as_str) == Some("auth") {
         match path.get(1).map(String::as_str) {
             Some("login") => return session::login(&creds.profile, &creds.url, leaf).await,
@@ -219,6 +231,12 @@ async fn run() -> Result<()> {
         };
         return account::run(&client, &path[1], leaf, forget).await;
     }
+    if path.len() == 2
+        && path[0] == "feedback"
+        && feedback::HAND_WRITTEN.contains(&path[1].as_str())
+    {
+        return feedback::run(&client, &path[1], leaf, format).await;
+    }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;
     }
@@ -228,7 +246,10 @@ async fn run() -> Result<()> {
     let Some(cmd) = tree::command_for(&path) else {
         bail!("unknown command: {}", path.join(" "));
     };
-    let table = (matches.get_one::<String>("format").map(String::as_str) == Some("table"))
+    // `feedback list` is a table unless JSON is asked for.
+    let table_by_default = cmd.operation_id() == feedback::LIST_OPERATION
+        && matches.value_source("format") == Some(clap::parser::ValueSource::DefaultValue);
+    let table = (format == "table" || table_by_default)
         .then(|| output::table_for(cmd.operation_id()))
         .flatten();
     let id_only = leaf

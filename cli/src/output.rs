@@ -395,6 +395,21 @@ pub const TABLES: &[Table] = &[
         ],
         total: Some("/total"),
     },
+    Table {
+        operation_id: "org_feedback_list",
+        rows: "/items",
+        columns: &[
+            ("CREATED", "/created_at"),
+            ("AREA", "/area"),
+            ("RATING", "/rating"),
+            ("MODEL", "/model/name"),
+            ("RATER", "/user/email"),
+            ("TAGS", "/tags"),
+            ("COMMENT", "/comment"),
+            ("MESSAGE", "/message_id"),
+        ],
+        total: None,
+    },
 ];
 
 pub fn table_for(operation_id: &str) -> Option<&'static Table> {
@@ -446,6 +461,10 @@ pub fn render_table(table: &Table, value: &serde_json::Value) -> String {
     }
     if let Some(total) = table.total {
         out.push_str(&format!("total: {}\n", cell(value.pointer(total))));
+    }
+    // A cursor-paged list: where the next page starts (`--cursor`).
+    if let Some(next) = value.get("next_cursor").and_then(|c| c.as_str()) {
+        out.push_str(&format!("next cursor: {}\n", escape_cell(next)));
     }
     out
 }

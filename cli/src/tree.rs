@@ -22,6 +22,9 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     // generated ones (any source type, filters) stay under `-raw` names.
     ("kb_create", &["kb", "create-raw"]),
     ("kb_search", &["kb", "search-raw"]),
+    // Feedback on answers: the admins' list (`feedback export` is
+    // hand-written, see feedback.rs).
+    ("org_feedback_list", &["feedback", "list"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -72,6 +75,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "mcp",
         "MCP servers, account connections, instances and gateway URLs",
+    ),
+    (
+        "feedback",
+        "Feedback on answers: the organization's list and export (admins)",
     ),
 ];
 
@@ -204,6 +211,15 @@ pub fn add_account_commands(mut root: Command) -> Command {
     insert(root, &path, crate::account::org_delete_command())
 }
 
+/// `workspace feedback export` (see `feedback.rs`).
+pub fn add_feedback_commands(mut root: Command) -> Command {
+    for cmd in crate::feedback::commands() {
+        let path = ["feedback".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
 pub fn add_auth_commands(mut root: Command) -> Command {
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
@@ -327,6 +343,7 @@ const ARGUMENT_HELP: &[(Option<&str>, &str, &str)] = &[
     ),
     (None, "description", "Description"),
     (None, "title", "Title"),
+    (None, "rating", "`up` or `down`"),
     (
         None,
         "embedding-model",
@@ -473,9 +490,11 @@ mod tests {
 
     #[test]
     fn tree_builds_and_validates() {
-        let root = polish(add_mcp_commands(add_kb_commands(add_chat_commands(
-            add_invoke_command(add_upload_command(add_conversation_commands(
-                add_auth_commands(add_generated_commands(crate::root_command())),
+        let root = polish(add_feedback_commands(add_mcp_commands(add_kb_commands(
+            add_chat_commands(add_invoke_command(add_upload_command(
+                add_conversation_commands(add_auth_commands(add_generated_commands(
+                    crate::root_command(),
+                ))),
             ))),
         ))));
         root.clone().debug_assert();

@@ -2528,3 +2528,162 @@ async fn chat_export_and_import() {
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
 }
+
+/// `workspace chat feedback-rate`, `feedback list` (a table by default,
+/// JSON on request) and `feedback export` (CSV or JSON Lines, streamed to
+/// stdout or a file).
+#[tokio::test]
+async fn feedback_commands() {
+    let cx = TestContext::with_config("cli_feedback", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+    })
+    .await;
+    let user = cx.user("clifeedback").await;
+    let org = user.personal_org().await;
+    let answered = workspace_tests::resources::chat_message(
+        &user.client,
+        org,
+        serde_json::json!({"content": "=2+2, spreadsheet?"}),
+    )
+    .await;
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let org = org.to_string();
+    let answer = answered.message_id.to_string();
+
+    let rated = json(
+        &run(strings(&[
+            "chat",
+            "feedback-rate",
+            "--org-id",
+            &org,
+            "--message-id",
+            &answer,
+            "--rating",
+            "down",
+            "--comment",
+            "@cmd off by one",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(rated["rating"], "down");
+    assert_eq!(rated["message_id"], answer.as_str());
+
+    // A table by default, with where the next page starts.
+    let out = run(strings(&[
+        "feedback", "list", "--org-id", &org, "--limit", "1",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
+    for column in [
+        "CREATED", "AREA", "RATING", "MODEL", "RATER", "TAGS", "COMMENT",
+    ] {
+        assert!(header.contains(column), "{table}");
+    }
+    let row = lines.next().unwrap();
+    assert!(row.contains("chat") && row.contains("down"), "{table}");
+    assert!(
+        row.contains("@cmd off by one") && row.contains(&user.email),
+        "{table}"
+    );
+    assert!(
+        !table.contains("next cursor:"),
+        "one rating, one page: {table}"
+    );
+    // JSON when asked.
+    let page = json(
+        &run(strings(&[
+            "--format", "json", "feedback", "list", "--org-id", &org,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(page["items"][0]["question"], "=2+2, spreadsheet?");
+    assert_eq!(page["next_cursor"], serde_json::Value::Null);
+
+    // CSV on stdout: the header and the neutralised cells.
+    let out = run(strings(&[
+        "feedback", "export", "--org-id", &org, "--format", "csv", "--rating", "down",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        csv.starts_with("id,created_at,updated_at,area,rating,"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(",'@cmd off by one,\"'=2+2, spreadsheet?\","),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let none = run(strings(&[
+        "feedback", "export", "--org-id", &org, "--format", "csv", "--rating", "up",
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8(none.stdout).unwrap().lines().count(), 1);
+    // JSON Lines to a file.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("feedback.jsonl");
+    let out = run(strings(&[
+        "feedback",
+        "export",
+        "--org-id",
+        &org,
+        "--format",
+        "jsonl",
+        "--output",
+        file.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let items: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["comment"], "@cmd off by one");
+
+    // `--format csv` elsewhere is a usage error; a member without admin
+    // rights is refused by the server (exit 1).
+    let out = run(strings(&["--format", "csv", "me"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let member = cx.user("climember").await;
+    user.add_member(
+        org.parse().unwrap(),
+        member.id,
+        user.role_id(org.parse().unwrap(), "member").await,
+    )
+    .await;
+    let as_member = token_runner(cx.base_url.clone(), member.token.clone());
+    let out = as_member(strings(&["feedback", "export", "--org-id", &org]))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("403 forbidden"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}

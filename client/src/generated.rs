@@ -1530,6 +1530,138 @@ pub mod types {
             value.parse()
         }
     }
+    ///Body of `POST /api/chat/feedback`: rates an answer of one of the caller's chats. The whole feedback is replaced each time.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ChatFeedbackWrite {
+        ///1 to 2000 characters; blank or absent: no comment.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub comment: ::std::option::Option<ChatFeedbackWriteComment>,
+        ///The answer (a `MODEL` message of one of the caller's chats).
+        pub message_id: ::uuid::Uuid,
+        pub rating: FeedbackRating,
+        ///At most 10 tags, each 1 to 40 ASCII letters, digits, `_` or `-` (starting with a letter or digit); stored lowercased, duplicates once. Absent: none.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tags: ::std::option::Option<::std::vec::Vec<ChatFeedbackWriteTagsItem>>,
+    }
+    impl ChatFeedbackWrite {
+        pub fn builder() -> builder::ChatFeedbackWrite {
+            Default::default()
+        }
+    }
+    ///1 to 2000 characters; blank or absent: no comment.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChatFeedbackWriteComment(::std::string::String);
+    impl ::std::ops::Deref for ChatFeedbackWriteComment {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatFeedbackWriteComment> for ::std::string::String {
+        fn from(value: ChatFeedbackWriteComment) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatFeedbackWriteComment {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatFeedbackWriteComment {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatFeedbackWriteComment {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatFeedbackWriteComment {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ChatFeedbackWriteTagsItem`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChatFeedbackWriteTagsItem(::std::string::String);
+    impl ::std::ops::Deref for ChatFeedbackWriteTagsItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatFeedbackWriteTagsItem> for ::std::string::String {
+        fn from(value: ChatFeedbackWriteTagsItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatFeedbackWriteTagsItem {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatFeedbackWriteTagsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatFeedbackWriteTagsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatFeedbackWriteTagsItem {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`{id, message}` answer of create and update.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -1992,6 +2124,9 @@ pub mod types {
         pub chat_session_id: ::uuid::Uuid,
         pub content: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The caller's own rating of this answer (`POST /api/chat/feedback`), `null` when not rated.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub feedback: ::std::option::Option<MessageFeedback>,
         pub id: ::uuid::Uuid,
         ///`knowledge_base_ids`, `upload_ids`; on answers also `usage` and, when failed, `error_code`.
         pub metadata: ::serde_json::Value,
@@ -3426,6 +3561,248 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for ConversationCreateTitle {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ConversationFeedbackDeleteMessageId`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationFeedbackDeleteMessageId(::std::string::String);
+    impl ::std::ops::Deref for ConversationFeedbackDeleteMessageId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationFeedbackDeleteMessageId> for ::std::string::String {
+        fn from(value: ConversationFeedbackDeleteMessageId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationFeedbackDeleteMessageId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationFeedbackDeleteMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationFeedbackDeleteMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationFeedbackDeleteMessageId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/conversation/feedback`: rates an answer of one of the organization's conversations. The whole feedback is replaced each time.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ConversationFeedbackWrite {
+        ///1 to 2000 characters; blank or absent: no comment.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub comment: ::std::option::Option<ConversationFeedbackWriteComment>,
+        ///The answer: an assistant message's id (the `message_id` of its stream's `start` event; an opaque string, currently a UUID).
+        pub message_id: ConversationFeedbackWriteMessageId,
+        pub rating: FeedbackRating,
+        ///At most 10 tags, each 1 to 40 ASCII letters, digits, `_` or `-` (starting with a letter or digit); stored lowercased, duplicates once. Absent: none.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tags: ::std::option::Option<::std::vec::Vec<ConversationFeedbackWriteTagsItem>>,
+    }
+    impl ConversationFeedbackWrite {
+        pub fn builder() -> builder::ConversationFeedbackWrite {
+            Default::default()
+        }
+    }
+    ///1 to 2000 characters; blank or absent: no comment.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationFeedbackWriteComment(::std::string::String);
+    impl ::std::ops::Deref for ConversationFeedbackWriteComment {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationFeedbackWriteComment> for ::std::string::String {
+        fn from(value: ConversationFeedbackWriteComment) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationFeedbackWriteComment {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationFeedbackWriteComment {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationFeedbackWriteComment {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationFeedbackWriteComment {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer: an assistant message's id (the `message_id` of its stream's `start` event; an opaque string, currently a UUID).
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationFeedbackWriteMessageId(::std::string::String);
+    impl ::std::ops::Deref for ConversationFeedbackWriteMessageId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationFeedbackWriteMessageId> for ::std::string::String {
+        fn from(value: ConversationFeedbackWriteMessageId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationFeedbackWriteMessageId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationFeedbackWriteMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationFeedbackWriteMessageId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationFeedbackWriteMessageId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`ConversationFeedbackWriteTagsItem`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ConversationFeedbackWriteTagsItem(::std::string::String);
+    impl ::std::ops::Deref for ConversationFeedbackWriteTagsItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConversationFeedbackWriteTagsItem> for ::std::string::String {
+        fn from(value: ConversationFeedbackWriteTagsItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConversationFeedbackWriteTagsItem {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationFeedbackWriteTagsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationFeedbackWriteTagsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConversationFeedbackWriteTagsItem {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -5175,6 +5552,276 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for FeatureName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Where a rated answer is: a chat (private to its user) or a conversation (the organization's).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum FeedbackArea {
+        #[serde(rename = "chat")]
+        Chat,
+        #[serde(rename = "conversation")]
+        Conversation,
+    }
+    impl ::std::fmt::Display for FeedbackArea {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Chat => f.write_str("chat"),
+                Self::Conversation => f.write_str("conversation"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for FeedbackArea {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "chat" => Ok(Self::Chat),
+                "conversation" => Ok(Self::Conversation),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FeedbackArea {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FeedbackArea {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Response of the feedback delete operations.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackDeleted {
+        ///Whether there was a rating to remove (false: the answer was not rated by the caller).
+        pub deleted: bool,
+        pub message_id: ::std::string::String,
+    }
+    impl FeedbackDeleted {
+        pub fn builder() -> builder::FeedbackDeleted {
+            Default::default()
+        }
+    }
+    ///The format of `GET /api/org/feedback/export`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum FeedbackExportFormat {
+        ///`text/csv`: RFC 4180, a header row, one row per rating.
+        #[serde(rename = "csv")]
+        Csv,
+        ///`application/jsonl`: JSON Lines, one `FeedbackListItem` per line.
+        #[serde(rename = "jsonl")]
+        Jsonl,
+    }
+    impl ::std::fmt::Display for FeedbackExportFormat {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Csv => f.write_str("csv"),
+                Self::Jsonl => f.write_str("jsonl"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for FeedbackExportFormat {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "csv" => Ok(Self::Csv),
+                "jsonl" => Ok(Self::Jsonl),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FeedbackExportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FeedbackExportFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A knowledge base an answer was given with.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackKnowledgeBase {
+        pub id: ::uuid::Uuid,
+        ///`null` when the knowledge base was deleted since.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub name: ::std::option::Option<::std::string::String>,
+    }
+    impl FeedbackKnowledgeBase {
+        pub fn builder() -> builder::FeedbackKnowledgeBase {
+            Default::default()
+        }
+    }
+    ///One rating with the exchange it is about, as the organization's admins see it.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackListItem {
+        ///The answer's text.
+        pub answer: ::std::string::String,
+        pub area: FeedbackArea,
+        ///The answer's chat (area `chat`).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub chat_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub comment: ::std::option::Option<::std::string::String>,
+        ///The answer's conversation (area `conversation`).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub conversation_id: ::std::option::Option<::uuid::Uuid>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The rating's id.
+        pub id: ::uuid::Uuid,
+        ///The knowledge bases the answer was given with (a chat answer's `metadata.knowledge_base_ids`; none for conversations).
+        pub knowledge_bases: ::std::vec::Vec<FeedbackKnowledgeBase>,
+        ///The rated answer.
+        pub message_id: ::std::string::String,
+        ///The model that answered (`null` when unknown).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub model: ::std::option::Option<FeedbackModel>,
+        ///The question: the text of the message the answer replies to (`null` when it is gone).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub question: ::std::option::Option<::std::string::String>,
+        pub rating: FeedbackRating,
+        pub tags: ::std::vec::Vec<::std::string::String>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub user: FeedbackRater,
+    }
+    impl FeedbackListItem {
+        pub fn builder() -> builder::FeedbackListItem {
+            Default::default()
+        }
+    }
+    ///A model, by id and name.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackModel {
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+    }
+    impl FeedbackModel {
+        pub fn builder() -> builder::FeedbackModel {
+            Default::default()
+        }
+    }
+    ///One page of `GET /api/org/feedback/list`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackPage {
+        ///Newest first (by when each answer was first rated).
+        pub items: ::std::vec::Vec<FeedbackListItem>,
+        ///The `cursor` of the next page; `null` on the last page.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub next_cursor: ::std::option::Option<::std::string::String>,
+    }
+    impl FeedbackPage {
+        pub fn builder() -> builder::FeedbackPage {
+            Default::default()
+        }
+    }
+    ///The person who rated.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct FeedbackRater {
+        pub email: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        ///First and last name.
+        pub name: ::std::string::String,
+    }
+    impl FeedbackRater {
+        pub fn builder() -> builder::FeedbackRater {
+            Default::default()
+        }
+    }
+    ///A rating: thumbs up or down.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum FeedbackRating {
+        #[serde(rename = "up")]
+        Up,
+        #[serde(rename = "down")]
+        Down,
+    }
+    impl ::std::fmt::Display for FeedbackRating {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Up => f.write_str("up"),
+                Self::Down => f.write_str("down"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for FeedbackRating {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "up" => Ok(Self::Up),
+                "down" => Ok(Self::Down),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FeedbackRating {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FeedbackRating {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -7742,6 +8389,29 @@ pub mod types {
             Default::default()
         }
     }
+    ///A person's feedback on one answer: what the rate operations answer, and what a message shows of its reader's own rating.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct MessageFeedback {
+        pub area: FeedbackArea,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub comment: ::std::option::Option<::std::string::String>,
+        ///When the answer was first rated.
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The rated answer (a chat message's UUID, or a conversation message's opaque id).
+        pub message_id: ::std::string::String,
+        pub rating: FeedbackRating,
+        ///Lowercase, in the order given.
+        pub tags: ::std::vec::Vec<::std::string::String>,
+        ///When the rating was last given.
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl MessageFeedback {
+        pub fn builder() -> builder::MessageFeedback {
+            Default::default()
+        }
+    }
     ///A human-readable confirmation.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -8588,6 +9258,174 @@ pub mod types {
     impl OrgFeaturesUpdate {
         pub fn builder() -> builder::OrgFeaturesUpdate {
             Default::default()
+        }
+    }
+    ///`OrgFeedbackExportTag`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct OrgFeedbackExportTag(::std::string::String);
+    impl ::std::ops::Deref for OrgFeedbackExportTag {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OrgFeedbackExportTag> for ::std::string::String {
+        fn from(value: OrgFeedbackExportTag) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OrgFeedbackExportTag {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OrgFeedbackExportTag {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OrgFeedbackExportTag {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OrgFeedbackExportTag {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OrgFeedbackListCursor`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct OrgFeedbackListCursor(::std::string::String);
+    impl ::std::ops::Deref for OrgFeedbackListCursor {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OrgFeedbackListCursor> for ::std::string::String {
+        fn from(value: OrgFeedbackListCursor) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OrgFeedbackListCursor {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9_-]{32}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9_-]{32}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OrgFeedbackListCursor {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OrgFeedbackListCursor {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OrgFeedbackListCursor {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OrgFeedbackListTag`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct OrgFeedbackListTag(::std::string::String);
+    impl ::std::ops::Deref for OrgFeedbackListTag {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OrgFeedbackListTag> for ::std::string::String {
+        fn from(value: OrgFeedbackListTag) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OrgFeedbackListTag {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OrgFeedbackListTag {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OrgFeedbackListTag {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OrgFeedbackListTag {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///An organization, with the caller's role in it.
@@ -14800,6 +15638,96 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatFeedbackWrite {
+            comment: ::std::result::Result<
+                ::std::option::Option<super::ChatFeedbackWriteComment>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            rating: ::std::result::Result<super::FeedbackRating, ::std::string::String>,
+            tags: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ChatFeedbackWriteTagsItem>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatFeedbackWrite {
+            fn default() -> Self {
+                Self {
+                    comment: Ok(Default::default()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    rating: Err("no value supplied for rating".to_string()),
+                    tags: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatFeedbackWrite {
+            pub fn comment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatFeedbackWriteComment>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.comment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for comment: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn rating<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackRating>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rating = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rating: {e}"));
+                self
+            }
+            pub fn tags<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<super::ChatFeedbackWriteTagsItem>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tags = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tags: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFeedbackWrite> for super::ChatFeedbackWrite {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFeedbackWrite,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    comment: value.comment?,
+                    message_id: value.message_id?,
+                    rating: value.rating?,
+                    tags: value.tags?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatFeedbackWrite> for ChatFeedbackWrite {
+            fn from(value: super::ChatFeedbackWrite) -> Self {
+                Self {
+                    comment: Ok(value.comment),
+                    message_id: Ok(value.message_id),
+                    rating: Ok(value.rating),
+                    tags: Ok(value.tags),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatIdResponse {
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -15219,6 +16147,10 @@ pub mod types {
                 ::chrono::DateTime<::chrono::offset::Utc>,
                 ::std::string::String,
             >,
+            feedback: ::std::result::Result<
+                ::std::option::Option<super::MessageFeedback>,
+                ::std::string::String,
+            >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             metadata: ::std::result::Result<::serde_json::Value, ::std::string::String>,
             model_id:
@@ -15242,6 +16174,7 @@ pub mod types {
                     chat_session_id: Err("no value supplied for chat_session_id".to_string()),
                     content: Err("no value supplied for content".to_string()),
                     created_at: Err("no value supplied for created_at".to_string()),
+                    feedback: Err("no value supplied for feedback".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     metadata: Err("no value supplied for metadata".to_string()),
                     model_id: Err("no value supplied for model_id".to_string()),
@@ -15297,6 +16230,16 @@ pub mod types {
                 self.created_at = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn feedback<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::MessageFeedback>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.feedback = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for feedback: {e}"));
                 self
             }
             pub fn id<T>(mut self, value: T) -> Self
@@ -15420,6 +16363,7 @@ pub mod types {
                     chat_session_id: value.chat_session_id?,
                     content: value.content?,
                     created_at: value.created_at?,
+                    feedback: value.feedback?,
                     id: value.id?,
                     metadata: value.metadata?,
                     model_id: value.model_id?,
@@ -15441,6 +16385,7 @@ pub mod types {
                     chat_session_id: Ok(value.chat_session_id),
                     content: Ok(value.content),
                     created_at: Ok(value.created_at),
+                    feedback: Ok(value.feedback),
                     id: Ok(value.id),
                     metadata: Ok(value.metadata),
                     model_id: Ok(value.model_id),
@@ -18026,6 +18971,103 @@ pub mod types {
                 Self {
                     is_archived: Ok(value.is_archived),
                     title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationFeedbackWrite {
+            comment: ::std::result::Result<
+                ::std::option::Option<super::ConversationFeedbackWriteComment>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<
+                super::ConversationFeedbackWriteMessageId,
+                ::std::string::String,
+            >,
+            rating: ::std::result::Result<super::FeedbackRating, ::std::string::String>,
+            tags: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ConversationFeedbackWriteTagsItem>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationFeedbackWrite {
+            fn default() -> Self {
+                Self {
+                    comment: Ok(Default::default()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    rating: Err("no value supplied for rating".to_string()),
+                    tags: Ok(Default::default()),
+                }
+            }
+        }
+        impl ConversationFeedbackWrite {
+            pub fn comment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::ConversationFeedbackWriteComment>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.comment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for comment: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationFeedbackWriteMessageId>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn rating<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackRating>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rating = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rating: {e}"));
+                self
+            }
+            pub fn tags<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<
+                            ::std::vec::Vec<super::ConversationFeedbackWriteTagsItem>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tags = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tags: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationFeedbackWrite> for super::ConversationFeedbackWrite {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationFeedbackWrite,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    comment: value.comment?,
+                    message_id: value.message_id?,
+                    rating: value.rating?,
+                    tags: value.tags?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationFeedbackWrite> for ConversationFeedbackWrite {
+            fn from(value: super::ConversationFeedbackWrite) -> Self {
+                Self {
+                    comment: Ok(value.comment),
+                    message_id: Ok(value.message_id),
+                    rating: Ok(value.rating),
+                    tags: Ok(value.tags),
                 }
             }
         }
@@ -21543,6 +22585,558 @@ pub mod types {
                     parent_id: Ok(value.parent_id),
                     role: Ok(value.role),
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackDeleted {
+            deleted: ::std::result::Result<bool, ::std::string::String>,
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for FeedbackDeleted {
+            fn default() -> Self {
+                Self {
+                    deleted: Err("no value supplied for deleted".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                }
+            }
+        }
+        impl FeedbackDeleted {
+            pub fn deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deleted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deleted: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackDeleted> for super::FeedbackDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deleted: value.deleted?,
+                    message_id: value.message_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackDeleted> for FeedbackDeleted {
+            fn from(value: super::FeedbackDeleted) -> Self {
+                Self {
+                    deleted: Ok(value.deleted),
+                    message_id: Ok(value.message_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackKnowledgeBase {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for FeedbackKnowledgeBase {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl FeedbackKnowledgeBase {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackKnowledgeBase> for super::FeedbackKnowledgeBase {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackKnowledgeBase,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackKnowledgeBase> for FeedbackKnowledgeBase {
+            fn from(value: super::FeedbackKnowledgeBase) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackListItem {
+            answer: ::std::result::Result<::std::string::String, ::std::string::String>,
+            area: ::std::result::Result<super::FeedbackArea, ::std::string::String>,
+            chat_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            comment: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            conversation_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            knowledge_bases: ::std::result::Result<
+                ::std::vec::Vec<super::FeedbackKnowledgeBase>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<
+                ::std::option::Option<super::FeedbackModel>,
+                ::std::string::String,
+            >,
+            question: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            rating: ::std::result::Result<super::FeedbackRating, ::std::string::String>,
+            tags: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<super::FeedbackRater, ::std::string::String>,
+        }
+        impl ::std::default::Default for FeedbackListItem {
+            fn default() -> Self {
+                Self {
+                    answer: Err("no value supplied for answer".to_string()),
+                    area: Err("no value supplied for area".to_string()),
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    comment: Err("no value supplied for comment".to_string()),
+                    conversation_id: Err("no value supplied for conversation_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    knowledge_bases: Err("no value supplied for knowledge_bases".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    question: Err("no value supplied for question".to_string()),
+                    rating: Err("no value supplied for rating".to_string()),
+                    tags: Err("no value supplied for tags".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    user: Err("no value supplied for user".to_string()),
+                }
+            }
+        }
+        impl FeedbackListItem {
+            pub fn answer<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.answer = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for answer: {e}"));
+                self
+            }
+            pub fn area<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackArea>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.area = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for area: {e}"));
+                self
+            }
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn comment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.comment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for comment: {e}"));
+                self
+            }
+            pub fn conversation_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for conversation_id: {e}")
+                });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn knowledge_bases<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::FeedbackKnowledgeBase>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.knowledge_bases = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for knowledge_bases: {e}")
+                });
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FeedbackModel>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn question<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.question = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for question: {e}"));
+                self
+            }
+            pub fn rating<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackRating>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rating = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rating: {e}"));
+                self
+            }
+            pub fn tags<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tags = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tags: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackRater>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackListItem> for super::FeedbackListItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackListItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    answer: value.answer?,
+                    area: value.area?,
+                    chat_id: value.chat_id?,
+                    comment: value.comment?,
+                    conversation_id: value.conversation_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    knowledge_bases: value.knowledge_bases?,
+                    message_id: value.message_id?,
+                    model: value.model?,
+                    question: value.question?,
+                    rating: value.rating?,
+                    tags: value.tags?,
+                    updated_at: value.updated_at?,
+                    user: value.user?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackListItem> for FeedbackListItem {
+            fn from(value: super::FeedbackListItem) -> Self {
+                Self {
+                    answer: Ok(value.answer),
+                    area: Ok(value.area),
+                    chat_id: Ok(value.chat_id),
+                    comment: Ok(value.comment),
+                    conversation_id: Ok(value.conversation_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    knowledge_bases: Ok(value.knowledge_bases),
+                    message_id: Ok(value.message_id),
+                    model: Ok(value.model),
+                    question: Ok(value.question),
+                    rating: Ok(value.rating),
+                    tags: Ok(value.tags),
+                    updated_at: Ok(value.updated_at),
+                    user: Ok(value.user),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackModel {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for FeedbackModel {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl FeedbackModel {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackModel> for super::FeedbackModel {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackModel,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackModel> for FeedbackModel {
+            fn from(value: super::FeedbackModel) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackPage {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::FeedbackListItem>,
+                ::std::string::String,
+            >,
+            next_cursor: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for FeedbackPage {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                    next_cursor: Err("no value supplied for next_cursor".to_string()),
+                }
+            }
+        }
+        impl FeedbackPage {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::FeedbackListItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for items: {e}"));
+                self
+            }
+            pub fn next_cursor<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_cursor = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for next_cursor: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackPage> for super::FeedbackPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items: value.items?,
+                    next_cursor: value.next_cursor?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackPage> for FeedbackPage {
+            fn from(value: super::FeedbackPage) -> Self {
+                Self {
+                    items: Ok(value.items),
+                    next_cursor: Ok(value.next_cursor),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FeedbackRater {
+            email: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for FeedbackRater {
+            fn default() -> Self {
+                Self {
+                    email: Err("no value supplied for email".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl FeedbackRater {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FeedbackRater> for super::FeedbackRater {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FeedbackRater,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    id: value.id?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FeedbackRater> for FeedbackRater {
+            fn from(value: super::FeedbackRater) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
                 }
             }
         }
@@ -26144,6 +27738,142 @@ pub mod types {
                     role_id: Ok(value.role_id),
                     role_name: Ok(value.role_name),
                     slug: Ok(value.slug),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct MessageFeedback {
+            area: ::std::result::Result<super::FeedbackArea, ::std::string::String>,
+            comment: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            rating: ::std::result::Result<super::FeedbackRating, ::std::string::String>,
+            tags: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for MessageFeedback {
+            fn default() -> Self {
+                Self {
+                    area: Err("no value supplied for area".to_string()),
+                    comment: Err("no value supplied for comment".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    rating: Err("no value supplied for rating".to_string()),
+                    tags: Err("no value supplied for tags".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl MessageFeedback {
+            pub fn area<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackArea>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.area = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for area: {e}"));
+                self
+            }
+            pub fn comment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.comment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for comment: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn rating<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FeedbackRating>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rating = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rating: {e}"));
+                self
+            }
+            pub fn tags<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tags = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tags: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<MessageFeedback> for super::MessageFeedback {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: MessageFeedback,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    area: value.area?,
+                    comment: value.comment?,
+                    created_at: value.created_at?,
+                    message_id: value.message_id?,
+                    rating: value.rating?,
+                    tags: value.tags?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::MessageFeedback> for MessageFeedback {
+            fn from(value: super::MessageFeedback) -> Self {
+                Self {
+                    area: Ok(value.area),
+                    comment: Ok(value.comment),
+                    created_at: Ok(value.created_at),
+                    message_id: Ok(value.message_id),
+                    rating: Ok(value.rating),
+                    tags: Ok(value.tags),
+                    updated_at: Ok(value.updated_at),
                 }
             }
         }
@@ -34626,6 +36356,48 @@ impl Client {
     pub fn chat_edit_message(&self) -> builder::ChatEditMessage<'_> {
         builder::ChatEditMessage::new(self)
     }
+    /**Rate an answer of one of your chats
+
+    An addition to the spec. Permission `chats:write`. Body: `message_id` (an answer, role `MODEL`, of one of the caller's own chats: any other id, another user's answer included, is `404 not_found`), `rating` `up` or `down`, `comment` (optional, 1 to 2000 characters; a blank one counts as none) and `tags` (optional, at most 10, each 1 to 40 ASCII letters, digits, `_` or `-` starting with a letter or digit; stored lowercased, a repeated tag once; `400 invalid_tags` otherwise). Answers the stored `MessageFeedback`.
+
+    One rating per person per answer: rating again replaces the whole feedback (rating, comment and tags; `created_at` stays, `updated_at` moves); `DELETE /api/chat/feedback` removes it. Any answer of the chat's tree may be rated, on the active path or not; `stopped` and `failed` answers too. A question (role `USER`) is `400 not_an_answer`; an answer still being generated is `409 answer_streaming` (rate it once it ended). A comment over 2000 characters is `400 invalid_comment`.
+
+    Sharing: rating an answer shares that exchange (the question and the answer's text, the model and knowledge bases used) and the rating with the organization's admins (`GET /api/org/feedback/list`), although chats are otherwise private. Deleting the rating, or the chat, withdraws it.
+
+    Sends a `POST` request to `/api/chat/feedback`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_feedback_rate()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_feedback_rate(&self) -> builder::ChatFeedbackRate<'_> {
+        builder::ChatFeedbackRate::new(self)
+    }
+    /**Remove your rating of an answer of one of your chats
+
+    An addition to the spec. Permission `chats:write`. `message_id`: an answer of one of the caller's chats (`404 not_found` otherwise, as for rating). `deleted` is false when the caller had not rated it (deleting twice is harmless).
+
+    Sends a `DELETE` request to `/api/chat/feedback`
+
+    Arguments:
+    - `message_id`: The answer's id (from the `start` event).
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_feedback_delete()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_feedback_delete(&self) -> builder::ChatFeedbackDelete<'_> {
+        builder::ChatFeedbackDelete::new(self)
+    }
     /**Import chats from an export of this service, ChatGPT, Open WebUI, Claude or LibreChat
 
     An addition to the spec. Permission `chats:write`. The body is the exported JSON file, either raw (any `Content-Type`, e.g. `application/json`) or as the part named `file` of a `multipart/form-data` form. At most 50 MiB (`413 file_too_large`, answered from `Content-Length` before the body is read, or as soon as the bytes read pass the limit), arriving within 5 minutes (or `http.body_read_timeout_secs` if longer; `408 request_timeout`). An instance runs four imports at once; another waits up to a minute for its turn, then `503 server_busy`.
@@ -34950,6 +36722,46 @@ impl Client {
     ```*/
     pub fn conversation_create_session(&self) -> builder::ConversationCreateSession<'_> {
         builder::ConversationCreateSession::new(self)
+    }
+    /**Rate an answer of a conversation
+
+    An addition to the spec. Permission `conversation:write` (whoever may write in the organization's conversations may rate their answers). `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise); the rest of the body and the rules are those of `POST /api/chat/feedback`: one rating per person per answer, replaced whole when given again; a user message is `400 not_an_answer`, an answer still streaming `409 answer_streaming`; `400 invalid_comment`, `400 invalid_tags`.
+
+    Sharing: rating an answer shares that exchange (the question and the answer) and the rating, with the rater's name and e-mail, with the organization's admins (`GET /api/org/feedback/list`).
+
+    Sends a `POST` request to `/api/conversation/feedback`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.conversation_feedback_rate()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_feedback_rate(&self) -> builder::ConversationFeedbackRate<'_> {
+        builder::ConversationFeedbackRate::new(self)
+    }
+    /**Remove your rating of a conversation's answer
+
+    An addition to the spec. Permission `conversation:write`. `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise). Removes the caller's own rating only; `deleted` is false when there was none.
+
+    Sends a `DELETE` request to `/api/conversation/feedback`
+
+    Arguments:
+    - `message_id`: The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID).
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.conversation_feedback_delete()
+        .message_id(message_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn conversation_feedback_delete(&self) -> builder::ConversationFeedbackDelete<'_> {
+        builder::ConversationFeedbackDelete::new(self)
     }
     /**Fetch a conversation with its sessions
 
@@ -35733,6 +37545,82 @@ impl Client {
     ```*/
     pub fn org_update_features(&self) -> builder::OrgUpdateFeatures<'_> {
         builder::OrgUpdateFeatures::new(self)
+    }
+    /**Export the feedback given on answers in the organization
+
+    An addition to the spec, for the organization's admins (as `GET /api/org/feedback/list`, with the same filters). The whole filtered set, newest first, streamed as it is read (the server reads 200 ratings at a time by the list's cursor and holds no more, whatever the size of the export), as a download (`Content-Disposition: attachment`):
+
+    - `format=csv`: `text/csv; charset=utf-8`, RFC 4180 (a header row, fields quoted where needed, CRLF line ends). Columns: `id`, `created_at`, `updated_at`, `area`, `rating`, `user_id`, `user_email`, `user_name`, `model_id`, `model_name`, `chat_id`, `conversation_id`, `message_id`, `knowledge_base_ids` and `knowledge_base_names` (each `;`-separated), `tags` (`;`-separated), `comment`, `question`, `answer`. Against formula injection in spreadsheets, a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading apostrophe (`'`). - `format=jsonl`: `application/jsonl`, JSON Lines: one `FeedbackListItem` per line.
+
+    A failure after the first bytes (the database going away) ends the response early, so a cut export is visible as such (an incomplete last line) rather than silently shorter.
+
+    Sends a `GET` request to `/api/org/feedback/export`
+
+    Arguments:
+    - `area`: Only answers of chats, or of conversations.
+    - `format`: `csv` or `jsonl`.
+    - `from`: Only ratings first given at or after this time (RFC 3339).
+    - `model_id`: Only answers of this model.
+    - `org_id`: The organization.
+    - `rating`: Only this rating.
+    - `tag`: Only ratings with this tag (case-insensitive).
+    - `to`: Only ratings first given before this time (RFC 3339).
+    - `user_id`: Only ratings given by this user.
+    ```ignore
+    let response = client.org_feedback_export()
+        .area(area)
+        .format(format)
+        .from(from)
+        .model_id(model_id)
+        .org_id(org_id)
+        .rating(rating)
+        .tag(tag)
+        .to(to)
+        .user_id(user_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_feedback_export(&self) -> builder::OrgFeedbackExport<'_> {
+        builder::OrgFeedbackExport::new(self)
+    }
+    /**List the feedback given on answers in the organization
+
+    An addition to the spec, for the organization's admins: a role of level 80 or more (admin, owner, or a custom role at that level) that grants `feedback:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `feedback:read` scope. Each item is one rating with the exchange it is about: the question (the text of the message the answer replies to), the answer's text, the model (id and name), the knowledge bases the answer was given with (a chat answer's `metadata.knowledge_base_ids`, with their names), the rater (id, e-mail, name), the comment, tags and times. Members share this by rating: chat answers are otherwise private to their user.
+
+    Filters (all optional, combined): `rating`, `model_id`, `user_id` (the rater), `area` (`chat` or `conversation`), `tag` (one tag, case-insensitive), `from` (inclusive) and `to` (exclusive), RFC 3339 times compared with when each answer was first rated (`created_at`).
+
+    Newest first by `created_at` (ties by id), in pages of `limit` (1 to 200, default 50; `400 invalid_pagination`): pass a page's `next_cursor` as `cursor` for the next one (`null` on the last page). The cursor is opaque (a position in that order, valid with any filters; a malformed one is `400 invalid_cursor`): pages do not overlap or skip while ratings are added, changed or removed (a changed rating keeps its place; a new one appears on the first page).
+
+    Sends a `GET` request to `/api/org/feedback/list`
+
+    Arguments:
+    - `area`: Only answers of chats, or of conversations.
+    - `cursor`: Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest rating).
+    - `from`: Only ratings first given at or after this time (RFC 3339).
+    - `limit`: Items per page: 1 to 200, default 50.
+    - `model_id`: Only answers of this model.
+    - `org_id`: The organization.
+    - `rating`: Only this rating.
+    - `tag`: Only ratings with this tag (case-insensitive).
+    - `to`: Only ratings first given before this time (RFC 3339).
+    - `user_id`: Only ratings given by this user.
+    ```ignore
+    let response = client.org_feedback_list()
+        .area(area)
+        .cursor(cursor)
+        .from(from)
+        .limit(limit)
+        .model_id(model_id)
+        .org_id(org_id)
+        .rating(rating)
+        .tag(tag)
+        .to(to)
+        .user_id(user_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_feedback_list(&self) -> builder::OrgFeedbackList<'_> {
+        builder::OrgFeedbackList::new(self)
     }
     /**Leave an organization
 
@@ -39464,6 +41352,218 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::chat_feedback_rate`]
+
+    [`Client::chat_feedback_rate`]: super::Client::chat_feedback_rate*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFeedbackRate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatFeedbackWrite, String>,
+    }
+    impl<'a> ChatFeedbackRate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatFeedbackWrite>,
+            <V as std::convert::TryInto<types::ChatFeedbackWrite>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatFeedbackWrite` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ChatFeedbackWrite,
+                ) -> types::builder::ChatFeedbackWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/feedback`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageFeedback>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatFeedbackWrite::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/feedback", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_feedback_rate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_feedback_delete`]
+
+    [`Client::chat_feedback_delete`]: super::Client::chat_feedback_delete*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFeedbackDelete<'a> {
+        client: &'a super::Client,
+        message_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatFeedbackDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.message_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for message_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/chat/feedback`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::FeedbackDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/feedback", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_feedback_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::chat_import`]
 
     [`Client::chat_import`]: super::Client::chat_import*/
@@ -41070,6 +43170,224 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_feedback_rate`]
+
+    [`Client::conversation_feedback_rate`]: super::Client::conversation_feedback_rate*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationFeedbackRate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ConversationFeedbackWrite, String>,
+    }
+    impl<'a> ConversationFeedbackRate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationFeedbackWrite>,
+            <V as std::convert::TryInto<types::ConversationFeedbackWrite>>::Error:
+                std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `ConversationFeedbackWrite` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::ConversationFeedbackWrite,
+                ) -> types::builder::ConversationFeedbackWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/conversation/feedback`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageFeedback>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::ConversationFeedbackWrite::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/feedback", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_feedback_rate",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::conversation_feedback_delete`]
+
+    [`Client::conversation_feedback_delete`]: super::Client::conversation_feedback_delete*/
+    #[derive(Debug, Clone)]
+    pub struct ConversationFeedbackDelete<'a> {
+        client: &'a super::Client,
+        message_id: Result<types::ConversationFeedbackDeleteMessageId, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ConversationFeedbackDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                message_id: Err("message_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn message_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ConversationFeedbackDeleteMessageId>,
+        {
+            self.message_id = value.try_into().map_err(|_| {
+                "conversion to `ConversationFeedbackDeleteMessageId` for message_id failed"
+                    .to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/conversation/feedback`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::FeedbackDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                message_id,
+                org_id,
+            } = self;
+            let message_id = message_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/conversation/feedback", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "message_id",
+                    &message_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "conversation_feedback_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -44858,6 +47176,413 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_feedback_export`]
+
+    [`Client::org_feedback_export`]: super::Client::org_feedback_export*/
+    #[derive(Debug, Clone)]
+    pub struct OrgFeedbackExport<'a> {
+        client: &'a super::Client,
+        area: Result<Option<types::FeedbackArea>, String>,
+        format: Result<types::FeedbackExportFormat, String>,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        model_id: Result<Option<::uuid::Uuid>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        rating: Result<Option<types::FeedbackRating>, String>,
+        tag: Result<Option<types::OrgFeedbackExportTag>, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        user_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> OrgFeedbackExport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                area: Ok(None),
+                format: Err("format was not initialized".to_string()),
+                from: Ok(None),
+                model_id: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                rating: Ok(None),
+                tag: Ok(None),
+                to: Ok(None),
+                user_id: Ok(None),
+            }
+        }
+        pub fn area<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FeedbackArea>,
+        {
+            self.area = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `FeedbackArea` for area failed".to_string());
+            self
+        }
+        pub fn format<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FeedbackExportFormat>,
+        {
+            self.format = value
+                .try_into()
+                .map_err(|_| "conversion to `FeedbackExportFormat` for format failed".to_string());
+            self
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn model_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.model_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for model_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn rating<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FeedbackRating>,
+        {
+            self.rating = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `FeedbackRating` for rating failed".to_string());
+            self
+        }
+        pub fn tag<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OrgFeedbackExportTag>,
+        {
+            self.tag = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `OrgFeedbackExportTag` for tag failed".to_string());
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/feedback/export`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                area,
+                format,
+                from,
+                model_id,
+                org_id,
+                rating,
+                tag,
+                to,
+                user_id,
+            } = self;
+            let area = area.map_err(Error::InvalidRequest)?;
+            let format = format.map_err(Error::InvalidRequest)?;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let model_id = model_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let rating = rating.map_err(Error::InvalidRequest)?;
+            let tag = tag.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/feedback/export", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new("area", &area))
+                .query(&progenitor_client::QueryParam::new("format", &format))
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("model_id", &model_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("rating", &rating))
+                .query(&progenitor_client::QueryParam::new("tag", &tag))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_feedback_export",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_feedback_list`]
+
+    [`Client::org_feedback_list`]: super::Client::org_feedback_list*/
+    #[derive(Debug, Clone)]
+    pub struct OrgFeedbackList<'a> {
+        client: &'a super::Client,
+        area: Result<Option<types::FeedbackArea>, String>,
+        cursor: Result<Option<types::OrgFeedbackListCursor>, String>,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        model_id: Result<Option<::uuid::Uuid>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        rating: Result<Option<types::FeedbackRating>, String>,
+        tag: Result<Option<types::OrgFeedbackListTag>, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        user_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> OrgFeedbackList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                area: Ok(None),
+                cursor: Ok(None),
+                from: Ok(None),
+                limit: Ok(None),
+                model_id: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                rating: Ok(None),
+                tag: Ok(None),
+                to: Ok(None),
+                user_id: Ok(None),
+            }
+        }
+        pub fn area<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FeedbackArea>,
+        {
+            self.area = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `FeedbackArea` for area failed".to_string());
+            self
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OrgFeedbackListCursor>,
+        {
+            self.cursor = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `OrgFeedbackListCursor` for cursor failed".to_string());
+            self
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn model_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.model_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for model_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn rating<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::FeedbackRating>,
+        {
+            self.rating = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `FeedbackRating` for rating failed".to_string());
+            self
+        }
+        pub fn tag<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OrgFeedbackListTag>,
+        {
+            self.tag = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `OrgFeedbackListTag` for tag failed".to_string());
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for user_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/feedback/list`
+        pub async fn send(self) -> Result<ResponseValue<types::FeedbackPage>, Error<types::Error>> {
+            let Self {
+                client,
+                area,
+                cursor,
+                from,
+                limit,
+                model_id,
+                org_id,
+                rating,
+                tag,
+                to,
+                user_id,
+            } = self;
+            let area = area.map_err(Error::InvalidRequest)?;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let model_id = model_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let rating = rating.map_err(Error::InvalidRequest)?;
+            let tag = tag.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/feedback/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("area", &area))
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("model_id", &model_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("rating", &rating))
+                .query(&progenitor_client::QueryParam::new("tag", &tag))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_feedback_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

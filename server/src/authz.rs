@@ -170,6 +170,7 @@ pub mod perm {
         ToolExecute TOOL_EXECUTE = "tool:execute";
         McpRead MCP_READ = "mcp:read";
         McpWrite MCP_WRITE = "mcp:write";
+        FeedbackRead FEEDBACK_READ = "feedback:read";
     }
 }
 
@@ -336,6 +337,29 @@ impl Requirement for AdminRole {
                 "this needs a role of level {ADMIN_LEVEL} or more (admin or owner)"
             )))
         }
+    }
+}
+
+/// A role at or above the admin level ([`ADMIN_LEVEL`]) that also grants
+/// the permission `P` (and, with a personal access token, a scope that
+/// covers it): what the organization's admins do with the members' data
+/// (reading the feedback given on answers, `feedback:read`). The admin and
+/// owner system roles grant every read through `*:read` and `*:*`; a
+/// custom role needs both the level and the permission, so a role below
+/// the admin level never qualifies, whatever wildcards it holds. Grants
+/// `Admin<P>`.
+#[derive(Clone, Copy, Debug)]
+pub struct Admin<P>(pub P);
+
+impl<P: perm::Permission> Requirement for Admin<P> {
+    type Grants = Admin<P>;
+    fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
+        if access.level < ADMIN_LEVEL {
+            return Err(crate::error::Error::forbidden(format!(
+                "this needs a role of level {ADMIN_LEVEL} or more (admin or owner)"
+            )));
+        }
+        access.require(P::NAME)
     }
 }
 

@@ -152,6 +152,10 @@ pub struct ChatMessage {
     /// The sibling after it (`null` for the last).
     #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub next_sibling_id: Option<Uuid>,
+    /// The caller's own rating of this answer (`POST /api/chat/feedback`),
+    /// `null` when not rated.
+    #[schemars(with = "crate::schema::Nullable<crate::feedback::MessageFeedback>")]
+    pub feedback: Option<crate::feedback::MessageFeedback>,
 }
 
 /// Body of `POST /api/chat/edit_message`: a new version of a question,

@@ -14,6 +14,7 @@ pub mod conversations;
 pub mod deployments;
 mod document;
 pub mod extract;
+pub mod feedback;
 pub mod files;
 pub mod invitations;
 pub mod kb;
@@ -2083,6 +2084,150 @@ pub trait WorkspaceApi {
         body: dropshot::StreamingBody,
     ) -> Result<HttpResponseOk<chat_transfer::ChatImportResult>, HttpError>;
 
+    // ---- Feedback on answers (issue #35) ----
+
+    /// Rate an answer of one of your chats.
+    ///
+    /// An addition to the spec. Permission `chats:write`. Body:
+    /// `message_id` (an answer, role `MODEL`, of one of the caller's own
+    /// chats: any other id, another user's answer included, is `404
+    /// not_found`), `rating` `up` or `down`, `comment` (optional, 1 to 2000
+    /// characters; a blank one counts as none) and `tags` (optional, at
+    /// most 10, each 1 to 40 ASCII letters, digits, `_` or `-` starting
+    /// with a letter or digit; stored lowercased, a repeated tag once;
+    /// `400 invalid_tags` otherwise). Answers the stored `MessageFeedback`.
+    ///
+    /// One rating per person per answer: rating again replaces the whole
+    /// feedback (rating, comment and tags; `created_at` stays,
+    /// `updated_at` moves); `DELETE /api/chat/feedback` removes it. Any
+    /// answer of the chat's tree may be rated, on the active path or not;
+    /// `stopped` and `failed` answers too. A question (role `USER`) is
+    /// `400 not_an_answer`; an answer still being generated is `409
+    /// answer_streaming` (rate it once it ended). A comment over 2000
+    /// characters is `400 invalid_comment`.
+    ///
+    /// Sharing: rating an answer shares that exchange (the question and
+    /// the answer's text, the model and knowledge bases used) and the
+    /// rating with the organization's admins (`GET
+    /// /api/org/feedback/list`), although chats are otherwise private.
+    /// Deleting the rating, or the chat, withdraws it.
+    #[endpoint { method = POST, path = "/api/chat/feedback", tags = ["chat"] }]
+    async fn chat_feedback_rate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<feedback::ChatFeedbackWrite>,
+    ) -> Result<HttpResponseOk<feedback::MessageFeedback>, HttpError>;
+
+    /// Remove your rating of an answer of one of your chats.
+    ///
+    /// An addition to the spec. Permission `chats:write`. `message_id`:
+    /// an answer of one of the caller's chats (`404 not_found` otherwise,
+    /// as for rating). `deleted` is false when the caller had not rated
+    /// it (deleting twice is harmless).
+    #[endpoint { method = DELETE, path = "/api/chat/feedback", tags = ["chat"] }]
+    async fn chat_feedback_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat::ChatMessageQuery>,
+    ) -> Result<HttpResponseOk<feedback::FeedbackDeleted>, HttpError>;
+
+    /// Rate an answer of a conversation.
+    ///
+    /// An addition to the spec. Permission `conversation:write` (whoever
+    /// may write in the organization's conversations may rate their
+    /// answers). `message_id`: an assistant message of one of the
+    /// organization's conversations (`404 not_found` otherwise); the rest
+    /// of the body and the rules are those of `POST /api/chat/feedback`:
+    /// one rating per person per answer, replaced whole when given again;
+    /// a user message is `400 not_an_answer`, an answer still streaming
+    /// `409 answer_streaming`; `400 invalid_comment`, `400 invalid_tags`.
+    ///
+    /// Sharing: rating an answer shares that exchange (the question and
+    /// the answer) and the rating, with the rater's name and e-mail, with
+    /// the organization's admins (`GET /api/org/feedback/list`).
+    #[endpoint { method = POST, path = "/api/conversation/feedback", tags = ["conversations"] }]
+    async fn conversation_feedback_rate(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::OrgQuery>,
+        body: JsonBody<feedback::ConversationFeedbackWrite>,
+    ) -> Result<HttpResponseOk<feedback::MessageFeedback>, HttpError>;
+
+    /// Remove your rating of a conversation's answer.
+    ///
+    /// An addition to the spec. Permission `conversation:write`.
+    /// `message_id`: an assistant message of one of the organization's
+    /// conversations (`404 not_found` otherwise). Removes the caller's own
+    /// rating only; `deleted` is false when there was none.
+    #[endpoint { method = DELETE, path = "/api/conversation/feedback", tags = ["conversations"] }]
+    async fn conversation_feedback_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<conversations::ConversationMessageQuery>,
+    ) -> Result<HttpResponseOk<feedback::FeedbackDeleted>, HttpError>;
+
+    /// List the feedback given on answers in the organization.
+    ///
+    /// An addition to the spec, for the organization's admins: a role of
+    /// level 80 or more (admin, owner, or a custom role at that level)
+    /// that grants `feedback:read` (the admin and owner system roles do,
+    /// through `*:read` and `*:*`); anyone else is `403 forbidden`, and a
+    /// personal access token needs the `feedback:read` scope. Each item is
+    /// one rating with the exchange it is about: the question (the text of
+    /// the message the answer replies to), the answer's text, the model
+    /// (id and name), the knowledge bases the answer was given with (a
+    /// chat answer's `metadata.knowledge_base_ids`, with their names), the
+    /// rater (id, e-mail, name), the comment, tags and times. Members
+    /// share this by rating: chat answers are otherwise private to their
+    /// user.
+    ///
+    /// Filters (all optional, combined): `rating`, `model_id`, `user_id`
+    /// (the rater), `area` (`chat` or `conversation`), `tag` (one tag,
+    /// case-insensitive), `from` (inclusive) and `to` (exclusive), RFC 3339
+    /// times compared with when each answer was first rated
+    /// (`created_at`).
+    ///
+    /// Newest first by `created_at` (ties by id), in pages of `limit` (1 to
+    /// 200, default 50; `400 invalid_pagination`): pass a page's
+    /// `next_cursor` as `cursor` for the next one (`null` on the last
+    /// page). The cursor is opaque (a position in that order, valid with
+    /// any filters; a malformed one is `400 invalid_cursor`): pages do not
+    /// overlap or skip while ratings are added, changed or removed (a
+    /// changed rating keeps its place; a new one appears on the first
+    /// page).
+    #[endpoint { method = GET, path = "/api/org/feedback/list", tags = ["orgs"] }]
+    async fn org_feedback_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<feedback::FeedbackListQuery>,
+    ) -> Result<HttpResponseOk<feedback::FeedbackPage>, HttpError>;
+
+    /// Export the feedback given on answers in the organization.
+    ///
+    /// An addition to the spec, for the organization's admins (as `GET
+    /// /api/org/feedback/list`, with the same filters). The whole filtered
+    /// set, newest first, streamed as it is read (the server reads 200
+    /// ratings at a time by the list's cursor and holds no more, whatever
+    /// the size of the export), as a download (`Content-Disposition:
+    /// attachment`):
+    ///
+    /// - `format=csv`: `text/csv; charset=utf-8`, RFC 4180 (a header row,
+    ///   fields quoted where needed, CRLF line ends). Columns: `id`,
+    ///   `created_at`, `updated_at`, `area`, `rating`, `user_id`,
+    ///   `user_email`, `user_name`, `model_id`, `model_name`, `chat_id`,
+    ///   `conversation_id`, `message_id`, `knowledge_base_ids` and
+    ///   `knowledge_base_names` (each `;`-separated), `tags`
+    ///   (`;`-separated), `comment`, `question`, `answer`. Against formula
+    ///   injection in spreadsheets, a cell that starts with `=`, `+`, `-`,
+    ///   `@`, a tab or a carriage return gets a leading apostrophe (`'`).
+    /// - `format=jsonl`: `application/jsonl`, JSON Lines: one
+    ///   `FeedbackListItem` per line.
+    ///
+    /// A failure after the first bytes (the database going away) ends the
+    /// response early, so a cut export is visible as such (an incomplete
+    /// last line) rather than silently shorter.
+    #[endpoint { method = GET, path = "/api/org/feedback/export", tags = ["orgs"] }]
+    async fn org_feedback_export(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<feedback::FeedbackExportQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
     // ---- Tools area (/api/tools) ----
 
     /// List tool categories.
@@ -2899,5 +3044,6 @@ pub fn openapi_document() -> openapiv3::OpenAPI {
         serde_json::from_value(json).expect("dropshot emits a valid OpenAPI document");
     document::patch_document(&mut doc);
     kb::patch_document(&mut doc);
+    feedback::patch_document(&mut doc);
     doc
 }

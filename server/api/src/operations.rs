@@ -132,6 +132,8 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_export",
     "chat_export_all",
     "chat_import",
+    // Streams the feedback export to stdout (`workspace feedback export`).
+    "org_feedback_export",
     // Service accounts are made, rotated and deleted with a login.
     "org_service_accounts_create",
     "org_service_accounts_rotate",
@@ -1282,6 +1284,33 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     ("users_export", &[]),
+    // Feedback on answers (issue #35).
+    ("chat_feedback_rate", FEEDBACK_RATE_ERRORS),
+    (
+        "chat_feedback_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    ("conversation_feedback_rate", FEEDBACK_RATE_ERRORS),
+    (
+        "conversation_feedback_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_feedback_list",
+        &[
+            (400, &["invalid_pagination", "invalid_cursor"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    ("org_feedback_export", &[(403, &["forbidden"])]),
+];
+
+/// The errors of rating an answer (chat and conversation alike).
+const FEEDBACK_RATE_ERRORS: &[ErrorStatus] = &[
+    (400, &["not_an_answer", "invalid_comment", "invalid_tags"]),
+    (403, &["forbidden"]),
+    (404, &["not_found"]),
+    (409, &["answer_streaming"]),
 ];
 
 /// Every error status `operation_id` can answer, ascending, each with its

@@ -11,6 +11,7 @@ pub mod conversations;
 pub mod deletion;
 pub mod deployments;
 pub mod doc_stream;
+pub mod feedback;
 pub mod files;
 pub mod invitations;
 pub mod jobs;

@@ -400,3 +400,21 @@ text_enum! {
         Failed = "failed",
     }
 }
+
+// ---- Feedback on answers (issue #35) ----
+
+text_enum! {
+    /// A rating of an answer (`message_feedback.rating`).
+    FeedbackRating {
+        Up = "up",
+        Down = "down",
+    }
+}
+
+text_enum! {
+    /// Where a rated answer is (`message_feedback.area`).
+    FeedbackArea {
+        Chat = "chat",
+        Conversation = "conversation",
+    }
+}

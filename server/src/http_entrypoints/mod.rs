@@ -13,6 +13,7 @@ mod chat_transfer;
 mod conversations;
 mod deletion;
 mod deployments;
+mod feedback;
 mod invitations;
 mod kb;
 mod mcp;
@@ -357,6 +358,14 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn chat_export(query: QueryParams<workspace_api::chat_transfer::ChatExportQuery>) -> http::Response<dropshot::Body> => chat_transfer::export);
     delegate!(fn chat_export_all(query: QueryParams<workspace_api::chat_transfer::ChatExportAllQuery>) -> http::Response<dropshot::Body> => chat_transfer::export_all);
     delegate!(fn chat_import(query: QueryParams<workspace_api::chat_transfer::ChatImportQuery>, body: dropshot::StreamingBody) -> HttpResponseOk<workspace_api::chat_transfer::ChatImportResult> => chat_transfer::import);
+    // ---- Feedback on answers (issue #35) ----
+
+    delegate!(fn chat_feedback_rate(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::feedback::ChatFeedbackWrite>) -> HttpResponseOk<workspace_api::feedback::MessageFeedback> => feedback::rate_chat);
+    delegate!(fn chat_feedback_delete(query: QueryParams<workspace_api::chat::ChatMessageQuery>) -> HttpResponseOk<workspace_api::feedback::FeedbackDeleted> => feedback::delete_chat);
+    delegate!(fn conversation_feedback_rate(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::feedback::ConversationFeedbackWrite>) -> HttpResponseOk<workspace_api::feedback::MessageFeedback> => feedback::rate_conversation);
+    delegate!(fn conversation_feedback_delete(query: QueryParams<workspace_api::conversations::ConversationMessageQuery>) -> HttpResponseOk<workspace_api::feedback::FeedbackDeleted> => feedback::delete_conversation);
+    delegate!(fn org_feedback_list(query: QueryParams<workspace_api::feedback::FeedbackListQuery>) -> HttpResponseOk<workspace_api::feedback::FeedbackPage> => feedback::list);
+    delegate!(fn org_feedback_export(query: QueryParams<workspace_api::feedback::FeedbackExportQuery>) -> http::Response<dropshot::Body> => feedback::export);
 
     // ---- Tools area ----
 

@@ -1184,6 +1184,63 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::Authenticated,
             call(M::GET, "/api/users/me/export", vec![], None),
         ),
+        // Feedback on answers (issue #35).
+        "chat_feedback_rate" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/feedback",
+                q_org(),
+                Some(json!({"message_id": f.chat_answer, "rating": "up"})),
+            ),
+        ),
+        "chat_feedback_delete" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::DELETE,
+                "/api/chat/feedback",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", f.chat_answer.to_string()),
+                ],
+                None,
+            ),
+        ),
+        "conversation_feedback_rate" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::POST,
+                "/api/conversation/feedback",
+                q_org(),
+                Some(json!({"message_id": Uuid::nil().to_string(), "rating": "down"})),
+            ),
+        ),
+        "conversation_feedback_delete" => (
+            Scope::Org(Some("conversation:write")),
+            call(
+                M::DELETE,
+                "/api/conversation/feedback",
+                vec![
+                    ("org_id", org.clone()),
+                    ("message_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
+        // The organization's admins (level 80 and `feedback:read`).
+        "org_feedback_list" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/feedback/list", q_org(), None),
+        ),
+        "org_feedback_export" => (
+            Scope::OrgLevel(80),
+            call(
+                M::GET,
+                "/api/org/feedback/export",
+                vec![("org_id", org.clone()), ("format", "csv".into())],
+                None,
+            ),
+        ),
         _ => return None,
     })
 }

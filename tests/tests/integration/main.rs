@@ -15,6 +15,7 @@ mod database_tls;
 mod deletion;
 mod deployments;
 mod embeddings;
+mod feedback;
 mod hardening;
 mod history;
 mod hostile_files;

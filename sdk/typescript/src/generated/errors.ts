@@ -218,6 +218,24 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  chat_feedback_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_feedback_rate: {
+    400: "invalid_request" | "not_an_answer" | "invalid_comment" | "invalid_tags";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "answer_streaming";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -382,6 +400,24 @@ export interface OperationErrors {
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  conversation_feedback_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  conversation_feedback_rate: {
+    400: "invalid_request" | "not_an_answer" | "invalid_comment" | "invalid_tags";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "answer_streaming";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -821,6 +857,20 @@ export interface OperationErrors {
   };
   org_features: {
     400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_feedback_export: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_feedback_list: {
+    400: "invalid_request" | "invalid_pagination" | "invalid_cursor";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     500: "internal_error";

@@ -780,6 +780,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/chat/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rate an answer of one of your chats.
+         * @description An addition to the spec. Permission `chats:write`. Body: `message_id` (an answer, role `MODEL`, of one of the caller's own chats: any other id, another user's answer included, is `404 not_found`), `rating` `up` or `down`, `comment` (optional, 1 to 2000 characters; a blank one counts as none) and `tags` (optional, at most 10, each 1 to 40 ASCII letters, digits, `_` or `-` starting with a letter or digit; stored lowercased, a repeated tag once; `400 invalid_tags` otherwise). Answers the stored `MessageFeedback`.
+         *
+         *     One rating per person per answer: rating again replaces the whole feedback (rating, comment and tags; `created_at` stays, `updated_at` moves); `DELETE /api/chat/feedback` removes it. Any answer of the chat's tree may be rated, on the active path or not; `stopped` and `failed` answers too. A question (role `USER`) is `400 not_an_answer`; an answer still being generated is `409 answer_streaming` (rate it once it ended). A comment over 2000 characters is `400 invalid_comment`.
+         *
+         *     Sharing: rating an answer shares that exchange (the question and the answer's text, the model and knowledge bases used) and the rating with the organization's admins (`GET /api/org/feedback/list`), although chats are otherwise private. Deleting the rating, or the chat, withdraws it.
+         */
+        post: operations["chat_feedback_rate"];
+        /**
+         * Remove your rating of an answer of one of your chats.
+         * @description An addition to the spec. Permission `chats:write`. `message_id`: an answer of one of the caller's chats (`404 not_found` otherwise, as for rating). `deleted` is false when the caller had not rated it (deleting twice is harmless).
+         */
+        delete: operations["chat_feedback_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat/import": {
         parameters: {
             query?: never;
@@ -1141,6 +1169,32 @@ export interface paths {
          */
         post: operations["conversation_create_session"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversation/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rate an answer of a conversation.
+         * @description An addition to the spec. Permission `conversation:write` (whoever may write in the organization's conversations may rate their answers). `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise); the rest of the body and the rules are those of `POST /api/chat/feedback`: one rating per person per answer, replaced whole when given again; a user message is `400 not_an_answer`, an answer still streaming `409 answer_streaming`; `400 invalid_comment`, `400 invalid_tags`.
+         *
+         *     Sharing: rating an answer shares that exchange (the question and the answer) and the rating, with the rater's name and e-mail, with the organization's admins (`GET /api/org/feedback/list`).
+         */
+        post: operations["conversation_feedback_rate"];
+        /**
+         * Remove your rating of a conversation's answer.
+         * @description An addition to the spec. Permission `conversation:write`. `message_id`: an assistant message of one of the organization's conversations (`404 not_found` otherwise). Removes the caller's own rating only; `deleted` is false when there was none.
+         */
+        delete: operations["conversation_feedback_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2037,6 +2091,54 @@ export interface paths {
          * @description An addition to the spec. System administrators only (`403 forbidden` otherwise), since gates and quotas are the operator's business, not the organization's. Given fields become overrides, omitted fields are unchanged, fields named in `reset` return to the server default. `404` for an unknown organization.
          */
         put: operations["org_update_features"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/feedback/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the feedback given on answers in the organization.
+         * @description An addition to the spec, for the organization's admins (as `GET /api/org/feedback/list`, with the same filters). The whole filtered set, newest first, streamed as it is read (the server reads 200 ratings at a time by the list's cursor and holds no more, whatever the size of the export), as a download (`Content-Disposition: attachment`):
+         *
+         *     - `format=csv`: `text/csv; charset=utf-8`, RFC 4180 (a header row, fields quoted where needed, CRLF line ends). Columns: `id`, `created_at`, `updated_at`, `area`, `rating`, `user_id`, `user_email`, `user_name`, `model_id`, `model_name`, `chat_id`, `conversation_id`, `message_id`, `knowledge_base_ids` and `knowledge_base_names` (each `;`-separated), `tags` (`;`-separated), `comment`, `question`, `answer`. Against formula injection in spreadsheets, a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading apostrophe (`'`). - `format=jsonl`: `application/jsonl`, JSON Lines: one `FeedbackListItem` per line.
+         *
+         *     A failure after the first bytes (the database going away) ends the response early, so a cut export is visible as such (an incomplete last line) rather than silently shorter.
+         */
+        get: operations["org_feedback_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/feedback/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the feedback given on answers in the organization.
+         * @description An addition to the spec, for the organization's admins: a role of level 80 or more (admin, owner, or a custom role at that level) that grants `feedback:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `feedback:read` scope. Each item is one rating with the exchange it is about: the question (the text of the message the answer replies to), the answer's text, the model (id and name), the knowledge bases the answer was given with (a chat answer's `metadata.knowledge_base_ids`, with their names), the rater (id, e-mail, name), the comment, tags and times. Members share this by rating: chat answers are otherwise private to their user.
+         *
+         *     Filters (all optional, combined): `rating`, `model_id`, `user_id` (the rater), `area` (`chat` or `conversation`), `tag` (one tag, case-insensitive), `from` (inclusive) and `to` (exclusive), RFC 3339 times compared with when each answer was first rated (`created_at`).
+         *
+         *     Newest first by `created_at` (ties by id), in pages of `limit` (1 to 200, default 50; `400 invalid_pagination`): pass a page's `next_cursor` as `cursor` for the next one (`null` on the last page). The cursor is opaque (a position in that order, valid with any filters; a malformed one is `400 invalid_cursor`): pages do not overlap or skip while ratings are added, changed or removed (a changed rating keeps its place; a new one appears on the first page).
+         */
+        get: operations["org_feedback_list"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -3084,6 +3186,19 @@ export interface components {
         };
         /** @description How an export is written. */
         ChatExportFormat: "json" | "markdown";
+        /** @description Body of `POST /api/chat/feedback`: rates an answer of one of the caller's chats. The whole feedback is replaced each time. */
+        ChatFeedbackWrite: {
+            /** @description 1 to 2000 characters; blank or absent: no comment. */
+            comment?: string | null;
+            /**
+             * Format: uuid
+             * @description The answer (a `MODEL` message of one of the caller's chats).
+             */
+            message_id: string;
+            rating: components["schemas"]["FeedbackRating"];
+            /** @description At most 10 tags, each 1 to 40 ASCII letters, digits, `_` or `-` (starting with a letter or digit); stored lowercased, duplicates once. Absent: none. */
+            tags?: string[] | null;
+        };
         /** @description `{id, message}` answer of create and update. */
         ChatIdResponse: {
             /** Format: uuid */
@@ -3115,6 +3230,8 @@ export interface components {
             content: string;
             /** Format: date-time */
             created_at: string;
+            /** @description The caller's own rating of this answer (`POST /api/chat/feedback`), `null` when not rated. */
+            feedback: components["schemas"]["MessageFeedback"] | null;
             /** Format: uuid */
             id: string;
             /** @description `knowledge_base_ids`, `upload_ids`; on answers also `usage` and, when failed, `error_code`. */
@@ -3357,6 +3474,16 @@ export interface components {
             is_archived?: boolean | null;
             /** @description 1 to 200 characters after trimming. */
             title: string;
+        };
+        /** @description Body of `POST /api/conversation/feedback`: rates an answer of one of the organization's conversations. The whole feedback is replaced each time. */
+        ConversationFeedbackWrite: {
+            /** @description 1 to 2000 characters; blank or absent: no comment. */
+            comment?: string | null;
+            /** @description The answer: an assistant message's id (the `message_id` of its stream's `start` event; an opaque string, currently a UUID). */
+            message_id: string;
+            rating: components["schemas"]["FeedbackRating"];
+            /** @description At most 10 tags, each 1 to 40 ASCII letters, digits, `_` or `-` (starting with a letter or digit); stored lowercased, duplicates once. Absent: none. */
+            tags?: string[] | null;
         };
         /** @description A message of a conversation. */
         ConversationMessage: {
@@ -3669,6 +3796,89 @@ export interface components {
          * @enum {string}
          */
         FeatureName: "team_members" | "file_upload" | "chat_uploads" | "mcp_sessions" | "daily_chat_limit";
+        /**
+         * @description Where a rated answer is: a chat (private to its user) or a conversation (the organization's).
+         * @enum {string}
+         */
+        FeedbackArea: "chat" | "conversation";
+        /** @description Response of the feedback delete operations. */
+        FeedbackDeleted: {
+            /** @description Whether there was a rating to remove (false: the answer was not rated by the caller). */
+            deleted: boolean;
+            message_id: string;
+        };
+        /** @description The format of `GET /api/org/feedback/export`. */
+        FeedbackExportFormat: "csv" | "jsonl";
+        /** @description A knowledge base an answer was given with. */
+        FeedbackKnowledgeBase: {
+            /** Format: uuid */
+            id: string;
+            /** @description `null` when the knowledge base was deleted since. */
+            name: string | null;
+        };
+        /** @description One rating with the exchange it is about, as the organization's admins see it. */
+        FeedbackListItem: {
+            /** @description The answer's text. */
+            answer: string;
+            area: components["schemas"]["FeedbackArea"];
+            /**
+             * Format: uuid
+             * @description The answer's chat (area `chat`).
+             */
+            chat_id: string | null;
+            comment: string | null;
+            /**
+             * Format: uuid
+             * @description The answer's conversation (area `conversation`).
+             */
+            conversation_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: uuid
+             * @description The rating's id.
+             */
+            id: string;
+            /** @description The knowledge bases the answer was given with (a chat answer's `metadata.knowledge_base_ids`; none for conversations). */
+            knowledge_bases: components["schemas"]["FeedbackKnowledgeBase"][];
+            /** @description The rated answer. */
+            message_id: string;
+            /** @description The model that answered (`null` when unknown). */
+            model: components["schemas"]["FeedbackModel"] | null;
+            /** @description The question: the text of the message the answer replies to (`null` when it is gone). */
+            question: string | null;
+            rating: components["schemas"]["FeedbackRating"];
+            tags: string[];
+            /** Format: date-time */
+            updated_at: string;
+            user: components["schemas"]["FeedbackRater"];
+        };
+        /** @description A model, by id and name. */
+        FeedbackModel: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+        };
+        /** @description One page of `GET /api/org/feedback/list`. */
+        FeedbackPage: {
+            /** @description Newest first (by when each answer was first rated). */
+            items: components["schemas"]["FeedbackListItem"][];
+            /** @description The `cursor` of the next page; `null` on the last page. */
+            next_cursor: string | null;
+        };
+        /** @description The person who rated. */
+        FeedbackRater: {
+            email: string;
+            /** Format: uuid */
+            id: string;
+            /** @description First and last name. */
+            name: string;
+        };
+        /**
+         * @description A rating: thumbs up or down.
+         * @enum {string}
+         */
+        FeedbackRating: "up" | "down";
         /** @description Configuration of a `file` source. */
         FileSourceConfig: {
             /** @description Ids returned by `POST /api/chat/upload_file` in the same organization; 1 to 100. */
@@ -4228,6 +4438,26 @@ export interface components {
             role_name: string;
             /** @description The organization's URL slug (unique across the service). */
             slug: string;
+        };
+        /** @description A person's feedback on one answer: what the rate operations answer, and what a message shows of its reader's own rating. */
+        MessageFeedback: {
+            area: components["schemas"]["FeedbackArea"];
+            comment: string | null;
+            /**
+             * Format: date-time
+             * @description When the answer was first rated.
+             */
+            created_at: string;
+            /** @description The rated answer (a chat message's UUID, or a conversation message's opaque id). */
+            message_id: string;
+            rating: components["schemas"]["FeedbackRating"];
+            /** @description Lowercase, in the order given. */
+            tags: string[];
+            /**
+             * Format: date-time
+             * @description When the rating was last given.
+             */
+            updated_at: string;
         };
         /** @description A human-readable confirmation. */
         MessageResponse: {
@@ -8939,6 +9169,188 @@ export interface operations {
             };
         };
     };
+    chat_feedback_rate: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatFeedbackWrite"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageFeedback"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `not_an_answer`, `invalid_comment`, `invalid_tags`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `answer_streaming`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_feedback_delete: {
+        parameters: {
+            query: {
+                /** @description The answer's id (from the `start` event). */
+                message_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedbackDeleted"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     chat_import: {
         parameters: {
             query: {
@@ -10377,6 +10789,188 @@ export interface operations {
             };
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    conversation_feedback_rate: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConversationFeedbackWrite"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageFeedback"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `not_an_answer`, `invalid_comment`, `invalid_tags`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `answer_streaming`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    conversation_feedback_delete: {
+        parameters: {
+            query: {
+                /** @description The answer's id: the `message_id` of its stream's `start` event (an opaque string, currently a UUID). */
+                message_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedbackDeleted"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14165,6 +14759,181 @@ export interface operations {
             };
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_feedback_export: {
+        parameters: {
+            query: {
+                /** @description Only answers of chats, or of conversations. */
+                area?: components["schemas"]["FeedbackArea"];
+                /** @description `csv` or `jsonl`. */
+                format: components["schemas"]["FeedbackExportFormat"];
+                /** @description Only ratings first given at or after this time (RFC 3339). */
+                from?: string;
+                /** @description Only answers of this model. */
+                model_id?: string;
+                /** @description The organization. */
+                org_id: string;
+                /** @description Only this rating. */
+                rating?: components["schemas"]["FeedbackRating"];
+                /** @description Only ratings with this tag (case-insensitive). */
+                tag?: string;
+                /** @description Only ratings first given before this time (RFC 3339). */
+                to?: string;
+                /** @description Only ratings given by this user. */
+                user_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The filtered feedback, streamed: CSV (`format=csv`) or JSON Lines of `FeedbackListItem` (`format=jsonl`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                    "application/jsonl": components["schemas"]["FeedbackListItem"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_feedback_list: {
+        parameters: {
+            query: {
+                /** @description Only answers of chats, or of conversations. */
+                area?: components["schemas"]["FeedbackArea"];
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest rating). */
+                cursor?: string;
+                /** @description Only ratings first given at or after this time (RFC 3339). */
+                from?: string;
+                /** @description Items per page: 1 to 200, default 50. */
+                limit?: number;
+                /** @description Only answers of this model. */
+                model_id?: string;
+                /** @description The organization. */
+                org_id: string;
+                /** @description Only this rating. */
+                rating?: components["schemas"]["FeedbackRating"];
+                /** @description Only ratings with this tag (case-insensitive). */
+                tag?: string;
+                /** @description Only ratings first given before this time (RFC 3339). */
+                to?: string;
+                /** @description Only ratings given by this user. */
+                user_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedbackPage"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`, `invalid_cursor`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -89,8 +89,27 @@ fn session_view(r: &ChatRow) -> ChatSession {
     }
 }
 
+/// The caller's rating of a message, as the feedback operations answer it.
+fn feedback_view(m: &ChatMessageRow) -> Option<workspace_api::feedback::MessageFeedback> {
+    use workspace_api::feedback::{FeedbackArea, FeedbackRating, MessageFeedback};
+    let rating = match m.feedback_rating.as_deref()? {
+        "up" => FeedbackRating::Up,
+        _ => FeedbackRating::Down,
+    };
+    Some(MessageFeedback {
+        message_id: m.id.to_string(),
+        area: FeedbackArea::Chat,
+        rating,
+        comment: m.feedback_comment.clone(),
+        tags: m.feedback_tags.clone().unwrap_or_default(),
+        created_at: m.feedback_created_at?,
+        updated_at: m.feedback_updated_at?,
+    })
+}
+
 fn message_view(m: ChatMessageRow) -> ChatMessage {
     ChatMessage {
+        feedback: feedback_view(&m),
         id: m.id,
         content: m.content,
         role: match m.role {

@@ -49,16 +49,24 @@ db_row! {
         pub sibling_count: i32 = "m.siblings",
         pub previous_sibling_id: Option<Uuid> = "m.previous_sibling_id",
         pub next_sibling_id: Option<Uuid> = "m.next_sibling_id",
+        /// The caller's own rating of it, if any (`up` or `down`).
+        pub feedback_rating: Option<String> = "f.rating",
+        pub feedback_comment: Option<String> = "f.comment",
+        pub feedback_tags: Option<Vec<String>> = "f.tags",
+        pub feedback_created_at: Option<DateTime<Utc>> = "f.created_at",
+        pub feedback_updated_at: Option<DateTime<Utc>> = "f.updated_at",
     }
 }
 
 /// The active path of one of the caller's chats, root first: one range of
 /// the path index (`on_path`, one message per depth, in depth order), each
-/// row already carrying its place among its siblings. Params:
-/// organization, user, chat.
+/// row already carrying its place among its siblings, and the caller's
+/// rating of it (the feedback's unique key). Params: organization, user,
+/// chat.
 static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {cols} FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
+         LEFT JOIN message_feedback f ON f.chat_message_id = m.id AND f.user_id = $2 \
          WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
            AND m.chat_id = $3 AND m.on_path \
          ORDER BY m.depth",

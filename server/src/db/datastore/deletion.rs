@@ -150,6 +150,13 @@ pub const ORG_BATCHES: &[(&str, &str)] = &[
         "DELETE FROM knowledge_bases WHERE id IN (SELECT id FROM knowledge_bases \
          WHERE organization_id = $1 LIMIT $2)",
     ),
+    // Feedback on answers first, in batches of its own (it would go with
+    // the messages, but a conversation answer may carry many ratings).
+    (
+        "message_feedback",
+        "DELETE FROM message_feedback WHERE id IN (SELECT id FROM message_feedback \
+         WHERE organization_id = $1 LIMIT $2)",
+    ),
     (
         "chat_stream_events",
         "DELETE FROM chat_stream_events WHERE (message_id, seq) IN ( \
@@ -231,6 +238,13 @@ pub const ORG_BATCHES: &[(&str, &str)] = &[
 /// last; its foreign keys cascade (memberships, tickets, sessions) or set
 /// null (authorship of what organizations keep).
 pub const ACCOUNT_BATCHES: &[(&str, &str)] = &[
+    // The account's ratings of answers, in every organization (its
+    // comments are its own).
+    (
+        "message_feedback",
+        "DELETE FROM message_feedback WHERE id IN (SELECT id FROM message_feedback \
+         WHERE user_id = $1 LIMIT $2)",
+    ),
     (
         "chat_stream_events",
         "DELETE FROM chat_stream_events WHERE (message_id, seq) IN ( \

@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod deletion;
 pub mod deployments;
 pub mod email_outbox;
+pub mod feedback;
 pub mod files;
 pub mod invitations;
 pub mod kb;
