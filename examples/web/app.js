@@ -102,6 +102,8 @@ async function openChat(id, inProgress) {
 /** The chat's active path, each message with its controls. */
 function showPath(messages, inProgress) {
   $("messages").replaceChildren();
+  $("share").hidden = false;
+  $("share-link").textContent = "";
   for (const m of messages) {
     if (m.id !== inProgress) controls(m, bubble(m.role === "USER" ? "user" : "assistant", m.content));
   }
@@ -136,8 +138,40 @@ function controls(m, div) {
     bar.append(button("‹", "previous", to(m.previous_sibling_id)), pos, button("›", "next", to(m.next_sibling_id)));
   }
   if (m.role === "USER") bar.append(button("edit", "edit", async () => editForm(m, div)));
-  else bar.append(button("regenerate", "regenerate", () => regenerate(m, div)));
+  else {
+    bar.append(button("regenerate", "regenerate", () => regenerate(m, div)));
+    // 👍/👎: the caller's own rating, given again to change it, the same
+    // one again to remove it.
+    for (const rating of ["up", "down"]) {
+      const b = button(rating === "up" ? "👍" : "👎", `rate-${rating}`, () => rate(m, rating, bar));
+      b.setAttribute("aria-pressed", String(m.feedback?.rating === rating));
+      bar.append(b);
+    }
+  }
   div.after(bar);
+}
+
+async function rate(m, rating, bar) {
+  const pressed = bar.querySelector(`button[name=rate-${rating}]`).getAttribute("aria-pressed") === "true";
+  const query = { org_id: state.orgId };
+  if (pressed) {
+    ok(await ws.api.DELETE("/api/chat/feedback", { params: { query: { ...query, message_id: m.id } } }));
+  } else {
+    ok(await ws.api.POST("/api/chat/feedback", { params: { query }, body: { message_id: m.id, rating } }));
+  }
+  for (const r of ["up", "down"]) {
+    bar.querySelector(`button[name=rate-${r}]`).setAttribute("aria-pressed", String(!pressed && r === rating));
+  }
+}
+
+/** A read-only link to the chat as it is now (shown once: the server keeps only its hash). */
+async function share() {
+  const link = ok(
+    await ws.api.POST("/api/chat/share", { params: { query: { org_id: state.orgId, chat_id: state.chatId } } }),
+  );
+  const a = $("share-link");
+  a.href = link.url;
+  a.textContent = link.url;
 }
 
 async function switchTo(messageId) {
@@ -303,6 +337,7 @@ $("send").addEventListener("submit", (e) => {
   $("send").reset();
   send(f.get("content"), f.get("kb") === "on").catch(fail);
 });
+$("share").addEventListener("click", () => share().catch(fail));
 $("files").addEventListener("submit", (e) => {
   e.preventDefault();
   const file = $("files").querySelector("input[type=file]").files[0];

@@ -94,7 +94,7 @@ test("sign up, chat, live titles, a file through a knowledge base, a reload mid-
   await context.close();
 });
 
-test("edit a question, switch between its versions, regenerate an answer", async () => {
+test("edit a question, switch between its versions, regenerate, rate and share an answer", async () => {
   const context = await browser.newContext();
   const page = await context.newPage();
   const who = { email: `tree-${Date.now()}@example.com`, password: "correct horse battery staple" };
@@ -132,6 +132,27 @@ test("edit a question, switch between its versions, regenerate an answer", async
     timeout: 30000,
   });
   assert.match(await lastAnswer(page).textContent(), /You said: "The second wording"/);
+
+  // Rate the shown answer; the rating comes back with the chat.
+  await page.locator(".bar button[name=rate-up]").last().click();
+  await page.waitForSelector(".bar button[name=rate-up][aria-pressed=true]");
+  await page.reload();
+  await page.waitForSelector(".bar button[name=rate-up][aria-pressed=true]", { timeout: 15000 });
+
+  // Share: a link to a read-only copy, readable without an account.
+  await page.click("#share");
+  await page.waitForFunction(() => document.getElementById("share-link").textContent.includes("/share/"), null, {
+    timeout: 15000,
+  });
+  const link = await page.textContent("#share-link");
+  const token = link.split("/share/")[1];
+  const shared = await fetch(`${API_URL}/api/shared?token=${encodeURIComponent(token)}`).then((r) => r.json());
+  assert.deepEqual(
+    shared.messages.map((m) => m.role),
+    ["USER", "MODEL"],
+  );
+  assert.equal(shared.messages[0].content, "The second wording");
+  assert.match(shared.messages[1].content, /You said: "The second wording"/);
   assert.equal(await page.textContent("#error"), "");
   await context.close();
 });
