@@ -8,6 +8,7 @@
 mod agents;
 mod auth;
 mod chat;
+mod chat_organize;
 mod conversations;
 mod deletion;
 mod deployments;
@@ -330,6 +331,14 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> dropshot::WebsocketChannelResult {
         chat::ws(rqctx, query, upgraded).await
     }
+
+    // ---- Chat search, pins and folders (issue #35) ----
+    delegate!(fn chat_search(query: QueryParams<workspace_api::chat_search::ChatSearchQuery>) -> HttpResponseOk<workspace_api::chat_search::ChatSearchPage> => chat_organize::search);
+    delegate!(fn chat_folders_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<workspace_api::chat_folders::ChatFolder>> => chat_organize::folders_list);
+    delegate!(fn chat_folders_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat_folders::ChatFolderWrite>) -> HttpResponseCreated<workspace_api::chat_folders::ChatFolder> => chat_organize::folders_create);
+    delegate!(fn chat_folders_rename(query: QueryParams<workspace_api::chat_folders::ChatFolderQuery>, body: JsonBody<workspace_api::chat_folders::ChatFolderWrite>) -> HttpResponseOk<workspace_api::chat_folders::ChatFolder> => chat_organize::folders_rename);
+    delegate!(fn chat_folders_delete(query: QueryParams<workspace_api::chat_folders::ChatFolderQuery>) -> HttpResponseOk<workspace_api::chat_folders::ChatFolderDeleted> => chat_organize::folders_delete);
+    delegate!(fn chat_folders_move(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat_folders::ChatMoveRequest>) -> HttpResponseOk<workspace_api::chat_folders::ChatMoveResponse> => chat_organize::folders_move);
 
     // ---- Tools area ----
 

@@ -3,6 +3,8 @@
 pub mod account_export;
 pub mod agents;
 pub mod chat;
+pub mod chat_folders;
+pub mod chat_search;
 pub mod conversations;
 pub mod deletion;
 pub mod deployments;
