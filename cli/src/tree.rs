@@ -14,6 +14,13 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_get", &["chat", "show"]),
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
+    // `chat search QUERY` is hand-written (a table; chat.rs).
+    ("chat_search", &["chat", "search-raw"]),
+    ("chat_folders_list", &["chat", "folders", "list"]),
+    ("chat_folders_create", &["chat", "folders", "create"]),
+    ("chat_folders_rename", &["chat", "folders", "rename"]),
+    ("chat_folders_delete", &["chat", "folders", "delete"]),
+    ("chat_folders_move", &["chat", "folders", "move"]),
     // Organizations: the membership lifecycle's natural names.
     ("org_update", &["org", "rename"]),
     ("org_transfer_ownership", &["org", "transfer"]),
@@ -59,6 +66,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "chat",
         "Chat sessions, streamed answers (resumable), uploads, knowledge bases usable in chat",
+    ),
+    (
+        "folders",
+        "Folders of your chats (private to you, like chats)",
     ),
     ("tools", "Tool categories, tools and sandboxed test runs"),
     ("agents", "Agents and their test runs"),
@@ -151,10 +162,19 @@ pub fn add_kb_commands(mut root: Command) -> Command {
 }
 
 /// The hand-written `chat` commands (see `chat.rs`).
-pub const CHAT_HAND_WRITTEN: &[&str] =
-    &["send", "resume", "rename", "archive", "transcribe", "watch"];
+pub const CHAT_HAND_WRITTEN: &[&str] = &[
+    "send",
+    "resume",
+    "rename",
+    "archive",
+    "pin",
+    "unpin",
+    "search",
+    "transcribe",
+    "watch",
+];
 
-/// `workspace chat send|resume|rename|archive|transcribe|watch`.
+/// `workspace chat send|resume|rename|archive|pin|unpin|search|transcribe|watch`.
 pub fn add_chat_commands(mut root: Command) -> Command {
     for cmd in crate::chat::commands() {
         let path = ["chat".to_string(), cmd.get_name().to_string()];

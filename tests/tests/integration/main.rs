@@ -5,6 +5,7 @@ mod agents;
 mod auth;
 mod authz;
 mod chat;
+mod chat_search;
 mod contract;
 mod conversations;
 mod cors;
