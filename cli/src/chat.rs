@@ -1,8 +1,9 @@
-//! Hand-written `chat` commands: `send` and `resume` (streams), `rename`
-//! and `archive` (shortcuts of `update`), `transcribe FILE` (multipart),
-//! `watch` (the WebSocket) and `share` (prints a new share link). The
-//! other `chat` commands are generated (`shares`, `share-revoke`,
-//! `shared`).
+//! Hand-written `chat` commands: `send`, `edit`, `regenerate` and `resume`
+//! (streams), `rename`, `archive`, `pin` and `unpin` (shortcuts of
+//! `update`), `search QUERY` (a readable table), `transcribe FILE`
+//! (multipart), `watch` (the WebSocket) and `share` (prints a new share
+//! link). The other `chat` commands are generated (`shares`,
+//! `share-revoke`, `shared`, `chat folders ...` among them).
 
 use crate::output;
 use anyhow::{Context, Result, bail};
@@ -96,6 +97,43 @@ pub(crate) fn commands() -> Vec<Command> {
             .about("Archive a chat")
             .arg(org_arg())
             .arg(uuid_arg("chat-id").required(true)),
+        Command::new("pin")
+            .about("Pin a chat (pinned chats come first in `chat list`)")
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id").required(true)),
+        Command::new("unpin")
+            .about("Unpin a chat")
+            .arg(org_arg())
+            .arg(uuid_arg("chat-id").required(true)),
+        Command::new("search")
+            .about(
+                "Search your chats (titles and messages) and print a table of the chats found, \
+                 best first, each with its best matching message; `--format json` prints the page",
+            )
+            .arg(org_arg())
+            .arg(
+                Arg::new("query")
+                    .required(true)
+                    .help("What to look for: words (\"a phrase\", or, -word) or any part of a text"),
+            )
+            .arg(
+                Arg::new("limit")
+                    .long("limit")
+                    .value_parser(clap::value_parser!(u32).range(1..=50))
+                    .help("Results per page, 1 to 50 (default 20)"),
+            )
+            .arg(
+                Arg::new("cursor")
+                    .long("cursor")
+                    .help("Continue after a page: its `next` cursor (printed under the table)"),
+            )
+            .arg(
+                Arg::new("status")
+                    .long("status")
+                    .value_parser(["ACTIVE", "ARCHIVED", "DELETED"])
+                    .help("Only chats in this state (default: active and archived)"),
+            )
+            .arg(uuid_arg("folder-id").help("Only the chats in this folder")),
         Command::new("transcribe")
             .about("Transcribe an audio file (MP3, WAV, M4A, OGG, FLAC, WebM); prints {text, language}")
             .arg(org_arg())
@@ -171,12 +209,14 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
             }
             print_stream(response).await
         }
-        "rename" | "archive" => {
+        "rename" | "archive" | "pin" | "unpin" => {
             let chat = *m.get_one::<Uuid>("chat-id").context("--chat-id")?;
-            let body = if name == "rename" {
-                serde_json::json!({"title": m.get_one::<String>("title").context("TITLE")?})
-            } else {
-                serde_json::json!({"status": "ARCHIVED"})
+            let body = match name {
+                "rename" => {
+                    serde_json::json!({"title": m.get_one::<String>("title").context("TITLE")?})
+                }
+                "archive" => serde_json::json!({"status": "ARCHIVED"}),
+                _ => serde_json::json!({"pinned": name == "pin"}),
             };
             let response = client
                 .client()
@@ -188,6 +228,7 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
                 .context("connecting")?;
             print_json_answer(response).await
         }
+        "search" => search(client, org, m).await,
         "transcribe" => transcribe(client, org, m).await,
         "watch" => watch(client, org).await,
         "share" => share(client, org, m).await,
@@ -218,6 +259,103 @@ async fn share(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
         created.id, created.message_count, created.id
     );
     Ok(())
+}
+
+async fn search(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
+    use workspace_client::types::ChatStatus;
+    let mut request = client
+        .chat_search()
+        .org_id(org)
+        .q(m.get_one::<String>("query").context("QUERY")?.as_str());
+    if let Some(limit) = m.get_one::<u32>("limit") {
+        request = request.limit(*limit);
+    }
+    if let Some(cursor) = m.get_one::<String>("cursor") {
+        request = request.cursor(cursor.as_str());
+    }
+    if let Some(status) = m.get_one::<String>("status") {
+        request = request.status(match status.as_str() {
+            "ARCHIVED" => ChatStatus::Archived,
+            "DELETED" => ChatStatus::Deleted,
+            _ => ChatStatus::Active,
+        });
+    }
+    if let Some(folder) = m.get_one::<Uuid>("folder-id") {
+        request = request.folder_id(*folder);
+    }
+    let page = request.send().await.map_err(reported)?.into_inner();
+    let page = serde_json::to_value(&page)?;
+    // JSON when asked for by name (`--format json` or WORKSPACE_FORMAT);
+    // a table otherwise.
+    let json_asked = m.get_one::<String>("format").map(String::as_str) == Some("json")
+        && m.value_source("format") != Some(clap::parser::ValueSource::DefaultValue);
+    if json_asked {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+    } else {
+        print!("{}", render_search(&page));
+    }
+    Ok(())
+}
+
+/// The snippet of a search result for a terminal: the HTML's entities
+/// decoded, matches in `[` `]`.
+fn snippet_text(html: &str) -> String {
+    html.replace("<mark>", "[")
+        .replace("</mark>", "]")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// A search page as a table: chat, where it matched, title, snippet; the
+/// cursor of the next page under it.
+fn render_search(page: &serde_json::Value) -> String {
+    let results = page["results"].as_array().cloned().unwrap_or_default();
+    if results.is_empty() {
+        return "no chats found\n".to_string();
+    }
+    let mut lines = vec![[
+        "CHAT".to_string(),
+        "MATCH".to_string(),
+        "TITLE".to_string(),
+        "SNIPPET".to_string(),
+    ]];
+    for r in &results {
+        let matched = match (r["title_match"].as_bool(), r["role"].as_str()) {
+            (Some(true), _) => "title".to_string(),
+            (_, Some(role)) => role.to_lowercase(),
+            _ => "-".to_string(),
+        };
+        lines.push([
+            r["chat_id"].as_str().unwrap_or("-").to_string(),
+            matched,
+            output::escape_cell(r["title"].as_str().unwrap_or("")),
+            output::escape_cell(&snippet_text(r["snippet"].as_str().unwrap_or(""))),
+        ]);
+    }
+    let widths: Vec<usize> = (0..3)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for line in &lines {
+        for (cell, width) in line.iter().zip(&widths) {
+            out.push_str(&format!("{cell:<width$}  "));
+        }
+        out.push_str(&line[3]);
+        out.push('\n');
+    }
+    if let Some(next) = page["next_cursor"].as_str() {
+        out.push_str(&format!("next: --cursor {next}\n"));
+    }
+    out
 }
 
 async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {

@@ -47,7 +47,13 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatDeleteSession => Self::cli_chat_delete_session(),
             CliCommand::ChatFeedbackRate => Self::cli_chat_feedback_rate(),
             CliCommand::ChatFeedbackDelete => Self::cli_chat_feedback_delete(),
+            CliCommand::ChatFoldersList => Self::cli_chat_folders_list(),
+            CliCommand::ChatFoldersRename => Self::cli_chat_folders_rename(),
+            CliCommand::ChatFoldersCreate => Self::cli_chat_folders_create(),
+            CliCommand::ChatFoldersDelete => Self::cli_chat_folders_delete(),
+            CliCommand::ChatFoldersMove => Self::cli_chat_folders_move(),
             CliCommand::ChatList => Self::cli_chat_list(),
+            CliCommand::ChatSearch => Self::cli_chat_search(),
             CliCommand::ChatShareCreate => Self::cli_chat_share_create(),
             CliCommand::ChatShareRevoke => Self::cli_chat_share_revoke(),
             CliCommand::ChatSharesList => Self::cli_chat_shares_list(),
@@ -933,11 +939,29 @@ impl<T: CliConfig> Cli<T> {
                     .help("The chat."),
             )
             .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Addition: puts the chat into this folder of the caller's (`GET /api/chat/folders`; any other id is `400 unknown_folder` on create, `404 not_found` on update). Absent: the chat stays where it is. To take chats out of their folder, `POST /api/chat/folders/move` with `folder_id: null`.",
+                    ),
+            )
+            .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
                     .required(true)
                     .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("pinned")
+                    .long("pinned")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Addition: `true` pins the chat (pinned chats come first in `GET /api/chat/list`; pinning a pinned chat keeps its `pinned_at`), `false` unpins it.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("status")
@@ -976,17 +1000,35 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Rename, archive or reconfigure a chat session.\n\nPermission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`.",
+                "Rename, archive or reconfigure a chat session.\n\nPermission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`, and for a `folder_id` that is not one of the caller's folders (nothing changed).\n\nAdditions: `pinned` pins (`true`; a pinned chat keeps its `pinned_at`) or unpins (`false`) the chat; `folder_id` puts it into that folder (`POST /api/chat/folders/move` with `folder_id: null` takes chats out). A body with only these two fields leaves `updated_at` alone: organizing a chat does not make it recent.",
             )
     }
     pub fn cli_chat_create() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Addition: puts the chat into this folder of the caller's (`GET /api/chat/folders`; any other id is `400 unknown_folder` on create, `404 not_found` on update). Absent: the chat stays where it is. To take chats out of their folder, `POST /api/chat/folders/move` with `folder_id: null`.",
+                    ),
+            )
+            .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
                     .required(true)
                     .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("pinned")
+                    .long("pinned")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Addition: `true` pins the chat (pinned chats come first in `GET /api/chat/list`; pinning a pinned chat keeps its `pinned_at`), `false` unpins it.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("status")
@@ -1025,7 +1067,7 @@ impl<T: CliConfig> Cli<T> {
                     .help("XXX"),
             )
             .about(
-                "Create a chat session.\n\nPermission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).\n\nVisibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.",
+                "Create a chat session.\n\nPermission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it). Additions: `pinned` (default `false`) and `folder_id` (one of the caller's folders, `GET /api/chat/folders`; `400 unknown_folder` for any other id, nothing created).\n\nVisibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.",
             )
     }
     pub fn cli_chat_available_knowledge_bases() -> ::clap::Command {
@@ -1158,8 +1200,165 @@ impl<T: CliConfig> Cli<T> {
                 "Remove your rating of an answer of one of your chats.\n\nAn addition to the spec. Permission `chats:write`. `message_id`: an answer of one of the caller's chats (`404 not_found` otherwise, as for rating). `deleted` is false when the caller had not rated it (deleting twice is harmless).",
             )
     }
+    pub fn cli_chat_folders_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the caller's chat folders.\n\nPermission `chats:read`. The caller's folders in the organization (folders are private to their user, as chats are), by name (case-insensitively), then id; each with `chat_count`, its chats that are not `DELETED`. At most 1,000 folders exist per user and organization.",
+            )
+    }
+    pub fn cli_chat_folders_rename() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The folder."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ChatFolderWriteName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming, not blank, without NUL; unique among the caller's folders in the organization, case-insensitively. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Rename a chat folder.\n\nPermission `chats:write`. The rules of create apply (`400 invalid_name`, `409 folder_name_taken`); renaming a folder to its own name in another case is allowed. `404 not_found` for a folder that is not the caller's.",
+            )
+    }
+    pub fn cli_chat_folders_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ChatFolderWriteName))
+                    .required_unless_present("json-body")
+                    .help(
+                        "1 to 100 characters after trimming, not blank, without NUL; unique among the caller's folders in the organization, case-insensitively. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a chat folder.\n\nPermission `chats:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique among the caller's folders in the organization, case-insensitively in every script (`409 folder_name_taken`); at most 1,000 folders (`409 too_many_folders`). Put chats into it with `PUT /api/chat` (`folder_id`) or `POST /api/chat/folders/move`.",
+            )
+    }
+    pub fn cli_chat_folders_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The folder."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Delete a chat folder.\n\nPermission `chats:write` (no chat is deleted: its chats move out of it, into no folder; `chats_moved` counts them). `404 not_found` for a folder that is not the caller's.",
+            )
+    }
+    pub fn cli_chat_folders_move() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The caller's folder to move them into; `null`: out of any folder.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Move chats into a folder, or out of any.\n\nPermission `chats:write`. `chat_ids`: 1 to 100 of the caller's chats (`400 invalid_request` otherwise; duplicates count once); `folder_id`: one of the caller's folders, or `null` to take the chats out of their folders. All or nothing: a chat or folder that is not the caller's is `404 not_found` and nothing moves. A chat's `updated_at` does not change (nor does a pin).",
+            )
+    }
     pub fn cli_chat_list() -> ::clap::Command {
         ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Addition: only the chats in this folder of the caller's (none for an id that is not one).",
+                    ),
+            )
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
@@ -1182,6 +1381,15 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .arg(
+                ::clap::Arg::new("pinned")
+                    .long("pinned")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Addition: only pinned chats (`true`) or only unpinned ones (`false`).",
+                    ),
+            )
+            .arg(
                 ::clap::Arg::new("status")
                     .long("status")
                     .value_parser(
@@ -1198,7 +1406,70 @@ impl<T: CliConfig> Cli<T> {
                     .help("Only chats in this state (default: `ACTIVE` and `ARCHIVED`)."),
             )
             .about(
-                "List the caller's chat sessions.\n\nPermission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).",
+                "List the caller's chat sessions.\n\nPermission `chats:read`. The caller's chats in the organization: pinned chats first (most recently pinned first), then the others, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). Additions: `folder_id` keeps the chats of that folder of the caller's (none for another id), `pinned` the pinned (`true`) or the unpinned (`false`) ones. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).",
+            )
+    }
+    pub fn cli_chat_search() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("cursor")
+                    .long("cursor")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The `next_cursor` of the previous page (same `q`, `status` and `folder_id`).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("folder-id")
+                    .long("folder-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("Only the chats in this folder of the caller's."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Results per page: 1 to 50, default 20."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("q")
+                    .long("q")
+                    .value_parser(::clap::value_parser!(types::ChatSearchQ))
+                    .required(true)
+                    .help(
+                        "What to look for: 1 to 200 characters, not blank, without NUL. Words in any order (`\"a phrase\"`, `or`, `-word` as in web search engines), or any part of a text as typed (parts of words, Japanese or Chinese without spaces, emoji); case-insensitive. (The pattern's blanks are those the server trims, Unicode's White_Space.)",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::ChatStatus::Active.to_string(),
+                                types::ChatStatus::Archived.to_string(),
+                                types::ChatStatus::Deleted.to_string(),
+                            ]),
+                            |s| types::ChatStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help(
+                        "Only chats in this state (default: `ACTIVE` and `ARCHIVED`; `DELETED` chats are searched only when asked for).",
+                    ),
+            )
+            .about(
+                "Search the caller's chats.\n\nPermission `chats:read`. Looks through the caller's own chats in the organization (never another user's: chats are private): their titles and the text of every message, on any branch. `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are searched, not `DELETED` ones. `folder_id` keeps the chats of that folder.\n\n`q` (1 to 200 characters after trimming, not blank, without NUL; `400 invalid_query` otherwise) matches a text, case-insensitively in every script (`Straße`, `ПРИВЕТ`, `ΣΟΦΙΑ`), when either - its words match: PostgreSQL full text search with the `simple` configuration (no stemming, no stop words, so every language alike) and web-search syntax: words in any order, `\"a phrase\"`, `or`, `-word` to exclude; or - the text contains `q` as typed (trimmed): parts of words, Japanese or Chinese without spaces (`天気`), emoji, punctuation.\n\nOne result per chat, with its best matching message (`message_id`, `null` when only the title matches) and a `snippet` around the match. Order: chats whose title matches first; then better matches first (the text contains `q` as typed, then the full-text rank `ts_rank_cd`); then the most recently updated.\n\n`snippet` and `title_highlight` are HTML: the text is escaped (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`) and each match is wrapped in `<mark>`…`</mark>`, the only markup; `…` marks a cut.\n\nPaged by an opaque cursor: `limit` 1 to 50 (default 20; `400 invalid_pagination`), and `cursor` the `next_cursor` of the previous page (`null` on the last page). A cursor belongs to its query: one that the server did not issue, or issued for another `q`, `status` or `folder_id`, is `400 invalid_cursor`. Pages follow one another without repeats while the chats do not change; a chat updated between two pages can move.",
             )
     }
     pub fn cli_chat_share_create() -> ::clap::Command {
@@ -3679,7 +3950,13 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::ChatDeleteSession => self.execute_chat_delete_session(matches).await,
             CliCommand::ChatFeedbackRate => self.execute_chat_feedback_rate(matches).await,
             CliCommand::ChatFeedbackDelete => self.execute_chat_feedback_delete(matches).await,
+            CliCommand::ChatFoldersList => self.execute_chat_folders_list(matches).await,
+            CliCommand::ChatFoldersRename => self.execute_chat_folders_rename(matches).await,
+            CliCommand::ChatFoldersCreate => self.execute_chat_folders_create(matches).await,
+            CliCommand::ChatFoldersDelete => self.execute_chat_folders_delete(matches).await,
+            CliCommand::ChatFoldersMove => self.execute_chat_folders_move(matches).await,
             CliCommand::ChatList => self.execute_chat_list(matches).await,
+            CliCommand::ChatSearch => self.execute_chat_search(matches).await,
             CliCommand::ChatShareCreate => self.execute_chat_share_create(matches).await,
             CliCommand::ChatShareRevoke => self.execute_chat_share_revoke(matches).await,
             CliCommand::ChatSharesList => self.execute_chat_shares_list(matches).await,
@@ -4525,8 +4802,14 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("chat-id") {
             request = request.chat_id(value.clone());
         }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.body_map(|body| body.folder_id(value.clone()));
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<bool>("pinned") {
+            request = request.body_map(|body| body.pinned(value.clone()));
         }
         if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
             request = request.body_map(|body| body.status(value.clone()));
@@ -4556,8 +4839,14 @@ impl<T: CliConfig> Cli<T> {
     }
     pub async fn execute_chat_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.chat_create();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.body_map(|body| body.folder_id(value.clone()));
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<bool>("pinned") {
+            request = request.body_map(|body| body.pinned(value.clone()));
         }
         if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
             request = request.body_map(|body| body.status(value.clone()));
@@ -4721,8 +5010,157 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_chat_folders_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_folders_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_folders_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_folders_rename(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_folders_rename();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.folder_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatFolderWriteName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatFolderWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_folders_rename(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_folders_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_folders_create();
+        if let Some(value) = matches.get_one::<types::ChatFolderWriteName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatFolderWrite>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_folders_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_folders_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_folders_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.folder_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_chat_folders_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_folders_move(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.chat_folders_move();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.body_map(|body| body.folder_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatMoveRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_chat_folders_move(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_chat_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.chat_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.folder_id(value.clone());
+        }
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
@@ -4732,10 +5170,46 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
+        if let Some(value) = matches.get_one::<bool>("pinned") {
+            request = request.pinned(value.clone());
+        }
         if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
             request = request.status(value.clone());
         }
         self.config.execute_chat_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_chat_search(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.chat_search();
+        if let Some(value) = matches.get_one::<::std::string::String>("cursor") {
+            request = request.cursor(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("folder-id") {
+            request = request.folder_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatSearchQ>("q") {
+            request = request.q(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::ChatStatus>("status") {
+            request = request.status(value.clone());
+        }
+        self.config.execute_chat_search(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -7219,10 +7693,52 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_chat_folders_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFoldersList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_folders_rename(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFoldersRename,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_folders_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFoldersCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_folders_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFoldersDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_folders_move(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatFoldersMove,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_chat_list(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::ChatList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_chat_search(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::ChatSearch,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -7830,7 +8346,13 @@ pub enum CliCommand {
     ChatDeleteSession,
     ChatFeedbackRate,
     ChatFeedbackDelete,
+    ChatFoldersList,
+    ChatFoldersRename,
+    ChatFoldersCreate,
+    ChatFoldersDelete,
+    ChatFoldersMove,
     ChatList,
+    ChatSearch,
     ChatShareCreate,
     ChatShareRevoke,
     ChatSharesList,
@@ -7950,7 +8472,13 @@ impl CliCommand {
             CliCommand::ChatDeleteSession,
             CliCommand::ChatFeedbackRate,
             CliCommand::ChatFeedbackDelete,
+            CliCommand::ChatFoldersList,
+            CliCommand::ChatFoldersRename,
+            CliCommand::ChatFoldersCreate,
+            CliCommand::ChatFoldersDelete,
+            CliCommand::ChatFoldersMove,
             CliCommand::ChatList,
+            CliCommand::ChatSearch,
             CliCommand::ChatShareCreate,
             CliCommand::ChatShareRevoke,
             CliCommand::ChatSharesList,
@@ -8071,7 +8599,13 @@ impl CliCommand {
             CliCommand::ChatDeleteSession => "chat_delete_session",
             CliCommand::ChatFeedbackRate => "chat_feedback_rate",
             CliCommand::ChatFeedbackDelete => "chat_feedback_delete",
+            CliCommand::ChatFoldersList => "chat_folders_list",
+            CliCommand::ChatFoldersRename => "chat_folders_rename",
+            CliCommand::ChatFoldersCreate => "chat_folders_create",
+            CliCommand::ChatFoldersDelete => "chat_folders_delete",
+            CliCommand::ChatFoldersMove => "chat_folders_move",
             CliCommand::ChatList => "chat_list",
+            CliCommand::ChatSearch => "chat_search",
             CliCommand::ChatShareCreate => "chat_share_create",
             CliCommand::ChatShareRevoke => "chat_share_revoke",
             CliCommand::ChatSharesList => "chat_shares_list",

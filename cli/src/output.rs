@@ -373,6 +373,17 @@ pub const TABLES: &[Table] = &[
         total: None,
     },
     Table {
+        operation_id: "chat_folders_list",
+        rows: "",
+        columns: &[
+            ("ID", "/id"),
+            ("NAME", "/name"),
+            ("CHATS", "/chat_count"),
+            ("CREATED", "/created_at"),
+        ],
+        total: None,
+    },
+    Table {
         operation_id: "conversation_list",
         rows: "",
         columns: &[

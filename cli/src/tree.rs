@@ -15,6 +15,13 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("chat_delete_session", &["chat", "delete"]),
     ("chat_bulk_delete_sessions", &["chat", "bulk-delete"]),
     ("chat_shares_list", &["chat", "shares"]),
+    // `chat search QUERY` is hand-written (a table; chat.rs).
+    ("chat_search", &["chat", "search-raw"]),
+    ("chat_folders_list", &["chat", "folders", "list"]),
+    ("chat_folders_create", &["chat", "folders", "create"]),
+    ("chat_folders_rename", &["chat", "folders", "rename"]),
+    ("chat_folders_delete", &["chat", "folders", "delete"]),
+    ("chat_folders_move", &["chat", "folders", "move"]),
     // Organizations: the membership lifecycle's natural names.
     ("org_update", &["org", "rename"]),
     ("org_transfer_ownership", &["org", "transfer"]),
@@ -65,6 +72,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "chat",
         "Chat sessions, streamed answers (resumable), uploads, knowledge bases usable in chat",
+    ),
+    (
+        "folders",
+        "Folders of your chats (private to you, like chats)",
     ),
     ("tools", "Tool categories, tools and sandboxed test runs"),
     ("agents", "Agents and their test runs"),
@@ -171,9 +182,12 @@ pub const CHAT_HAND_WRITTEN: &[&str] = &[
     "transcribe",
     "watch",
     "share",
+    "pin",
+    "unpin",
+    "search",
 ];
 
-/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share`.
+/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share|pin|unpin|search`.
 pub fn add_chat_commands(mut root: Command) -> Command {
     for cmd in crate::chat::commands() {
         let path = ["chat".to_string(), cmd.get_name().to_string()];

@@ -766,6 +766,169 @@ async fn chat_commands() {
     cx.teardown().await;
 }
 
+/// `chat search QUERY` prints a table (JSON with `--format json`); `chat
+/// pin`; `chat folders create|list|move|delete` (issue #35).
+#[tokio::test]
+async fn chat_search_pin_and_folder_commands() {
+    let cx = TestContext::new("cli_chat_search").await;
+    let user = cx.user("clisearch").await;
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let org = user.personal_org().await;
+    let org_s = org.to_string();
+    let chat = json(
+        &run(strings(&[
+            "chat",
+            "create",
+            "--org-id",
+            &org_s,
+            "--title",
+            "Quarterly budget",
+        ]))
+        .await
+        .unwrap(),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A message, written with SQL (the message writers are being rewritten
+    // meanwhile; the search reads any message).
+    let chat_id: uuid::Uuid = chat.parse().unwrap();
+    cx.db()
+        .await
+        .execute(
+            "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, depth, \
+                 sibling_index) VALUES ($1, $2, $3, 'USER', $4, 0, 1)",
+            &[
+                &uuid::Uuid::new_v4(),
+                &org,
+                &chat_id,
+                &"Привет мир <b>bold</b>\nsecond line",
+            ],
+        )
+        .await
+        .unwrap();
+
+    let out = run(strings(&["chat", "search", "--org-id", &org_s, "ПРИВЕТ"]))
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("CHAT") && lines[0].contains("SNIPPET"),
+        "{table}"
+    );
+    assert!(lines[1].starts_with(&chat), "{table}");
+    assert!(
+        lines[1].contains("user") && lines[1].contains("[Привет] мир <b>bold</b> second line"),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 2, "{table}");
+    let page = json(
+        &run(strings(&[
+            "--format", "json", "chat", "search", "--org-id", &org_s, "budget",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(page["results"][0]["chat_id"], chat.as_str());
+    assert_eq!(page["results"][0]["title_match"], true);
+    let none = run(strings(&["chat", "search", "--org-id", &org_s, "zzqqxx"]))
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&none.stdout), "no chats found\n");
+    let bad = run(strings(&[
+        "chat", "search", "--org-id", &org_s, "x", "--limit", "0",
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+
+    json(
+        &run(strings(&[
+            "chat",
+            "pin",
+            "--org-id",
+            &org_s,
+            "--chat-id",
+            &chat,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let listed = json(
+        &run(strings(&[
+            "chat", "list", "--org-id", &org_s, "--pinned", "true",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(listed[0]["id"], chat.as_str());
+    assert_eq!(listed[0]["pinned"], true);
+
+    let folder = json(
+        &run(strings(&[
+            "chat", "folders", "create", "--org-id", &org_s, "--name", "Finance",
+        ]))
+        .await
+        .unwrap(),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = std::env::temp_dir().join(format!("move-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(
+        &body,
+        serde_json::json!({"chat_ids": [chat], "folder_id": folder}).to_string(),
+    )
+    .unwrap();
+    let moved = json(
+        &run(strings(&[
+            "chat",
+            "folders",
+            "move",
+            "--org-id",
+            &org_s,
+            "--json-body",
+            body.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(moved["moved"], 1);
+    let out = run(strings(&[
+        "--format", "table", "chat", "folders", "list", "--org-id", &org_s,
+    ]))
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.lines().nth(1).unwrap().contains("Finance  1"),
+        "{table}"
+    );
+    let deleted = json(
+        &run(strings(&[
+            "chat",
+            "folders",
+            "delete",
+            "--org-id",
+            &org_s,
+            "--folder-id",
+            &folder,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(deleted["chats_moved"], 1);
+    let _ = std::fs::remove_file(&body);
+    cx.teardown().await;
+}
+
 #[tokio::test]
 async fn deployments_commands_and_invoke() {
     let cx = TestContext::with_config("cli_deployments", |c| {

@@ -1662,6 +1662,122 @@ pub mod types {
                 })
         }
     }
+    ///A folder of the caller's chats (private to its user, like chats).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatFolder {
+        ///The chats in it that are not `DELETED`.
+        pub chat_count: i64,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub name: ::std::string::String,
+        pub org_id: ::uuid::Uuid,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub user_id: ::uuid::Uuid,
+    }
+    impl ChatFolder {
+        pub fn builder() -> builder::ChatFolder {
+            Default::default()
+        }
+    }
+    ///Response of deleting a folder.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatFolderDeleted {
+        ///How many chats were in it (now in no folder).
+        pub chats_moved: i64,
+        pub message: ::std::string::String,
+    }
+    impl ChatFolderDeleted {
+        pub fn builder() -> builder::ChatFolderDeleted {
+            Default::default()
+        }
+    }
+    ///Body of creating and renaming a folder.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ChatFolderWrite {
+        ///1 to 100 characters after trimming, not blank, without NUL; unique among the caller's folders in the organization, case-insensitively. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)
+        pub name: ChatFolderWriteName,
+    }
+    impl ChatFolderWrite {
+        pub fn builder() -> builder::ChatFolderWrite {
+            Default::default()
+        }
+    }
+    ///1 to 100 characters after trimming, not blank, without NUL; unique among the caller's folders in the organization, case-insensitively. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.)
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChatFolderWriteName(::std::string::String);
+    impl ::std::ops::Deref for ChatFolderWriteName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatFolderWriteName> for ::std::string::String {
+        fn from(value: ChatFolderWriteName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatFolderWriteName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$\""
+                        .into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatFolderWriteName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatFolderWriteName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatFolderWriteName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`{id, message}` answer of create and update.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -2228,6 +2344,37 @@ pub mod types {
             Default::default()
         }
     }
+    ///Body of `POST /api/chat/folders/move`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ChatMoveRequest {
+        ///1 to 100 of the caller's chats (duplicates count once).
+        pub chat_ids: ::std::vec::Vec<::uuid::Uuid>,
+        ///The caller's folder to move them into; `null`: out of any folder.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub folder_id: ::std::option::Option<::uuid::Uuid>,
+    }
+    impl ChatMoveRequest {
+        pub fn builder() -> builder::ChatMoveRequest {
+            Default::default()
+        }
+    }
+    ///Response of `POST /api/chat/folders/move`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatMoveResponse {
+        pub message: ::std::string::String,
+        ///How many chats were moved.
+        pub moved: i64,
+    }
+    impl ChatMoveResponse {
+        pub fn builder() -> builder::ChatMoveResponse {
+            Default::default()
+        }
+    }
     ///Who wrote a chat message.
     #[derive(
         ::serde::Deserialize,
@@ -2280,15 +2427,141 @@ pub mod types {
             value.parse()
         }
     }
+    ///A page of search results.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatSearchPage {
+        ///Pass as `cursor` for the next page; `null` on the last page.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub next_cursor: ::std::option::Option<::std::string::String>,
+        ///Best first: chats whose title matches, then the others; within each, better matches first, then the most recently updated.
+        pub results: ::std::vec::Vec<ChatSearchResult>,
+    }
+    impl ChatSearchPage {
+        pub fn builder() -> builder::ChatSearchPage {
+            Default::default()
+        }
+    }
+    ///`ChatSearchQ`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct ChatSearchQ(::std::string::String);
+    impl ::std::ops::Deref for ChatSearchQ {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatSearchQ> for ::std::string::String {
+        fn from(value: ChatSearchQ) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatSearchQ {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(
+                || {
+                    ::regress::Regex::new(
+                        "^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$",
+                    )
+                    .unwrap()
+                },
+            );
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[^\\x00]*[^\\x00\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$\""
+                        .into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatSearchQ {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatSearchQ {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatSearchQ {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///One chat found, with its best matching message.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatSearchResult {
+        pub chat_id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub folder_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub message_created_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///The best matching message, `null` when only the title matches.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub message_id: ::std::option::Option<::uuid::Uuid>,
+        pub pinned: bool,
+        ///Who wrote that message.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub role: ::std::option::Option<ChatRole>,
+        ///An excerpt of that message around the match (of the title when no message matches), at most about 200 characters, as HTML: the text is escaped (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`), matches are wrapped in `<mark>`…`</mark>`, and nothing else is markup; `…` marks a cut. Safe to insert as HTML.
+        pub snippet: ::std::string::String,
+        pub status: ChatStatus,
+        ///The chat's title, as stored (plain text).
+        pub title: ::std::string::String,
+        ///The title as HTML: escaped, matches wrapped in `<mark>`…`</mark>`.
+        pub title_highlight: ::std::string::String,
+        ///Whether the title matches (such chats come first).
+        pub title_match: bool,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl ChatSearchResult {
+        pub fn builder() -> builder::ChatSearchResult {
+            Default::default()
+        }
+    }
     ///A chat session (as listed).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct ChatSession {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Addition: the caller's folder holding the chat, `null` for none.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub folder_id: ::std::option::Option<::uuid::Uuid>,
         pub id: ::uuid::Uuid,
         pub metadata: ChatMetadata,
         pub org_id: ::uuid::Uuid,
+        ///Addition: whether the chat is pinned.
+        pub pinned: bool,
+        ///Addition: when it was pinned, `null` when it is not.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub pinned_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub settings: ::std::option::Option<ChatSettings>,
         pub status: ChatStatus,
@@ -2307,11 +2580,19 @@ pub mod types {
     )]
     pub struct ChatSessionDetail {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Addition: the caller's folder holding the chat, `null` for none.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub folder_id: ::std::option::Option<::uuid::Uuid>,
         pub id: ::uuid::Uuid,
         ///The active path, first message first (other branches are reached through each message's siblings).
         pub messages: ::std::vec::Vec<ChatMessage>,
         pub metadata: ChatMetadata,
         pub org_id: ::uuid::Uuid,
+        ///Addition: whether the chat is pinned.
+        pub pinned: bool,
+        ///Addition: when it was pinned, `null` when it is not.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub pinned_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub settings: ::std::option::Option<ChatSettings>,
         pub status: ChatStatus,
@@ -3155,6 +3436,12 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct ChatWrite {
+        ///Addition: puts the chat into this folder of the caller's (`GET /api/chat/folders`; any other id is `400 unknown_folder` on create, `404 not_found` on update). Absent: the chat stays where it is. To take chats out of their folder, `POST /api/chat/folders/move` with `folder_id: null`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub folder_id: ::std::option::Option<::uuid::Uuid>,
+        ///Addition: `true` pins the chat (pinned chats come first in `GET /api/chat/list`; pinning a pinned chat keeps its `pinned_at`), `false` unpins it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub pinned: ::std::option::Option<bool>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub settings: ::std::option::Option<ChatSettings>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -15728,6 +16015,228 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatFolder {
+            chat_count: ::std::result::Result<i64, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            user_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatFolder {
+            fn default() -> Self {
+                Self {
+                    chat_count: Err("no value supplied for chat_count".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    user_id: Err("no value supplied for user_id".to_string()),
+                }
+            }
+        }
+        impl ChatFolder {
+            pub fn chat_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_count = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_count: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFolder> for super::ChatFolder {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFolder,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_count: value.chat_count?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    name: value.name?,
+                    org_id: value.org_id?,
+                    updated_at: value.updated_at?,
+                    user_id: value.user_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatFolder> for ChatFolder {
+            fn from(value: super::ChatFolder) -> Self {
+                Self {
+                    chat_count: Ok(value.chat_count),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    name: Ok(value.name),
+                    org_id: Ok(value.org_id),
+                    updated_at: Ok(value.updated_at),
+                    user_id: Ok(value.user_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatFolderDeleted {
+            chats_moved: ::std::result::Result<i64, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatFolderDeleted {
+            fn default() -> Self {
+                Self {
+                    chats_moved: Err("no value supplied for chats_moved".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ChatFolderDeleted {
+            pub fn chats_moved<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chats_moved = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chats_moved: {e}"));
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFolderDeleted> for super::ChatFolderDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFolderDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chats_moved: value.chats_moved?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatFolderDeleted> for ChatFolderDeleted {
+            fn from(value: super::ChatFolderDeleted) -> Self {
+                Self {
+                    chats_moved: Ok(value.chats_moved),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatFolderWrite {
+            name: ::std::result::Result<super::ChatFolderWriteName, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatFolderWrite {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl ChatFolderWrite {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatFolderWriteName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFolderWrite> for super::ChatFolderWrite {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFolderWrite,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { name: value.name? })
+            }
+        }
+        impl ::std::convert::From<super::ChatFolderWrite> for ChatFolderWrite {
+            fn from(value: super::ChatFolderWrite) -> Self {
+                Self {
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatIdResponse {
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -16455,14 +16964,397 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatMoveRequest {
+            chat_ids: ::std::result::Result<::std::vec::Vec<::uuid::Uuid>, ::std::string::String>,
+            folder_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatMoveRequest {
+            fn default() -> Self {
+                Self {
+                    chat_ids: Err("no value supplied for chat_ids".to_string()),
+                    folder_id: Err("no value supplied for folder_id".to_string()),
+                }
+            }
+        }
+        impl ChatMoveRequest {
+            pub fn chat_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_ids = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_ids: {e}"));
+                self
+            }
+            pub fn folder_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.folder_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for folder_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatMoveRequest> for super::ChatMoveRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatMoveRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_ids: value.chat_ids?,
+                    folder_id: value.folder_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatMoveRequest> for ChatMoveRequest {
+            fn from(value: super::ChatMoveRequest) -> Self {
+                Self {
+                    chat_ids: Ok(value.chat_ids),
+                    folder_id: Ok(value.folder_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatMoveResponse {
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            moved: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatMoveResponse {
+            fn default() -> Self {
+                Self {
+                    message: Err("no value supplied for message".to_string()),
+                    moved: Err("no value supplied for moved".to_string()),
+                }
+            }
+        }
+        impl ChatMoveResponse {
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message: {e}"));
+                self
+            }
+            pub fn moved<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.moved = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for moved: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatMoveResponse> for super::ChatMoveResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatMoveResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    message: value.message?,
+                    moved: value.moved?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatMoveResponse> for ChatMoveResponse {
+            fn from(value: super::ChatMoveResponse) -> Self {
+                Self {
+                    message: Ok(value.message),
+                    moved: Ok(value.moved),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSearchPage {
+            next_cursor: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            results: ::std::result::Result<
+                ::std::vec::Vec<super::ChatSearchResult>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatSearchPage {
+            fn default() -> Self {
+                Self {
+                    next_cursor: Err("no value supplied for next_cursor".to_string()),
+                    results: Err("no value supplied for results".to_string()),
+                }
+            }
+        }
+        impl ChatSearchPage {
+            pub fn next_cursor<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_cursor = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for next_cursor: {e}"));
+                self
+            }
+            pub fn results<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatSearchResult>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.results = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for results: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSearchPage> for super::ChatSearchPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSearchPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    next_cursor: value.next_cursor?,
+                    results: value.results?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSearchPage> for ChatSearchPage {
+            fn from(value: super::ChatSearchPage) -> Self {
+                Self {
+                    next_cursor: Ok(value.next_cursor),
+                    results: Ok(value.results),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatSearchResult {
+            chat_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            folder_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            message_created_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            message_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            pinned: ::std::result::Result<bool, ::std::string::String>,
+            role: ::std::result::Result<
+                ::std::option::Option<super::ChatRole>,
+                ::std::string::String,
+            >,
+            snippet: ::std::result::Result<::std::string::String, ::std::string::String>,
+            status: ::std::result::Result<super::ChatStatus, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title_highlight: ::std::result::Result<::std::string::String, ::std::string::String>,
+            title_match: ::std::result::Result<bool, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatSearchResult {
+            fn default() -> Self {
+                Self {
+                    chat_id: Err("no value supplied for chat_id".to_string()),
+                    folder_id: Err("no value supplied for folder_id".to_string()),
+                    message_created_at: Err("no value supplied for message_created_at".to_string()),
+                    message_id: Err("no value supplied for message_id".to_string()),
+                    pinned: Err("no value supplied for pinned".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                    snippet: Err("no value supplied for snippet".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                    title_highlight: Err("no value supplied for title_highlight".to_string()),
+                    title_match: Err("no value supplied for title_match".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl ChatSearchResult {
+            pub fn chat_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chat_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chat_id: {e}"));
+                self
+            }
+            pub fn folder_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.folder_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for folder_id: {e}"));
+                self
+            }
+            pub fn message_created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_created_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for message_created_at: {e}")
+                });
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for message_id: {e}"));
+                self
+            }
+            pub fn pinned<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatRole>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+            pub fn snippet<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.snippet = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for snippet: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn title_highlight<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title_highlight = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for title_highlight: {e}")
+                });
+                self
+            }
+            pub fn title_match<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title_match = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title_match: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatSearchResult> for super::ChatSearchResult {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatSearchResult,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chat_id: value.chat_id?,
+                    folder_id: value.folder_id?,
+                    message_created_at: value.message_created_at?,
+                    message_id: value.message_id?,
+                    pinned: value.pinned?,
+                    role: value.role?,
+                    snippet: value.snippet?,
+                    status: value.status?,
+                    title: value.title?,
+                    title_highlight: value.title_highlight?,
+                    title_match: value.title_match?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatSearchResult> for ChatSearchResult {
+            fn from(value: super::ChatSearchResult) -> Self {
+                Self {
+                    chat_id: Ok(value.chat_id),
+                    folder_id: Ok(value.folder_id),
+                    message_created_at: Ok(value.message_created_at),
+                    message_id: Ok(value.message_id),
+                    pinned: Ok(value.pinned),
+                    role: Ok(value.role),
+                    snippet: Ok(value.snippet),
+                    status: Ok(value.status),
+                    title: Ok(value.title),
+                    title_highlight: Ok(value.title_highlight),
+                    title_match: Ok(value.title_match),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatSession {
             created_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
                 ::std::string::String,
             >,
+            folder_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             metadata: ::std::result::Result<super::ChatMetadata, ::std::string::String>,
             org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            pinned: ::std::result::Result<bool, ::std::string::String>,
+            pinned_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
             settings: ::std::result::Result<
                 ::std::option::Option<super::ChatSettings>,
                 ::std::string::String,
@@ -16479,9 +17371,12 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     created_at: Err("no value supplied for created_at".to_string()),
+                    folder_id: Err("no value supplied for folder_id".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     metadata: Err("no value supplied for metadata".to_string()),
                     org_id: Err("no value supplied for org_id".to_string()),
+                    pinned: Err("no value supplied for pinned".to_string()),
+                    pinned_at: Err("no value supplied for pinned_at".to_string()),
                     settings: Err("no value supplied for settings".to_string()),
                     status: Err("no value supplied for status".to_string()),
                     title: Err("no value supplied for title".to_string()),
@@ -16499,6 +17394,16 @@ pub mod types {
                 self.created_at = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn folder_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.folder_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for folder_id: {e}"));
                 self
             }
             pub fn id<T>(mut self, value: T) -> Self
@@ -16529,6 +17434,28 @@ pub mod types {
                 self.org_id = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn pinned<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned: {e}"));
+                self
+            }
+            pub fn pinned_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned_at: {e}"));
                 self
             }
             pub fn settings<T>(mut self, value: T) -> Self
@@ -16589,9 +17516,12 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     created_at: value.created_at?,
+                    folder_id: value.folder_id?,
                     id: value.id?,
                     metadata: value.metadata?,
                     org_id: value.org_id?,
+                    pinned: value.pinned?,
+                    pinned_at: value.pinned_at?,
                     settings: value.settings?,
                     status: value.status?,
                     title: value.title?,
@@ -16604,9 +17534,12 @@ pub mod types {
             fn from(value: super::ChatSession) -> Self {
                 Self {
                     created_at: Ok(value.created_at),
+                    folder_id: Ok(value.folder_id),
                     id: Ok(value.id),
                     metadata: Ok(value.metadata),
                     org_id: Ok(value.org_id),
+                    pinned: Ok(value.pinned),
+                    pinned_at: Ok(value.pinned_at),
                     settings: Ok(value.settings),
                     status: Ok(value.status),
                     title: Ok(value.title),
@@ -16621,11 +17554,18 @@ pub mod types {
                 ::chrono::DateTime<::chrono::offset::Utc>,
                 ::std::string::String,
             >,
+            folder_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             messages:
                 ::std::result::Result<::std::vec::Vec<super::ChatMessage>, ::std::string::String>,
             metadata: ::std::result::Result<super::ChatMetadata, ::std::string::String>,
             org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            pinned: ::std::result::Result<bool, ::std::string::String>,
+            pinned_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
             settings: ::std::result::Result<
                 ::std::option::Option<super::ChatSettings>,
                 ::std::string::String,
@@ -16644,10 +17584,13 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     created_at: Err("no value supplied for created_at".to_string()),
+                    folder_id: Err("no value supplied for folder_id".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     messages: Err("no value supplied for messages".to_string()),
                     metadata: Err("no value supplied for metadata".to_string()),
                     org_id: Err("no value supplied for org_id".to_string()),
+                    pinned: Err("no value supplied for pinned".to_string()),
+                    pinned_at: Err("no value supplied for pinned_at".to_string()),
                     settings: Err("no value supplied for settings".to_string()),
                     status: Err("no value supplied for status".to_string()),
                     title: Err("no value supplied for title".to_string()),
@@ -16666,6 +17609,16 @@ pub mod types {
                 self.created_at = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn folder_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.folder_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for folder_id: {e}"));
                 self
             }
             pub fn id<T>(mut self, value: T) -> Self
@@ -16706,6 +17659,28 @@ pub mod types {
                 self.org_id = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn pinned<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned: {e}"));
+                self
+            }
+            pub fn pinned_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned_at: {e}"));
                 self
             }
             pub fn settings<T>(mut self, value: T) -> Self
@@ -16776,10 +17751,13 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     created_at: value.created_at?,
+                    folder_id: value.folder_id?,
                     id: value.id?,
                     messages: value.messages?,
                     metadata: value.metadata?,
                     org_id: value.org_id?,
+                    pinned: value.pinned?,
+                    pinned_at: value.pinned_at?,
                     settings: value.settings?,
                     status: value.status?,
                     title: value.title?,
@@ -16793,10 +17771,13 @@ pub mod types {
             fn from(value: super::ChatSessionDetail) -> Self {
                 Self {
                     created_at: Ok(value.created_at),
+                    folder_id: Ok(value.folder_id),
                     id: Ok(value.id),
                     messages: Ok(value.messages),
                     metadata: Ok(value.metadata),
                     org_id: Ok(value.org_id),
+                    pinned: Ok(value.pinned),
+                    pinned_at: Ok(value.pinned_at),
                     settings: Ok(value.settings),
                     status: Ok(value.status),
                     title: Ok(value.title),
@@ -18172,6 +19153,9 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct ChatWrite {
+            folder_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            pinned: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
             settings: ::std::result::Result<
                 ::std::option::Option<super::ChatSettings>,
                 ::std::string::String,
@@ -18188,6 +19172,8 @@ pub mod types {
         impl ::std::default::Default for ChatWrite {
             fn default() -> Self {
                 Self {
+                    folder_id: Ok(Default::default()),
+                    pinned: Ok(Default::default()),
                     settings: Ok(Default::default()),
                     status: Ok(Default::default()),
                     title: Ok(Default::default()),
@@ -18195,6 +19181,26 @@ pub mod types {
             }
         }
         impl ChatWrite {
+            pub fn folder_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.folder_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for folder_id: {e}"));
+                self
+            }
+            pub fn pinned<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pinned = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for pinned: {e}"));
+                self
+            }
             pub fn settings<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::ChatSettings>>,
@@ -18232,6 +19238,8 @@ pub mod types {
                 value: ChatWrite,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    folder_id: value.folder_id?,
+                    pinned: value.pinned?,
                     settings: value.settings?,
                     status: value.status?,
                     title: value.title?,
@@ -18241,6 +19249,8 @@ pub mod types {
         impl ::std::convert::From<super::ChatWrite> for ChatWrite {
             fn from(value: super::ChatWrite) -> Self {
                 Self {
+                    folder_id: Ok(value.folder_id),
+                    pinned: Ok(value.pinned),
                     settings: Ok(value.settings),
                     status: Ok(value.status),
                     title: Ok(value.title),
@@ -36240,7 +37250,9 @@ impl Client {
     }
     /**Rename, archive or reconfigure a chat session
 
-    Permission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`.
+    Permission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`, and for a `folder_id` that is not one of the caller's folders (nothing changed).
+
+    Additions: `pinned` pins (`true`; a pinned chat keeps its `pinned_at`) or unpins (`false`) the chat; `folder_id` puts it into that folder (`POST /api/chat/folders/move` with `folder_id: null` takes chats out). A body with only these two fields leaves `updated_at` alone: organizing a chat does not make it recent.
 
     Sends a `PUT` request to `/api/chat`
 
@@ -36261,7 +37273,7 @@ impl Client {
     }
     /**Create a chat session
 
-    Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).
+    Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it). Additions: `pinned` (default `false`) and `folder_id` (one of the caller's folders, `GET /api/chat/folders`; `400 unknown_folder` for any other id, nothing created).
 
     Visibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.
 
@@ -36398,6 +37410,101 @@ impl Client {
     pub fn chat_feedback_delete(&self) -> builder::ChatFeedbackDelete<'_> {
         builder::ChatFeedbackDelete::new(self)
     }
+    /**List the caller's chat folders
+
+    Permission `chats:read`. The caller's folders in the organization (folders are private to their user, as chats are), by name (case-insensitively), then id; each with `chat_count`, its chats that are not `DELETED`. At most 1,000 folders exist per user and organization.
+
+    Sends a `GET` request to `/api/chat/folders`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_folders_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_folders_list(&self) -> builder::ChatFoldersList<'_> {
+        builder::ChatFoldersList::new(self)
+    }
+    /**Rename a chat folder
+
+    Permission `chats:write`. The rules of create apply (`400 invalid_name`, `409 folder_name_taken`); renaming a folder to its own name in another case is allowed. `404 not_found` for a folder that is not the caller's.
+
+    Sends a `PUT` request to `/api/chat/folders`
+
+    Arguments:
+    - `folder_id`: The folder.
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_folders_rename()
+        .folder_id(folder_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_folders_rename(&self) -> builder::ChatFoldersRename<'_> {
+        builder::ChatFoldersRename::new(self)
+    }
+    /**Create a chat folder
+
+    Permission `chats:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique among the caller's folders in the organization, case-insensitively in every script (`409 folder_name_taken`); at most 1,000 folders (`409 too_many_folders`). Put chats into it with `PUT /api/chat` (`folder_id`) or `POST /api/chat/folders/move`.
+
+    Sends a `POST` request to `/api/chat/folders`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_folders_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_folders_create(&self) -> builder::ChatFoldersCreate<'_> {
+        builder::ChatFoldersCreate::new(self)
+    }
+    /**Delete a chat folder
+
+    Permission `chats:write` (no chat is deleted: its chats move out of it, into no folder; `chats_moved` counts them). `404 not_found` for a folder that is not the caller's.
+
+    Sends a `DELETE` request to `/api/chat/folders`
+
+    Arguments:
+    - `folder_id`: The folder.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.chat_folders_delete()
+        .folder_id(folder_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_folders_delete(&self) -> builder::ChatFoldersDelete<'_> {
+        builder::ChatFoldersDelete::new(self)
+    }
+    /**Move chats into a folder, or out of any
+
+    Permission `chats:write`. `chat_ids`: 1 to 100 of the caller's chats (`400 invalid_request` otherwise; duplicates count once); `folder_id`: one of the caller's folders, or `null` to take the chats out of their folders. All or nothing: a chat or folder that is not the caller's is `404 not_found` and nothing moves. A chat's `updated_at` does not change (nor does a pin).
+
+    Sends a `POST` request to `/api/chat/folders/move`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.chat_folders_move()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_folders_move(&self) -> builder::ChatFoldersMove<'_> {
+        builder::ChatFoldersMove::new(self)
+    }
     /**Import chats from an export of this service, ChatGPT, Open WebUI, Claude or LibreChat
 
     An addition to the spec. Permission `chats:write`. The body is the exported JSON file, either raw (any `Content-Type`, e.g. `application/json`) or as the part named `file` of a `multipart/form-data` form. At most 50 MiB (`413 file_too_large`, answered from `Content-Length` before the body is read, or as soon as the bytes read pass the limit), arriving within 5 minutes (or `http.body_read_timeout_secs` if longer; `408 request_timeout`). An instance runs four imports at once; another waits up to a minute for its turn, then `503 server_busy`.
@@ -36427,20 +37534,24 @@ impl Client {
     }
     /**List the caller's chat sessions
 
-    Permission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
+    Permission `chats:read`. The caller's chats in the organization: pinned chats first (most recently pinned first), then the others, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). Additions: `folder_id` keeps the chats of that folder of the caller's (none for another id), `pinned` the pinned (`true`) or the unpinned (`false`) ones. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
 
     Sends a `GET` request to `/api/chat/list`
 
     Arguments:
+    - `folder_id`: Addition: only the chats in this folder of the caller's (none for an id that is not one).
     - `limit`: Items to return: 1 to 500, default 100.
     - `offset`: Items to skip, default 0.
     - `org_id`: The organization.
+    - `pinned`: Addition: only pinned chats (`true`) or only unpinned ones (`false`).
     - `status`: Only chats in this state (default: `ACTIVE` and `ARCHIVED`).
     ```ignore
     let response = client.chat_list()
+        .folder_id(folder_id)
         .limit(limit)
         .offset(offset)
         .org_id(org_id)
+        .pinned(pinned)
         .status(status)
         .send()
         .await;
@@ -36487,6 +37598,41 @@ impl Client {
     ```*/
     pub fn chat_regenerate(&self) -> builder::ChatRegenerate<'_> {
         builder::ChatRegenerate::new(self)
+    }
+    /**Search the caller's chats
+
+    Permission `chats:read`. Looks through the caller's own chats in the organization (never another user's: chats are private): their titles and the text of every message, on any branch. `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are searched, not `DELETED` ones. `folder_id` keeps the chats of that folder.
+
+    `q` (1 to 200 characters after trimming, not blank, without NUL; `400 invalid_query` otherwise) matches a text, case-insensitively in every script (`Straße`, `ПРИВЕТ`, `ΣΟΦΙΑ`), when either - its words match: PostgreSQL full text search with the `simple` configuration (no stemming, no stop words, so every language alike) and web-search syntax: words in any order, `"a phrase"`, `or`, `-word` to exclude; or - the text contains `q` as typed (trimmed): parts of words, Japanese or Chinese without spaces (`天気`), emoji, punctuation.
+
+    One result per chat, with its best matching message (`message_id`, `null` when only the title matches) and a `snippet` around the match. Order: chats whose title matches first; then better matches first (the text contains `q` as typed, then the full-text rank `ts_rank_cd`); then the most recently updated.
+
+    `snippet` and `title_highlight` are HTML: the text is escaped (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`) and each match is wrapped in `<mark>`…`</mark>`, the only markup; `…` marks a cut.
+
+    Paged by an opaque cursor: `limit` 1 to 50 (default 20; `400 invalid_pagination`), and `cursor` the `next_cursor` of the previous page (`null` on the last page). A cursor belongs to its query: one that the server did not issue, or issued for another `q`, `status` or `folder_id`, is `400 invalid_cursor`. Pages follow one another without repeats while the chats do not change; a chat updated between two pages can move.
+
+    Sends a `GET` request to `/api/chat/search`
+
+    Arguments:
+    - `cursor`: The `next_cursor` of the previous page (same `q`, `status` and `folder_id`).
+    - `folder_id`: Only the chats in this folder of the caller's.
+    - `limit`: Results per page: 1 to 50, default 20.
+    - `org_id`: The organization.
+    - `q`: What to look for: 1 to 200 characters, not blank, without NUL. Words in any order (`"a phrase"`, `or`, `-word` as in web search engines), or any part of a text as typed (parts of words, Japanese or Chinese without spaces, emoji); case-insensitive. (The pattern's blanks are those the server trims, Unicode's White_Space.)
+    - `status`: Only chats in this state (default: `ACTIVE` and `ARCHIVED`; `DELETED` chats are searched only when asked for).
+    ```ignore
+    let response = client.chat_search()
+        .cursor(cursor)
+        .folder_id(folder_id)
+        .limit(limit)
+        .org_id(org_id)
+        .q(q)
+        .status(status)
+        .send()
+        .await;
+    ```*/
+    pub fn chat_search(&self) -> builder::ChatSearch<'_> {
+        builder::ChatSearch::new(self)
     }
     /**Send a message and stream the answer (resumable)
 
@@ -41564,6 +42710,517 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::chat_folders_list`]
+
+    [`Client::chat_folders_list`]: super::Client::chat_folders_list*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFoldersList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatFoldersList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/folders`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::ChatFolder>>, Error<types::Error>>
+        {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/folders", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_folders_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_folders_rename`]
+
+    [`Client::chat_folders_rename`]: super::Client::chat_folders_rename*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFoldersRename<'a> {
+        client: &'a super::Client,
+        folder_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatFolderWrite, String>,
+    }
+    impl<'a> ChatFoldersRename<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                folder_id: Err("folder_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn folder_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.folder_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for folder_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatFolderWrite>,
+            <V as std::convert::TryInto<types::ChatFolderWrite>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatFolderWrite` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ChatFolderWrite) -> types::builder::ChatFolderWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/chat/folders`
+        pub async fn send(self) -> Result<ResponseValue<types::ChatFolder>, Error<types::Error>> {
+            let Self {
+                client,
+                folder_id,
+                org_id,
+                body,
+            } = self;
+            let folder_id = folder_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatFolderWrite::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/folders", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("folder_id", &folder_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_folders_rename",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_folders_create`]
+
+    [`Client::chat_folders_create`]: super::Client::chat_folders_create*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFoldersCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatFolderWrite, String>,
+    }
+    impl<'a> ChatFoldersCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatFolderWrite>,
+            <V as std::convert::TryInto<types::ChatFolderWrite>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatFolderWrite` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ChatFolderWrite) -> types::builder::ChatFolderWrite,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/folders`
+        pub async fn send(self) -> Result<ResponseValue<types::ChatFolder>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatFolderWrite::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/folders", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_folders_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_folders_delete`]
+
+    [`Client::chat_folders_delete`]: super::Client::chat_folders_delete*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFoldersDelete<'a> {
+        client: &'a super::Client,
+        folder_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ChatFoldersDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                folder_id: Err("folder_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn folder_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.folder_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for folder_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/chat/folders`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatFolderDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                folder_id,
+                org_id,
+            } = self;
+            let folder_id = folder_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/folders", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("folder_id", &folder_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_folders_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_folders_move`]
+
+    [`Client::chat_folders_move`]: super::Client::chat_folders_move*/
+    #[derive(Debug, Clone)]
+    pub struct ChatFoldersMove<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatMoveRequest, String>,
+    }
+    impl<'a> ChatFoldersMove<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatMoveRequest>,
+            <V as std::convert::TryInto<types::ChatMoveRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ChatMoveRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ChatMoveRequest) -> types::builder::ChatMoveRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/chat/folders/move`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatMoveResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatMoveRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/folders/move", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_folders_move",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::chat_import`]
 
     [`Client::chat_import`]: super::Client::chat_import*/
@@ -41687,20 +43344,34 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct ChatList<'a> {
         client: &'a super::Client,
+        folder_id: Result<Option<::uuid::Uuid>, String>,
         limit: Result<Option<::std::num::NonZeroU32>, String>,
         offset: Result<Option<u32>, String>,
         org_id: Result<::uuid::Uuid, String>,
+        pinned: Result<Option<bool>, String>,
         status: Result<Option<types::ChatStatus>, String>,
     }
     impl<'a> ChatList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                folder_id: Ok(None),
                 limit: Ok(None),
                 offset: Ok(None),
                 org_id: Err("org_id was not initialized".to_string()),
+                pinned: Ok(None),
                 status: Ok(None),
             }
+        }
+        pub fn folder_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.folder_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for folder_id failed".to_string());
+            self
         }
         pub fn limit<V>(mut self, value: V) -> Self
         where
@@ -41730,6 +43401,16 @@ pub mod builder {
                 .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
             self
         }
+        pub fn pinned<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<bool>,
+        {
+            self.pinned = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `bool` for pinned failed".to_string());
+            self
+        }
         pub fn status<V>(mut self, value: V) -> Self
         where
             V: std::convert::TryInto<types::ChatStatus>,
@@ -41747,14 +43428,18 @@ pub mod builder {
         {
             let Self {
                 client,
+                folder_id,
                 limit,
                 offset,
                 org_id,
+                pinned,
                 status,
             } = self;
+            let folder_id = folder_id.map_err(Error::InvalidRequest)?;
             let limit = limit.map_err(Error::InvalidRequest)?;
             let offset = offset.map_err(Error::InvalidRequest)?;
             let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let pinned = pinned.map_err(Error::InvalidRequest)?;
             let status = status.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/chat/list", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -41770,9 +43455,11 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("folder_id", &folder_id))
                 .query(&progenitor_client::QueryParam::new("limit", &limit))
                 .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("pinned", &pinned))
                 .query(&progenitor_client::QueryParam::new("status", &status))
                 .headers(header_map)
                 .build()?;
@@ -42003,6 +43690,156 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::chat_search`]
+
+    [`Client::chat_search`]: super::Client::chat_search*/
+    #[derive(Debug, Clone)]
+    pub struct ChatSearch<'a> {
+        client: &'a super::Client,
+        cursor: Result<Option<::std::string::String>, String>,
+        folder_id: Result<Option<::uuid::Uuid>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        q: Result<types::ChatSearchQ, String>,
+        status: Result<Option<types::ChatStatus>, String>,
+    }
+    impl<'a> ChatSearch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                cursor: Ok(None),
+                folder_id: Ok(None),
+                limit: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                q: Err("q was not initialized".to_string()),
+                status: Ok(None),
+            }
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.cursor = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for cursor failed".to_string()
+            });
+            self
+        }
+        pub fn folder_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.folder_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for folder_id failed".to_string());
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn q<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatSearchQ>,
+        {
+            self.q = value
+                .try_into()
+                .map_err(|_| "conversion to `ChatSearchQ` for q failed".to_string());
+            self
+        }
+        pub fn status<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatStatus>,
+        {
+            self.status = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `ChatStatus` for status failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/chat/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatSearchPage>, Error<types::Error>> {
+            let Self {
+                client,
+                cursor,
+                folder_id,
+                limit,
+                org_id,
+                q,
+                status,
+            } = self;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let folder_id = folder_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let q = q.map_err(Error::InvalidRequest)?;
+            let status = status.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/chat/search", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .query(&progenitor_client::QueryParam::new("folder_id", &folder_id))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("q", &q))
+                .query(&progenitor_client::QueryParam::new("status", &status))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "chat_search",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

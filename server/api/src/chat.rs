@@ -51,6 +51,17 @@ pub struct ChatWrite {
     pub status: Option<ChatStatus>,
     #[serde(default)]
     pub settings: Option<ChatSettings>,
+    /// Addition: `true` pins the chat (pinned chats come first in `GET
+    /// /api/chat/list`; pinning a pinned chat keeps its `pinned_at`),
+    /// `false` unpins it.
+    #[serde(default)]
+    pub pinned: Option<bool>,
+    /// Addition: puts the chat into this folder of the caller's (`GET
+    /// /api/chat/folders`; any other id is `400 unknown_folder` on create,
+    /// `404 not_found` on update). Absent: the chat stays where it is. To take chats out of their folder, `POST
+    /// /api/chat/folders/move` with `folder_id: null`.
+    #[serde(default)]
+    pub folder_id: Option<Uuid>,
 }
 
 /// `{id, message}` answer of create and update.
@@ -91,6 +102,15 @@ pub struct ChatSession {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
+    /// Addition: whether the chat is pinned.
+    pub pinned: bool,
+    /// Addition: when it was pinned, `null` when it is not.
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
+    pub pinned_at: Option<DateTime<Utc>>,
+    /// Addition: the caller's folder holding the chat, `null` for none.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
+    pub folder_id: Option<Uuid>,
 }
 
 /// Who wrote a chat message.
@@ -246,6 +266,15 @@ pub struct ChatSessionDetail {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
+    /// Addition: whether the chat is pinned.
+    pub pinned: bool,
+    /// Addition: when it was pinned, `null` when it is not.
+    #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
+    #[serde(serialize_with = "crate::time::serialize_opt")]
+    pub pinned_at: Option<DateTime<Utc>>,
+    /// Addition: the caller's folder holding the chat, `null` for none.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
+    pub folder_id: Option<Uuid>,
     /// The active path, first message first (other branches are reached
     /// through each message's siblings).
     pub messages: Vec<ChatMessage>,
@@ -276,6 +305,14 @@ pub struct ChatListQuery {
     /// Items to skip, default 0.
     #[schemars(range(max = 4294967295u32))]
     pub offset: Option<u32>,
+    /// Addition: only the chats in this folder of the caller's (none for
+    /// an id that is not one).
+    #[serde(default)]
+    pub folder_id: Option<Uuid>,
+    /// Addition: only pinned chats (`true`) or only unpinned ones
+    /// (`false`).
+    #[serde(default)]
+    pub pinned: Option<bool>,
 }
 
 /// Query of `DELETE /api/chat/delete_session`.

@@ -8,6 +8,8 @@
 pub mod agents;
 pub mod auth;
 pub mod chat;
+pub mod chat_folders;
+pub mod chat_search;
 pub mod chat_shares;
 pub mod chat_transfer;
 pub mod conversations;
@@ -1532,6 +1534,9 @@ pub trait WorkspaceApi {
     /// `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`).
     /// `send_message` applies `temperature` and `max_tokens`; `top_p` is
     /// stored for clients (the model clients here do not send it).
+    /// Additions: `pinned` (default `false`) and `folder_id` (one of the
+    /// caller's folders, `GET /api/chat/folders`; `400 unknown_folder` for
+    /// any other id, nothing created).
     ///
     /// Visibility (the spec leaves it open): a chat belongs to its
     /// organization and to the user who created it, and only that user
@@ -1565,11 +1570,14 @@ pub trait WorkspaceApi {
 
     /// List the caller's chat sessions.
     ///
-    /// Permission `chats:read`. The caller's chats in the organization,
+    /// Permission `chats:read`. The caller's chats in the organization:
+    /// pinned chats first (most recently pinned first), then the others,
     /// most recently updated first (ties by id). `status` filters to one
     /// state; without it `ACTIVE` and `ARCHIVED` chats are listed (not
-    /// `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0
-    /// (`400 invalid_pagination`).
+    /// `DELETED` ones). Additions: `folder_id` keeps the chats of that
+    /// folder of the caller's (none for another id), `pinned` the pinned
+    /// (`true`) or the unpinned (`false`) ones. `limit` 1 to 500 (default
+    /// 100), `offset` default 0 (`400 invalid_pagination`).
     #[endpoint { method = GET, path = "/api/chat/list", tags = ["chat"] }]
     async fn chat_list(
         rqctx: RequestContext<Self::Context>,
@@ -1580,7 +1588,15 @@ pub trait WorkspaceApi {
     ///
     /// Permission `chats:write`. Absent fields stay; the same rules as
     /// create. `status` `DELETED` hides the chat from the default list
-    /// (it is kept until `delete_session`). `404 not_found` as for `get`.
+    /// (it is kept until `delete_session`). `404 not_found` as for `get`,
+    /// and for a `folder_id` that is not one of the caller's folders
+    /// (nothing changed).
+    ///
+    /// Additions: `pinned` pins (`true`; a pinned chat keeps its
+    /// `pinned_at`) or unpins (`false`) the chat; `folder_id` puts it into
+    /// that folder (`POST /api/chat/folders/move` with `folder_id: null`
+    /// takes chats out). A body with only these two fields leaves
+    /// `updated_at` alone: organizing a chat does not make it recent.
     #[endpoint { method = PUT, path = "/api/chat", tags = ["chat"] }]
     async fn chat_update(
         rqctx: RequestContext<Self::Context>,
@@ -2227,6 +2243,115 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<feedback::FeedbackExportQuery>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+    // ---- Chat search, pins and folders (issue #35) ----
+
+    /// Search the caller's chats.
+    ///
+    /// Permission `chats:read`. Looks through the caller's own chats in the
+    /// organization (never another user's: chats are private): their titles
+    /// and the text of every message, on any branch. `status` filters to one
+    /// state; without it `ACTIVE` and `ARCHIVED` chats are searched, not
+    /// `DELETED` ones. `folder_id` keeps the chats of that folder.
+    ///
+    /// `q` (1 to 200 characters after trimming, not blank, without NUL;
+    /// `400 invalid_query` otherwise) matches a text, case-insensitively in
+    /// every script (`Straße`, `ПРИВЕТ`, `ΣΟΦΙΑ`), when either
+    /// - its words match: PostgreSQL full text search with the `simple`
+    ///   configuration (no stemming, no stop words, so every language
+    ///   alike) and web-search syntax: words in any order, `"a phrase"`,
+    ///   `or`, `-word` to exclude; or
+    /// - the text contains `q` as typed (trimmed): parts of words,
+    ///   Japanese or Chinese without spaces (`天気`), emoji, punctuation.
+    ///
+    /// One result per chat, with its best matching message (`message_id`,
+    /// `null` when only the title matches) and a `snippet` around the match.
+    /// Order: chats whose title matches first; then better matches first
+    /// (the text contains `q` as typed, then the full-text rank
+    /// `ts_rank_cd`); then the most recently updated.
+    ///
+    /// `snippet` and `title_highlight` are HTML: the text is escaped
+    /// (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`) and each match is
+    /// wrapped in `<mark>`…`</mark>`, the only markup; `…` marks a cut.
+    ///
+    /// Paged by an opaque cursor: `limit` 1 to 50 (default 20; `400
+    /// invalid_pagination`), and `cursor` the `next_cursor` of the previous
+    /// page (`null` on the last page). A cursor belongs to its query: one
+    /// that the server did not issue, or issued for another `q`, `status`
+    /// or `folder_id`, is `400 invalid_cursor`. Pages follow one another
+    /// without repeats while the chats do not change; a chat updated
+    /// between two pages can move.
+    #[endpoint { method = GET, path = "/api/chat/search", tags = ["chat"] }]
+    async fn chat_search(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_search::ChatSearchQuery>,
+    ) -> Result<HttpResponseOk<chat_search::ChatSearchPage>, HttpError>;
+
+    /// List the caller's chat folders.
+    ///
+    /// Permission `chats:read`. The caller's folders in the organization
+    /// (folders are private to their user, as chats are), by name
+    /// (case-insensitively), then id; each with `chat_count`, its chats
+    /// that are not `DELETED`. At most 1,000 folders exist per user and
+    /// organization.
+    #[endpoint { method = GET, path = "/api/chat/folders", tags = ["chat"] }]
+    async fn chat_folders_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<chat_folders::ChatFolder>>, HttpError>;
+
+    /// Create a chat folder.
+    ///
+    /// Permission `chats:write`. `name` 1 to 100 characters after trimming
+    /// (`400 invalid_name`), unique among the caller's folders in the
+    /// organization, case-insensitively in every script (`409
+    /// folder_name_taken`); at most 1,000 folders (`409
+    /// too_many_folders`). Put chats into it with `PUT /api/chat`
+    /// (`folder_id`) or `POST /api/chat/folders/move`.
+    #[endpoint { method = POST, path = "/api/chat/folders", tags = ["chat"] }]
+    async fn chat_folders_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat_folders::ChatFolderWrite>,
+    ) -> Result<HttpResponseCreated<chat_folders::ChatFolder>, HttpError>;
+
+    /// Rename a chat folder.
+    ///
+    /// Permission `chats:write`. The rules of create apply (`400
+    /// invalid_name`, `409 folder_name_taken`); renaming a folder to its
+    /// own name in another case is allowed. `404 not_found` for a folder
+    /// that is not the caller's.
+    #[endpoint { method = PUT, path = "/api/chat/folders", tags = ["chat"] }]
+    async fn chat_folders_rename(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_folders::ChatFolderQuery>,
+        body: JsonBody<chat_folders::ChatFolderWrite>,
+    ) -> Result<HttpResponseOk<chat_folders::ChatFolder>, HttpError>;
+
+    /// Delete a chat folder.
+    ///
+    /// Permission `chats:write` (no chat is deleted: its chats move out of
+    /// it, into no folder; `chats_moved` counts them). `404 not_found` for
+    /// a folder that is not the caller's.
+    #[endpoint { method = DELETE, path = "/api/chat/folders", tags = ["chat"] }]
+    async fn chat_folders_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<chat_folders::ChatFolderQuery>,
+    ) -> Result<HttpResponseOk<chat_folders::ChatFolderDeleted>, HttpError>;
+
+    /// Move chats into a folder, or out of any.
+    ///
+    /// Permission `chats:write`. `chat_ids`: 1 to 100 of the caller's chats
+    /// (`400 invalid_request` otherwise; duplicates count once);
+    /// `folder_id`: one of the caller's folders, or `null` to take the
+    /// chats out of their folders. All or nothing: a chat or folder that is
+    /// not the caller's is `404 not_found` and nothing moves. A chat's
+    /// `updated_at` does not change (nor does a pin).
+    #[endpoint { method = POST, path = "/api/chat/folders/move", tags = ["chat"] }]
+    async fn chat_folders_move(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<chat_folders::ChatMoveRequest>,
+    ) -> Result<HttpResponseOk<chat_folders::ChatMoveResponse>, HttpError>;
 
     // ---- Tools area (/api/tools) ----
 

@@ -180,6 +180,11 @@ pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
         crate::conversations::MESSAGES_DEFAULT_LIMIT,
     ),
     ("conversation_messages", "offset", 0),
+    (
+        "chat_search",
+        "limit",
+        crate::chat_search::SEARCH_DEFAULT_LIMIT,
+    ),
 ];
 
 /// The `error_code`s of 401 answers to a missing, malformed, expired or
@@ -853,7 +858,12 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "chat_create",
         &[
-            (400, &["invalid_title", "invalid_settings"]),
+            // `unknown_folder`: a `folder_id` that is not one of the
+            // caller's folders.
+            (
+                400,
+                &["invalid_title", "invalid_settings", "unknown_folder"],
+            ),
             (403, &["forbidden"]),
         ],
     ),
@@ -1011,6 +1021,44 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (413, &["file_too_large"]),
             (503, &["server_busy"]),
         ],
+    ),
+    // Chat search, pins and folders (issue #35). Folders are private to
+    // their user, like chats: another user's folder is 404.
+    (
+        "chat_search",
+        &[
+            (
+                400,
+                &["invalid_query", "invalid_pagination", "invalid_cursor"],
+            ),
+            (403, &["forbidden"]),
+        ],
+    ),
+    ("chat_folders_list", &[(403, &["forbidden"])]),
+    (
+        "chat_folders_create",
+        &[
+            (400, &["invalid_name"]),
+            (403, &["forbidden"]),
+            (409, &["folder_name_taken", "too_many_folders"]),
+        ],
+    ),
+    (
+        "chat_folders_rename",
+        &[
+            (400, &["invalid_name"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["folder_name_taken"]),
+        ],
+    ),
+    (
+        "chat_folders_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "chat_folders_move",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
     // Tools and agents. Operations addressed by their own id answer 404 for
     // another organization's object, like a missing one.

@@ -5,6 +5,8 @@ pub mod agents;
 pub mod answer;
 pub mod auth;
 pub mod chat;
+pub mod chat_folders;
+pub mod chat_search;
 pub mod chat_shares;
 pub mod chat_transfer;
 pub mod conversations;

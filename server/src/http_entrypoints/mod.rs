@@ -8,6 +8,7 @@
 mod agents;
 mod auth;
 mod chat;
+mod chat_organize;
 mod chat_shares;
 mod chat_transfer;
 mod conversations;
@@ -366,6 +367,13 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn conversation_feedback_delete(query: QueryParams<workspace_api::conversations::ConversationMessageQuery>) -> HttpResponseOk<workspace_api::feedback::FeedbackDeleted> => feedback::delete_conversation);
     delegate!(fn org_feedback_list(query: QueryParams<workspace_api::feedback::FeedbackListQuery>) -> HttpResponseOk<workspace_api::feedback::FeedbackPage> => feedback::list);
     delegate!(fn org_feedback_export(query: QueryParams<workspace_api::feedback::FeedbackExportQuery>) -> http::Response<dropshot::Body> => feedback::export);
+    // ---- Chat search, pins and folders (issue #35) ----
+    delegate!(fn chat_search(query: QueryParams<workspace_api::chat_search::ChatSearchQuery>) -> HttpResponseOk<workspace_api::chat_search::ChatSearchPage> => chat_organize::search);
+    delegate!(fn chat_folders_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<workspace_api::chat_folders::ChatFolder>> => chat_organize::folders_list);
+    delegate!(fn chat_folders_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat_folders::ChatFolderWrite>) -> HttpResponseCreated<workspace_api::chat_folders::ChatFolder> => chat_organize::folders_create);
+    delegate!(fn chat_folders_rename(query: QueryParams<workspace_api::chat_folders::ChatFolderQuery>, body: JsonBody<workspace_api::chat_folders::ChatFolderWrite>) -> HttpResponseOk<workspace_api::chat_folders::ChatFolder> => chat_organize::folders_rename);
+    delegate!(fn chat_folders_delete(query: QueryParams<workspace_api::chat_folders::ChatFolderQuery>) -> HttpResponseOk<workspace_api::chat_folders::ChatFolderDeleted> => chat_organize::folders_delete);
+    delegate!(fn chat_folders_move(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::chat_folders::ChatMoveRequest>) -> HttpResponseOk<workspace_api::chat_folders::ChatMoveResponse> => chat_organize::folders_move);
 
     // ---- Tools area ----
 

@@ -827,6 +827,62 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        // Chat search, pins and folders (issue #35).
+        "chat_search" => (
+            Scope::Org(Some("chats:read")),
+            call(
+                M::GET,
+                "/api/chat/search",
+                vec![("org_id", org.clone()), ("q", "probe".into())],
+                None,
+            ),
+        ),
+        "chat_folders_list" => (
+            Scope::Org(Some("chats:read")),
+            call(M::GET, "/api/chat/folders", q_org(), None),
+        ),
+        "chat_folders_create" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/folders",
+                q_org(),
+                Some(json!({"name": "probe"})),
+            ),
+        ),
+        "chat_folders_rename" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::PUT,
+                "/api/chat/folders",
+                vec![
+                    ("org_id", org.clone()),
+                    ("folder_id", Uuid::new_v4().to_string()),
+                ],
+                Some(json!({"name": "probe"})),
+            ),
+        ),
+        "chat_folders_delete" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::DELETE,
+                "/api/chat/folders",
+                vec![
+                    ("org_id", org.clone()),
+                    ("folder_id", Uuid::new_v4().to_string()),
+                ],
+                None,
+            ),
+        ),
+        "chat_folders_move" => (
+            Scope::Org(Some("chats:write")),
+            call(
+                M::POST,
+                "/api/chat/folders/move",
+                q_org(),
+                Some(json!({"chat_ids": [f.chat], "folder_id": null})),
+            ),
+        ),
         "files_download" => (
             Scope::Public,
             call(

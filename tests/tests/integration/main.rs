@@ -6,6 +6,7 @@ mod auth;
 mod authz;
 mod chat;
 mod chat_import;
+mod chat_search;
 mod chat_share;
 mod chat_tree;
 mod contract;

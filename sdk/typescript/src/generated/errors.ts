@@ -177,7 +177,7 @@ export interface OperationErrors {
     503: "database_unavailable" | "server_busy";
   };
   chat_create: {
-    400: "invalid_request" | "invalid_title" | "invalid_settings";
+    400: "invalid_request" | "invalid_title" | "invalid_settings" | "unknown_folder";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
@@ -236,6 +236,49 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  chat_folders_create: {
+    400: "invalid_request" | "invalid_name";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    408: "request_timeout";
+    409: "folder_name_taken" | "too_many_folders";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_folders_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_folders_list: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_folders_move: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_folders_rename: {
+    400: "invalid_request" | "invalid_name";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "folder_name_taken";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -276,6 +319,13 @@ export interface OperationErrors {
     408: "request_timeout";
     409: "agent_not_active";
     429: "daily_chat_limit_exceeded";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  chat_search: {
+    400: "invalid_request" | "invalid_query" | "invalid_pagination" | "invalid_cursor";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

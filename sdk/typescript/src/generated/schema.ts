@@ -636,12 +636,14 @@ export interface paths {
         get: operations["chat_get"];
         /**
          * Rename, archive or reconfigure a chat session.
-         * @description Permission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`.
+         * @description Permission `chats:write`. Absent fields stay; the same rules as create. `status` `DELETED` hides the chat from the default list (it is kept until `delete_session`). `404 not_found` as for `get`, and for a `folder_id` that is not one of the caller's folders (nothing changed).
+         *
+         *     Additions: `pinned` pins (`true`; a pinned chat keeps its `pinned_at`) or unpins (`false`) the chat; `folder_id` puts it into that folder (`POST /api/chat/folders/move` with `folder_id: null` takes chats out). A body with only these two fields leaves `updated_at` alone: organizing a chat does not make it recent.
          */
         put: operations["chat_update"];
         /**
          * Create a chat session.
-         * @description Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it).
+         * @description Permission `chats:write`. All fields optional: `title` (1 to 200 characters after trimming, default `New Chat`; `400 invalid_title`), `status` (default `ACTIVE`), `settings` (`temperature` 0 to 1, `max_tokens` 1 to 32000, `top_p` 0 to 1; `400 invalid_settings`). `send_message` applies `temperature` and `max_tokens`; `top_p` is stored for clients (the model clients here do not send it). Additions: `pinned` (default `false`) and `folder_id` (one of the caller's folders, `GET /api/chat/folders`; `400 unknown_folder` for any other id, nothing created).
          *
          *     Visibility (the spec leaves it open): a chat belongs to its organization and to the user who created it, and only that user sees or changes it, through every chat operation (organization owners and admins included: chats are personal, conversations are the organization's shared area). Another user's or organization's chat id is `404 not_found`.
          */
@@ -808,6 +810,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/chat/folders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the caller's chat folders.
+         * @description Permission `chats:read`. The caller's folders in the organization (folders are private to their user, as chats are), by name (case-insensitively), then id; each with `chat_count`, its chats that are not `DELETED`. At most 1,000 folders exist per user and organization.
+         */
+        get: operations["chat_folders_list"];
+        /**
+         * Rename a chat folder.
+         * @description Permission `chats:write`. The rules of create apply (`400 invalid_name`, `409 folder_name_taken`); renaming a folder to its own name in another case is allowed. `404 not_found` for a folder that is not the caller's.
+         */
+        put: operations["chat_folders_rename"];
+        /**
+         * Create a chat folder.
+         * @description Permission `chats:write`. `name` 1 to 100 characters after trimming (`400 invalid_name`), unique among the caller's folders in the organization, case-insensitively in every script (`409 folder_name_taken`); at most 1,000 folders (`409 too_many_folders`). Put chats into it with `PUT /api/chat` (`folder_id`) or `POST /api/chat/folders/move`.
+         */
+        post: operations["chat_folders_create"];
+        /**
+         * Delete a chat folder.
+         * @description Permission `chats:write` (no chat is deleted: its chats move out of it, into no folder; `chats_moved` counts them). `404 not_found` for a folder that is not the caller's.
+         */
+        delete: operations["chat_folders_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/folders/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move chats into a folder, or out of any.
+         * @description Permission `chats:write`. `chat_ids`: 1 to 100 of the caller's chats (`400 invalid_request` otherwise; duplicates count once); `folder_id`: one of the caller's folders, or `null` to take the chats out of their folders. All or nothing: a chat or folder that is not the caller's is `404 not_found` and nothing moves. A chat's `updated_at` does not change (nor does a pin).
+         */
+        post: operations["chat_folders_move"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/chat/import": {
         parameters: {
             query?: never;
@@ -843,7 +897,7 @@ export interface paths {
         };
         /**
          * List the caller's chat sessions.
-         * @description Permission `chats:read`. The caller's chats in the organization, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
+         * @description Permission `chats:read`. The caller's chats in the organization: pinned chats first (most recently pinned first), then the others, most recently updated first (ties by id). `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are listed (not `DELETED` ones). Additions: `folder_id` keeps the chats of that folder of the caller's (none for another id), `pinned` the pinned (`true`) or the unpinned (`false`) ones. `limit` 1 to 500 (default 100), `offset` default 0 (`400 invalid_pagination`).
          */
         get: operations["chat_list"];
         put?: never;
@@ -890,6 +944,34 @@ export interface paths {
          *     Permissions as `send_message`. `message_id` is an answer (`MODEL` message) of one of the caller's chats (`404 not_found` otherwise; `400 not_an_answer` for a question). The new answer is a sibling of it, asked with the history above the question, the question (with its uploads' text) and, when given, another model, agent, knowledge bases or settings; default: the regenerated answer's model while it is offered. It ends the chat's active path; the earlier answers stay (`switch_branch`). An answer still streaming may be regenerated: it goes on, off the path (stop it first to end it). Its `metadata` has `regenerated_from`. Stream, resume, stop, the daily limit (a regeneration counts as a message) and live notices as `send_message`; `start.user_message_id` is the existing question.
          */
         post: operations["chat_regenerate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/chat/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search the caller's chats.
+         * @description Permission `chats:read`. Looks through the caller's own chats in the organization (never another user's: chats are private): their titles and the text of every message, on any branch. `status` filters to one state; without it `ACTIVE` and `ARCHIVED` chats are searched, not `DELETED` ones. `folder_id` keeps the chats of that folder.
+         *
+         *     `q` (1 to 200 characters after trimming, not blank, without NUL; `400 invalid_query` otherwise) matches a text, case-insensitively in every script (`Straße`, `ПРИВЕТ`, `ΣΟΦΙΑ`), when either - its words match: PostgreSQL full text search with the `simple` configuration (no stemming, no stop words, so every language alike) and web-search syntax: words in any order, `"a phrase"`, `or`, `-word` to exclude; or - the text contains `q` as typed (trimmed): parts of words, Japanese or Chinese without spaces (`天気`), emoji, punctuation.
+         *
+         *     One result per chat, with its best matching message (`message_id`, `null` when only the title matches) and a `snippet` around the match. Order: chats whose title matches first; then better matches first (the text contains `q` as typed, then the full-text rank `ts_rank_cd`); then the most recently updated.
+         *
+         *     `snippet` and `title_highlight` are HTML: the text is escaped (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`) and each match is wrapped in `<mark>`…`</mark>`, the only markup; `…` marks a cut.
+         *
+         *     Paged by an opaque cursor: `limit` 1 to 50 (default 20; `400 invalid_pagination`), and `cursor` the `next_cursor` of the previous page (`null` on the last page). A cursor belongs to its query: one that the server did not issue, or issued for another `q`, `status` or `folder_id`, is `400 invalid_cursor`. Pages follow one another without repeats while the chats do not change; a chat updated between two pages can move.
+         */
+        get: operations["chat_search"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3199,6 +3281,39 @@ export interface components {
             /** @description At most 10 tags, each 1 to 40 ASCII letters, digits, `_` or `-` (starting with a letter or digit); stored lowercased, duplicates once. Absent: none. */
             tags?: string[] | null;
         };
+        /** @description A folder of the caller's chats (private to its user, like chats). */
+        ChatFolder: {
+            /**
+             * Format: int64
+             * @description The chats in it that are not `DELETED`.
+             */
+            chat_count: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** Format: uuid */
+            user_id: string;
+        };
+        /** @description Response of deleting a folder. */
+        ChatFolderDeleted: {
+            /**
+             * Format: int64
+             * @description How many chats were in it (now in no folder).
+             */
+            chats_moved: number;
+            message: string;
+        };
+        /** @description Body of creating and renaming a folder. */
+        ChatFolderWrite: {
+            /** @description 1 to 100 characters after trimming, not blank, without NUL; unique among the caller's folders in the organization, case-insensitively. (The pattern's blanks are exactly those the server trims, Unicode's White_Space.) */
+            name: string;
+        };
         /** @description `{id, message}` answer of create and update. */
         ChatIdResponse: {
             /** Format: uuid */
@@ -3278,20 +3393,86 @@ export interface components {
             settings: components["schemas"]["ChatSettings"];
             usage: components["schemas"]["ChatUsage"];
         };
+        /** @description Body of `POST /api/chat/folders/move`. */
+        ChatMoveRequest: {
+            /** @description 1 to 100 of the caller's chats (duplicates count once). */
+            chat_ids: string[];
+            /**
+             * Format: uuid
+             * @description The caller's folder to move them into; `null`: out of any folder.
+             */
+            folder_id: string | null;
+        };
+        /** @description Response of `POST /api/chat/folders/move`. */
+        ChatMoveResponse: {
+            message: string;
+            /**
+             * Format: int64
+             * @description How many chats were moved.
+             */
+            moved: number;
+        };
         /**
          * @description Who wrote a chat message.
          * @enum {string}
          */
         ChatRole: "USER" | "MODEL";
+        /** @description A page of search results. */
+        ChatSearchPage: {
+            /** @description Pass as `cursor` for the next page; `null` on the last page. */
+            next_cursor: string | null;
+            /** @description Best first: chats whose title matches, then the others; within each, better matches first, then the most recently updated. */
+            results: components["schemas"]["ChatSearchResult"][];
+        };
+        /** @description One chat found, with its best matching message. */
+        ChatSearchResult: {
+            /** Format: uuid */
+            chat_id: string;
+            /** Format: uuid */
+            folder_id: string | null;
+            /** Format: date-time */
+            message_created_at: string | null;
+            /**
+             * Format: uuid
+             * @description The best matching message, `null` when only the title matches.
+             */
+            message_id: string | null;
+            pinned: boolean;
+            /** @description Who wrote that message. */
+            role: (string & components["schemas"]["ChatRole"]) | null;
+            /** @description An excerpt of that message around the match (of the title when no message matches), at most about 200 characters, as HTML: the text is escaped (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`), matches are wrapped in `<mark>`…`</mark>`, and nothing else is markup; `…` marks a cut. Safe to insert as HTML. */
+            snippet: string;
+            status: components["schemas"]["ChatStatus"];
+            /** @description The chat's title, as stored (plain text). */
+            title: string;
+            /** @description The title as HTML: escaped, matches wrapped in `<mark>`…`</mark>`. */
+            title_highlight: string;
+            /** @description Whether the title matches (such chats come first). */
+            title_match: boolean;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /** @description A chat session (as listed). */
         ChatSession: {
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uuid
+             * @description Addition: the caller's folder holding the chat, `null` for none.
+             */
+            folder_id: string | null;
             /** Format: uuid */
             id: string;
             metadata: components["schemas"]["ChatMetadata"];
             /** Format: uuid */
             org_id: string;
+            /** @description Addition: whether the chat is pinned. */
+            pinned: boolean;
+            /**
+             * Format: date-time
+             * @description Addition: when it was pinned, `null` when it is not.
+             */
+            pinned_at: string | null;
             settings: components["schemas"]["ChatSettings"] | null;
             status: components["schemas"]["ChatStatus"];
             title: string;
@@ -3304,6 +3485,11 @@ export interface components {
         ChatSessionDetail: {
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uuid
+             * @description Addition: the caller's folder holding the chat, `null` for none.
+             */
+            folder_id: string | null;
             /** Format: uuid */
             id: string;
             /** @description The active path, first message first (other branches are reached through each message's siblings). */
@@ -3311,6 +3497,13 @@ export interface components {
             metadata: components["schemas"]["ChatMetadata"];
             /** Format: uuid */
             org_id: string;
+            /** @description Addition: whether the chat is pinned. */
+            pinned: boolean;
+            /**
+             * Format: date-time
+             * @description Addition: when it was pinned, `null` when it is not.
+             */
+            pinned_at: string | null;
             settings: components["schemas"]["ChatSettings"] | null;
             status: components["schemas"]["ChatStatus"];
             title: string;
@@ -3420,6 +3613,13 @@ export interface components {
         };
         /** @description Body of `POST /api/chat` and `PUT /api/chat` (all optional). */
         ChatWrite: {
+            /**
+             * Format: uuid
+             * @description Addition: puts the chat into this folder of the caller's (`GET /api/chat/folders`; any other id is `400 unknown_folder` on create, `404 not_found` on update). Absent: the chat stays where it is. To take chats out of their folder, `POST /api/chat/folders/move` with `folder_id: null`.
+             */
+            folder_id?: string | null;
+            /** @description Addition: `true` pins the chat (pinned chats come first in `GET /api/chat/list`; pinning a pinned chat keeps its `pinned_at`), `false` unpins it. */
+            pinned?: boolean | null;
             settings?: components["schemas"]["ChatSettings"] | null;
             status?: (string & components["schemas"]["ChatStatus"]) | null;
             /** @description 1 to 200 characters (default `New Chat`). */
@@ -8611,7 +8811,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChatIdResponse"];
                 };
             };
-            /** @description Bad request. `error_code`: `invalid_request`, `invalid_title`, `invalid_settings`. */
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_title`, `invalid_settings`, `unknown_folder`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9351,6 +9551,444 @@ export interface operations {
             };
         };
     };
+    chat_folders_list: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatFolder"][];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_folders_rename: {
+        parameters: {
+            query: {
+                /** @description The folder. */
+                folder_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatFolderWrite"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatFolder"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `folder_name_taken`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_folders_create: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatFolderWrite"];
+            };
+        };
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatFolder"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `folder_name_taken`, `too_many_folders`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_folders_delete: {
+        parameters: {
+            query: {
+                /** @description The folder. */
+                folder_id: string;
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatFolderDeleted"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_folders_move: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatMoveRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatMoveResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     chat_import: {
         parameters: {
             query: {
@@ -9448,12 +10086,16 @@ export interface operations {
     chat_list: {
         parameters: {
             query: {
+                /** @description Addition: only the chats in this folder of the caller's (none for an id that is not one). */
+                folder_id?: string;
                 /** @description Items to return: 1 to 500, default 100. */
                 limit?: number;
                 /** @description Items to skip, default 0. */
                 offset?: number;
                 /** @description The organization. */
                 org_id: string;
+                /** @description Addition: only pinned chats (`true`) or only unpinned ones (`false`). */
+                pinned?: boolean;
                 /** @description Only chats in this state (default: `ACTIVE` and `ARCHIVED`). */
                 status?: components["schemas"]["ChatStatus"];
             };
@@ -9688,6 +10330,86 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    chat_search: {
+        parameters: {
+            query: {
+                /** @description The `next_cursor` of the previous page (same `q`, `status` and `folder_id`). */
+                cursor?: string;
+                /** @description Only the chats in this folder of the caller's. */
+                folder_id?: string;
+                /** @description Results per page: 1 to 50, default 20. */
+                limit?: number;
+                /** @description The organization. */
+                org_id: string;
+                /** @description What to look for: 1 to 200 characters, not blank, without NUL. Words in any order (`"a phrase"`, `or`, `-word` as in web search engines), or any part of a text as typed (parts of words, Japanese or Chinese without spaces, emoji); case-insensitive. (The pattern's blanks are those the server trims, Unicode's White_Space.) */
+                q: string;
+                /** @description Only chats in this state (default: `ACTIVE` and `ARCHIVED`; `DELETED` chats are searched only when asked for). */
+                status?: components["schemas"]["ChatStatus"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatSearchPage"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_query`, `invalid_pagination`, `invalid_cursor`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

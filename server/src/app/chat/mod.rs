@@ -15,6 +15,7 @@
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{ChatMessageRow, ChatRow, STOP_CHANNEL};
+use crate::db::datastore::chat_folders::{ChatFilter, ChatPlacement};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use crate::error::Error;
 use serde_json::{Value, json};
@@ -86,6 +87,9 @@ fn session_view(r: &ChatRow) -> ChatSession {
         settings,
         created_at: r.created_at,
         updated_at: r.updated_at,
+        pinned: r.pinned_at.is_some(),
+        pinned_at: r.pinned_at,
+        folder_id: r.folder_id,
     }
 }
 
@@ -217,10 +221,23 @@ pub async fn create(
     let title = check_title(body.title.as_deref().unwrap_or(DEFAULT_TITLE))?;
     let settings = settings_value(&body.settings)?;
     let status = status_stored(body.status.unwrap_or(ApiStatus::Active));
+    let placement = ChatPlacement {
+        pinned: body.pinned,
+        folder_id: body.folder_id,
+    };
+    // A new chat's unknown folder is a 400, as `unknown_category` is for
+    // a new tool (the operation's 404 would break the released contract).
     let row = cx
         .datastore
-        .chat_create(grant, &title, status, settings)
-        .await?;
+        .chat_create(grant, &title, status, settings, placement)
+        .await
+        .map_err(|e| match e {
+            Error::NotFound { what: "folder" } => Error::invalid(
+                "unknown_folder",
+                "folder_id is not one of your folders in this organization",
+            ),
+            e => e,
+        })?;
     Ok(ChatIdResponse {
         id: row.id,
         message: "chat created".into(),
@@ -260,6 +277,9 @@ pub async fn get(
         settings: s.settings,
         created_at: s.created_at,
         updated_at: s.updated_at,
+        pinned: s.pinned,
+        pinned_at: s.pinned_at,
+        folder_id: s.folder_id,
         messages: messages.into_iter().map(message_view).collect(),
         uploads,
     })
@@ -271,10 +291,12 @@ pub async fn list(
     query: ChatListQuery,
 ) -> Result<Vec<ChatSession>, Error> {
     let page = crate::app::page(query.limit, query.offset)?;
-    let rows = cx
-        .datastore
-        .chat_list(access, query.status.map(status_stored), page)
-        .await?;
+    let filter = ChatFilter {
+        status: query.status.map(status_stored),
+        folder_id: query.folder_id,
+        pinned: query.pinned,
+    };
+    let rows = cx.datastore.chat_list(access, filter, page).await?;
     Ok(rows.iter().map(session_view).collect())
 }
 
@@ -286,6 +308,10 @@ pub async fn update(
 ) -> Result<ChatIdResponse, Error> {
     let title = body.title.as_deref().map(check_title).transpose()?;
     let settings = settings_value(&body.settings)?;
+    let placement = ChatPlacement {
+        pinned: body.pinned,
+        folder_id: body.folder_id,
+    };
     let row = cx
         .datastore
         .chat_update(
@@ -294,6 +320,7 @@ pub async fn update(
             title.as_deref(),
             body.status.map(status_stored),
             settings,
+            placement,
         )
         .await?;
     if title.is_some() {

@@ -2,6 +2,7 @@
 //! and WebSocket tickets. A chat is private to its user: every query of a
 //! chat or of its messages filters by the caller's organization AND user.
 
+use super::chat_folders::{ChatFilter, ChatPlacement};
 use super::{Datastore, Page};
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
@@ -25,6 +26,8 @@ db_row! {
         pub cached_tokens: i64 = "cached_tokens",
         pub created_at: DateTime<Utc> = "created_at",
         pub updated_at: DateTime<Utc> = "updated_at",
+        pub pinned_at: Option<DateTime<Utc>> = "pinned_at",
+        pub folder_id: Option<Uuid> = "folder_id",
     }
 }
 
@@ -289,13 +292,16 @@ impl Datastore {
         title: &str,
         status: ChatStatus,
         settings: Option<Value>,
+        placement: ChatPlacement,
     ) -> Result<ChatRow, Error> {
         let conn = self.conn().await?;
         let row = conn
             .query_one(
                 &format!(
-                    "INSERT INTO chats (id, organization_id, user_id, title, status, settings) \
-                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CHAT_COLUMNS}"
+                    "INSERT INTO chats (id, organization_id, user_id, title, status, settings, \
+                         pinned_at, folder_id) \
+                     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bool THEN now() END, $8) \
+                     RETURNING {CHAT_COLUMNS}"
                 ),
                 &[
                     &Uuid::new_v4(),
@@ -304,9 +310,12 @@ impl Datastore {
                     &title,
                     &status,
                     &settings,
+                    &placement.pinned,
+                    &placement.folder_id,
                 ],
             )
-            .await?;
+            .await
+            .map_err(super::chat_folders::folder_not_found)?;
         Ok(ChatRow::from_row(&row))
     }
 
@@ -326,14 +335,17 @@ impl Datastore {
         Ok(ChatRow::from_row(&row))
     }
 
-    /// The caller's chats, in one state or (`None`) active and archived.
+    /// The caller's chats, in one state or (`None`) active and archived:
+    /// pinned ones first (most recently pinned first), then the others,
+    /// most recently updated first.
     pub async fn chat_list(
         &self,
         access: &OrgAccess,
-        status: Option<ChatStatus>,
+        filter: ChatFilter,
         page: Page,
     ) -> Result<Vec<ChatRow>, Error> {
         let conn = self.conn().await?;
+        // In the order of chats_owner_pinned_idx.
         let rows = conn
             .query(
                 &format!(
@@ -341,22 +353,28 @@ impl Datastore {
                      WHERE organization_id = $1 AND user_id = $2 \
                        AND CASE WHEN $3::text IS NULL THEN status <> $6 \
                                 ELSE status = $3::text END \
-                     ORDER BY updated_at DESC, id LIMIT $4 OFFSET $5"
+                       AND ($7::uuid IS NULL OR folder_id = $7) \
+                       AND ($8::bool IS NULL OR (pinned_at IS NOT NULL) = $8) \
+                     ORDER BY pinned_at DESC NULLS LAST, updated_at DESC, id LIMIT $4 OFFSET $5"
                 ),
                 &[
                     &access.org_id(),
                     &access.user_id(),
-                    &status,
+                    &filter.status,
                     &page.limit,
                     &page.offset,
                     &ChatStatus::Deleted,
+                    &filter.folder_id,
+                    &filter.pinned,
                 ],
             )
             .await?;
         Ok(rows.iter().map(ChatRow::from_row).collect())
     }
 
-    /// Changes the given fields of one of the caller's chats.
+    /// Changes the given fields of one of the caller's chats. `updated_at`
+    /// moves unless only the placement changes (organizing a chat does not
+    /// make it recent).
     pub async fn chat_update(
         &self,
         grant: &Grant<on::Org, perm::ChatsWrite>,
@@ -364,14 +382,21 @@ impl Datastore {
         title: Option<&str>,
         status: Option<ChatStatus>,
         settings: Option<Value>,
+        placement: ChatPlacement,
     ) -> Result<ChatRow, Error> {
+        let placing = placement.pinned.is_some() || placement.folder_id.is_some();
+        let touch = title.is_some() || status.is_some() || settings.is_some() || !placing;
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
                 &format!(
                     "UPDATE chats SET title = COALESCE($4, title), \
                          status = COALESCE($5::text, status), \
-                         settings = COALESCE($6, settings), updated_at = now() \
+                         settings = COALESCE($6, settings), \
+                         pinned_at = CASE WHEN $7::bool IS NULL THEN pinned_at \
+                                          WHEN $7::bool THEN COALESCE(pinned_at, now()) END, \
+                         folder_id = COALESCE($8, folder_id), \
+                         updated_at = CASE WHEN $9::bool THEN now() ELSE updated_at END \
                      WHERE organization_id = $1 AND user_id = $2 AND id = $3 \
                      RETURNING {CHAT_COLUMNS}"
                 ),
@@ -382,9 +407,13 @@ impl Datastore {
                     &title,
                     &status,
                     &settings,
+                    &placement.pinned,
+                    &placement.folder_id,
+                    &touch,
                 ],
             )
-            .await?
+            .await
+            .map_err(super::chat_folders::folder_not_found)?
             .ok_or(Error::NotFound { what: "chat" })?;
         Ok(ChatRow::from_row(&row))
     }

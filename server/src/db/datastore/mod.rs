@@ -3,6 +3,8 @@
 pub mod account_export;
 pub mod agents;
 pub mod chat;
+pub mod chat_folders;
+pub mod chat_search;
 pub mod chat_shares;
 pub mod chat_transfer;
 pub mod conversations;
