@@ -36709,7 +36709,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.4.0*/
+Version: 0.5.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -36747,7 +36747,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.4.0"
+        "0.5.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
