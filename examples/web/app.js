@@ -66,7 +66,7 @@ async function start() {
   state.orgId ??= me.data.organizations[0].id;
   orgs.value = state.orgId;
   save();
-  $("send").hidden = $("files").hidden = false;
+  $("send").hidden = $("files").hidden = $("search").hidden = $("new-chat").hidden = false;
   document.body.dataset.ready = "true";
   // After a reload: the conversation so far, then the answer in progress.
   if (state.chatId) await openChat(state.chatId, state.pending?.messageId);
@@ -78,13 +78,53 @@ async function start() {
 async function listChats() {
   const r = await ws.api.GET("/api/chat/list", { params: { query: { org_id: state.orgId } } });
   if (r.error) return fail(r.error.message);
+  // Pinned chats come first (the server orders them).
   $("chats").replaceChildren(
     ...r.data.map((c) => {
       const li = document.createElement("li");
       li.dataset.chatId = c.id;
-      li.textContent = c.title;
-      li.className = c.id === state.chatId ? "active" : "";
+      li.className = [c.id === state.chatId && "active", c.pinned && "pinned"].filter(Boolean).join(" ");
+      const title = document.createElement("span");
+      title.textContent = c.title;
       li.onclick = () => openChat(c.id);
+      const pin = button("📌", "pin", () => setPinned(c, !c.pinned));
+      pin.addEventListener("click", (e) => e.stopPropagation());
+      pin.className = "pin";
+      pin.title = c.pinned ? "Unpin" : "Pin";
+      pin.setAttribute("aria-pressed", String(c.pinned));
+      li.append(title, pin);
+      return li;
+    }),
+  );
+}
+
+async function setPinned(chat, pinned) {
+  const r = await ws.api.PUT("/api/chat", {
+    params: { query: { org_id: state.orgId, chat_id: chat.id } },
+    body: { pinned },
+  });
+  if (r.error) return fail(r.error.message);
+  await listChats();
+}
+
+/** Search across one's chats: one result per chat, its snippet with the
+ * matches in <mark> (the server escapes everything else, so the snippet is
+ * safe to insert as HTML). */
+async function search(q) {
+  if (!q.trim()) return $("results").replaceChildren();
+  const r = await ws.api.GET("/api/chat/search", { params: { query: { org_id: state.orgId, q } } });
+  if (r.error) return fail(r.error.message);
+  $("results").replaceChildren(
+    ...r.data.results.map((hit) => {
+      const li = document.createElement("li");
+      li.dataset.chatId = hit.chat_id;
+      const title = document.createElement("b");
+      title.innerHTML = hit.title_highlight;
+      const snippet = document.createElement("div");
+      snippet.className = "snippet";
+      snippet.innerHTML = hit.snippet;
+      li.append(title, snippet);
+      li.onclick = () => openChat(hit.chat_id);
       return li;
     }),
   );
@@ -338,6 +378,18 @@ $("send").addEventListener("submit", (e) => {
   send(f.get("content"), f.get("kb") === "on").catch(fail);
 });
 $("share").addEventListener("click", () => share().catch(fail));
+$("new-chat").addEventListener("click", () => {
+  delete state.chatId;
+  save();
+  $("messages").replaceChildren();
+  $("share-link").textContent = "";
+  $("share").hidden = true;
+  listChats().catch(fail);
+});
+$("search").addEventListener("submit", (e) => {
+  e.preventDefault();
+  search(new FormData($("search")).get("q")).catch(fail);
+});
 $("files").addEventListener("submit", (e) => {
   e.preventDefault();
   const file = $("files").querySelector("input[type=file]").files[0];

@@ -28,7 +28,7 @@ async function signedIn(page, url, signup, api = API_URL, who = user) {
   await page.fill("[name=email]", who.email);
   await page.fill("[name=password]", who.password);
   await page.click(signup ? "button[name=signup]" : "button[name=login]");
-  await page.waitForSelector("body[data-ready=true]", { timeout: 15000 });
+  await page.waitForSelector("body[data-ready=true]", { timeout: 30000 });
 }
 
 const lastAnswer = (page) => page.locator(".assistant").last();
@@ -94,7 +94,7 @@ test("sign up, chat, live titles, a file through a knowledge base, a reload mid-
   await context.close();
 });
 
-test("edit a question, switch between its versions, regenerate, rate and share an answer", async () => {
+test("edit a question, switch between its versions, regenerate, rate and share an answer, search and pin", async () => {
   const context = await browser.newContext();
   const page = await context.newPage();
   const who = { email: `tree-${Date.now()}@example.com`, password: "correct horse battery staple" };
@@ -153,6 +153,29 @@ test("edit a question, switch between its versions, regenerate, rate and share a
   );
   assert.equal(shared.messages[0].content, "The second wording");
   assert.match(shared.messages[1].content, /You said: "The second wording"/);
+
+  // Search: a word of the first version (off the active path) finds the
+  // chat, the match in <mark>; a click opens it.
+  await page.fill("#search [name=q]", "first");
+  await page.press("#search [name=q]", "Enter");
+  await page.waitForSelector("#results li .snippet mark", { timeout: 15000 });
+  assert.equal(await page.textContent("#results li .snippet mark"), "first");
+  assert.equal(await page.locator("#results li").count(), 1);
+  await page.click("#results li");
+
+  // Pin: a second chat, then the first one pinned comes first in the list.
+  const pinnedId = await page.getAttribute("#chats li.active", "data-chat-id");
+  await page.click("#new-chat");
+  await page.fill("#send [name=content]", "Another chat");
+  await page.click("#send button");
+  await page.waitForFunction(() => document.querySelectorAll("#chats li").length === 2, null, { timeout: 30000 });
+  await page.waitForFunction((id) => document.querySelector("#chats li")?.dataset.chatId !== id, pinnedId, { timeout: 15000 });
+  await page.click(`#chats li[data-chat-id="${pinnedId}"] button.pin`);
+  await page.waitForFunction(
+    (id) => document.querySelector("#chats li")?.dataset.chatId === id && document.querySelector("#chats li").classList.contains("pinned"),
+    pinnedId,
+    { timeout: 15000 },
+  );
   assert.equal(await page.textContent("#error"), "");
   await context.close();
 });
