@@ -1,5 +1,6 @@
 //! The state shared by every request handler.
 
+use crate::audit::{Actor as AuditActor, Origin};
 use crate::authn::{Actor, TokenKeys};
 use crate::authz::{
     DeploymentAccess, DownloadGrant, GatewayAccess, Grant, LiveAccess, OAuthCallbackGrant,
@@ -184,11 +185,28 @@ impl ServerContext {
                 token,
                 membership,
             } => {
+                let token_id = token.as_ref().map(|(id, _)| *id);
                 let scopes = token.map(|(token_id, scopes)| {
                     self.token_used(token_id);
                     scopes
                 });
-                OrgAccess::grant(user_id, membership, scopes, target, require, &rqctx.log)
+                let origin = Origin::of(rqctx, AuditActor::user(user_id, token_id));
+                let org_id = membership.org_id;
+                let granted = OrgAccess::grant(
+                    user_id,
+                    membership,
+                    scopes,
+                    target,
+                    require,
+                    &rqctx.log,
+                    origin.clone(),
+                );
+                if let Err(Error::Forbidden { code, .. }) = &granted
+                    && require.administrative()
+                {
+                    self.audit_refusal(rqctx, &origin, Some(org_id), code).await;
+                }
+                granted
             }
         }
     }
@@ -300,10 +318,34 @@ impl ServerContext {
             .system_admins
             .iter()
             .any(|a| a.eq_ignore_ascii_case(&user.email));
+        let origin = Origin::of(rqctx, AuditActor::user(actor.user_id, None));
         if user.is_system_admin || listed {
-            Ok(SystemAdmin::grant(actor.user_id, &rqctx.log))
+            Ok(SystemAdmin::grant(actor.user_id, &rqctx.log, origin))
         } else {
+            self.audit_refusal(rqctx, &origin, None, "forbidden").await;
             Err(Error::forbidden("system administrator access is required"))
+        }
+    }
+
+    /// Records a refused administrative operation (`authz.denied`, outcome
+    /// `denied`) in the organization's chain, or the system chain for a
+    /// system-level one, in a transaction of its own. A failure to record
+    /// is logged: the refusal stands either way.
+    async fn audit_refusal(
+        &self,
+        rqctx: &Rq,
+        origin: &Origin,
+        org_id: Option<uuid::Uuid>,
+        code: &str,
+    ) {
+        let event = crate::audit::Event::new(org_id, "authz.denied")
+            .outcome(crate::audit::Outcome::Denied)
+            .details(serde_json::json!({
+                "operation": rqctx.endpoint.operation_id,
+                "error_code": code,
+            }));
+        if let Err(e) = self.datastore.audit_record(origin, &event).await {
+            slog::warn!(rqctx.log, "recording a refusal in the audit log failed"; "error" => %e);
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod authn;
+pub mod audit;
 pub mod authz;
 pub mod backup;
 pub mod chat_hub;
