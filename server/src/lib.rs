@@ -551,6 +551,15 @@ fn spawn_maintenance(
         ),
     );
     tasks.spawn(
+        "audit_maintenance",
+        app::audit::maintenance(
+            datastore.clone(),
+            config.audit.retention_days,
+            std::time::Duration::from_secs(config.audit.maintenance_interval_secs),
+            log.clone(),
+        ),
+    );
+    tasks.spawn(
         "stream_janitor",
         app::streams::janitor(datastore.clone(), log.clone()),
     );

@@ -2,6 +2,7 @@
 //! authenticating and authorizing; these call the datastore.
 
 pub mod agents;
+pub mod audit;
 pub mod answer;
 pub mod auth;
 pub mod chat;
