@@ -82,6 +82,15 @@ fn client_address(rqctx: &Ctx) -> std::net::IpAddr {
         .client_address(rqctx.request.remote_addr().ip(), forwarded)
 }
 
+/// The audit log's origin of a request by an authenticated `actor` (the
+/// operations on one's own account; org-scoped grants carry theirs).
+fn origin(rqctx: &Ctx, actor: &crate::authn::Actor) -> crate::audit::Origin {
+    crate::audit::Origin::of(
+        rqctx,
+        crate::audit::Actor::user(actor.user_id, actor.token_id),
+    )
+}
+
 /// Watches one request: records its status and latency in the metrics and
 /// logs every 5xx at error level, with its `error_code`, the whole
 /// internal error chain and (through the request's logger) its request id.
