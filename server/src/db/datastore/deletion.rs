@@ -10,6 +10,8 @@
 //! the job's lease (as `kb_jobs` do), so a worker that lost its job changes
 //! nothing.
 
+use super::audit;
+use crate::audit::Event;
 use super::{Datastore, Tx};
 use crate::authz::{OrgAccess, Owner, on, perm};
 use crate::db::enums::{
@@ -554,6 +556,12 @@ impl Datastore {
         let job = request_org_deletion(&tx, org_id, &name, access.user_id(), max_attempts).await?;
         tx.execute(&format!("NOTIFY {DELETION_JOBS_CHANNEL}"), &[])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "org.delete").target("organization", org_id).details(serde_json::json!({"name": name, "job_id": job.id})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(job)
     }

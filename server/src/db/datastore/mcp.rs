@@ -2,6 +2,8 @@
 //! instances. A session or instance is private to its (organization, user):
 //! every query of them filters by the caller's organization AND user.
 
+use super::audit;
+use crate::audit::Event;
 use super::Datastore;
 use crate::authz::{Grant, OAuthCallbackGrant, OrgAccess, on, perm};
 use crate::db::enums::McpSessionStatus;
@@ -397,6 +399,7 @@ impl Datastore {
         token_expires_at: Option<DateTime<Utc>>,
         flow_sealed: &[u8],
         instance_name: &str,
+        origin: &crate::audit::Origin,
     ) -> Result<Option<Uuid>, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -430,6 +433,12 @@ impl Datastore {
                 &session.id,
                 &instance_name,
             ],
+        )
+        .await?;
+        audit::record(
+            &tx,
+            &origin.with_actor(crate::audit::Actor::user(session.user_id, None)),
+            &Event::org(session.organization_id, "mcp.connect").target("mcp_instance", id).details(serde_json::json!({"server_id": session.server_id, "session_id": session.id, "name": instance_name})),
         )
         .await?;
         tx.commit().await?;
