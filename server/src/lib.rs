@@ -2,8 +2,8 @@
 //! `workspace-api`, its business rules (`app`), and its data layer (`db`).
 
 pub mod app;
-pub mod authn;
 pub mod audit;
+pub mod authn;
 pub mod authz;
 pub mod backup;
 pub mod chat_hub;

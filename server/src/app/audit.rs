@@ -149,7 +149,12 @@ fn encode_cursor(id: i64) -> String {
 }
 
 fn decode_cursor(text: &str) -> Result<i64, Error> {
-    let invalid = || Error::invalid("invalid_cursor", "cursor is not a `next_cursor` of this list");
+    let invalid = || {
+        Error::invalid(
+            "invalid_cursor",
+            "cursor is not a `next_cursor` of this list",
+        )
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(text.trim())
         .map_err(|_| invalid())?;

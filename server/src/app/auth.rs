@@ -345,8 +345,7 @@ pub async fn login(
         Err(e) => {
             // A refused login, on the system chain (who tried is not known:
             // the e-mail address tried is a detail, never the password).
-            if let Error::Unauthenticated { code, .. } | Error::TooManyRequests { code, .. } = &e
-            {
+            if let Error::Unauthenticated { code, .. } | Error::TooManyRequests { code, .. } = &e {
                 let event = crate::audit::Event::system("auth.login")
                     .outcome(crate::audit::Outcome::Failure)
                     .details(serde_json::json!({

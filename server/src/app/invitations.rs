@@ -508,13 +508,16 @@ pub async fn signup_invite(
     let personal_org_name = format!("{first_name} {last_name}'s organization");
     let outcome = cx
         .datastore
-        .invitation_accept(&Acceptance {
-            token_hash: &token_hash,
-            first_name: &first_name,
-            last_name: &last_name,
-            password_hash: &password_hash,
-            personal_org_name: &personal_org_name,
-        }, &client.origin(crate::audit::Actor::ANONYMOUS))
+        .invitation_accept(
+            &Acceptance {
+                token_hash: &token_hash,
+                first_name: &first_name,
+                last_name: &last_name,
+                password_hash: &password_hash,
+                personal_org_name: &personal_org_name,
+            },
+            &client.origin(crate::audit::Actor::ANONYMOUS),
+        )
         .await?;
     accepted(cx, outcome, client).await
 }

@@ -2,8 +2,8 @@
 //! authenticating and authorizing; these call the datastore.
 
 pub mod agents;
-pub mod audit;
 pub mod answer;
+pub mod audit;
 pub mod auth;
 pub mod chat;
 pub mod chat_folders;

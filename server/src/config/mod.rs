@@ -9,17 +9,17 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod audit;
 mod auth;
 mod database;
-mod audit;
 mod deletion;
 mod http;
 mod mail;
 mod providers;
 
+pub use audit::AuditConfig;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
-pub use audit::AuditConfig;
 pub use deletion::DeletionConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};

@@ -96,10 +96,16 @@ pub fn canonical(row: &Stored<'_>) -> Vec<u8> {
         Some(&row.occurred_at.timestamp_micros().to_be_bytes()),
     );
     field(&mut out, Some(row.chain_id.as_bytes()));
-    field(&mut out, row.organization_id.as_ref().map(|u| &u.as_bytes()[..]));
+    field(
+        &mut out,
+        row.organization_id.as_ref().map(|u| &u.as_bytes()[..]),
+    );
     field(&mut out, Some(row.actor_kind.as_bytes()));
     field(&mut out, row.actor_id.as_ref().map(|u| &u.as_bytes()[..]));
-    field(&mut out, row.actor_user_id.as_ref().map(|u| &u.as_bytes()[..]));
+    field(
+        &mut out,
+        row.actor_user_id.as_ref().map(|u| &u.as_bytes()[..]),
+    );
     field(&mut out, Some(row.action.as_bytes()));
     field(&mut out, row.target_kind.map(str::as_bytes));
     field(&mut out, row.target_id.map(str::as_bytes));
@@ -376,7 +382,10 @@ impl Datastore {
         }
         let conn = self.conn().await?;
         let rows = conn
-            .query("SELECT chain_id FROM audit_chain_heads ORDER BY chain_id", &[])
+            .query(
+                "SELECT chain_id FROM audit_chain_heads ORDER BY chain_id",
+                &[],
+            )
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
@@ -431,8 +440,7 @@ impl Datastore {
                     Some((expected_seq, "a row is missing"))
                 } else if row.prev_hash != expected_prev {
                     Some((row.seq, "the previous hash does not match"))
-                } else if chain_hash(&row.prev_hash, row.seq, &canonical(&row.stored()))
-                    != row.hash
+                } else if chain_hash(&row.prev_hash, row.seq, &canonical(&row.stored())) != row.hash
                 {
                     Some((row.seq, "the row's hash does not match its columns"))
                 } else {

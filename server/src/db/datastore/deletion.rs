@@ -11,8 +11,8 @@
 //! nothing.
 
 use super::audit;
-use crate::audit::Event;
 use super::{Datastore, Tx};
+use crate::audit::Event;
 use crate::authz::{OrgAccess, Owner, on, perm};
 use crate::db::enums::{
     DeletionJobKind, DeletionJobState, InvitationStatus, KbJobState, McpSessionStatus,
@@ -559,7 +559,9 @@ impl Datastore {
         audit::record(
             &tx,
             grant.origin(),
-            &Event::org(org_id, "org.delete").target("organization", org_id).details(serde_json::json!({"name": name, "job_id": job.id})),
+            &Event::org(org_id, "org.delete")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name, "job_id": job.id})),
         )
         .await?;
         tx.commit().await?;

@@ -1,10 +1,10 @@
 //! Agent deployments: their keys (stored as SHA-256 only), the per-minute
 //! rate windows shared by every server instance, and usage.
 
-use super::audit;
-use crate::audit::Event;
 use super::Datastore;
+use super::audit;
 use super::rate_limits::WindowCount;
+use crate::audit::Event;
 use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
 use crate::error::Error;
@@ -173,7 +173,9 @@ impl Datastore {
         audit::record(
             &tx,
             grant.origin(),
-            &Event::org(grant.org_id(), "deployment.create").target("deployment", row.get::<_, Uuid>("id")).details(serde_json::json!({"agent_id": agent_id, "name": new.name})),
+            &Event::org(grant.org_id(), "deployment.create")
+                .target("deployment", row.get::<_, Uuid>("id"))
+                .details(serde_json::json!({"agent_id": agent_id, "name": new.name})),
         )
         .await?;
         tx.commit().await?;
@@ -267,7 +269,9 @@ impl Datastore {
         audit::record(
             &tx,
             grant.origin(),
-            &Event::org(grant.org_id(), "deployment.update").target("deployment", id).details(serde_json::json!({"name": row.name})),
+            &Event::org(grant.org_id(), "deployment.update")
+                .target("deployment", id)
+                .details(serde_json::json!({"name": row.name})),
         )
         .await?;
         tx.commit().await?;
@@ -295,7 +299,9 @@ impl Datastore {
         audit::record(
             &tx,
             grant.origin(),
-            &Event::org(grant.org_id(), "deployment.delete").target("deployment", id).details(serde_json::json!({"agent_id": agent_id})),
+            &Event::org(grant.org_id(), "deployment.delete")
+                .target("deployment", id)
+                .details(serde_json::json!({"agent_id": agent_id})),
         )
         .await?;
         tx.commit().await?;
@@ -326,7 +332,8 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;
-        let event = Event::org(grant.org_id(), "deployment.key_regenerate").target("deployment", id);
+        let event =
+            Event::org(grant.org_id(), "deployment.key_regenerate").target("deployment", id);
         audit::record(&tx, grant.origin(), &event).await?;
         tx.commit().await?;
         Ok(DeploymentRow::from_row(&row))

@@ -6,8 +6,8 @@
 //! no background job is needed.
 
 use super::audit;
-use crate::audit::Event;
 use super::{Datastore, is_unique_violation};
+use crate::audit::Event;
 use crate::authz::{AdminRole, Grant, Invites, OrgAccess, on};
 use crate::db::enums::{InvitationStatus, MembershipStatus};
 use crate::error::Error;
@@ -444,7 +444,9 @@ impl Datastore {
         audit::record(
             &tx,
             &origin.with_actor(crate::audit::Actor::user(user_id, None)),
-            &Event::org(org_id, "invitation.accept").target("invitation", invitation_id).details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
+            &Event::org(org_id, "invitation.accept")
+                .target("invitation", invitation_id)
+                .details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
         )
         .await?;
         tx.commit().await?;
@@ -555,7 +557,9 @@ impl Datastore {
         audit::record(
             &tx,
             &origin.with_actor(crate::audit::Actor::user(user_id, None)),
-            &Event::org(org_id, "invitation.accept").target("invitation", invitation_id).details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
+            &Event::org(org_id, "invitation.accept")
+                .target("invitation", invitation_id)
+                .details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
         )
         .await?;
         tx.commit().await?;

@@ -2,9 +2,9 @@
 //! instances. A session or instance is private to its (organization, user):
 //! every query of them filters by the caller's organization AND user.
 
+use super::Datastore;
 use super::audit;
 use crate::audit::Event;
-use super::Datastore;
 use crate::authz::{Grant, OAuthCallbackGrant, OrgAccess, on, perm};
 use crate::db::enums::McpSessionStatus;
 use crate::db::row::db_row;

@@ -1,8 +1,8 @@
 //! Organizations.
 
+use super::Datastore;
 use super::audit;
 use crate::audit::Event;
-use super::Datastore;
 use crate::authz::{
     ChangesMembership, Grant, Membership, OrgAccess, Owner, SYSTEM_ROLES, Scope, SystemAdmin, on,
     perm,
@@ -349,7 +349,9 @@ impl Datastore {
         audit::record(
             &tx,
             origin,
-            &Event::org(org_id, "org.create").target("organization", org_id).details(serde_json::json!({"name": name})),
+            &Event::org(org_id, "org.create")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name})),
         )
         .await?;
         tx.commit().await?;
@@ -643,7 +645,11 @@ impl Datastore {
         audit::record(
             &tx,
             access.origin(),
-            &Event::org(org_id, lifecycle_action(&change, access.user_id() == user_id)).target("user", user_id),
+            &Event::org(
+                org_id,
+                lifecycle_action(&change, access.user_id() == user_id),
+            )
+            .target("user", user_id),
         )
         .await?;
         tx.commit().await?;
@@ -701,7 +707,9 @@ impl Datastore {
         audit::record(
             &tx,
             grant.origin(),
-            &Event::org(org_id, "org.update").target("organization", org_id).details(serde_json::json!({"name": name})),
+            &Event::org(org_id, "org.update")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name})),
         )
         .await?;
         tx.commit().await?;

@@ -1,8 +1,8 @@
 //! Roles and the permission catalog.
 
 use super::audit;
-use crate::audit::Event;
 use super::{Datastore, is_unique_violation};
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -358,7 +358,10 @@ impl Datastore {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let name = tx
-            .query_opt("DELETE FROM permissions WHERE id = $1 RETURNING name", &[&id])
+            .query_opt(
+                "DELETE FROM permissions WHERE id = $1 RETURNING name",
+                &[&id],
+            )
             .await?
             .map(|r| r.get::<_, String>(0));
         let Some(name) = name else {

@@ -2,9 +2,9 @@
 //! (`service_account_of` names its organization), its membership there and
 //! its personal access tokens.
 
+use super::tokens::{NewToken, TOKEN_COLUMNS, TokenRow, insert_token};
 use super::{Datastore, audit};
 use crate::audit::Event;
-use super::tokens::{NewToken, TOKEN_COLUMNS, TokenRow, insert_token};
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::MembershipStatus;
 use crate::error::Error;
