@@ -50,12 +50,18 @@ pub(crate) fn commands() -> Vec<Command> {
                 "org-id",
                 "The organization (absent: everything, system administrators)",
             ))
-            .arg(uuid_arg("actor-id", "Only events by this user, token or deployment"))
+            .arg(uuid_arg(
+                "actor-id",
+                "Only events by this user, token or deployment",
+            ))
             .arg(text_arg(
                 "action",
                 "Only this action; a trailing `*` makes it a prefix (`role.*`)",
             ))
-            .arg(text_arg("target-kind", "Only events about this kind of object"))
+            .arg(text_arg(
+                "target-kind",
+                "Only events about this kind of object",
+            ))
             .arg(text_arg("target-id", "Only events about this object"))
             .arg(
                 Arg::new("outcome")
@@ -63,7 +69,10 @@ pub(crate) fn commands() -> Vec<Command> {
                     .value_parser(["success", "failure", "denied"])
                     .help("Only this outcome"),
             )
-            .arg(time_arg("from", "Only events at or after this time (RFC 3339)"))
+            .arg(time_arg(
+                "from",
+                "Only events at or after this time (RFC 3339)",
+            ))
             .arg(time_arg("to", "Only events before this time (RFC 3339)"))
             .arg(
                 Arg::new("output")

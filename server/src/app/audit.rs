@@ -155,9 +155,16 @@ fn decode_cursor(text: &str) -> Result<i64, Error> {
             "cursor is not a `next_cursor` of this list",
         )
     };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(text.trim())
-        .map_err(|_| invalid())?;
+    // Any 11 characters of the alphabet are a cursor (the document's
+    // pattern): the 2 bits past the id's 64 are ignored.
+    const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+    );
+    let bytes = LENIENT.decode(text.trim()).map_err(|_| invalid())?;
     let id: [u8; 8] = bytes.try_into().map_err(|_| invalid())?;
     Ok(i64::from_be_bytes(id))
 }
@@ -311,6 +318,10 @@ mod tests {
         assert_eq!(decode_cursor(&encode_cursor(42)).unwrap(), 42);
         assert_eq!(encode_cursor(42).len(), 11);
         assert!(decode_cursor("nope").is_err());
+        // Any 11 characters of the alphabet (the document's pattern).
+        for edge in ["___________", "AAAAAAAAAAA", "AAAAAAAAAAB"] {
+            assert!(decode_cursor(edge).is_ok(), "{edge}");
+        }
         assert!(decode_cursor("").is_err());
     }
 }

@@ -26,7 +26,9 @@ async fn events(client: &workspace_client::Client, org: Option<Uuid>) -> Vec<Aud
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut request = client.audit_list().limit(std::num::NonZeroU32::new(7).unwrap());
+        let mut request = client
+            .audit_list()
+            .limit(std::num::NonZeroU32::new(7).unwrap());
         if let Some(org) = org {
             request = request.org_id(org);
         }
@@ -270,7 +272,10 @@ async fn a_rolled_back_change_leaves_no_event() {
         "{seen:?}"
     );
     let change = &seen[1];
-    assert_eq!(change.target_id.as_deref(), Some(bob.id.to_string().as_str()));
+    assert_eq!(
+        change.target_id.as_deref(),
+        Some(bob.id.to_string().as_str())
+    );
     assert_eq!(change.details["role_id"], member.to_string());
     assert!(verify(&ada.client, Some(org)).await.ok);
     cx.teardown().await;
@@ -412,10 +417,7 @@ async fn who_reads_what_and_no_secret_is_written() {
         (403, "forbidden".to_string())
     );
     let seen = events(&ada.client, Some(acme)).await;
-    let denied: Vec<&AuditEvent> = seen
-        .iter()
-        .filter(|e| e.action == "authz.denied")
-        .collect();
+    let denied: Vec<&AuditEvent> = seen.iter().filter(|e| e.action == "authz.denied").collect();
     assert_eq!(denied.len(), 2, "{seen:?}");
     assert_eq!(denied[0].outcome, AuditOutcome::Denied);
     assert_eq!(denied[0].actor_id, Some(bob.id));
@@ -485,9 +487,12 @@ async fn who_reads_what_and_no_secret_is_written() {
         .client
         .org_service_accounts_create()
         .org_id(acme)
-        .body(serde_json::from_value::<types::ServiceAccountCreate>(serde_json::json!({
-            "name": "ci", "role_id": member, "scopes": ["kb:read"],
-        })).unwrap())
+        .body(
+            serde_json::from_value::<types::ServiceAccountCreate>(serde_json::json!({
+                "name": "ci", "role_id": member, "scopes": ["kb:read"],
+            }))
+            .unwrap(),
+        )
         .send()
         .await
         .expect("service account")
@@ -505,7 +510,11 @@ async fn who_reads_what_and_no_secret_is_written() {
         "service_account.create",
         "authz.denied",
     ] {
-        assert!(actions(&all).contains(&action), "{action}: {:?}", actions(&all));
+        assert!(
+            actions(&all).contains(&action),
+            "{action}: {:?}",
+            actions(&all)
+        );
     }
     assert!(all.iter().any(|e| e.org_id == Some(globex)));
     let failed = all

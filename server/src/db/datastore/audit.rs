@@ -313,8 +313,7 @@ pub struct AuditFilter {
     pub outcome: Option<String>,
 }
 
-const PAGE_SQL: &str = concat!(
-    "SELECT id, occurred_at, chain_id, seq, prev_hash, hash, organization_id, \
+const PAGE_SQL: &str = "SELECT id, occurred_at, chain_id, seq, prev_hash, hash, organization_id, \
      actor_kind, actor_id, actor_user_id, action, target_kind, target_id, outcome, address, \
      user_agent, request_id, details FROM audit_events \
      WHERE ($1::uuid IS NULL OR organization_id = $1) \
@@ -327,8 +326,7 @@ const PAGE_SQL: &str = concat!(
        AND ($8::timestamptz IS NULL OR occurred_at < $8) \
        AND ($9::text IS NULL OR outcome = $9) \
        AND id < $10 \
-     ORDER BY id DESC LIMIT $11"
-);
+     ORDER BY id DESC LIMIT $11";
 
 impl Datastore {
     /// Records an event that is not part of a change, in a transaction of

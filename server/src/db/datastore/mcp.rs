@@ -391,6 +391,7 @@ impl Datastore {
     /// Activates a pending session with its sealed tokens and creates its
     /// instance (one transaction). Returns the instance id; `None` when the
     /// session is no longer pending.
+    #[allow(clippy::too_many_arguments)]
     pub async fn mcp_session_activate(
         &self,
         grant: &OAuthCallbackGrant,

@@ -864,6 +864,18 @@ pub(crate) async fn insert_with_system_roles(
     Ok((org_id, owner_role))
 }
 
+/// The audit action of a membership change.
+fn lifecycle_action(change: &LifecycleChange, own: bool) -> &'static str {
+    match change {
+        LifecycleChange::TransferOwnership => "org.transfer_ownership",
+        LifecycleChange::Status(MembershipStatus::Suspended) => "member.suspend",
+        LifecycleChange::Status(MembershipStatus::Active) => "member.reactivate",
+        LifecycleChange::Status(MembershipStatus::Deleted) if own => "member.leave",
+        LifecycleChange::Status(MembershipStatus::Deleted) => "member.remove",
+        LifecycleChange::Status(_) => "member.status_change",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::slugify;
@@ -875,17 +887,5 @@ mod tests {
         assert_eq!(slugify("日本"), "org");
         assert_eq!(slugify(""), "org");
         assert!(slugify(&"x".repeat(100)).len() <= 48);
-    }
-}
-
-/// The audit action of a membership change.
-fn lifecycle_action(change: &LifecycleChange, own: bool) -> &'static str {
-    match change {
-        LifecycleChange::TransferOwnership => "org.transfer_ownership",
-        LifecycleChange::Status(MembershipStatus::Suspended) => "member.suspend",
-        LifecycleChange::Status(MembershipStatus::Active) => "member.reactivate",
-        LifecycleChange::Status(MembershipStatus::Deleted) if own => "member.leave",
-        LifecycleChange::Status(MembershipStatus::Deleted) => "member.remove",
-        LifecycleChange::Status(_) => "member.status_change",
     }
 }
