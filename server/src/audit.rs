@@ -96,21 +96,15 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// The origin of a request by `actor`.
+    /// The origin of a request by `actor` from `address`, with its
+    /// headers (the user agent) and request id (see
+    /// `ServerContext::origin`).
     pub fn of(
-        rqctx: &dropshot::RequestContext<crate::context::ServerContext>,
         actor: Actor,
+        address: std::net::IpAddr,
+        headers: &http::HeaderMap,
+        request_id: &str,
     ) -> Origin {
-        let headers = rqctx.request.headers();
-        let forwarded = headers
-            .get_all("x-forwarded-for")
-            .into_iter()
-            .map(|v| v.to_str().unwrap_or(""));
-        let address = rqctx
-            .context()
-            .config
-            .http
-            .client_address(rqctx.request.remote_addr().ip(), forwarded);
         let user_agent = headers
             .get(http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
@@ -119,7 +113,7 @@ impl Origin {
             actor,
             address: Some(address.to_string()),
             user_agent,
-            request_id: Some(rqctx.request_id.clone()),
+            request_id: Some(request_id.to_string()),
         }
     }
 

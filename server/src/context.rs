@@ -217,7 +217,7 @@ impl ServerContext {
                     self.token_used(token_id);
                     scopes
                 });
-                let origin = Origin::of(rqctx, AuditActor::user(user_id, token_id));
+                let origin = self.origin(rqctx, AuditActor::user(user_id, token_id));
                 let org_id = membership.org_id;
                 let granted = OrgAccess::grant(
                     user_id,
@@ -338,7 +338,7 @@ impl ServerContext {
     /// its scopes: system administration needs a login.
     pub async fn authorize_system_admin(&self, rqctx: &Rq) -> Result<SystemAdmin, Error> {
         let actor = self.authenticate_login(rqctx).await?;
-        let origin = Origin::of(rqctx, AuditActor::user(actor.user_id, None));
+        let origin = self.origin(rqctx, AuditActor::user(actor.user_id, None));
         match self.system_admin(rqctx, &actor, origin.clone()).await? {
             Some(admin) => Ok(admin),
             None => {
@@ -390,7 +390,7 @@ impl ServerContext {
                 let Ok(actor) = self.authenticate_login(rqctx).await else {
                     return Err(refused);
                 };
-                let origin = Origin::of(rqctx, AuditActor::user(actor.user_id, None));
+                let origin = self.origin(rqctx, AuditActor::user(actor.user_id, None));
                 match self.system_admin(rqctx, &actor, origin).await? {
                     Some(admin) => Ok(AuditReader::All(admin, Some(org_id))),
                     None => Err(refused),
@@ -398,6 +398,21 @@ impl ServerContext {
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// The audit log's origin of a request by `actor`: the client address
+    /// (as `http.trusted_proxies` resolves it), user agent and request id.
+    pub fn origin(&self, rqctx: &Rq, actor: AuditActor) -> Origin {
+        let headers = rqctx.request.headers();
+        let forwarded = headers
+            .get_all("x-forwarded-for")
+            .into_iter()
+            .map(|v| v.to_str().unwrap_or(""));
+        let address = self
+            .config
+            .http
+            .client_address(rqctx.request.remote_addr().ip(), forwarded);
+        Origin::of(actor, address, headers, &rqctx.request_id)
     }
 
     /// Records a refused administrative operation (`authz.denied`, outcome

@@ -68,7 +68,7 @@ pub async fn callback(
     let cx = rqctx.context();
     // The browser's redirect carries no credential: the pending session
     // (its `state`) names the user, who becomes the event's actor.
-    let origin = crate::audit::Origin::of(&rqctx, crate::audit::Actor::ANONYMOUS);
+    let origin = cx.origin(&rqctx, crate::audit::Actor::ANONYMOUS);
     let location = app::mcp::callback(cx, query.into_inner(), &origin).await;
     http_response_see_other(location)
 }

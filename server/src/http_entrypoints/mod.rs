@@ -85,7 +85,7 @@ fn client_address(rqctx: &Ctx) -> std::net::IpAddr {
 /// The audit log's origin of a request by an authenticated `actor` (the
 /// operations on one's own account; org-scoped grants carry theirs).
 fn origin(rqctx: &Ctx, actor: &crate::authn::Actor) -> crate::audit::Origin {
-    crate::audit::Origin::of(
+    rqctx.context().origin(
         rqctx,
         crate::audit::Actor::user(actor.user_id, actor.token_id),
     )
