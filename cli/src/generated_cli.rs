@@ -25,6 +25,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AgentsList => Self::cli_agents_list(),
             CliCommand::AgentsTest => Self::cli_agents_test(),
             CliCommand::AgentsUpdate => Self::cli_agents_update(),
+            CliCommand::AuditList => Self::cli_audit_list(),
+            CliCommand::AuditVerify => Self::cli_audit_verify(),
             CliCommand::AuthChangePassword => Self::cli_auth_change_password(),
             CliCommand::AuthForgotPassword => Self::cli_auth_forgot_password(),
             CliCommand::AuthLogin => Self::cli_auth_login(),
@@ -551,6 +553,122 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Update an agent.\n\nPermission `agent:write`. Every field of create, all optional; `tools`, when given, replaces the agent's tools. The validation of create applies, in one transaction. Returns the agent's summary (with its new `status`). `404 not_found` for another organization's agent.",
+            )
+    }
+    pub fn cli_audit_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("action")
+                    .long("action")
+                    .value_parser(::clap::value_parser!(types::AuditListAction))
+                    .required(false)
+                    .help(
+                        "Only this action; ending with `*`, every action starting with what precedes it (`role.*`).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("actor-id")
+                    .long("actor-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "Only events by this user, token or deployment (or by the tokens of this user).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("cursor")
+                    .long("cursor")
+                    .value_parser(::clap::value_parser!(types::AuditListCursor))
+                    .required(false)
+                    .help(
+                        "Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest event).",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("from")
+                    .long("from")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Only events at or after this time (RFC 3339)."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Items per page: 1 to 500, default 50."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "The organization (its admins). Absent: every event, for system administrators only.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("outcome")
+                    .long("outcome")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::AuditOutcome::Success.to_string(),
+                                types::AuditOutcome::Failure.to_string(),
+                                types::AuditOutcome::Denied.to_string(),
+                            ]),
+                            |s| types::AuditOutcome::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Only this outcome."),
+            )
+            .arg(
+                ::clap::Arg::new("target-id")
+                    .long("target-id")
+                    .value_parser(::clap::value_parser!(types::AuditListTargetId))
+                    .required(false)
+                    .help("Only events about this object."),
+            )
+            .arg(
+                ::clap::Arg::new("target-kind")
+                    .long("target-kind")
+                    .value_parser(::clap::value_parser!(types::AuditListTargetKind))
+                    .required(false)
+                    .help("Only events about this kind of object."),
+            )
+            .arg(
+                ::clap::Arg::new("to")
+                    .long("to")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Only events before this time (RFC 3339)."),
+            )
+            .about(
+                "List audit events.\n\nAn addition to the spec. Every change of state or access and every security event is one event: logins (succeeded or failed), personal access tokens, service accounts and deployment keys created, rotated or revoked, roles, memberships and invitations, the permission catalog, settings and feature gates, MCP accounts connected, organizations created, renamed or deleted, and every administrative operation a member was refused (`authz.denied`). An event is written in the same transaction as the change it records: a change rolled back leaves none, a committed one always has one. Events never hold a secret (no token, key, password or their hashes).\n\nWith `org_id`: the organization's events, for its admins (a role of level 80 or more that grants `audit:read`; the admin and owner system roles do through `*:read` and `*:*`), or a system administrator; anyone else is `403 forbidden` (and the refusal is itself recorded), a personal access token needs the `audit:read` scope. Without `org_id`: every event, system-level ones (`org_id: null`: logins, personal tokens, the permission catalog) included, for system administrators only (a login).\n\nFilters (optional, combined): `actor_id` (the user, token or deployment, or the user behind a token), `action` (exact, or a prefix when it ends with `*`: `role.*`), `target_kind`, `target_id`, `outcome`, `from` (inclusive) and `to` (exclusive). Newest first (by `id`), in pages of `limit` (1 to 500, default 50; `400 invalid_pagination`): pass `next_cursor` as `cursor` for the next page (opaque; a malformed one is `400 invalid_cursor`). Pages neither overlap nor skip while events are added.",
+            )
+    }
+    pub fn cli_audit_verify() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help(
+                        "The organization (its admins). Absent: every chain, the system chain with them, for system administrators only.",
+                    ),
+            )
+            .about(
+                "Verify the audit log's hash chains.\n\nAn addition to the spec, with the access of `GET /api/audit/events` (`org_id`: that organization's chain; without it, every chain, for system administrators). Each organization's events form a chain (system-level events one of their own): event `seq` n carries the SHA-256 of event n−1's hash, n and its own columns. Verification reads the chain in order and recomputes every hash from the stored columns: an event changed by hand (even with the append-only trigger disabled) or removed breaks the chain, and `first_broken_seq` names the first broken `seq` (`ok: false`). Retention drops whole months and records where the remaining chain starts, so it breaks nothing.",
             )
     }
     pub fn cli_auth_change_password() -> ::clap::Command {
@@ -3922,6 +4040,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AgentsList => self.execute_agents_list(matches).await,
             CliCommand::AgentsTest => self.execute_agents_test(matches).await,
             CliCommand::AgentsUpdate => self.execute_agents_update(matches).await,
+            CliCommand::AuditList => self.execute_audit_list(matches).await,
+            CliCommand::AuditVerify => self.execute_audit_verify(matches).await,
             CliCommand::AuthChangePassword => self.execute_auth_change_password(matches).await,
             CliCommand::AuthForgotPassword => self.execute_auth_forgot_password(matches).await,
             CliCommand::AuthLogin => self.execute_auth_login(matches).await,
@@ -4394,6 +4514,69 @@ impl<T: CliConfig> Cli<T> {
             request = request.body(body_value);
         }
         self.config.execute_agents_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_audit_list(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.audit_list();
+        if let Some(value) = matches.get_one::<types::AuditListAction>("action") {
+            request = request.action(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("actor-id") {
+            request = request.actor_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AuditListCursor>("cursor") {
+            request = request.cursor(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("from") {
+            request = request.from(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AuditOutcome>("outcome") {
+            request = request.outcome(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AuditListTargetId>("target-id") {
+            request = request.target_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::AuditListTargetKind>("target-kind") {
+            request = request.target_kind(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("to") {
+            request = request.to(value.clone());
+        }
+        self.config.execute_audit_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_audit_verify(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.audit_verify();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_audit_verify(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -7539,6 +7722,20 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_audit_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuditList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_audit_verify(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuditVerify,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_auth_change_password(
         &self,
         matches: &::clap::ArgMatches,
@@ -8324,6 +8521,8 @@ pub enum CliCommand {
     AgentsList,
     AgentsTest,
     AgentsUpdate,
+    AuditList,
+    AuditVerify,
     AuthChangePassword,
     AuthForgotPassword,
     AuthLogin,
@@ -8450,6 +8649,8 @@ impl CliCommand {
             CliCommand::AgentsList,
             CliCommand::AgentsTest,
             CliCommand::AgentsUpdate,
+            CliCommand::AuditList,
+            CliCommand::AuditVerify,
             CliCommand::AuthChangePassword,
             CliCommand::AuthForgotPassword,
             CliCommand::AuthLogin,
@@ -8577,6 +8778,8 @@ impl CliCommand {
             CliCommand::AgentsList => "agents_list",
             CliCommand::AgentsTest => "agents_test",
             CliCommand::AgentsUpdate => "agents_update",
+            CliCommand::AuditList => "audit_list",
+            CliCommand::AuditVerify => "audit_verify",
             CliCommand::AuthChangePassword => "auth_change_password",
             CliCommand::AuthForgotPassword => "auth_forgot_password",
             CliCommand::AuthLogin => "auth_login",

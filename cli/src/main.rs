@@ -27,6 +27,7 @@
 //! `VERB` aliases and `--id-only`.
 
 mod account;
+mod audit;
 mod chat;
 mod chat_transfer;
 mod config;
@@ -147,6 +148,7 @@ async fn run() -> Result<()> {
     root = tree::add_mcp_commands(root);
     root = tree::add_account_commands(root);
     root = tree::add_feedback_commands(root);
+    root = tree::add_audit_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -251,6 +253,9 @@ async fn run() -> Result<()> {
         && feedback::HAND_WRITTEN.contains(&path[1].as_str())
     {
         return feedback::run(&client, &path[1], leaf, format).await;
+    }
+    if path.len() == 2 && path[0] == "audit" && audit::HAND_WRITTEN.contains(&path[1].as_str()) {
+        return audit::run(&client, &path[1], leaf).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

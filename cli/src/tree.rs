@@ -91,6 +91,10 @@ const GROUPS: &[(&str, &str)] = &[
         "feedback",
         "Feedback on answers: the organization's list and export (admins)",
     ),
+    (
+        "audit",
+        "The audit log: list, export (JSON Lines) and verify its hash chains (admins)",
+    ),
 ];
 
 pub fn command_path(operation_id: &str) -> Vec<String> {
@@ -229,6 +233,15 @@ pub fn add_account_commands(mut root: Command) -> Command {
 pub fn add_feedback_commands(mut root: Command) -> Command {
     for cmd in crate::feedback::commands() {
         let path = ["feedback".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
+}
+
+/// `workspace audit export` (see `audit.rs`).
+pub fn add_audit_commands(mut root: Command) -> Command {
+    for cmd in crate::audit::commands() {
+        let path = ["audit".to_string(), cmd.get_name().to_string()];
         root = insert(root, &path, cmd);
     }
     root

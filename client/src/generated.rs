@@ -865,6 +865,621 @@ pub mod types {
                 })
         }
     }
+    ///Who acted.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum AuditActorKind {
+        ///A person logged in (`actor_id` is the user).
+        #[serde(rename = "user")]
+        User,
+        ///A personal access token, a person's or a service account's (`actor_id` is the token, `actor_user_id` its user).
+        #[serde(rename = "token")]
+        Token,
+        ///A deployment key (`actor_id` is the deployment).
+        #[serde(rename = "deployment_key")]
+        DeploymentKey,
+        ///The server itself (retention).
+        #[serde(rename = "system")]
+        System,
+        ///Nobody authenticated (a failed login).
+        #[serde(rename = "anonymous")]
+        Anonymous,
+    }
+    impl ::std::fmt::Display for AuditActorKind {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::User => f.write_str("user"),
+                Self::Token => f.write_str("token"),
+                Self::DeploymentKey => f.write_str("deployment_key"),
+                Self::System => f.write_str("system"),
+                Self::Anonymous => f.write_str("anonymous"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for AuditActorKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "user" => Ok(Self::User),
+                "token" => Ok(Self::Token),
+                "deployment_key" => Ok(Self::DeploymentKey),
+                "system" => Ok(Self::System),
+                "anonymous" => Ok(Self::Anonymous),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditActorKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditActorKind {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///What verifying one chain found.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AuditChainCheck {
+        ///Events whose hash was recomputed and matched.
+        pub checked: i64,
+        ///The first `seq` found changed or missing.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub first_broken_seq: ::std::option::Option<i64>,
+        ///The chain's last `seq`.
+        pub head_seq: i64,
+        ///Whether the chain is intact.
+        pub ok: bool,
+        ///The organization; `null` for the system chain.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub org_id: ::std::option::Option<::uuid::Uuid>,
+        ///Why it is broken.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reason: ::std::option::Option<::std::string::String>,
+    }
+    impl AuditChainCheck {
+        pub fn builder() -> builder::AuditChainCheck {
+            Default::default()
+        }
+    }
+    ///One audit event.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AuditEvent {
+        ///What happened, `area.verb` (see the README's list of actions).
+        pub action: ::std::string::String,
+        ///The user, token or deployment that acted.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub actor_id: ::std::option::Option<::uuid::Uuid>,
+        pub actor_kind: AuditActorKind,
+        ///The user behind the actor (a token's owner).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub actor_user_id: ::std::option::Option<::uuid::Uuid>,
+        ///The client's address.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub address: ::std::option::Option<::std::string::String>,
+        ///Names, ids and counts of the change; never a secret.
+        pub details: ::serde_json::Value,
+        ///Hex SHA-256 of the previous event's hash, `seq` and this event's columns (see `GET /api/audit/verify`).
+        pub hash: ::std::string::String,
+        ///Increasing over the whole log (newer events have larger ids).
+        pub id: i64,
+        pub occurred_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The organization; `null` for system-level events (logins, personal tokens, the permission catalog, retention).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub org_id: ::std::option::Option<::uuid::Uuid>,
+        pub outcome: AuditOutcome,
+        ///The request's id (the `x-request-id` of its response).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub request_id: ::std::option::Option<::std::string::String>,
+        ///The event's place in its organization's chain (the system chain for `org_id: null`): 1, 2, 3... without gaps.
+        pub seq: i64,
+        ///That object's id (or name).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub target_id: ::std::option::Option<::std::string::String>,
+        ///The kind of object the event is about (`role`, `token`, `user`...).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub target_kind: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user_agent: ::std::option::Option<::std::string::String>,
+    }
+    impl AuditEvent {
+        pub fn builder() -> builder::AuditEvent {
+            Default::default()
+        }
+    }
+    ///`AuditExportAction`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditExportAction(::std::string::String);
+    impl ::std::ops::Deref for AuditExportAction {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditExportAction> for ::std::string::String {
+        fn from(value: AuditExportAction) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditExportAction {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditExportAction {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditExportAction {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditExportAction {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditExportTargetId`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditExportTargetId(::std::string::String);
+    impl ::std::ops::Deref for AuditExportTargetId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditExportTargetId> for ::std::string::String {
+        fn from(value: AuditExportTargetId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditExportTargetId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditExportTargetId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditExportTargetId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditExportTargetId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditExportTargetKind`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditExportTargetKind(::std::string::String);
+    impl ::std::ops::Deref for AuditExportTargetKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditExportTargetKind> for ::std::string::String {
+        fn from(value: AuditExportTargetKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditExportTargetKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditExportTargetKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditExportTargetKind {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditExportTargetKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditListAction`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditListAction(::std::string::String);
+    impl ::std::ops::Deref for AuditListAction {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditListAction> for ::std::string::String {
+        fn from(value: AuditListAction) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditListAction {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditListAction {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditListAction {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditListAction {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditListCursor`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditListCursor(::std::string::String);
+    impl ::std::ops::Deref for AuditListCursor {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditListCursor> for ::std::string::String {
+        fn from(value: AuditListCursor) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditListCursor {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| {
+                    ::regress::Regex::new("^[A-Za-z0-9_-]{11}$").unwrap()
+                });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9_-]{11}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditListCursor {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditListCursor {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditListCursor {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditListTargetId`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditListTargetId(::std::string::String);
+    impl ::std::ops::Deref for AuditListTargetId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditListTargetId> for ::std::string::String {
+        fn from(value: AuditListTargetId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditListTargetId {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditListTargetId {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditListTargetId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditListTargetId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AuditListTargetKind`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct AuditListTargetKind(::std::string::String);
+    impl ::std::ops::Deref for AuditListTargetKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AuditListTargetKind> for ::std::string::String {
+        fn from(value: AuditListTargetKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AuditListTargetKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditListTargetKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditListTargetKind {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AuditListTargetKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///How an event ended.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum AuditOutcome {
+        #[serde(rename = "success")]
+        Success,
+        ///Tried and failed (a wrong password).
+        #[serde(rename = "failure")]
+        Failure,
+        ///Refused by authorization.
+        #[serde(rename = "denied")]
+        Denied,
+    }
+    impl ::std::fmt::Display for AuditOutcome {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Success => f.write_str("success"),
+                Self::Failure => f.write_str("failure"),
+                Self::Denied => f.write_str("denied"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for AuditOutcome {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "success" => Ok(Self::Success),
+                "failure" => Ok(Self::Failure),
+                "denied" => Ok(Self::Denied),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditOutcome {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditOutcome {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///One page of `GET /api/audit/events`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AuditPage {
+        pub items: ::std::vec::Vec<AuditEvent>,
+        ///Pass as `cursor` for the next page; `null` on the last one.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub next_cursor: ::std::option::Option<::std::string::String>,
+    }
+    impl AuditPage {
+        pub fn builder() -> builder::AuditPage {
+            Default::default()
+        }
+    }
+    ///The answer of `GET /api/audit/verify`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AuditVerification {
+        pub chains: ::std::vec::Vec<AuditChainCheck>,
+        ///Whether every chain checked is intact.
+        pub ok: bool,
+    }
+    impl AuditVerification {
+        pub fn builder() -> builder::AuditVerification {
+            Default::default()
+        }
+    }
     ///A knowledge base usable in chat (`GET /api/chat/available_knowledge_bases`).
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -15021,6 +15636,506 @@ pub mod types {
                     name: Ok(value.name),
                     params: Ok(value.params),
                     tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AuditChainCheck {
+            checked: ::std::result::Result<i64, ::std::string::String>,
+            first_broken_seq:
+                ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+            head_seq: ::std::result::Result<i64, ::std::string::String>,
+            ok: ::std::result::Result<bool, ::std::string::String>,
+            org_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AuditChainCheck {
+            fn default() -> Self {
+                Self {
+                    checked: Err("no value supplied for checked".to_string()),
+                    first_broken_seq: Ok(Default::default()),
+                    head_seq: Err("no value supplied for head_seq".to_string()),
+                    ok: Err("no value supplied for ok".to_string()),
+                    org_id: Ok(Default::default()),
+                    reason: Ok(Default::default()),
+                }
+            }
+        }
+        impl AuditChainCheck {
+            pub fn checked<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.checked = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for checked: {e}"));
+                self
+            }
+            pub fn first_broken_seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_broken_seq = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for first_broken_seq: {e}")
+                });
+                self
+            }
+            pub fn head_seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.head_seq = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for head_seq: {e}"));
+                self
+            }
+            pub fn ok<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ok = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ok: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AuditChainCheck> for super::AuditChainCheck {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AuditChainCheck,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    checked: value.checked?,
+                    first_broken_seq: value.first_broken_seq?,
+                    head_seq: value.head_seq?,
+                    ok: value.ok?,
+                    org_id: value.org_id?,
+                    reason: value.reason?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AuditChainCheck> for AuditChainCheck {
+            fn from(value: super::AuditChainCheck) -> Self {
+                Self {
+                    checked: Ok(value.checked),
+                    first_broken_seq: Ok(value.first_broken_seq),
+                    head_seq: Ok(value.head_seq),
+                    ok: Ok(value.ok),
+                    org_id: Ok(value.org_id),
+                    reason: Ok(value.reason),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AuditEvent {
+            action: ::std::result::Result<::std::string::String, ::std::string::String>,
+            actor_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            actor_kind: ::std::result::Result<super::AuditActorKind, ::std::string::String>,
+            actor_user_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            address: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            details: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            hash: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<i64, ::std::string::String>,
+            occurred_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            org_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            outcome: ::std::result::Result<super::AuditOutcome, ::std::string::String>,
+            request_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            seq: ::std::result::Result<i64, ::std::string::String>,
+            target_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            target_kind: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            user_agent: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AuditEvent {
+            fn default() -> Self {
+                Self {
+                    action: Err("no value supplied for action".to_string()),
+                    actor_id: Ok(Default::default()),
+                    actor_kind: Err("no value supplied for actor_kind".to_string()),
+                    actor_user_id: Ok(Default::default()),
+                    address: Ok(Default::default()),
+                    details: Err("no value supplied for details".to_string()),
+                    hash: Err("no value supplied for hash".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    occurred_at: Err("no value supplied for occurred_at".to_string()),
+                    org_id: Ok(Default::default()),
+                    outcome: Err("no value supplied for outcome".to_string()),
+                    request_id: Ok(Default::default()),
+                    seq: Err("no value supplied for seq".to_string()),
+                    target_id: Ok(Default::default()),
+                    target_kind: Ok(Default::default()),
+                    user_agent: Ok(Default::default()),
+                }
+            }
+        }
+        impl AuditEvent {
+            pub fn action<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.action = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for action: {e}"));
+                self
+            }
+            pub fn actor_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.actor_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for actor_id: {e}"));
+                self
+            }
+            pub fn actor_kind<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AuditActorKind>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.actor_kind = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for actor_kind: {e}"));
+                self
+            }
+            pub fn actor_user_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.actor_user_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for actor_user_id: {e}"));
+                self
+            }
+            pub fn address<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.address = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for address: {e}"));
+                self
+            }
+            pub fn details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.details = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for details: {e}"));
+                self
+            }
+            pub fn hash<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hash = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for hash: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn occurred_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.occurred_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for occurred_at: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn outcome<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::AuditOutcome>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.outcome = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for outcome: {e}"));
+                self
+            }
+            pub fn request_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.request_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for request_id: {e}"));
+                self
+            }
+            pub fn seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.seq = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for seq: {e}"));
+                self
+            }
+            pub fn target_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.target_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for target_id: {e}"));
+                self
+            }
+            pub fn target_kind<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.target_kind = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for target_kind: {e}"));
+                self
+            }
+            pub fn user_agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_agent = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_agent: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AuditEvent> for super::AuditEvent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AuditEvent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    action: value.action?,
+                    actor_id: value.actor_id?,
+                    actor_kind: value.actor_kind?,
+                    actor_user_id: value.actor_user_id?,
+                    address: value.address?,
+                    details: value.details?,
+                    hash: value.hash?,
+                    id: value.id?,
+                    occurred_at: value.occurred_at?,
+                    org_id: value.org_id?,
+                    outcome: value.outcome?,
+                    request_id: value.request_id?,
+                    seq: value.seq?,
+                    target_id: value.target_id?,
+                    target_kind: value.target_kind?,
+                    user_agent: value.user_agent?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AuditEvent> for AuditEvent {
+            fn from(value: super::AuditEvent) -> Self {
+                Self {
+                    action: Ok(value.action),
+                    actor_id: Ok(value.actor_id),
+                    actor_kind: Ok(value.actor_kind),
+                    actor_user_id: Ok(value.actor_user_id),
+                    address: Ok(value.address),
+                    details: Ok(value.details),
+                    hash: Ok(value.hash),
+                    id: Ok(value.id),
+                    occurred_at: Ok(value.occurred_at),
+                    org_id: Ok(value.org_id),
+                    outcome: Ok(value.outcome),
+                    request_id: Ok(value.request_id),
+                    seq: Ok(value.seq),
+                    target_id: Ok(value.target_id),
+                    target_kind: Ok(value.target_kind),
+                    user_agent: Ok(value.user_agent),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AuditPage {
+            items: ::std::result::Result<::std::vec::Vec<super::AuditEvent>, ::std::string::String>,
+            next_cursor: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AuditPage {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                    next_cursor: Ok(Default::default()),
+                }
+            }
+        }
+        impl AuditPage {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AuditEvent>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for items: {e}"));
+                self
+            }
+            pub fn next_cursor<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_cursor = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for next_cursor: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AuditPage> for super::AuditPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AuditPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items: value.items?,
+                    next_cursor: value.next_cursor?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AuditPage> for AuditPage {
+            fn from(value: super::AuditPage) -> Self {
+                Self {
+                    items: Ok(value.items),
+                    next_cursor: Ok(value.next_cursor),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AuditVerification {
+            chains: ::std::result::Result<
+                ::std::vec::Vec<super::AuditChainCheck>,
+                ::std::string::String,
+            >,
+            ok: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for AuditVerification {
+            fn default() -> Self {
+                Self {
+                    chains: Err("no value supplied for chains".to_string()),
+                    ok: Err("no value supplied for ok".to_string()),
+                }
+            }
+        }
+        impl AuditVerification {
+            pub fn chains<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::AuditChainCheck>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.chains = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for chains: {e}"));
+                self
+            }
+            pub fn ok<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ok = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ok: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AuditVerification> for super::AuditVerification {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AuditVerification,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    chains: value.chains?,
+                    ok: value.ok?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AuditVerification> for AuditVerification {
+            fn from(value: super::AuditVerification) -> Self {
+                Self {
+                    chains: Ok(value.chains),
+                    ok: Ok(value.ok),
                 }
             }
         }
@@ -36987,6 +38102,93 @@ impl Client {
     pub fn agents_update(&self) -> builder::AgentsUpdate<'_> {
         builder::AgentsUpdate::new(self)
     }
+    /**List audit events
+
+    An addition to the spec. Every change of state or access and every security event is one event: logins (succeeded or failed), personal access tokens, service accounts and deployment keys created, rotated or revoked, roles, memberships and invitations, the permission catalog, settings and feature gates, MCP accounts connected, organizations created, renamed or deleted, and every administrative operation a member was refused (`authz.denied`). An event is written in the same transaction as the change it records: a change rolled back leaves none, a committed one always has one. Events never hold a secret (no token, key, password or their hashes).
+
+    With `org_id`: the organization's events, for its admins (a role of level 80 or more that grants `audit:read`; the admin and owner system roles do through `*:read` and `*:*`), or a system administrator; anyone else is `403 forbidden` (and the refusal is itself recorded), a personal access token needs the `audit:read` scope. Without `org_id`: every event, system-level ones (`org_id: null`: logins, personal tokens, the permission catalog) included, for system administrators only (a login).
+
+    Filters (optional, combined): `actor_id` (the user, token or deployment, or the user behind a token), `action` (exact, or a prefix when it ends with `*`: `role.*`), `target_kind`, `target_id`, `outcome`, `from` (inclusive) and `to` (exclusive). Newest first (by `id`), in pages of `limit` (1 to 500, default 50; `400 invalid_pagination`): pass `next_cursor` as `cursor` for the next page (opaque; a malformed one is `400 invalid_cursor`). Pages neither overlap nor skip while events are added.
+
+    Sends a `GET` request to `/api/audit/events`
+
+    Arguments:
+    - `action`: Only this action; ending with `*`, every action starting with what precedes it (`role.*`).
+    - `actor_id`: Only events by this user, token or deployment (or by the tokens of this user).
+    - `cursor`: Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest event).
+    - `from`: Only events at or after this time (RFC 3339).
+    - `limit`: Items per page: 1 to 500, default 50.
+    - `org_id`: The organization (its admins). Absent: every event, for system administrators only.
+    - `outcome`: Only this outcome.
+    - `target_id`: Only events about this object.
+    - `target_kind`: Only events about this kind of object.
+    - `to`: Only events before this time (RFC 3339).
+    ```ignore
+    let response = client.audit_list()
+        .action(action)
+        .actor_id(actor_id)
+        .cursor(cursor)
+        .from(from)
+        .limit(limit)
+        .org_id(org_id)
+        .outcome(outcome)
+        .target_id(target_id)
+        .target_kind(target_kind)
+        .to(to)
+        .send()
+        .await;
+    ```*/
+    pub fn audit_list(&self) -> builder::AuditList<'_> {
+        builder::AuditList::new(self)
+    }
+    /**Export audit events as JSON Lines
+
+    An addition to the spec, with the access and filters of `GET /api/audit/events`. The whole filtered set, newest first, one `AuditEvent` per line (`application/jsonl`, a download), streamed as it is read (500 events at a time: the server holds no more, whatever the size of the log). A failure after the first bytes ends the response early, so a cut export shows as such (an incomplete last line).
+
+    Sends a `GET` request to `/api/audit/export`
+
+    Arguments:
+    - `action`: As in `GET /api/audit/events` (a trailing `*` is a prefix).
+    - `actor_id`: As in `GET /api/audit/events`.
+    - `from`
+    - `org_id`: The organization (its admins). Absent: every event, for system administrators only.
+    - `outcome`
+    - `target_id`
+    - `target_kind`
+    - `to`
+    ```ignore
+    let response = client.audit_export()
+        .action(action)
+        .actor_id(actor_id)
+        .from(from)
+        .org_id(org_id)
+        .outcome(outcome)
+        .target_id(target_id)
+        .target_kind(target_kind)
+        .to(to)
+        .send()
+        .await;
+    ```*/
+    pub fn audit_export(&self) -> builder::AuditExport<'_> {
+        builder::AuditExport::new(self)
+    }
+    /**Verify the audit log's hash chains
+
+    An addition to the spec, with the access of `GET /api/audit/events` (`org_id`: that organization's chain; without it, every chain, for system administrators). Each organization's events form a chain (system-level events one of their own): event `seq` n carries the SHA-256 of event n−1's hash, n and its own columns. Verification reads the chain in order and recomputes every hash from the stored columns: an event changed by hand (even with the append-only trigger disabled) or removed breaks the chain, and `first_broken_seq` names the first broken `seq` (`ok: false`). Retention drops whole months and records where the remaining chain starts, so it breaks nothing.
+
+    Sends a `GET` request to `/api/audit/verify`
+
+    Arguments:
+    - `org_id`: The organization (its admins). Absent: every chain, the system chain with them, for system administrators only.
+    ```ignore
+    let response = client.audit_verify()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn audit_verify(&self) -> builder::AuditVerify<'_> {
+        builder::AuditVerify::new(self)
+    }
     /**Change the caller's password
 
     Any authenticated user, who proves the current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`). The new one follows the password policy of `signup` (`422 weak_password`). In one transaction the password is set and every other session of the user is revoked; the caller's own session stays (with a token issued before sessions existed, every session is revoked and that token is refused from now on too). Open reset links are ended.
@@ -40653,6 +41855,480 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::audit_list`]
+
+    [`Client::audit_list`]: super::Client::audit_list*/
+    #[derive(Debug, Clone)]
+    pub struct AuditList<'a> {
+        client: &'a super::Client,
+        action: Result<Option<types::AuditListAction>, String>,
+        actor_id: Result<Option<::uuid::Uuid>, String>,
+        cursor: Result<Option<types::AuditListCursor>, String>,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
+        outcome: Result<Option<types::AuditOutcome>, String>,
+        target_id: Result<Option<types::AuditListTargetId>, String>,
+        target_kind: Result<Option<types::AuditListTargetKind>, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+    }
+    impl<'a> AuditList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                action: Ok(None),
+                actor_id: Ok(None),
+                cursor: Ok(None),
+                from: Ok(None),
+                limit: Ok(None),
+                org_id: Ok(None),
+                outcome: Ok(None),
+                target_id: Ok(None),
+                target_kind: Ok(None),
+                to: Ok(None),
+            }
+        }
+        pub fn action<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditListAction>,
+        {
+            self.action = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditListAction` for action failed".to_string());
+            self
+        }
+        pub fn actor_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.actor_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for actor_id failed".to_string());
+            self
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditListCursor>,
+        {
+            self.cursor = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditListCursor` for cursor failed".to_string());
+            self
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn outcome<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditOutcome>,
+        {
+            self.outcome = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditOutcome` for outcome failed".to_string());
+            self
+        }
+        pub fn target_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditListTargetId>,
+        {
+            self.target_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditListTargetId` for target_id failed".to_string());
+            self
+        }
+        pub fn target_kind<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditListTargetKind>,
+        {
+            self.target_kind = value.try_into().map(Some).map_err(|_| {
+                "conversion to `AuditListTargetKind` for target_kind failed".to_string()
+            });
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/audit/events`
+        pub async fn send(self) -> Result<ResponseValue<types::AuditPage>, Error<types::Error>> {
+            let Self {
+                client,
+                action,
+                actor_id,
+                cursor,
+                from,
+                limit,
+                org_id,
+                outcome,
+                target_id,
+                target_kind,
+                to,
+            } = self;
+            let action = action.map_err(Error::InvalidRequest)?;
+            let actor_id = actor_id.map_err(Error::InvalidRequest)?;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let outcome = outcome.map_err(Error::InvalidRequest)?;
+            let target_id = target_id.map_err(Error::InvalidRequest)?;
+            let target_kind = target_kind.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/audit/events", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("action", &action))
+                .query(&progenitor_client::QueryParam::new("actor_id", &actor_id))
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("outcome", &outcome))
+                .query(&progenitor_client::QueryParam::new("target_id", &target_id))
+                .query(&progenitor_client::QueryParam::new(
+                    "target_kind",
+                    &target_kind,
+                ))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "audit_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::audit_export`]
+
+    [`Client::audit_export`]: super::Client::audit_export*/
+    #[derive(Debug, Clone)]
+    pub struct AuditExport<'a> {
+        client: &'a super::Client,
+        action: Result<Option<types::AuditExportAction>, String>,
+        actor_id: Result<Option<::uuid::Uuid>, String>,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        org_id: Result<Option<::uuid::Uuid>, String>,
+        outcome: Result<Option<types::AuditOutcome>, String>,
+        target_id: Result<Option<types::AuditExportTargetId>, String>,
+        target_kind: Result<Option<types::AuditExportTargetKind>, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+    }
+    impl<'a> AuditExport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                action: Ok(None),
+                actor_id: Ok(None),
+                from: Ok(None),
+                org_id: Ok(None),
+                outcome: Ok(None),
+                target_id: Ok(None),
+                target_kind: Ok(None),
+                to: Ok(None),
+            }
+        }
+        pub fn action<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditExportAction>,
+        {
+            self.action = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditExportAction` for action failed".to_string());
+            self
+        }
+        pub fn actor_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.actor_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for actor_id failed".to_string());
+            self
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn outcome<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditOutcome>,
+        {
+            self.outcome = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `AuditOutcome` for outcome failed".to_string());
+            self
+        }
+        pub fn target_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditExportTargetId>,
+        {
+            self.target_id = value.try_into().map(Some).map_err(|_| {
+                "conversion to `AuditExportTargetId` for target_id failed".to_string()
+            });
+            self
+        }
+        pub fn target_kind<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AuditExportTargetKind>,
+        {
+            self.target_kind = value.try_into().map(Some).map_err(|_| {
+                "conversion to `AuditExportTargetKind` for target_kind failed".to_string()
+            });
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/audit/export`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                action,
+                actor_id,
+                from,
+                org_id,
+                outcome,
+                target_id,
+                target_kind,
+                to,
+            } = self;
+            let action = action.map_err(Error::InvalidRequest)?;
+            let actor_id = actor_id.map_err(Error::InvalidRequest)?;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let outcome = outcome.map_err(Error::InvalidRequest)?;
+            let target_id = target_id.map_err(Error::InvalidRequest)?;
+            let target_kind = target_kind.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/audit/export", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new("action", &action))
+                .query(&progenitor_client::QueryParam::new("actor_id", &actor_id))
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("outcome", &outcome))
+                .query(&progenitor_client::QueryParam::new("target_id", &target_id))
+                .query(&progenitor_client::QueryParam::new(
+                    "target_kind",
+                    &target_kind,
+                ))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "audit_export",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::audit_verify`]
+
+    [`Client::audit_verify`]: super::Client::audit_verify*/
+    #[derive(Debug, Clone)]
+    pub struct AuditVerify<'a> {
+        client: &'a super::Client,
+        org_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> AuditVerify<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Ok(None),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/audit/verify`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AuditVerification>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/audit/verify", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "audit_verify",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -136,6 +136,9 @@ pub mod perm {
                     fn check(self, access: &super::OrgAccess) -> Result<(), crate::error::Error> {
                         access.require(Self::NAME)
                     }
+                    fn administrative(self) -> bool {
+                        super::is_administrative($name)
+                    }
                 }
                 #[doc = concat!("The `", $name, "` permission.")]
                 pub const $konst: $ty = $ty;
@@ -171,6 +174,7 @@ pub mod perm {
         McpRead MCP_READ = "mcp:read";
         McpWrite MCP_WRITE = "mcp:write";
         FeedbackRead FEEDBACK_READ = "feedback:read";
+        AuditRead AUDIT_READ = "audit:read";
     }
 }
 
@@ -278,6 +282,21 @@ pub mod on {
 pub trait Requirement: Copy + Send + Sync + 'static {
     type Grants: Copy + std::fmt::Debug + Send + Sync + 'static;
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error>;
+    /// Whether this is an administrative requirement (managing the
+    /// organization, its members and roles, reading its admin data): a
+    /// member refused by it is recorded in the audit log.
+    fn administrative(self) -> bool {
+        false
+    }
+}
+
+/// Whether a permission is administrative (see
+/// [`Requirement::administrative`]): any but a read of `organization`,
+/// `users` and `roles`, and reading the audit log or the feedback.
+pub fn is_administrative(permission: &str) -> bool {
+    let (resource, action) = permission.split_once(':').unwrap_or((permission, ""));
+    (matches!(resource, "organization" | "users" | "roles") && action != "read")
+        || matches!(permission, "audit:read" | "feedback:read")
 }
 
 /// An active membership only.
@@ -298,6 +317,9 @@ pub struct Owner<P>(pub P);
 
 impl<P: perm::Permission> Requirement for Owner<P> {
     type Grants = Owner<P>;
+    fn administrative(self) -> bool {
+        true
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         access.require(P::NAME)?;
         // Owners' operations change roles: a login only.
@@ -323,6 +345,9 @@ pub struct AdminRole;
 
 impl Requirement for AdminRole {
     type Grants = AdminRole;
+    fn administrative(self) -> bool {
+        true
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         if access.level >= ADMIN_LEVEL {
             // A token manages invitations with the `users:write` scope.
@@ -353,6 +378,9 @@ pub struct Admin<P>(pub P);
 
 impl<P: perm::Permission> Requirement for Admin<P> {
     type Grants = Admin<P>;
+    fn administrative(self) -> bool {
+        true
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         if access.level < ADMIN_LEVEL {
             return Err(crate::error::Error::forbidden(format!(
@@ -371,6 +399,9 @@ pub struct Also<P>(pub P, pub &'static [perm::Name]);
 
 impl<P: perm::Permission> Requirement for Also<P> {
     type Grants = P;
+    fn administrative(self) -> bool {
+        is_administrative(P::NAME.name())
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         access.require(P::NAME)?;
         self.1.iter().try_for_each(|p| access.require(*p))
@@ -385,6 +416,9 @@ pub struct Login<P>(pub P);
 
 impl<P: perm::Permission> Requirement for Login<P> {
     type Grants = P;
+    fn administrative(self) -> bool {
+        is_administrative(P::NAME.name())
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         if access.via_token() {
             return Err(token_not_allowed());
@@ -396,6 +430,9 @@ impl<P: perm::Permission> Requirement for Login<P> {
 /// Both permissions; grants both (`Grant::first`, `Grant::second`).
 impl<A: perm::Permission, B: perm::Permission> Requirement for (A, B) {
     type Grants = (A, B);
+    fn administrative(self) -> bool {
+        is_administrative(A::NAME.name()) || is_administrative(B::NAME.name())
+    }
     fn check(self, access: &OrgAccess) -> Result<(), crate::error::Error> {
         access.require(A::NAME)?;
         access.require(B::NAME)
@@ -613,6 +650,8 @@ pub struct OrgAccess {
     /// (`None`: a login's access token, limited by the role alone).
     scopes: Option<Vec<String>>,
     log: slog::Logger,
+    /// Who made the request and from where: what the audit log records.
+    origin: crate::audit::Origin,
 }
 
 /// `403 token_not_allowed`: what only a login may do (managing tokens,
@@ -641,14 +680,24 @@ pub fn insufficient_scope(permission: &str) -> crate::error::Error {
 pub struct SystemAdmin {
     user_id: uuid::Uuid,
     log: slog::Logger,
+    origin: crate::audit::Origin,
 }
 
 impl SystemAdmin {
-    pub(crate) fn grant(user_id: uuid::Uuid, log: &slog::Logger) -> SystemAdmin {
+    pub(crate) fn grant(
+        user_id: uuid::Uuid,
+        log: &slog::Logger,
+        origin: crate::audit::Origin,
+    ) -> SystemAdmin {
         SystemAdmin {
             user_id,
             log: log.new(slog::o!("user_id" => user_id.to_string(), "system_admin" => true)),
+            origin,
         }
+    }
+    /// Who made the request and from where (the audit log's origin).
+    pub fn origin(&self) -> &crate::audit::Origin {
+        &self.origin
     }
     pub fn user_id(&self) -> uuid::Uuid {
         self.user_id
@@ -826,6 +875,7 @@ impl OrgAccess {
         target: T,
         require: R,
         log: &slog::Logger,
+        origin: crate::audit::Origin,
     ) -> Result<Grant<T::Object, R::Grants>, crate::error::Error> {
         let access = OrgAccess {
             org_id: membership.org_id,
@@ -844,6 +894,7 @@ impl OrgAccess {
                     "user_id" => slog::FnValue(move |_: &slog::Record<'_>| user_id.to_string())
                 ))
             },
+            origin,
         };
         require.check(&access)?;
         let object = target.object(access.org_id);
@@ -907,6 +958,11 @@ impl OrgAccess {
 
     pub fn is_owner(&self) -> bool {
         is_owner_role(self.role_is_system, &self.role_name)
+    }
+
+    /// Who made the request and from where (the audit log's origin).
+    pub fn origin(&self) -> &crate::audit::Origin {
+        &self.origin
     }
 }
 

@@ -1,9 +1,10 @@
 //! The state shared by every request handler.
 
+use crate::audit::{Actor as AuditActor, Origin};
 use crate::authn::{Actor, TokenKeys};
 use crate::authz::{
-    DeploymentAccess, DownloadGrant, GatewayAccess, Grant, LiveAccess, OAuthCallbackGrant,
-    OrgAccess, Requirement, SystemAdmin, on,
+    Admin, DeploymentAccess, DownloadGrant, GatewayAccess, Grant, LiveAccess, OAuthCallbackGrant,
+    OrgAccess, Requirement, SystemAdmin, on, perm,
 };
 use crate::config::Config;
 use crate::db::Datastore;
@@ -70,6 +71,33 @@ pub enum ShutdownPhase {
     /// The grace period ended: answers end as interrupted, and jobs in
     /// progress are handed back to the queue.
     GraceOver,
+}
+
+/// Who reads the audit log ([`ServerContext::authorize_audit_reader`]):
+/// an organization's admin, or a system administrator (every event, or
+/// one organization's).
+pub enum AuditReader {
+    Org(Grant<on::Org, Admin<perm::AuditRead>>),
+    All(SystemAdmin, Option<uuid::Uuid>),
+}
+
+impl AuditReader {
+    /// What the reads are limited to.
+    pub fn scope(&self) -> crate::db::datastore::audit::AuditScope<'_> {
+        use crate::db::datastore::audit::AuditScope;
+        match self {
+            AuditReader::Org(grant) => AuditScope::Org(grant.access()),
+            AuditReader::All(admin, org) => AuditScope::All(admin, *org),
+        }
+    }
+
+    /// The request's logger.
+    pub fn log(&self) -> &slog::Logger {
+        match self {
+            AuditReader::Org(grant) => grant.log(),
+            AuditReader::All(admin, _) => admin.log(),
+        }
+    }
 }
 
 type Rq = dropshot::RequestContext<ServerContext>;
@@ -184,11 +212,28 @@ impl ServerContext {
                 token,
                 membership,
             } => {
+                let token_id = token.as_ref().map(|(id, _)| *id);
                 let scopes = token.map(|(token_id, scopes)| {
                     self.token_used(token_id);
                     scopes
                 });
-                OrgAccess::grant(user_id, membership, scopes, target, require, &rqctx.log)
+                let origin = self.origin(rqctx, AuditActor::user(user_id, token_id));
+                let org_id = membership.org_id;
+                let granted = OrgAccess::grant(
+                    user_id,
+                    membership,
+                    scopes,
+                    target,
+                    require,
+                    &rqctx.log,
+                    origin.clone(),
+                );
+                if let Err(Error::Forbidden { code, .. }) = &granted
+                    && require.administrative()
+                {
+                    self.audit_refusal(rqctx, &origin, Some(org_id), code).await;
+                }
+                granted
             }
         }
     }
@@ -293,6 +338,23 @@ impl ServerContext {
     /// its scopes: system administration needs a login.
     pub async fn authorize_system_admin(&self, rqctx: &Rq) -> Result<SystemAdmin, Error> {
         let actor = self.authenticate_login(rqctx).await?;
+        let origin = self.origin(rqctx, AuditActor::user(actor.user_id, None));
+        match self.system_admin(rqctx, &actor, origin.clone()).await? {
+            Some(admin) => Ok(admin),
+            None => {
+                self.audit_refusal(rqctx, &origin, None, "forbidden").await;
+                Err(Error::forbidden("system administrator access is required"))
+            }
+        }
+    }
+
+    /// The system administrator grant of `actor`, if they are one.
+    async fn system_admin(
+        &self,
+        rqctx: &Rq,
+        actor: &Actor,
+        origin: Origin,
+    ) -> Result<Option<SystemAdmin>, Error> {
         let user = self.datastore.user_get(actor.user_id).await?;
         let listed = self
             .config
@@ -300,10 +362,78 @@ impl ServerContext {
             .system_admins
             .iter()
             .any(|a| a.eq_ignore_ascii_case(&user.email));
-        if user.is_system_admin || listed {
-            Ok(SystemAdmin::grant(actor.user_id, &rqctx.log))
-        } else {
-            Err(Error::forbidden("system administrator access is required"))
+        Ok((user.is_system_admin || listed)
+            .then(|| SystemAdmin::grant(actor.user_id, &rqctx.log, origin)))
+    }
+
+    /// The one authorization call of the audit log's operations: with
+    /// `org_id`, the organization's admins (a role of the admin level with
+    /// `audit:read`) or a system administrator; without, system
+    /// administrators only (every organization's events and the system
+    /// ones). A member refused is recorded as for any administrative
+    /// operation.
+    pub async fn authorize_audit_reader(
+        &self,
+        rqctx: &Rq,
+        org_id: Option<uuid::Uuid>,
+    ) -> Result<AuditReader, Error> {
+        const READ: Admin<perm::AuditRead> = Admin(perm::AUDIT_READ);
+        let Some(org_id) = org_id else {
+            return Ok(AuditReader::All(
+                self.authorize_system_admin(rqctx).await?,
+                None,
+            ));
+        };
+        match self.authorize(rqctx, on::Org(org_id), READ).await {
+            Ok(grant) => Ok(AuditReader::Org(grant)),
+            Err(refused @ Error::Forbidden { .. }) => {
+                let Ok(actor) = self.authenticate_login(rqctx).await else {
+                    return Err(refused);
+                };
+                let origin = self.origin(rqctx, AuditActor::user(actor.user_id, None));
+                match self.system_admin(rqctx, &actor, origin).await? {
+                    Some(admin) => Ok(AuditReader::All(admin, Some(org_id))),
+                    None => Err(refused),
+                }
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The audit log's origin of a request by `actor`: the client address
+    /// (as `http.trusted_proxies` resolves it), user agent and request id.
+    pub fn origin(&self, rqctx: &Rq, actor: AuditActor) -> Origin {
+        let headers = rqctx.request.headers();
+        let forwarded = headers
+            .get_all("x-forwarded-for")
+            .into_iter()
+            .map(|v| v.to_str().unwrap_or(""));
+        let address = self
+            .config
+            .http
+            .client_address(rqctx.request.remote_addr().ip(), forwarded);
+        Origin::of(actor, address, headers, &rqctx.request_id)
+    }
+
+    /// Records a refused administrative operation (`authz.denied`, outcome
+    /// `denied`) in the organization's chain, or the system chain for a
+    /// system-level one, in a transaction of its own. A failure to record
+    /// is logged: the refusal stands either way.
+    async fn audit_refusal(
+        &self,
+        rqctx: &Rq,
+        origin: &Origin,
+        org_id: Option<uuid::Uuid>,
+        code: &str,
+    ) {
+        let event = crate::audit::Event::new(org_id, "authz.denied")
+            .outcome(crate::audit::Outcome::Denied)
+            .details(serde_json::json!({
+                "operation": rqctx.endpoint.operation_id,
+                "error_code": code,
+            }));
+        if let Err(e) = self.datastore.audit_record(origin, &event).await {
+            slog::warn!(rqctx.log, "recording a refusal in the audit log failed"; "error" => %e);
         }
     }
 }

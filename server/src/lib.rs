@@ -2,6 +2,7 @@
 //! `workspace-api`, its business rules (`app`), and its data layer (`db`).
 
 pub mod app;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod backup;
@@ -546,6 +547,15 @@ fn spawn_maintenance(
                 config.auth.login_window_secs,
                 config.auth.refresh_token_lifetime_secs,
             ),
+            log.clone(),
+        ),
+    );
+    tasks.spawn(
+        "audit_maintenance",
+        app::audit::maintenance(
+            datastore.clone(),
+            config.audit.retention_days,
+            std::time::Duration::from_secs(config.audit.maintenance_interval_secs),
             log.clone(),
         ),
     );

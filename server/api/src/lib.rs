@@ -6,6 +6,7 @@
 //! See [`openapi_document`].
 
 pub mod agents;
+pub mod audit;
 pub mod auth;
 pub mod chat;
 pub mod chat_folders;
@@ -69,6 +70,7 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 5, 0);
             "deployments" = { description = "Deployments of agents." },
             "mcp" = { description = "MCP servers, OAuth connections, instances." },
             "mcp-playground" = { description = "Chat with MCP tools." },
+            "audit" = { description = "The audit log." },
         }
     }
 }]
@@ -3143,6 +3145,79 @@ pub trait WorkspaceApi {
     async fn users_export(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    // ---- Audit log (issue #36) ----
+
+    /// List audit events.
+    ///
+    /// An addition to the spec. Every change of state or access and every
+    /// security event is one event: logins (succeeded or failed), personal
+    /// access tokens, service accounts and deployment keys created,
+    /// rotated or revoked, roles, memberships and invitations, the
+    /// permission catalog, settings and feature gates, MCP accounts
+    /// connected, organizations created, renamed or deleted, and every
+    /// administrative operation a member was refused (`authz.denied`). An
+    /// event is written in the same transaction as the change it records:
+    /// a change rolled back leaves none, a committed one always has one.
+    /// Events never hold a secret (no token, key, password or their
+    /// hashes).
+    ///
+    /// With `org_id`: the organization's events, for its admins (a role of
+    /// level 80 or more that grants `audit:read`; the admin and owner
+    /// system roles do through `*:read` and `*:*`), or a system
+    /// administrator; anyone else is `403 forbidden` (and the refusal is
+    /// itself recorded), a personal access token needs the `audit:read`
+    /// scope. Without `org_id`: every event, system-level ones (`org_id:
+    /// null`: logins, personal tokens, the permission catalog) included,
+    /// for system administrators only (a login).
+    ///
+    /// Filters (optional, combined): `actor_id` (the user, token or
+    /// deployment, or the user behind a token), `action` (exact, or a
+    /// prefix when it ends with `*`: `role.*`), `target_kind`,
+    /// `target_id`, `outcome`, `from` (inclusive) and `to` (exclusive).
+    /// Newest first (by `id`), in pages of `limit` (1 to 500, default 50;
+    /// `400 invalid_pagination`): pass `next_cursor` as `cursor` for the
+    /// next page (opaque; a malformed one is `400 invalid_cursor`). Pages
+    /// neither overlap nor skip while events are added.
+    #[endpoint { method = GET, path = "/api/audit/events", tags = ["audit"] }]
+    async fn audit_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<audit::AuditListQuery>,
+    ) -> Result<HttpResponseOk<audit::AuditPage>, HttpError>;
+
+    /// Export audit events as JSON Lines.
+    ///
+    /// An addition to the spec, with the access and filters of `GET
+    /// /api/audit/events`. The whole filtered set, newest first, one
+    /// `AuditEvent` per line (`application/jsonl`, a download), streamed
+    /// as it is read (500 events at a time: the server holds no more,
+    /// whatever the size of the log). A failure after the first bytes ends
+    /// the response early, so a cut export shows as such (an incomplete
+    /// last line).
+    #[endpoint { method = GET, path = "/api/audit/export", tags = ["audit"] }]
+    async fn audit_export(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<audit::AuditExportQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// Verify the audit log's hash chains.
+    ///
+    /// An addition to the spec, with the access of `GET
+    /// /api/audit/events` (`org_id`: that organization's chain; without
+    /// it, every chain, for system administrators). Each organization's
+    /// events form a chain (system-level events one of their own): event
+    /// `seq` n carries the SHA-256 of event n−1's hash, n and its own
+    /// columns. Verification reads the chain in order and recomputes every
+    /// hash from the stored columns: an event changed by hand (even with
+    /// the append-only trigger disabled) or removed breaks the chain, and
+    /// `first_broken_seq` names the first broken `seq` (`ok: false`).
+    /// Retention drops whole months and records where the remaining chain
+    /// starts, so it breaks nothing.
+    #[endpoint { method = GET, path = "/api/audit/verify", tags = ["audit"] }]
+    async fn audit_verify(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<audit::AuditVerifyQuery>,
+    ) -> Result<HttpResponseOk<audit::AuditVerification>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches
@@ -3170,5 +3245,6 @@ pub fn openapi_document() -> openapiv3::OpenAPI {
     document::patch_document(&mut doc);
     kb::patch_document(&mut doc);
     feedback::patch_document(&mut doc);
+    audit::patch_document(&mut doc);
     doc
 }

@@ -134,6 +134,8 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_import",
     // Streams the feedback export to stdout (`workspace feedback export`).
     "org_feedback_export",
+    // Streams the audit export to stdout (`workspace audit export`).
+    "audit_export",
     // Service accounts are made, rotated and deleted with a login.
     "org_service_accounts_create",
     "org_service_accounts_rotate",
@@ -1351,6 +1353,22 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     ("org_feedback_export", &[(403, &["forbidden"])]),
+    // ---- Audit log (issue #36) ----
+    (
+        "audit_list",
+        &[
+            (400, &["invalid_pagination", "invalid_cursor"]),
+            (403, &["forbidden", "token_not_allowed"]),
+        ],
+    ),
+    (
+        "audit_export",
+        &[(403, &["forbidden", "token_not_allowed"])],
+    ),
+    (
+        "audit_verify",
+        &[(403, &["forbidden", "token_not_allowed"])],
+    ),
 ];
 
 /// The errors of rating an answer (chat and conversation alike).

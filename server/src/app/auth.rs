@@ -339,7 +339,25 @@ pub async fn login(
     client: &super::sessions::ClientInfo,
 ) -> Result<LoginResponse, Error> {
     rate_limit(cx, Limited::Login, client.address).await?;
-    let user_id = verify_login(cx, &request.email, request.password).await?;
+    let email = normalize_email(&request.email);
+    let user_id = match verify_login(cx, &request.email, request.password).await {
+        Ok(user_id) => user_id,
+        Err(e) => {
+            // A refused login, on the system chain (who tried is not known:
+            // the e-mail address tried is a detail, never the password).
+            if let Error::Unauthenticated { code, .. } | Error::TooManyRequests { code, .. } = &e {
+                let event = crate::audit::Event::system("auth.login")
+                    .outcome(crate::audit::Outcome::Failure)
+                    .details(serde_json::json!({
+                        "email": email.chars().take(EMAIL_MAX_CHARS).collect::<String>(),
+                        "error_code": code,
+                    }));
+                let origin = client.origin(crate::audit::Actor::ANONYMOUS);
+                cx.datastore.audit_record(&origin, &event).await?;
+            }
+            return Err(e);
+        }
+    };
     Ok(super::sessions::start(cx, user_id, client).await?.into())
 }
 

@@ -495,7 +495,11 @@ pub async fn signup_invite(
         crate::app::auth::verify_login(cx, &invitation.email, request.password).await?;
         let outcome = cx
             .datastore
-            .invitation_accept_existing(&token_hash, existing.id)
+            .invitation_accept_existing(
+                &token_hash,
+                existing.id,
+                &client.origin(crate::audit::Actor::ANONYMOUS),
+            )
             .await?;
         return accepted(cx, outcome, client).await;
     }
@@ -504,13 +508,16 @@ pub async fn signup_invite(
     let personal_org_name = format!("{first_name} {last_name}'s organization");
     let outcome = cx
         .datastore
-        .invitation_accept(&Acceptance {
-            token_hash: &token_hash,
-            first_name: &first_name,
-            last_name: &last_name,
-            password_hash: &password_hash,
-            personal_org_name: &personal_org_name,
-        })
+        .invitation_accept(
+            &Acceptance {
+                token_hash: &token_hash,
+                first_name: &first_name,
+                last_name: &last_name,
+                password_hash: &password_hash,
+                personal_org_name: &personal_org_name,
+            },
+            &client.origin(crate::audit::Actor::ANONYMOUS),
+        )
         .await?;
     accepted(cx, outcome, client).await
 }

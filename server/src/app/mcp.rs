@@ -314,14 +314,22 @@ pub async fn connect_account(
 }
 
 /// The OAuth callback: always a URL of the frontend to redirect to.
-pub async fn callback(cx: &ServerContext, query: CallbackQuery) -> String {
-    match callback_inner(cx, query).await {
+pub async fn callback(
+    cx: &ServerContext,
+    query: CallbackQuery,
+    origin: &crate::audit::Origin,
+) -> String {
+    match callback_inner(cx, query, origin).await {
         Ok(url) => url,
         Err(code) => frontend_callback(cx, &[("error", code.as_str())]),
     }
 }
 
-async fn callback_inner(cx: &ServerContext, query: CallbackQuery) -> Result<String, String> {
+async fn callback_inner(
+    cx: &ServerContext,
+    query: CallbackQuery,
+    origin: &crate::audit::Origin,
+) -> Result<String, String> {
     let Some(state) = query.state.as_deref().filter(|s| !s.is_empty()) else {
         return Err("invalid_state".to_string());
     };
@@ -399,6 +407,7 @@ async fn callback_inner(cx: &ServerContext, query: CallbackQuery) -> Result<Stri
             tokens.expires_at,
             &kept,
             &name,
+            origin,
         )
         .await
     {

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod answer;
+pub mod audit;
 pub mod auth;
 pub mod chat;
 pub mod chat_folders;

@@ -62,10 +62,17 @@ fn valid_name(name: &str) -> Result<&str, Error> {
     Ok(name)
 }
 
-pub async fn create(cx: &ServerContext, actor: &Actor, name: &str) -> Result<Organization, Error> {
+pub async fn create(
+    cx: &ServerContext,
+    actor: &Actor,
+    origin: &crate::audit::Origin,
+    name: &str,
+) -> Result<Organization, Error> {
     let name = valid_name(name)?;
     Ok(view(
-        cx.datastore.org_create(actor.user_id, name, name).await?,
+        cx.datastore
+            .org_create(actor.user_id, name, name, origin)
+            .await?,
     ))
 }
 

@@ -24,6 +24,8 @@ use workspace_api::auth::{
 pub struct ClientInfo {
     pub address: IpAddr,
     pub user_agent: Option<String>,
+    /// The request's id (for the audit log).
+    pub request_id: Option<String>,
 }
 
 impl ClientInfo {
@@ -42,6 +44,17 @@ impl ClientInfo {
         ClientInfo {
             address,
             user_agent,
+            request_id: None,
+        }
+    }
+
+    /// The audit log's origin of this request by `actor`.
+    pub fn origin(&self, actor: crate::audit::Actor) -> crate::audit::Origin {
+        crate::audit::Origin {
+            actor,
+            address: Some(self.address.to_string()),
+            user_agent: self.user_agent.clone(),
+            request_id: self.request_id.clone(),
         }
     }
 
@@ -107,6 +120,7 @@ pub async fn start(
                 hash: &hash,
                 lifetime_secs: cx.config.auth.refresh_token_lifetime_secs,
             },
+            &client.origin(crate::audit::Actor::user(user_id, None)),
         )
         .await?;
     issue(cx, user_id, session_id, refresh_token)

@@ -153,6 +153,7 @@ impl Minted {
 pub async fn create(
     cx: &ServerContext,
     actor: &Actor,
+    origin: &crate::audit::Origin,
     body: TokenCreate,
 ) -> Result<TokenCreated, Error> {
     let name = valid_name(&body.name)?;
@@ -161,7 +162,7 @@ pub async fn create(
     let minted = Minted::new();
     let row = cx
         .datastore
-        .token_create(actor.user_id, &minted.stored(name, &scopes, days))
+        .token_create(actor.user_id, &minted.stored(name, &scopes, days), origin)
         .await?
         .ok_or_else(|| {
             Error::conflict(
@@ -188,9 +189,14 @@ pub async fn list(cx: &ServerContext, actor: &Actor) -> Result<Vec<TokenSummary>
 pub async fn revoke(
     cx: &ServerContext,
     actor: &Actor,
+    origin: &crate::audit::Origin,
     token_id: Uuid,
 ) -> Result<MessageResponse, Error> {
-    if !cx.datastore.token_revoke(actor.user_id, token_id).await? {
+    if !cx
+        .datastore
+        .token_revoke(actor.user_id, token_id, origin)
+        .await?
+    {
         return Err(Error::NotFound { what: "token" });
     }
     Ok(MessageResponse {

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod audit;
 mod auth;
 mod database;
 mod deletion;
@@ -16,6 +17,7 @@ mod http;
 mod mail;
 mod providers;
 
+pub use audit::AuditConfig;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use deletion::DeletionConfig;
@@ -72,6 +74,8 @@ pub struct Config {
     pub mcp_servers: Vec<crate::mcp::config::McpServerConfig>,
     /// The jobs that delete organizations and accounts.
     pub deletion: DeletionConfig,
+    /// The audit log's retention.
+    pub audit: AuditConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -126,6 +130,7 @@ impl Default for Config {
             mcp: Default::default(),
             mcp_servers: Vec::new(),
             deletion: DeletionConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -240,6 +245,7 @@ impl Config {
         self.files.apply_env(&get)?;
         self.transcription.apply_env(&get);
         self.deletion.apply_env(&get)?;
+        self.audit.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
@@ -285,6 +291,7 @@ impl Config {
             );
         }
         self.deletion.validate()?;
+        self.audit.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

@@ -23,7 +23,9 @@ fn client_info(rqctx: &Ctx) -> ClientInfo {
         .headers()
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
-    ClientInfo::new(super::client_address(rqctx), user_agent)
+    let mut info = ClientInfo::new(super::client_address(rqctx), user_agent);
+    info.request_id = Some(rqctx.request_id.clone());
+    info
 }
 
 pub async fn signup(

@@ -66,7 +66,10 @@ pub async fn callback(
     query: QueryParams<CallbackQuery>,
 ) -> Result<HttpResponseSeeOther, HttpError> {
     let cx = rqctx.context();
-    let location = app::mcp::callback(cx, query.into_inner()).await;
+    // The browser's redirect carries no credential: the pending session
+    // (its `state`) names the user, who becomes the event's actor.
+    let origin = cx.origin(&rqctx, crate::audit::Actor::ANONYMOUS);
+    let location = app::mcp::callback(cx, query.into_inner(), &origin).await;
     http_response_see_other(location)
 }
 

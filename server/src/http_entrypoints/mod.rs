@@ -6,6 +6,7 @@
 //! delegates to the area modules.
 
 mod agents;
+mod audit;
 mod auth;
 mod chat;
 mod chat_organize;
@@ -79,6 +80,15 @@ fn client_address(rqctx: &Ctx) -> std::net::IpAddr {
         .config
         .http
         .client_address(rqctx.request.remote_addr().ip(), forwarded)
+}
+
+/// The audit log's origin of a request by an authenticated `actor` (the
+/// operations on one's own account; org-scoped grants carry theirs).
+fn origin(rqctx: &Ctx, actor: &crate::authn::Actor) -> crate::audit::Origin {
+    rqctx.context().origin(
+        rqctx,
+        crate::audit::Actor::user(actor.user_id, actor.token_id),
+    )
 }
 
 /// Watches one request: records its status and latency in the metrics and
@@ -466,4 +476,9 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_deletion_status(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::orgs::OrgDeletion> => deletion::org_status);
     delegate!(fn users_delete_me(body: JsonBody<workspace_api::users::AccountDeleteRequest>) -> dropshot::HttpResponseAccepted<workspace_api::users::AccountDeletion> => deletion::delete_me);
     delegate!(fn users_export() -> http::Response<dropshot::Body> => deletion::export);
+
+    // ---- Audit log (issue #36) ----
+    delegate!(fn audit_list(query: QueryParams<workspace_api::audit::AuditListQuery>) -> HttpResponseOk<workspace_api::audit::AuditPage> => audit::list);
+    delegate!(fn audit_export(query: QueryParams<workspace_api::audit::AuditExportQuery>) -> http::Response<dropshot::Body> => audit::export);
+    delegate!(fn audit_verify(query: QueryParams<workspace_api::audit::AuditVerifyQuery>) -> HttpResponseOk<workspace_api::audit::AuditVerification> => audit::verify);
 }

@@ -27,8 +27,9 @@ pub async fn create_org(
 ) -> Result<HttpResponseCreated<Organization>, HttpError> {
     let cx = rqctx.context();
     let actor = cx.authenticate(&rqctx).await?;
+    let origin = super::origin(&rqctx, &actor);
     Ok(HttpResponseCreated(
-        app::orgs::create(cx, &actor, &query.into_inner().name).await?,
+        app::orgs::create(cx, &actor, &origin, &query.into_inner().name).await?,
     ))
 }
 

@@ -13,8 +13,9 @@ pub async fn create(
 ) -> Result<HttpResponseCreated<TokenCreated>, HttpError> {
     let cx = rqctx.context();
     let actor = cx.authenticate_login(&rqctx).await?;
+    let origin = super::origin(&rqctx, &actor);
     Ok(HttpResponseCreated(
-        app::tokens::create(cx, &actor, body.into_inner()).await?,
+        app::tokens::create(cx, &actor, &origin, body.into_inner()).await?,
     ))
 }
 
@@ -30,7 +31,8 @@ pub async fn revoke(
 ) -> Result<HttpResponseOk<MessageResponse>, HttpError> {
     let cx = rqctx.context();
     let actor = cx.authenticate_login(&rqctx).await?;
+    let origin = super::origin(&rqctx, &actor);
     Ok(HttpResponseOk(
-        app::tokens::revoke(cx, &actor, query.into_inner().token_id).await?,
+        app::tokens::revoke(cx, &actor, &origin, query.into_inner().token_id).await?,
     ))
 }

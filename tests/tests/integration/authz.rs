@@ -1297,6 +1297,20 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 None,
             ),
         ),
+        // ---- Audit log (issue #36): the organization's admins (level 80
+        // and `audit:read`); without `org_id`, system administrators.
+        "audit_list" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/audit/events", q_org(), None),
+        ),
+        "audit_export" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/audit/export", q_org(), None),
+        ),
+        "audit_verify" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/audit/verify", q_org(), None),
+        ),
         _ => return None,
     })
 }

@@ -2,6 +2,7 @@
 //! fresh PostgreSQL database and talks to it through the generated client.
 
 mod agents;
+mod audit;
 mod auth;
 mod authz;
 mod chat;

@@ -51,6 +51,27 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  audit_export: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  audit_list: {
+    400: "invalid_request" | "invalid_pagination" | "invalid_cursor";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  audit_verify: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   auth_change_password: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked" | "invalid_credentials";

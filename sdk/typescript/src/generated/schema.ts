@@ -310,6 +310,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/audit/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List audit events.
+         * @description An addition to the spec. Every change of state or access and every security event is one event: logins (succeeded or failed), personal access tokens, service accounts and deployment keys created, rotated or revoked, roles, memberships and invitations, the permission catalog, settings and feature gates, MCP accounts connected, organizations created, renamed or deleted, and every administrative operation a member was refused (`authz.denied`). An event is written in the same transaction as the change it records: a change rolled back leaves none, a committed one always has one. Events never hold a secret (no token, key, password or their hashes).
+         *
+         *     With `org_id`: the organization's events, for its admins (a role of level 80 or more that grants `audit:read`; the admin and owner system roles do through `*:read` and `*:*`), or a system administrator; anyone else is `403 forbidden` (and the refusal is itself recorded), a personal access token needs the `audit:read` scope. Without `org_id`: every event, system-level ones (`org_id: null`: logins, personal tokens, the permission catalog) included, for system administrators only (a login).
+         *
+         *     Filters (optional, combined): `actor_id` (the user, token or deployment, or the user behind a token), `action` (exact, or a prefix when it ends with `*`: `role.*`), `target_kind`, `target_id`, `outcome`, `from` (inclusive) and `to` (exclusive). Newest first (by `id`), in pages of `limit` (1 to 500, default 50; `400 invalid_pagination`): pass `next_cursor` as `cursor` for the next page (opaque; a malformed one is `400 invalid_cursor`). Pages neither overlap nor skip while events are added.
+         */
+        get: operations["audit_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/audit/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export audit events as JSON Lines.
+         * @description An addition to the spec, with the access and filters of `GET /api/audit/events`. The whole filtered set, newest first, one `AuditEvent` per line (`application/jsonl`, a download), streamed as it is read (500 events at a time: the server holds no more, whatever the size of the log). A failure after the first bytes ends the response early, so a cut export shows as such (an incomplete last line).
+         */
+        get: operations["audit_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/audit/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Verify the audit log's hash chains.
+         * @description An addition to the spec, with the access of `GET /api/audit/events` (`org_id`: that organization's chain; without it, every chain, for system administrators). Each organization's events form a chain (system-level events one of their own): event `seq` n carries the SHA-256 of event n−1's hash, n and its own columns. Verification reads the chain in order and recomputes every hash from the stored columns: an event changed by hand (even with the append-only trigger disabled) or removed breaks the chain, and `first_broken_seq` names the first broken `seq` (`ok: false`). Retention drops whole months and records where the remaining chain starts, so it breaks nothing.
+         */
+        get: operations["audit_verify"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/change_password": {
         parameters: {
             query?: never;
@@ -3183,6 +3247,96 @@ export interface components {
             params?: components["schemas"]["AgentParams"] | null;
             /** @description Replaces the agent's tools when given. */
             tools?: components["schemas"]["AgentToolRef"][] | null;
+        };
+        /** @description Who acted. */
+        AuditActorKind: "user" | "token" | "deployment_key" | "system" | "anonymous";
+        /** @description What verifying one chain found. */
+        AuditChainCheck: {
+            /**
+             * Format: int64
+             * @description Events whose hash was recomputed and matched.
+             */
+            checked: number;
+            /**
+             * Format: int64
+             * @description The first `seq` found changed or missing.
+             */
+            first_broken_seq?: number | null;
+            /**
+             * Format: int64
+             * @description The chain's last `seq`.
+             */
+            head_seq: number;
+            /** @description Whether the chain is intact. */
+            ok: boolean;
+            /**
+             * Format: uuid
+             * @description The organization; `null` for the system chain.
+             */
+            org_id?: string | null;
+            /** @description Why it is broken. */
+            reason?: string | null;
+        };
+        /** @description One audit event. */
+        AuditEvent: {
+            /** @description What happened, `area.verb` (see the README's list of actions). */
+            action: string;
+            /**
+             * Format: uuid
+             * @description The user, token or deployment that acted.
+             */
+            actor_id?: string | null;
+            actor_kind: components["schemas"]["AuditActorKind"];
+            /**
+             * Format: uuid
+             * @description The user behind the actor (a token's owner).
+             */
+            actor_user_id?: string | null;
+            /** @description The client's address. */
+            address?: string | null;
+            /** @description Names, ids and counts of the change; never a secret. */
+            details: unknown;
+            /** @description Hex SHA-256 of the previous event's hash, `seq` and this event's columns (see `GET /api/audit/verify`). */
+            hash: string;
+            /**
+             * Format: int64
+             * @description Increasing over the whole log (newer events have larger ids).
+             */
+            id: number;
+            /** Format: date-time */
+            occurred_at: string;
+            /**
+             * Format: uuid
+             * @description The organization; `null` for system-level events (logins, personal tokens, the permission catalog, retention).
+             */
+            org_id?: string | null;
+            outcome: components["schemas"]["AuditOutcome"];
+            /** @description The request's id (the `x-request-id` of its response). */
+            request_id?: string | null;
+            /**
+             * Format: int64
+             * @description The event's place in its organization's chain (the system chain for `org_id: null`): 1, 2, 3... without gaps.
+             */
+            seq: number;
+            /** @description That object's id (or name). */
+            target_id?: string | null;
+            /** @description The kind of object the event is about (`role`, `token`, `user`...). */
+            target_kind?: string | null;
+            user_agent?: string | null;
+        };
+        /** @description How an event ended. */
+        AuditOutcome: "success" | "failure" | "denied";
+        /** @description One page of `GET /api/audit/events`. */
+        AuditPage: {
+            items: components["schemas"]["AuditEvent"][];
+            /** @description Pass as `cursor` for the next page; `null` on the last one. */
+            next_cursor?: string | null;
+        };
+        /** @description The answer of `GET /api/audit/verify`. */
+        AuditVerification: {
+            chains: components["schemas"]["AuditChainCheck"][];
+            /** @description Whether every chain checked is intact. */
+            ok: boolean;
         };
         /** @description A knowledge base usable in chat (`GET /api/chat/available_knowledge_bases`). */
         AvailableKnowledgeBase: {
@@ -7496,6 +7650,243 @@ export interface operations {
             };
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    audit_list: {
+        parameters: {
+            query?: {
+                /** @description Only this action; ending with `*`, every action starting with what precedes it (`role.*`). */
+                action?: string;
+                /** @description Only events by this user, token or deployment (or by the tokens of this user). */
+                actor_id?: string;
+                /** @description Where the page starts: the `next_cursor` of the page before (opaque; absent: the newest event). */
+                cursor?: string;
+                /** @description Only events at or after this time (RFC 3339). */
+                from?: string;
+                /** @description Items per page: 1 to 500, default 50. */
+                limit?: number;
+                /** @description The organization (its admins). Absent: every event, for system administrators only. */
+                org_id?: string;
+                /** @description Only this outcome. */
+                outcome?: components["schemas"]["AuditOutcome"];
+                /** @description Only events about this object. */
+                target_id?: string;
+                /** @description Only events about this kind of object. */
+                target_kind?: string;
+                /** @description Only events before this time (RFC 3339). */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`, `invalid_cursor`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    audit_export: {
+        parameters: {
+            query?: {
+                /** @description As in `GET /api/audit/events` (a trailing `*` is a prefix). */
+                action?: string;
+                /** @description As in `GET /api/audit/events`. */
+                actor_id?: string;
+                from?: string;
+                /** @description The organization (its admins). Absent: every event, for system administrators only. */
+                org_id?: string;
+                outcome?: components["schemas"]["AuditOutcome"];
+                target_id?: string;
+                target_kind?: string;
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The filtered events, streamed: JSON Lines of `AuditEvent` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/jsonl": components["schemas"]["AuditEvent"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    audit_verify: {
+        parameters: {
+            query?: {
+                /** @description The organization (its admins). Absent: every chain, the system chain with them, for system administrators only. */
+                org_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditVerification"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,6 +1,8 @@
 //! Agents and their tools.
 
 use super::Datastore;
+use super::audit;
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::db::enums::AgentStatus;
 use crate::error::Error;
@@ -142,6 +144,12 @@ impl Datastore {
         let row = tx
             .query_one(&format!("{AGENT_SELECT} WHERE a.id = $1"), &[&id])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "agent.create").target("agent", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(AgentRow::from_row(&row))
     }
@@ -278,6 +286,12 @@ impl Datastore {
         let row = tx
             .query_one(&format!("{AGENT_SELECT} WHERE a.id = $1"), &[&id])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "agent.update").target("agent", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(AgentRow::from_row(&row))
     }
@@ -309,8 +323,9 @@ impl Datastore {
         grant: &Grant<on::Agent, perm::AgentDelete>,
     ) -> Result<(), Error> {
         let id = grant.id();
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM agents WHERE organization_id = $1 AND id = $2",
                 &[&grant.org_id(), &id],
@@ -319,6 +334,14 @@ impl Datastore {
         if n == 0 {
             return Err(Error::NotFound { what: "agent" });
         }
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "agent.delete").target("agent", id),
+        )
+        .await?;
+        tx.commit().await?;
+        drop(conn);
         Ok(())
     }
 }

@@ -2,8 +2,10 @@
 //! and WebSocket tickets. A chat is private to its user: every query of a
 //! chat or of its messages filters by the caller's organization AND user.
 
+use super::audit;
 use super::chat_folders::{ChatFilter, ChatPlacement};
 use super::{Datastore, Page};
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use crate::db::row::db_row;
@@ -294,8 +296,9 @@ impl Datastore {
         settings: Option<Value>,
         placement: ChatPlacement,
     ) -> Result<ChatRow, Error> {
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_one(
                 &format!(
                     "INSERT INTO chats (id, organization_id, user_id, title, status, settings, \
@@ -316,7 +319,12 @@ impl Datastore {
             )
             .await
             .map_err(super::chat_folders::folder_not_found)?;
-        Ok(ChatRow::from_row(&row))
+        let row = ChatRow::from_row(&row);
+        // Chats are private: ids only, never a title.
+        let event = Event::org(grant.org_id(), "chat.create").target("chat", row.id);
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// One of the caller's chats.
@@ -467,6 +475,13 @@ impl Datastore {
             .iter()
             .map(|r| r.get("storage_key"))
             .collect();
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "chat.delete")
+                .details(serde_json::json!({"chat_ids": deleted})),
+        )
+        .await?;
         tx.commit().await?;
         Ok((deleted, keys, streaming))
     }

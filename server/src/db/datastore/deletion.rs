@@ -10,7 +10,9 @@
 //! the job's lease (as `kb_jobs` do), so a worker that lost its job changes
 //! nothing.
 
+use super::audit;
 use super::{Datastore, Tx};
+use crate::audit::Event;
 use crate::authz::{OrgAccess, Owner, on, perm};
 use crate::db::enums::{
     DeletionJobKind, DeletionJobState, InvitationStatus, KbJobState, McpSessionStatus,
@@ -554,6 +556,14 @@ impl Datastore {
         let job = request_org_deletion(&tx, org_id, &name, access.user_id(), max_attempts).await?;
         tx.execute(&format!("NOTIFY {DELETION_JOBS_CHANNEL}"), &[])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "org.delete")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name, "job_id": job.id})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(job)
     }

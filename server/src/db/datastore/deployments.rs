@@ -2,7 +2,9 @@
 //! rate windows shared by every server instance, and usage.
 
 use super::Datastore;
+use super::audit;
 use super::rate_limits::WindowCount;
+use crate::audit::Event;
 use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::db::enums::{AgentStatus, DeploymentChannel, DeploymentStatus};
 use crate::error::Error;
@@ -168,6 +170,14 @@ impl Datastore {
             )
             .await?;
         settle_agent(&tx, &agent_id).await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "deployment.create")
+                .target("deployment", row.get::<_, Uuid>("id"))
+                .details(serde_json::json!({"agent_id": agent_id, "name": new.name})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(DeploymentRow::from_row(&row))
     }
@@ -256,6 +266,14 @@ impl Datastore {
             // deployment left goes back to deployed.
             settle_agent(&tx, &row.agent_id).await?;
         }
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "deployment.update")
+                .target("deployment", id)
+                .details(serde_json::json!({"name": row.name})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(row)
     }
@@ -278,6 +296,14 @@ impl Datastore {
             .ok_or(Error::NotFound { what: "deployment" })?;
         let agent_id: Uuid = row.get("agent_id");
         settle_agent(&tx, &agent_id).await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "deployment.delete")
+                .target("deployment", id)
+                .details(serde_json::json!({"agent_id": agent_id})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -291,8 +317,9 @@ impl Datastore {
         key_prefix: &str,
     ) -> Result<DeploymentRow, Error> {
         let id = grant.id();
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_opt(
                 &format!(
                     "UPDATE agent_deployments SET key_hash = $3, key_prefix = $4, \
@@ -305,6 +332,10 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "deployment" })?;
+        let event =
+            Event::org(grant.org_id(), "deployment.key_regenerate").target("deployment", id);
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         Ok(DeploymentRow::from_row(&row))
     }
 

@@ -5,7 +5,9 @@
 //! derives `expired` for a `pending` row whose `expires_at` has passed, so
 //! no background job is needed.
 
+use super::audit;
 use super::{Datastore, is_unique_violation};
+use crate::audit::Event;
 use crate::authz::{AdminRole, Grant, Invites, OrgAccess, on};
 use crate::db::enums::{InvitationStatus, MembershipStatus};
 use crate::error::Error;
@@ -245,6 +247,10 @@ impl Datastore {
             .query_one(&select_sql("i.id = $1"), &[&id])
             .await
             .map(|r| InvitationRow::from_row(&r))?;
+        let event = Event::org(org_id, "invitation.create")
+            .target("invitation", id)
+            .details(serde_json::json!({ "email": new.email, "role_id": new.role_id }));
+        audit::record(&tx, grant.access().origin(), &event).await?;
         tx.commit().await.map_err(conflict_on_pending)?;
         Ok(row)
     }
@@ -373,6 +379,12 @@ impl Datastore {
             )
             .await?;
         }
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "invitation.revoke").target("invitation", invitation_id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -391,6 +403,7 @@ impl Datastore {
         &self,
         token_hash: &[u8],
         user_id: Uuid,
+        origin: &crate::audit::Origin,
     ) -> Result<AcceptOutcome, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -428,6 +441,14 @@ impl Datastore {
                 &[&user_id],
             )
             .await?;
+        audit::record(
+            &tx,
+            &origin.with_actor(crate::audit::Actor::user(user_id, None)),
+            &Event::org(org_id, "invitation.accept")
+                .target("invitation", invitation_id)
+                .details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(AcceptOutcome::Accepted(AcceptedUser {
             id: user_id,
@@ -437,7 +458,11 @@ impl Datastore {
         }))
     }
 
-    pub async fn invitation_accept(&self, a: &Acceptance<'_>) -> Result<AcceptOutcome, Error> {
+    pub async fn invitation_accept(
+        &self,
+        a: &Acceptance<'_>,
+        origin: &crate::audit::Origin,
+    ) -> Result<AcceptOutcome, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         let Some(inv) = tx
@@ -527,6 +552,14 @@ impl Datastore {
                     accepted_user_id = $2, updated_at = now() \
              WHERE id = $1",
             &[&invitation_id, &user_id, &InvitationStatus::Accepted],
+        )
+        .await?;
+        audit::record(
+            &tx,
+            &origin.with_actor(crate::audit::Actor::user(user_id, None)),
+            &Event::org(org_id, "invitation.accept")
+                .target("invitation", invitation_id)
+                .details(serde_json::json!({"user_id": user_id, "role_id": role_id})),
         )
         .await?;
         tx.commit().await?;

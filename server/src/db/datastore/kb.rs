@@ -2,6 +2,8 @@
 //! the caller's organization (the `OrgAccess`), and by knowledge base.
 
 use super::Datastore;
+use super::audit;
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{
     KbDocumentStatus, KbIngestStage, KbJobKind, KbJobState, KbSourceStatus, KbSourceType,
@@ -186,6 +188,12 @@ impl Datastore {
                 &[&id],
             )
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "kb.create").target("knowledge_base", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(KbRow::from_row(&row))
     }
@@ -273,8 +281,9 @@ impl Datastore {
         description: Option<&str>,
     ) -> Result<KbRow, Error> {
         let kb_id = grant.id();
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_opt(
                 "UPDATE knowledge_bases SET name = COALESCE($3, name), \
                      description = COALESCE($4, description), updated_at = now() \
@@ -287,6 +296,14 @@ impl Datastore {
                 what: "knowledge base",
             });
         }
+
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "kb.update").target("knowledge_base", kb_id),
+        )
+        .await?;
+        tx.commit().await?;
         drop(conn);
         self.kb_get(grant, kb_id).await
     }
@@ -295,8 +312,9 @@ impl Datastore {
     /// with it (foreign keys cascade).
     pub async fn kb_delete(&self, grant: &Grant<on::Kb, perm::KbDelete>) -> Result<(), Error> {
         let kb_id = grant.id();
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM knowledge_bases WHERE organization_id = $1 AND id = $2",
                 &[&grant.org_id(), &kb_id],
@@ -307,6 +325,14 @@ impl Datastore {
                 what: "knowledge base",
             });
         }
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "kb.delete").target("knowledge_base", kb_id),
+        )
+        .await?;
+        tx.commit().await?;
+        drop(conn);
         Ok(())
     }
 
@@ -421,6 +447,14 @@ impl Datastore {
             .ok_or(Error::NotFound { what: "document" })?
             .get("source_id");
         settle_source(&tx, source_id).await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "kb.document_delete")
+                .target("knowledge_base", kb_id)
+                .details(serde_json::json!({"document_id": document_id})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }

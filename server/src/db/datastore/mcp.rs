@@ -3,6 +3,8 @@
 //! every query of them filters by the caller's organization AND user.
 
 use super::Datastore;
+use super::audit;
+use crate::audit::Event;
 use crate::authz::{Grant, OAuthCallbackGrant, OrgAccess, on, perm};
 use crate::db::enums::McpSessionStatus;
 use crate::db::row::db_row;
@@ -389,6 +391,7 @@ impl Datastore {
     /// Activates a pending session with its sealed tokens and creates its
     /// instance (one transaction). Returns the instance id; `None` when the
     /// session is no longer pending.
+    #[allow(clippy::too_many_arguments)]
     pub async fn mcp_session_activate(
         &self,
         grant: &OAuthCallbackGrant,
@@ -397,6 +400,7 @@ impl Datastore {
         token_expires_at: Option<DateTime<Utc>>,
         flow_sealed: &[u8],
         instance_name: &str,
+        origin: &crate::audit::Origin,
     ) -> Result<Option<Uuid>, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -430,6 +434,12 @@ impl Datastore {
                 &session.id,
                 &instance_name,
             ],
+        )
+        .await?;
+        audit::record(
+            &tx,
+            &origin.with_actor(crate::audit::Actor::user(session.user_id, None)),
+            &Event::org(session.organization_id, "mcp.connect").target("mcp_instance", id).details(serde_json::json!({"server_id": session.server_id, "session_id": session.id, "name": instance_name})),
         )
         .await?;
         tx.commit().await?;

@@ -2,6 +2,7 @@
 
 pub mod account_export;
 pub mod agents;
+pub mod audit;
 pub mod chat;
 pub mod chat_folders;
 pub mod chat_search;

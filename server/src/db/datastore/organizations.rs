@@ -1,6 +1,8 @@
 //! Organizations.
 
 use super::Datastore;
+use super::audit;
+use crate::audit::Event;
 use crate::authz::{
     ChangesMembership, Grant, Membership, OrgAccess, Owner, SYSTEM_ROLES, Scope, SystemAdmin, on,
     perm,
@@ -311,6 +313,7 @@ impl Datastore {
         owner_id: Uuid,
         name: &str,
         slug_base: &str,
+        origin: &crate::audit::Origin,
     ) -> Result<OrgRow, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -343,6 +346,14 @@ impl Datastore {
                 &[&owner_id, &org_id],
             )
             .await?;
+        audit::record(
+            &tx,
+            origin,
+            &Event::org(org_id, "org.create")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(OrgRow::from_row(&row))
     }
@@ -395,12 +406,13 @@ impl Datastore {
     /// Replaces the organization's overrides.
     pub async fn org_features_set(
         &self,
-        _admin: &SystemAdmin,
+        admin: &SystemAdmin,
         org_id: Uuid,
         f: &FeatureOverrides,
     ) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        conn.execute(
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
             "INSERT INTO organization_features \
                  (organization_id, team_members, file_upload, chat_uploads, mcp_sessions, \
                   daily_chat_limit) \
@@ -419,6 +431,13 @@ impl Datastore {
             ],
         )
         .await?;
+        let event = Event::org(org_id, "org.features_update").details(serde_json::json!({
+            "team_members": f.team_members, "file_upload": f.file_upload,
+            "chat_uploads": f.chat_uploads, "mcp_sessions": f.mcp_sessions,
+            "daily_chat_limit": f.daily_chat_limit,
+        }));
+        audit::record(&tx, admin.origin(), &event).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -458,8 +477,9 @@ impl Datastore {
         role_id: Uuid,
     ) -> Result<(), Error> {
         let org_id = grant.org_id();
-        let conn = self.conn().await?;
-        let changed = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let changed = tx
             .execute(
                 "INSERT INTO memberships (user_id, organization_id, role_id, status) \
                  VALUES ($1, $2, $3, $6) \
@@ -482,6 +502,11 @@ impl Datastore {
                 "the user is already a member of this organization",
             ));
         }
+        let event = Event::org(org_id, "member.add")
+            .target("user", user_id)
+            .details(serde_json::json!({ "role_id": role_id }));
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -496,8 +521,9 @@ impl Datastore {
         role_id: Uuid,
     ) -> Result<bool, Error> {
         let org_id = grant.org_id();
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE memberships SET role_id = $4, updated_at = now() \
                  WHERE organization_id = $1 AND user_id = $2 AND role_id = $3 AND status = $5",
@@ -510,6 +536,13 @@ impl Datastore {
                 ],
             )
             .await?;
+        if n == 1 {
+            let event = Event::org(org_id, "member.role_change")
+                .target("user", user_id)
+                .details(serde_json::json!({ "from_role_id": expected_role, "role_id": role_id }));
+            audit::record(&tx, grant.origin(), &event).await?;
+            tx.commit().await?;
+        }
         Ok(n == 1)
     }
 
@@ -609,6 +642,16 @@ impl Datastore {
                 .await?;
             }
         }
+        audit::record(
+            &tx,
+            access.origin(),
+            &Event::org(
+                org_id,
+                lifecycle_action(&change, access.user_id() == user_id),
+            )
+            .target("user", user_id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(seen)
     }
@@ -661,6 +704,14 @@ impl Datastore {
                 &[&user_id, &org_id],
             )
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "org.update")
+                .target("organization", org_id)
+                .details(serde_json::json!({"name": name})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(OrgRow::from_row(&row))
     }
@@ -811,6 +862,18 @@ pub(crate) async fn insert_with_system_roles(
     )
     .await?;
     Ok((org_id, owner_role))
+}
+
+/// The audit action of a membership change.
+fn lifecycle_action(change: &LifecycleChange, own: bool) -> &'static str {
+    match change {
+        LifecycleChange::TransferOwnership => "org.transfer_ownership",
+        LifecycleChange::Status(MembershipStatus::Suspended) => "member.suspend",
+        LifecycleChange::Status(MembershipStatus::Active) => "member.reactivate",
+        LifecycleChange::Status(MembershipStatus::Deleted) if own => "member.leave",
+        LifecycleChange::Status(MembershipStatus::Deleted) => "member.remove",
+        LifecycleChange::Status(_) => "member.status_change",
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Roles and the permission catalog.
 
+use super::audit;
 use super::{Datastore, is_unique_violation};
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, SystemAdmin, on, perm};
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -162,6 +164,12 @@ impl Datastore {
             &[&role.id, &permission_ids],
         )
         .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "role.create").target("role", role.id).details(serde_json::json!({"name": values.name, "hierarchy_level": values.hierarchy_level, "permission_ids": permission_ids})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(role)
     }
@@ -210,6 +218,12 @@ impl Datastore {
             )
             .await?;
         }
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "role.update").target("role", role_id).details(serde_json::json!({"name": values.name, "hierarchy_level": values.hierarchy_level, "permission_ids": permission_ids})),
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(RoleRow::from_row(&row)))
     }
@@ -261,6 +275,12 @@ impl Datastore {
             &[&org_id, &role_id],
         )
         .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(org_id, "role.delete").target("role", role_id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -290,12 +310,13 @@ impl Datastore {
 
     pub async fn permission_create(
         &self,
-        _admin: &SystemAdmin,
+        admin: &SystemAdmin,
         name: &str,
         description: &str,
     ) -> Result<PermissionRow, Error> {
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_one(
                 "INSERT INTO permissions (id, name, description) VALUES ($1, $2, $3) \
                  RETURNING id, name, description",
@@ -312,7 +333,13 @@ impl Datastore {
                     e.into()
                 }
             })?;
-        Ok(PermissionRow::from_row(&row))
+        let row = PermissionRow::from_row(&row);
+        let event = Event::system("permission.create")
+            .target("permission", row.id)
+            .details(serde_json::json!({ "name": name }));
+        audit::record(&tx, admin.origin(), &event).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     pub async fn permission_get(&self, id: Uuid) -> Result<Option<PermissionRow>, Error> {
@@ -327,11 +354,24 @@ impl Datastore {
     }
 
     /// Deletes a permission; role grants go with it (foreign key cascade).
-    pub async fn permission_delete(&self, _admin: &SystemAdmin, id: Uuid) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        Ok(conn
-            .execute("DELETE FROM permissions WHERE id = $1", &[&id])
+    pub async fn permission_delete(&self, admin: &SystemAdmin, id: Uuid) -> Result<bool, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let name = tx
+            .query_opt(
+                "DELETE FROM permissions WHERE id = $1 RETURNING name",
+                &[&id],
+            )
             .await?
-            == 1)
+            .map(|r| r.get::<_, String>(0));
+        let Some(name) = name else {
+            return Ok(false);
+        };
+        let event = Event::system("permission.delete")
+            .target("permission", id)
+            .details(serde_json::json!({ "name": name }));
+        audit::record(&tx, admin.origin(), &event).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 }

@@ -2,8 +2,9 @@
 //! (`service_account_of` names its organization), its membership there and
 //! its personal access tokens.
 
-use super::Datastore;
 use super::tokens::{NewToken, TOKEN_COLUMNS, TokenRow, insert_token};
+use super::{Datastore, audit};
+use crate::audit::Event;
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::MembershipStatus;
 use crate::error::Error;
@@ -105,6 +106,12 @@ impl Datastore {
                 &[&org_id, &id],
             )
             .await?;
+        let event = Event::org(org_id, "service_account.create")
+            .target("service_account", id)
+            .details(serde_json::json!({
+                "name": name, "role_id": role_id, "token_id": token.id, "scopes": token.scopes,
+            }));
+        audit::record(&tx, grant.origin(), &event).await?;
         tx.commit().await?;
         Ok(Some((ServiceAccountRow::from_row(&account), token)))
     }
@@ -222,6 +229,10 @@ impl Datastore {
         )
         .await?;
         let row = insert_token(&tx, account_id, token).await?;
+        let event = Event::org(grant.id(), "service_account.rotate")
+            .target("service_account", account_id)
+            .details(serde_json::json!({ "token_id": row.id, "scopes": row.scopes }));
+        audit::record(&tx, grant.origin(), &event).await?;
         tx.commit().await?;
         Ok(Some(row))
     }
@@ -233,13 +244,20 @@ impl Datastore {
         grant: &Grant<on::Org, perm::UsersWrite>,
         account_id: Uuid,
     ) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM users WHERE id = $1 AND service_account_of = $2",
                 &[&account_id, &grant.id()],
             )
             .await?;
+        if n == 1 {
+            let event = Event::org(grant.id(), "service_account.delete")
+                .target("service_account", account_id);
+            audit::record(&tx, grant.origin(), &event).await?;
+            tx.commit().await?;
+        }
         Ok(n == 1)
     }
 }

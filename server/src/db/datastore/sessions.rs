@@ -132,11 +132,13 @@ impl Datastore {
         user_id: Uuid,
         client: &ClientSeen<'_>,
         refresh: &NewRefresh<'_>,
+        origin: &crate::audit::Origin,
     ) -> Result<Uuid, Error> {
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
         let session_id = Uuid::new_v4();
         let lifetime = refresh.lifetime_secs as f64;
-        conn.execute(
+        tx.execute(
             "WITH s AS ( \
                  INSERT INTO sessions (id, user_id, ip_address, user_agent, expires_at) \
                  VALUES ($1, $2, $3, $4, now() + make_interval(secs => $6)) RETURNING id), \
@@ -154,6 +156,9 @@ impl Datastore {
             ],
         )
         .await?;
+        let event = crate::audit::Event::system("auth.login").target("session", session_id);
+        super::audit::record(&tx, origin, &event).await?;
+        tx.commit().await?;
         Ok(session_id)
     }
 

@@ -85,6 +85,7 @@ impl Datastore {
         &self,
         user_id: Uuid,
         new: &NewToken<'_>,
+        origin: &crate::audit::Origin,
     ) -> Result<Option<TokenRow>, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -102,6 +103,12 @@ impl Datastore {
             return Ok(None);
         }
         let row = insert_token(&tx, user_id, new).await?;
+        let event = crate::audit::Event::system("token.create")
+            .target("token", row.id)
+            .details(serde_json::json!({
+                "name": row.name, "scopes": row.scopes, "user_id": user_id,
+            }));
+        super::audit::record(&tx, origin, &event).await?;
         tx.commit().await?;
         Ok(Some(row))
     }
@@ -123,15 +130,26 @@ impl Datastore {
     }
 
     /// Revokes one of the user's live tokens; `false` when there is none.
-    pub async fn token_revoke(&self, user_id: Uuid, token_id: Uuid) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        let n = conn
+    pub async fn token_revoke(
+        &self,
+        user_id: Uuid,
+        token_id: Uuid,
+        origin: &crate::audit::Origin,
+    ) -> Result<bool, Error> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE personal_access_tokens SET revoked_at = now() \
                  WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()",
                 &[&token_id, &user_id],
             )
             .await?;
+        if n == 1 {
+            let event = crate::audit::Event::system("token.revoke").target("token", token_id);
+            super::audit::record(&tx, origin, &event).await?;
+            tx.commit().await?;
+        }
         Ok(n == 1)
     }
 }

@@ -3,7 +3,9 @@
 //! A tool is visible to an organization when it belongs to it or is public;
 //! it is writable only by its own organization.
 
+use super::audit;
 use super::{Datastore, is_unique_violation};
+use crate::audit::Event;
 use crate::authn::Actor;
 use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::error::Error;
@@ -220,6 +222,12 @@ impl Datastore {
         }
         tx.execute("DELETE FROM tool_categories WHERE id = $1", &[&id])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "tool_category.delete").target("tool_category", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -278,6 +286,12 @@ impl Datastore {
         .await
         .map_err(|e| name_taken(&e, "tools_name_key", "tool_name_taken").unwrap_or_else(|| e.into()))?;
         let row = Self::tool_in_tx(&tx, id).await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "tool.create").target("tool", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(row)
     }
@@ -345,6 +359,12 @@ impl Datastore {
             name_taken(&e, "tools_name_key", "tool_name_taken").unwrap_or_else(|| e.into())
         })?;
         let row = Self::tool_in_tx(&tx, id).await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "tool.update").target("tool", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(row)
     }
@@ -446,6 +466,12 @@ impl Datastore {
         }
         tx.execute("DELETE FROM tools WHERE id = $1", &[&id])
             .await?;
+        audit::record(
+            &tx,
+            grant.origin(),
+            &Event::org(grant.org_id(), "tool.delete").target("tool", id),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
