@@ -53,6 +53,10 @@ pub struct ServerContext {
     /// When this instance last wrote each personal access token's
     /// `last_used_at` (see [`ServerContext::token_used`]).
     pub token_touches: crate::authn::RecentTouches,
+    /// Records the usage of model calls in batches (see `usage.rs`).
+    pub usage: crate::usage::UsageRecorder,
+    /// Which organizations have budgets (see `app::usage::admit`).
+    pub budget_cache: crate::usage::BudgetCache,
 }
 
 /// Where the server is in its shutdown ([`crate::Server::shutdown`]).
@@ -184,11 +188,10 @@ impl ServerContext {
                 token,
                 membership,
             } => {
-                let scopes = token.map(|(token_id, scopes)| {
-                    self.token_used(token_id);
-                    scopes
-                });
-                OrgAccess::grant(user_id, membership, scopes, target, require, &rqctx.log)
+                if let Some((token_id, _)) = &token {
+                    self.token_used(*token_id);
+                }
+                OrgAccess::grant(user_id, membership, token, target, require, &rqctx.log)
             }
         }
     }

@@ -134,6 +134,9 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "chat_import",
     // Streams the feedback export to stdout (`workspace feedback export`).
     "org_feedback_export",
+    // The usage CSV (`workspace usage report --format csv` builds it from
+    // the report).
+    "org_usage_export",
     // Service accounts are made, rotated and deleted with a login.
     "org_service_accounts_create",
     "org_service_accounts_rotate",
@@ -632,7 +635,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden"]),
             (404, &["not_found"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -810,7 +813,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                 ],
             ),
             (403, &["origin_not_allowed"]),
-            (429, &["rate_limited"]),
+            (429, &["rate_limited", "budget_exceeded"]),
             (
                 502,
                 &[
@@ -900,7 +903,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -919,7 +922,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -938,7 +941,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -955,6 +958,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden"]),
+            (429, &["budget_exceeded"]),
         ],
     ),
     (
@@ -1229,6 +1233,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             ),
             (403, &["forbidden"]),
             (404, &["not_found"]),
+            (429, &["budget_exceeded"]),
             (503, &["tool_sandbox_unavailable"]),
         ],
     ),
@@ -1310,6 +1315,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             ),
             (403, &["forbidden"]),
             (404, &["not_found"]),
+            (429, &["budget_exceeded"]),
         ],
     ),
     // Organizations and accounts that end (issue #34).
@@ -1351,6 +1357,37 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     ("org_feedback_export", &[(403, &["forbidden"])]),
+    // Usage, cost and budgets (issue #36).
+    (
+        "org_usage_report",
+        &[(400, &["invalid_range"]), (403, &["forbidden"])],
+    ),
+    (
+        "org_usage_export",
+        &[(400, &["invalid_range"]), (403, &["forbidden"])],
+    ),
+    ("org_budgets_list", &[(403, &["forbidden"])]),
+    (
+        "org_budgets_create",
+        &[
+            (400, &["invalid_budget"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["budget_exists"]),
+        ],
+    ),
+    (
+        "org_budgets_update",
+        &[
+            (400, &["invalid_budget"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "org_budgets_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
 ];
 
 /// The errors of rating an answer (chat and conversation alike).

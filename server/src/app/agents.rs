@@ -389,6 +389,7 @@ pub async fn run_spec(
         tools,
         limits: RunLimits::default(),
         log: log.new(slog::o!("agent_id" => agent.id.to_string())),
+        usage: None,
     })
 }
 

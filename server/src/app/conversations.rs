@@ -266,6 +266,7 @@ pub async fn stream_chat(
         tools: Vec::new(),
         limits: RunLimits::default(),
         log: log.clone(),
+        usage: None,
     };
     spec.fit_context();
     let area = ConversationAnswer {

@@ -15,10 +15,12 @@ mod deletion;
 mod http;
 mod mail;
 mod providers;
+mod usage;
 
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use deletion::DeletionConfig;
+pub use usage::{Price, UsageConfig};
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
@@ -72,6 +74,8 @@ pub struct Config {
     pub mcp_servers: Vec<crate::mcp::config::McpServerConfig>,
     /// The jobs that delete organizations and accounts.
     pub deletion: DeletionConfig,
+    /// The price table of model calls, usage recording and budgets.
+    pub usage: UsageConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -126,6 +130,7 @@ impl Default for Config {
             mcp: Default::default(),
             mcp_servers: Vec::new(),
             deletion: DeletionConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }
@@ -285,6 +290,7 @@ impl Config {
             );
         }
         self.deletion.validate()?;
+        self.usage.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

@@ -24,6 +24,7 @@ mod service_accounts;
 mod system;
 mod tokens;
 mod tools;
+mod usage;
 mod users;
 
 use crate::context::ServerContext;
@@ -466,4 +467,13 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_deletion_status(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::orgs::OrgDeletion> => deletion::org_status);
     delegate!(fn users_delete_me(body: JsonBody<workspace_api::users::AccountDeleteRequest>) -> dropshot::HttpResponseAccepted<workspace_api::users::AccountDeletion> => deletion::delete_me);
     delegate!(fn users_export() -> http::Response<dropshot::Body> => deletion::export);
+
+    // ---- Usage, cost and budgets (issue #36) ----
+
+    delegate!(fn org_usage_report(query: QueryParams<workspace_api::usage::UsageReportQuery>) -> HttpResponseOk<workspace_api::usage::UsageReport> => usage::report);
+    delegate!(fn org_usage_export(query: QueryParams<workspace_api::usage::UsageReportQuery>) -> http::Response<dropshot::Body> => usage::export);
+    delegate!(fn org_budgets_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::usage::BudgetList> => usage::budgets_list);
+    delegate!(fn org_budgets_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::usage::BudgetCreate>) -> dropshot::HttpResponseCreated<workspace_api::usage::Budget> => usage::budgets_create);
+    delegate!(fn org_budgets_update(query: QueryParams<workspace_api::usage::BudgetQuery>, body: JsonBody<workspace_api::usage::BudgetUpdate>) -> HttpResponseOk<workspace_api::usage::Budget> => usage::budgets_update);
+    delegate!(fn org_budgets_delete(query: QueryParams<workspace_api::usage::BudgetQuery>) -> HttpResponseOk<workspace_api::usage::BudgetDeleted> => usage::budgets_delete);
 }

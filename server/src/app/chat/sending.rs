@@ -444,6 +444,7 @@ async fn ask(
             tools: Vec::new(),
             limits: RunLimits::default(),
             log: log.clone(),
+            usage: None,
         },
     };
     spec.fit_context();
@@ -757,6 +758,7 @@ pub async fn prompt(
             ..RunLimits::default()
         },
         log: access.log().clone(),
+        usage: None,
     };
     let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, Some(access), access.log().clone());
     answer.spawn(spec);

@@ -251,6 +251,7 @@ pub(super) async fn answer(
                 ..RunLimits::default()
             },
             log,
+            usage: None,
         };
         answer.run(spec).await;
     });
