@@ -99,6 +99,9 @@ pub struct Record {
     pub at: DateTime<Utc>,
     /// The budget reservations the call holds, replaced by what it used.
     pub reservations: Vec<Reservation>,
+    /// Whether the model was called at all (a run refused or dropped
+    /// before its first step only gives its reservations back).
+    pub called: bool,
 }
 
 impl Record {
@@ -203,6 +206,7 @@ impl UsageRecorder {
             outcome: outcome.to_string(),
             at: Utc::now(),
             reservations: Vec::new(),
+            called: true,
         });
     }
 
@@ -307,6 +311,7 @@ pub struct Metered {
     output: u64,
     estimated: bool,
     step: Option<Step>,
+    called: bool,
     done: bool,
 }
 
@@ -338,6 +343,7 @@ impl Metered {
             output: 0,
             estimated: false,
             step: None,
+            called: false,
             done: false,
         }
     }
@@ -345,6 +351,7 @@ impl Metered {
     /// A model step starts with `input_chars` characters of input.
     pub fn step(&mut self, input_chars: usize) {
         self.end_step();
+        self.called = true;
         self.step = Some(Step {
             input_chars,
             ..Step::default()
@@ -383,7 +390,9 @@ impl Metered {
         }
     }
 
-    /// Records the answer with its outcome (`complete`, or an error code).
+    /// Records the run with its outcome (`complete`, or an error code). A
+    /// run that never called the model records no row but gives its
+    /// reservations back.
     pub fn finish(mut self, outcome: &str) {
         self.emit(outcome);
     }
@@ -408,6 +417,7 @@ impl Metered {
             outcome: outcome.to_string(),
             at: Utc::now(),
             reservations: std::mem::take(&mut self.reservations),
+            called: self.called,
         });
     }
 }

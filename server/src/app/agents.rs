@@ -445,7 +445,7 @@ pub async fn test(
         ));
     }
     let agent = cx.datastore.agent_get(grant, id).await?;
-    let spec = run_spec(
+    let mut spec = run_spec(
         cx,
         grant,
         &agent,
@@ -453,6 +453,7 @@ pub async fn test(
         grant.log(),
     )
     .await?;
+    crate::app::usage::meter(cx, crate::app::usage::member(grant), "agent_test", &mut spec).await?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];
     cx.datastore
         .agent_transition(grant, &before, DbStatus::Testing)

@@ -377,6 +377,20 @@ async fn ask(
     let daily_limit = crate::app::orgs::features(cx, grant)
         .await?
         .daily_chat_limit;
+    // The budgets, before anything is stored (the history is not read
+    // yet: the estimate counts the new message with its sources).
+    let prompt_chars = body.content.len()
+        + sources.iter().map(|s| s.content.len()).sum::<usize>()
+        + files.iter().map(|(_, text)| text.len()).sum::<usize>();
+    let metered = crate::app::usage::admit(
+        cx,
+        crate::app::usage::member(grant),
+        "chat",
+        &model,
+        prompt_chars,
+        settings.as_ref().and_then(|s| s.max_tokens),
+    )
+    .await?;
     let user_message_id = Uuid::new_v4();
     let answer_id = Uuid::new_v4();
     // The new message as the model sees it (the sources and uploads in it)
@@ -448,6 +462,7 @@ async fn ask(
         },
     };
     spec.fit_context();
+    spec.usage = Some(metered);
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
         retry: cx.models.retry.clone(),
@@ -743,7 +758,7 @@ pub async fn prompt(
 ) -> Result<mpsc::Receiver<ChatStreamEvent>, Error> {
     check_message(&body.text, 10_000)?;
     let model = crate::app::models::pick(cx, body.model_id)?;
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         model,
         retry: cx.models.retry.clone(),
         system_prompt: "Suggest three prompts the user could send to an AI assistant, based \
@@ -760,6 +775,7 @@ pub async fn prompt(
         log: access.log().clone(),
         usage: None,
     };
+    crate::app::usage::meter(cx, crate::app::usage::member(access), "prompt", &mut spec).await?;
     let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, Some(access), access.log().clone());
     answer.spawn(spec);
     Ok(rx)

@@ -153,6 +153,17 @@ impl Datastore {
         // Per counter: (used, released, calls).
         let mut settle: BTreeMap<(Uuid, DateTime<Utc>), (i64, i64, i32)> = BTreeMap::new();
         for r in records {
+            for res in &r.reservations {
+                let e = settle
+                    .entry((res.budget_id, res.period_start))
+                    .or_insert((0, 0, 0));
+                e.0 = e.0.saturating_add(r.used(res.metric));
+                e.1 = e.1.saturating_add(res.amount);
+                e.2 += 1;
+            }
+            if !r.called {
+                continue;
+            }
             let Caller {
                 org_id,
                 user_id,
@@ -174,14 +185,6 @@ impl Datastore {
             latencies.push(r.latency_ms);
             outcomes.push(r.outcome.as_str());
             ats.push(r.at);
-            for res in &r.reservations {
-                let e = settle
-                    .entry((res.budget_id, res.period_start))
-                    .or_insert((0, 0, 0));
-                e.0 = e.0.saturating_add(r.used(res.metric));
-                e.1 = e.1.saturating_add(res.amount);
-                e.2 += 1;
-            }
         }
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
