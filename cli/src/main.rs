@@ -31,6 +31,7 @@ mod chat;
 mod chat_transfer;
 mod config;
 mod feedback;
+mod usage;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
 mod invoke;
@@ -132,6 +133,7 @@ async fn run() -> Result<()> {
     root = tree::add_mcp_commands(root);
     root = tree::add_account_commands(root);
     root = tree::add_feedback_commands(root);
+    root = tree::add_usage_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -181,8 +183,9 @@ async fn run() -> Result<()> {
         .map(String::as_str)
         .unwrap_or("json");
     let exporting = path == ["feedback", "export"];
-    if matches!(format, "csv" | "jsonl") && !exporting {
-        usage_error("--format csv and jsonl apply to `feedback export` only");
+    let usage_csv = path == ["usage", "report"] && format == "csv";
+    if matches!(format, "csv" | "jsonl") && !exporting && !usage_csv {
+        usage_error("--format csv and jsonl apply to `feedback export` (csv also to `usage report`) only");
     }
     if path.first().map(String::as_str) == Some("auth") {
         match path.get(1).map(String::as_str) {
@@ -236,6 +239,10 @@ async fn run() -> Result<()> {
         && feedback::HAND_WRITTEN.contains(&path[1].as_str())
     {
         return feedback::run(&client, &path[1], leaf, format).await;
+    }
+    if path.len() == 2 && path[0] == "usage" && usage::HAND_WRITTEN.contains(&path[1].as_str()) {
+        let given = matches.value_source("format") != Some(clap::parser::ValueSource::DefaultValue);
+        return usage::run(&client, &path[1], leaf, format, given).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;
