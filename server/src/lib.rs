@@ -360,7 +360,26 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let leases: std::sync::Arc<app::streams::Leases> = Default::default();
     spawn_maintenance(&tasks, &config, &datastore, &leases, &log);
     let shutdown = tokio::sync::watch::Sender::new(context::ShutdownPhase::Serving);
+    // Usage of model calls, written in batches; crossed budget thresholds
+    // are notified by a task of their own.
+    let (usage, usage_writer) = {
+        let (store, mailer, notice_log) = (datastore.clone(), mailer.clone(), log.clone());
+        let on_threshold: usage::OnThreshold = std::sync::Arc::new(move |event| {
+            let (datastore, mailer, log) = (store.clone(), mailer.clone(), notice_log.clone());
+            tokio::spawn(async move {
+                app::usage::budget_threshold_reached(&datastore, &*mailer, &event, &log).await;
+            });
+        });
+        usage::UsageRecorder::start(
+            datastore.clone(),
+            config.usage.clone(),
+            on_threshold,
+            log.new(slog::o!("component" => "usage")),
+        )
+    };
+    tasks.adopt("usage_writer", &usage_writer);
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
+        usage: usage.clone(),
         datastore: datastore.clone(),
         files: kb.files.clone(),
         embedders: kb.embedders.clone(),
@@ -407,24 +426,6 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     if config.kb.workers > 0 {
         provision_local_model(kb.embedders.local.model_dir().to_path_buf(), log.clone());
     }
-    // Usage of model calls, written in batches; crossed budget thresholds
-    // are notified by a task of their own.
-    let (usage, usage_writer) = {
-        let (store, mailer, notice_log) = (datastore.clone(), mailer.clone(), log.clone());
-        let on_threshold: usage::OnThreshold = std::sync::Arc::new(move |event| {
-            let (datastore, mailer, log) = (store.clone(), mailer.clone(), notice_log.clone());
-            tokio::spawn(async move {
-                app::usage::budget_threshold_reached(&datastore, &*mailer, &event, &log).await;
-            });
-        });
-        usage::UsageRecorder::start(
-            datastore.clone(),
-            config.usage.clone(),
-            on_threshold,
-            log.new(slog::o!("component" => "usage")),
-        )
-    };
-    tasks.adopt("usage_writer", &usage_writer);
     let context = ServerContext {
         usage,
         budget_cache: Default::default(),

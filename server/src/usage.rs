@@ -390,6 +390,45 @@ impl Metered {
         }
     }
 
+    /// Meters one model call made outside the agent runtime (a RAG
+    /// query): `input_chars` of input, then the stream's text and reported
+    /// usage; recorded when the stream finishes, fails or is dropped.
+    pub fn wrap(
+        mut self,
+        input_chars: usize,
+        stream: crate::providers::ChatStream,
+    ) -> crate::providers::ChatStream {
+        use crate::providers::ChatEvent;
+        use futures::StreamExt;
+        self.step(input_chars);
+        futures::stream::unfold((stream, Some(self)), |(mut stream, mut metered)| async move {
+            let item = stream.next().await;
+            match (&item, &mut metered) {
+                (Some(Ok(ChatEvent::Text(t))), Some(m)) => m.text(t.len()),
+                (Some(Ok(ChatEvent::Usage(u))), Some(m)) => m.reported(*u),
+                (Some(Ok(ChatEvent::Finish(_))) | None, m) => {
+                    if let Some(m) = m.take() {
+                        m.finish("complete");
+                    }
+                }
+                (Some(Err(e)), m) => {
+                    if let Some(m) = m.take() {
+                        m.finish(e.error_code());
+                    }
+                }
+                _ => {}
+            }
+            item.map(|i| (i, (stream, metered)))
+        })
+        .boxed()
+    }
+
+    /// Records a call that failed before its stream began.
+    pub fn failed(mut self, input_chars: usize, outcome: &str) {
+        self.step(input_chars);
+        self.finish(outcome);
+    }
+
     /// Records the run with its outcome (`complete`, or an error code). A
     /// run that never called the model records no row but gives its
     /// reservations back.

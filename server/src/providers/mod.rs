@@ -310,16 +310,28 @@ pub(crate) async fn error_from_response(
 
 /// Asks `model` for a short answer (a title, a ranking) and returns its
 /// whole text, or `None` when the provider fails or `budget` passes.
-/// Retries as [`start`] does, within the budget.
+/// Retries as [`start`] does, within the budget. `metered` records the
+/// call (see `crate::usage`).
 pub async fn ask(
     model: &dyn ChatModel,
     request: &ChatRequest,
     policy: &RetryPolicy,
     log: &slog::Logger,
     budget: Duration,
+    metered: Option<crate::usage::Metered>,
 ) -> Option<String> {
+    let chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
     let asked = async {
-        let mut stream = start(model, request, policy, log).await.ok()?;
+        let mut stream = match (start(model, request, policy, log).await, metered) {
+            (Ok(stream), Some(m)) => m.wrap(chars, stream),
+            (Ok(stream), None) => stream,
+            (Err(e), m) => {
+                if let Some(m) = m {
+                    m.failed(chars, e.error_code());
+                }
+                return None;
+            }
+        };
         let mut text = String::new();
         while let Some(item) = stream.next().await {
             match item {

@@ -465,6 +465,7 @@ async fn ask(
     spec.usage = Some(metered);
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
+        usage: cx.usage.clone(),
         retry: cx.models.retry.clone(),
         grant: grant.clone(),
         chat_id: chat.id,
@@ -496,6 +497,8 @@ async fn ask(
 /// included), closed with the usage, a new chat's title and live notices.
 struct ChatAnswer {
     datastore: crate::db::Datastore,
+    /// Records the title's model call.
+    usage: crate::usage::UsageRecorder,
     retry: crate::providers::RetryPolicy,
     grant: Grant<on::Org, perm::ChatsWrite>,
     chat_id: Uuid,
@@ -594,8 +597,21 @@ impl Area for ChatAnswer {
         })
         .await;
         if self.new_chat && matches!(outcome, Outcome::Complete) {
-            let title =
-                generate_title(&self.model, &self.retry, &self.first_message, &self.log).await;
+            let metered = crate::usage::Metered::new(
+                self.usage.clone(),
+                crate::app::usage::member(&self.grant),
+                "title",
+                &self.model,
+                Vec::new(),
+            );
+            let title = generate_title(
+                &self.model,
+                &self.retry,
+                &self.first_message,
+                &self.log,
+                metered,
+            )
+            .await;
             if let Err(e) = self
                 .datastore
                 .chat_set_title(&self.grant, self.chat_id, &title)
@@ -654,6 +670,7 @@ async fn generate_title(
     retry: &crate::providers::RetryPolicy,
     message: &str,
     log: &slog::Logger,
+    metered: crate::usage::Metered,
 ) -> String {
     let fallback = fallback_title(message);
     if model.provider == "offline" {
@@ -676,6 +693,7 @@ async fn generate_title(
         retry,
         log,
         Duration::from_secs(15),
+        Some(metered),
     )
     .await
     {
