@@ -169,8 +169,11 @@ impl UsageRecorder {
         &self.config
     }
 
-    /// Hands a record to the writer.
+    /// Hands a record to the writer (nothing with `usage.enabled = false`).
     pub fn record(&self, mut record: Record) {
+        if !self.config.enabled {
+            return;
+        }
         record.cost_micros = self.config.cost_micros(
             &record.model_name,
             record.input_tokens,

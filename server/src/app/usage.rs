@@ -70,7 +70,8 @@ pub async fn admit(
 ) -> Result<Metered, Error> {
     let config = cx.usage.config();
     let ttl = Duration::from_millis(config.budget_cache_ms);
-    let has_budgets = match cx.budget_cache.get(caller.org_id, ttl) {
+    let has_budgets = config.enabled
+        && match cx.budget_cache.get(caller.org_id, ttl) {
         Some(has) => has,
         None => {
             let has = cx.datastore.budgets_exist(caller.org_id).await?;

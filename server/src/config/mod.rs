@@ -245,6 +245,7 @@ impl Config {
         self.files.apply_env(&get)?;
         self.transcription.apply_env(&get);
         self.deletion.apply_env(&get)?;
+        self.usage.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }

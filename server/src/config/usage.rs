@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UsageConfig {
+    /// Record model calls and enforce budgets. Off: nothing is recorded
+    /// and no budget is checked (the code path before issue #36, kept
+    /// for comparisons). `WORKSPACE_USAGE_ENABLED`.
+    pub enabled: bool,
     /// USD per million tokens, by model name (the catalog's `name`, or the
     /// embedder's or transcription model's name). A model without a price
     /// costs nothing (its tokens are still counted).
@@ -39,6 +43,7 @@ pub struct Price {
 impl Default for UsageConfig {
     fn default() -> Self {
         UsageConfig {
+            enabled: true,
             prices: BTreeMap::new(),
             flush_interval_ms: 100,
             reserve_output_tokens: 256,
@@ -48,6 +53,18 @@ impl Default for UsageConfig {
 }
 
 impl UsageConfig {
+    /// `WORKSPACE_USAGE_ENABLED` (`true`/`false`).
+    pub(crate) fn apply_env(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(v) = get("WORKSPACE_USAGE_ENABLED").filter(|v| !v.is_empty()) {
+            self.enabled = match v.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => true,
+                "false" | "0" | "no" | "off" => false,
+                _ => bail!("WORKSPACE_USAGE_ENABLED {v:?}: true or false"),
+            };
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         for (name, p) in &self.prices {
             if !(p.input.is_finite() && p.output.is_finite() && p.input >= 0.0 && p.output >= 0.0)
