@@ -31,7 +31,6 @@ mod chat;
 mod chat_transfer;
 mod config;
 mod feedback;
-mod usage;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
 mod invoke;
@@ -42,6 +41,7 @@ mod roles;
 mod session;
 mod tree;
 mod upload;
+mod usage;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -185,7 +185,9 @@ async fn run() -> Result<()> {
     let exporting = path == ["feedback", "export"];
     let usage_csv = path == ["usage", "report"] && format == "csv";
     if matches!(format, "csv" | "jsonl") && !exporting && !usage_csv {
-        usage_error("--format csv and jsonl apply to `feedback export` (csv also to `usage report`) only");
+        usage_error(
+            "--format csv and jsonl apply to `feedback export` (csv also to `usage report`) only",
+        );
     }
     if path.first().map(String::as_str) == Some("auth") {
         match path.get(1).map(String::as_str) {

@@ -102,7 +102,10 @@ pub(crate) async fn run(
 ) -> Result<()> {
     anyhow::ensure!(command == "report", "unknown command: usage {command}");
     let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
-    let by = group_by(m.get_one::<String>("group-by").map_or("day", |s| s.as_str()));
+    let by = group_by(
+        m.get_one::<String>("group-by")
+            .map_or("day", |s| s.as_str()),
+    );
     let from = m.get_one::<chrono::DateTime<chrono::Utc>>("from").copied();
     let to = m.get_one::<chrono::DateTime<chrono::Utc>>("to").copied();
     if format == "csv" {

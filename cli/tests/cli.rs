@@ -2876,7 +2876,14 @@ async fn usage_and_budget_commands() {
     for _ in 0..100 {
         report = json(
             &run(strings(&[
-                "--format", "json", "usage", "report", "--org-id", &org, "--group-by", "kind",
+                "--format",
+                "json",
+                "usage",
+                "report",
+                "--org-id",
+                &org,
+                "--group-by",
+                "kind",
             ]))
             .await
             .unwrap(),
@@ -2890,26 +2897,52 @@ async fn usage_and_budget_commands() {
     assert!(report["totals"]["total_tokens"].as_i64().unwrap() > 0);
 
     let out = run(strings(&[
-        "usage", "report", "--org-id", &org, "--group-by", "model",
+        "usage",
+        "report",
+        "--org-id",
+        &org,
+        "--group-by",
+        "model",
     ]))
     .await
     .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.lines().next().unwrap().contains("COST_MICROS"), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains("COST_MICROS"),
+        "{table}"
+    );
     assert!(table.contains("offline-dev-model"), "{table}");
     assert!(table.contains("total: 1 calls"), "{table}");
 
     let out = run(strings(&[
-        "usage", "report", "--org-id", &org, "--group-by", "day", "--format", "csv",
+        "usage",
+        "report",
+        "--org-id",
+        &org,
+        "--group-by",
+        "day",
+        "--format",
+        "csv",
     ]))
     .await
     .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let csv = String::from_utf8(out.stdout).unwrap();
     assert!(csv.starts_with("key,label,calls,"), "{csv}");
     assert_eq!(csv.lines().count(), 3, "{csv}");
-    assert!(csv.lines().last().unwrap().starts_with("total,,1,"), "{csv}");
+    assert!(
+        csv.lines().last().unwrap().starts_with("total,,1,"),
+        "{csv}"
+    );
 
     let created = json(
         &run(strings(&[

@@ -404,25 +404,28 @@ impl Metered {
         use crate::providers::ChatEvent;
         use futures::StreamExt;
         self.step(input_chars);
-        futures::stream::unfold((stream, Some(self)), |(mut stream, mut metered)| async move {
-            let item = stream.next().await;
-            match (&item, &mut metered) {
-                (Some(Ok(ChatEvent::Text(t))), Some(m)) => m.text(t.len()),
-                (Some(Ok(ChatEvent::Usage(u))), Some(m)) => m.reported(*u),
-                (Some(Ok(ChatEvent::Finish(_))) | None, m) => {
-                    if let Some(m) = m.take() {
-                        m.finish("complete");
+        futures::stream::unfold(
+            (stream, Some(self)),
+            |(mut stream, mut metered)| async move {
+                let item = stream.next().await;
+                match (&item, &mut metered) {
+                    (Some(Ok(ChatEvent::Text(t))), Some(m)) => m.text(t.len()),
+                    (Some(Ok(ChatEvent::Usage(u))), Some(m)) => m.reported(*u),
+                    (Some(Ok(ChatEvent::Finish(_))) | None, m) => {
+                        if let Some(m) = m.take() {
+                            m.finish("complete");
+                        }
                     }
-                }
-                (Some(Err(e)), m) => {
-                    if let Some(m) = m.take() {
-                        m.finish(e.error_code());
+                    (Some(Err(e)), m) => {
+                        if let Some(m) = m.take() {
+                            m.finish(e.error_code());
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
-            }
-            item.map(|i| (i, (stream, metered)))
-        })
+                item.map(|i| (i, (stream, metered)))
+            },
+        )
         .boxed()
     }
 

@@ -55,7 +55,13 @@ fn configure(url: String, enabled: bool) -> impl FnOnce(&mut Config) {
 }
 
 /// `(TTFT, end)` of one new chat's answer through `base`.
-async fn answer(http: &reqwest::Client, base: &str, token: &str, org: Uuid, model: Uuid) -> (f64, f64) {
+async fn answer(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    org: Uuid,
+    model: Uuid,
+) -> (f64, f64) {
     let sent = Instant::now();
     let response = http
         .post(format!("{base}/api/chat/send_message"))
@@ -124,8 +130,10 @@ async fn main() {
         .post(format!("{on_base}/api/org/budgets/create"))
         .query(&[("org_id", budget_org.to_string())])
         .bearer_auth(&budgeted.token)
-        .json(&json!({"scope": "organization", "metric": "tokens", "period": "month",
-                      "limit": 1_000_000_000i64}))
+        .json(
+            &json!({"scope": "organization", "metric": "tokens", "period": "month",
+                      "limit": 1_000_000_000i64}),
+        )
         .send()
         .await
         .expect("budget")
@@ -163,7 +171,11 @@ async fn main() {
     for (name, t, e) in [
         ("usage off (before)", &mut off_t, &mut off_e),
         ("usage on, no budget", &mut on_t, &mut on_e),
-        ("usage on, a budget (admission statement)", &mut b_t, &mut b_e),
+        (
+            "usage on, a budget (admission statement)",
+            &mut b_t,
+            &mut b_e,
+        ),
     ] {
         println!(
             "{name:<44} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",

@@ -30,8 +30,8 @@ pub mod system;
 pub mod time;
 pub mod tokens;
 pub mod tools;
-pub mod users;
 pub mod usage;
+pub mod users;
 
 pub use operations::{
     CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, CLIENT_SKIPPED_OPERATIONS,

@@ -453,7 +453,13 @@ pub async fn test(
         grant.log(),
     )
     .await?;
-    crate::app::usage::meter(cx, crate::app::usage::member(grant), "agent_test", &mut spec).await?;
+    crate::app::usage::meter(
+        cx,
+        crate::app::usage::member(grant),
+        "agent_test",
+        &mut spec,
+    )
+    .await?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];
     cx.datastore
         .agent_transition(grant, &before, DbStatus::Testing)

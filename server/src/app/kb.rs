@@ -568,12 +568,16 @@ async fn retrieve(
             "embedder",
             (crate::usage::estimate_tokens(query.len()), 0, false),
             started,
-            if embedded.is_ok() { "complete" } else { "embedder_unavailable" },
+            if embedded.is_ok() {
+                "complete"
+            } else {
+                "embedder_unavailable"
+            },
         );
         embedded.map_err(|e| Error::Unavailable {
-                code: "embedder_unavailable",
-                message: format!("embedding the query failed: {e}"),
-            })
+            code: "embedder_unavailable",
+            message: format!("embedding the query failed: {e}"),
+        })
     };
     // With one embedder configured, every knowledge base uses it: the
     // query's embedding (milliseconds of CPU) runs beside the lookup
@@ -759,8 +763,7 @@ pub async fn query(
         request.max_tokens,
     )
     .await?;
-    let started = match crate::providers::start(model.chat.as_ref(), &request, &retry, &log).await
-    {
+    let started = match crate::providers::start(model.chat.as_ref(), &request, &retry, &log).await {
         Ok(stream) => Ok(metered.wrap(input_chars, stream)),
         Err(e) => {
             metered.failed(input_chars, e.error_code());

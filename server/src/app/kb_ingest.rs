@@ -304,7 +304,11 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
             "embedder",
             (crate::usage::estimate_tokens(chars), 0, false),
             started,
-            if embedded.is_ok() { "complete" } else { "embedder_failed" },
+            if embedded.is_ok() {
+                "complete"
+            } else {
+                "embedder_failed"
+            },
         );
         let vectors = embedded?;
         if vectors.len() != texts.len()

@@ -72,13 +72,13 @@ pub async fn admit(
     let ttl = Duration::from_millis(config.budget_cache_ms);
     let has_budgets = config.enabled
         && match cx.budget_cache.get(caller.org_id, ttl) {
-        Some(has) => has,
-        None => {
-            let has = cx.datastore.budgets_exist(caller.org_id).await?;
-            cx.budget_cache.set(caller.org_id, has);
-            has
-        }
-    };
+            Some(has) => has,
+            None => {
+                let has = cx.datastore.budgets_exist(caller.org_id).await?;
+                cx.budget_cache.set(caller.org_id, has);
+                has
+            }
+        };
     let mut reservations = Vec::new();
     if has_budgets {
         let input = estimate_tokens(input_chars);
@@ -105,12 +105,7 @@ pub async fn admit(
 
 /// The characters of a run's input: its system prompt and history.
 pub fn input_chars(spec: &crate::runtime::RunSpec) -> usize {
-    spec.system_prompt.len()
-        + spec
-            .history
-            .iter()
-            .map(|m| m.content.len())
-            .sum::<usize>()
+    spec.system_prompt.len() + spec.history.iter().map(|m| m.content.len()).sum::<usize>()
 }
 
 /// Admits the run `spec` (see [`admit`]) and attaches its metering.
@@ -146,7 +141,9 @@ pub fn budget_exceeded(refusal: &Refusal) -> Error {
         message: format!(
             "the {} budget of {what} is spent; it resets at {}",
             refusal.scope,
-            refusal.reset_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            refusal
+                .reset_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         ),
         retry_after_secs,
     }

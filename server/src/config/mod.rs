@@ -20,12 +20,12 @@ mod usage;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use deletion::DeletionConfig;
-pub use usage::{Price, UsageConfig};
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
     DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
 };
+pub use usage::{Price, UsageConfig};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -67,8 +67,7 @@ impl UsageConfig {
 
     pub(crate) fn validate(&self) -> Result<()> {
         for (name, p) in &self.prices {
-            if !(p.input.is_finite() && p.output.is_finite() && p.input >= 0.0 && p.output >= 0.0)
-            {
+            if !(p.input.is_finite() && p.output.is_finite() && p.input >= 0.0 && p.output >= 0.0) {
                 bail!("usage.prices.{name:?}: input and output must be finite and not negative");
             }
         }

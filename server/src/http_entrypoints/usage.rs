@@ -25,7 +25,9 @@ pub async fn report(
     let cx = rqctx.context();
     let query = query.into_inner();
     let grant = cx.authorize(&rqctx, on::Org(query.org_id), READ).await?;
-    Ok(HttpResponseOk(app::usage::report(cx, &grant, &query).await?))
+    Ok(HttpResponseOk(
+        app::usage::report(cx, &grant, &query).await?,
+    ))
 }
 
 pub async fn export(

@@ -1327,7 +1327,9 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 M::POST,
                 "/api/org/budgets/create",
                 q_org(),
-                Some(json!({"scope": "organization", "metric": "tokens", "period": "day", "limit": 1000000})),
+                Some(
+                    json!({"scope": "organization", "metric": "tokens", "period": "day", "limit": 1000000}),
+                ),
             ),
         ),
         "org_budgets_update" => (
@@ -1335,7 +1337,10 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             call(
                 M::PUT,
                 "/api/org/budgets/update",
-                vec![("org_id", org.clone()), ("budget_id", Uuid::nil().to_string())],
+                vec![
+                    ("org_id", org.clone()),
+                    ("budget_id", Uuid::nil().to_string()),
+                ],
                 Some(json!({"limit": 5})),
             ),
         ),
@@ -1344,7 +1349,10 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             call(
                 M::DELETE,
                 "/api/org/budgets/delete",
-                vec![("org_id", org.clone()), ("budget_id", Uuid::nil().to_string())],
+                vec![
+                    ("org_id", org.clone()),
+                    ("budget_id", Uuid::nil().to_string()),
+                ],
                 None,
             ),
         ),

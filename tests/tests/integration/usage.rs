@@ -192,7 +192,11 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     let g = &groups[0];
     assert_eq!(g["key"], "fake");
     assert_eq!(
-        (g["calls"].as_i64(), g["input_tokens"].as_i64(), g["output_tokens"].as_i64()),
+        (
+            g["calls"].as_i64(),
+            g["input_tokens"].as_i64(),
+            g["output_tokens"].as_i64()
+        ),
         (Some(1), Some(IN), Some(OUT)),
         "{g}"
     );
@@ -237,8 +241,14 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     let text = csv.text().await.unwrap();
     let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 4, "{text}");
-    assert!(lines[0].starts_with("key,label,calls,input_tokens"), "{text}");
-    assert!(lines[1].starts_with("fake,,1,11,2,13,30,0.000030,0,0"), "{text}");
+    assert!(
+        lines[0].starts_with("key,label,calls,input_tokens"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("fake,,1,11,2,13,30,0.000030,0,0"),
+        "{text}"
+    );
     assert!(lines[3].starts_with("total,,2,"), "{text}");
 
     // A bad range; a member who is no admin.

@@ -392,7 +392,9 @@ impl Datastore {
     async fn budget_get(&self, org_id: Uuid, id: Uuid) -> Result<BudgetRow, Error> {
         let conn = self.conn().await?;
         conn.query_opt(
-            &format!("SELECT {BUDGET_COLUMNS} {BUDGET_FROM} WHERE b.organization_id = $1 AND b.id = $2"),
+            &format!(
+                "SELECT {BUDGET_COLUMNS} {BUDGET_FROM} WHERE b.organization_id = $1 AND b.id = $2"
+            ),
             &[&org_id, &id],
         )
         .await?
