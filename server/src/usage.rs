@@ -271,6 +271,7 @@ async fn writer(
             }
         }
         let mut backoff = Duration::from_millis(100);
+        let mut failures = 0;
         while !batch.is_empty() {
             match datastore.usage_write(&batch).await {
                 Ok(crossed) => {
@@ -279,7 +280,20 @@ async fn writer(
                         on_threshold(event);
                     }
                 }
+                // Anything but an unavailable or busy database would fail
+                // again: dropped after a few attempts, said at ERROR.
+                Err(e)
+                    if !matches!(
+                        e,
+                        crate::error::Error::Unavailable { .. } | crate::error::Error::Busy { .. }
+                    ) && failures >= 3 =>
+                {
+                    slog::error!(log, "writing usage failed; dropping the batch"; "error" => %e,
+                        "records" => batch.len());
+                    batch.clear();
+                }
                 Err(e) => {
+                    failures += 1;
                     slog::warn!(log, "writing usage failed; retrying"; "error" => %e,
                         "records" => batch.len());
                     tokio::time::sleep(backoff).await;

@@ -374,23 +374,24 @@ async fn ask(
         .settings
         .clone()
         .or_else(|| chat.as_ref().and_then(|c| settings_of(&c.settings)));
-    let daily_limit = crate::app::orgs::features(cx, grant)
-        .await?
-        .daily_chat_limit;
     // The budgets, before anything is stored (the history is not read
-    // yet: the estimate counts the new message with its sources).
+    // yet: the estimate counts the new message with its sources), beside
+    // the organization's quota.
     let prompt_chars = body.content.len()
         + sources.iter().map(|s| s.content.len()).sum::<usize>()
         + files.iter().map(|(_, text)| text.len()).sum::<usize>();
-    let metered = crate::app::usage::admit(
-        cx,
-        crate::app::usage::member(grant),
-        "chat",
-        &model,
-        prompt_chars,
-        settings.as_ref().and_then(|s| s.max_tokens),
-    )
-    .await?;
+    let (features, metered) = tokio::try_join!(
+        crate::app::orgs::features(cx, grant),
+        crate::app::usage::admit(
+            cx,
+            crate::app::usage::member(grant),
+            "chat",
+            &model,
+            prompt_chars,
+            settings.as_ref().and_then(|s| s.max_tokens),
+        ),
+    )?;
+    let daily_limit = features.daily_chat_limit;
     let user_message_id = Uuid::new_v4();
     let answer_id = Uuid::new_v4();
     // The new message as the model sees it (the sources and uploads in it)

@@ -279,9 +279,10 @@ impl Datastore {
         Ok(crossed)
     }
 
-    /// Whether the organization has any budget.
+    /// Whether the organization has any budget (on the shared pipelined
+    /// connections: a short statement of the answer path).
     pub async fn budgets_exist(&self, org_id: Uuid) -> Result<bool, Error> {
-        let conn = self.conn().await?;
+        let conn = self.quick().await?;
         let row = conn
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM budgets WHERE organization_id = $1)",
