@@ -365,6 +365,22 @@ impl Metered {
         }
     }
 
+    /// The budgets this call is charged to, without a reservation: for a
+    /// call that follows it and is charged where it is (a new chat's
+    /// title), checked with it.
+    pub fn charges(&self) -> Vec<Reservation> {
+        self.reservations
+            .iter()
+            .map(|r| Reservation { amount: 0, ..*r })
+            .collect()
+    }
+
+    /// Charges this call's use to `budgets` too (see [`Metered::charges`]).
+    pub fn charged_to(mut self, budgets: Vec<Reservation>) -> Metered {
+        self.reservations.extend(budgets);
+        self
+    }
+
     /// A model step starts with `input_chars` characters of input.
     pub fn step(&mut self, input_chars: usize) {
         self.end_step();

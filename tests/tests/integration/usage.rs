@@ -84,14 +84,30 @@ async fn model_id(cx_url: &str, token: &str, org: Uuid, name: &str) -> Uuid {
         .unwrap()
 }
 
-/// Sends a chat message and reads the whole stream: the status and, for
-/// a refusal, the error body and `Retry-After`.
+/// Sends a chat message (to a new chat: its title is one more model call)
+/// and reads the whole stream: the status and, for a refusal, the error
+/// body and `Retry-After` (else the stream's text).
 async fn chat(base: &str, token: &str, org: Uuid, model: Uuid) -> (u16, Value, Option<u64>) {
+    chat_in(base, token, org, model, None).await
+}
+
+/// The same, in the chat `chat_id` when given (no title then).
+async fn chat_in(
+    base: &str,
+    token: &str,
+    org: Uuid,
+    model: Uuid,
+    chat_id: Option<&str>,
+) -> (u16, Value, Option<u64>) {
+    let mut body = json!({"content": "hi", "model_id": model});
+    if let Some(id) = chat_id {
+        body["chat_id"] = json!(id);
+    }
     let r = workspace_tests::http()
         .post(format!("{base}/api/chat/send_message"))
         .query(&[("org_id", org.to_string())])
         .bearer_auth(token)
-        .json(&json!({"content": "hi", "model_id": model}))
+        .json(&body)
         .send()
         .await
         .expect("send");
@@ -104,6 +120,13 @@ async fn chat(base: &str, token: &str, org: Uuid, model: Uuid) -> (u16, Value, O
     let text = r.text().await.unwrap_or_default();
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, body, retry)
+}
+
+/// The chat id of a `send_message` stream's start event.
+fn chat_id_of(stream: &Value) -> String {
+    let text = stream.as_str().expect("the stream's text");
+    let at = text.find("\"chat_id\":\"").expect("a start event") + 11;
+    text[at..at + 36].to_string()
 }
 
 async fn report(base: &str, token: &str, org: Uuid, group_by: &str) -> Value {
@@ -153,16 +176,28 @@ async fn budget(base: &str, token: &str, org: Uuid, id: &str) -> Value {
         .expect("the budget")
 }
 
-/// Waits until the recorder wrote what it gathered (a budget with nothing
-/// reserved, or a report with `calls` calls).
-async fn settled(base: &str, token: &str, org: Uuid, calls: i64) {
+/// Waits until the recorder wrote what it gathered: `calls` calls of the
+/// kind `kind`.
+async fn settled_kind(base: &str, token: &str, org: Uuid, kind: &str, calls: i64) {
     for _ in 0..100 {
-        if report(base, token, org, "kind").await["totals"]["calls"] == calls {
+        let r = report(base, token, org, "kind").await;
+        let n = r["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == kind)
+            .map_or(0, |g| g["calls"].as_i64().unwrap());
+        if n == calls {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("usage not recorded: expected {calls} calls");
+    panic!("usage not recorded: expected {calls} {kind} calls");
+}
+
+/// Waits for `calls` chat answers (and, with `titles`, as many titles).
+async fn settled(base: &str, token: &str, org: Uuid, calls: i64) {
+    settled_kind(base, token, org, "chat", calls).await;
 }
 
 #[tokio::test]
@@ -181,10 +216,14 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     let fake = model_id(&cx.base_url, &ada.token, org, "fake").await;
     let quiet = model_id(&cx.base_url, &ada.token, org, "fake-silent").await;
 
-    // One call on each instance, one model reporting usage, one not.
-    assert_eq!(chat(&cx.base_url, &ada.token, org, fake).await.0, 200);
+    // One new chat on each instance, one model reporting usage, one not:
+    // each answer and each chat's title is a call.
+    let (s, first, _) = chat(&cx.base_url, &ada.token, org, fake).await;
+    assert_eq!(s, 200);
+    let chat_id = chat_id_of(&first);
     assert_eq!(chat(&two, &ada.token, org, quiet).await.0, 200);
     settled(&cx.base_url, &ada.token, org, 2).await;
+    settled_kind(&cx.base_url, &ada.token, org, "title", 2).await;
 
     let by_model = report(&two, &ada.token, org, "model").await;
     let groups = by_model["groups"].as_array().unwrap();
@@ -197,19 +236,20 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
             g["input_tokens"].as_i64(),
             g["output_tokens"].as_i64()
         ),
-        (Some(1), Some(IN), Some(OUT)),
+        (Some(2), Some(2 * IN), Some(2 * OUT)),
         "{g}"
     );
-    assert_eq!(g["cost_micros"].as_i64(), Some(IN * 2 + OUT * 4));
+    assert_eq!(g["cost_micros"].as_i64(), Some(2 * (IN * 2 + OUT * 4)));
     assert_eq!(g["estimated_calls"], 0);
     let q = &groups[1];
     assert_eq!(q["key"], "fake-silent");
-    assert_eq!(q["estimated_calls"], 1, "{q}");
-    // "Hello world" is 11 characters: 3 tokens estimated.
-    assert_eq!(q["output_tokens"], 3, "{q}");
+    assert_eq!(q["calls"], 2, "{q}");
+    assert_eq!(q["estimated_calls"], 2, "{q}");
+    // "Hello world" is 11 characters: 3 tokens estimated, twice.
+    assert_eq!(q["output_tokens"], 6, "{q}");
     assert_eq!(q["cost_micros"], 0, "no price: no cost");
     let totals = &by_model["totals"];
-    assert_eq!(totals["calls"], 2);
+    assert_eq!(totals["calls"], 4);
     assert_eq!(
         totals["total_tokens"].as_i64().unwrap(),
         g["total_tokens"].as_i64().unwrap() + q["total_tokens"].as_i64().unwrap()
@@ -219,6 +259,7 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     assert_eq!(by_user["groups"][0]["label"], ada.email.as_str());
     let by_kind = report(&cx.base_url, &ada.token, org, "kind").await;
     assert_eq!(by_kind["groups"][0]["key"], "chat");
+    assert_eq!(by_kind["groups"][1]["key"], "title");
     let by_day = report(&cx.base_url, &ada.token, org, "day").await;
     assert_eq!(by_day["groups"].as_array().unwrap().len(), 1);
     assert_eq!(by_day["totals"], by_model["totals"]);
@@ -246,10 +287,10 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
         "{text}"
     );
     assert!(
-        lines[1].starts_with("fake,,1,11,2,13,30,0.000030,0,0"),
+        lines[1].starts_with("fake,,2,22,4,26,60,0.000060,0,0"),
         "{text}"
     );
-    assert!(lines[3].starts_with("total,,2,"), "{text}");
+    assert!(lines[3].starts_with("total,,4,"), "{text}");
 
     // A bad range; a member who is no admin.
     let (s, b) = req(
@@ -310,10 +351,15 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     )
     .await;
     let id = b["id"].as_str().unwrap().to_string();
-    let (s, _, _) = chat(&two, &ada.token, org, fake).await;
+    // In the first chat: no title, one call each.
+    let chat = |base: String| {
+        let (token, chat_id) = (ada.token.clone(), chat_id.clone());
+        async move { chat_in(&base, &token, org, fake, Some(&chat_id)).await }
+    };
+    let (s, _, _) = chat(two.clone()).await;
     assert_eq!(s, 200);
     settled(&cx.base_url, &ada.token, org, 3).await;
-    let (s, _, _) = chat(&cx.base_url, &ada.token, org, fake).await;
+    let (s, _, _) = chat(cx.base_url.clone()).await;
     assert_eq!(s, 200);
     settled(&cx.base_url, &ada.token, org, 4).await;
     let now = budget(&two, &ada.token, org, &id).await;
@@ -323,7 +369,7 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
         "{now}"
     );
     for base in [&cx.base_url, &two] {
-        let (s, body, retry) = chat(base, &ada.token, org, fake).await;
+        let (s, body, retry) = chat(base.clone()).await;
         assert_eq!(s, 429, "{body}");
         assert_eq!(body["error_code"], "budget_exceeded", "{body}");
         assert!(
@@ -355,7 +401,7 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     )
     .await;
     assert_eq!(s, 200);
-    assert_eq!(chat(&cx.base_url, &ada.token, org, fake).await.0, 200);
+    assert_eq!(chat(cx.base_url.clone()).await.0, 200);
     let (s, _) = req(
         &two,
         &ada.token,
@@ -402,6 +448,15 @@ async fn fifty_concurrent_callers_overspend_a_token_budget_by_at_most_one_call()
     let ada = cx.user("ada").await;
     let org = ada.personal_org().await;
     let fake = model_id(&cx.base_url, &ada.token, org, "fake").await;
+    // 50 chats first (their titles are calls of their own): the callers
+    // then answer in them, one model call each.
+    let mut chats = Vec::new();
+    for _ in 0..50 {
+        let (s, stream, _) = chat(&cx.base_url, &ada.token, org, fake).await;
+        assert_eq!(s, 200);
+        chats.push(chat_id_of(&stream));
+    }
+    settled(&cx.base_url, &ada.token, org, 50).await;
     const LIMIT: i64 = 200;
     let b = create_budget(
         &cx.base_url,
@@ -412,21 +467,21 @@ async fn fifty_concurrent_callers_overspend_a_token_budget_by_at_most_one_call()
     .await;
     let id = b["id"].as_str().unwrap().to_string();
 
-    let calls = (0..50).map(|i| {
+    let calls = chats.iter().enumerate().map(|(i, chat_id)| {
         let base = if i % 2 == 0 {
             cx.base_url.clone()
         } else {
             two.clone()
         };
         let token = ada.token.clone();
-        async move { chat(&base, &token, org, fake).await.0 }
+        async move { chat_in(&base, &token, org, fake, Some(chat_id)).await.0 }
     });
     let statuses = futures::future::join_all(calls).await;
     let ok = statuses.iter().filter(|s| **s == 200).count() as i64;
     let refused = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!(ok as usize + refused, 50, "{statuses:?}");
     assert!(ok >= 1 && refused >= 1, "{statuses:?}");
-    settled(&cx.base_url, &ada.token, org, ok).await;
+    settled(&cx.base_url, &ada.token, org, 50 + ok).await;
     let now = budget(&two, &ada.token, org, &id).await;
     let spent = now["spent"].as_i64().unwrap();
     assert_eq!(spent, ok * (IN + OUT), "{now}");
@@ -497,7 +552,7 @@ async fn a_deployment_key_budget_refuses_in_openai_shape() {
     assert!(e["error"]["type"].is_string(), "{e}");
     assert!(e.get("error_code").is_none(), "OpenAI's shape: {e}");
     // Recorded as the deployment's (the agent's test before it).
-    settled(&cx.base_url, t, org, 2).await;
+    settled_kind(&cx.base_url, t, org, "deployment", 1).await;
     let by_deployment = report(&cx.base_url, t, org, "deployment").await;
     let g = &by_deployment["groups"][0];
     assert_eq!(g["key"], d["id"], "{by_deployment}");

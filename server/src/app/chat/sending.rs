@@ -463,10 +463,12 @@ async fn ask(
         },
     };
     spec.fit_context();
+    let title_charges = metered.charges();
     spec.usage = Some(metered);
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
         usage: cx.usage.clone(),
+        title_charges,
         retry: cx.models.retry.clone(),
         grant: grant.clone(),
         chat_id: chat.id,
@@ -498,8 +500,9 @@ async fn ask(
 /// included), closed with the usage, a new chat's title and live notices.
 struct ChatAnswer {
     datastore: crate::db::Datastore,
-    /// Records the title's model call.
+    /// Records the title's model call, and the budgets it is charged to.
     usage: crate::usage::UsageRecorder,
+    title_charges: Vec<crate::usage::Reservation>,
     retry: crate::providers::RetryPolicy,
     grant: Grant<on::Org, perm::ChatsWrite>,
     chat_id: Uuid,
@@ -598,13 +601,15 @@ impl Area for ChatAnswer {
         })
         .await;
         if self.new_chat && matches!(outcome, Outcome::Complete) {
+            // Charged to the budgets the answer was checked against.
             let metered = crate::usage::Metered::new(
                 self.usage.clone(),
                 crate::app::usage::member(&self.grant),
                 "title",
                 &self.model,
                 Vec::new(),
-            );
+            )
+            .charged_to(self.title_charges.clone());
             let title = generate_title(
                 &self.model,
                 &self.retry,

@@ -159,7 +159,9 @@ impl Datastore {
                     .or_insert((0, 0, 0));
                 e.0 = e.0.saturating_add(r.used(res.metric));
                 e.1 = e.1.saturating_add(res.amount);
-                e.2 += 1;
+                // A charge without a reservation (`Metered::charges`) was
+                // never counted as running.
+                e.2 += i32::from(res.amount > 0);
             }
             if !r.called {
                 continue;
