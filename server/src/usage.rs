@@ -459,6 +459,24 @@ impl Metered {
         .boxed()
     }
 
+    /// The wrapper of `providers::ask` that meters its call.
+    pub fn asking(
+        self,
+        request: &crate::providers::ChatRequest,
+    ) -> impl FnOnce(
+        Result<crate::providers::ChatStream, &crate::providers::ProviderError>,
+    ) -> Option<crate::providers::ChatStream>
+    + Send {
+        let chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        move |started| match started {
+            Ok(stream) => Some(self.wrap(chars, stream)),
+            Err(e) => {
+                self.failed(chars, e.error_code());
+                None
+            }
+        }
+    }
+
     /// Records a call that failed before its stream began.
     pub fn failed(mut self, input_chars: usize, outcome: &str) {
         self.step(input_chars);

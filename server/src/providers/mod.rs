@@ -310,25 +310,22 @@ pub(crate) async fn error_from_response(
 
 /// Asks `model` for a short answer (a title, a ranking) and returns its
 /// whole text, or `None` when the provider fails or `budget` passes.
-/// Retries as [`start`] does, within the budget. `metered` records the
-/// call (see `crate::usage`).
+/// Retries as [`start`] does, within the budget. `wrap` may wrap the
+/// stream once it started, and hears of a failure to start (the usage
+/// recorder's metering).
 pub async fn ask(
     model: &dyn ChatModel,
     request: &ChatRequest,
     policy: &RetryPolicy,
     log: &slog::Logger,
     budget: Duration,
-    metered: Option<crate::usage::Metered>,
+    wrap: impl FnOnce(Result<ChatStream, &ProviderError>) -> Option<ChatStream> + Send,
 ) -> Option<String> {
-    let chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
     let asked = async {
-        let mut stream = match (start(model, request, policy, log).await, metered) {
-            (Ok(stream), Some(m)) => m.wrap(chars, stream),
-            (Ok(stream), None) => stream,
-            (Err(e), m) => {
-                if let Some(m) = m {
-                    m.failed(chars, e.error_code());
-                }
+        let mut stream = match start(model, request, policy, log).await {
+            Ok(stream) => wrap(Ok(stream))?,
+            Err(e) => {
+                wrap(Err(&e));
                 return None;
             }
         };

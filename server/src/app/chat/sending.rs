@@ -699,7 +699,7 @@ async fn generate_title(
         retry,
         log,
         Duration::from_secs(15),
-        Some(metered),
+        metered.asking(&request),
     )
     .await
     {

@@ -232,13 +232,14 @@ async fn ask_model(
         &cx.models.retry,
         log,
         DISCOVERY_MODEL_BUDGET,
-        Some(crate::usage::Metered::new(
+        crate::usage::Metered::new(
             cx.usage.clone(),
             crate::app::usage::member(access),
             "discovery",
             model,
             Vec::new(),
-        )),
+        )
+        .asking(&request),
     )
     .await;
     let Some(answer) = answer else {
