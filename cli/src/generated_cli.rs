@@ -97,6 +97,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::McpServerWithTools => Self::cli_mcp_server_with_tools(),
             CliCommand::ModelsList => Self::cli_models_list(),
             CliCommand::OrgAddMember => Self::cli_org_add_member(),
+            CliCommand::OrgBudgetsCreate => Self::cli_org_budgets_create(),
+            CliCommand::OrgBudgetsDelete => Self::cli_org_budgets_delete(),
+            CliCommand::OrgBudgetsList => Self::cli_org_budgets_list(),
+            CliCommand::OrgBudgetsUpdate => Self::cli_org_budgets_update(),
             CliCommand::OrgCreateOrg => Self::cli_org_create_org(),
             CliCommand::OrgDelete => Self::cli_org_delete(),
             CliCommand::OrgDeletionStatus => Self::cli_org_deletion_status(),
@@ -108,6 +112,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
             CliCommand::OrgTransferOwnership => Self::cli_org_transfer_ownership(),
             CliCommand::OrgUpdate => Self::cli_org_update(),
+            CliCommand::OrgUsageReport => Self::cli_org_usage_report(),
             CliCommand::RolesCreate => Self::cli_roles_create(),
             CliCommand::RolesListPermissions => Self::cli_roles_list_permissions(),
             CliCommand::RolesListRoles => Self::cli_roles_list_roles(),
@@ -2762,6 +2767,175 @@ impl<T: CliConfig> Cli<T> {
                 "Add an existing user to an organization.\n\nRequires `users:write` in the organization and the organization's `team_members` feature (`403 feature_disabled` without it). The user must have an account (`404 not_found` otherwise; new people are invited instead). The role must belong to the organization (`400 invalid_role`), may not be above the caller's own level (`403 role_level_too_high`) and may not be the owner role (`403 owner_role_not_assignable`). A user whose membership is `active` or `suspended` gets `409 already_member`; an `invited` or `deleted` membership is activated with the given role. The membership becomes `active`.",
             )
     }
+    pub fn cli_org_budgets_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU64))
+                    .required_unless_present("json-body")
+                    .help("Tokens, or micro-dollars; at least 1."),
+            )
+            .arg(
+                ::clap::Arg::new("metric")
+                    .long("metric")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::BudgetMetric::Tokens.to_string(),
+                                types::BudgetMetric::Cost.to_string(),
+                            ]),
+                            |s| types::BudgetMetric::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("period")
+                    .long("period")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::BudgetPeriod::Day.to_string(),
+                                types::BudgetPeriod::Month.to_string(),
+                            ]),
+                            |s| types::BudgetPeriod::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("scope")
+                    .long("scope")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::BudgetScope::Organization.to_string(),
+                                types::BudgetScope::User.to_string(),
+                                types::BudgetScope::Token.to_string(),
+                                types::BudgetScope::Deployment.to_string(),
+                            ]),
+                            |s| types::BudgetScope::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("subject-id")
+                    .long("subject-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("The user, token or deployment; absent for `organization`."),
+            )
+            .arg(
+                ::clap::Arg::new("threshold-percent")
+                    .long("threshold-percent")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help(
+                        "Notify the organization's admins once per period when this percentage of the limit is spent (1 to 100); absent: never.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a budget.\n\nFor the organization's admins (a role of level 80 or more that grants `usage:write`). A limit on tokens (input plus output) or cost (micro-dollars, from the price table) per UTC day or month, for the whole organization, one member (`subject_id`: a user of the organization), one personal access token (of a member) or one deployment key (a deployment of the organization); an unknown subject is `404 not_found`, a `subject_id` with `organization` or none with another scope `400 invalid_budget`. One budget per scope, subject, metric and period (`409 budget_exists`).\n\nChecked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. The organization's `daily_chat_limit` quota applies as before, independently.\n\nWith `threshold_percent`, the organization's admins are e-mailed once per period when that share of the limit is spent.",
+            )
+    }
+    pub fn cli_org_budgets_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("budget-id")
+                    .long("budget-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .about(
+                "Delete a budget.\n\nFor the organization's admins (`usage:write`). Calls it applied to are no longer limited by it.",
+            )
+    }
+    pub fn cli_org_budgets_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the organization's budgets.\n\nFor the organization's admins (a role of level 80 or more that grants `usage:read`). Each budget with its current period: `spent` (what finished calls used), `reserved` (what running calls hold) and `reset_at`.",
+            )
+    }
+    pub fn cli_org_budgets_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("budget-id")
+                    .long("budget-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU64))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("threshold-percent")
+                    .long("threshold-percent")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Change a budget's limit and threshold.\n\nFor the organization's admins (`usage:write`). The current period's spending is kept; a threshold already notified in this period is not notified again.",
+            )
+    }
     pub fn cli_org_create_org() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3114,6 +3288,58 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Rename an organization.\n\nAn addition to the spec. Requires `organization:write` (owners and admins among the system roles). The name follows the rules of `create_org`: trimmed, 1 to 100 characters, no control characters (`400 invalid_name`); and as there, the caller may not belong to two organizations with the same name, compared case-insensitively (`409 org_name_taken`; renaming to the current name in another case is allowed). The slug is kept, so links that use it stay valid; a personal organization may be renamed too. Answers the organization with the caller's `user_role`.",
+            )
+    }
+    pub fn cli_org_usage_report() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("from")
+                    .long("from")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Inclusive, RFC 3339; default 30 days before `to`."),
+            )
+            .arg(
+                ::clap::Arg::new("group-by")
+                    .long("group-by")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::UsageGroupBy::Day.to_string(),
+                                types::UsageGroupBy::User.to_string(),
+                                types::UsageGroupBy::Model.to_string(),
+                                types::UsageGroupBy::Deployment.to_string(),
+                                types::UsageGroupBy::Token.to_string(),
+                                types::UsageGroupBy::Kind.to_string(),
+                            ]),
+                            |s| types::UsageGroupBy::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true),
+            )
+            .arg(
+                ::clap::Arg::new("to")
+                    .long("to")
+                    .value_parser(
+                        ::clap::value_parser!(
+                            ::chrono::DateTime < ::chrono::offset::Utc >
+                        ),
+                    )
+                    .required(false)
+                    .help("Exclusive, RFC 3339; default now."),
+            )
+            .about(
+                "Report the organization's model usage and cost.\n\nAn addition to the spec, for the organization's admins: a role of level 80 or more that grants `usage:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `usage:read` scope.\n\nEvery model call is recorded: chat answers and prompt suggestions, conversations, agent tests, deployments, the MCP playground, transcriptions and the embeddings of ingestion and search. Each record has the tokens in and out (the provider's figures when it reports them, else estimated as characters / 4: `estimated_calls` counts those), and its cost from the server's price table (`[usage.prices]`: USD per million tokens by model) in micro-dollars, computed when it was recorded. Records are written in batches within about 100 ms of a call's end.\n\nGrouped by `group_by` (`day` in UTC, `user`, `model`, `deployment`, `token`, `kind`), between `from` (inclusive; default 30 days before `to`) and `to` (exclusive; default now), with the totals of all groups. `from` after `to` is `400 invalid_range`.",
             )
     }
     pub fn cli_roles_create() -> ::clap::Command {
@@ -4128,6 +4354,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::McpServerWithTools => self.execute_mcp_server_with_tools(matches).await,
             CliCommand::ModelsList => self.execute_models_list(matches).await,
             CliCommand::OrgAddMember => self.execute_org_add_member(matches).await,
+            CliCommand::OrgBudgetsCreate => self.execute_org_budgets_create(matches).await,
+            CliCommand::OrgBudgetsDelete => self.execute_org_budgets_delete(matches).await,
+            CliCommand::OrgBudgetsList => self.execute_org_budgets_list(matches).await,
+            CliCommand::OrgBudgetsUpdate => self.execute_org_budgets_update(matches).await,
             CliCommand::OrgCreateOrg => self.execute_org_create_org(matches).await,
             CliCommand::OrgDelete => self.execute_org_delete(matches).await,
             CliCommand::OrgDeletionStatus => self.execute_org_deletion_status(matches).await,
@@ -4141,6 +4371,7 @@ impl<T: CliConfig> Cli<T> {
             }
             CliCommand::OrgTransferOwnership => self.execute_org_transfer_ownership(matches).await,
             CliCommand::OrgUpdate => self.execute_org_update(matches).await,
+            CliCommand::OrgUsageReport => self.execute_org_usage_report(matches).await,
             CliCommand::RolesCreate => self.execute_roles_create(matches).await,
             CliCommand::RolesListPermissions => self.execute_roles_list_permissions(matches).await,
             CliCommand::RolesListRoles => self.execute_roles_list_roles(matches).await,
@@ -6530,6 +6761,138 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_budgets_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_budgets_create();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU64>("limit") {
+            request = request.body_map(|body| body.limit(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::BudgetMetric>("metric") {
+            request = request.body_map(|body| body.metric(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::BudgetPeriod>("period") {
+            request = request.body_map(|body| body.period(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::BudgetScope>("scope") {
+            request = request.body_map(|body| body.scope(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("subject-id") {
+            request = request.body_map(|body| body.subject_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("threshold-percent") {
+            request = request.body_map(|body| body.threshold_percent(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::BudgetCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_budgets_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_budgets_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_budgets_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("budget-id") {
+            request = request.budget_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_budgets_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_budgets_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_budgets_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_budgets_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_budgets_update(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_budgets_update();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("budget-id") {
+            request = request.budget_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU64>("limit") {
+            request = request.body_map(|body| body.limit(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("threshold-percent") {
+            request = request.body_map(|body| body.threshold_percent(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::BudgetUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_budgets_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_create_org(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.org_create_org();
         if let Some(value) = matches.get_one::<types::OrgCreateOrgName>("name") {
@@ -6818,6 +7181,37 @@ impl<T: CliConfig> Cli<T> {
             request = request.body(body_value);
         }
         self.config.execute_org_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_usage_report(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_usage_report();
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("from") {
+            request = request.from(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::UsageGroupBy>("group-by") {
+            request = request.group_by(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::chrono::DateTime<::chrono::offset::Utc>>("to") {
+            request = request.to(value.clone());
+        }
+        self.config
+            .execute_org_usage_report(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -8226,6 +8620,34 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_budgets_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgBudgetsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_budgets_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgBudgetsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_budgets_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgBudgetsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_budgets_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgBudgetsUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_create_org(
         &self,
         matches: &::clap::ArgMatches,
@@ -8300,6 +8722,13 @@ pub trait CliConfig {
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::OrgUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_usage_report(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgUsageReport,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -8593,6 +9022,10 @@ pub enum CliCommand {
     McpServerWithTools,
     ModelsList,
     OrgAddMember,
+    OrgBudgetsCreate,
+    OrgBudgetsDelete,
+    OrgBudgetsList,
+    OrgBudgetsUpdate,
     OrgCreateOrg,
     OrgDelete,
     OrgDeletionStatus,
@@ -8604,6 +9037,7 @@ pub enum CliCommand {
     OrgServiceAccountsList,
     OrgTransferOwnership,
     OrgUpdate,
+    OrgUsageReport,
     RolesCreate,
     RolesListPermissions,
     RolesListRoles,
@@ -8721,6 +9155,10 @@ impl CliCommand {
             CliCommand::McpServerWithTools,
             CliCommand::ModelsList,
             CliCommand::OrgAddMember,
+            CliCommand::OrgBudgetsCreate,
+            CliCommand::OrgBudgetsDelete,
+            CliCommand::OrgBudgetsList,
+            CliCommand::OrgBudgetsUpdate,
             CliCommand::OrgCreateOrg,
             CliCommand::OrgDelete,
             CliCommand::OrgDeletionStatus,
@@ -8732,6 +9170,7 @@ impl CliCommand {
             CliCommand::OrgServiceAccountsList,
             CliCommand::OrgTransferOwnership,
             CliCommand::OrgUpdate,
+            CliCommand::OrgUsageReport,
             CliCommand::RolesCreate,
             CliCommand::RolesListPermissions,
             CliCommand::RolesListRoles,
@@ -8850,6 +9289,10 @@ impl CliCommand {
             CliCommand::McpServerWithTools => "mcp_server_with_tools",
             CliCommand::ModelsList => "models_list",
             CliCommand::OrgAddMember => "org_add_member",
+            CliCommand::OrgBudgetsCreate => "org_budgets_create",
+            CliCommand::OrgBudgetsDelete => "org_budgets_delete",
+            CliCommand::OrgBudgetsList => "org_budgets_list",
+            CliCommand::OrgBudgetsUpdate => "org_budgets_update",
             CliCommand::OrgCreateOrg => "org_create_org",
             CliCommand::OrgDelete => "org_delete",
             CliCommand::OrgDeletionStatus => "org_deletion_status",
@@ -8861,6 +9304,7 @@ impl CliCommand {
             CliCommand::OrgServiceAccountsList => "org_service_accounts_list",
             CliCommand::OrgTransferOwnership => "org_transfer_ownership",
             CliCommand::OrgUpdate => "org_update",
+            CliCommand::OrgUsageReport => "org_usage_report",
             CliCommand::RolesCreate => "roles_create",
             CliCommand::RolesListPermissions => "roles_list_permissions",
             CliCommand::RolesListRoles => "roles_list_roles",

@@ -42,6 +42,7 @@ mod roles;
 mod session;
 mod tree;
 mod upload;
+mod usage;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -149,6 +150,7 @@ async fn run() -> Result<()> {
     root = tree::add_account_commands(root);
     root = tree::add_feedback_commands(root);
     root = tree::add_audit_commands(root);
+    root = tree::add_usage_commands(root);
     root = tree::polish(root);
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
@@ -198,8 +200,11 @@ async fn run() -> Result<()> {
         .map(String::as_str)
         .unwrap_or("json");
     let exporting = path == ["feedback", "export"];
-    if matches!(format, "csv" | "jsonl") && !exporting {
-        usage_error("--format csv and jsonl apply to `feedback export` only");
+    let usage_csv = path == ["usage", "report"] && format == "csv";
+    if matches!(format, "csv" | "jsonl") && !exporting && !usage_csv {
+        usage_error(
+            "--format csv and jsonl apply to `feedback export` (csv also to `usage report`) only",
+        );
     }
     if path.first().map(String::as_str) == Some("auth") {
         match path.get(1).map(String::as_str) {
@@ -256,6 +261,10 @@ async fn run() -> Result<()> {
     }
     if path.len() == 2 && path[0] == "audit" && audit::HAND_WRITTEN.contains(&path[1].as_str()) {
         return audit::run(&client, &path[1], leaf).await;
+    }
+    if path.len() == 2 && path[0] == "usage" && usage::HAND_WRITTEN.contains(&path[1].as_str()) {
+        let given = matches.value_source("format") != Some(clap::parser::ValueSource::DefaultValue);
+        return usage::run(&client, &path[1], leaf, format, given).await;
     }
     if path == ["chat", "upload"] {
         return upload::run(&client, leaf).await;

@@ -32,6 +32,11 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     // Feedback on answers: the admins' list (`feedback export` is
     // hand-written, see feedback.rs).
     ("org_feedback_list", &["feedback", "list"]),
+    // Usage and budgets (`usage report` is hand-written, see usage.rs).
+    ("org_budgets_list", &["budgets", "list"]),
+    ("org_budgets_create", &["budgets", "create"]),
+    ("org_budgets_update", &["budgets", "update"]),
+    ("org_budgets_delete", &["budgets", "delete"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -46,6 +51,8 @@ const HAND_WRITTEN: &[&str] = &[
     "users_delete_me",
     // `chat share` prints the link's URL (chat.rs).
     "chat_share_create",
+    // `usage report` prints a table, JSON or the CSV export (usage.rs).
+    "org_usage_report",
 ];
 
 /// About-lines of the groups.
@@ -94,6 +101,14 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "audit",
         "The audit log: list, export (JSON Lines) and verify its hash chains (admins)",
+    ),
+    (
+        "usage",
+        "Model usage and cost of the organization: reports and CSV (admins)",
+    ),
+    (
+        "budgets",
+        "Budgets on tokens or cost per day or month (admins)",
     ),
 ];
 
@@ -227,6 +242,15 @@ pub fn add_account_commands(mut root: Command) -> Command {
     }
     let path = ["org".to_string(), "delete".to_string()];
     insert(root, &path, crate::account::org_delete_command())
+}
+
+/// `workspace usage report` (see `usage.rs`).
+pub fn add_usage_commands(mut root: Command) -> Command {
+    for cmd in crate::usage::commands() {
+        let path = ["usage".to_string(), cmd.get_name().to_string()];
+        root = insert(root, &path, cmd);
+    }
+    root
 }
 
 /// `workspace feedback export` (see `feedback.rs`).

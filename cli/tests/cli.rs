@@ -2946,3 +2946,124 @@ async fn audit_commands() {
     assert_eq!(lines[0]["id"], items[0]["id"]);
     cx.teardown().await;
 }
+
+/// `workspace usage report` (a table with totals by default, JSON on
+/// request, the server's CSV with `--format csv`) and `workspace budgets
+/// create|list` (issue #36).
+#[tokio::test]
+async fn usage_and_budget_commands() {
+    let cx = TestContext::with_config("cli_usage", |c| {
+        c.providers.offline_chunk_delay_ms = 0;
+        c.usage.flush_interval_ms = 10;
+    })
+    .await;
+    let user = cx.user("cliusage").await;
+    let org = user.personal_org().await;
+    workspace_tests::resources::chat_message(
+        &user.client,
+        org,
+        serde_json::json!({"content": "count me"}),
+    )
+    .await;
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let org = org.to_string();
+    // The recorder writes within a flush.
+    let mut report = serde_json::Value::Null;
+    for _ in 0..100 {
+        report = json(
+            &run(strings(&[
+                "--format",
+                "json",
+                "usage",
+                "report",
+                "--org-id",
+                &org,
+                "--group-by",
+                "kind",
+            ]))
+            .await
+            .unwrap(),
+        );
+        if report["totals"]["calls"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(report["groups"][0]["key"], "chat", "{report}");
+    assert!(report["totals"]["total_tokens"].as_i64().unwrap() > 0);
+
+    let out = run(strings(&[
+        "usage",
+        "report",
+        "--org-id",
+        &org,
+        "--group-by",
+        "model",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.lines().next().unwrap().contains("COST_MICROS"),
+        "{table}"
+    );
+    assert!(table.contains("offline-dev-model"), "{table}");
+    assert!(table.contains("total: 1 calls"), "{table}");
+
+    let out = run(strings(&[
+        "usage",
+        "report",
+        "--org-id",
+        &org,
+        "--group-by",
+        "day",
+        "--format",
+        "csv",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(csv.starts_with("key,label,calls,"), "{csv}");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(
+        csv.lines().last().unwrap().starts_with("total,,1,"),
+        "{csv}"
+    );
+
+    let created = json(
+        &run(strings(&[
+            "budgets",
+            "create",
+            "--org-id",
+            &org,
+            "--scope",
+            "organization",
+            "--metric",
+            "tokens",
+            "--period",
+            "month",
+            "--limit",
+            "100000",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(created["limit"], 100000, "{created}");
+    let list = json(
+        &run(strings(&["budgets", "list", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(list["items"][0]["id"], created["id"]);
+    cx.teardown().await;
+}

@@ -1498,6 +1498,270 @@ pub mod types {
             Default::default()
         }
     }
+    ///A budget and where its current period stands.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct Budget {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub limit: i64,
+        pub metric: BudgetMetric,
+        pub org_id: ::uuid::Uuid,
+        pub period: BudgetPeriod,
+        ///The current period's start (UTC).
+        pub period_start: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///What the calls running now hold reserved.
+        pub reserved: i64,
+        ///When the current period ends and the budget resets.
+        pub reset_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub scope: BudgetScope,
+        ///What the current period's finished calls used.
+        pub spent: i64,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub subject_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub threshold_percent: ::std::option::Option<i32>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Budget {
+        pub fn builder() -> builder::Budget {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/org/budgets/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct BudgetCreate {
+        ///Tokens, or micro-dollars; at least 1.
+        pub limit: ::std::num::NonZeroU64,
+        pub metric: BudgetMetric,
+        pub period: BudgetPeriod,
+        pub scope: BudgetScope,
+        ///The user, token or deployment; absent for `organization`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub subject_id: ::std::option::Option<::uuid::Uuid>,
+        ///Notify the organization's admins once per period when this percentage of the limit is spent (1 to 100); absent: never.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub threshold_percent: ::std::option::Option<::std::num::NonZeroU32>,
+    }
+    impl BudgetCreate {
+        pub fn builder() -> builder::BudgetCreate {
+            Default::default()
+        }
+    }
+    ///Answer of `DELETE /api/org/budgets/delete`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct BudgetDeleted {
+        pub deleted: bool,
+        pub id: ::uuid::Uuid,
+    }
+    impl BudgetDeleted {
+        pub fn builder() -> builder::BudgetDeleted {
+            Default::default()
+        }
+    }
+    ///The organization's budgets.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct BudgetList {
+        pub items: ::std::vec::Vec<Budget>,
+    }
+    impl BudgetList {
+        pub fn builder() -> builder::BudgetList {
+            Default::default()
+        }
+    }
+    ///What a budget limits.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum BudgetMetric {
+        ///Input plus output tokens.
+        #[serde(rename = "tokens")]
+        Tokens,
+        ///Cost in micro-dollars.
+        #[serde(rename = "cost")]
+        Cost,
+    }
+    impl ::std::fmt::Display for BudgetMetric {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Tokens => f.write_str("tokens"),
+                Self::Cost => f.write_str("cost"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for BudgetMetric {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "tokens" => Ok(Self::Tokens),
+                "cost" => Ok(Self::Cost),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for BudgetMetric {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for BudgetMetric {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The period a budget's limit holds over (UTC).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum BudgetPeriod {
+        #[serde(rename = "day")]
+        Day,
+        #[serde(rename = "month")]
+        Month,
+    }
+    impl ::std::fmt::Display for BudgetPeriod {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Day => f.write_str("day"),
+                Self::Month => f.write_str("month"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for BudgetPeriod {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "day" => Ok(Self::Day),
+                "month" => Ok(Self::Month),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for BudgetPeriod {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for BudgetPeriod {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Who a budget applies to.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum BudgetScope {
+        ///Every call of the organization.
+        #[serde(rename = "organization")]
+        Organization,
+        ///The calls of one member (`subject_id`: the user).
+        #[serde(rename = "user")]
+        User,
+        ///The calls made with one personal access token (`subject_id`).
+        #[serde(rename = "token")]
+        Token,
+        ///The calls made with one deployment's key (`subject_id`).
+        #[serde(rename = "deployment")]
+        Deployment,
+    }
+    impl ::std::fmt::Display for BudgetScope {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Organization => f.write_str("organization"),
+                Self::User => f.write_str("user"),
+                Self::Token => f.write_str("token"),
+                Self::Deployment => f.write_str("deployment"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for BudgetScope {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "organization" => Ok(Self::Organization),
+                "user" => Ok(Self::User),
+                "token" => Ok(Self::Token),
+                "deployment" => Ok(Self::Deployment),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for BudgetScope {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for BudgetScope {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `PUT /api/org/budgets/update`: the new limit and threshold.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct BudgetUpdate {
+        pub limit: ::std::num::NonZeroU64,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub threshold_percent: ::std::option::Option<::std::num::NonZeroU32>,
+    }
+    impl BudgetUpdate {
+        pub fn builder() -> builder::BudgetUpdate {
+            Default::default()
+        }
+    }
     ///What happened to one id of a bulk delete.
     #[derive(
         ::serde::Deserialize,
@@ -13635,6 +13899,147 @@ pub mod types {
             Default::default()
         }
     }
+    ///One group of the report.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UsageGroup {
+        ///Model calls.
+        pub calls: i64,
+        ///Cost in micro-dollars (millionths of a US dollar), from the server's price table when the call was recorded.
+        pub cost_micros: i64,
+        ///Calls whose tokens were estimated (the provider reported none).
+        pub estimated_calls: i64,
+        pub input_tokens: i64,
+        ///The group's key: a day, a user, deployment or token id, a model name or a kind; `null` for calls without one (e.g. the calls of no personal access token when grouping by token).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub key: ::std::option::Option<::std::string::String>,
+        ///A readable name for the key when there is one: the user's e-mail, the deployment's or token's name.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub label: ::std::option::Option<::std::string::String>,
+        pub output_tokens: i64,
+        pub total_tokens: i64,
+        ///Calls that did not complete (failed or cancelled).
+        pub unfinished_calls: i64,
+    }
+    impl UsageGroup {
+        pub fn builder() -> builder::UsageGroup {
+            Default::default()
+        }
+    }
+    ///What the usage report groups by.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum UsageGroupBy {
+        ///The UTC day (`YYYY-MM-DD`).
+        #[serde(rename = "day")]
+        Day,
+        ///The member (a deployment key's calls have no user).
+        #[serde(rename = "user")]
+        User,
+        ///The model's name.
+        #[serde(rename = "model")]
+        Model,
+        ///The deployment whose key made the call.
+        #[serde(rename = "deployment")]
+        Deployment,
+        ///The personal access token the call was made with.
+        #[serde(rename = "token")]
+        Token,
+        ///The kind of call (`chat`, `prompt`, `conversation`, `agent_test`, `deployment`, `playground`, `transcription`, `embedding`).
+        #[serde(rename = "kind")]
+        Kind,
+    }
+    impl ::std::fmt::Display for UsageGroupBy {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Day => f.write_str("day"),
+                Self::User => f.write_str("user"),
+                Self::Model => f.write_str("model"),
+                Self::Deployment => f.write_str("deployment"),
+                Self::Token => f.write_str("token"),
+                Self::Kind => f.write_str("kind"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for UsageGroupBy {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "day" => Ok(Self::Day),
+                "user" => Ok(Self::User),
+                "model" => Ok(Self::Model),
+                "deployment" => Ok(Self::Deployment),
+                "token" => Ok(Self::Token),
+                "kind" => Ok(Self::Kind),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UsageGroupBy {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UsageGroupBy {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The organization's usage report.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UsageReport {
+        pub from: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub group_by: UsageGroupBy,
+        ///Ordered by key (`null` last).
+        pub groups: ::std::vec::Vec<UsageGroup>,
+        pub to: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub totals: UsageTotals,
+    }
+    impl UsageReport {
+        pub fn builder() -> builder::UsageReport {
+            Default::default()
+        }
+    }
+    ///Sums of a set of model calls.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct UsageTotals {
+        ///Model calls.
+        pub calls: i64,
+        ///Cost in micro-dollars (millionths of a US dollar), from the server's price table when the call was recorded.
+        pub cost_micros: i64,
+        ///Calls whose tokens were estimated (the provider reported none).
+        pub estimated_calls: i64,
+        pub input_tokens: i64,
+        pub output_tokens: i64,
+        pub total_tokens: i64,
+        ///Calls that did not complete (failed or cancelled).
+        pub unfinished_calls: i64,
+    }
+    impl UsageTotals {
+        pub fn builder() -> builder::UsageTotals {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/users/invite`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -16246,6 +16651,507 @@ pub mod types {
                     id: Ok(value.id),
                     name: Ok(value.name),
                     status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Budget {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            limit: ::std::result::Result<i64, ::std::string::String>,
+            metric: ::std::result::Result<super::BudgetMetric, ::std::string::String>,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            period: ::std::result::Result<super::BudgetPeriod, ::std::string::String>,
+            period_start: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            reserved: ::std::result::Result<i64, ::std::string::String>,
+            reset_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            scope: ::std::result::Result<super::BudgetScope, ::std::string::String>,
+            spent: ::std::result::Result<i64, ::std::string::String>,
+            subject_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            threshold_percent:
+                ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Budget {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    limit: Err("no value supplied for limit".to_string()),
+                    metric: Err("no value supplied for metric".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    period: Err("no value supplied for period".to_string()),
+                    period_start: Err("no value supplied for period_start".to_string()),
+                    reserved: Err("no value supplied for reserved".to_string()),
+                    reset_at: Err("no value supplied for reset_at".to_string()),
+                    scope: Err("no value supplied for scope".to_string()),
+                    spent: Err("no value supplied for spent".to_string()),
+                    subject_id: Ok(Default::default()),
+                    threshold_percent: Ok(Default::default()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Budget {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn metric<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetMetric>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metric = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metric: {e}"));
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn period<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetPeriod>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.period = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for period: {e}"));
+                self
+            }
+            pub fn period_start<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.period_start = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for period_start: {e}"));
+                self
+            }
+            pub fn reserved<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reserved = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reserved: {e}"));
+                self
+            }
+            pub fn reset_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reset_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reset_at: {e}"));
+                self
+            }
+            pub fn scope<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetScope>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scope = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scope: {e}"));
+                self
+            }
+            pub fn spent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.spent = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for spent: {e}"));
+                self
+            }
+            pub fn subject_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.subject_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for subject_id: {e}"));
+                self
+            }
+            pub fn threshold_percent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.threshold_percent = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for threshold_percent: {e}")
+                });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Budget> for super::Budget {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Budget,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    limit: value.limit?,
+                    metric: value.metric?,
+                    org_id: value.org_id?,
+                    period: value.period?,
+                    period_start: value.period_start?,
+                    reserved: value.reserved?,
+                    reset_at: value.reset_at?,
+                    scope: value.scope?,
+                    spent: value.spent?,
+                    subject_id: value.subject_id?,
+                    threshold_percent: value.threshold_percent?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Budget> for Budget {
+            fn from(value: super::Budget) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    limit: Ok(value.limit),
+                    metric: Ok(value.metric),
+                    org_id: Ok(value.org_id),
+                    period: Ok(value.period),
+                    period_start: Ok(value.period_start),
+                    reserved: Ok(value.reserved),
+                    reset_at: Ok(value.reset_at),
+                    scope: Ok(value.scope),
+                    spent: Ok(value.spent),
+                    subject_id: Ok(value.subject_id),
+                    threshold_percent: Ok(value.threshold_percent),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BudgetCreate {
+            limit: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+            metric: ::std::result::Result<super::BudgetMetric, ::std::string::String>,
+            period: ::std::result::Result<super::BudgetPeriod, ::std::string::String>,
+            scope: ::std::result::Result<super::BudgetScope, ::std::string::String>,
+            subject_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            threshold_percent: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for BudgetCreate {
+            fn default() -> Self {
+                Self {
+                    limit: Err("no value supplied for limit".to_string()),
+                    metric: Err("no value supplied for metric".to_string()),
+                    period: Err("no value supplied for period".to_string()),
+                    scope: Err("no value supplied for scope".to_string()),
+                    subject_id: Ok(Default::default()),
+                    threshold_percent: Ok(Default::default()),
+                }
+            }
+        }
+        impl BudgetCreate {
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn metric<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetMetric>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metric = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for metric: {e}"));
+                self
+            }
+            pub fn period<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetPeriod>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.period = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for period: {e}"));
+                self
+            }
+            pub fn scope<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BudgetScope>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scope = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scope: {e}"));
+                self
+            }
+            pub fn subject_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.subject_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for subject_id: {e}"));
+                self
+            }
+            pub fn threshold_percent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.threshold_percent = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for threshold_percent: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BudgetCreate> for super::BudgetCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BudgetCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    limit: value.limit?,
+                    metric: value.metric?,
+                    period: value.period?,
+                    scope: value.scope?,
+                    subject_id: value.subject_id?,
+                    threshold_percent: value.threshold_percent?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BudgetCreate> for BudgetCreate {
+            fn from(value: super::BudgetCreate) -> Self {
+                Self {
+                    limit: Ok(value.limit),
+                    metric: Ok(value.metric),
+                    period: Ok(value.period),
+                    scope: Ok(value.scope),
+                    subject_id: Ok(value.subject_id),
+                    threshold_percent: Ok(value.threshold_percent),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BudgetDeleted {
+            deleted: ::std::result::Result<bool, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for BudgetDeleted {
+            fn default() -> Self {
+                Self {
+                    deleted: Err("no value supplied for deleted".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                }
+            }
+        }
+        impl BudgetDeleted {
+            pub fn deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deleted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deleted: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BudgetDeleted> for super::BudgetDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BudgetDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deleted: value.deleted?,
+                    id: value.id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BudgetDeleted> for BudgetDeleted {
+            fn from(value: super::BudgetDeleted) -> Self {
+                Self {
+                    deleted: Ok(value.deleted),
+                    id: Ok(value.id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BudgetList {
+            items: ::std::result::Result<::std::vec::Vec<super::Budget>, ::std::string::String>,
+        }
+        impl ::std::default::Default for BudgetList {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl BudgetList {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Budget>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for items: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BudgetList> for super::BudgetList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BudgetList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items: value.items?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BudgetList> for BudgetList {
+            fn from(value: super::BudgetList) -> Self {
+                Self {
+                    items: Ok(value.items),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BudgetUpdate {
+            limit: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+            threshold_percent: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU32>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for BudgetUpdate {
+            fn default() -> Self {
+                Self {
+                    limit: Err("no value supplied for limit".to_string()),
+                    threshold_percent: Ok(Default::default()),
+                }
+            }
+        }
+        impl BudgetUpdate {
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for limit: {e}"));
+                self
+            }
+            pub fn threshold_percent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::num::NonZeroU32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.threshold_percent = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for threshold_percent: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BudgetUpdate> for super::BudgetUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BudgetUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    limit: value.limit?,
+                    threshold_percent: value.threshold_percent?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BudgetUpdate> for BudgetUpdate {
+            fn from(value: super::BudgetUpdate) -> Self {
+                Self {
+                    limit: Ok(value.limit),
+                    threshold_percent: Ok(value.threshold_percent),
                 }
             }
         }
@@ -37171,6 +38077,391 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct UsageGroup {
+            calls: ::std::result::Result<i64, ::std::string::String>,
+            cost_micros: ::std::result::Result<i64, ::std::string::String>,
+            estimated_calls: ::std::result::Result<i64, ::std::string::String>,
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            key: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            label: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+            unfinished_calls: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for UsageGroup {
+            fn default() -> Self {
+                Self {
+                    calls: Err("no value supplied for calls".to_string()),
+                    cost_micros: Err("no value supplied for cost_micros".to_string()),
+                    estimated_calls: Err("no value supplied for estimated_calls".to_string()),
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    key: Ok(Default::default()),
+                    label: Ok(Default::default()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                    unfinished_calls: Err("no value supplied for unfinished_calls".to_string()),
+                }
+            }
+        }
+        impl UsageGroup {
+            pub fn calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.calls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for calls: {e}"));
+                self
+            }
+            pub fn cost_micros<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cost_micros = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cost_micros: {e}"));
+                self
+            }
+            pub fn estimated_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.estimated_calls = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for estimated_calls: {e}")
+                });
+                self
+            }
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.key = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for key: {e}"));
+                self
+            }
+            pub fn label<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.label = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for label: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+            pub fn unfinished_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.unfinished_calls = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for unfinished_calls: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UsageGroup> for super::UsageGroup {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UsageGroup,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    calls: value.calls?,
+                    cost_micros: value.cost_micros?,
+                    estimated_calls: value.estimated_calls?,
+                    input_tokens: value.input_tokens?,
+                    key: value.key?,
+                    label: value.label?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                    unfinished_calls: value.unfinished_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UsageGroup> for UsageGroup {
+            fn from(value: super::UsageGroup) -> Self {
+                Self {
+                    calls: Ok(value.calls),
+                    cost_micros: Ok(value.cost_micros),
+                    estimated_calls: Ok(value.estimated_calls),
+                    input_tokens: Ok(value.input_tokens),
+                    key: Ok(value.key),
+                    label: Ok(value.label),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                    unfinished_calls: Ok(value.unfinished_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UsageReport {
+            from: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            group_by: ::std::result::Result<super::UsageGroupBy, ::std::string::String>,
+            groups:
+                ::std::result::Result<::std::vec::Vec<super::UsageGroup>, ::std::string::String>,
+            to: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            totals: ::std::result::Result<super::UsageTotals, ::std::string::String>,
+        }
+        impl ::std::default::Default for UsageReport {
+            fn default() -> Self {
+                Self {
+                    from: Err("no value supplied for from".to_string()),
+                    group_by: Err("no value supplied for group_by".to_string()),
+                    groups: Err("no value supplied for groups".to_string()),
+                    to: Err("no value supplied for to".to_string()),
+                    totals: Err("no value supplied for totals".to_string()),
+                }
+            }
+        }
+        impl UsageReport {
+            pub fn from<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.from = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for from: {e}"));
+                self
+            }
+            pub fn group_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UsageGroupBy>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.group_by = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for group_by: {e}"));
+                self
+            }
+            pub fn groups<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::UsageGroup>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.groups = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for groups: {e}"));
+                self
+            }
+            pub fn to<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.to = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for to: {e}"));
+                self
+            }
+            pub fn totals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UsageTotals>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.totals = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for totals: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UsageReport> for super::UsageReport {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UsageReport,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    from: value.from?,
+                    group_by: value.group_by?,
+                    groups: value.groups?,
+                    to: value.to?,
+                    totals: value.totals?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UsageReport> for UsageReport {
+            fn from(value: super::UsageReport) -> Self {
+                Self {
+                    from: Ok(value.from),
+                    group_by: Ok(value.group_by),
+                    groups: Ok(value.groups),
+                    to: Ok(value.to),
+                    totals: Ok(value.totals),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UsageTotals {
+            calls: ::std::result::Result<i64, ::std::string::String>,
+            cost_micros: ::std::result::Result<i64, ::std::string::String>,
+            estimated_calls: ::std::result::Result<i64, ::std::string::String>,
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+            unfinished_calls: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for UsageTotals {
+            fn default() -> Self {
+                Self {
+                    calls: Err("no value supplied for calls".to_string()),
+                    cost_micros: Err("no value supplied for cost_micros".to_string()),
+                    estimated_calls: Err("no value supplied for estimated_calls".to_string()),
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                    unfinished_calls: Err("no value supplied for unfinished_calls".to_string()),
+                }
+            }
+        }
+        impl UsageTotals {
+            pub fn calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.calls = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for calls: {e}"));
+                self
+            }
+            pub fn cost_micros<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cost_micros = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cost_micros: {e}"));
+                self
+            }
+            pub fn estimated_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.estimated_calls = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for estimated_calls: {e}")
+                });
+                self
+            }
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input_tokens: {e}"));
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_tokens: {e}"));
+                self
+            }
+            pub fn unfinished_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.unfinished_calls = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for unfinished_calls: {e}")
+                });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UsageTotals> for super::UsageTotals {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UsageTotals,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    calls: value.calls?,
+                    cost_micros: value.cost_micros?,
+                    estimated_calls: value.estimated_calls?,
+                    input_tokens: value.input_tokens?,
+                    output_tokens: value.output_tokens?,
+                    total_tokens: value.total_tokens?,
+                    unfinished_calls: value.unfinished_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UsageTotals> for UsageTotals {
+            fn from(value: super::UsageTotals) -> Self {
+                Self {
+                    calls: Ok(value.calls),
+                    cost_micros: Ok(value.cost_micros),
+                    estimated_calls: Ok(value.estimated_calls),
+                    input_tokens: Ok(value.input_tokens),
+                    output_tokens: Ok(value.output_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                    unfinished_calls: Ok(value.unfinished_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UserInviteRequest {
             email: ::std::result::Result<super::UserInviteRequestEmail, ::std::string::String>,
             first_name:
@@ -39799,6 +41090,79 @@ impl Client {
     pub fn org_add_member(&self) -> builder::OrgAddMember<'_> {
         builder::OrgAddMember::new(self)
     }
+    /**Create a budget
+
+    For the organization's admins (a role of level 80 or more that grants `usage:write`). A limit on tokens (input plus output) or cost (micro-dollars, from the price table) per UTC day or month, for the whole organization, one member (`subject_id`: a user of the organization), one personal access token (of a member) or one deployment key (a deployment of the organization); an unknown subject is `404 not_found`, a `subject_id` with `organization` or none with another scope `400 invalid_budget`. One budget per scope, subject, metric and period (`409 budget_exists`).
+
+    Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. The organization's `daily_chat_limit` quota applies as before, independently.
+
+    With `threshold_percent`, the organization's admins are e-mailed once per period when that share of the limit is spent.
+
+    Sends a `POST` request to `/api/org/budgets/create`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_budgets_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_budgets_create(&self) -> builder::OrgBudgetsCreate<'_> {
+        builder::OrgBudgetsCreate::new(self)
+    }
+    /**Delete a budget
+
+    For the organization's admins (`usage:write`). Calls it applied to are no longer limited by it.
+
+    Sends a `DELETE` request to `/api/org/budgets/delete`
+
+    ```ignore
+    let response = client.org_budgets_delete()
+        .budget_id(budget_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_budgets_delete(&self) -> builder::OrgBudgetsDelete<'_> {
+        builder::OrgBudgetsDelete::new(self)
+    }
+    /**List the organization's budgets
+
+    For the organization's admins (a role of level 80 or more that grants `usage:read`). Each budget with its current period: `spent` (what finished calls used), `reserved` (what running calls hold) and `reset_at`.
+
+    Sends a `GET` request to `/api/org/budgets/list`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_budgets_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_budgets_list(&self) -> builder::OrgBudgetsList<'_> {
+        builder::OrgBudgetsList::new(self)
+    }
+    /**Change a budget's limit and threshold
+
+    For the organization's admins (`usage:write`). The current period's spending is kept; a threshold already notified in this period is not notified again.
+
+    Sends a `PUT` request to `/api/org/budgets/update`
+
+    ```ignore
+    let response = client.org_budgets_update()
+        .budget_id(budget_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_budgets_update(&self) -> builder::OrgBudgetsUpdate<'_> {
+        builder::OrgBudgetsUpdate::new(self)
+    }
     /**Create an organization
 
     Any authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.
@@ -40127,6 +41491,56 @@ impl Client {
     ```*/
     pub fn org_update(&self) -> builder::OrgUpdate<'_> {
         builder::OrgUpdate::new(self)
+    }
+    /**Export the organization's usage report as CSV
+
+    As `GET /api/org/usage/report` (same permission and query), as a download (`text/csv; charset=utf-8`, `Content-Disposition: attachment`): RFC 4180 with CRLF line ends, a header row `key`, `label`, `calls`, `input_tokens`, `output_tokens`, `total_tokens`, `cost_micros`, `cost_usd`, `estimated_calls`, `unfinished_calls`, one row per group and a last row whose key is `total`. A cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading apostrophe (against formula injection).
+
+    Sends a `GET` request to `/api/org/usage/export`
+
+    Arguments:
+    - `from`: Inclusive, RFC 3339; default 30 days before `to`.
+    - `group_by`
+    - `org_id`
+    - `to`: Exclusive, RFC 3339; default now.
+    ```ignore
+    let response = client.org_usage_export()
+        .from(from)
+        .group_by(group_by)
+        .org_id(org_id)
+        .to(to)
+        .send()
+        .await;
+    ```*/
+    pub fn org_usage_export(&self) -> builder::OrgUsageExport<'_> {
+        builder::OrgUsageExport::new(self)
+    }
+    /**Report the organization's model usage and cost
+
+    An addition to the spec, for the organization's admins: a role of level 80 or more that grants `usage:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `usage:read` scope.
+
+    Every model call is recorded: chat answers and prompt suggestions, conversations, agent tests, deployments, the MCP playground, transcriptions and the embeddings of ingestion and search. Each record has the tokens in and out (the provider's figures when it reports them, else estimated as characters / 4: `estimated_calls` counts those), and its cost from the server's price table (`[usage.prices]`: USD per million tokens by model) in micro-dollars, computed when it was recorded. Records are written in batches within about 100 ms of a call's end.
+
+    Grouped by `group_by` (`day` in UTC, `user`, `model`, `deployment`, `token`, `kind`), between `from` (inclusive; default 30 days before `to`) and `to` (exclusive; default now), with the totals of all groups. `from` after `to` is `400 invalid_range`.
+
+    Sends a `GET` request to `/api/org/usage/report`
+
+    Arguments:
+    - `from`: Inclusive, RFC 3339; default 30 days before `to`.
+    - `group_by`
+    - `org_id`
+    - `to`: Exclusive, RFC 3339; default now.
+    ```ignore
+    let response = client.org_usage_report()
+        .from(from)
+        .group_by(group_by)
+        .org_id(org_id)
+        .to(to)
+        .send()
+        .await;
+    ```*/
+    pub fn org_usage_report(&self) -> builder::OrgUsageReport<'_> {
+        builder::OrgUsageReport::new(self)
     }
     /**Create a custom role
 
@@ -41748,6 +43162,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -45255,6 +46672,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -50264,6 +51684,405 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::org_budgets_create`]
+
+    [`Client::org_budgets_create`]: super::Client::org_budgets_create*/
+    #[derive(Debug, Clone)]
+    pub struct OrgBudgetsCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::BudgetCreate, String>,
+    }
+    impl<'a> OrgBudgetsCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::BudgetCreate>,
+            <V as std::convert::TryInto<types::BudgetCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `BudgetCreate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::BudgetCreate) -> types::builder::BudgetCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/budgets/create`
+        pub async fn send(self) -> Result<ResponseValue<types::Budget>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::BudgetCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/budgets/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_budgets_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_budgets_delete`]
+
+    [`Client::org_budgets_delete`]: super::Client::org_budgets_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgBudgetsDelete<'a> {
+        client: &'a super::Client,
+        budget_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgBudgetsDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                budget_id: Err("budget_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn budget_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.budget_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for budget_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/budgets/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::BudgetDeleted>, Error<types::Error>> {
+            let Self {
+                client,
+                budget_id,
+                org_id,
+            } = self;
+            let budget_id = budget_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/budgets/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("budget_id", &budget_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_budgets_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_budgets_list`]
+
+    [`Client::org_budgets_list`]: super::Client::org_budgets_list*/
+    #[derive(Debug, Clone)]
+    pub struct OrgBudgetsList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgBudgetsList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/budgets/list`
+        pub async fn send(self) -> Result<ResponseValue<types::BudgetList>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/budgets/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_budgets_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_budgets_update`]
+
+    [`Client::org_budgets_update`]: super::Client::org_budgets_update*/
+    #[derive(Debug, Clone)]
+    pub struct OrgBudgetsUpdate<'a> {
+        client: &'a super::Client,
+        budget_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::BudgetUpdate, String>,
+    }
+    impl<'a> OrgBudgetsUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                budget_id: Err("budget_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn budget_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.budget_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for budget_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::BudgetUpdate>,
+            <V as std::convert::TryInto<types::BudgetUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `BudgetUpdate` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::BudgetUpdate) -> types::builder::BudgetUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/budgets/update`
+        pub async fn send(self) -> Result<ResponseValue<types::Budget>, Error<types::Error>> {
+            let Self {
+                client,
+                budget_id,
+                org_id,
+                body,
+            } = self;
+            let budget_id = budget_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::BudgetUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/budgets/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("budget_id", &budget_id))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_budgets_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::org_create_org`]
 
     [`Client::org_create_org`]: super::Client::org_create_org*/
@@ -51905,6 +53724,248 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_usage_export`]
+
+    [`Client::org_usage_export`]: super::Client::org_usage_export*/
+    #[derive(Debug, Clone)]
+    pub struct OrgUsageExport<'a> {
+        client: &'a super::Client,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        group_by: Result<types::UsageGroupBy, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+    }
+    impl<'a> OrgUsageExport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                from: Ok(None),
+                group_by: Err("group_by was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                to: Ok(None),
+            }
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn group_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UsageGroupBy>,
+        {
+            self.group_by = value
+                .try_into()
+                .map_err(|_| "conversion to `UsageGroupBy` for group_by failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/org/usage/export`
+        pub async fn send(self) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self {
+                client,
+                from,
+                group_by,
+                org_id,
+                to,
+            } = self;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let group_by = group_by.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/usage/export", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("group_by", &group_by))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_usage_export",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_usage_report`]
+
+    [`Client::org_usage_report`]: super::Client::org_usage_report*/
+    #[derive(Debug, Clone)]
+    pub struct OrgUsageReport<'a> {
+        client: &'a super::Client,
+        from: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+        group_by: Result<types::UsageGroupBy, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        to: Result<Option<::chrono::DateTime<::chrono::offset::Utc>>, String>,
+    }
+    impl<'a> OrgUsageReport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                from: Ok(None),
+                group_by: Err("group_by was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                to: Ok(None),
+            }
+        }
+        pub fn from<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.from = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for from failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn group_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UsageGroupBy>,
+        {
+            self.group_by = value
+                .try_into()
+                .map_err(|_| "conversion to `UsageGroupBy` for group_by failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn to<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+        {
+            self.to = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: chrono :: DateTime < :: chrono :: offset :: Utc >` for to failed"
+                    .to_string()
+            });
+            self
+        }
+        ///Sends a `GET` request to `/api/org/usage/report`
+        pub async fn send(self) -> Result<ResponseValue<types::UsageReport>, Error<types::Error>> {
+            let Self {
+                client,
+                from,
+                group_by,
+                org_id,
+                to,
+            } = self;
+            let from = from.map_err(Error::InvalidRequest)?;
+            let group_by = group_by.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let to = to.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/usage/report", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("from", &from))
+                .query(&progenitor_client::QueryParam::new("group_by", &group_by))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("to", &to))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_usage_report",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -175,6 +175,8 @@ pub mod perm {
         McpWrite MCP_WRITE = "mcp:write";
         FeedbackRead FEEDBACK_READ = "feedback:read";
         AuditRead AUDIT_READ = "audit:read";
+        UsageRead USAGE_READ = "usage:read";
+        UsageWrite USAGE_WRITE = "usage:write";
     }
 }
 
@@ -649,6 +651,8 @@ pub struct OrgAccess {
     /// The scopes of the personal access token the request presented
     /// (`None`: a login's access token, limited by the role alone).
     scopes: Option<Vec<String>>,
+    /// The personal access token the request presented, if any.
+    token_id: Option<uuid::Uuid>,
     log: slog::Logger,
     /// Who made the request and from where: what the audit log records.
     origin: crate::audit::Origin,
@@ -871,12 +875,16 @@ impl OrgAccess {
     pub(crate) fn grant<T: on::Target, R: Requirement>(
         user_id: uuid::Uuid,
         membership: Membership,
-        scopes: Option<Vec<String>>,
+        token: Option<(uuid::Uuid, Vec<String>)>,
         target: T,
         require: R,
         log: &slog::Logger,
         origin: crate::audit::Origin,
     ) -> Result<Grant<T::Object, R::Grants>, crate::error::Error> {
+        let (token_id, scopes) = match token {
+            Some((id, scopes)) => (Some(id), Some(scopes)),
+            None => (None, None),
+        };
         let access = OrgAccess {
             org_id: membership.org_id,
             user_id,
@@ -886,6 +894,7 @@ impl OrgAccess {
             level: membership.level,
             permissions: membership.permissions,
             scopes,
+            token_id,
             // Formatted only if a line is logged.
             log: {
                 let org_id = membership.org_id;
@@ -940,6 +949,10 @@ impl OrgAccess {
     }
     pub fn user_id(&self) -> uuid::Uuid {
         self.user_id
+    }
+    /// The personal access token the request presented, if it did.
+    pub fn token_id(&self) -> Option<uuid::Uuid> {
+        self.token_id
     }
     pub fn role_id(&self) -> uuid::Uuid {
         self.role_id

@@ -54,6 +54,10 @@ pub struct ServerContext {
     /// When this instance last wrote each personal access token's
     /// `last_used_at` (see [`ServerContext::token_used`]).
     pub token_touches: crate::authn::RecentTouches,
+    /// Records the usage of model calls in batches (see `usage.rs`).
+    pub usage: crate::usage::UsageRecorder,
+    /// Which organizations have budgets (see `app::usage::admit`).
+    pub budget_cache: crate::usage::BudgetCache,
 }
 
 /// Where the server is in its shutdown ([`crate::Server::shutdown`]).
@@ -213,16 +217,15 @@ impl ServerContext {
                 membership,
             } => {
                 let token_id = token.as_ref().map(|(id, _)| *id);
-                let scopes = token.map(|(token_id, scopes)| {
+                if let Some(token_id) = token_id {
                     self.token_used(token_id);
-                    scopes
-                });
+                }
                 let origin = self.origin(rqctx, AuditActor::user(user_id, token_id));
                 let org_id = membership.org_id;
                 let granted = OrgAccess::grant(
                     user_id,
                     membership,
-                    scopes,
+                    token,
                     target,
                     require,
                     &rqctx.log,

@@ -33,6 +33,7 @@ mod sse;
 pub mod storage;
 pub mod tasks;
 pub mod transcribe;
+pub mod usage;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -108,6 +109,7 @@ impl Server {
         let grace = std::time::Duration::from_secs(cx.config.http.shutdown_grace_secs);
         let drain = cx.config.http.drain();
         let (leases, datastore) = (cx.leases.clone(), cx.datastore.clone());
+        let usage = cx.usage.clone();
         let phase = cx.shutdown.clone();
         let workers = self.kb_workers;
         // Until `deadline`, or until no answer is generated and no job run
@@ -180,6 +182,8 @@ impl Server {
             Some(result) => result.map_err(|e| anyhow::anyhow!(e))?,
             None => slog::warn!(self.log, "stopping with requests still open"),
         }
+        // What the usage recorder gathered is written before it stops.
+        let _ = tokio::time::timeout(AFTER_GRACE, usage.flush()).await;
         self.tasks.abort_all();
         if let Some(cluster) = self.embedded {
             let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
@@ -357,7 +361,26 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let leases: std::sync::Arc<app::streams::Leases> = Default::default();
     spawn_maintenance(&tasks, &config, &datastore, &leases, &log);
     let shutdown = tokio::sync::watch::Sender::new(context::ShutdownPhase::Serving);
+    // Usage of model calls, written in batches; crossed budget thresholds
+    // are notified by a task of their own.
+    let (usage, usage_writer) = {
+        let (store, mailer, notice_log) = (datastore.clone(), mailer.clone(), log.clone());
+        let on_threshold: usage::OnThreshold = std::sync::Arc::new(move |event| {
+            let (datastore, mailer, log) = (store.clone(), mailer.clone(), notice_log.clone());
+            tokio::spawn(async move {
+                app::usage::budget_threshold_reached(&datastore, &*mailer, &event, &log).await;
+            });
+        });
+        usage::UsageRecorder::start(
+            datastore.clone(),
+            config.usage.clone(),
+            on_threshold,
+            log.new(slog::o!("component" => "usage")),
+        )
+    };
+    tasks.adopt("usage_writer", &usage_writer);
     let ingestion = std::sync::Arc::new(app::kb_ingest::Ingestion {
+        usage: usage.clone(),
         datastore: datastore.clone(),
         files: kb.files.clone(),
         embedders: kb.embedders.clone(),
@@ -405,6 +428,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         provision_local_model(kb.embedders.local.model_dir().to_path_buf(), log.clone());
     }
     let context = ServerContext {
+        usage,
+        budget_cache: Default::default(),
         config,
         datastore,
         tokens,

@@ -9,7 +9,7 @@
 //!   from it (`contract/`).
 //! - `db start|stop|url`: the private development/test PostgreSQL cluster.
 //! - `test`: start the cluster, run the whole test suite, then `check`.
-//! - `bench [relay|api|kb|embed|chat|streams|history|tree] [--dev]`: benchmarks (figures printed, not
+//! - `bench [relay|api|kb|embed|chat|streams|history|tree|usage] [--dev]`: benchmarks (figures printed, not
 //!   tests): `relay` (`tests/benches/relay.rs`, the default) measures what
 //!   the server adds to time-to-first-token and per streamed chunk; `api`
 //!   (`tests/benches/api.rs`) the release binary's req/s and latency beside
@@ -130,6 +130,9 @@ enum BenchName {
     /// 500 branches (one statement, and `GET /api/chat`), p50/p99, two
     /// shapes (a 1,000-message path, a 9,500-message path).
     Tree,
+    /// Usage and budgets: send_message TTFT and answer end with usage off
+    /// (the code path before), on without budgets, on with a budget.
+    Usage,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -203,6 +206,7 @@ fn main() -> Result<()> {
                 BenchName::Streams => "streams",
                 BenchName::History => "history",
                 BenchName::Tree => "tree",
+                BenchName::Usage => "usage",
             },
             matches!(name, BenchName::Api | BenchName::Streams),
             dev,

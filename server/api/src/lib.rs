@@ -31,6 +31,7 @@ pub mod system;
 pub mod time;
 pub mod tokens;
 pub mod tools;
+pub mod usage;
 pub mod users;
 
 pub use operations::{
@@ -3218,6 +3219,120 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<audit::AuditVerifyQuery>,
     ) -> Result<HttpResponseOk<audit::AuditVerification>, HttpError>;
+    // ---- Usage, cost and budgets (issue #36) ----
+
+    /// Report the organization's model usage and cost.
+    ///
+    /// An addition to the spec, for the organization's admins: a role of
+    /// level 80 or more that grants `usage:read` (the admin and owner
+    /// system roles do, through `*:read` and `*:*`); anyone else is `403
+    /// forbidden`, and a personal access token needs the `usage:read`
+    /// scope.
+    ///
+    /// Every model call is recorded: chat answers and prompt suggestions,
+    /// conversations, agent tests, deployments, the MCP playground,
+    /// transcriptions and the embeddings of ingestion and search. Each
+    /// record has the tokens in and out (the provider's figures when it
+    /// reports them, else estimated as characters / 4: `estimated_calls`
+    /// counts those), and its cost from the server's price table
+    /// (`[usage.prices]`: USD per million tokens by model) in micro-dollars,
+    /// computed when it was recorded. Records are written in batches within
+    /// about 100 ms of a call's end.
+    ///
+    /// Grouped by `group_by` (`day` in UTC, `user`, `model`, `deployment`,
+    /// `token`, `kind`), between `from` (inclusive; default 30 days before
+    /// `to`) and `to` (exclusive; default now), with the totals of all
+    /// groups. `from` after `to` is `400 invalid_range`.
+    #[endpoint { method = GET, path = "/api/org/usage/report", tags = ["orgs"] }]
+    async fn org_usage_report(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<usage::UsageReportQuery>,
+    ) -> Result<HttpResponseOk<usage::UsageReport>, HttpError>;
+
+    /// Export the organization's usage report as CSV.
+    ///
+    /// As `GET /api/org/usage/report` (same permission and query), as a
+    /// download (`text/csv; charset=utf-8`, `Content-Disposition:
+    /// attachment`): RFC 4180 with CRLF line ends, a header row `key`,
+    /// `label`, `calls`, `input_tokens`, `output_tokens`, `total_tokens`,
+    /// `cost_micros`, `cost_usd`, `estimated_calls`, `unfinished_calls`,
+    /// one row per group and a last row whose key is `total`. A cell that
+    /// starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a
+    /// leading apostrophe (against formula injection).
+    #[endpoint { method = GET, path = "/api/org/usage/export", tags = ["orgs"] }]
+    async fn org_usage_export(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<usage::UsageReportQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// List the organization's budgets.
+    ///
+    /// For the organization's admins (a role of level 80 or more that
+    /// grants `usage:read`). Each budget with its current period: `spent`
+    /// (what finished calls used), `reserved` (what running calls hold)
+    /// and `reset_at`.
+    #[endpoint { method = GET, path = "/api/org/budgets/list", tags = ["orgs"] }]
+    async fn org_budgets_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<usage::BudgetList>, HttpError>;
+
+    /// Create a budget.
+    ///
+    /// For the organization's admins (a role of level 80 or more that
+    /// grants `usage:write`). A limit on tokens (input plus output) or cost
+    /// (micro-dollars, from the price table) per UTC day or month, for the
+    /// whole organization, one member (`subject_id`: a user of the
+    /// organization), one personal access token (of a member) or one
+    /// deployment key (a deployment of the organization); an unknown
+    /// subject is `404 not_found`, a `subject_id` with `organization` or
+    /// none with another scope `400 invalid_budget`. One budget per scope,
+    /// subject, metric and period (`409 budget_exists`).
+    ///
+    /// Checked before every model call of those it applies to (chat,
+    /// prompt suggestions, conversations, agent tests, deployments, the
+    /// playground): a call is admitted while what was spent plus what the
+    /// running calls reserved is below the limit, and reserves its
+    /// estimate (its input as characters / 4 plus its `max_tokens`, or
+    /// the server's `usage.reserve_output_tokens`), replaced by what it
+    /// used when it ends. The check and the reservation are one statement
+    /// on the database: across instances, a budget is exceeded by no more
+    /// than the calls already running when it was reached. Refused calls
+    /// are `429 budget_exceeded` with `Retry-After` (seconds until the
+    /// period resets) and the reset time in the message; the deployment
+    /// endpoint answers in OpenAI's error shape. The organization's
+    /// `daily_chat_limit` quota applies as before, independently.
+    ///
+    /// With `threshold_percent`, the organization's admins are e-mailed
+    /// once per period when that share of the limit is spent.
+    #[endpoint { method = POST, path = "/api/org/budgets/create", tags = ["orgs"] }]
+    async fn org_budgets_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<usage::BudgetCreate>,
+    ) -> Result<HttpResponseCreated<usage::Budget>, HttpError>;
+
+    /// Change a budget's limit and threshold.
+    ///
+    /// For the organization's admins (`usage:write`). The current period's
+    /// spending is kept; a threshold already notified in this period is not
+    /// notified again.
+    #[endpoint { method = PUT, path = "/api/org/budgets/update", tags = ["orgs"] }]
+    async fn org_budgets_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<usage::BudgetQuery>,
+        body: JsonBody<usage::BudgetUpdate>,
+    ) -> Result<HttpResponseOk<usage::Budget>, HttpError>;
+
+    /// Delete a budget.
+    ///
+    /// For the organization's admins (`usage:write`). Calls it applied to
+    /// are no longer limited by it.
+    #[endpoint { method = DELETE, path = "/api/org/budgets/delete", tags = ["orgs"] }]
+    async fn org_budgets_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<usage::BudgetQuery>,
+    ) -> Result<HttpResponseOk<usage::BudgetDeleted>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches
@@ -3246,5 +3361,6 @@ pub fn openapi_document() -> openapiv3::OpenAPI {
     kb::patch_document(&mut doc);
     feedback::patch_document(&mut doc);
     audit::patch_document(&mut doc);
+    usage::patch_document(&mut doc);
     doc
 }

@@ -136,6 +136,9 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     "org_feedback_export",
     // Streams the audit export to stdout (`workspace audit export`).
     "audit_export",
+    // The usage CSV (`workspace usage report --format csv` builds it from
+    // the report).
+    "org_usage_export",
     // Service accounts are made, rotated and deleted with a login.
     "org_service_accounts_create",
     "org_service_accounts_rotate",
@@ -634,7 +637,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden"]),
             (404, &["not_found"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -812,7 +815,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                 ],
             ),
             (403, &["origin_not_allowed"]),
-            (429, &["rate_limited"]),
+            (429, &["rate_limited", "budget_exceeded"]),
             (
                 502,
                 &[
@@ -902,7 +905,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -921,7 +924,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -940,7 +943,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
-            (429, &["daily_chat_limit_exceeded"]),
+            (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
         ],
     ),
     (
@@ -957,6 +960,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden"]),
+            (429, &["budget_exceeded"]),
         ],
     ),
     (
@@ -1231,6 +1235,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             ),
             (403, &["forbidden"]),
             (404, &["not_found"]),
+            (429, &["budget_exceeded"]),
             (503, &["tool_sandbox_unavailable"]),
         ],
     ),
@@ -1312,6 +1317,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             ),
             (403, &["forbidden"]),
             (404, &["not_found"]),
+            (429, &["budget_exceeded"]),
         ],
     ),
     // Organizations and accounts that end (issue #34).
@@ -1368,6 +1374,37 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     (
         "audit_verify",
         &[(403, &["forbidden", "token_not_allowed"])],
+    ),
+    // Usage, cost and budgets (issue #36).
+    (
+        "org_usage_report",
+        &[(400, &["invalid_range"]), (403, &["forbidden"])],
+    ),
+    (
+        "org_usage_export",
+        &[(400, &["invalid_range"]), (403, &["forbidden"])],
+    ),
+    ("org_budgets_list", &[(403, &["forbidden"])]),
+    (
+        "org_budgets_create",
+        &[
+            (400, &["invalid_budget"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+            (409, &["budget_exists"]),
+        ],
+    ),
+    (
+        "org_budgets_update",
+        &[
+            (400, &["invalid_budget"]),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "org_budgets_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
 ];
 

@@ -389,6 +389,7 @@ pub async fn run_spec(
         tools,
         limits: RunLimits::default(),
         log: log.new(slog::o!("agent_id" => agent.id.to_string())),
+        usage: None,
     })
 }
 
@@ -444,12 +445,19 @@ pub async fn test(
         ));
     }
     let agent = cx.datastore.agent_get(grant, id).await?;
-    let spec = run_spec(
+    let mut spec = run_spec(
         cx,
         grant,
         &agent,
         vec![ChatMessage::user(body.message)],
         grant.log(),
+    )
+    .await?;
+    crate::app::usage::meter(
+        cx,
+        crate::app::usage::member(grant),
+        "agent_test",
+        &mut spec,
     )
     .await?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];

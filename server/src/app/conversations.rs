@@ -220,6 +220,16 @@ pub async fn stream_chat(
         )
     })?;
     let daily_limit = features.daily_chat_limit;
+    // The budgets, before the message is stored.
+    let metered = crate::app::usage::admit(
+        cx,
+        crate::app::usage::member(grant),
+        "conversation",
+        &model,
+        body.message.len(),
+        None,
+    )
+    .await?;
     let message_id = Uuid::new_v4();
     // The most recent part of the history that fits the model's context
     // (the new message counts in it): see `runtime::context`.
@@ -266,6 +276,7 @@ pub async fn stream_chat(
         tools: Vec::new(),
         limits: RunLimits::default(),
         log: log.clone(),
+        usage: Some(metered),
     };
     spec.fit_context();
     let area = ConversationAnswer {

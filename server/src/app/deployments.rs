@@ -571,6 +571,27 @@ pub async fn chat_completions(
     if let Some(cap) = cap {
         spec.max_tokens = Some(spec.max_tokens.map_or(cap, |m| m.min(cap)).max(1));
     }
+    // The budgets of the organization and of this deployment's key:
+    // `429 budget_exceeded` in OpenAI's shape, with `Retry-After`.
+    crate::app::usage::meter(
+        cx,
+        crate::app::usage::deployment(&caller.access),
+        "deployment",
+        &mut spec,
+    )
+    .await
+    .map_err(|e| match e {
+        Error::TooManyRequests {
+            code,
+            message,
+            retry_after_secs,
+        } => {
+            let mut e = OpenAiHttpError::new(429, code, message);
+            e.retry_after = Some(retry_after_secs);
+            e
+        }
+        other => openai_error(other),
+    })?;
     let id = format!("chatcmpl-{}", Uuid::new_v4().simple());
     let created = Utc::now().timestamp();
     let model = model_name(d.agent_id);

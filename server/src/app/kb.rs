@@ -557,14 +557,27 @@ async fn retrieve(
     filters: Option<workspace_api::kb::KbSearchFilters>,
 ) -> Result<Vec<crate::db::datastore::kb::SearchHit>, Error> {
     let embed = |embedder: Arc<dyn crate::embedder::Embedder>| async move {
-        cx.embedders
-            .queries
-            .embed(embedder.as_ref(), query)
-            .await
-            .map_err(|e| Error::Unavailable {
-                code: "embedder_unavailable",
-                message: format!("embedding the query failed: {e}"),
-            })
+        let started = std::time::Instant::now();
+        let embedded = cx.embedders.queries.embed(embedder.as_ref(), query).await;
+        // The search's embedding, for the member (a cached query embeds
+        // nothing new but counts the same).
+        cx.usage.record_call(
+            crate::app::usage::member(access),
+            "embedding",
+            embedder.name(),
+            "embedder",
+            (crate::usage::estimate_tokens(query.len()), 0, false),
+            started,
+            if embedded.is_ok() {
+                "complete"
+            } else {
+                "embedder_unavailable"
+            },
+        );
+        embedded.map_err(|e| Error::Unavailable {
+            code: "embedder_unavailable",
+            message: format!("embedding the query failed: {e}"),
+        })
     };
     // With one embedder configured, every knowledge base uses it: the
     // query's embedding (milliseconds of CPU) runs beside the lookup
@@ -739,7 +752,24 @@ pub async fn query(
     };
     let log = cx.log.clone();
     let retry = cx.models.retry.clone();
-    let started = crate::providers::start(model.chat.as_ref(), &request, &retry, &log).await;
+    // The budgets, then the call metered (see `app::usage`).
+    let input_chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
+    let metered = crate::app::usage::admit(
+        cx,
+        crate::app::usage::member(access),
+        "rag",
+        &model,
+        input_chars,
+        request.max_tokens,
+    )
+    .await?;
+    let started = match crate::providers::start(model.chat.as_ref(), &request, &retry, &log).await {
+        Ok(stream) => Ok(metered.wrap(input_chars, stream)),
+        Err(e) => {
+            metered.failed(input_chars, e.error_code());
+            Err(e)
+        }
+    };
     if !body.stream.unwrap_or(false) {
         let mut stream = started.map_err(provider_error)?;
         let mut answer = String::new();

@@ -47,6 +47,8 @@ const EMBED_BATCH: usize = 64;
 
 /// What the workers need.
 pub struct Ingestion {
+    /// Records the embedding calls (one record per batch).
+    pub usage: crate::usage::UsageRecorder,
     pub datastore: Datastore,
     pub files: Arc<dyn crate::storage::FileStore>,
     pub embedders: EmbedderRegistry,
@@ -285,7 +287,30 @@ async fn ingest(ing: &Ingestion, job: &ClaimedJob) -> Result<(), JobError> {
     let mut chunks = Vec::with_capacity(pieces.len());
     for batch in pieces.chunks(EMBED_BATCH) {
         let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
-        let vectors = embedder.embed(&texts).await?;
+        let started = std::time::Instant::now();
+        let embedded = embedder.embed(&texts).await;
+        // Recorded for the organization (an ingestion has no member):
+        // the input estimated from its characters.
+        let chars: usize = texts.iter().map(String::len).sum();
+        ing.usage.record_call(
+            crate::usage::Caller {
+                org_id: job.org_id,
+                user_id: None,
+                token_id: None,
+                deployment_id: None,
+            },
+            "embedding",
+            &target.embedding_model,
+            "embedder",
+            (crate::usage::estimate_tokens(chars), 0, false),
+            started,
+            if embedded.is_ok() {
+                "complete"
+            } else {
+                "embedder_failed"
+            },
+        );
+        let vectors = embedded?;
         if vectors.len() != texts.len()
             || vectors
                 .iter()

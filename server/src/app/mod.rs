@@ -34,6 +34,7 @@ pub mod sessions;
 pub mod streams;
 pub mod tokens;
 pub mod tools;
+pub mod usage;
 pub mod users;
 
 use crate::db::datastore::Page;

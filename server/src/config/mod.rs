@@ -16,6 +16,7 @@ mod deletion;
 mod http;
 mod mail;
 mod providers;
+mod usage;
 
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
@@ -26,6 +27,7 @@ pub use mail::{LogConfig, MailConfig};
 pub use providers::{
     DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
 };
+pub use usage::{Price, UsageConfig};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -76,6 +78,8 @@ pub struct Config {
     pub deletion: DeletionConfig,
     /// The audit log's retention.
     pub audit: AuditConfig,
+    /// The price table of model calls, usage recording and budgets.
+    pub usage: UsageConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -131,6 +135,7 @@ impl Default for Config {
             mcp_servers: Vec::new(),
             deletion: DeletionConfig::default(),
             audit: AuditConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }
@@ -246,6 +251,7 @@ impl Config {
         self.transcription.apply_env(&get);
         self.deletion.apply_env(&get)?;
         self.audit.apply_env(&get)?;
+        self.usage.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
@@ -292,6 +298,7 @@ impl Config {
         }
         self.deletion.validate()?;
         self.audit.validate()?;
+        self.usage.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

@@ -25,6 +25,7 @@ mod service_accounts;
 mod system;
 mod tokens;
 mod tools;
+mod usage;
 mod users;
 
 use crate::context::ServerContext;
@@ -481,4 +482,12 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn audit_list(query: QueryParams<workspace_api::audit::AuditListQuery>) -> HttpResponseOk<workspace_api::audit::AuditPage> => audit::list);
     delegate!(fn audit_export(query: QueryParams<workspace_api::audit::AuditExportQuery>) -> http::Response<dropshot::Body> => audit::export);
     delegate!(fn audit_verify(query: QueryParams<workspace_api::audit::AuditVerifyQuery>) -> HttpResponseOk<workspace_api::audit::AuditVerification> => audit::verify);
+    // ---- Usage, cost and budgets (issue #36) ----
+
+    delegate!(fn org_usage_report(query: QueryParams<workspace_api::usage::UsageReportQuery>) -> HttpResponseOk<workspace_api::usage::UsageReport> => usage::report);
+    delegate!(fn org_usage_export(query: QueryParams<workspace_api::usage::UsageReportQuery>) -> http::Response<dropshot::Body> => usage::export);
+    delegate!(fn org_budgets_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::usage::BudgetList> => usage::budgets_list);
+    delegate!(fn org_budgets_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::usage::BudgetCreate>) -> dropshot::HttpResponseCreated<workspace_api::usage::Budget> => usage::budgets_create);
+    delegate!(fn org_budgets_update(query: QueryParams<workspace_api::usage::BudgetQuery>, body: JsonBody<workspace_api::usage::BudgetUpdate>) -> HttpResponseOk<workspace_api::usage::Budget> => usage::budgets_update);
+    delegate!(fn org_budgets_delete(query: QueryParams<workspace_api::usage::BudgetQuery>) -> HttpResponseOk<workspace_api::usage::BudgetDeleted> => usage::budgets_delete);
 }

@@ -310,16 +310,25 @@ pub(crate) async fn error_from_response(
 
 /// Asks `model` for a short answer (a title, a ranking) and returns its
 /// whole text, or `None` when the provider fails or `budget` passes.
-/// Retries as [`start`] does, within the budget.
+/// Retries as [`start`] does, within the budget. `wrap` may wrap the
+/// stream once it started, and hears of a failure to start (the usage
+/// recorder's metering).
 pub async fn ask(
     model: &dyn ChatModel,
     request: &ChatRequest,
     policy: &RetryPolicy,
     log: &slog::Logger,
     budget: Duration,
+    wrap: impl FnOnce(Result<ChatStream, &ProviderError>) -> Option<ChatStream> + Send,
 ) -> Option<String> {
     let asked = async {
-        let mut stream = start(model, request, policy, log).await.ok()?;
+        let mut stream = match start(model, request, policy, log).await {
+            Ok(stream) => wrap(Ok(stream))?,
+            Err(e) => {
+                wrap(Err(&e));
+                return None;
+            }
+        };
         let mut text = String::new();
         while let Some(item) = stream.next().await {
             match item {

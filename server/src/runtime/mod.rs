@@ -114,6 +114,9 @@ pub struct RunSpec {
     pub tools: Vec<Arc<dyn RuntimeTool>>,
     pub limits: RunLimits,
     pub log: slog::Logger,
+    /// The run's metering (see `crate::usage`): fed each model step's
+    /// input, text and reported usage, recorded when the run ends.
+    pub usage: Option<crate::usage::Metered>,
 }
 
 /// Starts a run; the receiver yields its events and ends after `End` or
@@ -134,7 +137,23 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
     }
     messages.append(&mut spec.history);
     let specs: Vec<ToolSpec> = spec.tools.iter().map(|t| t.spec()).collect();
+    // Recorded when the run ends: `finish` below, or dropped (cancelled).
+    let mut metered = spec.usage.take();
     for step in 0..spec.limits.max_steps {
+        if let Some(m) = &mut metered {
+            m.step(
+                messages
+                    .iter()
+                    .map(|m| {
+                        m.content.len()
+                            + m.tool_calls
+                                .iter()
+                                .map(|c| c.arguments.len() + c.name.len())
+                                .sum::<usize>()
+                    })
+                    .sum(),
+            );
+        }
         let request = ChatRequest {
             messages: messages.clone(),
             tools: specs.clone(),
@@ -155,6 +174,9 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
         let mut stream = match started {
             Ok(s) => s,
             Err(e) => {
+                if let Some(m) = metered.take() {
+                    m.finish(e.error_code());
+                }
                 let _ = tx
                     .send(RuntimeEvent::error(e.error_code(), e.public_message()))
                     .await;
@@ -166,6 +188,9 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
         while let Some(item) = stream.next().await {
             match item {
                 Ok(ChatEvent::Text(t)) => {
+                    if let Some(m) = &mut metered {
+                        m.text(t.len());
+                    }
                     text.push_str(&t);
                     if tx.send(RuntimeEvent::Text(t)).await.is_err() {
                         return;
@@ -173,10 +198,16 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                 }
                 Ok(ChatEvent::ToolCall(c)) => calls.push(c),
                 Ok(ChatEvent::Usage(u)) => {
+                    if let Some(m) = &mut metered {
+                        m.reported(u);
+                    }
                     let _ = tx.send(RuntimeEvent::Usage(u)).await;
                 }
                 Ok(ChatEvent::Finish(_)) => {}
                 Err(e) => {
+                    if let Some(m) = metered.take() {
+                        m.finish(e.error_code());
+                    }
                     let _ = tx
                         .send(RuntimeEvent::error(e.error_code(), e.public_message()))
                         .await;
@@ -190,6 +221,11 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             if !calls.is_empty() {
                 slog::debug!(spec.log, "ignoring tool calls: no tools are offered";
                     "calls" => calls.len());
+            }
+            // Recorded before the end is announced: whoever waits for the
+            // end finds the call with the recorder.
+            if let Some(m) = metered.take() {
+                m.finish("complete");
             }
             let _ = tx.send(RuntimeEvent::End).await;
             return;
@@ -248,6 +284,9 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             }
             messages.push(ChatMessage::tool_result(call.id, content));
         }
+    }
+    if let Some(m) = metered.take() {
+        m.finish("agent_step_limit");
     }
     let _ = tx
         .send(RuntimeEvent::error(

@@ -1311,6 +1311,65 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::OrgLevel(80),
             call(M::GET, "/api/audit/verify", q_org(), None),
         ),
+        // Usage and budgets: the organization's admins (level 80 and
+        // `usage:read` / `usage:write`).
+        "org_usage_report" => (
+            Scope::OrgLevel(80),
+            call(
+                M::GET,
+                "/api/org/usage/report",
+                vec![("org_id", org.clone()), ("group_by", "day".into())],
+                None,
+            ),
+        ),
+        "org_usage_export" => (
+            Scope::OrgLevel(80),
+            call(
+                M::GET,
+                "/api/org/usage/export",
+                vec![("org_id", org.clone()), ("group_by", "model".into())],
+                None,
+            ),
+        ),
+        "org_budgets_list" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/budgets/list", q_org(), None),
+        ),
+        "org_budgets_create" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/org/budgets/create",
+                q_org(),
+                Some(
+                    json!({"scope": "organization", "metric": "tokens", "period": "day", "limit": 1000000}),
+                ),
+            ),
+        ),
+        "org_budgets_update" => (
+            Scope::OrgLevel(80),
+            call(
+                M::PUT,
+                "/api/org/budgets/update",
+                vec![
+                    ("org_id", org.clone()),
+                    ("budget_id", Uuid::nil().to_string()),
+                ],
+                Some(json!({"limit": 5})),
+            ),
+        ),
+        "org_budgets_delete" => (
+            Scope::OrgLevel(80),
+            call(
+                M::DELETE,
+                "/api/org/budgets/delete",
+                vec![
+                    ("org_id", org.clone()),
+                    ("budget_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
         _ => return None,
     })
 }

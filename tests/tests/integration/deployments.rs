@@ -24,7 +24,7 @@ fn dq(deployment: &Value) -> Vec<(&'static str, String)> {
 }
 
 /// Tests the agent so it is `ready` (deployable).
-async fn make_ready(cx: &TestContext, token: &str, agent: Uuid) {
+pub(crate) async fn make_ready(cx: &TestContext, token: &str, agent: Uuid) {
     let (s, b) = req(
         &cx.base_url,
         token,
@@ -51,14 +51,14 @@ async fn agent_status(cx: &TestContext, token: &str, agent: Uuid) -> String {
     b["status"].as_str().unwrap().to_string()
 }
 
-async fn deploy(cx: &TestContext, token: &str, agent: Uuid, body: Value) -> Value {
+pub(crate) async fn deploy(cx: &TestContext, token: &str, agent: Uuid, body: Value) -> Value {
     let client = workspace_tests::resources::client_for(&cx.base_url, token);
     let created = workspace_tests::resources::deployment(&client, agent, body).await;
     serde_json::to_value(created).expect("a deployment as JSON")
 }
 
 /// A request to the OpenAI-compatible surface with `key`.
-async fn v1(
+pub(crate) async fn v1(
     cx: &TestContext,
     key: &str,
     method: Method,

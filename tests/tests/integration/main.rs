@@ -41,5 +41,6 @@ mod stream_writer;
 mod system;
 mod tokens;
 mod tools;
+mod usage;
 mod users_list;
 mod web;

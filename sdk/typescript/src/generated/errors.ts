@@ -39,6 +39,7 @@ export interface OperationErrors {
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
+    429: "budget_exceeded";
     500: "internal_error";
     503: "tool_sandbox_unavailable" | "database_unavailable" | "server_busy";
   };
@@ -220,7 +221,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
-    429: "daily_chat_limit_exceeded";
+    429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -329,6 +330,7 @@ export interface OperationErrors {
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope";
     408: "request_timeout";
+    429: "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -339,7 +341,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
-    429: "daily_chat_limit_exceeded";
+    429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -357,7 +359,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
-    429: "daily_chat_limit_exceeded";
+    429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -537,7 +539,7 @@ export interface OperationErrors {
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
-    429: "daily_chat_limit_exceeded";
+    429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -546,7 +548,7 @@ export interface OperationErrors {
     401: "invalid_api_key";
     403: "origin_not_allowed";
     408: "request_timeout";
-    429: "rate_limited";
+    429: "rate_limited" | "budget_exceeded";
     500: "internal_error";
     502: "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "agent_step_limit";
     503: "agent_unavailable" | "database_unavailable" | "server_busy";
@@ -865,6 +867,7 @@ export interface OperationErrors {
     403: "forbidden" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
+    429: "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -900,6 +903,40 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     409: "already_member";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_budgets_create: {
+    400: "invalid_request" | "invalid_budget";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
+    409: "budget_exists";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_budgets_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_budgets_list: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_budgets_update: {
+    400: "invalid_request" | "invalid_budget";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    404: "not_found";
+    408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -1019,6 +1056,20 @@ export interface OperationErrors {
     403: "forbidden" | "insufficient_scope" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_usage_export: {
+    400: "invalid_request" | "invalid_range";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_usage_report: {
+    400: "invalid_request" | "invalid_range";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

@@ -2154,6 +2154,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/org/budgets/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a budget.
+         * @description For the organization's admins (a role of level 80 or more that grants `usage:write`). A limit on tokens (input plus output) or cost (micro-dollars, from the price table) per UTC day or month, for the whole organization, one member (`subject_id`: a user of the organization), one personal access token (of a member) or one deployment key (a deployment of the organization); an unknown subject is `404 not_found`, a `subject_id` with `organization` or none with another scope `400 invalid_budget`. One budget per scope, subject, metric and period (`409 budget_exists`).
+         *
+         *     Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. The organization's `daily_chat_limit` quota applies as before, independently.
+         *
+         *     With `threshold_percent`, the organization's admins are e-mailed once per period when that share of the limit is spent.
+         */
+        post: operations["org_budgets_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/budgets/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a budget.
+         * @description For the organization's admins (`usage:write`). Calls it applied to are no longer limited by it.
+         */
+        delete: operations["org_budgets_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/budgets/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's budgets.
+         * @description For the organization's admins (a role of level 80 or more that grants `usage:read`). Each budget with its current period: `spent` (what finished calls used), `reserved` (what running calls hold) and `reset_at`.
+         */
+        get: operations["org_budgets_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/budgets/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change a budget's limit and threshold.
+         * @description For the organization's admins (`usage:write`). The current period's spending is kept; a threshold already notified in this period is not notified again.
+         */
+        put: operations["org_budgets_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/org/create_org": {
         parameters: {
             query?: never;
@@ -2453,6 +2537,50 @@ export interface paths {
          * @description An addition to the spec. Requires `organization:write` (owners and admins among the system roles). The name follows the rules of `create_org`: trimmed, 1 to 100 characters, no control characters (`400 invalid_name`); and as there, the caller may not belong to two organizations with the same name, compared case-insensitively (`409 org_name_taken`; renaming to the current name in another case is allowed). The slug is kept, so links that use it stay valid; a personal organization may be renamed too. Answers the organization with the caller's `user_role`.
          */
         put: operations["org_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/usage/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the organization's usage report as CSV.
+         * @description As `GET /api/org/usage/report` (same permission and query), as a download (`text/csv; charset=utf-8`, `Content-Disposition: attachment`): RFC 4180 with CRLF line ends, a header row `key`, `label`, `calls`, `input_tokens`, `output_tokens`, `total_tokens`, `cost_micros`, `cost_usd`, `estimated_calls`, `unfinished_calls`, one row per group and a last row whose key is `total`. A cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading apostrophe (against formula injection).
+         */
+        get: operations["org_usage_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/usage/report": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Report the organization's model usage and cost.
+         * @description An addition to the spec, for the organization's admins: a role of level 80 or more that grants `usage:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `usage:read` scope.
+         *
+         *     Every model call is recorded: chat answers and prompt suggestions, conversations, agent tests, deployments, the MCP playground, transcriptions and the embeddings of ingestion and search. Each record has the tokens in and out (the provider's figures when it reports them, else estimated as characters / 4: `estimated_calls` counts those), and its cost from the server's price table (`[usage.prices]`: USD per million tokens by model) in micro-dollars, computed when it was recorded. Records are written in batches within about 100 ms of a call's end.
+         *
+         *     Grouped by `group_by` (`day` in UTC, `user`, `model`, `deployment`, `token`, `kind`), between `from` (inclusive; default 30 days before `to`) and `to` (exclusive; default now), with the totals of all groups. `from` after `to` is `400 invalid_range`.
+         */
+        get: operations["org_usage_report"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -3349,6 +3477,93 @@ export interface components {
             name: string;
             /** @description Always `ready`: only knowledge bases that finished ingesting are offered (the agreed shape carries it, so one view serves both lists). */
             status: components["schemas"]["KbStatus"];
+        };
+        /** @description A budget and where its current period stands. */
+        Budget: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: int64 */
+            limit: number;
+            metric: components["schemas"]["BudgetMetric"];
+            /** Format: uuid */
+            org_id: string;
+            period: components["schemas"]["BudgetPeriod"];
+            /**
+             * Format: date-time
+             * @description The current period's start (UTC).
+             */
+            period_start: string;
+            /**
+             * Format: int64
+             * @description What the calls running now hold reserved.
+             */
+            reserved: number;
+            /**
+             * Format: date-time
+             * @description When the current period ends and the budget resets.
+             */
+            reset_at: string;
+            scope: components["schemas"]["BudgetScope"];
+            /**
+             * Format: int64
+             * @description What the current period's finished calls used.
+             */
+            spent: number;
+            /** Format: uuid */
+            subject_id?: string | null;
+            /** Format: int32 */
+            threshold_percent?: number | null;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description Body of `POST /api/org/budgets/create`. */
+        BudgetCreate: {
+            /**
+             * Format: int64
+             * @description Tokens, or micro-dollars; at least 1.
+             */
+            limit: number;
+            metric: components["schemas"]["BudgetMetric"];
+            period: components["schemas"]["BudgetPeriod"];
+            scope: components["schemas"]["BudgetScope"];
+            /**
+             * Format: uuid
+             * @description The user, token or deployment; absent for `organization`.
+             */
+            subject_id?: string | null;
+            /**
+             * Format: int32
+             * @description Notify the organization's admins once per period when this percentage of the limit is spent (1 to 100); absent: never.
+             */
+            threshold_percent?: number | null;
+        };
+        /** @description Answer of `DELETE /api/org/budgets/delete`. */
+        BudgetDeleted: {
+            deleted: boolean;
+            /** Format: uuid */
+            id: string;
+        };
+        /** @description The organization's budgets. */
+        BudgetList: {
+            items: components["schemas"]["Budget"][];
+        };
+        /** @description What a budget limits. */
+        BudgetMetric: "tokens" | "cost";
+        /**
+         * @description The period a budget's limit holds over (UTC).
+         * @enum {string}
+         */
+        BudgetPeriod: "day" | "month";
+        /** @description Who a budget applies to. */
+        BudgetScope: "organization" | "user" | "token" | "deployment";
+        /** @description Body of `PUT /api/org/budgets/update`: the new limit and threshold. */
+        BudgetUpdate: {
+            /** Format: int64 */
+            limit: number;
+            /** Format: int32 */
+            threshold_percent?: number | null;
         };
         /** @description What happened to one id of a bulk delete. */
         BulkDeleteOutcome: "deleted" | "not_found";
@@ -5785,6 +6000,81 @@ export interface components {
             /** @description A download link valid for 7 days. */
             url: string;
         };
+        /** @description One group of the report. */
+        UsageGroup: {
+            /**
+             * Format: int64
+             * @description Model calls.
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Cost in micro-dollars (millionths of a US dollar), from the server's price table when the call was recorded.
+             */
+            cost_micros: number;
+            /**
+             * Format: int64
+             * @description Calls whose tokens were estimated (the provider reported none).
+             */
+            estimated_calls: number;
+            /** Format: int64 */
+            input_tokens: number;
+            /** @description The group's key: a day, a user, deployment or token id, a model name or a kind; `null` for calls without one (e.g. the calls of no personal access token when grouping by token). */
+            key?: string | null;
+            /** @description A readable name for the key when there is one: the user's e-mail, the deployment's or token's name. */
+            label?: string | null;
+            /** Format: int64 */
+            output_tokens: number;
+            /** Format: int64 */
+            total_tokens: number;
+            /**
+             * Format: int64
+             * @description Calls that did not complete (failed or cancelled).
+             */
+            unfinished_calls: number;
+        };
+        /** @description What the usage report groups by. */
+        UsageGroupBy: "day" | "user" | "model" | "deployment" | "token" | "kind";
+        /** @description The organization's usage report. */
+        UsageReport: {
+            /** Format: date-time */
+            from: string;
+            group_by: components["schemas"]["UsageGroupBy"];
+            /** @description Ordered by key (`null` last). */
+            groups: components["schemas"]["UsageGroup"][];
+            /** Format: date-time */
+            to: string;
+            totals: components["schemas"]["UsageTotals"];
+        };
+        /** @description Sums of a set of model calls. */
+        UsageTotals: {
+            /**
+             * Format: int64
+             * @description Model calls.
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Cost in micro-dollars (millionths of a US dollar), from the server's price table when the call was recorded.
+             */
+            cost_micros: number;
+            /**
+             * Format: int64
+             * @description Calls whose tokens were estimated (the provider reported none).
+             */
+            estimated_calls: number;
+            /** Format: int64 */
+            input_tokens: number;
+            /** Format: int64 */
+            output_tokens: number;
+            /** Format: int64 */
+            total_tokens: number;
+            /**
+             * Format: int64
+             * @description Calls that did not complete (failed or cancelled).
+             */
+            unfinished_calls: number;
+        };
         /** @description Body of `POST /api/users/invite`. */
         UserInviteRequest: {
             /** Format: email */
@@ -7017,7 +7307,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description Too many requests. `error_code`: `rate_limited`. */
+            /** @description Too many requests. `error_code`: `rate_limited`, `budget_exceeded`. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -7559,6 +7849,16 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `budget_exceeded`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9572,7 +9872,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`, `budget_exceeded`. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -10616,6 +10916,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Too many requests. `error_code`: `budget_exceeded`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
@@ -10717,7 +11027,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`, `budget_exceeded`. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -10908,7 +11218,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`, `budget_exceeded`. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -12585,7 +12895,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`. */
+            /** @description Too many requests. `error_code`: `daily_chat_limit_exceeded`, `budget_exceeded`. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -15309,6 +15619,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Too many requests. `error_code`: `budget_exceeded`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
@@ -15478,6 +15798,348 @@ export interface operations {
             };
             /** @description Conflict. `error_code`: `already_member`. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_budgets_create: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetCreate"];
+            };
+        };
+        responses: {
+            /** @description successful creation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_budget`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `budget_exists`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_budgets_delete: {
+        parameters: {
+            query: {
+                budget_id: string;
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetDeleted"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_budgets_list: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetList"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_budgets_update: {
+        parameters: {
+            query: {
+                budget_id: string;
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetUpdate"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_budget`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16719,6 +17381,154 @@ export interface operations {
             };
             /** @description Conflict. `error_code`: `org_name_taken`. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_usage_export: {
+        parameters: {
+            query: {
+                /** @description Inclusive, RFC 3339; default 30 days before `to`. */
+                from?: string;
+                group_by: components["schemas"]["UsageGroupBy"];
+                org_id: string;
+                /** @description Exclusive, RFC 3339; default now. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage report as CSV */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_range`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_usage_report: {
+        parameters: {
+            query: {
+                /** @description Inclusive, RFC 3339; default 30 days before `to`. */
+                from?: string;
+                group_by: components["schemas"]["UsageGroupBy"];
+                org_id: string;
+                /** @description Exclusive, RFC 3339; default now. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_range`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -374,9 +374,24 @@ async fn ask(
         .settings
         .clone()
         .or_else(|| chat.as_ref().and_then(|c| settings_of(&c.settings)));
-    let daily_limit = crate::app::orgs::features(cx, grant)
-        .await?
-        .daily_chat_limit;
+    // The budgets, before anything is stored (the history is not read
+    // yet: the estimate counts the new message with its sources), beside
+    // the organization's quota.
+    let prompt_chars = body.content.len()
+        + sources.iter().map(|s| s.content.len()).sum::<usize>()
+        + files.iter().map(|(_, text)| text.len()).sum::<usize>();
+    let (features, metered) = tokio::try_join!(
+        crate::app::orgs::features(cx, grant),
+        crate::app::usage::admit(
+            cx,
+            crate::app::usage::member(grant),
+            "chat",
+            &model,
+            prompt_chars,
+            settings.as_ref().and_then(|s| s.max_tokens),
+        ),
+    )?;
+    let daily_limit = features.daily_chat_limit;
     let user_message_id = Uuid::new_v4();
     let answer_id = Uuid::new_v4();
     // The new message as the model sees it (the sources and uploads in it)
@@ -444,11 +459,16 @@ async fn ask(
             tools: Vec::new(),
             limits: RunLimits::default(),
             log: log.clone(),
+            usage: None,
         },
     };
     spec.fit_context();
+    let title_charges = metered.charges();
+    spec.usage = Some(metered);
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
+        usage: cx.usage.clone(),
+        title_charges,
         retry: cx.models.retry.clone(),
         grant: grant.clone(),
         chat_id: chat.id,
@@ -480,6 +500,9 @@ async fn ask(
 /// included), closed with the usage, a new chat's title and live notices.
 struct ChatAnswer {
     datastore: crate::db::Datastore,
+    /// Records the title's model call, and the budgets it is charged to.
+    usage: crate::usage::UsageRecorder,
+    title_charges: Vec<crate::usage::Reservation>,
     retry: crate::providers::RetryPolicy,
     grant: Grant<on::Org, perm::ChatsWrite>,
     chat_id: Uuid,
@@ -578,8 +601,23 @@ impl Area for ChatAnswer {
         })
         .await;
         if self.new_chat && matches!(outcome, Outcome::Complete) {
-            let title =
-                generate_title(&self.model, &self.retry, &self.first_message, &self.log).await;
+            // Charged to the budgets the answer was checked against.
+            let metered = crate::usage::Metered::new(
+                self.usage.clone(),
+                crate::app::usage::member(&self.grant),
+                "title",
+                &self.model,
+                Vec::new(),
+            )
+            .charged_to(self.title_charges.clone());
+            let title = generate_title(
+                &self.model,
+                &self.retry,
+                &self.first_message,
+                &self.log,
+                metered,
+            )
+            .await;
             if let Err(e) = self
                 .datastore
                 .chat_set_title(&self.grant, self.chat_id, &title)
@@ -638,6 +676,7 @@ async fn generate_title(
     retry: &crate::providers::RetryPolicy,
     message: &str,
     log: &slog::Logger,
+    metered: crate::usage::Metered,
 ) -> String {
     let fallback = fallback_title(message);
     if model.provider == "offline" {
@@ -660,6 +699,7 @@ async fn generate_title(
         retry,
         log,
         Duration::from_secs(15),
+        metered.asking(&request),
     )
     .await
     {
@@ -742,7 +782,7 @@ pub async fn prompt(
 ) -> Result<mpsc::Receiver<ChatStreamEvent>, Error> {
     check_message(&body.text, 10_000)?;
     let model = crate::app::models::pick(cx, body.model_id)?;
-    let spec = RunSpec {
+    let mut spec = RunSpec {
         model,
         retry: cx.models.retry.clone(),
         system_prompt: "Suggest three prompts the user could send to an AI assistant, based \
@@ -757,7 +797,9 @@ pub async fn prompt(
             ..RunLimits::default()
         },
         log: access.log().clone(),
+        usage: None,
     };
+    crate::app::usage::meter(cx, crate::app::usage::member(access), "prompt", &mut spec).await?;
     let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, Some(access), access.log().clone());
     answer.spawn(spec);
     Ok(rx)

@@ -112,7 +112,23 @@ pub async fn transcribe(
         filename: format!("audio.{ext}"),
         language,
     };
-    let text = transcriber.transcribe(&audio).await.map_err(|e| {
+    let started = std::time::Instant::now();
+    let transcribed = transcriber.transcribe(&audio).await;
+    // Recorded without tokens in (audio) and the text's estimate out.
+    let (out, outcome) = match &transcribed {
+        Ok(text) => (crate::usage::estimate_tokens(text.len()), "complete"),
+        Err(_) => (0, "transcription_failed"),
+    };
+    cx.usage.record_call(
+        crate::app::usage::member(access),
+        "transcription",
+        &cx.config.transcription.model,
+        "openai",
+        (0, out, false),
+        started,
+        outcome,
+    );
+    let text = transcribed.map_err(|e| {
         slog::warn!(access.log(), "transcription failed"; "error" => %e);
         Error::NotConfigured {
             code: "transcription_failed",

@@ -189,6 +189,16 @@ pub(super) async fn answer(
         }
     }
     let wants_more = asks_for_more(&body.content);
+    // The budgets, before the answer starts.
+    let metered = crate::app::usage::admit(
+        cx,
+        crate::app::usage::member(access),
+        "playground",
+        &model,
+        body.content.len(),
+        None,
+    )
+    .await?;
     let access = access.clone();
     let log = access.log().clone();
     let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, Some(&access), log.clone());
@@ -251,6 +261,7 @@ pub(super) async fn answer(
                 ..RunLimits::default()
             },
             log,
+            usage: Some(metered),
         };
         answer.run(spec).await;
     });

@@ -200,6 +200,7 @@ fn picked_numbers(answer: &str, catalog_len: usize) -> Option<Vec<usize>> {
 /// when it fails or its answer is not usable (see [`picked_numbers`]).
 async fn ask_model(
     cx: &ServerContext,
+    access: &OrgAccess,
     model: &crate::providers::ModelEntry,
     content: &str,
     catalog: &[(crate::db::datastore::mcp::McpServerRow, String)],
@@ -231,6 +232,14 @@ async fn ask_model(
         &cx.models.retry,
         log,
         DISCOVERY_MODEL_BUDGET,
+        crate::usage::Metered::new(
+            cx.usage.clone(),
+            crate::app::usage::member(access),
+            "discovery",
+            model,
+            Vec::new(),
+        )
+        .asking(&request),
     )
     .await;
     let Some(answer) = answer else {
@@ -287,7 +296,7 @@ pub(super) async fn discover(
     }
     if model.provider != "offline"
         && !catalog.is_empty()
-        && let Some(ids) = ask_model(cx, model, content, &catalog, access.log()).await
+        && let Some(ids) = ask_model(cx, access, model, content, &catalog, access.log()).await
     {
         return Ok(ids);
     }

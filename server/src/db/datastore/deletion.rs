@@ -159,6 +159,12 @@ pub const ORG_BATCHES: &[(&str, &str)] = &[
         "DELETE FROM message_feedback WHERE id IN (SELECT id FROM message_feedback \
          WHERE organization_id = $1 LIMIT $2)",
     ),
+    // Usage records (one per model call), in batches of their own.
+    (
+        "usage_records",
+        "DELETE FROM usage_records WHERE id IN (SELECT id FROM usage_records \
+         WHERE organization_id = $1 LIMIT $2)",
+    ),
     (
         "chat_stream_events",
         "DELETE FROM chat_stream_events WHERE (message_id, seq) IN ( \
@@ -245,6 +251,12 @@ pub const ACCOUNT_BATCHES: &[(&str, &str)] = &[
     (
         "message_feedback",
         "DELETE FROM message_feedback WHERE id IN (SELECT id FROM message_feedback \
+         WHERE user_id = $1 LIMIT $2)",
+    ),
+    // The account's usage records stay with their organizations, detached.
+    (
+        "usage_records",
+        "UPDATE usage_records SET user_id = NULL WHERE id IN (SELECT id FROM usage_records \
          WHERE user_id = $1 LIMIT $2)",
     ),
     (

@@ -30,6 +30,7 @@ pub mod sessions;
 pub mod streams;
 pub mod tokens;
 pub mod tools;
+pub mod usage;
 pub mod users;
 
 use crate::db::health::DbHealth;
