@@ -171,6 +171,8 @@ pub mod perm {
         McpRead MCP_READ = "mcp:read";
         McpWrite MCP_WRITE = "mcp:write";
         FeedbackRead FEEDBACK_READ = "feedback:read";
+        WebhooksRead WEBHOOKS_READ = "webhooks:read";
+        WebhooksWrite WEBHOOKS_WRITE = "webhooks:write";
     }
 }
 

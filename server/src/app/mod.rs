@@ -34,6 +34,7 @@ pub mod streams;
 pub mod tokens;
 pub mod tools;
 pub mod users;
+pub mod webhooks;
 
 use crate::db::datastore::Page;
 use crate::error::Error;

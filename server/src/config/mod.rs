@@ -15,10 +15,12 @@ mod deletion;
 mod http;
 mod mail;
 mod providers;
+mod webhooks;
 
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use deletion::DeletionConfig;
+pub use webhooks::WebhooksConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
@@ -72,6 +74,8 @@ pub struct Config {
     pub mcp_servers: Vec<crate::mcp::config::McpServerConfig>,
     /// The jobs that delete organizations and accounts.
     pub deletion: DeletionConfig,
+    /// Webhook deliveries (issue #36).
+    pub webhooks: WebhooksConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -126,6 +130,7 @@ impl Default for Config {
             mcp: Default::default(),
             mcp_servers: Vec::new(),
             deletion: DeletionConfig::default(),
+            webhooks: WebhooksConfig::default(),
         }
     }
 }
@@ -240,6 +245,7 @@ impl Config {
         self.files.apply_env(&get)?;
         self.transcription.apply_env(&get);
         self.deletion.apply_env(&get)?;
+        self.webhooks.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
@@ -285,6 +291,7 @@ impl Config {
             );
         }
         self.deletion.validate()?;
+        self.webhooks.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

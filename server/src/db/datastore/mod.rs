@@ -30,6 +30,7 @@ pub mod streams;
 pub mod tokens;
 pub mod tools;
 pub mod users;
+pub mod webhooks;
 
 use crate::db::health::DbHealth;
 use crate::db::pipeline::{Pipelines, Shared};
