@@ -347,6 +347,14 @@ impl Datastore {
         )
         .await?;
         finish_job(&tx, job).await?;
+        let event = serde_json::json!({
+            "kb_id": job.kb_id,
+            "source_id": job.source_id,
+            "document_id": document,
+            "title": facts.title,
+            "chunk_count": count,
+        });
+        super::webhooks::enqueue(&tx, job.org_id, "document.ingested", &event, None).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -462,6 +470,21 @@ impl Datastore {
                                  updated_at = now() \
                              WHERE id = $1 AND organization_id = $2",
                             &[&document, &job.org_id, &error, &KbDocumentStatus::Failed],
+                        )
+                        .await?;
+                        let event = serde_json::json!({
+                            "kb_id": job.kb_id,
+                            "source_id": job.source_id,
+                            "document_id": document,
+                            "error": error,
+                            "attempts": job.attempts,
+                        });
+                        super::webhooks::enqueue(
+                            &tx,
+                            job.org_id,
+                            "document.failed",
+                            &event,
+                            None,
                         )
                         .await?;
                     }

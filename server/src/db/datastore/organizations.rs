@@ -458,8 +458,9 @@ impl Datastore {
         role_id: Uuid,
     ) -> Result<(), Error> {
         let org_id = grant.org_id();
-        let conn = self.conn().await?;
-        let changed = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let changed = tx
             .execute(
                 "INSERT INTO memberships (user_id, organization_id, role_id, status) \
                  VALUES ($1, $2, $3, $6) \
@@ -482,6 +483,14 @@ impl Datastore {
                 "the user is already a member of this organization",
             ));
         }
+        let event = serde_json::json!({
+            "user_id": user_id,
+            "role_id": role_id,
+            "via": "added",
+            "by_user_id": grant.user_id(),
+        });
+        super::webhooks::enqueue(&tx, org_id, "member.joined", &event, None).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -593,6 +602,25 @@ impl Datastore {
                     &[&org_id, &user_id, &status],
                 )
                 .await?;
+                // The webhook events of a membership that ends or pauses
+                // (a reactivation has none).
+                let event_type = match status {
+                    MembershipStatus::Suspended => Some("member.suspended"),
+                    MembershipStatus::Deleted => Some("member.removed"),
+                    _ => None,
+                };
+                if let (Some(event_type), Some(target)) = (event_type, &seen.target)
+                    && target.status != status
+                {
+                    let event = serde_json::json!({
+                        "user_id": user_id,
+                        "role_id": target.role_id,
+                        "role_name": target.role_name,
+                        "by_user_id": access.user_id(),
+                        "left": access.user_id() == user_id,
+                    });
+                    super::webhooks::enqueue(&tx, org_id, event_type, &event, None).await?;
+                }
             }
             LifecycleChange::TransferOwnership => {
                 // Both roles in one statement: the target's becomes the
