@@ -952,11 +952,19 @@ const SUITE_PROGRAMS: &[(&str, &str, &str)] = &[
 ];
 
 /// The Python packages the suite runs, pinned: the contract fuzz
-/// (schemathesis), the local SMTP server (aiosmtpd) and the OpenAI client
-/// the deployments test drives the OpenAI-compatible surface with. They
+/// (schemathesis), the local SMTP server (aiosmtpd), the OpenAI client
+/// the deployments test drives the OpenAI-compatible surface with and the
+/// Standard Webhooks library the webhook receiver verifies with. They
 /// live in a virtual environment under the target directory
 /// (`target/pyenv`), never in the system's Python.
-const PYTHON_REQUIREMENTS: &[&str] = &["schemathesis==4.32.*", "aiosmtpd==1.4.6", "openai==3.54.0"];
+const PYTHON_REQUIREMENTS: &[&str] = &[
+    "schemathesis==4.32.*",
+    "aiosmtpd==1.4.6",
+    "openai==3.54.0",
+    // The webhook receiver of the webhooks tests verifies deliveries with
+    // the official Standard Webhooks library.
+    "standardwebhooks==1.1.0",
+];
 
 /// The virtual environment's python, created and filled when missing or
 /// when [`PYTHON_REQUIREMENTS`] changed.

@@ -42,3 +42,4 @@ mod tokens;
 mod tools;
 mod users_list;
 mod web;
+mod webhooks;
