@@ -393,10 +393,12 @@ async fn slow_and_huge_answers_never_hold_a_worker() {
     let ada = cx.user("ada").await;
     let org = ada.personal_org().await;
     let mut ids = HashMap::new();
+    let mut secrets = Vec::new();
     for path in ["/slow", "/huge", "/trickle", "/ok"] {
         let made = create(&ada.client, org, &receiver.url(path), &["*"]).await;
-        receiver.set_secrets(&[&made.secret]);
-        // One secret at a time: queue and wait for the first attempt.
+        secrets.push(made.secret.clone());
+        receiver.set_secrets(&secrets.iter().map(String::as_str).collect::<Vec<_>>());
+        // Queue, and wait for the first attempt.
         let queued = send_test(&ada.client, org, made.endpoint.id).await;
         let started = Instant::now();
         receiver
