@@ -3098,7 +3098,7 @@ impl<T: CliConfig> Cli<T> {
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
-                    .value_parser(::clap::value_parser!(u32))
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
                     .required(false)
                     .help("1 to 200, default 50."),
             )
@@ -7018,7 +7018,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::std::string::String>("event-type") {
             request = request.event_type(value.clone());
         }
-        if let Some(value) = matches.get_one::<u32>("limit") {
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
             request = request.limit(value.clone());
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {

@@ -32,6 +32,16 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     // Feedback on answers: the admins' list (`feedback export` is
     // hand-written, see feedback.rs).
     ("org_feedback_list", &["feedback", "list"]),
+    // Webhooks (issue #36).
+    ("org_webhooks_create", &["webhooks", "create"]),
+    ("org_webhooks_list", &["webhooks", "list"]),
+    ("org_webhooks_get", &["webhooks", "get"]),
+    ("org_webhooks_update", &["webhooks", "update"]),
+    ("org_webhooks_delete", &["webhooks", "delete"]),
+    ("org_webhooks_rotate_secret", &["webhooks", "rotate-secret"]),
+    ("org_webhooks_test", &["webhooks", "test"]),
+    ("org_webhooks_deliveries", &["webhooks", "deliveries"]),
+    ("org_webhooks_replay", &["webhooks", "replay"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -90,6 +100,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "feedback",
         "Feedback on answers: the organization's list and export (admins)",
+    ),
+    (
+        "webhooks",
+        "Webhook endpoints, their secrets and delivery log (admins)",
     ),
 ];
 

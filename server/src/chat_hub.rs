@@ -12,8 +12,8 @@
 use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
 use crate::db::datastore::deletion::DELETION_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
-use crate::db::datastore::webhooks::WEBHOOKS_CHANNEL;
 use crate::db::datastore::organizations::MEMBERSHIP_CHANNEL;
+use crate::db::datastore::webhooks::WEBHOOKS_CHANNEL;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

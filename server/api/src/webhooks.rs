@@ -46,9 +46,12 @@ pub struct WebhookEndpointCreate {
     #[schemars(length(max = 200))]
     pub description: Option<String>,
     /// The event types it receives: 1 to 50 names (`member.joined`),
-    /// prefixes (`audit.*`) or `*`; each 1 to 100 of `a-z`, `0-9`, `_`,
-    /// `.`, optionally ending in `.*`.
-    #[schemars(length(min = 1, max = 50))]
+    /// prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each
+    /// 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
+    #[schemars(
+        length(min = 1, max = 50),
+        inner(regex(pattern = r"^(\*|[a-z0-9_]{1,64}(\.[a-z0-9_]{1,64}){0,8}(\.\*)?)$"))
+    )]
     pub event_types: Vec<String>,
 }
 
@@ -63,7 +66,10 @@ pub struct WebhookEndpointUpdate {
     #[schemars(length(max = 200))]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 50))]
+    #[schemars(
+        length(min = 1, max = 50),
+        inner(regex(pattern = r"^(\*|[a-z0-9_]{1,64}(\.[a-z0-9_]{1,64}){0,8}(\.\*)?)$"))
+    )]
     pub event_types: Option<Vec<String>>,
     /// `false` disables the endpoint (its pending deliveries fail);
     /// `true` enables it again and resets its failure count.
@@ -224,5 +230,6 @@ pub struct WebhookDeliveriesQuery {
     pub cursor: Option<String>,
     /// 1 to 200, default 50.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
 }

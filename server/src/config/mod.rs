@@ -20,12 +20,12 @@ mod webhooks;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
 pub use database::DatabaseConfig;
 pub use deletion::DeletionConfig;
-pub use webhooks::WebhooksConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
     DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
 };
+pub use webhooks::WebhooksConfig;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -1337,7 +1337,12 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
         ),
         "org_webhooks_rotate_secret" => (
             Scope::OrgLevel(80),
-            call(M::POST, "/api/org/webhooks/rotate_secret", q_endpoint(), None),
+            call(
+                M::POST,
+                "/api/org/webhooks/rotate_secret",
+                q_endpoint(),
+                None,
+            ),
         ),
         "org_webhooks_test" => (
             Scope::OrgLevel(80),

@@ -243,7 +243,8 @@ async fn deliveries_verify_with_the_official_library_across_two_instances() {
     assert_eq!(status, 403);
 
     // answer.completed from ada's chat in the team.
-    let answered = resources::chat_message(&ada.client, org, json!({"content": "hello hooks"})).await;
+    let answered =
+        resources::chat_message(&ada.client, org, json!({"content": "hello hooks"})).await;
     assert!(!answered.text().is_empty());
     // member.suspended, member.removed, webhook.test.
     ada.client
@@ -287,8 +288,8 @@ async fn deliveries_verify_with_the_official_library_across_two_instances() {
     assert_eq!(of_type(&entries, "webhook.test").len(), 1);
 
     // The log, read through either instance, says they were delivered.
-    let via_sender = Client::authenticated(&format!("http://{}", sender.local_addr()), &ada.token)
-        .unwrap();
+    let via_sender =
+        Client::authenticated(&format!("http://{}", sender.local_addr()), &ada.token).unwrap();
     let log = deliveries(&via_sender, org, made.endpoint.id).await;
     assert_eq!(log.len(), 5, "{log:#?}");
     for d in &log {
@@ -303,9 +304,19 @@ async fn deliveries_verify_with_the_official_library_across_two_instances() {
             "{d:?}"
         );
     }
-    assert!(deliveries(&ada.client, org, other.endpoint.id).await.is_empty());
+    assert!(
+        deliveries(&ada.client, org, other.endpoint.id)
+            .await
+            .is_empty()
+    );
     // Secrets are never shown again.
-    let listed = ada.client.org_webhooks_list().org_id(org).send().await.unwrap();
+    let listed = ada
+        .client
+        .org_webhooks_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 2);
     assert!(!serde_json::to_string(&*listed).unwrap().contains("whsec_"));
     sender.shutdown().await.unwrap();
@@ -414,7 +425,10 @@ async fn slow_and_huge_answers_never_hold_a_worker() {
     let d = deliveries(&ada.client, org, slow_ep).await;
     let first = d.iter().find(|x| x.id == slow).unwrap();
     let started = Instant::now();
-    while deliveries(&ada.client, org, slow_ep).await[0].last_error.is_none() {
+    while deliveries(&ada.client, org, slow_ep).await[0]
+        .last_error
+        .is_none()
+    {
         assert!(started.elapsed() < Duration::from_secs(10), "{first:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -554,8 +568,7 @@ async fn targets_pass_the_ssrf_guard_when_saved_and_when_connecting() {
         })
         .await;
     let permissive_client =
-        Client::authenticated(&format!("http://{}", permissive.local_addr()), &ada.token)
-            .unwrap();
+        Client::authenticated(&format!("http://{}", permissive.local_addr()), &ada.token).unwrap();
     let url = format!("http://localhost:{}/ok", receiver.port);
     let made = create(&permissive_client, org, &url, &["*"]).await;
     receiver.set_secrets(&[&made.secret]);
@@ -730,7 +743,10 @@ async fn failing_endpoints_are_disabled_and_admins_told() {
         10,
     )
     .await;
-    assert_eq!(skipped.last_error.as_deref(), Some("the endpoint is disabled"));
+    assert_eq!(
+        skipped.last_error.as_deref(),
+        Some("the endpoint is disabled")
+    );
     assert_eq!(received(&receiver.entries()).len(), sent_before);
     // Enabled again.
     let enabled = ada
@@ -802,7 +818,10 @@ async fn deliveries_survive_a_sigkill_of_the_sending_instance() {
         .await
         .is_ok_and(|r| r.status() == 200)
     {
-        assert!(started.elapsed() < Duration::from_secs(60), "the child did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the child did not start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -824,7 +843,11 @@ async fn deliveries_survive_a_sigkill_of_the_sending_instance() {
     let killed_at = Instant::now();
     let in_flight = deliveries(&ada.client, org, made.endpoint.id).await;
     let third = in_flight.iter().find(|d| d.id == queued[2].id).unwrap();
-    assert_eq!(third.status, types::WebhookDeliveryStatus::Sending, "{third:?}");
+    assert_eq!(
+        third.status,
+        types::WebhookDeliveryStatus::Sending,
+        "{third:?}"
+    );
 
     // Another instance takes it over once the lease (10 s) expired.
     let survivor = cx.second_instance(quick(1)).await;

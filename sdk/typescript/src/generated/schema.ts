@@ -5987,7 +5987,7 @@ export interface components {
         WebhookEndpointCreate: {
             /** @description What the endpoint is for; at most 200 characters. */
             description?: string | null;
-            /** @description The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`; each 1 to 100 of `a-z`, `0-9`, `_`, `.`, optionally ending in `.*`. */
+            /** @description The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`. */
             event_types: string[];
             /** @description Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address. */
             url: string;

@@ -479,14 +479,8 @@ impl Datastore {
                             "error": error,
                             "attempts": job.attempts,
                         });
-                        super::webhooks::enqueue(
-                            &tx,
-                            job.org_id,
-                            "document.failed",
-                            &event,
-                            None,
-                        )
-                        .await?;
+                        super::webhooks::enqueue(&tx, job.org_id, "document.failed", &event, None)
+                            .await?;
                     }
                     None => {
                         tx.execute(

@@ -328,7 +328,13 @@ impl Datastore {
             .await?
             .ok_or(Error::NotFound { what: "webhook" })?;
         if change.enabled == Some(false) {
-            fail_pending(&tx, grant.org_id(), endpoint_id, "the endpoint was disabled").await?;
+            fail_pending(
+                &tx,
+                grant.org_id(),
+                endpoint_id,
+                "the endpoint was disabled",
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(EndpointRow::from_row(&row))
@@ -681,7 +687,12 @@ impl Datastore {
                      updated_at = now() \
                  WHERE e.organization_id = $1 AND e.id = $2 AND e.enabled \
                  RETURNING e.enabled, e.url",
-                &[&d.org_id, &d.endpoint_id, &disable_after, &disable_after_secs],
+                &[
+                    &d.org_id,
+                    &d.endpoint_id,
+                    &disable_after,
+                    &disable_after_secs,
+                ],
             )
             .await?;
         let disabled = match endpoint {
@@ -737,7 +748,12 @@ impl Datastore {
 }
 
 /// Fails the pending deliveries of an endpoint (it was disabled).
-async fn fail_pending(tx: &Tx<'_>, org_id: Uuid, endpoint_id: Uuid, why: &str) -> Result<(), Error> {
+async fn fail_pending(
+    tx: &Tx<'_>,
+    org_id: Uuid,
+    endpoint_id: Uuid,
+    why: &str,
+) -> Result<(), Error> {
     tx.execute(
         "UPDATE webhook_deliveries SET status = 'failed', last_error = $3, \
              updated_at = now() \
