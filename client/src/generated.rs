@@ -13518,7 +13518,7 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<WebhookEndpointCreateDescription>,
         ///The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
-        pub event_types: ::std::vec::Vec<WebhookEndpointCreateEventTypesItem>,
+        pub event_types: ::std::vec::Vec<::std::string::String>,
         ///Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address.
         pub url: WebhookEndpointCreateUrl,
     }
@@ -13568,68 +13568,6 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for WebhookEndpointCreateDescription {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
-    ///`WebhookEndpointCreateEventTypesItem`
-    #[derive(
-        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
-    )]
-    #[serde(transparent)]
-    pub struct WebhookEndpointCreateEventTypesItem(::std::string::String);
-    impl ::std::ops::Deref for WebhookEndpointCreateEventTypesItem {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<WebhookEndpointCreateEventTypesItem> for ::std::string::String {
-        fn from(value: WebhookEndpointCreateEventTypesItem) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for WebhookEndpointCreateEventTypesItem {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| {
-                    ::regress::Regex::new(
-                        "^(\\*|[a-z0-9_]{1,64}(\\.[a-z0-9_]{1,64}){0,8}(\\.\\*)?)$",
-                    )
-                    .unwrap()
-                });
-            if PATTERN.find(value).is_none() {
-                return Err(
-                    "doesn't match pattern \"^(\\*|[a-z0-9_]{1,64}(\\.[a-z0-9_]{1,64}){0,8}(\\.\\*)?)$\""
-                        .into(),
-                );
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for WebhookEndpointCreateEventTypesItem {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointCreateEventTypesItem {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointCreateEventTypesItem {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -13728,8 +13666,7 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub enabled: ::std::option::Option<bool>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub event_types:
-            ::std::option::Option<::std::vec::Vec<WebhookEndpointUpdateEventTypesItem>>,
+        pub event_types: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub url: ::std::option::Option<WebhookEndpointUpdateUrl>,
     }
@@ -13779,68 +13716,6 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for WebhookEndpointUpdateDescription {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| {
-                    <D::Error as ::serde::de::Error>::custom(e.to_string())
-                })
-        }
-    }
-    ///`WebhookEndpointUpdateEventTypesItem`
-    #[derive(
-        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
-    )]
-    #[serde(transparent)]
-    pub struct WebhookEndpointUpdateEventTypesItem(::std::string::String);
-    impl ::std::ops::Deref for WebhookEndpointUpdateEventTypesItem {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<WebhookEndpointUpdateEventTypesItem> for ::std::string::String {
-        fn from(value: WebhookEndpointUpdateEventTypesItem) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for WebhookEndpointUpdateEventTypesItem {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| {
-                    ::regress::Regex::new(
-                        "^(\\*|[a-z0-9_]{1,64}(\\.[a-z0-9_]{1,64}){0,8}(\\.\\*)?)$",
-                    )
-                    .unwrap()
-                });
-            if PATTERN.find(value).is_none() {
-                return Err(
-                    "doesn't match pattern \"^(\\*|[a-z0-9_]{1,64}(\\.[a-z0-9_]{1,64}){0,8}(\\.\\*)?)$\""
-                        .into(),
-                );
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for WebhookEndpointUpdateEventTypesItem {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointUpdateEventTypesItem {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointUpdateEventTypesItem {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -37739,7 +37614,7 @@ pub mod types {
                 ::std::string::String,
             >,
             event_types: ::std::result::Result<
-                ::std::vec::Vec<super::WebhookEndpointCreateEventTypesItem>,
+                ::std::vec::Vec<::std::string::String>,
                 ::std::string::String,
             >,
             url: ::std::result::Result<super::WebhookEndpointCreateUrl, ::std::string::String>,
@@ -37768,9 +37643,7 @@ pub mod types {
             }
             pub fn event_types<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<
-                        ::std::vec::Vec<super::WebhookEndpointCreateEventTypesItem>,
-                    >,
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.event_types = value
@@ -37872,7 +37745,7 @@ pub mod types {
             >,
             enabled: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
             event_types: ::std::result::Result<
-                ::std::option::Option<::std::vec::Vec<super::WebhookEndpointUpdateEventTypesItem>>,
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
                 ::std::string::String,
             >,
             url: ::std::result::Result<
@@ -37916,9 +37789,7 @@ pub mod types {
             pub fn event_types<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<
-                        ::std::option::Option<
-                            ::std::vec::Vec<super::WebhookEndpointUpdateEventTypesItem>,
-                        >,
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
                     >,
                 T::Error: ::std::fmt::Display,
             {

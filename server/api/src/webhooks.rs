@@ -48,10 +48,7 @@ pub struct WebhookEndpointCreate {
     /// The event types it receives: 1 to 50 names (`member.joined`),
     /// prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each
     /// 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
-    #[schemars(
-        length(min = 1, max = 50),
-        inner(regex(pattern = r"^(\*|[a-z0-9_]{1,64}(\.[a-z0-9_]{1,64}){0,8}(\.\*)?)$"))
-    )]
+    #[schemars(length(min = 1, max = 50))]
     pub event_types: Vec<String>,
 }
 
@@ -66,10 +63,7 @@ pub struct WebhookEndpointUpdate {
     #[schemars(length(max = 200))]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        length(min = 1, max = 50),
-        inner(regex(pattern = r"^(\*|[a-z0-9_]{1,64}(\.[a-z0-9_]{1,64}){0,8}(\.\*)?)$"))
-    )]
+    #[schemars(length(min = 1, max = 50))]
     pub event_types: Option<Vec<String>>,
     /// `false` disables the endpoint (its pending deliveries fail);
     /// `true` enables it again and resets its failure count.
