@@ -3026,8 +3026,8 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .arg(
-                ::clap::Arg::new("url")
-                    .long("url")
+                ::clap::Arg::new("body-url")
+                    .long("body-url")
                     .value_parser(::clap::value_parser!(types::WebhookEndpointCreateUrl))
                     .required_unless_present("json-body")
                     .help(
@@ -3257,8 +3257,8 @@ impl<T: CliConfig> Cli<T> {
                     .help("The organization."),
             )
             .arg(
-                ::clap::Arg::new("url")
-                    .long("url")
+                ::clap::Arg::new("body-url")
+                    .long("body-url")
                     .value_parser(::clap::value_parser!(types::WebhookEndpointUpdateUrl))
                     .required(false),
             )
@@ -6955,7 +6955,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
-        if let Some(value) = matches.get_one::<types::WebhookEndpointCreateUrl>("url") {
+        if let Some(value) = matches.get_one::<types::WebhookEndpointCreateUrl>("body-url") {
             request = request.body_map(|body| body.url(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
@@ -7182,7 +7182,7 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
             request = request.org_id(value.clone());
         }
-        if let Some(value) = matches.get_one::<types::WebhookEndpointUpdateUrl>("url") {
+        if let Some(value) = matches.get_one::<types::WebhookEndpointUpdateUrl>("body-url") {
             request = request.body_map(|body| body.url(value.clone()));
         }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {

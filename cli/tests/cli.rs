@@ -2894,6 +2894,22 @@ async fn webhooks_commands() {
     );
     assert_eq!(listed[0]["id"], id.as_str());
     assert!(!listed.to_string().contains("whsec_"));
+    // `--url` names the server: the body's `url` is `--body-url`.
+    let updated = json(
+        &run(strings(&[
+            "webhooks",
+            "update",
+            "--org-id",
+            &org,
+            "--endpoint-id",
+            &id,
+            "--body-url",
+            "https://hooks.example.com/v2",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(updated["url"], "https://hooks.example.com/v2");
     let queued = json(
         &run(strings(&[
             "webhooks",
