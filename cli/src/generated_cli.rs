@@ -113,6 +113,15 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgTransferOwnership => Self::cli_org_transfer_ownership(),
             CliCommand::OrgUpdate => Self::cli_org_update(),
             CliCommand::OrgUsageReport => Self::cli_org_usage_report(),
+            CliCommand::OrgWebhooksCreate => Self::cli_org_webhooks_create(),
+            CliCommand::OrgWebhooksDelete => Self::cli_org_webhooks_delete(),
+            CliCommand::OrgWebhooksDeliveries => Self::cli_org_webhooks_deliveries(),
+            CliCommand::OrgWebhooksReplay => Self::cli_org_webhooks_replay(),
+            CliCommand::OrgWebhooksGet => Self::cli_org_webhooks_get(),
+            CliCommand::OrgWebhooksList => Self::cli_org_webhooks_list(),
+            CliCommand::OrgWebhooksRotateSecret => Self::cli_org_webhooks_rotate_secret(),
+            CliCommand::OrgWebhooksTest => Self::cli_org_webhooks_test(),
+            CliCommand::OrgWebhooksUpdate => Self::cli_org_webhooks_update(),
             CliCommand::RolesCreate => Self::cli_roles_create(),
             CliCommand::RolesListPermissions => Self::cli_roles_list_permissions(),
             CliCommand::RolesListRoles => Self::cli_roles_list_roles(),
@@ -3342,6 +3351,279 @@ impl<T: CliConfig> Cli<T> {
                 "Report the organization's model usage and cost.\n\nAn addition to the spec, for the organization's admins: a role of level 80 or more that grants `usage:read` (the admin and owner system roles do, through `*:read` and `*:*`); anyone else is `403 forbidden`, and a personal access token needs the `usage:read` scope.\n\nEvery model call is recorded: chat answers and prompt suggestions, conversations, agent tests, deployments, the MCP playground, transcriptions and the embeddings of ingestion and search. Each record has the tokens in and out (the provider's figures when it reports them, else estimated as characters / 4: `estimated_calls` counts those), and its cost from the server's price table (`[usage.prices]`: USD per million tokens by model) in micro-dollars, computed when it was recorded. Records are written in batches within about 100 ms of a call's end.\n\nGrouped by `group_by` (`day` in UTC, `user`, `model`, `deployment`, `token`, `kind`), between `from` (inclusive; default 30 days before `to`) and `to` (exclusive; default now), with the totals of all groups. `from` after `to` is `400 invalid_range`.",
             )
     }
+    pub fn cli_org_webhooks_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::WebhookEndpointCreateDescription),
+                    )
+                    .required(false)
+                    .help("What the endpoint is for; at most 200 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("body-url")
+                    .long("body-url")
+                    .value_parser(::clap::value_parser!(types::WebhookEndpointCreateUrl))
+                    .required_unless_present("json-body")
+                    .help(
+                        "Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Subscribe an endpoint to the organization's events.\n\nAn addition to the spec, for the organization's admins: a role of level 80 or more that grants `webhooks:write` (the admin and owner system roles do); anyone else is `403 forbidden`, and a personal access token needs the `webhooks:write` scope. At most `webhooks.max_endpoints` endpoints (20 by default) per organization (`409 too_many_webhooks`).\n\n`url`: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, no credentials (`400 invalid_url`); never a private, loopback, link-local or metadata address, literal or resolved (`400 url_not_allowed`; checked again at every connection). `event_types`: 1 to 50 event types (`answer.completed`, `document.ingested`, `document.failed`, `member.joined`, `member.suspended`, `member.removed`, `budget.threshold_reached`, `audit.<action>`), prefixes ending in `.*` (`audit.*`, `member.*`) or `*` (`400 invalid_event_types`). `description`: at most 200 characters (`400 invalid_description`).\n\nAnswers the endpoint and its signing secret (`whsec_` and base64 of 32 random bytes), shown this once: deliveries are signed as the Standard Webhooks specification says (headers `webhook-id`, `webhook-timestamp`, `webhook-signature`), so its libraries verify them. The body is `{\"id\", \"type\", \"timestamp\", \"organization_id\", \"data\"}`. Deliveries are at least once (receivers drop a repeated `webhook-id`), retried with backoff for about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h by default); an endpoint whose deliveries keep failing is disabled and the organization's admins are told by e-mail.",
+            )
+    }
+    pub fn cli_org_webhooks_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The endpoint."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Delete a webhook endpoint.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:write`). The endpoint goes with its delivery log; nothing more is sent to it. `404 not_found` for another organization's.",
+            )
+    }
+    pub fn cli_org_webhooks_deliveries() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("cursor")
+                    .long("cursor")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help("A `next_cursor` of an earlier page."),
+            )
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("One endpoint's deliveries only."),
+            )
+            .arg(
+                ::clap::Arg::new("event-type")
+                    .long("event-type")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help("Deliveries of this event type only (exact)."),
+            )
+            .arg(
+                ::clap::Arg::new("limit")
+                    .long("limit")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("1 to 200, default 50."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("status")
+                    .long("status")
+                    .value_parser(
+                        ::clap::builder::TypedValueParser::map(
+                            ::clap::builder::PossibleValuesParser::new([
+                                types::WebhookDeliveryStatus::Pending.to_string(),
+                                types::WebhookDeliveryStatus::Sending.to_string(),
+                                types::WebhookDeliveryStatus::Delivered.to_string(),
+                                types::WebhookDeliveryStatus::Failed.to_string(),
+                            ]),
+                            |s| types::WebhookDeliveryStatus::try_from(s).unwrap(),
+                        ),
+                    )
+                    .required(false)
+                    .help("Deliveries in this state only."),
+            )
+            .about(
+                "List the organization's webhook deliveries.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:read`): the delivery log, newest first, each delivery with its `webhook_id`, state, attempts, next attempt, and the last attempt's HTTP status, latency, first bytes of the answer (at most 4 KiB by default) and error. Filters: `endpoint_id`, `status`, `event_type` (exact). Pages of `limit` (1 to 200, default 50; `400 invalid_pagination`); pass `next_cursor` as `cursor` for the next (`400 invalid_cursor` for anything else).",
+            )
+    }
+    pub fn cli_org_webhooks_replay() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("delivery-id")
+                    .long("delivery-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The delivery to send again."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Send a webhook delivery again.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Queues a new delivery of the same event to the same endpoint (`replay_of` names the original) with a new `webhook_id`, so a receiver that dropped the original as a repeat takes it; it is sent with the endpoint's current secret, retried as any delivery. `404 not_found` for another organization's delivery.",
+            )
+    }
+    pub fn cli_org_webhooks_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The endpoint."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Get a webhook endpoint.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:read`). Another organization's or an unknown endpoint is `404 not_found`.",
+            )
+    }
+    pub fn cli_org_webhooks_list() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "List the organization's webhook endpoints.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:read`). Oldest first; never their secrets.",
+            )
+    }
+    pub fn cli_org_webhooks_rotate_secret() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The endpoint."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Give a webhook endpoint a new signing secret.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Answers the new secret, shown this once. The secret it replaces stays valid for `webhooks.rotation_overlap_secs` (24 hours by default, `previous_secret_expires_at`): meanwhile every delivery carries two signatures in `webhook-signature`, so a receiver verifies with either secret while it is updated.",
+            )
+    }
+    pub fn cli_org_webhooks_test() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The endpoint."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Send a test event to a webhook endpoint.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Queues a `webhook.test` event for this endpoint alone, whatever it subscribes to, and answers its delivery (follow it in `GET /api/org/webhooks/deliveries`). A disabled endpoint's test delivery fails.",
+            )
+    }
+    pub fn cli_org_webhooks_update() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("description")
+                    .long("description")
+                    .value_parser(
+                        ::clap::value_parser!(types::WebhookEndpointUpdateDescription),
+                    )
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("enabled")
+                    .long("enabled")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "`false` disables the endpoint (its pending deliveries fail); `true` enables it again and resets its failure count.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("endpoint-id")
+                    .long("endpoint-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The endpoint."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("body-url")
+                    .long("body-url")
+                    .value_parser(::clap::value_parser!(types::WebhookEndpointUpdateUrl))
+                    .required(false),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Change a webhook endpoint.\n\nAn addition to the spec, for the organization's admins (level 80 and `webhooks:write`). The fields given change, checked as at creation. `enabled: false` disables it (its pending deliveries fail; replay them later); `enabled: true` enables it again and resets its failure count. `404 not_found` for another organization's endpoint.",
+            )
+    }
     pub fn cli_roles_create() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -4372,6 +4654,19 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgTransferOwnership => self.execute_org_transfer_ownership(matches).await,
             CliCommand::OrgUpdate => self.execute_org_update(matches).await,
             CliCommand::OrgUsageReport => self.execute_org_usage_report(matches).await,
+            CliCommand::OrgWebhooksCreate => self.execute_org_webhooks_create(matches).await,
+            CliCommand::OrgWebhooksDelete => self.execute_org_webhooks_delete(matches).await,
+            CliCommand::OrgWebhooksDeliveries => {
+                self.execute_org_webhooks_deliveries(matches).await
+            }
+            CliCommand::OrgWebhooksReplay => self.execute_org_webhooks_replay(matches).await,
+            CliCommand::OrgWebhooksGet => self.execute_org_webhooks_get(matches).await,
+            CliCommand::OrgWebhooksList => self.execute_org_webhooks_list(matches).await,
+            CliCommand::OrgWebhooksRotateSecret => {
+                self.execute_org_webhooks_rotate_secret(matches).await
+            }
+            CliCommand::OrgWebhooksTest => self.execute_org_webhooks_test(matches).await,
+            CliCommand::OrgWebhooksUpdate => self.execute_org_webhooks_update(matches).await,
             CliCommand::RolesCreate => self.execute_roles_create(matches).await,
             CliCommand::RolesListPermissions => self.execute_roles_list_permissions(matches).await,
             CliCommand::RolesListRoles => self.execute_roles_list_roles(matches).await,
@@ -7224,6 +7519,270 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_webhooks_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_create();
+        if let Some(value) =
+            matches.get_one::<types::WebhookEndpointCreateDescription>("description")
+        {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::WebhookEndpointCreateUrl>("body-url") {
+            request = request.body_map(|body| body.url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::WebhookEndpointCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_webhooks_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_deliveries(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_deliveries();
+        if let Some(value) = matches.get_one::<::std::string::String>("cursor") {
+            request = request.cursor(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("event-type") {
+            request = request.event_type(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
+            request = request.limit(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::WebhookDeliveryStatus>("status") {
+            request = request.status(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_deliveries(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_replay(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_replay();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("delivery-id") {
+            request = request.delivery_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_replay(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_get(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_list(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_list();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_rotate_secret(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_rotate_secret();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_rotate_secret(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_test(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_test();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config
+            .execute_org_webhooks_test(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_webhooks_update(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_webhooks_update();
+        if let Some(value) =
+            matches.get_one::<types::WebhookEndpointUpdateDescription>("description")
+        {
+            request = request.body_map(|body| body.description(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("enabled") {
+            request = request.body_map(|body| body.enabled(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("endpoint-id") {
+            request = request.endpoint_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<types::WebhookEndpointUpdateUrl>("body-url") {
+            request = request.body_map(|body| body.url(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::WebhookEndpointUpdate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_webhooks_update(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_roles_create(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.roles_create();
         if let Some(value) = matches.get_one::<types::CreateRoleRequestDescription>("description") {
@@ -8732,6 +9291,69 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_webhooks_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_deliveries(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksDeliveries,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_replay(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksReplay,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_list(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_rotate_secret(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksRotateSecret,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_test(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksTest,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_webhooks_update(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgWebhooksUpdate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_roles_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -9038,6 +9660,15 @@ pub enum CliCommand {
     OrgTransferOwnership,
     OrgUpdate,
     OrgUsageReport,
+    OrgWebhooksCreate,
+    OrgWebhooksDelete,
+    OrgWebhooksDeliveries,
+    OrgWebhooksReplay,
+    OrgWebhooksGet,
+    OrgWebhooksList,
+    OrgWebhooksRotateSecret,
+    OrgWebhooksTest,
+    OrgWebhooksUpdate,
     RolesCreate,
     RolesListPermissions,
     RolesListRoles,
@@ -9171,6 +9802,15 @@ impl CliCommand {
             CliCommand::OrgTransferOwnership,
             CliCommand::OrgUpdate,
             CliCommand::OrgUsageReport,
+            CliCommand::OrgWebhooksCreate,
+            CliCommand::OrgWebhooksDelete,
+            CliCommand::OrgWebhooksDeliveries,
+            CliCommand::OrgWebhooksReplay,
+            CliCommand::OrgWebhooksGet,
+            CliCommand::OrgWebhooksList,
+            CliCommand::OrgWebhooksRotateSecret,
+            CliCommand::OrgWebhooksTest,
+            CliCommand::OrgWebhooksUpdate,
             CliCommand::RolesCreate,
             CliCommand::RolesListPermissions,
             CliCommand::RolesListRoles,
@@ -9305,6 +9945,15 @@ impl CliCommand {
             CliCommand::OrgTransferOwnership => "org_transfer_ownership",
             CliCommand::OrgUpdate => "org_update",
             CliCommand::OrgUsageReport => "org_usage_report",
+            CliCommand::OrgWebhooksCreate => "org_webhooks_create",
+            CliCommand::OrgWebhooksDelete => "org_webhooks_delete",
+            CliCommand::OrgWebhooksDeliveries => "org_webhooks_deliveries",
+            CliCommand::OrgWebhooksReplay => "org_webhooks_replay",
+            CliCommand::OrgWebhooksGet => "org_webhooks_get",
+            CliCommand::OrgWebhooksList => "org_webhooks_list",
+            CliCommand::OrgWebhooksRotateSecret => "org_webhooks_rotate_secret",
+            CliCommand::OrgWebhooksTest => "org_webhooks_test",
+            CliCommand::OrgWebhooksUpdate => "org_webhooks_update",
             CliCommand::RolesCreate => "roles_create",
             CliCommand::RolesListPermissions => "roles_list_permissions",
             CliCommand::RolesListRoles => "roles_list_roles",

@@ -37,6 +37,16 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("org_budgets_create", &["budgets", "create"]),
     ("org_budgets_update", &["budgets", "update"]),
     ("org_budgets_delete", &["budgets", "delete"]),
+    // Webhooks (issue #36).
+    ("org_webhooks_create", &["webhooks", "create"]),
+    ("org_webhooks_list", &["webhooks", "list"]),
+    ("org_webhooks_get", &["webhooks", "get"]),
+    ("org_webhooks_update", &["webhooks", "update"]),
+    ("org_webhooks_delete", &["webhooks", "delete"]),
+    ("org_webhooks_rotate_secret", &["webhooks", "rotate-secret"]),
+    ("org_webhooks_test", &["webhooks", "test"]),
+    ("org_webhooks_deliveries", &["webhooks", "deliveries"]),
+    ("org_webhooks_replay", &["webhooks", "replay"]),
 ];
 
 /// Operations with a hand-written command instead.
@@ -109,6 +119,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "budgets",
         "Budgets on tokens or cost per day or month (admins)",
+    ),
+    (
+        "webhooks",
+        "Webhook endpoints, their secrets and delivery log (admins)",
     ),
 ];
 

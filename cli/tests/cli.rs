@@ -3067,3 +3067,120 @@ async fn usage_and_budget_commands() {
     assert_eq!(list["items"][0]["id"], created["id"]);
     cx.teardown().await;
 }
+
+/// `workspace webhooks create|list|test|deliveries|rotate-secret|delete`
+/// (generated commands; the body from a `--json-body` file).
+#[tokio::test]
+async fn webhooks_commands() {
+    let cx = TestContext::with_config("cli_webhooks", |c| {
+        // Nothing is sent: the test reads the queued delivery.
+        c.webhooks.workers = 0;
+    })
+    .await;
+    let user = cx.user("cliwebhooks").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("hook.json");
+    std::fs::write(
+        &body,
+        r#"{"url": "https://hooks.example.com/in", "event_types": ["member.*", "webhook.test"]}"#,
+    )
+    .unwrap();
+    let made = json(
+        &run(strings(&[
+            "webhooks",
+            "create",
+            "--org-id",
+            &org,
+            "--json-body",
+            body.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert!(
+        made["secret"].as_str().unwrap().starts_with("whsec_"),
+        "{made}"
+    );
+    let id = made["endpoint"]["id"].as_str().unwrap().to_string();
+    let listed = json(
+        &run(strings(&["webhooks", "list", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert!(!listed.to_string().contains("whsec_"));
+    // `--url` names the server: the body's `url` is `--body-url`.
+    let updated = json(
+        &run(strings(&[
+            "webhooks",
+            "update",
+            "--org-id",
+            &org,
+            "--endpoint-id",
+            &id,
+            "--body-url",
+            "https://hooks.example.com/v2",
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(updated["url"], "https://hooks.example.com/v2");
+    let queued = json(
+        &run(strings(&[
+            "webhooks",
+            "test",
+            "--org-id",
+            &org,
+            "--endpoint-id",
+            &id,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(queued["status"], "pending");
+    let log = json(
+        &run(strings(&[
+            "webhooks",
+            "deliveries",
+            "--org-id",
+            &org,
+            "--endpoint-id",
+            &id,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(log["items"][0]["id"], queued["id"]);
+    assert_eq!(log["items"][0]["event_type"], "webhook.test");
+    let rotated = json(
+        &run(strings(&[
+            "webhooks",
+            "rotate-secret",
+            "--org-id",
+            &org,
+            "--endpoint-id",
+            &id,
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_ne!(rotated["secret"], made["secret"]);
+    let out = run(strings(&[
+        "webhooks",
+        "delete",
+        "--org-id",
+        &org,
+        "--endpoint-id",
+        &id,
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cx.teardown().await;
+}

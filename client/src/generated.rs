@@ -14375,6 +14375,447 @@ pub mod types {
             Default::default()
         }
     }
+    ///One delivery of an event to an endpoint: its attempts share one `webhook_id`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WebhookDelivery {
+        pub attempts: i32,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub delivered_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub endpoint_id: ::uuid::Uuid,
+        pub event_id: ::uuid::Uuid,
+        pub event_type: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_attempt_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///Why the last attempt failed.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_error: ::std::option::Option<::std::string::String>,
+        ///How long the last attempt took, in milliseconds.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub latency_ms: ::std::option::Option<i32>,
+        ///When it is tried next (null once delivered or failed).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub next_attempt_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///The delivery this one replays.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub replay_of: ::std::option::Option<::uuid::Uuid>,
+        ///The first bytes of the last answer's body (at most `webhooks.max_response_bytes`, 4 KiB by default).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub response_snippet: ::std::option::Option<::std::string::String>,
+        ///The last attempt's HTTP status (null when no answer came).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub response_status: ::std::option::Option<i32>,
+        pub status: WebhookDeliveryStatus,
+        ///The `webhook-id` header of its attempts (`msg_` and the delivery's id): receivers drop a repeated one.
+        pub webhook_id: ::std::string::String,
+    }
+    impl WebhookDelivery {
+        pub fn builder() -> builder::WebhookDelivery {
+            Default::default()
+        }
+    }
+    ///A page of the delivery log.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WebhookDeliveryPage {
+        pub items: ::std::vec::Vec<WebhookDelivery>,
+        ///Pass as `cursor` for the next page; null on the last one.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub next_cursor: ::std::option::Option<::std::string::String>,
+    }
+    impl WebhookDeliveryPage {
+        pub fn builder() -> builder::WebhookDeliveryPage {
+            Default::default()
+        }
+    }
+    ///The state of a delivery.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum WebhookDeliveryStatus {
+        ///Waiting for its next attempt.
+        #[serde(rename = "pending")]
+        Pending,
+        ///Being sent.
+        #[serde(rename = "sending")]
+        Sending,
+        ///Answered 2xx.
+        #[serde(rename = "delivered")]
+        Delivered,
+        ///Out of attempts, or its endpoint was disabled.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for WebhookDeliveryStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Pending => f.write_str("pending"),
+                Self::Sending => f.write_str("sending"),
+                Self::Delivered => f.write_str("delivered"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for WebhookDeliveryStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "pending" => Ok(Self::Pending),
+                "sending" => Ok(Self::Sending),
+                "delivered" => Ok(Self::Delivered),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WebhookDeliveryStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WebhookDeliveryStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A webhook endpoint (never its secret).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WebhookEndpoint {
+        ///Deliveries in a row that failed for good (reset by a success).
+        pub consecutive_failures: i32,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub disabled_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///Why it is disabled: `manual` (an admin) or `failing` (its deliveries kept failing); null while enabled.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub disabled_reason: ::std::option::Option<::std::string::String>,
+        pub enabled: bool,
+        pub event_types: ::std::vec::Vec<::std::string::String>,
+        pub id: ::uuid::Uuid,
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_success_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub org_id: ::uuid::Uuid,
+        ///Until when the secret replaced by the last rotation still signs (null when none does).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub previous_secret_expires_at:
+            ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub url: ::std::string::String,
+    }
+    impl WebhookEndpoint {
+        pub fn builder() -> builder::WebhookEndpoint {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/org/webhooks/create`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct WebhookEndpointCreate {
+        ///What the endpoint is for; at most 200 characters.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<WebhookEndpointCreateDescription>,
+        ///The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
+        pub event_types: ::std::vec::Vec<::std::string::String>,
+        ///Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address.
+        pub url: WebhookEndpointCreateUrl,
+    }
+    impl WebhookEndpointCreate {
+        pub fn builder() -> builder::WebhookEndpointCreate {
+            Default::default()
+        }
+    }
+    ///What the endpoint is for; at most 200 characters.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct WebhookEndpointCreateDescription(::std::string::String);
+    impl ::std::ops::Deref for WebhookEndpointCreateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<WebhookEndpointCreateDescription> for ::std::string::String {
+        fn from(value: WebhookEndpointCreateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for WebhookEndpointCreateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WebhookEndpointCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointCreateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointCreateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address.
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct WebhookEndpointCreateUrl(::std::string::String);
+    impl ::std::ops::Deref for WebhookEndpointCreateUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<WebhookEndpointCreateUrl> for ::std::string::String {
+        fn from(value: WebhookEndpointCreateUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for WebhookEndpointCreateUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WebhookEndpointCreateUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointCreateUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointCreateUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An endpoint just created, with its signing secret: the only time the secret is shown.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WebhookEndpointCreated {
+        pub endpoint: WebhookEndpoint,
+        ///`whsec_` and the base64 of 32 random bytes, as the Standard Webhooks libraries take it.
+        pub secret: ::std::string::String,
+    }
+    impl WebhookEndpointCreated {
+        pub fn builder() -> builder::WebhookEndpointCreated {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/org/webhooks/update`: the fields given change.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct WebhookEndpointUpdate {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<WebhookEndpointUpdateDescription>,
+        ///`false` disables the endpoint (its pending deliveries fail); `true` enables it again and resets its failure count.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub enabled: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub event_types: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub url: ::std::option::Option<WebhookEndpointUpdateUrl>,
+    }
+    impl WebhookEndpointUpdate {
+        pub fn builder() -> builder::WebhookEndpointUpdate {
+            Default::default()
+        }
+    }
+    ///`WebhookEndpointUpdateDescription`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct WebhookEndpointUpdateDescription(::std::string::String);
+    impl ::std::ops::Deref for WebhookEndpointUpdateDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<WebhookEndpointUpdateDescription> for ::std::string::String {
+        fn from(value: WebhookEndpointUpdateDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for WebhookEndpointUpdateDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WebhookEndpointUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointUpdateDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointUpdateDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`WebhookEndpointUpdateUrl`
+    #[derive(
+        ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
+    )]
+    #[serde(transparent)]
+    pub struct WebhookEndpointUpdateUrl(::std::string::String);
+    impl ::std::ops::Deref for WebhookEndpointUpdateUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<WebhookEndpointUpdateUrl> for ::std::string::String {
+        fn from(value: WebhookEndpointUpdateUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for WebhookEndpointUpdateUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WebhookEndpointUpdateUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WebhookEndpointUpdateUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for WebhookEndpointUpdateUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer of `POST /api/org/webhooks/rotate_secret`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct WebhookSecretRotated {
+        pub endpoint: WebhookEndpoint,
+        ///The new secret (shown this once).
+        pub secret: ::std::string::String,
+    }
+    impl WebhookSecretRotated {
+        pub fn builder() -> builder::WebhookSecretRotated {
+            Default::default()
+        }
+    }
     ///Response of `POST /api/chat/ws_ticket`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -38998,6 +39439,860 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct WebhookDelivery {
+            attempts: ::std::result::Result<i32, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            delivered_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            endpoint_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            event_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            event_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_attempt_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            latency_ms: ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
+            next_attempt_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            replay_of:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            response_snippet: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            response_status:
+                ::std::result::Result<::std::option::Option<i32>, ::std::string::String>,
+            status: ::std::result::Result<super::WebhookDeliveryStatus, ::std::string::String>,
+            webhook_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WebhookDelivery {
+            fn default() -> Self {
+                Self {
+                    attempts: Err("no value supplied for attempts".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    delivered_at: Err("no value supplied for delivered_at".to_string()),
+                    endpoint_id: Err("no value supplied for endpoint_id".to_string()),
+                    event_id: Err("no value supplied for event_id".to_string()),
+                    event_type: Err("no value supplied for event_type".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_attempt_at: Err("no value supplied for last_attempt_at".to_string()),
+                    last_error: Err("no value supplied for last_error".to_string()),
+                    latency_ms: Err("no value supplied for latency_ms".to_string()),
+                    next_attempt_at: Err("no value supplied for next_attempt_at".to_string()),
+                    replay_of: Err("no value supplied for replay_of".to_string()),
+                    response_snippet: Err("no value supplied for response_snippet".to_string()),
+                    response_status: Err("no value supplied for response_status".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    webhook_id: Err("no value supplied for webhook_id".to_string()),
+                }
+            }
+        }
+        impl WebhookDelivery {
+            pub fn attempts<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.attempts = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for attempts: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn delivered_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.delivered_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for delivered_at: {e}"));
+                self
+            }
+            pub fn endpoint_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint_id: {e}"));
+                self
+            }
+            pub fn event_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.event_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for event_id: {e}"));
+                self
+            }
+            pub fn event_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.event_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for event_type: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_attempt_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_attempt_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_attempt_at: {e}")
+                });
+                self
+            }
+            pub fn last_error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_error = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_error: {e}"));
+                self
+            }
+            pub fn latency_ms<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.latency_ms = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for latency_ms: {e}"));
+                self
+            }
+            pub fn next_attempt_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_attempt_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for next_attempt_at: {e}")
+                });
+                self
+            }
+            pub fn replay_of<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.replay_of = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for replay_of: {e}"));
+                self
+            }
+            pub fn response_snippet<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.response_snippet = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for response_snippet: {e}")
+                });
+                self
+            }
+            pub fn response_status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.response_status = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for response_status: {e}")
+                });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::WebhookDeliveryStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+            pub fn webhook_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.webhook_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for webhook_id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookDelivery> for super::WebhookDelivery {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookDelivery,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    attempts: value.attempts?,
+                    created_at: value.created_at?,
+                    delivered_at: value.delivered_at?,
+                    endpoint_id: value.endpoint_id?,
+                    event_id: value.event_id?,
+                    event_type: value.event_type?,
+                    id: value.id?,
+                    last_attempt_at: value.last_attempt_at?,
+                    last_error: value.last_error?,
+                    latency_ms: value.latency_ms?,
+                    next_attempt_at: value.next_attempt_at?,
+                    replay_of: value.replay_of?,
+                    response_snippet: value.response_snippet?,
+                    response_status: value.response_status?,
+                    status: value.status?,
+                    webhook_id: value.webhook_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookDelivery> for WebhookDelivery {
+            fn from(value: super::WebhookDelivery) -> Self {
+                Self {
+                    attempts: Ok(value.attempts),
+                    created_at: Ok(value.created_at),
+                    delivered_at: Ok(value.delivered_at),
+                    endpoint_id: Ok(value.endpoint_id),
+                    event_id: Ok(value.event_id),
+                    event_type: Ok(value.event_type),
+                    id: Ok(value.id),
+                    last_attempt_at: Ok(value.last_attempt_at),
+                    last_error: Ok(value.last_error),
+                    latency_ms: Ok(value.latency_ms),
+                    next_attempt_at: Ok(value.next_attempt_at),
+                    replay_of: Ok(value.replay_of),
+                    response_snippet: Ok(value.response_snippet),
+                    response_status: Ok(value.response_status),
+                    status: Ok(value.status),
+                    webhook_id: Ok(value.webhook_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookDeliveryPage {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::WebhookDelivery>,
+                ::std::string::String,
+            >,
+            next_cursor: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for WebhookDeliveryPage {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                    next_cursor: Err("no value supplied for next_cursor".to_string()),
+                }
+            }
+        }
+        impl WebhookDeliveryPage {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::WebhookDelivery>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for items: {e}"));
+                self
+            }
+            pub fn next_cursor<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next_cursor = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for next_cursor: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookDeliveryPage> for super::WebhookDeliveryPage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookDeliveryPage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items: value.items?,
+                    next_cursor: value.next_cursor?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookDeliveryPage> for WebhookDeliveryPage {
+            fn from(value: super::WebhookDeliveryPage) -> Self {
+                Self {
+                    items: Ok(value.items),
+                    next_cursor: Ok(value.next_cursor),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookEndpoint {
+            consecutive_failures: ::std::result::Result<i32, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<::std::string::String, ::std::string::String>,
+            disabled_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            disabled_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            enabled: ::std::result::Result<bool, ::std::string::String>,
+            event_types: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            last_success_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            org_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            previous_secret_expires_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WebhookEndpoint {
+            fn default() -> Self {
+                Self {
+                    consecutive_failures: Err(
+                        "no value supplied for consecutive_failures".to_string()
+                    ),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    disabled_at: Err("no value supplied for disabled_at".to_string()),
+                    disabled_reason: Err("no value supplied for disabled_reason".to_string()),
+                    enabled: Err("no value supplied for enabled".to_string()),
+                    event_types: Err("no value supplied for event_types".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    last_success_at: Err("no value supplied for last_success_at".to_string()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    previous_secret_expires_at: Err(
+                        "no value supplied for previous_secret_expires_at".to_string(),
+                    ),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl WebhookEndpoint {
+            pub fn consecutive_failures<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.consecutive_failures = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for consecutive_failures: {e}")
+                });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn disabled_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.disabled_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for disabled_at: {e}"));
+                self
+            }
+            pub fn disabled_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.disabled_reason = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for disabled_reason: {e}")
+                });
+                self
+            }
+            pub fn enabled<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.enabled = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for enabled: {e}"));
+                self
+            }
+            pub fn event_types<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.event_types = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for event_types: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn last_success_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_success_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_success_at: {e}")
+                });
+                self
+            }
+            pub fn org_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.org_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for org_id: {e}"));
+                self
+            }
+            pub fn previous_secret_expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.previous_secret_expires_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for previous_secret_expires_at: {e}")
+                });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookEndpoint> for super::WebhookEndpoint {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookEndpoint,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    consecutive_failures: value.consecutive_failures?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    disabled_at: value.disabled_at?,
+                    disabled_reason: value.disabled_reason?,
+                    enabled: value.enabled?,
+                    event_types: value.event_types?,
+                    id: value.id?,
+                    last_success_at: value.last_success_at?,
+                    org_id: value.org_id?,
+                    previous_secret_expires_at: value.previous_secret_expires_at?,
+                    updated_at: value.updated_at?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookEndpoint> for WebhookEndpoint {
+            fn from(value: super::WebhookEndpoint) -> Self {
+                Self {
+                    consecutive_failures: Ok(value.consecutive_failures),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    disabled_at: Ok(value.disabled_at),
+                    disabled_reason: Ok(value.disabled_reason),
+                    enabled: Ok(value.enabled),
+                    event_types: Ok(value.event_types),
+                    id: Ok(value.id),
+                    last_success_at: Ok(value.last_success_at),
+                    org_id: Ok(value.org_id),
+                    previous_secret_expires_at: Ok(value.previous_secret_expires_at),
+                    updated_at: Ok(value.updated_at),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookEndpointCreate {
+            description: ::std::result::Result<
+                ::std::option::Option<super::WebhookEndpointCreateDescription>,
+                ::std::string::String,
+            >,
+            event_types: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<super::WebhookEndpointCreateUrl, ::std::string::String>,
+        }
+        impl ::std::default::Default for WebhookEndpointCreate {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    event_types: Err("no value supplied for event_types".to_string()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl WebhookEndpointCreate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::WebhookEndpointCreateDescription>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn event_types<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.event_types = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for event_types: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::WebhookEndpointCreateUrl>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookEndpointCreate> for super::WebhookEndpointCreate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookEndpointCreate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    event_types: value.event_types?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookEndpointCreate> for WebhookEndpointCreate {
+            fn from(value: super::WebhookEndpointCreate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    event_types: Ok(value.event_types),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookEndpointCreated {
+            endpoint: ::std::result::Result<super::WebhookEndpoint, ::std::string::String>,
+            secret: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WebhookEndpointCreated {
+            fn default() -> Self {
+                Self {
+                    endpoint: Err("no value supplied for endpoint".to_string()),
+                    secret: Err("no value supplied for secret".to_string()),
+                }
+            }
+        }
+        impl WebhookEndpointCreated {
+            pub fn endpoint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::WebhookEndpoint>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint: {e}"));
+                self
+            }
+            pub fn secret<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.secret = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for secret: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookEndpointCreated> for super::WebhookEndpointCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookEndpointCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    endpoint: value.endpoint?,
+                    secret: value.secret?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookEndpointCreated> for WebhookEndpointCreated {
+            fn from(value: super::WebhookEndpointCreated) -> Self {
+                Self {
+                    endpoint: Ok(value.endpoint),
+                    secret: Ok(value.secret),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookEndpointUpdate {
+            description: ::std::result::Result<
+                ::std::option::Option<super::WebhookEndpointUpdateDescription>,
+                ::std::string::String,
+            >,
+            enabled: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            event_types: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<
+                ::std::option::Option<super::WebhookEndpointUpdateUrl>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for WebhookEndpointUpdate {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    enabled: Ok(Default::default()),
+                    event_types: Ok(Default::default()),
+                    url: Ok(Default::default()),
+                }
+            }
+        }
+        impl WebhookEndpointUpdate {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<super::WebhookEndpointUpdateDescription>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn enabled<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.enabled = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for enabled: {e}"));
+                self
+            }
+            pub fn event_types<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.event_types = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for event_types: {e}"));
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::WebhookEndpointUpdateUrl>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for url: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookEndpointUpdate> for super::WebhookEndpointUpdate {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookEndpointUpdate,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    enabled: value.enabled?,
+                    event_types: value.event_types?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookEndpointUpdate> for WebhookEndpointUpdate {
+            fn from(value: super::WebhookEndpointUpdate) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    enabled: Ok(value.enabled),
+                    event_types: Ok(value.event_types),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct WebhookSecretRotated {
+            endpoint: ::std::result::Result<super::WebhookEndpoint, ::std::string::String>,
+            secret: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for WebhookSecretRotated {
+            fn default() -> Self {
+                Self {
+                    endpoint: Err("no value supplied for endpoint".to_string()),
+                    secret: Err("no value supplied for secret".to_string()),
+                }
+            }
+        }
+        impl WebhookSecretRotated {
+            pub fn endpoint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::WebhookEndpoint>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint: {e}"));
+                self
+            }
+            pub fn secret<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.secret = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for secret: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<WebhookSecretRotated> for super::WebhookSecretRotated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: WebhookSecretRotated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    endpoint: value.endpoint?,
+                    secret: value.secret?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::WebhookSecretRotated> for WebhookSecretRotated {
+            fn from(value: super::WebhookSecretRotated) -> Self {
+                Self {
+                    endpoint: Ok(value.endpoint),
+                    secret: Ok(value.secret),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct WsTicket {
             expires_at: ::std::result::Result<
                 ::chrono::DateTime<::chrono::offset::Utc>,
@@ -41541,6 +42836,189 @@ impl Client {
     ```*/
     pub fn org_usage_report(&self) -> builder::OrgUsageReport<'_> {
         builder::OrgUsageReport::new(self)
+    }
+    /**Subscribe an endpoint to the organization's events
+
+    An addition to the spec, for the organization's admins: a role of level 80 or more that grants `webhooks:write` (the admin and owner system roles do); anyone else is `403 forbidden`, and a personal access token needs the `webhooks:write` scope. At most `webhooks.max_endpoints` endpoints (20 by default) per organization (`409 too_many_webhooks`).
+
+    `url`: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, no credentials (`400 invalid_url`); never a private, loopback, link-local or metadata address, literal or resolved (`400 url_not_allowed`; checked again at every connection). `event_types`: 1 to 50 event types (`answer.completed`, `document.ingested`, `document.failed`, `member.joined`, `member.suspended`, `member.removed`, `budget.threshold_reached`, `audit.<action>`), prefixes ending in `.*` (`audit.*`, `member.*`) or `*` (`400 invalid_event_types`). `description`: at most 200 characters (`400 invalid_description`).
+
+    Answers the endpoint and its signing secret (`whsec_` and base64 of 32 random bytes), shown this once: deliveries are signed as the Standard Webhooks specification says (headers `webhook-id`, `webhook-timestamp`, `webhook-signature`), so its libraries verify them. The body is `{"id", "type", "timestamp", "organization_id", "data"}`. Deliveries are at least once (receivers drop a repeated `webhook-id`), retried with backoff for about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h by default); an endpoint whose deliveries keep failing is disabled and the organization's admins are told by e-mail.
+
+    Sends a `POST` request to `/api/org/webhooks/create`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_webhooks_create()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_create(&self) -> builder::OrgWebhooksCreate<'_> {
+        builder::OrgWebhooksCreate::new(self)
+    }
+    /**Delete a webhook endpoint
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:write`). The endpoint goes with its delivery log; nothing more is sent to it. `404 not_found` for another organization's.
+
+    Sends a `DELETE` request to `/api/org/webhooks/delete`
+
+    Arguments:
+    - `endpoint_id`: The endpoint.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_delete()
+        .endpoint_id(endpoint_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_delete(&self) -> builder::OrgWebhooksDelete<'_> {
+        builder::OrgWebhooksDelete::new(self)
+    }
+    /**List the organization's webhook deliveries
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:read`): the delivery log, newest first, each delivery with its `webhook_id`, state, attempts, next attempt, and the last attempt's HTTP status, latency, first bytes of the answer (at most 4 KiB by default) and error. Filters: `endpoint_id`, `status`, `event_type` (exact). Pages of `limit` (1 to 200, default 50; `400 invalid_pagination`); pass `next_cursor` as `cursor` for the next (`400 invalid_cursor` for anything else).
+
+    Sends a `GET` request to `/api/org/webhooks/deliveries`
+
+    Arguments:
+    - `cursor`: A `next_cursor` of an earlier page.
+    - `endpoint_id`: One endpoint's deliveries only.
+    - `event_type`: Deliveries of this event type only (exact).
+    - `limit`: 1 to 200, default 50.
+    - `org_id`: The organization.
+    - `status`: Deliveries in this state only.
+    ```ignore
+    let response = client.org_webhooks_deliveries()
+        .cursor(cursor)
+        .endpoint_id(endpoint_id)
+        .event_type(event_type)
+        .limit(limit)
+        .org_id(org_id)
+        .status(status)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_deliveries(&self) -> builder::OrgWebhooksDeliveries<'_> {
+        builder::OrgWebhooksDeliveries::new(self)
+    }
+    /**Send a webhook delivery again
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Queues a new delivery of the same event to the same endpoint (`replay_of` names the original) with a new `webhook_id`, so a receiver that dropped the original as a repeat takes it; it is sent with the endpoint's current secret, retried as any delivery. `404 not_found` for another organization's delivery.
+
+    Sends a `POST` request to `/api/org/webhooks/deliveries/replay`
+
+    Arguments:
+    - `delivery_id`: The delivery to send again.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_replay()
+        .delivery_id(delivery_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_replay(&self) -> builder::OrgWebhooksReplay<'_> {
+        builder::OrgWebhooksReplay::new(self)
+    }
+    /**Get a webhook endpoint
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:read`). Another organization's or an unknown endpoint is `404 not_found`.
+
+    Sends a `GET` request to `/api/org/webhooks/get`
+
+    Arguments:
+    - `endpoint_id`: The endpoint.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_get()
+        .endpoint_id(endpoint_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_get(&self) -> builder::OrgWebhooksGet<'_> {
+        builder::OrgWebhooksGet::new(self)
+    }
+    /**List the organization's webhook endpoints
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:read`). Oldest first; never their secrets.
+
+    Sends a `GET` request to `/api/org/webhooks/list`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_list()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_list(&self) -> builder::OrgWebhooksList<'_> {
+        builder::OrgWebhooksList::new(self)
+    }
+    /**Give a webhook endpoint a new signing secret
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Answers the new secret, shown this once. The secret it replaces stays valid for `webhooks.rotation_overlap_secs` (24 hours by default, `previous_secret_expires_at`): meanwhile every delivery carries two signatures in `webhook-signature`, so a receiver verifies with either secret while it is updated.
+
+    Sends a `POST` request to `/api/org/webhooks/rotate_secret`
+
+    Arguments:
+    - `endpoint_id`: The endpoint.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_rotate_secret()
+        .endpoint_id(endpoint_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_rotate_secret(&self) -> builder::OrgWebhooksRotateSecret<'_> {
+        builder::OrgWebhooksRotateSecret::new(self)
+    }
+    /**Send a test event to a webhook endpoint
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:write`). Queues a `webhook.test` event for this endpoint alone, whatever it subscribes to, and answers its delivery (follow it in `GET /api/org/webhooks/deliveries`). A disabled endpoint's test delivery fails.
+
+    Sends a `POST` request to `/api/org/webhooks/test`
+
+    Arguments:
+    - `endpoint_id`: The endpoint.
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_webhooks_test()
+        .endpoint_id(endpoint_id)
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_test(&self) -> builder::OrgWebhooksTest<'_> {
+        builder::OrgWebhooksTest::new(self)
+    }
+    /**Change a webhook endpoint
+
+    An addition to the spec, for the organization's admins (level 80 and `webhooks:write`). The fields given change, checked as at creation. `enabled: false` disables it (its pending deliveries fail; replay them later); `enabled: true` enables it again and resets its failure count. `404 not_found` for another organization's endpoint.
+
+    Sends a `PUT` request to `/api/org/webhooks/update`
+
+    Arguments:
+    - `endpoint_id`: The endpoint.
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_webhooks_update()
+        .endpoint_id(endpoint_id)
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_webhooks_update(&self) -> builder::OrgWebhooksUpdate<'_> {
+        builder::OrgWebhooksUpdate::new(self)
     }
     /**Create a custom role
 
@@ -53966,6 +55444,971 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_create`]
+
+    [`Client::org_webhooks_create`]: super::Client::org_webhooks_create*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksCreate<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::WebhookEndpointCreate, String>,
+    }
+    impl<'a> OrgWebhooksCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::WebhookEndpointCreate>,
+            <V as std::convert::TryInto<types::WebhookEndpointCreate>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `WebhookEndpointCreate` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::WebhookEndpointCreate,
+                ) -> types::builder::WebhookEndpointCreate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/org/webhooks/create`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookEndpointCreated>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::WebhookEndpointCreate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/create", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_delete`]
+
+    [`Client::org_webhooks_delete`]: super::Client::org_webhooks_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksDelete<'a> {
+        client: &'a super::Client,
+        endpoint_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                endpoint_id: Err("endpoint_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/webhooks/delete`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self {
+                client,
+                endpoint_id,
+                org_id,
+            } = self;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/delete", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_deliveries`]
+
+    [`Client::org_webhooks_deliveries`]: super::Client::org_webhooks_deliveries*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksDeliveries<'a> {
+        client: &'a super::Client,
+        cursor: Result<Option<::std::string::String>, String>,
+        endpoint_id: Result<Option<::uuid::Uuid>, String>,
+        event_type: Result<Option<::std::string::String>, String>,
+        limit: Result<Option<::std::num::NonZeroU32>, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        status: Result<Option<types::WebhookDeliveryStatus>, String>,
+    }
+    impl<'a> OrgWebhooksDeliveries<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                cursor: Ok(None),
+                endpoint_id: Ok(None),
+                event_type: Ok(None),
+                limit: Ok(None),
+                org_id: Err("org_id was not initialized".to_string()),
+                status: Ok(None),
+            }
+        }
+        pub fn cursor<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.cursor = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for cursor failed".to_string()
+            });
+            self
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn event_type<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.event_type = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: string :: String` for event_type failed".to_string()
+            });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU32>,
+        {
+            self.limit = value.try_into().map(Some).map_err(|_| {
+                "conversion to `:: std :: num :: NonZeroU32` for limit failed".to_string()
+            });
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn status<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::WebhookDeliveryStatus>,
+        {
+            self.status = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `WebhookDeliveryStatus` for status failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/webhooks/deliveries`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookDeliveryPage>, Error<types::Error>> {
+            let Self {
+                client,
+                cursor,
+                endpoint_id,
+                event_type,
+                limit,
+                org_id,
+                status,
+            } = self;
+            let cursor = cursor.map_err(Error::InvalidRequest)?;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let event_type = event_type.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let status = status.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/deliveries", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("cursor", &cursor))
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new(
+                    "event_type",
+                    &event_type,
+                ))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .query(&progenitor_client::QueryParam::new("status", &status))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_deliveries",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_replay`]
+
+    [`Client::org_webhooks_replay`]: super::Client::org_webhooks_replay*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksReplay<'a> {
+        client: &'a super::Client,
+        delivery_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksReplay<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                delivery_id: Err("delivery_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn delivery_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.delivery_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for delivery_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/org/webhooks/deliveries/replay`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookDelivery>, Error<types::Error>> {
+            let Self {
+                client,
+                delivery_id,
+                org_id,
+            } = self;
+            let delivery_id = delivery_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/deliveries/replay", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "delivery_id",
+                    &delivery_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_replay",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_get`]
+
+    [`Client::org_webhooks_get`]: super::Client::org_webhooks_get*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksGet<'a> {
+        client: &'a super::Client,
+        endpoint_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                endpoint_id: Err("endpoint_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/webhooks/get`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookEndpoint>, Error<types::Error>> {
+            let Self {
+                client,
+                endpoint_id,
+                org_id,
+            } = self;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/get", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_list`]
+
+    [`Client::org_webhooks_list`]: super::Client::org_webhooks_list*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksList<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/webhooks/list`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<::std::vec::Vec<types::WebhookEndpoint>>, Error<types::Error>>
+        {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/list", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_rotate_secret`]
+
+    [`Client::org_webhooks_rotate_secret`]: super::Client::org_webhooks_rotate_secret*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksRotateSecret<'a> {
+        client: &'a super::Client,
+        endpoint_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksRotateSecret<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                endpoint_id: Err("endpoint_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/org/webhooks/rotate_secret`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookSecretRotated>, Error<types::Error>> {
+            let Self {
+                client,
+                endpoint_id,
+                org_id,
+            } = self;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/rotate_secret", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_rotate_secret",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_test`]
+
+    [`Client::org_webhooks_test`]: super::Client::org_webhooks_test*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksTest<'a> {
+        client: &'a super::Client,
+        endpoint_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgWebhooksTest<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                endpoint_id: Err("endpoint_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/org/webhooks/test`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookDelivery>, Error<types::Error>> {
+            let Self {
+                client,
+                endpoint_id,
+                org_id,
+            } = self;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/test", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_test",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                202u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_webhooks_update`]
+
+    [`Client::org_webhooks_update`]: super::Client::org_webhooks_update*/
+    #[derive(Debug, Clone)]
+    pub struct OrgWebhooksUpdate<'a> {
+        client: &'a super::Client,
+        endpoint_id: Result<::uuid::Uuid, String>,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::WebhookEndpointUpdate, String>,
+    }
+    impl<'a> OrgWebhooksUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                endpoint_id: Err("endpoint_id was not initialized".to_string()),
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn endpoint_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.endpoint_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for endpoint_id failed".to_string());
+            self
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::WebhookEndpointUpdate>,
+            <V as std::convert::TryInto<types::WebhookEndpointUpdate>>::Error: std::fmt::Display,
+        {
+            self.body = value.try_into().map(From::from).map_err(|s| {
+                format!(
+                    "conversion to `WebhookEndpointUpdate` for body failed: {}",
+                    s
+                )
+            });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::WebhookEndpointUpdate,
+                ) -> types::builder::WebhookEndpointUpdate,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/webhooks/update`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::WebhookEndpoint>, Error<types::Error>> {
+            let Self {
+                client,
+                endpoint_id,
+                org_id,
+                body,
+            } = self;
+            let endpoint_id = endpoint_id.map_err(Error::InvalidRequest)?;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::WebhookEndpointUpdate::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/webhooks/update", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new(
+                    "endpoint_id",
+                    &endpoint_id,
+                ))
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_webhooks_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -177,6 +177,8 @@ pub mod perm {
         AuditRead AUDIT_READ = "audit:read";
         UsageRead USAGE_READ = "usage:read";
         UsageWrite USAGE_WRITE = "usage:write";
+        WebhooksRead WEBHOOKS_READ = "webhooks:read";
+        WebhooksWrite WEBHOOKS_WRITE = "webhooks:write";
     }
 }
 

@@ -13,6 +13,7 @@ use crate::db::datastore::chat::{LIVE_CHANNEL, STOP_CHANNEL, STREAM_CHANNEL};
 use crate::db::datastore::deletion::DELETION_JOBS_CHANNEL;
 use crate::db::datastore::kb_jobs::KB_JOBS_CHANNEL;
 use crate::db::datastore::organizations::MEMBERSHIP_CHANNEL;
+use crate::db::datastore::webhooks::WEBHOOKS_CHANNEL;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,7 +63,7 @@ fn key_of(channel: &str, payload: &str) -> Option<String> {
         STREAM_CHANNEL => payload.split_once(':').map(|(id, _)| id.to_string()),
         STOP_CHANNEL => Some(payload.to_string()),
         // Job wake-ups: one route, every idle worker.
-        KB_JOBS_CHANNEL | DELETION_JOBS_CHANNEL => Some(String::new()),
+        KB_JOBS_CHANNEL | DELETION_JOBS_CHANNEL | WEBHOOKS_CHANNEL => Some(String::new()),
         // `<org_id>:<user_id>`, sent by a trigger on `memberships`.
         MEMBERSHIP_CHANNEL => Some(payload.to_string()),
         LIVE_CHANNEL => {
@@ -181,7 +182,7 @@ async fn listen(
                     .batch_execute(&format!(
                         "LISTEN {STREAM_CHANNEL}; LISTEN {STOP_CHANNEL}; LISTEN {LIVE_CHANNEL}; \
                          LISTEN {KB_JOBS_CHANNEL}; LISTEN {DELETION_JOBS_CHANNEL}; \
-                         LISTEN {MEMBERSHIP_CHANNEL}"
+                         LISTEN {MEMBERSHIP_CHANNEL}; LISTEN {WEBHOOKS_CHANNEL}"
                     ))
                     .await;
                 match listened {

@@ -422,8 +422,30 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     for (i, worker) in deletion_workers.iter().enumerate() {
         tasks.adopt(&format!("deletion_worker_{i}"), worker);
     }
-    // Both end by themselves at shutdown, and are waited for alike.
+    let webhook_workers = app::webhooks::start(std::sync::Arc::new(app::webhooks::Deliveries {
+        datastore: datastore.clone(),
+        secrets: secrets.clone(),
+        mailer: mailer.clone(),
+        config: config.webhooks.clone(),
+        http: app::webhooks::client(&config.webhooks, config.fetch.allow_private_networks)
+            .context("building the webhook client")?,
+        allow_private: config.fetch.allow_private_networks,
+        jobs: app::jobs::Settings {
+            channel: db::datastore::webhooks::WEBHOOKS_CHANNEL,
+            poll: std::time::Duration::from_millis(config.webhooks.poll_interval_ms),
+            lease_secs: config.webhooks.lease_secs as f64,
+            hub: chat_hub.clone(),
+            shutdown: shutdown.subscribe(),
+            log: log.new(slog::o!("component" => "webhooks")),
+        },
+        log: log.new(slog::o!("component" => "webhooks")),
+    }));
+    for (i, worker) in webhook_workers.iter().enumerate() {
+        tasks.adopt(&format!("webhook_worker_{i}"), worker);
+    }
+    // They end by themselves at shutdown, and are waited for alike.
     kb_workers.extend(deletion_workers);
+    kb_workers.extend(webhook_workers);
     if config.kb.workers > 0 {
         provision_local_model(kb.embedders.local.model_dir().to_path_buf(), log.clone());
     }

@@ -719,13 +719,36 @@ fn client(root: &Path, mode: Mode) -> Result<()> {
         .cli(&cli_spec, "workspace_client")
         .context("generating the CLI")?;
     let file: syn3::File = syn3::parse2(tokens).context("parsing the generated CLI")?;
-    let cli = rustfmt(&(generated_header("the CLI commands") + &quote_file(&file)))?;
+    let cli = rustfmt(&rename_shadowed_args(
+        generated_header("the CLI commands") + &quote_file(&file),
+    ))?;
     write_or_check(
         &root.join("cli/src/generated_cli.rs"),
         &cli,
         mode,
         "cargo xtask client generate",
     )
+}
+
+/// The global options of the CLI (`cli/src/main.rs`).
+const CLI_GLOBAL_OPTIONS: &[&str] = &["url", "profile", "format"];
+
+/// A generated argument named like a global option (the `url` of a webhook
+/// endpoint's body) would be shadowed by it: clap hands the global's
+/// `String` to the subcommand's typed `get_one`, which panics. Such
+/// arguments become `--body-<name>`.
+fn rename_shadowed_args(cli: String) -> String {
+    CLI_GLOBAL_OPTIONS.iter().fold(cli, |cli, name| {
+        cli.replace(
+            &format!("Arg::new(\"{name}\")"),
+            &format!("Arg::new(\"body-{name}\")"),
+        )
+        .replace(
+            &format!(".long(\"{name}\")"),
+            &format!(".long(\"body-{name}\")"),
+        )
+        .replace(&format!(">(\"{name}\")"), &format!(">(\"body-{name}\")"))
+    })
 }
 
 fn quote_file(file: &syn3::File) -> String {
@@ -956,11 +979,19 @@ const SUITE_PROGRAMS: &[(&str, &str, &str)] = &[
 ];
 
 /// The Python packages the suite runs, pinned: the contract fuzz
-/// (schemathesis), the local SMTP server (aiosmtpd) and the OpenAI client
-/// the deployments test drives the OpenAI-compatible surface with. They
+/// (schemathesis), the local SMTP server (aiosmtpd), the OpenAI client
+/// the deployments test drives the OpenAI-compatible surface with and the
+/// Standard Webhooks library the webhook receiver verifies with. They
 /// live in a virtual environment under the target directory
 /// (`target/pyenv`), never in the system's Python.
-const PYTHON_REQUIREMENTS: &[&str] = &["schemathesis==4.32.*", "aiosmtpd==1.4.6", "openai==3.54.0"];
+const PYTHON_REQUIREMENTS: &[&str] = &[
+    "schemathesis==4.32.*",
+    "aiosmtpd==1.4.6",
+    "openai==3.54.0",
+    // The webhook receiver of the webhooks tests verifies deliveries with
+    // the official Standard Webhooks library.
+    "standardwebhooks==1.1.0",
+];
 
 /// The virtual environment's python, created and filled when missing or
 /// when [`PYTHON_REQUIREMENTS`] changed.

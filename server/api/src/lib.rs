@@ -33,6 +33,7 @@ pub mod tokens;
 pub mod tools;
 pub mod usage;
 pub mod users;
+pub mod webhooks;
 
 pub use operations::{
     CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, CLIENT_SKIPPED_OPERATIONS,
@@ -3333,6 +3334,147 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<usage::BudgetQuery>,
     ) -> Result<HttpResponseOk<usage::BudgetDeleted>, HttpError>;
+    // ---- Webhooks (issue #36) ----
+
+    /// Subscribe an endpoint to the organization's events.
+    ///
+    /// An addition to the spec, for the organization's admins: a role of
+    /// level 80 or more that grants `webhooks:write` (the admin and owner
+    /// system roles do); anyone else is `403 forbidden`, and a personal
+    /// access token needs the `webhooks:write` scope. At most
+    /// `webhooks.max_endpoints` endpoints (20 by default) per organization
+    /// (`409 too_many_webhooks`).
+    ///
+    /// `url`: `https://` (`http://` only where the server's configuration
+    /// allows it), at most 2000 bytes, no credentials (`400 invalid_url`);
+    /// never a private, loopback, link-local or metadata address, literal
+    /// or resolved (`400 url_not_allowed`; checked again at every
+    /// connection). `event_types`: 1 to 50 event types
+    /// (`answer.completed`, `document.ingested`, `document.failed`,
+    /// `member.joined`, `member.suspended`, `member.removed`,
+    /// `budget.threshold_reached`, `audit.<action>`), prefixes ending in
+    /// `.*` (`audit.*`, `member.*`) or `*` (`400 invalid_event_types`).
+    /// `description`: at most 200 characters (`400 invalid_description`).
+    ///
+    /// Answers the endpoint and its signing secret (`whsec_` and base64 of
+    /// 32 random bytes), shown this once: deliveries are signed as the
+    /// Standard Webhooks specification says (headers `webhook-id`,
+    /// `webhook-timestamp`, `webhook-signature`), so its libraries verify
+    /// them. The body is `{"id", "type", "timestamp", "organization_id",
+    /// "data"}`. Deliveries are at least once (receivers drop a repeated
+    /// `webhook-id`), retried with backoff for about a day (5 s, 5 min,
+    /// 30 min, 2 h, 5 h, 10 h, 10 h by default); an endpoint whose
+    /// deliveries keep failing is disabled and the organization's admins
+    /// are told by e-mail.
+    #[endpoint { method = POST, path = "/api/org/webhooks/create", tags = ["orgs"] }]
+    async fn org_webhooks_create(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<webhooks::WebhookEndpointCreate>,
+    ) -> Result<HttpResponseCreated<webhooks::WebhookEndpointCreated>, HttpError>;
+
+    /// List the organization's webhook endpoints.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:read`). Oldest first; never their secrets.
+    #[endpoint { method = GET, path = "/api/org/webhooks/list", tags = ["orgs"] }]
+    async fn org_webhooks_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<Vec<webhooks::WebhookEndpoint>>, HttpError>;
+
+    /// Get a webhook endpoint.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:read`). Another organization's or an unknown endpoint is
+    /// `404 not_found`.
+    #[endpoint { method = GET, path = "/api/org/webhooks/get", tags = ["orgs"] }]
+    async fn org_webhooks_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookEndpointQuery>,
+    ) -> Result<HttpResponseOk<webhooks::WebhookEndpoint>, HttpError>;
+
+    /// Change a webhook endpoint.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:write`). The fields given change, checked as at creation.
+    /// `enabled: false` disables it (its pending deliveries fail; replay
+    /// them later); `enabled: true` enables it again and resets its
+    /// failure count. `404 not_found` for another organization's endpoint.
+    #[endpoint { method = PUT, path = "/api/org/webhooks/update", tags = ["orgs"] }]
+    async fn org_webhooks_update(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookEndpointQuery>,
+        body: JsonBody<webhooks::WebhookEndpointUpdate>,
+    ) -> Result<HttpResponseOk<webhooks::WebhookEndpoint>, HttpError>;
+
+    /// Delete a webhook endpoint.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:write`). The endpoint goes with its delivery log; nothing
+    /// more is sent to it. `404 not_found` for another organization's.
+    #[endpoint { method = DELETE, path = "/api/org/webhooks/delete", tags = ["orgs"] }]
+    async fn org_webhooks_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookEndpointQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Give a webhook endpoint a new signing secret.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:write`). Answers the new secret, shown this once. The
+    /// secret it replaces stays valid for `webhooks.rotation_overlap_secs`
+    /// (24 hours by default, `previous_secret_expires_at`): meanwhile every
+    /// delivery carries two signatures in `webhook-signature`, so a
+    /// receiver verifies with either secret while it is updated.
+    #[endpoint { method = POST, path = "/api/org/webhooks/rotate_secret", tags = ["orgs"] }]
+    async fn org_webhooks_rotate_secret(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookEndpointQuery>,
+    ) -> Result<HttpResponseOk<webhooks::WebhookSecretRotated>, HttpError>;
+
+    /// Send a test event to a webhook endpoint.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:write`). Queues a `webhook.test` event for this endpoint
+    /// alone, whatever it subscribes to, and answers its delivery (follow
+    /// it in `GET /api/org/webhooks/deliveries`). A disabled endpoint's
+    /// test delivery fails.
+    #[endpoint { method = POST, path = "/api/org/webhooks/test", tags = ["orgs"] }]
+    async fn org_webhooks_test(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookEndpointQuery>,
+    ) -> Result<HttpResponseAccepted<webhooks::WebhookDelivery>, HttpError>;
+
+    /// List the organization's webhook deliveries.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:read`): the delivery log, newest first, each delivery with
+    /// its `webhook_id`, state, attempts, next attempt, and the last
+    /// attempt's HTTP status, latency, first bytes of the answer (at most
+    /// 4 KiB by default) and error. Filters: `endpoint_id`, `status`,
+    /// `event_type` (exact). Pages of `limit` (1 to 200, default 50; `400
+    /// invalid_pagination`); pass `next_cursor` as `cursor` for the next
+    /// (`400 invalid_cursor` for anything else).
+    #[endpoint { method = GET, path = "/api/org/webhooks/deliveries", tags = ["orgs"] }]
+    async fn org_webhooks_deliveries(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookDeliveriesQuery>,
+    ) -> Result<HttpResponseOk<webhooks::WebhookDeliveryPage>, HttpError>;
+
+    /// Send a webhook delivery again.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80 and
+    /// `webhooks:write`). Queues a new delivery of the same event to the
+    /// same endpoint (`replay_of` names the original) with a new
+    /// `webhook_id`, so a receiver that dropped the original as a repeat
+    /// takes it; it is sent with the endpoint's current secret, retried as
+    /// any delivery. `404 not_found` for another organization's delivery.
+    #[endpoint { method = POST, path = "/api/org/webhooks/deliveries/replay", tags = ["orgs"] }]
+    async fn org_webhooks_replay(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<webhooks::WebhookDeliveryQuery>,
+    ) -> Result<HttpResponseAccepted<webhooks::WebhookDelivery>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

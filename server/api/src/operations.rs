@@ -190,6 +190,11 @@ pub const QUERY_DEFAULTS: &[(&str, &str, u32)] = &[
         "limit",
         crate::chat_search::SEARCH_DEFAULT_LIMIT,
     ),
+    (
+        "org_webhooks_deliveries",
+        "limit",
+        crate::webhooks::DELIVERIES_DEFAULT_LIMIT,
+    ),
 ];
 
 /// The `error_code`s of 401 answers to a missing, malformed, expired or
@@ -1404,6 +1409,67 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     ),
     (
         "org_budgets_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    // Webhooks (issue #36).
+    (
+        "org_webhooks_create",
+        &[
+            (
+                400,
+                &[
+                    "invalid_url",
+                    "url_not_allowed",
+                    "invalid_event_types",
+                    "invalid_description",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (409, &["too_many_webhooks"]),
+        ],
+    ),
+    ("org_webhooks_list", &[(403, &["forbidden"])]),
+    (
+        "org_webhooks_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_webhooks_update",
+        &[
+            (
+                400,
+                &[
+                    "invalid_url",
+                    "url_not_allowed",
+                    "invalid_event_types",
+                    "invalid_description",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (404, &["not_found"]),
+        ],
+    ),
+    (
+        "org_webhooks_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_webhooks_rotate_secret",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_webhooks_test",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_webhooks_deliveries",
+        &[
+            (400, &["invalid_pagination", "invalid_cursor"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    (
+        "org_webhooks_replay",
         &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
 ];

@@ -36,6 +36,7 @@ pub mod tokens;
 pub mod tools;
 pub mod usage;
 pub mod users;
+pub mod webhooks;
 
 use crate::db::datastore::Page;
 use crate::error::Error;

@@ -17,6 +17,7 @@ mod http;
 mod mail;
 mod providers;
 mod usage;
+mod webhooks;
 
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, RateLimitsConfig, SecretKeys, SecretsConfig};
@@ -28,6 +29,7 @@ pub use providers::{
     DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
 };
 pub use usage::{Price, UsageConfig};
+pub use webhooks::WebhooksConfig;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -80,6 +82,8 @@ pub struct Config {
     pub audit: AuditConfig,
     /// The price table of model calls, usage recording and budgets.
     pub usage: UsageConfig,
+    /// Webhook deliveries (issue #36).
+    pub webhooks: WebhooksConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -136,6 +140,7 @@ impl Default for Config {
             deletion: DeletionConfig::default(),
             audit: AuditConfig::default(),
             usage: UsageConfig::default(),
+            webhooks: WebhooksConfig::default(),
         }
     }
 }
@@ -252,6 +257,7 @@ impl Config {
         self.deletion.apply_env(&get)?;
         self.audit.apply_env(&get)?;
         self.usage.apply_env(&get)?;
+        self.webhooks.apply_env(&get)?;
         crate::mcp::config::apply_env(&mut self.mcp, &get);
         self.apply_provider_env(&get)
     }
@@ -299,6 +305,7 @@ impl Config {
         self.deletion.validate()?;
         self.audit.validate()?;
         self.usage.validate()?;
+        self.webhooks.validate()?;
         if self.http.body_read_timeout_secs == 0 {
             bail!("http.body_read_timeout_secs must be positive");
         }

@@ -27,6 +27,7 @@ mod tokens;
 mod tools;
 mod usage;
 mod users;
+mod webhooks;
 
 use crate::context::ServerContext;
 use dropshot::{HttpError, HttpResponseCreated, HttpResponseOk, RequestContext};
@@ -490,4 +491,14 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_budgets_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::usage::BudgetCreate>) -> dropshot::HttpResponseCreated<workspace_api::usage::Budget> => usage::budgets_create);
     delegate!(fn org_budgets_update(query: QueryParams<workspace_api::usage::BudgetQuery>, body: JsonBody<workspace_api::usage::BudgetUpdate>) -> HttpResponseOk<workspace_api::usage::Budget> => usage::budgets_update);
     delegate!(fn org_budgets_delete(query: QueryParams<workspace_api::usage::BudgetQuery>) -> HttpResponseOk<workspace_api::usage::BudgetDeleted> => usage::budgets_delete);
+    // Webhooks (issue #36).
+    delegate!(fn org_webhooks_create(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::webhooks::WebhookEndpointCreate>) -> HttpResponseCreated<workspace_api::webhooks::WebhookEndpointCreated> => webhooks::create);
+    delegate!(fn org_webhooks_list(query: QueryParams<OrgQuery>) -> HttpResponseOk<Vec<workspace_api::webhooks::WebhookEndpoint>> => webhooks::list);
+    delegate!(fn org_webhooks_get(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>) -> HttpResponseOk<workspace_api::webhooks::WebhookEndpoint> => webhooks::get);
+    delegate!(fn org_webhooks_update(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>, body: JsonBody<workspace_api::webhooks::WebhookEndpointUpdate>) -> HttpResponseOk<workspace_api::webhooks::WebhookEndpoint> => webhooks::update);
+    delegate!(fn org_webhooks_delete(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>) -> HttpResponseOk<MessageResponse> => webhooks::delete);
+    delegate!(fn org_webhooks_rotate_secret(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>) -> HttpResponseOk<workspace_api::webhooks::WebhookSecretRotated> => webhooks::rotate_secret);
+    delegate!(fn org_webhooks_test(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>) -> dropshot::HttpResponseAccepted<workspace_api::webhooks::WebhookDelivery> => webhooks::test);
+    delegate!(fn org_webhooks_deliveries(query: QueryParams<workspace_api::webhooks::WebhookDeliveriesQuery>) -> HttpResponseOk<workspace_api::webhooks::WebhookDeliveryPage> => webhooks::deliveries);
+    delegate!(fn org_webhooks_replay(query: QueryParams<workspace_api::webhooks::WebhookDeliveryQuery>) -> dropshot::HttpResponseAccepted<workspace_api::webhooks::WebhookDelivery> => webhooks::replay);
 }

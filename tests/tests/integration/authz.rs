@@ -80,6 +80,12 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
     use Method as M;
     let org = f.org.to_string();
     let q_org = || vec![("org_id", org.clone())];
+    let q_endpoint = || {
+        vec![
+            ("org_id", org.clone()),
+            ("endpoint_id", Uuid::nil().to_string()),
+        ]
+    };
     let kb = f.kb.to_string();
     let q_kb = || vec![("kb_id", kb.clone())];
     Some(match id {
@@ -1366,6 +1372,67 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 vec![
                     ("org_id", org.clone()),
                     ("budget_id", Uuid::nil().to_string()),
+                ],
+                None,
+            ),
+        ),
+        // Webhooks (issue #36): the organization's admins (level 80 and
+        // `webhooks:read` / `webhooks:write`).
+        "org_webhooks_create" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/org/webhooks/create",
+                q_org(),
+                Some(json!({"url": "https://example.com/hook", "event_types": ["*"]})),
+            ),
+        ),
+        "org_webhooks_list" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/webhooks/list", q_org(), None),
+        ),
+        "org_webhooks_get" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/webhooks/get", q_endpoint(), None),
+        ),
+        "org_webhooks_update" => (
+            Scope::OrgLevel(80),
+            call(
+                M::PUT,
+                "/api/org/webhooks/update",
+                q_endpoint(),
+                Some(json!({"enabled": false})),
+            ),
+        ),
+        "org_webhooks_delete" => (
+            Scope::OrgLevel(80),
+            call(M::DELETE, "/api/org/webhooks/delete", q_endpoint(), None),
+        ),
+        "org_webhooks_rotate_secret" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/org/webhooks/rotate_secret",
+                q_endpoint(),
+                None,
+            ),
+        ),
+        "org_webhooks_test" => (
+            Scope::OrgLevel(80),
+            call(M::POST, "/api/org/webhooks/test", q_endpoint(), None),
+        ),
+        "org_webhooks_deliveries" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/webhooks/deliveries", q_org(), None),
+        ),
+        "org_webhooks_replay" => (
+            Scope::OrgLevel(80),
+            call(
+                M::POST,
+                "/api/org/webhooks/deliveries/replay",
+                vec![
+                    ("org_id", org.clone()),
+                    ("delivery_id", Uuid::nil().to_string()),
                 ],
                 None,
             ),

@@ -44,3 +44,4 @@ mod tools;
 mod usage;
 mod users_list;
 mod web;
+mod webhooks;

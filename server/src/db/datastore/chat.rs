@@ -880,37 +880,57 @@ impl Datastore {
         }
         // The chat first, then its message: the order of every writer of
         // a chat's tree (exchanges and switches lock the chat, then change
-        // its messages), so that none waits for another in a cycle.
-        tx.execute(
-            "UPDATE chats SET input_tokens = input_tokens + $3, \
+        // its messages), so that none waits for another in a cycle. Sent
+        // together (one round trip), with the `answer.completed` webhook
+        // event of a complete answer (queued once per answer, see
+        // `webhooks::enqueue`).
+        let org_id = grant.org_id();
+        let chat_sql = "UPDATE chats SET input_tokens = input_tokens + $3, \
                  output_tokens = output_tokens + $4, cached_tokens = cached_tokens + $5, \
                  updated_at = now() \
-             WHERE organization_id = $1 AND id = $2",
-            &[
-                &grant.org_id(),
-                &answer.chat_id,
-                &answer.input_tokens,
-                &answer.output_tokens,
-                &answer.cached_tokens,
-            ],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
+             WHERE organization_id = $1 AND id = $2";
+        let chat_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[
+            &org_id,
+            &answer.chat_id,
+            &answer.input_tokens,
+            &answer.output_tokens,
+            &answer.cached_tokens,
+        ];
+        let message_sql = "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
                  metadata = metadata || $6, prompt_data = $7 \
-             WHERE organization_id = $1 AND id = $2 AND status = $8",
-            &[
-                &grant.org_id(),
-                &answer.id,
-                &answer.content,
-                &answer.status,
-                &answer.error_code,
-                &extra,
-                &answer.prompt_data,
-                &ChatMessageStatus::Streaming,
-            ],
-        )
-        .await?;
+             WHERE organization_id = $1 AND id = $2 AND status = $8";
+        let message_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[
+            &org_id,
+            &answer.id,
+            &answer.content,
+            &answer.status,
+            &answer.error_code,
+            &extra,
+            &answer.prompt_data,
+            &ChatMessageStatus::Streaming,
+        ];
+        if answer.status == ChatMessageStatus::Complete {
+            let event = serde_json::json!({
+                "area": "chat",
+                "chat_id": answer.chat_id,
+                "message_id": answer.id,
+                "user_id": grant.user_id(),
+                "usage": usage,
+            });
+            let key = format!("answer:{}", answer.id);
+            tx.pipeline([
+                (chat_sql, chat_params),
+                (message_sql, message_params),
+                (
+                    super::webhooks::ENQUEUE_SQL,
+                    &[&org_id, &"answer.completed", &event, &key],
+                ),
+            ])
+            .await?;
+        } else {
+            tx.pipeline([(chat_sql, chat_params), (message_sql, message_params)])
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }

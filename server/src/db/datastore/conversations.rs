@@ -413,7 +413,35 @@ impl Datastore {
             ],
         )
         .await?;
-        touch(&tx, org_id, session).await?;
+        if answer.status == MessageStatus::Complete {
+            let event = serde_json::json!({
+                "area": "conversation",
+                "conversation_id": session.conversation_id,
+                "session_id": session.id,
+                "message_id": answer.id,
+                "user_id": grant.user_id(),
+                "model": session.model_name,
+                "usage": {
+                    "input_tokens": answer.input_tokens,
+                    "output_tokens": answer.output_tokens,
+                    "cached_tokens": answer.cached_tokens,
+                },
+            });
+            // Sent with the touches (one round trip); queued once per
+            // answer (see `webhooks::enqueue`).
+            let key = format!("answer:{}", answer.id);
+            tx.pipeline([
+                (TOUCH_SESSION, &[&org_id, &session.id]),
+                (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
+                (
+                    super::webhooks::ENQUEUE_SQL,
+                    &[&org_id, &"answer.completed", &event, &key],
+                ),
+            ])
+            .await?;
+        } else {
+            touch(&tx, org_id, session).await?;
+        }
         tx.commit().await?;
         Ok(())
     }

@@ -426,7 +426,9 @@ impl Datastore {
         if status != InvitationStatus::Pending {
             return Ok(AcceptOutcome::NotPending(status));
         }
-        join_membership(&tx, user_id, org_id, role_id, MembershipStatus::Active).await?;
+        if join_membership(&tx, user_id, org_id, role_id, MembershipStatus::Active).await? > 0 {
+            member_joined(&tx, org_id, user_id, role_id, invitation_id).await?;
+        }
         tx.execute(
             "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
@@ -547,6 +549,7 @@ impl Datastore {
                 "a user without a password holds a non-invited membership",
             ));
         }
+        member_joined(&tx, org_id, user_id, role_id, invitation_id).await?;
         tx.execute(
             "UPDATE invitations SET status = $3, accepted_at = now(), \
                     accepted_user_id = $2, updated_at = now() \
@@ -600,4 +603,22 @@ async fn join_membership(
             ],
         )
         .await?)
+}
+
+/// Queues the `member.joined` webhook event of an accepted invitation.
+async fn member_joined(
+    tx: &super::Tx<'_>,
+    org_id: Uuid,
+    user_id: Uuid,
+    role_id: Uuid,
+    invitation_id: Uuid,
+) -> Result<(), Error> {
+    let event = serde_json::json!({
+        "user_id": user_id,
+        "role_id": role_id,
+        "via": "invitation",
+        "invitation_id": invitation_id,
+    });
+    super::webhooks::enqueue(tx, org_id, "member.joined", &event, None).await?;
+    Ok(())
 }

@@ -347,6 +347,14 @@ impl Datastore {
         )
         .await?;
         finish_job(&tx, job).await?;
+        let event = serde_json::json!({
+            "kb_id": job.kb_id,
+            "source_id": job.source_id,
+            "document_id": document,
+            "title": facts.title,
+            "chunk_count": count,
+        });
+        super::webhooks::enqueue(&tx, job.org_id, "document.ingested", &event, None).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -464,6 +472,15 @@ impl Datastore {
                             &[&document, &job.org_id, &error, &KbDocumentStatus::Failed],
                         )
                         .await?;
+                        let event = serde_json::json!({
+                            "kb_id": job.kb_id,
+                            "source_id": job.source_id,
+                            "document_id": document,
+                            "error": error,
+                            "attempts": job.attempts,
+                        });
+                        super::webhooks::enqueue(&tx, job.org_id, "document.failed", &event, None)
+                            .await?;
                     }
                     None => {
                         tx.execute(

@@ -32,6 +32,7 @@ pub mod tokens;
 pub mod tools;
 pub mod usage;
 pub mod users;
+pub mod webhooks;
 
 use crate::db::health::DbHealth;
 use crate::db::pipeline::{Pipelines, Shared};

@@ -506,6 +506,13 @@ impl Datastore {
             .target("user", user_id)
             .details(serde_json::json!({ "role_id": role_id }));
         audit::record(&tx, grant.origin(), &event).await?;
+        let payload = serde_json::json!({
+            "user_id": user_id,
+            "role_id": role_id,
+            "via": "added",
+            "by_user_id": grant.user_id(),
+        });
+        super::webhooks::enqueue(&tx, org_id, "member.joined", &payload, None).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -626,6 +633,25 @@ impl Datastore {
                     &[&org_id, &user_id, &status],
                 )
                 .await?;
+                // The webhook events of a membership that ends or pauses
+                // (a reactivation has none).
+                let event_type = match status {
+                    MembershipStatus::Suspended => Some("member.suspended"),
+                    MembershipStatus::Deleted => Some("member.removed"),
+                    _ => None,
+                };
+                if let (Some(event_type), Some(target)) = (event_type, &seen.target)
+                    && target.status != status
+                {
+                    let event = serde_json::json!({
+                        "user_id": user_id,
+                        "role_id": target.role_id,
+                        "role_name": target.role_name,
+                        "by_user_id": access.user_id(),
+                        "left": access.user_id() == user_id,
+                    });
+                    super::webhooks::enqueue(&tx, org_id, event_type, &event, None).await?;
+                }
             }
             LifecycleChange::TransferOwnership => {
                 // Both roles in one statement: the target's becomes the
