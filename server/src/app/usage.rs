@@ -21,9 +21,9 @@
 //!
 //! **Threshold**: the recorder reports a budget whose threshold a batch
 //! crossed, once per period (a conditional update of its counter);
-//! [`budget_threshold_reached`] e-mails the organization's admins. It is
-//! the one place a crossed threshold goes: other notices (webhooks) are
-//! connected there.
+//! [`budget_threshold_reached`] e-mails the organization's admins. The
+//! `budget.threshold_reached` webhook event is queued by the write itself
+//! (`Datastore::usage_write`), in the transaction that marks the counter.
 
 use crate::authz::{Admin, Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;

@@ -888,3 +888,116 @@ async fn deliveries_survive_a_sigkill_of_the_sending_instance() {
     survivor.shutdown().await.unwrap();
     cx.teardown().await;
 }
+
+/// Audit events reach endpoints subscribed to `audit.<action>` prefixes,
+/// and a budget's crossed threshold reaches `budget.threshold_reached`
+/// subscribers once (written with the usage, on one instance, sent by the
+/// other); the audit log records the endpoint's and the budget's creation.
+#[tokio::test]
+async fn audit_and_budget_events_reach_subscribers() {
+    let receiver = Receiver::start();
+    let api = |c: &mut Config| {
+        quick(0)(c);
+        c.usage.flush_interval_ms = 10;
+    };
+    let cx = TestContext::with_config("webhooks_audit_budget", api).await;
+    let sender = cx.second_instance(quick(1)).await;
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let org = team(&ada, "Governed").await;
+    let made = create(
+        &ada.client,
+        org,
+        &receiver.url("/ok"),
+        &[
+            "audit.member.*",
+            "audit.budget.*",
+            "budget.threshold_reached",
+        ],
+    )
+    .await;
+    receiver.set_secrets(&[&made.secret]);
+
+    // audit.member.add
+    let member_role = ada.role_id(org, "member").await;
+    ada.add_member(org, bob.id, member_role).await;
+    // audit.budget.create, then a threshold of 1 % of 1,000 tokens a day,
+    // crossed by the first answer.
+    let http = workspace_tests::http();
+    let created: Value = http
+        .post(format!("{}/api/org/budgets/create", cx.base_url))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(&ada.token)
+        .json(
+            &json!({"scope": "organization", "metric": "tokens", "period": "day",
+                       "limit": 1_000, "threshold_percent": 1}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let budget_id = created["id"].as_str().expect("a budget").to_string();
+    resources::chat_message(&ada.client, org, json!({"content": "spend a little"})).await;
+    resources::chat_message(&ada.client, org, json!({"content": "and a little more"})).await;
+
+    let entries = receiver
+        .wait(30, "three verified deliveries", |e| received(e).len() >= 3)
+        .await;
+    for e in received(&entries) {
+        assert_eq!(e["verified"], json!([0]), "{e}");
+    }
+    let added = of_type(&entries, "audit.member.add");
+    assert_eq!(added.len(), 1, "{entries:#?}");
+    let data = &added[0]["payload"]["data"];
+    assert_eq!(data["action"], "member.add");
+    assert_eq!(data["actor_id"], json!(ada.id));
+    assert_eq!(data["target_id"], json!(bob.id.to_string()));
+    assert!(data["seq"].as_i64().unwrap() >= 1, "{data}");
+    assert_eq!(data["hash"].as_str().unwrap().len(), 64, "{data}");
+    let budget_made = of_type(&entries, "audit.budget.create");
+    assert_eq!(
+        budget_made[0]["payload"]["data"]["target_id"],
+        json!(budget_id)
+    );
+    // Not subscribed: the endpoint's own creation (audit.webhook.create).
+    assert!(of_type(&entries, "audit.webhook.create").is_empty());
+    let crossed = of_type(&entries, "budget.threshold_reached");
+    assert_eq!(crossed.len(), 1, "{entries:#?}");
+    let data = &crossed[0]["payload"]["data"];
+    assert_eq!(data["budget_id"], json!(budget_id));
+    assert_eq!(data["threshold_percent"], 1);
+    assert!(data["spent"].as_i64().unwrap() >= 10, "{data}");
+
+    // Once per period: a third answer queues no second notice.
+    resources::chat_message(&ada.client, org, json!({"content": "and more"})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = deliveries(&ada.client, org, made.endpoint.id).await;
+    assert_eq!(
+        log.iter()
+            .filter(|d| d.event_type == "budget.threshold_reached")
+            .count(),
+        1,
+        "{log:#?}"
+    );
+
+    // The audit log has the endpoint's creation, without its secret.
+    let page = ada
+        .client
+        .audit_list()
+        .org_id(org)
+        .action("webhook.*")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1, "{:?}", page.items);
+    assert_eq!(page.items[0].action, "webhook.create");
+    assert!(
+        !serde_json::to_string(&page.items[0].details)
+            .unwrap()
+            .contains("whsec_")
+    );
+    sender.shutdown().await.unwrap();
+    cx.teardown().await;
+}

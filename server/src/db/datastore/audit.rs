@@ -52,7 +52,7 @@ const RECORD: &str = "WITH head AS ( \
          actor_kind, actor_id, actor_user_id, action, target_kind, target_id, outcome, \
          address, user_agent, request_id, details) \
      SELECT $3, $1, seq, prev_hash, hash, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
-       FROM head RETURNING 1";
+       FROM head RETURNING id, seq, encode(hash, 'hex') AS hash";
 
 /// The columns an event is stored with (what [`canonical`] encodes).
 #[derive(Clone, Debug, PartialEq)]
@@ -202,8 +202,32 @@ pub(crate) async fn record(tx: &Tx<'_>, origin: &Origin, event: &Event) -> Resul
             ),
         ])
         .await?;
-    if inserted.len() != 1 {
+    let [row] = inserted.as_slice() else {
         return Err(Error::internal("the audit chain's head is missing"));
+    };
+    // Webhooks subscribed to `audit.<action>` (or `audit.*`) hear of it in
+    // the same transaction: the event as `GET /api/audit/events` shows it.
+    if let Some(org_id) = event.org_id {
+        let data = serde_json::json!({
+            "id": row.get::<_, i64>("id"),
+            "occurred_at": stored.occurred_at,
+            "org_id": org_id,
+            "seq": row.get::<_, i64>("seq"),
+            "actor_kind": stored.actor_kind,
+            "actor_id": stored.actor_id,
+            "actor_user_id": stored.actor_user_id,
+            "action": stored.action,
+            "target_kind": stored.target_kind,
+            "target_id": stored.target_id,
+            "outcome": stored.outcome,
+            "address": stored.address,
+            "user_agent": stored.user_agent,
+            "request_id": stored.request_id,
+            "details": stored.details,
+            "hash": row.get::<_, String>("hash"),
+        });
+        let event_type = format!("audit.{}", event.action);
+        super::webhooks::enqueue(tx, org_id, &event_type, &data, None).await?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Usage records, budgets and their counters (issue #36; see `crate::usage`
 //! for what is recorded and `app::usage` for the rules).
 
-use super::Datastore;
+use super::{Datastore, audit};
+use crate::audit::Event;
 use crate::authz::{Admin, Grant, on, perm};
 use crate::error::Error;
 use crate::usage::{Caller, Metric, Record, Reservation, ThresholdReached};
@@ -275,7 +276,38 @@ impl Datastore {
                     period_start: r.get(9),
                     reset_at: r.get(10),
                 })
-                .collect();
+                .collect::<Vec<ThresholdReached>>();
+            // Webhooks subscribed to `budget.threshold_reached` hear of it
+            // in the same transaction (once per budget and period, as the
+            // conditional update above).
+            for t in &crossed {
+                let data = serde_json::json!({
+                    "budget_id": t.budget_id,
+                    "scope": t.scope,
+                    "subject_id": t.subject_id,
+                    "metric": t.metric,
+                    "period": t.period,
+                    "period_start": t.period_start,
+                    "reset_at": t.reset_at,
+                    "limit": t.limit,
+                    "spent": t.spent,
+                    "threshold_percent": t.threshold_percent,
+                });
+                let key = format!(
+                    "budget:{}:{}:{}",
+                    t.budget_id,
+                    t.period_start.timestamp(),
+                    t.threshold_percent
+                );
+                super::webhooks::enqueue(
+                    &tx,
+                    t.org_id,
+                    "budget.threshold_reached",
+                    &data,
+                    Some(&key),
+                )
+                .await?;
+            }
         }
         tx.commit().await?;
         Ok(crossed)
@@ -439,8 +471,9 @@ impl Datastore {
         new: &NewBudget,
     ) -> Result<BudgetRow, Error> {
         let id = Uuid::new_v4();
-        let conn = self.conn().await?;
-        let inserted = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let inserted = tx
             .execute(
                 "INSERT INTO budgets (id, organization_id, scope, subject_id, metric, period, \
                      limit_value, threshold_percent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -466,6 +499,18 @@ impl Datastore {
             }
             Err(e) => return Err(e.into()),
         }
+        let event = Event::org(grant.org_id(), "budget.create")
+            .target("budget", id)
+            .details(serde_json::json!({
+                "scope": new.scope,
+                "subject_id": new.subject_id,
+                "metric": new.metric,
+                "period": new.period,
+                "limit": new.limit,
+                "threshold_percent": new.threshold_percent,
+            }));
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         drop(conn);
         self.budget_get(grant.org_id(), id).await
     }
@@ -477,8 +522,9 @@ impl Datastore {
         limit: i64,
         threshold_percent: Option<i32>,
     ) -> Result<BudgetRow, Error> {
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE budgets SET limit_value = $3, threshold_percent = $4, updated_at = now() \
                  WHERE organization_id = $1 AND id = $2",
@@ -488,6 +534,11 @@ impl Datastore {
         if n == 0 {
             return Err(Error::NotFound { what: "budget" });
         }
+        let event = Event::org(grant.org_id(), "budget.update")
+            .target("budget", id)
+            .details(serde_json::json!({"limit": limit, "threshold_percent": threshold_percent}));
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         drop(conn);
         self.budget_get(grant.org_id(), id).await
     }
@@ -497,13 +548,19 @@ impl Datastore {
         grant: &Grant<on::Org, Admin<perm::UsageWrite>>,
         id: Uuid,
     ) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM budgets WHERE organization_id = $1 AND id = $2",
                 &[&grant.org_id(), &id],
             )
             .await?;
+        if n > 0 {
+            let event = Event::org(grant.org_id(), "budget.delete").target("budget", id);
+            audit::record(&tx, grant.origin(), &event).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 

@@ -19,7 +19,8 @@
 //! Deliveries are not requests: their authority is the claimed row,
 //! whose organization filters every statement here.
 
-use super::{Datastore, Tx};
+use super::{Datastore, Tx, audit};
+use crate::audit::Event;
 use crate::authz::{Admin, Grant, on, perm};
 use crate::db::row::db_row;
 use crate::error::Error;
@@ -207,8 +208,9 @@ impl Datastore {
         grant: &Grant<on::Org, Admin<perm::WebhooksWrite>>,
         new: &NewEndpoint<'_>,
     ) -> Result<EndpointRow, Error> {
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_opt(
                 &format!(
                     "WITH e AS ( \
@@ -243,7 +245,13 @@ impl Datastore {
                 ),
             )
         })?;
-        Ok(EndpointRow::from_row(&row))
+        let row = EndpointRow::from_row(&row);
+        let event = Event::org(grant.org_id(), "webhook.create")
+            .target("webhook", row.id)
+            .details(serde_json::json!({"url": row.url, "event_types": row.event_types}));
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// The organization's endpoints, oldest first.
@@ -336,6 +344,15 @@ impl Datastore {
             )
             .await?;
         }
+        let event = Event::org(grant.org_id(), "webhook.update")
+            .target("webhook", endpoint_id)
+            .details(serde_json::json!({
+                "url": change.url,
+                "description": change.description,
+                "event_types": change.event_types,
+                "enabled": change.enabled,
+            }));
+        audit::record(&tx, grant.origin(), &event).await?;
         tx.commit().await?;
         Ok(EndpointRow::from_row(&row))
     }
@@ -346,8 +363,9 @@ impl Datastore {
         grant: &Grant<on::Org, Admin<perm::WebhooksWrite>>,
         endpoint_id: Uuid,
     ) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "DELETE FROM webhook_endpoints WHERE organization_id = $1 AND id = $2",
                 &[&grant.org_id(), &endpoint_id],
@@ -356,6 +374,9 @@ impl Datastore {
         if n == 0 {
             return Err(Error::NotFound { what: "webhook" });
         }
+        let event = Event::org(grant.org_id(), "webhook.delete").target("webhook", endpoint_id);
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -368,8 +389,9 @@ impl Datastore {
         sealed: &[u8],
         overlap_secs: f64,
     ) -> Result<EndpointRow, Error> {
-        let conn = self.conn().await?;
-        let row = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
             .query_opt(
                 &format!(
                     "UPDATE webhook_endpoints e SET sealed_previous = e.sealed_secret, \
@@ -384,6 +406,11 @@ impl Datastore {
             )
             .await?
             .ok_or(Error::NotFound { what: "webhook" })?;
+        let event = Event::org(grant.org_id(), "webhook.rotate_secret")
+            .target("webhook", endpoint_id)
+            .details(serde_json::json!({"previous_valid_secs": overlap_secs}));
+        audit::record(&tx, grant.origin(), &event).await?;
+        tx.commit().await?;
         Ok(EndpointRow::from_row(&row))
     }
 
