@@ -327,9 +327,14 @@ impl Cluster {
             fs::set_permissions(&log_file, fs::Permissions::from_mode(0o600))?;
         }
         chown_to_postgres(&log_file)?;
+        // random_page_cost 1.1: the cluster lives on the machine's own disk
+        // (an SSD or the page cache), where a random read costs about what a
+        // sequential one does; PostgreSQL's default (4) is for spinning disks
+        // and makes it sort bitmap scans rather than read an index in order
+        // (a long chat's path: 9,500 messages in 39 ms instead of 64).
         let mut options = format!(
             "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
-             -c max_connections=300 -c shared_buffers=128MB"
+             -c max_connections=300 -c shared_buffers=128MB -c random_page_cost=1.1"
         );
         if durability == Durability::Fast {
             options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
