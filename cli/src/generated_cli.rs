@@ -2797,7 +2797,8 @@ impl<T: CliConfig> Cli<T> {
                             |s| types::BudgetMetric::try_from(s).unwrap(),
                         ),
                     )
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("What the budget limits: tokens or cost."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
@@ -2818,7 +2819,8 @@ impl<T: CliConfig> Cli<T> {
                             |s| types::BudgetPeriod::try_from(s).unwrap(),
                         ),
                     )
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("The period the limit holds over (UTC days or months)."),
             )
             .arg(
                 ::clap::Arg::new("scope")
@@ -2834,7 +2836,8 @@ impl<T: CliConfig> Cli<T> {
                             |s| types::BudgetScope::try_from(s).unwrap(),
                         ),
                     )
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("Who the budget applies to."),
             )
             .arg(
                 ::clap::Arg::new("subject-id")
@@ -2876,13 +2879,15 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("budget-id")
                     .long("budget-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The budget."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization (its admins: level 80 and `usage:write`)."),
             )
             .about(
                 "Delete a budget.\n\nFor the organization's admins (`usage:write`). Calls it applied to are no longer limited by it.",
@@ -2907,25 +2912,29 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("budget-id")
                     .long("budget-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The budget."),
             )
             .arg(
                 ::clap::Arg::new("limit")
                     .long("limit")
                     .value_parser(::clap::value_parser!(::std::num::NonZeroU64))
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("The new limit: tokens, or micro-dollars; at least 1."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization (its admins: level 80 and `usage:write`)."),
             )
             .arg(
                 ::clap::Arg::new("threshold-percent")
                     .long("threshold-percent")
                     .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
-                    .required(false),
+                    .required(false)
+                    .help("The new threshold (1 to 100 % of the limit); absent: none."),
             )
             .arg(
                 ::clap::Arg::new("json-body")
@@ -3328,13 +3337,15 @@ impl<T: CliConfig> Cli<T> {
                             |s| types::UsageGroupBy::try_from(s).unwrap(),
                         ),
                     )
-                    .required(true),
+                    .required(true)
+                    .help("What each row of the report sums over."),
             )
             .arg(
                 ::clap::Arg::new("org-id")
                     .long("org-id")
                     .value_parser(::clap::value_parser!(::uuid::Uuid))
-                    .required(true),
+                    .required(true)
+                    .help("The organization (its admins: level 80 and `usage:read`)."),
             )
             .arg(
                 ::clap::Arg::new("to")
@@ -3575,7 +3586,8 @@ impl<T: CliConfig> Cli<T> {
                     .value_parser(
                         ::clap::value_parser!(types::WebhookEndpointUpdateDescription),
                     )
-                    .required(false),
+                    .required(false)
+                    .help("A new description; absent: unchanged."),
             )
             .arg(
                 ::clap::Arg::new("enabled")
@@ -3604,7 +3616,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("body-url")
                     .long("body-url")
                     .value_parser(::clap::value_parser!(types::WebhookEndpointUpdateUrl))
-                    .required(false),
+                    .required(false)
+                    .help(
+                        "A new target (`https://`; checked by the same guard as at creation); absent: unchanged.",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("json-body")

@@ -942,17 +942,17 @@ pub mod types {
         ///Events whose hash was recomputed and matched.
         pub checked: i64,
         ///The first `seq` found changed or missing.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub first_broken_seq: ::std::option::Option<i64>,
         ///The chain's last `seq`.
         pub head_seq: i64,
         ///Whether the chain is intact.
         pub ok: bool,
         ///The organization; `null` for the system chain.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub org_id: ::std::option::Option<::uuid::Uuid>,
         ///Why it is broken.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub reason: ::std::option::Option<::std::string::String>,
     }
     impl AuditChainCheck {
@@ -968,14 +968,14 @@ pub mod types {
         ///What happened, `area.verb` (see the README's list of actions).
         pub action: ::std::string::String,
         ///The user, token or deployment that acted.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub actor_id: ::std::option::Option<::uuid::Uuid>,
         pub actor_kind: AuditActorKind,
         ///The user behind the actor (a token's owner).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub actor_user_id: ::std::option::Option<::uuid::Uuid>,
         ///The client's address.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub address: ::std::option::Option<::std::string::String>,
         ///Names, ids and counts of the change; never a secret.
         pub details: ::serde_json::Value,
@@ -985,21 +985,21 @@ pub mod types {
         pub id: i64,
         pub occurred_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///The organization; `null` for system-level events (logins, personal tokens, the permission catalog, retention).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub org_id: ::std::option::Option<::uuid::Uuid>,
         pub outcome: AuditOutcome,
         ///The request's id (the `x-request-id` of its response).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub request_id: ::std::option::Option<::std::string::String>,
         ///The event's place in its organization's chain (the system chain for `org_id: null`): 1, 2, 3... without gaps.
         pub seq: i64,
         ///That object's id (or name).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub target_id: ::std::option::Option<::std::string::String>,
         ///The kind of object the event is about (`role`, `token`, `user`...).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub target_kind: ::std::option::Option<::std::string::String>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub user_agent: ::std::option::Option<::std::string::String>,
     }
     impl AuditEvent {
@@ -1458,7 +1458,7 @@ pub mod types {
     pub struct AuditPage {
         pub items: ::std::vec::Vec<AuditEvent>,
         ///Pass as `cursor` for the next page; `null` on the last one.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub next_cursor: ::std::option::Option<::std::string::String>,
     }
     impl AuditPage {
@@ -1505,9 +1505,12 @@ pub mod types {
     pub struct Budget {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Tokens, or micro-dollars.
         pub limit: i64,
+        ///What the budget limits.
         pub metric: BudgetMetric,
         pub org_id: ::uuid::Uuid,
+        ///The period the limit holds over.
         pub period: BudgetPeriod,
         ///The current period's start (UTC).
         pub period_start: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -1515,12 +1518,15 @@ pub mod types {
         pub reserved: i64,
         ///When the current period ends and the budget resets.
         pub reset_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Who the budget applies to.
         pub scope: BudgetScope,
         ///What the current period's finished calls used.
         pub spent: i64,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The user, token or deployment; `null` for `organization`.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub subject_id: ::std::option::Option<::uuid::Uuid>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        ///The percentage of the limit that notifies; `null`: none.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub threshold_percent: ::std::option::Option<i32>,
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
     }
@@ -1537,8 +1543,11 @@ pub mod types {
     pub struct BudgetCreate {
         ///Tokens, or micro-dollars; at least 1.
         pub limit: ::std::num::NonZeroU64,
+        ///What the budget limits: tokens or cost.
         pub metric: BudgetMetric,
+        ///The period the limit holds over (UTC days or months).
         pub period: BudgetPeriod,
+        ///Who the budget applies to.
         pub scope: BudgetScope,
         ///The user, token or deployment; absent for `organization`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1557,7 +1566,9 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct BudgetDeleted {
+        ///Whether it existed and was deleted.
         pub deleted: bool,
+        ///The budget.
         pub id: ::uuid::Uuid,
     }
     impl BudgetDeleted {
@@ -1646,8 +1657,10 @@ pub mod types {
         schemars::JsonSchema,
     )]
     pub enum BudgetPeriod {
+        ///A UTC day.
         #[serde(rename = "day")]
         Day,
+        ///A UTC calendar month.
         #[serde(rename = "month")]
         Month,
     }
@@ -1753,7 +1766,9 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct BudgetUpdate {
+        ///The new limit: tokens, or micro-dollars; at least 1.
         pub limit: ::std::num::NonZeroU64,
+        ///The new threshold (1 to 100 % of the limit); absent: none.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub threshold_percent: ::std::option::Option<::std::num::NonZeroU32>,
     }
@@ -13912,10 +13927,10 @@ pub mod types {
         pub estimated_calls: i64,
         pub input_tokens: i64,
         ///The group's key: a day, a user, deployment or token id, a model name or a kind; `null` for calls without one (e.g. the calls of no personal access token when grouping by token).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub key: ::std::option::Option<::std::string::String>,
         ///A readable name for the key when there is one: the user's e-mail, the deployment's or token's name.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub label: ::std::option::Option<::std::string::String>,
         pub output_tokens: i64,
         pub total_tokens: i64,
@@ -14537,7 +14552,7 @@ pub mod types {
         ///What the endpoint is for; at most 200 characters.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<WebhookEndpointCreateDescription>,
-        ///The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
+        ///The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*` (every type but the audit log's `audit.*`, which are subscribed to by name or prefix): dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
         pub event_types: ::std::vec::Vec<::std::string::String>,
         ///Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address.
         pub url: WebhookEndpointCreateUrl,
@@ -14680,13 +14695,16 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct WebhookEndpointUpdate {
+        ///A new description; absent: unchanged.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<WebhookEndpointUpdateDescription>,
         ///`false` disables the endpoint (its pending deliveries fail); `true` enables it again and resets its failure count.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub enabled: ::std::option::Option<bool>,
+        ///The new event types (names, prefixes like `audit.*`, or `*`); absent: unchanged.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub event_types: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        ///A new target (`https://`; checked by the same guard as at creation); absent: unchanged.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub url: ::std::option::Option<WebhookEndpointUpdateUrl>,
     }
@@ -14695,7 +14713,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///`WebhookEndpointUpdateDescription`
+    ///A new description; absent: unchanged.
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -14747,7 +14765,7 @@ pub mod types {
                 })
         }
     }
-    ///`WebhookEndpointUpdateUrl`
+    ///A new target (`https://`; checked by the same guard as at creation); absent: unchanged.
     #[derive(
         ::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd, schemars::JsonSchema,
     )]
@@ -16503,11 +16521,11 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     checked: Err("no value supplied for checked".to_string()),
-                    first_broken_seq: Ok(Default::default()),
+                    first_broken_seq: Err("no value supplied for first_broken_seq".to_string()),
                     head_seq: Err("no value supplied for head_seq".to_string()),
                     ok: Err("no value supplied for ok".to_string()),
-                    org_id: Ok(Default::default()),
-                    reason: Ok(Default::default()),
+                    org_id: Err("no value supplied for org_id".to_string()),
+                    reason: Err("no value supplied for reason".to_string()),
                 }
             }
         }
@@ -16644,21 +16662,21 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     action: Err("no value supplied for action".to_string()),
-                    actor_id: Ok(Default::default()),
+                    actor_id: Err("no value supplied for actor_id".to_string()),
                     actor_kind: Err("no value supplied for actor_kind".to_string()),
-                    actor_user_id: Ok(Default::default()),
-                    address: Ok(Default::default()),
+                    actor_user_id: Err("no value supplied for actor_user_id".to_string()),
+                    address: Err("no value supplied for address".to_string()),
                     details: Err("no value supplied for details".to_string()),
                     hash: Err("no value supplied for hash".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     occurred_at: Err("no value supplied for occurred_at".to_string()),
-                    org_id: Ok(Default::default()),
+                    org_id: Err("no value supplied for org_id".to_string()),
                     outcome: Err("no value supplied for outcome".to_string()),
-                    request_id: Ok(Default::default()),
+                    request_id: Err("no value supplied for request_id".to_string()),
                     seq: Err("no value supplied for seq".to_string()),
-                    target_id: Ok(Default::default()),
-                    target_kind: Ok(Default::default()),
-                    user_agent: Ok(Default::default()),
+                    target_id: Err("no value supplied for target_id".to_string()),
+                    target_kind: Err("no value supplied for target_kind".to_string()),
+                    user_agent: Err("no value supplied for user_agent".to_string()),
                 }
             }
         }
@@ -16883,7 +16901,7 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     items: Err("no value supplied for items".to_string()),
-                    next_cursor: Ok(Default::default()),
+                    next_cursor: Err("no value supplied for next_cursor".to_string()),
                 }
             }
         }
@@ -17140,8 +17158,8 @@ pub mod types {
                     reset_at: Err("no value supplied for reset_at".to_string()),
                     scope: Err("no value supplied for scope".to_string()),
                     spent: Err("no value supplied for spent".to_string()),
-                    subject_id: Ok(Default::default()),
-                    threshold_percent: Ok(Default::default()),
+                    subject_id: Err("no value supplied for subject_id".to_string()),
+                    threshold_percent: Err("no value supplied for threshold_percent".to_string()),
                     updated_at: Err("no value supplied for updated_at".to_string()),
                 }
             }
@@ -38542,8 +38560,8 @@ pub mod types {
                     cost_micros: Err("no value supplied for cost_micros".to_string()),
                     estimated_calls: Err("no value supplied for estimated_calls".to_string()),
                     input_tokens: Err("no value supplied for input_tokens".to_string()),
-                    key: Ok(Default::default()),
-                    label: Ok(Default::default()),
+                    key: Err("no value supplied for key".to_string()),
+                    label: Err("no value supplied for label".to_string()),
                     output_tokens: Err("no value supplied for output_tokens".to_string()),
                     total_tokens: Err("no value supplied for total_tokens".to_string()),
                     unfinished_calls: Err("no value supplied for unfinished_calls".to_string()),
@@ -40736,12 +40754,12 @@ impl Client {
     Arguments:
     - `action`: As in `GET /api/audit/events` (a trailing `*` is a prefix).
     - `actor_id`: As in `GET /api/audit/events`.
-    - `from`
+    - `from`: Only events at or after this time (RFC 3339).
     - `org_id`: The organization (its admins). Absent: every event, for system administrators only.
-    - `outcome`
-    - `target_id`
-    - `target_kind`
-    - `to`
+    - `outcome`: Only this outcome.
+    - `target_id`: Only events about this object.
+    - `target_kind`: Only events about this kind of object.
+    - `to`: Only events before this time (RFC 3339).
     ```ignore
     let response = client.audit_export()
         .action(action)
@@ -42414,6 +42432,9 @@ impl Client {
 
     Sends a `DELETE` request to `/api/org/budgets/delete`
 
+    Arguments:
+    - `budget_id`: The budget.
+    - `org_id`: The organization (its admins: level 80 and `usage:write`).
     ```ignore
     let response = client.org_budgets_delete()
         .budget_id(budget_id)
@@ -42447,6 +42468,10 @@ impl Client {
 
     Sends a `PUT` request to `/api/org/budgets/update`
 
+    Arguments:
+    - `budget_id`: The budget.
+    - `org_id`: The organization (its admins: level 80 and `usage:write`).
+    - `body`
     ```ignore
     let response = client.org_budgets_update()
         .budget_id(budget_id)
@@ -42795,8 +42820,8 @@ impl Client {
 
     Arguments:
     - `from`: Inclusive, RFC 3339; default 30 days before `to`.
-    - `group_by`
-    - `org_id`
+    - `group_by`: What each row of the report sums over.
+    - `org_id`: The organization (its admins: level 80 and `usage:read`).
     - `to`: Exclusive, RFC 3339; default now.
     ```ignore
     let response = client.org_usage_export()
@@ -42822,8 +42847,8 @@ impl Client {
 
     Arguments:
     - `from`: Inclusive, RFC 3339; default 30 days before `to`.
-    - `group_by`
-    - `org_id`
+    - `group_by`: What each row of the report sums over.
+    - `org_id`: The organization (its admins: level 80 and `usage:read`).
     - `to`: Exclusive, RFC 3339; default now.
     ```ignore
     let response = client.org_usage_report()

@@ -220,26 +220,91 @@ pub async fn restore(config: &Config, file: &Path) -> Result<()> {
             data_dir.display()
         );
     }
-    let result = run(
+    // Not `pg_restore --clean`: it drops a partition's inherited primary
+    // key before its parent's and fails on partitioned tables (the audit
+    // log). Instead: a safety dump of the database as it is, the schema
+    // emptied, the backup restored into it (one transaction); if that
+    // fails, the safety dump is restored the same way, so a failed restore
+    // leaves the database as it was.
+    let result = async {
+        let safety = crate::data_root(config).join(format!(
+            "before-restore-{}.dump",
+            chrono::Utc::now().format("%Y%m%dT%H%M%S")
+        ));
+        let saved = {
+            let output = private_file(&safety)?;
+            let mut command = target.client("pg_dump", config)?;
+            command
+                .args(["--format=custom", "--no-owner", "--no-privileges"])
+                .stdout(output);
+            run(&mut command, "pg_dump (the safety copy)")
+        };
+        if let Err(e) = saved {
+            let _ = std::fs::remove_file(&safety);
+            return Err(e);
+        }
+        empty_schema(&target.url, config).await?;
+        match restore_into_empty(&target, config, file) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&safety);
+                Ok(())
+            }
+            Err(e) => {
+                empty_schema(&target.url, config).await?;
+                restore_into_empty(&target, config, &safety).with_context(|| {
+                    format!(
+                        "the restore failed ({e:#}) and so did putting the database back: \
+                         its copy is {}",
+                        safety.display()
+                    )
+                })?;
+                let _ = std::fs::remove_file(&safety);
+                Err(e.context("the restore failed: the database is as it was"))
+            }
+        }
+    }
+    .await;
+    target.close().await?;
+    result
+}
+
+/// Drops everything in the database's `public` schema (extensions with
+/// it) and makes it anew, empty, for a restore.
+async fn empty_schema(url: &str, config: &Config) -> Result<()> {
+    let tls = crate::db::tls(config.database.ca_file.as_deref())?;
+    let (client, connection) = tokio_postgres::connect(url, tls)
+        .await
+        .context("connecting to the database")?;
+    let driver = tokio::spawn(connection);
+    let emptied = client
+        .batch_execute("BEGIN; DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public; COMMIT;")
+        .await
+        .context("emptying the database before the restore");
+    drop(client);
+    let _ = driver.await;
+    emptied
+}
+
+/// `pg_restore` of `file` into the emptied database, in one transaction.
+fn restore_into_empty(target: &Target, config: &Config, file: &Path) -> Result<()> {
+    run(
         target
             .client("pg_restore", config)?
             .args([
-                "--clean",
-                "--if-exists",
                 "--no-owner",
                 "--no-privileges",
                 "--single-transaction",
                 "--exit-on-error",
             ])
+            // The name only: the password stays in the environment, out of
+            // the process list.
             .arg(format!(
                 "--dbname={}",
                 target_dbname(&target.url).unwrap_or_default()
             ))
             .arg(file),
         "pg_restore",
-    );
-    target.close().await?;
-    result
+    )
 }
 
 fn target_dbname(url: &str) -> Option<String> {

@@ -51,26 +51,34 @@ pub struct AuditEvent {
     pub occurred_at: DateTime<Utc>,
     /// The organization; `null` for system-level events (logins, personal
     /// tokens, the permission catalog, retention).
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub org_id: Option<Uuid>,
     /// The event's place in its organization's chain (the system chain
     /// for `org_id: null`): 1, 2, 3... without gaps.
     pub seq: i64,
     pub actor_kind: AuditActorKind,
     /// The user, token or deployment that acted.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub actor_id: Option<Uuid>,
     /// The user behind the actor (a token's owner).
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub actor_user_id: Option<Uuid>,
     /// What happened, `area.verb` (see the README's list of actions).
     pub action: String,
     /// The kind of object the event is about (`role`, `token`, `user`...).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub target_kind: Option<String>,
     /// That object's id (or name).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub target_id: Option<String>,
     pub outcome: AuditOutcome,
     /// The client's address.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub address: Option<String>,
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub user_agent: Option<String>,
     /// The request's id (the `x-request-id` of its response).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub request_id: Option<String>,
     /// Names, ids and counts of the change; never a secret.
     pub details: serde_json::Value,
@@ -84,6 +92,7 @@ pub struct AuditEvent {
 pub struct AuditPage {
     pub items: Vec<AuditEvent>,
     /// Pass as `cursor` for the next page; `null` on the last one.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub next_cursor: Option<String>,
 }
 
@@ -132,12 +141,17 @@ pub struct AuditExportQuery {
     /// As in `GET /api/audit/events` (a trailing `*` is a prefix).
     #[schemars(length(min = 1, max = 200))]
     pub action: Option<String>,
+    /// Only events about this kind of object.
     #[schemars(length(min = 1, max = 200))]
     pub target_kind: Option<String>,
+    /// Only events about this object.
     #[schemars(length(min = 1, max = 200))]
     pub target_id: Option<String>,
+    /// Only this outcome.
     pub outcome: Option<AuditOutcome>,
+    /// Only events at or after this time (RFC 3339).
     pub from: Option<DateTime<Utc>>,
+    /// Only events before this time (RFC 3339).
     pub to: Option<DateTime<Utc>>,
 }
 
@@ -153,6 +167,7 @@ pub struct AuditVerifyQuery {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct AuditChainCheck {
     /// The organization; `null` for the system chain.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub org_id: Option<Uuid>,
     /// Events whose hash was recomputed and matched.
     pub checked: i64,
@@ -161,8 +176,10 @@ pub struct AuditChainCheck {
     /// Whether the chain is intact.
     pub ok: bool,
     /// The first `seq` found changed or missing.
+    #[schemars(with = "crate::schema::Nullable<i64>")]
     pub first_broken_seq: Option<i64>,
     /// Why it is broken.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub reason: Option<String>,
 }
 

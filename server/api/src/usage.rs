@@ -29,7 +29,9 @@ pub enum UsageGroupBy {
 /// Query of `GET /api/org/usage/report` and `/export`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct UsageReportQuery {
+    /// The organization (its admins: level 80 and `usage:read`).
     pub org_id: Uuid,
+    /// What each row of the report sums over.
     pub group_by: UsageGroupBy,
     /// Inclusive, RFC 3339; default 30 days before `to`.
     #[serde(default)]
@@ -62,9 +64,11 @@ pub struct UsageGroup {
     /// The group's key: a day, a user, deployment or token id, a model
     /// name or a kind; `null` for calls without one (e.g. the calls of no
     /// personal access token when grouping by token).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub key: Option<String>,
     /// A readable name for the key when there is one: the user's e-mail,
     /// the deployment's or token's name.
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub label: Option<String>,
     #[serde(flatten)]
     pub totals: UsageTotals,
@@ -109,7 +113,9 @@ pub enum BudgetMetric {
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetPeriod {
+    /// A UTC day.
     Day,
+    /// A UTC calendar month.
     Month,
 }
 
@@ -117,11 +123,14 @@ pub enum BudgetPeriod {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetCreate {
+    /// Who the budget applies to.
     pub scope: BudgetScope,
     /// The user, token or deployment; absent for `organization`.
     #[serde(default)]
     pub subject_id: Option<Uuid>,
+    /// What the budget limits: tokens or cost.
     pub metric: BudgetMetric,
+    /// The period the limit holds over (UTC days or months).
     pub period: BudgetPeriod,
     /// Tokens, or micro-dollars; at least 1.
     #[schemars(range(min = 1))]
@@ -137,8 +146,10 @@ pub struct BudgetCreate {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetUpdate {
+    /// The new limit: tokens, or micro-dollars; at least 1.
     #[schemars(range(min = 1))]
     pub limit: i64,
+    /// The new threshold (1 to 100 % of the limit); absent: none.
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub threshold_percent: Option<i32>,
@@ -147,7 +158,9 @@ pub struct BudgetUpdate {
 /// Query of the operations on one budget.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct BudgetQuery {
+    /// The organization (its admins: level 80 and `usage:write`).
     pub org_id: Uuid,
+    /// The budget.
     pub budget_id: Uuid,
 }
 
@@ -156,11 +169,19 @@ pub struct BudgetQuery {
 pub struct Budget {
     pub id: Uuid,
     pub org_id: Uuid,
+    /// Who the budget applies to.
     pub scope: BudgetScope,
+    /// The user, token or deployment; `null` for `organization`.
+    #[schemars(with = "crate::schema::Nullable<Uuid>")]
     pub subject_id: Option<Uuid>,
+    /// What the budget limits.
     pub metric: BudgetMetric,
+    /// The period the limit holds over.
     pub period: BudgetPeriod,
+    /// Tokens, or micro-dollars.
     pub limit: i64,
+    /// The percentage of the limit that notifies; `null`: none.
+    #[schemars(with = "crate::schema::Nullable<i32>")]
     pub threshold_percent: Option<i32>,
     /// The current period's start (UTC).
     pub period_start: DateTime<Utc>,
@@ -183,7 +204,9 @@ pub struct BudgetList {
 /// Answer of `DELETE /api/org/budgets/delete`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 pub struct BudgetDeleted {
+    /// The budget.
     pub id: Uuid,
+    /// Whether it existed and was deleted.
     pub deleted: bool,
 }
 

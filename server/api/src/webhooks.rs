@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The event types the server sends. Subscriptions name types exactly,
-/// by prefix (`member.*`, `audit.*`) or all of them (`*`); the set is
-/// open: types added later reach the endpoints whose patterns match them.
+/// by prefix (`member.*`, `audit.*`) or all of them (`*`, which leaves out
+/// the audit log's `audit.*` events: one per change, they are subscribed
+/// to by name or prefix); the set is open: types added later reach the
+/// endpoints whose patterns match them.
 pub const EVENT_TYPES: &[&str] = &[
     "answer.completed",
     "document.ingested",
@@ -46,8 +48,10 @@ pub struct WebhookEndpointCreate {
     #[schemars(length(max = 200))]
     pub description: Option<String>,
     /// The event types it receives: 1 to 50 names (`member.joined`),
-    /// prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each
-    /// 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`.
+    /// prefixes (`audit.*`) or `*` (every type but the audit log's
+    /// `audit.*`, which are subscribed to by name or prefix): dot-separated
+    /// segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally
+    /// ending in `.*`.
     #[schemars(length(min = 1, max = 50))]
     pub event_types: Vec<String>,
 }
@@ -56,12 +60,17 @@ pub struct WebhookEndpointCreate {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookEndpointUpdate {
+    /// A new target (`https://`; checked by the same guard as at
+    /// creation); absent: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2000))]
     pub url: Option<String>,
+    /// A new description; absent: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 200))]
     pub description: Option<String>,
+    /// The new event types (names, prefixes like `audit.*`, or `*`);
+    /// absent: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 50))]
     pub event_types: Option<Vec<String>>,

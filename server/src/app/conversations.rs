@@ -276,7 +276,7 @@ pub async fn stream_chat(
         tools: Vec::new(),
         limits: RunLimits::default(),
         log: log.clone(),
-        usage: Some(metered),
+        usage: Some(Box::new(metered)),
     };
     spec.fit_context();
     let area = ConversationAnswer {

@@ -124,7 +124,7 @@ pub async fn meter(
         spec.max_tokens,
     )
     .await?;
-    spec.usage = Some(metered);
+    spec.usage = Some(Box::new(metered));
     Ok(())
 }
 

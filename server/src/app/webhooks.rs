@@ -1,6 +1,6 @@
 //! Webhooks (issue #36): an organization's admins subscribe endpoints to
 //! events; every instance's delivery workers send what
-//! [`crate::db::datastore::webhooks::enqueue`] queued.
+//! [`crate::db::datastore::webhook_outbox::enqueue`] queued.
 //!
 //! **Signing** follows the Standard Webhooks specification: each attempt is
 //! a `POST` of the JSON body `{"id", "type", "timestamp", "organization_id",

@@ -251,6 +251,26 @@ text_enum! {
     }
 }
 
+// ---- Webhooks ----
+
+text_enum! {
+    /// A webhook delivery's state (`webhook_deliveries.status`).
+    WebhookDeliveryState {
+        Pending = "pending",
+        Sending = "sending",
+        Delivered = "delivered",
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// Why a webhook endpoint is disabled (`disabled_reason`).
+    WebhookDisabledReason {
+        Manual = "manual",
+        Failing = "failing",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +343,8 @@ mod tests {
             McpSessionStatus::VALUES,
             DeletionJobKind::VALUES,
             DeletionJobState::VALUES,
+            WebhookDeliveryState::VALUES,
+            WebhookDisabledReason::VALUES,
         ]
         .concat();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db/datastore");

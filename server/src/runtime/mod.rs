@@ -116,7 +116,7 @@ pub struct RunSpec {
     pub log: slog::Logger,
     /// The run's metering (see `crate::usage`): fed each model step's
     /// input, text and reported usage, recorded when the run ends.
-    pub usage: Option<crate::usage::Metered>,
+    pub usage: Option<Box<crate::usage::Metered>>,
 }
 
 /// Starts a run; the receiver yields its events and ends after `End` or

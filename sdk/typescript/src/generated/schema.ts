@@ -3573,7 +3573,7 @@ export interface components {
              * Format: int64
              * @description The first `seq` found changed or missing.
              */
-            first_broken_seq?: number | null;
+            first_broken_seq: number | null;
             /**
              * Format: int64
              * @description The chain's last `seq`.
@@ -3585,9 +3585,9 @@ export interface components {
              * Format: uuid
              * @description The organization; `null` for the system chain.
              */
-            org_id?: string | null;
+            org_id: string | null;
             /** @description Why it is broken. */
-            reason?: string | null;
+            reason: string | null;
         };
         /** @description One audit event. */
         AuditEvent: {
@@ -3597,15 +3597,15 @@ export interface components {
              * Format: uuid
              * @description The user, token or deployment that acted.
              */
-            actor_id?: string | null;
+            actor_id: string | null;
             actor_kind: components["schemas"]["AuditActorKind"];
             /**
              * Format: uuid
              * @description The user behind the actor (a token's owner).
              */
-            actor_user_id?: string | null;
+            actor_user_id: string | null;
             /** @description The client's address. */
-            address?: string | null;
+            address: string | null;
             /** @description Names, ids and counts of the change; never a secret. */
             details: unknown;
             /** @description Hex SHA-256 of the previous event's hash, `seq` and this event's columns (see `GET /api/audit/verify`). */
@@ -3621,20 +3621,20 @@ export interface components {
              * Format: uuid
              * @description The organization; `null` for system-level events (logins, personal tokens, the permission catalog, retention).
              */
-            org_id?: string | null;
+            org_id: string | null;
             outcome: components["schemas"]["AuditOutcome"];
             /** @description The request's id (the `x-request-id` of its response). */
-            request_id?: string | null;
+            request_id: string | null;
             /**
              * Format: int64
              * @description The event's place in its organization's chain (the system chain for `org_id: null`): 1, 2, 3... without gaps.
              */
             seq: number;
             /** @description That object's id (or name). */
-            target_id?: string | null;
+            target_id: string | null;
             /** @description The kind of object the event is about (`role`, `token`, `user`...). */
-            target_kind?: string | null;
-            user_agent?: string | null;
+            target_kind: string | null;
+            user_agent: string | null;
         };
         /** @description How an event ended. */
         AuditOutcome: "success" | "failure" | "denied";
@@ -3642,7 +3642,7 @@ export interface components {
         AuditPage: {
             items: components["schemas"]["AuditEvent"][];
             /** @description Pass as `cursor` for the next page; `null` on the last one. */
-            next_cursor?: string | null;
+            next_cursor: string | null;
         };
         /** @description The answer of `GET /api/audit/verify`. */
         AuditVerification: {
@@ -3668,11 +3668,16 @@ export interface components {
             created_at: string;
             /** Format: uuid */
             id: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Tokens, or micro-dollars.
+             */
             limit: number;
+            /** @description What the budget limits. */
             metric: components["schemas"]["BudgetMetric"];
             /** Format: uuid */
             org_id: string;
+            /** @description The period the limit holds over. */
             period: components["schemas"]["BudgetPeriod"];
             /**
              * Format: date-time
@@ -3689,16 +3694,23 @@ export interface components {
              * @description When the current period ends and the budget resets.
              */
             reset_at: string;
+            /** @description Who the budget applies to. */
             scope: components["schemas"]["BudgetScope"];
             /**
              * Format: int64
              * @description What the current period's finished calls used.
              */
             spent: number;
-            /** Format: uuid */
-            subject_id?: string | null;
-            /** Format: int32 */
-            threshold_percent?: number | null;
+            /**
+             * Format: uuid
+             * @description The user, token or deployment; `null` for `organization`.
+             */
+            subject_id: string | null;
+            /**
+             * Format: int32
+             * @description The percentage of the limit that notifies; `null`: none.
+             */
+            threshold_percent: number | null;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3709,8 +3721,11 @@ export interface components {
              * @description Tokens, or micro-dollars; at least 1.
              */
             limit: number;
+            /** @description What the budget limits: tokens or cost. */
             metric: components["schemas"]["BudgetMetric"];
+            /** @description The period the limit holds over (UTC days or months). */
             period: components["schemas"]["BudgetPeriod"];
+            /** @description Who the budget applies to. */
             scope: components["schemas"]["BudgetScope"];
             /**
              * Format: uuid
@@ -3725,8 +3740,12 @@ export interface components {
         };
         /** @description Answer of `DELETE /api/org/budgets/delete`. */
         BudgetDeleted: {
+            /** @description Whether it existed and was deleted. */
             deleted: boolean;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The budget.
+             */
             id: string;
         };
         /** @description The organization's budgets. */
@@ -3735,18 +3754,21 @@ export interface components {
         };
         /** @description What a budget limits. */
         BudgetMetric: "tokens" | "cost";
-        /**
-         * @description The period a budget's limit holds over (UTC).
-         * @enum {string}
-         */
+        /** @description The period a budget's limit holds over (UTC). */
         BudgetPeriod: "day" | "month";
         /** @description Who a budget applies to. */
         BudgetScope: "organization" | "user" | "token" | "deployment";
         /** @description Body of `PUT /api/org/budgets/update`: the new limit and threshold. */
         BudgetUpdate: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The new limit: tokens, or micro-dollars; at least 1.
+             */
             limit: number;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description The new threshold (1 to 100 % of the limit); absent: none.
+             */
             threshold_percent?: number | null;
         };
         /** @description What happened to one id of a bulk delete. */
@@ -6204,9 +6226,9 @@ export interface components {
             /** Format: int64 */
             input_tokens: number;
             /** @description The group's key: a day, a user, deployment or token id, a model name or a kind; `null` for calls without one (e.g. the calls of no personal access token when grouping by token). */
-            key?: string | null;
+            key: string | null;
             /** @description A readable name for the key when there is one: the user's e-mail, the deployment's or token's name. */
-            label?: string | null;
+            label: string | null;
             /** Format: int64 */
             output_tokens: number;
             /** Format: int64 */
@@ -6431,7 +6453,7 @@ export interface components {
         WebhookEndpointCreate: {
             /** @description What the endpoint is for; at most 200 characters. */
             description?: string | null;
-            /** @description The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*`: dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`. */
+            /** @description The event types it receives: 1 to 50 names (`member.joined`), prefixes (`audit.*`) or `*` (every type but the audit log's `audit.*`, which are subscribed to by name or prefix): dot-separated segments (at most 9, each 1 to 64 of `a-z`, `0-9`, `_`), optionally ending in `.*`. */
             event_types: string[];
             /** @description Where deliveries are POSTed: `https://` (`http://` only where the server's configuration allows it), at most 2000 bytes, a public address. */
             url: string;
@@ -6444,10 +6466,13 @@ export interface components {
         };
         /** @description Body of `PUT /api/org/webhooks/update`: the fields given change. */
         WebhookEndpointUpdate: {
+            /** @description A new description; absent: unchanged. */
             description?: string | null;
             /** @description `false` disables the endpoint (its pending deliveries fail); `true` enables it again and resets its failure count. */
             enabled?: boolean | null;
+            /** @description The new event types (names, prefixes like `audit.*`, or `*`); absent: unchanged. */
             event_types?: string[] | null;
+            /** @description A new target (`https://`; checked by the same guard as at creation); absent: unchanged. */
             url?: string | null;
         };
         /** @description The answer of `POST /api/org/webhooks/rotate_secret`. */
@@ -8370,12 +8395,17 @@ export interface operations {
                 action?: string;
                 /** @description As in `GET /api/audit/events`. */
                 actor_id?: string;
+                /** @description Only events at or after this time (RFC 3339). */
                 from?: string;
                 /** @description The organization (its admins). Absent: every event, for system administrators only. */
                 org_id?: string;
+                /** @description Only this outcome. */
                 outcome?: components["schemas"]["AuditOutcome"];
+                /** @description Only events about this object. */
                 target_id?: string;
+                /** @description Only events about this kind of object. */
                 target_kind?: string;
+                /** @description Only events before this time (RFC 3339). */
                 to?: string;
             };
             header?: never;
@@ -16227,7 +16257,9 @@ export interface operations {
     org_budgets_delete: {
         parameters: {
             query: {
+                /** @description The budget. */
                 budget_id: string;
+                /** @description The organization (its admins: level 80 and `usage:write`). */
                 org_id: string;
             };
             header?: never;
@@ -16376,7 +16408,9 @@ export interface operations {
     org_budgets_update: {
         parameters: {
             query: {
+                /** @description The budget. */
                 budget_id: string;
+                /** @description The organization (its admins: level 80 and `usage:write`). */
                 org_id: string;
             };
             header?: never;
@@ -17711,7 +17745,9 @@ export interface operations {
             query: {
                 /** @description Inclusive, RFC 3339; default 30 days before `to`. */
                 from?: string;
+                /** @description What each row of the report sums over. */
                 group_by: components["schemas"]["UsageGroupBy"];
+                /** @description The organization (its admins: level 80 and `usage:read`). */
                 org_id: string;
                 /** @description Exclusive, RFC 3339; default now. */
                 to?: string;
@@ -17785,7 +17821,9 @@ export interface operations {
             query: {
                 /** @description Inclusive, RFC 3339; default 30 days before `to`. */
                 from?: string;
+                /** @description What each row of the report sums over. */
                 group_by: components["schemas"]["UsageGroupBy"];
+                /** @description The organization (its admins: level 80 and `usage:read`). */
                 org_id: string;
                 /** @description Exclusive, RFC 3339; default now. */
                 to?: string;

@@ -464,7 +464,7 @@ async fn ask(
     };
     spec.fit_context();
     let title_charges = metered.charges();
-    spec.usage = Some(metered);
+    spec.usage = Some(Box::new(metered));
     let area = ChatAnswer {
         datastore: cx.datastore.clone(),
         usage: cx.usage.clone(),

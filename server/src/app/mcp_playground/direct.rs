@@ -261,7 +261,7 @@ pub(super) async fn answer(
                 ..RunLimits::default()
             },
             log,
-            usage: Some(metered),
+            usage: Some(Box::new(metered)),
         };
         answer.run(spec).await;
     });

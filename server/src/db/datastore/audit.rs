@@ -227,7 +227,7 @@ pub(crate) async fn record(tx: &Tx<'_>, origin: &Origin, event: &Event) -> Resul
             "hash": row.get::<_, String>("hash"),
         });
         let event_type = format!("audit.{}", event.action);
-        super::webhooks::enqueue(tx, org_id, &event_type, &data, None).await?;
+        super::webhook_outbox::enqueue(tx, org_id, &event_type, &data, None).await?;
     }
     Ok(())
 }

@@ -883,7 +883,7 @@ impl Datastore {
         // its messages), so that none waits for another in a cycle. Sent
         // together (one round trip), with the `answer.completed` webhook
         // event of a complete answer (queued once per answer, see
-        // `webhooks::enqueue`).
+        // `webhook_outbox::enqueue`).
         let org_id = grant.org_id();
         let chat_sql = "UPDATE chats SET input_tokens = input_tokens + $3, \
                  output_tokens = output_tokens + $4, cached_tokens = cached_tokens + $5, \
@@ -922,7 +922,7 @@ impl Datastore {
                 (chat_sql, chat_params),
                 (message_sql, message_params),
                 (
-                    super::webhooks::ENQUEUE_SQL,
+                    super::webhook_outbox::ENQUEUE_SQL,
                     &[&org_id, &"answer.completed", &event, &key],
                 ),
             ])

@@ -428,13 +428,13 @@ impl Datastore {
                 },
             });
             // Sent with the touches (one round trip); queued once per
-            // answer (see `webhooks::enqueue`).
+            // answer (see `webhook_outbox::enqueue`).
             let key = format!("answer:{}", answer.id);
             tx.pipeline([
                 (TOUCH_SESSION, &[&org_id, &session.id]),
                 (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
                 (
-                    super::webhooks::ENQUEUE_SQL,
+                    super::webhook_outbox::ENQUEUE_SQL,
                     &[&org_id, &"answer.completed", &event, &key],
                 ),
             ])

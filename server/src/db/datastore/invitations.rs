@@ -619,6 +619,6 @@ async fn member_joined(
         "via": "invitation",
         "invitation_id": invitation_id,
     });
-    super::webhooks::enqueue(tx, org_id, "member.joined", &event, None).await?;
+    super::webhook_outbox::enqueue(tx, org_id, "member.joined", &event, None).await?;
     Ok(())
 }

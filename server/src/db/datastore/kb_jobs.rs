@@ -354,7 +354,7 @@ impl Datastore {
             "title": facts.title,
             "chunk_count": count,
         });
-        super::webhooks::enqueue(&tx, job.org_id, "document.ingested", &event, None).await?;
+        super::webhook_outbox::enqueue(&tx, job.org_id, "document.ingested", &event, None).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -479,8 +479,14 @@ impl Datastore {
                             "error": error,
                             "attempts": job.attempts,
                         });
-                        super::webhooks::enqueue(&tx, job.org_id, "document.failed", &event, None)
-                            .await?;
+                        super::webhook_outbox::enqueue(
+                            &tx,
+                            job.org_id,
+                            "document.failed",
+                            &event,
+                            None,
+                        )
+                        .await?;
                     }
                     None => {
                         tx.execute(

@@ -32,6 +32,7 @@ pub mod tokens;
 pub mod tools;
 pub mod usage;
 pub mod users;
+pub mod webhook_outbox;
 pub mod webhooks;
 
 use crate::db::health::DbHealth;

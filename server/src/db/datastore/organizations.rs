@@ -512,7 +512,7 @@ impl Datastore {
             "via": "added",
             "by_user_id": grant.user_id(),
         });
-        super::webhooks::enqueue(&tx, org_id, "member.joined", &payload, None).await?;
+        super::webhook_outbox::enqueue(&tx, org_id, "member.joined", &payload, None).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -650,7 +650,7 @@ impl Datastore {
                         "by_user_id": access.user_id(),
                         "left": access.user_id() == user_id,
                     });
-                    super::webhooks::enqueue(&tx, org_id, event_type, &event, None).await?;
+                    super::webhook_outbox::enqueue(&tx, org_id, event_type, &event, None).await?;
                 }
             }
             LifecycleChange::TransferOwnership => {

@@ -299,7 +299,7 @@ impl Datastore {
                     t.period_start.timestamp(),
                     t.threshold_percent
                 );
-                super::webhooks::enqueue(
+                super::webhook_outbox::enqueue(
                     &tx,
                     t.org_id,
                     "budget.threshold_reached",

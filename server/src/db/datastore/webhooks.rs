@@ -1,12 +1,13 @@
 //! Webhook endpoints, the event outbox and its deliveries (migration V40).
 //!
-//! **Queueing.** [`enqueue`] runs in the transaction of the change an event
+//! **Queueing.** [`super::webhook_outbox::enqueue`] runs in the transaction of the change an event
 //! reports (one statement): it stores the event once and one delivery per
 //! enabled endpoint of the organization whose subscriptions match its
 //! type, and wakes the workers of every instance (`NOTIFY
 //! webhook_deliveries`, sent at commit); when no endpoint matches, it
 //! writes nothing. A subscription matches a type exactly, by prefix
-//! (`audit.*` matches `audit.role.created`) or always (`*`).
+//! (`audit.*` matches `audit.role.created`) or always (`*`), except the
+//! audit log's `audit.<action>` events, which `*` leaves out.
 //!
 //! **Sending.** A worker claims one due delivery with `FOR UPDATE SKIP
 //! LOCKED` and a lease: `status = 'sending'` and `next_attempt_at` (also
@@ -30,52 +31,6 @@ use uuid::Uuid;
 
 /// The NOTIFY channel that wakes idle delivery workers.
 pub const WEBHOOKS_CHANNEL: &str = "webhook_deliveries";
-
-/// Queues an event: `$1` organization, `$2` type, `$3` payload (`data`),
-/// `$4` dedupe key (null: none). One statement, so it can be pipelined
-/// with the change it reports (see [`enqueue`]).
-pub const ENQUEUE_SQL: &str = "\
-    WITH targets AS ( \
-        SELECT e.id FROM webhook_endpoints e \
-        WHERE e.organization_id = $1 AND e.enabled \
-          AND EXISTS (SELECT 1 FROM unnest(e.event_types) p \
-                      WHERE p = $2 OR p = '*' \
-                         OR (right(p, 2) = '.*' AND starts_with($2, left(p, -1))))), \
-    event AS ( \
-        INSERT INTO webhook_events (id, organization_id, event_type, payload, dedupe_key) \
-        SELECT gen_random_uuid(), $1, $2, $3::jsonb, $4::text \
-        WHERE EXISTS (SELECT 1 FROM targets) \
-        ON CONFLICT (organization_id, dedupe_key) DO NOTHING \
-        RETURNING id), \
-    queued AS ( \
-        INSERT INTO webhook_deliveries (id, organization_id, endpoint_id, event_id, event_type) \
-        SELECT gen_random_uuid(), $1, t.id, event.id, $2 FROM targets t, event \
-        RETURNING 1), \
-    woke AS ( \
-        SELECT pg_notify('webhook_deliveries', '') FROM (SELECT 1 FROM queued LIMIT 1) q) \
-    SELECT (SELECT count(*) FROM queued) AS n, (SELECT count(*) FROM woke) AS woke";
-
-/// Queues the event `event_type` with `data` for the endpoints of `org_id`
-/// subscribed to it, in the caller's transaction (delivered only if it
-/// commits). `dedupe_key`: queued once per organization and key (an
-/// answer stored again after a database outage). Returns the deliveries
-/// queued.
-///
-/// Event types are an open set of dotted names (see
-/// `workspace_api::webhooks::EVENT_TYPES`): `audit.<action>` for the audit
-/// log, `budget.threshold_reached` for usage budgets, any new one alike.
-pub(crate) async fn enqueue(
-    tx: &Tx<'_>,
-    org_id: Uuid,
-    event_type: &str,
-    data: &Value,
-    dedupe_key: Option<&str>,
-) -> Result<i64, Error> {
-    let row = tx
-        .query_one(ENQUEUE_SQL, &[&org_id, &event_type, data, &dedupe_key])
-        .await?;
-    Ok(row.get("n"))
-}
 
 db_row! {
     /// An endpoint as its admins see it.
