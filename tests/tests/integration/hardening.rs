@@ -1158,8 +1158,10 @@ async fn an_exhausted_pool_is_server_busy_not_database_unavailable() {
     let ctx = TestContext::with_config("hardening_pool_busy", |c| {
         c.database.pool_size = 1;
         c.database.pool_wait_ms = 300;
-        // Nothing else competes for the one connection.
+        // Nothing else competes for the one connection (the webhook
+        // workers would poll it, and count as refused too).
         c.kb.workers = 0;
+        c.webhooks.workers = 0;
         c.metrics.bind_address = Some("127.0.0.1:0".parse().unwrap());
     })
     .await;
