@@ -20,7 +20,7 @@ use workspace_api::tools::{
 /// Whose items a list shows: one organization's (plus public tools), or
 /// those of every organization where the caller may read tools.
 pub enum ListScope {
-    Org(Grant<on::Org, perm::ToolRead>),
+    Org(Box<Grant<on::Org, perm::ToolRead>>),
     User(Actor),
 }
 

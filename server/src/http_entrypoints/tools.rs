@@ -20,7 +20,9 @@ use workspace_api::tools::{
 async fn list_scope(rqctx: &Ctx, org_id: Option<uuid::Uuid>) -> Result<ListScope, HttpError> {
     let cx = rqctx.context();
     Ok(match org_id {
-        Some(org) => ListScope::Org(cx.authorize(rqctx, on::Org(org), perm::TOOL_READ).await?),
+        Some(org) => ListScope::Org(Box::new(
+            cx.authorize(rqctx, on::Org(org), perm::TOOL_READ).await?,
+        )),
         None => {
             let actor = cx.authenticate(rqctx).await?;
             actor.require_scope("tool:read")?;
