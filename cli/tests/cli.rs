@@ -10,9 +10,11 @@ struct Cli {
 }
 
 impl Cli {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
+    /// The CLI with this server and profile directory, no credentials from
+    /// the environment, every stream piped.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_workspace"));
+        command
             .args(args)
             .env("WORKSPACE_URL", &self.url)
             .env("WORKSPACE_CONFIG_DIR", &self.config_dir)
@@ -21,9 +23,13 @@ impl Cli {
             .env_remove("WORKSPACE_PROFILE")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("running the CLI");
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let mut child = self.command(args).spawn().expect("running the CLI");
         let mut input = child.stdin.take().unwrap();
         if let Some(text) = stdin {
             input.write_all(text.as_bytes()).unwrap();
@@ -31,21 +37,13 @@ impl Cli {
         drop(input);
         child.wait_with_output().unwrap()
     }
-}
 
-impl Cli {
     /// Runs the CLI with its stdout already closed by the reader, so its
     /// first write meets a broken pipe.
     fn run_into_closed_pipe(&self, args: &[&str]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_workspace"))
-            .args(args)
-            .env("WORKSPACE_URL", &self.url)
-            .env("WORKSPACE_CONFIG_DIR", &self.config_dir)
-            .env_remove("WORKSPACE_TOKEN")
-            .env_remove("WORKSPACE_PROFILE")
+        let mut child = self
+            .command(args)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("running the CLI");
         drop(child.stdout.take());
