@@ -1,5 +1,7 @@
 //! A small local web site for tests of web sources: fixed pages by path
 //! (status, content type, body), HTTP/1.1 with `Connection: close`.
+//! A gated site ([`Site::start_gated`]) holds its answers until a group of
+//! requests has arrived, so that their documents finish together.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -42,8 +44,53 @@ pub struct Site {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Requests held until `size` of one group (the path's first segment)
+/// have arrived, or `wait` has passed.
+struct Gate {
+    size: usize,
+    wait: std::time::Duration,
+    groups: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Barrier>>>,
+}
+
+impl Gate {
+    async fn pass(&self, path: &str) {
+        if path == "/robots.txt" {
+            return;
+        }
+        let group = path.split('/').nth(1).unwrap_or_default().to_string();
+        let barrier = self
+            .groups
+            .lock()
+            .expect("gate")
+            .entry(group)
+            .or_insert_with(|| Arc::new(tokio::sync::Barrier::new(self.size)))
+            .clone();
+        let _ = tokio::time::timeout(self.wait, barrier.wait()).await;
+    }
+}
+
 impl Site {
     pub async fn start(pages: Vec<(&str, Page)>) -> Site {
+        Site::serve(pages, None).await
+    }
+
+    /// A site whose answers to paths `/<group>/…` are held until `size`
+    /// requests of that group are waiting (at most `wait`), then all sent
+    /// at once; `/robots.txt` is never held.
+    pub async fn start_gated(
+        pages: Vec<(&str, Page)>,
+        size: usize,
+        wait: std::time::Duration,
+    ) -> Site {
+        let gate = Gate {
+            size,
+            wait,
+            groups: Default::default(),
+        };
+        Site::serve(pages, Some(Arc::new(gate))).await
+    }
+
+    async fn serve(pages: Vec<(&str, Page)>, gate: Option<Arc<Gate>>) -> Site {
         let pages: Arc<HashMap<String, Page>> = Arc::new(
             pages
                 .into_iter()
@@ -57,6 +104,7 @@ impl Site {
         let task = tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let pages = pages.clone();
+                let gate = gate.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -68,6 +116,9 @@ impl Site {
                     }
                     let head = String::from_utf8_lossy(&buf);
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    if let Some(gate) = &gate {
+                        gate.pass(&path).await;
+                    }
                     let page = pages
                         .get(&path)
                         .cloned()

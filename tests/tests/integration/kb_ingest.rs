@@ -716,6 +716,56 @@ async fn web_pages_and_s3_objects_are_ingested() {
     cx.teardown().await;
 }
 
+/// A source settles when its last two documents finish at the same moment
+/// on two instances: each finishing transaction used to see the other's
+/// job still running and left the source `processing` for ever (seen in
+/// CI). The site holds both pages of a source until both are asked for,
+/// so the two jobs end together, round after round.
+#[tokio::test]
+async fn a_source_settles_when_its_last_documents_finish_together() {
+    use workspace_tests::web::Site;
+    const ROUNDS: usize = 12;
+    let site = Site::start_gated(Vec::new(), 2, Duration::from_secs(5)).await;
+    let cx = TestContext::with_config("kb_settle_race", |c| {
+        c.kb.workers = 1;
+        c.kb.poll_interval_ms = 100;
+        c.kb.max_attempts = 1;
+        c.fetch.allow_private_networks = true;
+    })
+    .await;
+    let _second = cx
+        .second_instance(|c| {
+            c.kb.workers = 1;
+            c.kb.poll_interval_ms = 100;
+            c.kb.max_attempts = 1;
+            c.fetch.allow_private_networks = true;
+        })
+        .await;
+    let ada = cx.user("settle-ada").await;
+    let org = ada.personal_org().await;
+    for round in 0..ROUNDS {
+        let urls = [
+            site.url(&format!("/r{round}/a")),
+            site.url(&format!("/r{round}/b")),
+        ];
+        let kb = workspace_tests::resources::knowledge_base(
+            &ada.client,
+            org,
+            json!({"name": format!("Race {round}"), "description": "", "embedding_model": MODEL,
+                "sources": [{"type": "web", "config": {"urls": urls}}]}),
+        )
+        .await
+        .id;
+        let progress = wait_ready(&cx, &ada, kb, Duration::from_secs(30)).await;
+        assert_eq!(progress["documents_failed"], 2, "round {round}: {progress}");
+        assert_eq!(
+            progress["sources"][0]["status"], "failed",
+            "round {round}: {progress}"
+        );
+    }
+    cx.teardown().await;
+}
+
 /// Without `fetch.allow_private_networks`, a web source on a loopback
 /// address is refused (the document fails, nothing is fetched).
 #[tokio::test]

@@ -706,7 +706,18 @@ async fn insert_source(
 /// Settles a source once it has no unfinished job left: `failed` when it
 /// has documents and every one failed, else `completed` (failed documents
 /// show their errors; a source that failed to list stays `failed`).
+///
+/// The source's row is locked first, so the transactions finishing its
+/// jobs settle one after the other: the later one's check (a statement of
+/// its own, so a fresh snapshot under READ COMMITTED) sees the earlier
+/// one's job done. Without the lock, two jobs finishing together each saw
+/// the other still running and the source stayed `processing` for ever.
 pub(crate) async fn settle_source(tx: &super::Tx<'_>, source_id: Uuid) -> Result<(), Error> {
+    tx.execute(
+        "SELECT 1 FROM kb_sources WHERE id = $1 FOR UPDATE",
+        &[&source_id],
+    )
+    .await?;
     tx.execute(
         "UPDATE kb_sources s SET \
              status = CASE WHEN EXISTS (SELECT 1 FROM kb_documents d WHERE d.source_id = s.id) \
