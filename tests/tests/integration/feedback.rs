@@ -279,6 +279,33 @@ async fn people_rate_answers_of_their_chats_and_conversations() {
     let db = cx.db().await;
     assert_eq!(count(&db).await, 1, "one rating per person per answer");
 
+    // Reading the chat shows the rating on the answer, and only there.
+    let read = ada
+        .client
+        .chat_get()
+        .org_id(org)
+        .chat_id(answered.chat_id)
+        .send()
+        .await
+        .expect("chat_get")
+        .into_inner();
+    let shown: Vec<_> = read
+        .messages
+        .iter()
+        .map(|m| (m.id, m.feedback.as_ref().map(|f| f.rating)))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (question_of(&answered), None),
+            (answer, Some(types::FeedbackRating::Down))
+        ],
+        "{read:?}"
+    );
+    let on_answer = read.messages[1].feedback.as_ref().unwrap();
+    assert_eq!(on_answer.message_id, answer.to_string());
+    assert_eq!(on_answer.updated_at, changed.updated_at);
+
     // A question is no answer; another user's answer, or an id of
     // nothing, is not found; so is the answer in another organization.
     assert_eq!(
@@ -436,6 +463,19 @@ async fn people_rate_answers_of_their_chats_and_conversations() {
         .into_inner();
     assert!(!again.deleted);
     assert_eq!(count(&db).await, 0);
+    let read = ada
+        .client
+        .chat_get()
+        .org_id(org)
+        .chat_id(answered.chat_id)
+        .send()
+        .await
+        .expect("chat_get")
+        .into_inner();
+    assert!(
+        read.messages.iter().all(|m| m.feedback.is_none()),
+        "{read:?}"
+    );
 
     // Conversations: any member who may write rates any answer, each
     // person once; a user message is no answer.

@@ -14,7 +14,9 @@
 
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
-use crate::db::datastore::chat::{ChatMessageRow, ChatRow, STOP_CHANNEL};
+use crate::db::datastore::chat::{
+    ChatMessageRow, ChatRead, ChatRow, PathFeedbackRow, STOP_CHANNEL,
+};
 use crate::db::datastore::chat_folders::{ChatFilter, ChatPlacement};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use crate::error::Error;
@@ -94,33 +96,37 @@ fn session_view(r: &ChatRow) -> ChatSession {
 }
 
 /// The caller's rating of a message, as the feedback operations answer it.
-fn feedback_view(m: &ChatMessageRow) -> Option<workspace_api::feedback::MessageFeedback> {
+fn feedback_view(f: &PathFeedbackRow) -> workspace_api::feedback::MessageFeedback {
     use workspace_api::feedback::{FeedbackArea, FeedbackRating, MessageFeedback};
-    let rating = match m.feedback_rating.as_deref()? {
-        "up" => FeedbackRating::Up,
-        _ => FeedbackRating::Down,
-    };
-    Some(MessageFeedback {
-        message_id: m.id.to_string(),
+    MessageFeedback {
+        message_id: f.message_id.to_string(),
         area: FeedbackArea::Chat,
-        rating,
-        comment: m.feedback_comment.clone(),
-        tags: m.feedback_tags.clone().unwrap_or_default(),
-        created_at: m.feedback_created_at?,
-        updated_at: m.feedback_updated_at?,
-    })
+        rating: match f.rating.as_str() {
+            "up" => FeedbackRating::Up,
+            _ => FeedbackRating::Down,
+        },
+        comment: f.comment.clone(),
+        tags: f.tags.clone(),
+        created_at: f.created_at,
+        updated_at: f.updated_at,
+    }
 }
 
-fn message_view(m: ChatMessageRow) -> ChatMessage {
+/// A message of a chat's path (`chat_id`), with the caller's rating of it.
+fn message_view(
+    m: ChatMessageRow,
+    chat_id: Uuid,
+    feedback: Option<&PathFeedbackRow>,
+) -> ChatMessage {
     ChatMessage {
-        feedback: feedback_view(&m),
+        feedback: feedback.map(feedback_view),
         id: m.id,
         content: m.content,
         role: match m.role {
             ChatRole::User => ApiRole::User,
             ChatRole::Model => ApiRole::Model,
         },
-        chat_session_id: m.chat_id,
+        chat_session_id: chat_id,
         parent_message_id: m.parent_message_id,
         model_id: m.model_id,
         agent_id: m.agent_id,
@@ -249,7 +255,12 @@ pub async fn get(
     access: &OrgAccess,
     chat_id: Uuid,
 ) -> Result<ChatSessionDetail, Error> {
-    let (chat, messages, files) = cx.datastore.chat_read(access, chat_id).await?;
+    let ChatRead {
+        chat,
+        path,
+        feedback,
+        files,
+    } = cx.datastore.chat_read(access, chat_id).await?;
     let mut uploads = Vec::with_capacity(files.len());
     for f in files {
         let url = cx
@@ -267,6 +278,8 @@ pub async fn get(
         });
     }
     let s = session_view(&chat);
+    let ratings: std::collections::HashMap<Uuid, &PathFeedbackRow> =
+        feedback.iter().map(|f| (f.message_id, f)).collect();
     Ok(ChatSessionDetail {
         id: s.id,
         title: s.title,
@@ -280,7 +293,13 @@ pub async fn get(
         pinned: s.pinned,
         pinned_at: s.pinned_at,
         folder_id: s.folder_id,
-        messages: messages.into_iter().map(message_view).collect(),
+        messages: path
+            .into_iter()
+            .map(|m| {
+                let rating = ratings.get(&m.id).copied();
+                message_view(m, chat.id, rating)
+            })
+            .collect(),
         uploads,
     })
 }

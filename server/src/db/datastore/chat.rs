@@ -40,7 +40,6 @@ db_row! {
     /// siblings (read by [`PATH_SQL`]).
     pub struct ChatMessageRow {
         pub id: Uuid = "m.id",
-        pub chat_id: Uuid = "m.chat_id",
         pub role: ChatRole = "m.role",
         pub content: String = "m.content",
         pub parent_message_id: Option<Uuid> = "m.parent_message_id",
@@ -50,32 +49,57 @@ db_row! {
         pub metadata: Value = "m.metadata",
         pub status: ChatMessageStatus = "m.status",
         pub created_at: DateTime<Utc> = "m.created_at",
+        /// Its place on the path (0: the root); the path is ordered by it.
+        pub depth: i32 = "m.depth",
         pub sibling_index: i32 = "m.sibling_index",
         pub sibling_count: i32 = "m.siblings",
         pub previous_sibling_id: Option<Uuid> = "m.previous_sibling_id",
         pub next_sibling_id: Option<Uuid> = "m.next_sibling_id",
-        /// The caller's own rating of it, if any (`up` or `down`).
-        pub feedback_rating: Option<String> = "f.rating",
-        pub feedback_comment: Option<String> = "f.comment",
-        pub feedback_tags: Option<Vec<String>> = "f.tags",
-        pub feedback_created_at: Option<DateTime<Utc>> = "f.created_at",
-        pub feedback_updated_at: Option<DateTime<Utc>> = "f.updated_at",
     }
 }
 
-/// The active path of one of the caller's chats, root first: one range of
-/// the path index (`on_path`, one message per depth, in depth order), each
-/// row already carrying its place among its siblings, and the caller's
-/// rating of it (the feedback's unique key). Params: organization, user,
-/// chat.
+db_row! {
+    /// The caller's rating of one message of a chat (read by
+    /// [`PATH_FEEDBACK_SQL`]).
+    pub struct PathFeedbackRow {
+        pub message_id: Uuid = "f.chat_message_id",
+        pub rating: String = "f.rating",
+        pub comment: Option<String> = "f.comment",
+        pub tags: Vec<String> = "f.tags",
+        pub created_at: DateTime<Utc> = "f.created_at",
+        pub updated_at: DateTime<Utc> = "f.updated_at",
+    }
+}
+
+/// The active path of one of the caller's chats: one range of the path
+/// index (`on_path`, one message per depth), each row already carrying its
+/// place among its siblings. Params: organization, user, chat.
+///
+/// Lean on purpose, since a long path's rows are most of a chat read's
+/// time: unordered ([`Datastore::chat_read`] puts it root first by `depth`,
+/// unique on the path; an `ORDER BY` made PostgreSQL sort 750 kB of rows
+/// for a 1,000-message path), without the chat's id (known) and without
+/// the caller's ratings, which [`PATH_FEEDBACK_SQL`] reads beside it in the
+/// same round trip: sending each column of each row costs PostgreSQL about
+/// as much as finding the row, and the five feedback columns, empty on
+/// almost every row, were a fifth of the statement.
 static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {cols} FROM chat_messages m JOIN chats c ON c.id = m.chat_id \
-         LEFT JOIN message_feedback f ON f.chat_message_id = m.id AND f.user_id = $2 \
          WHERE c.organization_id = $1 AND c.user_id = $2 AND c.id = $3 \
-           AND m.chat_id = $3 AND m.on_path \
-         ORDER BY m.depth",
+           AND m.chat_id = $3 AND m.on_path",
         cols = ChatMessageRow::COLUMNS
+    )
+});
+
+/// The caller's ratings of the messages of one chat (every branch; the
+/// path's are kept): the feedback's `(user_id, chat_id)` index. Params:
+/// organization, user, chat.
+static PATH_FEEDBACK_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {cols} FROM message_feedback f \
+         WHERE f.user_id = $2 AND f.chat_id = $3 AND f.organization_id = $1",
+        cols = PathFeedbackRow::COLUMNS
     )
 });
 
@@ -83,6 +107,22 @@ static PATH_SQL: LazyLock<String> = LazyLock::new(|| {
 /// (params: organization, user, chat), for benchmarks and query plans.
 pub fn active_path_sql() -> &'static str {
     PATH_SQL.as_str()
+}
+
+/// The statement [`Datastore::chat_read`] reads the caller's ratings of a
+/// chat's messages with, beside the path (same parameters).
+pub fn active_path_feedback_sql() -> &'static str {
+    PATH_FEEDBACK_SQL.as_str()
+}
+
+/// One of the caller's chats as [`Datastore::chat_read`] reads it.
+pub struct ChatRead {
+    pub chat: ChatRow,
+    /// The active path, root first.
+    pub path: Vec<ChatMessageRow>,
+    /// The caller's ratings of the chat's messages (any branch).
+    pub feedback: Vec<PathFeedbackRow>,
+    pub files: Vec<ChatFileRow>,
 }
 
 db_row! {
@@ -489,11 +529,7 @@ impl Datastore {
     /// One of the caller's chats as `GET /api/chat` shows it: the chat,
     /// its active path (root first, with sibling counts and neighbours)
     /// and its uploads, sent together (one round trip).
-    pub async fn chat_read(
-        &self,
-        access: &OrgAccess,
-        chat_id: Uuid,
-    ) -> Result<(ChatRow, Vec<ChatMessageRow>, Vec<ChatFileRow>), Error> {
+    pub async fn chat_read(&self, access: &OrgAccess, chat_id: Uuid) -> Result<ChatRead, Error> {
         let conn = self.conn().await?;
         let chat_sql = format!(
             "SELECT {CHAT_COLUMNS} FROM chats \
@@ -506,10 +542,11 @@ impl Datastore {
         );
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
             [&access.org_id(), &access.user_id(), &chat_id];
-        let [chat, path, files] = conn
+        let [chat, path, feedback, files] = conn
             .pipeline([
                 (chat_sql.as_str(), &params),
                 (PATH_SQL.as_str(), &params),
+                (PATH_FEEDBACK_SQL.as_str(), &params),
                 (files_sql.as_str(), &params),
             ])
             .await?;
@@ -517,11 +554,14 @@ impl Datastore {
             .first()
             .map(ChatRow::from_row)
             .ok_or(Error::NotFound { what: "chat" })?;
-        Ok((
+        let mut path: Vec<ChatMessageRow> = path.iter().map(ChatMessageRow::from_row).collect();
+        path.sort_unstable_by_key(|m| m.depth);
+        Ok(ChatRead {
             chat,
-            path.iter().map(ChatMessageRow::from_row).collect(),
-            files.iter().map(ChatFileRow::from_row).collect(),
-        ))
+            path,
+            feedback: feedback.iter().map(PathFeedbackRow::from_row).collect(),
+            files: files.iter().map(ChatFileRow::from_row).collect(),
+        })
     }
 
     /// One message of one of the caller's chats.
