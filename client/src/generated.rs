@@ -42407,7 +42407,7 @@ impl Client {
 
     For the organization's admins (a role of level 80 or more that grants `usage:write`). A limit on tokens (input plus output) or cost (micro-dollars, from the price table) per UTC day or month, for the whole organization, one member (`subject_id`: a user of the organization), one personal access token (of a member) or one deployment key (a deployment of the organization); an unknown subject is `404 not_found`, a `subject_id` with `organization` or none with another scope `400 invalid_budget`. One budget per scope, subject, metric and period (`409 budget_exists`).
 
-    Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. The organization's `daily_chat_limit` quota applies as before, independently.
+    Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. `agents/test`, `chat/prompt` and `mcp_playground/chat`, released without a `429` answer, refuse with `403 budget_exceeded` (same message) so that strict clients of the released document keep decoding them. The organization's `daily_chat_limit` quota applies as before, independently.
 
     With `threshold_percent`, the organization's admins are e-mailed once per period when that share of the limit is spent.
 
@@ -44665,9 +44665,6 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
-                    ResponseValue::from_response(response).await?,
-                )),
-                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
@@ -48175,9 +48172,6 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
-                    ResponseValue::from_response(response).await?,
-                )),
-                429u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -3301,7 +3301,10 @@ pub trait WorkspaceApi {
     /// than the calls already running when it was reached. Refused calls
     /// are `429 budget_exceeded` with `Retry-After` (seconds until the
     /// period resets) and the reset time in the message; the deployment
-    /// endpoint answers in OpenAI's error shape. The organization's
+    /// endpoint answers in OpenAI's error shape. `agents/test`,
+    /// `chat/prompt` and `mcp_playground/chat`, released without a `429`
+    /// answer, refuse with `403 budget_exceeded` (same message) so that
+    /// strict clients of the released document keep decoding them. The organization's
     /// `daily_chat_limit` quota applies as before, independently.
     ///
     /// With `threshold_percent`, the organization's admins are e-mailed

@@ -964,8 +964,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         "chat_prompt",
         &[
             (400, &["invalid_message", "model_unavailable"]),
-            (403, &["forbidden"]),
-            (429, &["budget_exceeded"]),
+            (403, &["forbidden", "budget_exceeded"]),
         ],
     ),
     (
@@ -1238,9 +1237,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                     "tool_requirement_missing",
                 ],
             ),
-            (403, &["forbidden"]),
+            (403, &["forbidden", "budget_exceeded"]),
             (404, &["not_found"]),
-            (429, &["budget_exceeded"]),
             (503, &["tool_sandbox_unavailable"]),
         ],
     ),
@@ -1320,9 +1318,8 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                 400,
                 &["invalid_message", "invalid_model", "model_unavailable"],
             ),
-            (403, &["forbidden"]),
+            (403, &["forbidden", "budget_exceeded"]),
             (404, &["not_found"]),
-            (429, &["budget_exceeded"]),
         ],
     ),
     // Organizations and accounts that end (issue #34).

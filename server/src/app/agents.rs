@@ -459,7 +459,8 @@ pub async fn test(
         "agent_test",
         &mut spec,
     )
-    .await?;
+    .await
+    .map_err(crate::app::usage::refused_as_forbidden)?;
     let before = [DbStatus::Created, DbStatus::Configured, DbStatus::Ready];
     cx.datastore
         .agent_transition(grant, &before, DbStatus::Testing)

@@ -149,6 +149,25 @@ pub fn budget_exceeded(refusal: &Refusal) -> Error {
     }
 }
 
+/// A budget refusal as `403 budget_exceeded`, for the operations released
+/// without a `429` answer (`agents/test`, `chat/prompt`,
+/// `mcp_playground/chat`): a new status on a released operation breaks
+/// strict clients, a new `error_code` of a declared status does not. Any
+/// other error passes unchanged.
+pub fn refused_as_forbidden(e: Error) -> Error {
+    match e {
+        Error::TooManyRequests {
+            code: "budget_exceeded",
+            message,
+            ..
+        } => Error::Forbidden {
+            code: "budget_exceeded",
+            message,
+        },
+        other => other,
+    }
+}
+
 /// E-mails the organization's admins that a budget's threshold was
 /// crossed (called once per budget and period by the usage recorder).
 /// Webhook deliveries of the event are connected here too.

@@ -379,6 +379,23 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
         let retry = retry.expect("Retry-After");
         assert!((1..=86_400).contains(&retry), "{retry}");
     }
+    // An operation released without a 429 answer refuses with the status
+    // it declared, 403, and the same code.
+    let r = workspace_tests::http()
+        .post(format!("{two}/api/chat/prompt"))
+        .query(&[("org_id", org.to_string())])
+        .bearer_auth(&ada.token)
+        .json(&json!({"text": "cooking"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (403, Some("budget_exceeded")),
+        "{body}"
+    );
     // The admin was told once.
     let db = cx.db().await;
     let notices: i64 = db

@@ -36,10 +36,9 @@ export interface OperationErrors {
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
-    429: "budget_exceeded";
     500: "internal_error";
     503: "tool_sandbox_unavailable" | "database_unavailable" | "server_busy";
   };
@@ -328,9 +327,8 @@ export interface OperationErrors {
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
     408: "request_timeout";
-    429: "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -864,10 +862,9 @@ export interface OperationErrors {
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
     404: "not_found";
     408: "request_timeout";
-    429: "budget_exceeded";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };

@@ -2167,7 +2167,7 @@ export interface paths {
          * Create a budget.
          * @description For the organization's admins (a role of level 80 or more that grants `usage:write`). A limit on tokens (input plus output) or cost (micro-dollars, from the price table) per UTC day or month, for the whole organization, one member (`subject_id`: a user of the organization), one personal access token (of a member) or one deployment key (a deployment of the organization); an unknown subject is `404 not_found`, a `subject_id` with `organization` or none with another scope `400 invalid_budget`. One budget per scope, subject, metric and period (`409 budget_exists`).
          *
-         *     Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. The organization's `daily_chat_limit` quota applies as before, independently.
+         *     Checked before every model call of those it applies to (chat, prompt suggestions, conversations, agent tests, deployments, the playground): a call is admitted while what was spent plus what the running calls reserved is below the limit, and reserves its estimate (its input as characters / 4 plus its `max_tokens`, or the server's `usage.reserve_output_tokens`), replaced by what it used when it ends. The check and the reservation are one statement on the database: across instances, a budget is exceeded by no more than the calls already running when it was reached. Refused calls are `429 budget_exceeded` with `Retry-After` (seconds until the period resets) and the reset time in the message; the deployment endpoint answers in OpenAI's error shape. `agents/test`, `chat/prompt` and `mcp_playground/chat`, released without a `429` answer, refuse with `403 budget_exceeded` (same message) so that strict clients of the released document keep decoding them. The organization's `daily_chat_limit` quota applies as before, independently.
          *
          *     With `threshold_percent`, the organization's admins are e-mailed once per period when that share of the limit is spent.
          */
@@ -8150,7 +8150,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8171,16 +8171,6 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Too many requests. `error_code`: `budget_exceeded`. */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11225,7 +11215,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11237,16 +11227,6 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Too many requests. `error_code`: `budget_exceeded`. */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15919,7 +15899,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15940,16 +15920,6 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Too many requests. `error_code`: `budget_exceeded`. */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -799,7 +799,9 @@ pub async fn prompt(
         log: access.log().clone(),
         usage: None,
     };
-    crate::app::usage::meter(cx, crate::app::usage::member(access), "prompt", &mut spec).await?;
+    crate::app::usage::meter(cx, crate::app::usage::member(access), "prompt", &mut spec)
+        .await
+        .map_err(crate::app::usage::refused_as_forbidden)?;
     let (answer, rx) = Answer::direct(cx, PromptAnswer, 64, Some(access), access.log().clone());
     answer.spawn(spec);
     Ok(rx)

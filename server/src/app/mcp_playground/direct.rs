@@ -198,7 +198,8 @@ pub(super) async fn answer(
         body.content.len(),
         None,
     )
-    .await?;
+    .await
+    .map_err(crate::app::usage::refused_as_forbidden)?;
     let access = access.clone();
     let log = access.log().clone();
     let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, Some(&access), log.clone());
