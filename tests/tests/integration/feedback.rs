@@ -27,6 +27,18 @@ async fn chat_answer(client: &Client, org: Uuid, text: &str) -> Answered {
     resources::chat_message(client, org, json!({ "content": text })).await
 }
 
+/// `GET /api/chat` of one of the caller's chats.
+async fn read_chat(client: &Client, org: Uuid, chat: Uuid) -> types::ChatSessionDetail {
+    client
+        .chat_get()
+        .org_id(org)
+        .chat_id(chat)
+        .send()
+        .await
+        .expect("chat_get")
+        .into_inner()
+}
+
 /// The question of an answered chat message.
 fn question_of(answered: &Answered) -> Uuid {
     match answered.events.first() {
@@ -280,15 +292,7 @@ async fn people_rate_answers_of_their_chats_and_conversations() {
     assert_eq!(count(&db).await, 1, "one rating per person per answer");
 
     // Reading the chat shows the rating on the answer, and only there.
-    let read = ada
-        .client
-        .chat_get()
-        .org_id(org)
-        .chat_id(answered.chat_id)
-        .send()
-        .await
-        .expect("chat_get")
-        .into_inner();
+    let read = read_chat(&ada.client, org, answered.chat_id).await;
     let shown: Vec<_> = read
         .messages
         .iter()
@@ -463,15 +467,7 @@ async fn people_rate_answers_of_their_chats_and_conversations() {
         .into_inner();
     assert!(!again.deleted);
     assert_eq!(count(&db).await, 0);
-    let read = ada
-        .client
-        .chat_get()
-        .org_id(org)
-        .chat_id(answered.chat_id)
-        .send()
-        .await
-        .expect("chat_get")
-        .into_inner();
+    let read = read_chat(&ada.client, org, answered.chat_id).await;
     assert!(
         read.messages.iter().all(|m| m.feedback.is_none()),
         "{read:?}"

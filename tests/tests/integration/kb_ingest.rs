@@ -726,21 +726,15 @@ async fn a_source_settles_when_its_last_documents_finish_together() {
     use workspace_tests::web::Site;
     const ROUNDS: usize = 12;
     let site = Site::start_gated(Vec::new(), 2, Duration::from_secs(5)).await;
-    let cx = TestContext::with_config("kb_settle_race", |c| {
+    // Both instances alike: one worker each, one attempt per job.
+    let one_worker = |c: &mut workspace_server::config::Config| {
         c.kb.workers = 1;
         c.kb.poll_interval_ms = 100;
         c.kb.max_attempts = 1;
         c.fetch.allow_private_networks = true;
-    })
-    .await;
-    let _second = cx
-        .second_instance(|c| {
-            c.kb.workers = 1;
-            c.kb.poll_interval_ms = 100;
-            c.kb.max_attempts = 1;
-            c.fetch.allow_private_networks = true;
-        })
-        .await;
+    };
+    let cx = TestContext::with_config("kb_settle_race", one_worker).await;
+    let _second = cx.second_instance(one_worker).await;
     let ada = cx.user("settle-ada").await;
     let org = ada.personal_org().await;
     for round in 0..ROUNDS {
