@@ -17,13 +17,38 @@ PROFILE=${DEB_PROFILE:-dev}
 URL=http://127.0.0.1:8080
 say() { echo "deb-check: $*"; }
 
-# The purge at the end removes the package's data directory: never run
-# where one already exists (another install, or a root development server's
-# data, which uses the same directory).
-if [ -e /var/lib/workspace ] || getent passwd workspace >/dev/null; then
-    say "/var/lib/workspace or the workspace user exists already: refusing (the check purges them)"
+# The purge at the end removes the package's data directory and user:
+# never run beside an install of the package.
+if getent passwd workspace >/dev/null || dpkg -s workspace-server >/dev/null 2>&1; then
+    say "the package or the workspace user is installed already: refusing (the check purges them)"
     exit 1
 fi
+# A data directory without the package is a root development server's (the
+# default data directory as root) or a stray test run's: set aside for the
+# check and put back after it, whatever the outcome. Never while a
+# PostgreSQL cluster in it is running.
+SAVED=""
+if [ -e /var/lib/workspace ]; then
+    for pidfile in /var/lib/workspace/*/postmaster.pid; do
+        [ -f "$pidfile" ] || continue
+        pid=$(head -1 "$pidfile")
+        if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ]; then
+            say "a PostgreSQL cluster in /var/lib/workspace is running (pid $pid): refusing"
+            exit 1
+        fi
+    done
+    SAVED=$(mktemp -d /var/lib/workspace.deb-check.XXXXXX)
+    mv /var/lib/workspace "$SAVED/workspace"
+    say "set /var/lib/workspace aside in $SAVED until the check ends"
+fi
+restore() {
+    if [ -n "$SAVED" ]; then
+        rm -rf /var/lib/workspace
+        mv "$SAVED/workspace" /var/lib/workspace && rmdir "$SAVED"
+        say "put /var/lib/workspace back"
+    fi
+}
+trap restore EXIT
 
 cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --version 3.8.0 --locked
 # The package carries the CLI too (built by its own crate).

@@ -60,12 +60,26 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// Where the suite keeps its PostgreSQL binaries and embedding model:
+/// `WORKSPACE_DATA_DIR` (`cargo xtask test` sets it), else `target/test-db`
+/// as `cargo xtask` would (never a server's data directory, which as root
+/// is `/var/lib/workspace`).
+fn suite_data_root() -> std::path::PathBuf {
+    match std::env::var_os("WORKSPACE_DATA_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => dir.into(),
+        None => {
+            let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+            workspace_embedded_db::test_data_root(tmp.parent().unwrap_or(tmp)).unwrap()
+        }
+    }
+}
+
 #[tokio::test]
 async fn zero_configuration_run_and_graceful_sigterm() {
     // Reuse already-provisioned PostgreSQL binaries (provisioning itself is
     // exercised by `cargo xtask test` on a fresh machine), but a brand-new
     // data directory, so the server initialises its own cluster.
-    let root = workspace_embedded_db::data_root();
+    let root = suite_data_root();
     let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
     let data = tempfile::Builder::new()
         .prefix("ws-zero-config-")
@@ -387,7 +401,7 @@ async fn zero_configuration_run_and_graceful_sigterm() {
 
 #[tokio::test]
 async fn a_restore_onto_a_new_machine_needs_the_key_file() {
-    let root = workspace_embedded_db::data_root();
+    let root = suite_data_root();
     let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
     let data_dir = |prefix: &str| {
         let dir = tempfile::Builder::new()
@@ -551,9 +565,7 @@ fn spawn_on(data: &std::path::Path, bin_dir: &std::path::Path, port: u16) -> Chi
         .env("WORKSPACE_PG_BIN", bin_dir)
         .env(
             "WORKSPACE_MODEL_DIR",
-            workspace_embedded_db::data_root()
-                .join("models")
-                .join("all-minilm-l6-v2"),
+            suite_data_root().join("models").join("all-minilm-l6-v2"),
         )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -590,7 +602,7 @@ async fn signup(url: &str, name: &str) -> u16 {
 
 #[tokio::test]
 async fn servers_sharing_a_data_directory_survive_each_others_exit() {
-    let root = workspace_embedded_db::data_root();
+    let root = suite_data_root();
     let install = workspace_embedded_db::PgInstall::locate_or_provision(&root).unwrap();
     let data = tempfile::Builder::new()
         .prefix("ws-two-servers-")

@@ -352,7 +352,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = rss_mb(server.0.id());
 
-    let root = workspace_embedded_db::data_root();
+    let root = workspace_tests::data_root();
     let pgbench_bin = workspace_embedded_db::PgInstall::locate_or_provision(&root)
         .expect("PostgreSQL binaries")
         .bin_dir

@@ -35,7 +35,7 @@ const FLOPS_PER_TOKEN: f64 = 6.0 * 2.0 * (4.0 * 384.0 * 384.0 + 2.0 * 384.0 * 15
 fn f32_and_f16_weights(ids: &[Vec<u32>]) {
     use workspace_minilm::{Model, Parallel, Weights};
     let model = Model::load(
-        &workspace_embedded_db::data_root()
+        &workspace_tests::data_root()
             .join("models")
             .join("all-minilm-l6-v2"),
     )
@@ -196,7 +196,7 @@ fn chunk(i: usize) -> String {
 async fn main() {
     workspace_tests::ensure_local_model().await;
     let model = Arc::new(LocalMiniLm::new(
-        workspace_embedded_db::data_root()
+        workspace_tests::data_root()
             .join("models")
             .join("all-minilm-l6-v2"),
     ));

@@ -336,9 +336,7 @@ async fn explain(
 
 #[tokio::main]
 async fn main() {
-    let dir = workspace_embedded_db::data_root()
-        .join("models")
-        .join(MODEL);
+    let dir = workspace_tests::data_root().join("models").join(MODEL);
     workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("bench_kb", |c| {
         c.kb.poll_interval_ms = 50;

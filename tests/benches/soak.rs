@@ -322,7 +322,7 @@ async fn main() {
             .arg(dir.path())
             .status();
     }
-    let root = workspace_embedded_db::data_root();
+    let root = workspace_tests::data_root();
     let install =
         workspace_embedded_db::PgInstall::locate_or_provision(&root).expect("PostgreSQL binaries");
     let data: PathBuf = dir.path().join("pg");

@@ -23,15 +23,46 @@ pub mod strict_oauth;
 /// process (the data root's `models/all-minilm-l6-v2`, where test servers
 /// look), waiting while another process downloads them.
 pub async fn ensure_local_model() {
-    let dir = workspace_embedded_db::data_root()
-        .join("models")
-        .join("all-minilm-l6-v2");
+    let dir = data_root().join("models").join("all-minilm-l6-v2");
     tokio::task::spawn_blocking(move || {
         workspace_server::embedder::local::provision_waiting(&dir)
             .expect("provisioning the local embedding model")
     })
     .await
     .expect("provisioning task");
+}
+
+/// Where the suite's PostgreSQL, embedding model and stored files live:
+/// `WORKSPACE_DATA_DIR` (`cargo xtask test` sets it), else the same
+/// `target/test-db` (see [`workspace_embedded_db::test_data_root`]), so a
+/// plain `cargo nextest run` never writes into a server's data directory
+/// (as root that is `/var/lib/workspace`, which the Debian package owns
+/// and purges). Test servers, in-process or executables, get it too.
+pub fn data_root() -> std::path::PathBuf {
+    static ROOT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("WORKSPACE_DATA_DIR").filter(|d| !d.is_empty()) {
+            return dir.into();
+        }
+        // target/<profile>/deps/<test binary>
+        let target = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()))
+            .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        workspace_embedded_db::test_data_root(&target).expect("the suite's data directory")
+    })
+    .clone()
+}
+
+/// A `workspace-server` executable ([`server_binary`]) as a command, with
+/// the suite's data directory.
+pub fn server_command() -> std::process::Command {
+    let binary = server_binary().expect(
+        "the workspace-server executable (cargo build -p workspace-server, or WORKSPACE_SERVER_BIN)",
+    );
+    let mut command = std::process::Command::new(binary);
+    command.env("WORKSPACE_DATA_DIR", data_root());
+    command
 }
 
 /// The Python the tests run their Python peers with (aiosmtpd, the openai
@@ -78,7 +109,7 @@ pub fn admin_url() -> Result<String> {
     let url = match std::env::var("WORKSPACE_TEST_DATABASE_URL") {
         Ok(url) if !url.is_empty() => url,
         _ => {
-            let root = workspace_embedded_db::data_root();
+            let root = data_root();
             let install = workspace_embedded_db::PgInstall::locate_or_provision(&root)?;
             workspace_embedded_db::Cluster::ensure_started_with(
                 &install,
@@ -226,6 +257,7 @@ fn test_config(db_url: &str) -> Config {
         ..Config::default()
     };
     config.database.url = Some(db_url.to_string());
+    config.database.data_dir = Some(data_root());
     config.auth.jwt_secret = Some(TEST_JWT_SECRET.to_string());
     config.secrets.keys = vec![TEST_SECRET_KEY.to_string()];
     config.rate_limits = unlimited();

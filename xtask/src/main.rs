@@ -167,7 +167,7 @@ fn main() -> Result<()> {
         // embedding model and stored files live apart from a development
         // server's data, for this process and every child (the tests read
         // the same variable).
-        let dir = test_data_dir(&root)?;
+        let dir = workspace_embedded_db::test_data_root(&target_dir(&root))?;
         // SAFETY: single-threaded here; nothing reads the environment
         // concurrently.
         unsafe { std::env::set_var("WORKSPACE_DATA_DIR", &dir) };
@@ -765,43 +765,7 @@ fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Where the suite keeps its PostgreSQL (binaries and cluster), the
-/// embedding model and stored files: `target/test-db`, never a development
-/// server's data directory. As root, PostgreSQL runs as the `postgres`
-/// user, which must be able to reach it; when a parent directory keeps that
-/// user out (a checkout under `/root`), `/var/tmp/workspace-test-db`.
-fn test_data_dir(root: &Path) -> Result<PathBuf> {
-    let dir = std::path::absolute(target_dir(root).join("test-db"))?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    if !running_as_root() {
-        return Ok(dir);
-    }
-    use std::os::unix::fs::PermissionsExt;
-    let open = |d: &Path| std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755));
-    open(&dir)?;
-    let reachable = Command::new("runuser")
-        .args(["-u", "postgres", "--", "test", "-x"])
-        .arg(&dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if reachable {
-        return Ok(dir);
-    }
-    let elsewhere = PathBuf::from("/var/tmp/workspace-test-db");
-    std::fs::create_dir_all(&elsewhere)?;
-    open(&elsewhere)?;
-    Ok(elsewhere)
-}
-
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout == b"0\n")
-}
-
-/// The test cluster (under [`test_data_dir`], which `main` put in
+/// The test cluster (under [`workspace_embedded_db::test_data_root`], which `main` put in
 /// `WORKSPACE_DATA_DIR`).
 fn test_cluster() -> Result<workspace_embedded_db::Cluster> {
     let root = workspace_embedded_db::data_root();

@@ -40,6 +40,38 @@ pub fn data_root() -> PathBuf {
         .join("workspace")
 }
 
+/// Where a test suite keeps its PostgreSQL (binaries and cluster), the
+/// embedding model and stored files: `<target>/test-db`, never a
+/// server's data directory (as root the default, `/var/lib/workspace`, is
+/// the one a package install uses and purges). As root, PostgreSQL runs as
+/// the `postgres` user, which must be able to reach it; when a parent
+/// directory keeps that user out (a checkout under `/root`),
+/// `/var/tmp/workspace-test-db`. Used by `cargo xtask` and by the test
+/// harness when it runs without it (`cargo nextest run`).
+pub fn test_data_root(target_dir: &Path) -> Result<PathBuf> {
+    let dir = std::path::absolute(target_dir.join("test-db"))?;
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !is_root() {
+        return Ok(dir);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let open = |d: &Path| fs::set_permissions(d, fs::Permissions::from_mode(0o755));
+    open(&dir)?;
+    let reachable = Command::new("runuser")
+        .args(["-u", "postgres", "--", "test", "-x"])
+        .arg(&dir)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if reachable {
+        return Ok(dir);
+    }
+    let elsewhere = PathBuf::from("/var/tmp/workspace-test-db");
+    fs::create_dir_all(&elsewhere)?;
+    open(&elsewhere)?;
+    Ok(elsewhere)
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -599,4 +631,27 @@ fn lock(path: &Path) -> Result<File> {
     file.lock()
         .with_context(|| format!("locking {}", path.display()))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A suite run never lands in a server's data directory, whoever runs
+    /// it: `<target>/test-db`, or as root `/var/tmp/workspace-test-db` when
+    /// the `postgres` user cannot reach the target directory.
+    #[test]
+    fn the_suites_data_is_kept_apart_from_a_servers() {
+        let target = std::env::temp_dir().join(format!("ws-test-root-{}", std::process::id()));
+        let root = test_data_root(&target).unwrap();
+        assert!(
+            root == target.join("test-db")
+                || (is_root() && root == Path::new("/var/tmp/workspace-test-db")),
+            "{}",
+            root.display()
+        );
+        assert!(root.is_dir());
+        assert_ne!(root, Path::new("/var/lib/workspace"));
+        fs::remove_dir_all(&target).unwrap();
+    }
 }

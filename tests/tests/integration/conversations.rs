@@ -1823,9 +1823,7 @@ async fn text_a_client_received_survives_a_sigkill() {
         ),
     )
     .unwrap();
-    let binary = workspace_tests::server_binary()
-        .expect("the workspace-server executable (cargo xtask test builds it)");
-    let mut doomed = std::process::Command::new(binary)
+    let mut doomed = workspace_tests::server_command()
         .arg("--config")
         .arg(&config)
         .env_remove("WORKSPACE_CONFIG")

@@ -70,7 +70,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 async fn query_and_batch_vectors_match_the_recorded_ones() {
     workspace_tests::ensure_local_model().await;
     let model = LocalMiniLm::new(
-        workspace_embedded_db::data_root()
+        workspace_tests::data_root()
             .join("models")
             .join("all-minilm-l6-v2"),
     );

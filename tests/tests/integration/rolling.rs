@@ -64,6 +64,7 @@ impl Instance {
             .open(&self.log)
             .expect("the instance's log");
         let child = std::process::Command::new(binary)
+            .env("WORKSPACE_DATA_DIR", workspace_tests::data_root())
             .arg("--config")
             .arg(&self.config)
             .env_remove("WORKSPACE_CONFIG")

@@ -746,7 +746,7 @@ async fn the_sandbox_sees_only_its_allow_list() {
     // Its own processes only (the runner; bubblewrap's init at most).
     assert!(out["pids"].as_array().unwrap().len() <= 3, "{out}");
     // The uploaded file's folder is closed to other users on the host too.
-    let root = workspace_embedded_db::data_root().join("files");
+    let root = workspace_tests::data_root().join("files");
     if root.is_dir() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;

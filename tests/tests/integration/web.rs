@@ -101,6 +101,7 @@ async fn the_example_page_works_in_a_real_browser() {
         .env("CHROMIUM", chromium())
         .env("SCREENSHOT", &screenshot)
         .env("SERVER_BIN", &binary)
+        .env("WORKSPACE_DATA_DIR", workspace_tests::data_root())
         .env("SERVER_CONFIG", &restart_config)
         .env(
             "RESTART_API_URL",

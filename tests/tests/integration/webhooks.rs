@@ -798,9 +798,7 @@ async fn deliveries_survive_a_sigkill_of_the_sending_instance() {
         ),
     )
     .unwrap();
-    let binary = workspace_tests::server_binary()
-        .expect("the workspace-server executable (cargo xtask test builds it)");
-    let mut doomed = std::process::Command::new(binary)
+    let mut doomed = workspace_tests::server_command()
         .arg("--config")
         .arg(&config)
         .env_remove("WORKSPACE_CONFIG")
