@@ -38,6 +38,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthSessions => Self::cli_auth_sessions(),
             CliCommand::AuthSignup => Self::cli_auth_signup(),
             CliCommand::AuthSignupInvite => Self::cli_auth_signup_invite(),
+            CliCommand::AuthSsoCallback => Self::cli_auth_sso_callback(),
+            CliCommand::AuthSsoStart => Self::cli_auth_sso_start(),
             CliCommand::AuthTokensCreate => Self::cli_auth_tokens_create(),
             CliCommand::AuthTokensList => Self::cli_auth_tokens_list(),
             CliCommand::AuthTokensRevoke => Self::cli_auth_tokens_revoke(),
@@ -110,6 +112,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgLeave => Self::cli_org_leave(),
             CliCommand::OrgList => Self::cli_org_list(),
             CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
+            CliCommand::OrgSsoGet => Self::cli_org_sso_get(),
+            CliCommand::OrgSsoPut => Self::cli_org_sso_put(),
+            CliCommand::OrgSsoDelete => Self::cli_org_sso_delete(),
             CliCommand::OrgTransferOwnership => Self::cli_org_transfer_ownership(),
             CliCommand::OrgUpdate => Self::cli_org_update(),
             CliCommand::OrgUsageReport => Self::cli_org_usage_report(),
@@ -986,6 +991,90 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "Create an account by accepting an invitation.\n\nPublic. Answers `201` with the account and an access token (as from `POST /api/auth/login`). The e-mail address is the invitation's. Like `login` it starts a session: additions to the spec's response are `expires_in`, `refresh_token`, `refresh_expires_in` and `session_id`.\n\nIn one transaction, with the invitation row locked: creates the user (or, for a user pre-created by `POST /api/users/invite`, sets their names and password), gives them a personal organization like `signup` does, makes their membership in the inviting organization `active` with the invited role, and marks the invitation `accepted`. The token therefore works once, also under concurrent use.\n\nErrors, in the order checked: names 1 to 100 characters (`400 invalid_name`); an unknown token `400 invalid_invitation`; an accepted, revoked or expired invitation `410` with `invitation_used`, `invitation_revoked` or `invitation_expired`; the password policy of `signup` (`422 weak_password`).\n\nWhen the invited address already has an account with a password, the invitation is accepted by that account instead: `password` must be its current password (checked like `login`, with the same failed-login limit: `401 invalid_credentials`, `429 too_many_login_attempts`), the names in the request are ignored, no personal organization is created, and the response carries the account's own names.",
+            )
+    }
+    pub fn cli_auth_sso_callback() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("code")
+                    .long("code")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("iss")
+                    .long("iss")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help("The redirect's `iss` parameter (RFC 9207), when it had one."),
+            )
+            .arg(
+                ::clap::Arg::new("state")
+                    .long("state")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body"),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Finish a single sign-on.\n\nAn addition to the spec; public (the single-use `state` and the provider's `code` are the credential). Exchanges the code (with the PKCE verifier) at the provider, checks the ID token, finds or creates the person and their membership (see `PUT /api/org/sso`) and answers the same tokens as `POST /api/auth/login`. An unknown, used or expired `state`: `400 invalid_sso_state`; an `iss` other than the provider's, a refused code, an ID token that fails a check, an address the provider has not verified or outside the organization's domains: `401 sso_failed` (the reason in the message, never the provider's answer); an address of an account that is not a member of the organization: `409 email_taken`; no role for the person's groups: `403 sso_not_assigned`; a suspended member: `403 membership_suspended`.",
+            )
+    }
+    pub fn cli_auth_sso_start() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("email")
+                    .long("email")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The person's e-mail address: its domain names the organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("organization-id")
+                    .long("organization-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(false)
+                    .help("The organization, when the e-mail address is not given."),
+            )
+            .arg(
+                ::clap::Arg::new("redirect-uri")
+                    .long("redirect-uri")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The page the provider redirects to with `code`, `state` and `iss` (registered at the provider for the client; `https://`, or `http://` on a loopback address). It hands them to `POST /api/auth/sso/callback`.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Start a single sign-on.\n\nAn addition to the spec; public. Finds the organization by the domain of `email` (or by `organization_id`) and answers the provider's authorization URL (authorization code, PKCE S256, `state`, `nonce`, scope `openid email profile`) for `redirect_uri`. The sign-in is kept in the database for 10 minutes, so any server instance finishes it. No provider for the domain or organization: `404 not_found`; a `redirect_uri` that is not `https://` (or `http://` on a loopback address): `400 invalid_redirect_uri`; the provider unreachable: `502 sso_provider_unavailable`. Limited per client address like logins (`429 rate_limited`).",
             )
     }
     pub fn cli_auth_tokens_create() -> ::clap::Command {
@@ -3238,6 +3327,113 @@ impl<T: CliConfig> Cli<T> {
                 "List the organization's service accounts.\n\nAn addition to the spec: every service account of the organization (active and suspended), oldest first, with its role and live tokens (never their secrets). `users:read`.",
             )
     }
+    pub fn cli_org_sso_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Show the organization's single sign-on provider.\n\nAn addition to the spec, for the organization's admins (a role of level 80 or more that grants `organization:admin`). Never the client secret. `404 not_found` when there is none.",
+            )
+    }
+    pub fn cli_org_sso_put() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("client-id")
+                    .long("client-id")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The client id registered at the provider for this organization.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("client-secret")
+                    .long("client-secret")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The client's secret (`client_secret_basic` at the token endpoint). Write-only: stored sealed, never answered. Required the first time; omitted, the stored one is kept.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("default-role")
+                    .long("default-role")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The role of a person in none of the mapped groups; `null` refuses them (`403 sso_not_assigned`). Default `member`.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("enforced")
+                    .long("enforced")
+                    .value_parser(::clap::value_parser!(bool))
+                    .required(false)
+                    .help(
+                        "Whether the organization requires single sign-on: its members' password sessions and their personal access tokens made outside a single sign-on session are refused in it (`403 sso_required`). Its owners keep password access (so a broken provider cannot lock the organization out), and service accounts are not affected.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("groups-claim")
+                    .long("groups-claim")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The claim (of the ID token or the UserInfo answer) holding the person's groups: an array of strings, or one string. Default `groups`.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("issuer")
+                    .long("issuer")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The provider's issuer (`https://`, or `http://` for a loopback address or where the server's configuration allows it). Its `/.well-known/openid-configuration` must name this exact issuer.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Register or replace the organization's single sign-on provider.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`). OpenID Connect: the provider's discovery document is read now and must name exactly `issuer` (`400 sso_issuer_mismatch`; unreachable or not a discovery document: `400 invalid_sso_provider`); `issuer` must be `https://` (`http://` for loopback, or where `fetch.allow_private_networks` is set; `400 invalid_url`). `client_secret` is required the first time (`400 invalid_request`), stored sealed and never answered. `domains`: 1 to 20 lowercase domain names (`400 invalid_domains`), none vouched for by another organization (`409 sso_domain_taken`). Each mapping's and `default_role`'s role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `sso.configured`.\n\nSign-in (`POST /api/auth/sso/start`, then the provider, then `POST /api/auth/sso/callback`): authorization code with PKCE (S256), `state` and `nonce`; the ID token's signature (the provider's current keys, read at each sign-in, so rotated keys are picked up), issuer, audience, expiry and nonce are checked, and RFC 9207's `iss` where the provider sends it. The person is found by the provider's subject; the first time, by e-mail address among the organization's members (the address verified by the provider and in `domains`), or created with a membership (just in time). Every sign-in sets a member's role from their groups (`role_mappings`, else `default_role`); an owner keeps their role. The session it starts is the same as a password login's, but acts in this organization only (`403 sso_required` elsewhere).",
+            )
+    }
+    pub fn cli_org_sso_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Remove the organization's single sign-on provider.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`). Its domains are released and sign-ins under way end; sessions it started go on until they end (revoke them with the members' sessions). `404 not_found` when there is none. Audited as `sso.removed`.",
+            )
+    }
     pub fn cli_org_transfer_ownership() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -4578,6 +4774,8 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::AuthSessions => self.execute_auth_sessions(matches).await,
             CliCommand::AuthSignup => self.execute_auth_signup(matches).await,
             CliCommand::AuthSignupInvite => self.execute_auth_signup_invite(matches).await,
+            CliCommand::AuthSsoCallback => self.execute_auth_sso_callback(matches).await,
+            CliCommand::AuthSsoStart => self.execute_auth_sso_start(matches).await,
             CliCommand::AuthTokensCreate => self.execute_auth_tokens_create(matches).await,
             CliCommand::AuthTokensList => self.execute_auth_tokens_list(matches).await,
             CliCommand::AuthTokensRevoke => self.execute_auth_tokens_revoke(matches).await,
@@ -4666,6 +4864,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgServiceAccountsList => {
                 self.execute_org_service_accounts_list(matches).await
             }
+            CliCommand::OrgSsoGet => self.execute_org_sso_get(matches).await,
+            CliCommand::OrgSsoPut => self.execute_org_sso_put(matches).await,
+            CliCommand::OrgSsoDelete => self.execute_org_sso_delete(matches).await,
             CliCommand::OrgTransferOwnership => self.execute_org_transfer_ownership(matches).await,
             CliCommand::OrgUpdate => self.execute_org_update(matches).await,
             CliCommand::OrgUsageReport => self.execute_org_usage_report(matches).await,
@@ -5415,6 +5616,72 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_auth_signup_invite(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_sso_callback(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.auth_sso_callback();
+        if let Some(value) = matches.get_one::<::std::string::String>("code") {
+            request = request.body_map(|body| body.code(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("iss") {
+            request = request.body_map(|body| body.iss(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("state") {
+            request = request.body_map(|body| body.state(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SsoCallbackRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_auth_sso_callback(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_auth_sso_start(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.auth_sso_start();
+        if let Some(value) = matches.get_one::<::std::string::String>("email") {
+            request = request.body_map(|body| body.email(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("organization-id") {
+            request = request.body_map(|body| body.organization_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("redirect-uri") {
+            request = request.body_map(|body| body.redirect_uri(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SsoStartRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_auth_sso_start(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -7443,6 +7710,85 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_sso_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_sso_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_sso_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_sso_put(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_sso_put();
+        if let Some(value) = matches.get_one::<::std::string::String>("client-id") {
+            request = request.body_map(|body| body.client_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("client-secret") {
+            request = request.body_map(|body| body.client_secret(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("default-role") {
+            request = request.body_map(|body| body.default_role(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<bool>("enforced") {
+            request = request.body_map(|body| body.enforced(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("groups-claim") {
+            request = request.body_map(|body| body.groups_claim(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("issuer") {
+            request = request.body_map(|body| body.issuer(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SsoConfigInput>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_org_sso_put(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_sso_delete(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_sso_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_sso_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_transfer_ownership(
         &self,
         matches: &::clap::ArgMatches,
@@ -8781,6 +9127,20 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_auth_sso_callback(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthSsoCallback,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_auth_sso_start(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::AuthSsoStart,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_auth_tokens_create(
         &self,
         matches: &::clap::ArgMatches,
@@ -9285,6 +9645,27 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_sso_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgSsoGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_sso_put(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgSsoPut,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_sso_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgSsoDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_transfer_ownership(
         &self,
         matches: &::clap::ArgMatches,
@@ -9600,6 +9981,8 @@ pub enum CliCommand {
     AuthSessions,
     AuthSignup,
     AuthSignupInvite,
+    AuthSsoCallback,
+    AuthSsoStart,
     AuthTokensCreate,
     AuthTokensList,
     AuthTokensRevoke,
@@ -9672,6 +10055,9 @@ pub enum CliCommand {
     OrgLeave,
     OrgList,
     OrgServiceAccountsList,
+    OrgSsoGet,
+    OrgSsoPut,
+    OrgSsoDelete,
     OrgTransferOwnership,
     OrgUpdate,
     OrgUsageReport,
@@ -9742,6 +10128,8 @@ impl CliCommand {
             CliCommand::AuthSessions,
             CliCommand::AuthSignup,
             CliCommand::AuthSignupInvite,
+            CliCommand::AuthSsoCallback,
+            CliCommand::AuthSsoStart,
             CliCommand::AuthTokensCreate,
             CliCommand::AuthTokensList,
             CliCommand::AuthTokensRevoke,
@@ -9814,6 +10202,9 @@ impl CliCommand {
             CliCommand::OrgLeave,
             CliCommand::OrgList,
             CliCommand::OrgServiceAccountsList,
+            CliCommand::OrgSsoGet,
+            CliCommand::OrgSsoPut,
+            CliCommand::OrgSsoDelete,
             CliCommand::OrgTransferOwnership,
             CliCommand::OrgUpdate,
             CliCommand::OrgUsageReport,
@@ -9885,6 +10276,8 @@ impl CliCommand {
             CliCommand::AuthSessions => "auth_sessions",
             CliCommand::AuthSignup => "auth_signup",
             CliCommand::AuthSignupInvite => "auth_signup_invite",
+            CliCommand::AuthSsoCallback => "auth_sso_callback",
+            CliCommand::AuthSsoStart => "auth_sso_start",
             CliCommand::AuthTokensCreate => "auth_tokens_create",
             CliCommand::AuthTokensList => "auth_tokens_list",
             CliCommand::AuthTokensRevoke => "auth_tokens_revoke",
@@ -9957,6 +10350,9 @@ impl CliCommand {
             CliCommand::OrgLeave => "org_leave",
             CliCommand::OrgList => "org_list",
             CliCommand::OrgServiceAccountsList => "org_service_accounts_list",
+            CliCommand::OrgSsoGet => "org_sso_get",
+            CliCommand::OrgSsoPut => "org_sso_put",
+            CliCommand::OrgSsoDelete => "org_sso_delete",
             CliCommand::OrgTransferOwnership => "org_transfer_ownership",
             CliCommand::OrgUpdate => "org_update",
             CliCommand::OrgUsageReport => "org_usage_report",

@@ -12399,6 +12399,134 @@ pub mod types {
             value.parse()
         }
     }
+    ///Body of `POST /api/auth/sso/callback`: what the provider's redirect carried.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SsoCallbackRequest {
+        pub code: ::std::string::String,
+        ///The redirect's `iss` parameter (RFC 9207), when it had one.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub iss: ::std::option::Option<::std::string::String>,
+        pub state: ::std::string::String,
+    }
+    impl SsoCallbackRequest {
+        pub fn builder() -> builder::SsoCallbackRequest {
+            Default::default()
+        }
+    }
+    ///An organization's single sign-on provider (never its client secret).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SsoConfig {
+        pub client_id: ::std::string::String,
+        ///Always `true`: a secret is stored (it is never answered).
+        pub client_secret_set: bool,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub default_role: ::std::option::Option<::std::string::String>,
+        pub domains: ::std::vec::Vec<::std::string::String>,
+        pub enforced: bool,
+        pub groups_claim: ::std::string::String,
+        pub issuer: ::std::string::String,
+        pub organization_id: ::uuid::Uuid,
+        pub role_mappings: ::std::vec::Vec<SsoRoleMapping>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl SsoConfig {
+        pub fn builder() -> builder::SsoConfig {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/org/sso`: the organization's provider, replaced whole.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SsoConfigInput {
+        ///The client id registered at the provider for this organization.
+        pub client_id: ::std::string::String,
+        ///The client's secret (`client_secret_basic` at the token endpoint). Write-only: stored sealed, never answered. Required the first time; omitted, the stored one is kept.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub client_secret: ::std::option::Option<::std::string::String>,
+        ///The role of a person in none of the mapped groups; `null` refuses them (`403 sso_not_assigned`). Default `member`.
+        #[serde(default = "defaults::sso_config_input_default_role")]
+        pub default_role: ::std::option::Option<::std::string::String>,
+        ///The e-mail domains the provider vouches for (`example.com`; 1 to 20, lowercase, unique across organizations). A sign-in whose address is in none of them is refused; `POST /api/auth/sso/start` finds the organization by them.
+        pub domains: ::std::vec::Vec<::std::string::String>,
+        ///Whether the organization requires single sign-on: its members' password sessions and their personal access tokens made outside a single sign-on session are refused in it (`403 sso_required`). Its owners keep password access (so a broken provider cannot lock the organization out), and service accounts are not affected.
+        #[serde(default)]
+        pub enforced: bool,
+        ///The claim (of the ID token or the UserInfo answer) holding the person's groups: an array of strings, or one string. Default `groups`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub groups_claim: ::std::option::Option<::std::string::String>,
+        ///The provider's issuer (`https://`, or `http://` for a loopback address or where the server's configuration allows it). Its `/.well-known/openid-configuration` must name this exact issuer.
+        pub issuer: ::std::string::String,
+        ///Groups and the roles they give; the first mapping whose group the person has wins. At most 100.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub role_mappings: ::std::vec::Vec<SsoRoleMapping>,
+    }
+    impl SsoConfigInput {
+        pub fn builder() -> builder::SsoConfigInput {
+            Default::default()
+        }
+    }
+    ///One group of the provider's group claim and the role it gives.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SsoRoleMapping {
+        ///A value of the group claim (1 to 200 characters, compared exactly).
+        pub group: ::std::string::String,
+        ///The name of a role of the organization (a system role or a custom one); never `owner`.
+        pub role: ::std::string::String,
+    }
+    impl SsoRoleMapping {
+        pub fn builder() -> builder::SsoRoleMapping {
+            Default::default()
+        }
+    }
+    ///Answer of `POST /api/auth/sso/start`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct SsoStart {
+        ///Send the person's browser here.
+        pub authorization_url: ::std::string::String,
+        ///The sign-in must end (`POST /api/auth/sso/callback`) before this.
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub organization_id: ::uuid::Uuid,
+        ///The `state` of this sign-in (also inside `authorization_url`).
+        pub state: ::std::string::String,
+    }
+    impl SsoStart {
+        pub fn builder() -> builder::SsoStart {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/auth/sso/start`: which organization (by the person's e-mail address or by id) and where the provider sends them back.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct SsoStartRequest {
+        ///The person's e-mail address: its domain names the organization.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub email: ::std::option::Option<::std::string::String>,
+        ///The organization, when the e-mail address is not given.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub organization_id: ::std::option::Option<::uuid::Uuid>,
+        ///The page the provider redirects to with `code`, `state` and `iss` (registered at the provider for the client; `https://`, or `http://` on a loopback address). It hands them to `POST /api/auth/sso/callback`.
+        pub redirect_uri: ::std::string::String,
+    }
+    impl SsoStartRequest {
+        pub fn builder() -> builder::SsoStartRequest {
+            Default::default()
+        }
+    }
     ///Response of `POST /api/chat/stop`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -35568,6 +35696,636 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct SsoCallbackRequest {
+            code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            iss: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            state: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SsoCallbackRequest {
+            fn default() -> Self {
+                Self {
+                    code: Err("no value supplied for code".to_string()),
+                    iss: Ok(Default::default()),
+                    state: Err("no value supplied for state".to_string()),
+                }
+            }
+        }
+        impl SsoCallbackRequest {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for code: {e}"));
+                self
+            }
+            pub fn iss<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.iss = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for iss: {e}"));
+                self
+            }
+            pub fn state<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.state = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for state: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoCallbackRequest> for super::SsoCallbackRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoCallbackRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    iss: value.iss?,
+                    state: value.state?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoCallbackRequest> for SsoCallbackRequest {
+            fn from(value: super::SsoCallbackRequest) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    iss: Ok(value.iss),
+                    state: Ok(value.state),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SsoConfig {
+            client_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            client_secret_set: ::std::result::Result<bool, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            default_role: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            domains: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            enforced: ::std::result::Result<bool, ::std::string::String>,
+            groups_claim: ::std::result::Result<::std::string::String, ::std::string::String>,
+            issuer: ::std::result::Result<::std::string::String, ::std::string::String>,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_mappings: ::std::result::Result<
+                ::std::vec::Vec<super::SsoRoleMapping>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SsoConfig {
+            fn default() -> Self {
+                Self {
+                    client_id: Err("no value supplied for client_id".to_string()),
+                    client_secret_set: Err("no value supplied for client_secret_set".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    default_role: Ok(Default::default()),
+                    domains: Err("no value supplied for domains".to_string()),
+                    enforced: Err("no value supplied for enforced".to_string()),
+                    groups_claim: Err("no value supplied for groups_claim".to_string()),
+                    issuer: Err("no value supplied for issuer".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    role_mappings: Err("no value supplied for role_mappings".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl SsoConfig {
+            pub fn client_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.client_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for client_id: {e}"));
+                self
+            }
+            pub fn client_secret_set<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.client_secret_set = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for client_secret_set: {e}")
+                });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn default_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.default_role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for default_role: {e}"));
+                self
+            }
+            pub fn domains<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.domains = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for domains: {e}"));
+                self
+            }
+            pub fn enforced<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.enforced = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for enforced: {e}"));
+                self
+            }
+            pub fn groups_claim<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.groups_claim = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for groups_claim: {e}"));
+                self
+            }
+            pub fn issuer<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.issuer = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for issuer: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn role_mappings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SsoRoleMapping>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_mappings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_mappings: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoConfig> for super::SsoConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    client_id: value.client_id?,
+                    client_secret_set: value.client_secret_set?,
+                    created_at: value.created_at?,
+                    default_role: value.default_role?,
+                    domains: value.domains?,
+                    enforced: value.enforced?,
+                    groups_claim: value.groups_claim?,
+                    issuer: value.issuer?,
+                    organization_id: value.organization_id?,
+                    role_mappings: value.role_mappings?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoConfig> for SsoConfig {
+            fn from(value: super::SsoConfig) -> Self {
+                Self {
+                    client_id: Ok(value.client_id),
+                    client_secret_set: Ok(value.client_secret_set),
+                    created_at: Ok(value.created_at),
+                    default_role: Ok(value.default_role),
+                    domains: Ok(value.domains),
+                    enforced: Ok(value.enforced),
+                    groups_claim: Ok(value.groups_claim),
+                    issuer: Ok(value.issuer),
+                    organization_id: Ok(value.organization_id),
+                    role_mappings: Ok(value.role_mappings),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SsoConfigInput {
+            client_id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            client_secret: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            default_role: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            domains: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            enforced: ::std::result::Result<bool, ::std::string::String>,
+            groups_claim: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            issuer: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role_mappings: ::std::result::Result<
+                ::std::vec::Vec<super::SsoRoleMapping>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SsoConfigInput {
+            fn default() -> Self {
+                Self {
+                    client_id: Err("no value supplied for client_id".to_string()),
+                    client_secret: Ok(Default::default()),
+                    default_role: Ok(super::defaults::sso_config_input_default_role()),
+                    domains: Err("no value supplied for domains".to_string()),
+                    enforced: Ok(Default::default()),
+                    groups_claim: Ok(Default::default()),
+                    issuer: Err("no value supplied for issuer".to_string()),
+                    role_mappings: Ok(Default::default()),
+                }
+            }
+        }
+        impl SsoConfigInput {
+            pub fn client_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.client_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for client_id: {e}"));
+                self
+            }
+            pub fn client_secret<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.client_secret = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for client_secret: {e}"));
+                self
+            }
+            pub fn default_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.default_role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for default_role: {e}"));
+                self
+            }
+            pub fn domains<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.domains = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for domains: {e}"));
+                self
+            }
+            pub fn enforced<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.enforced = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for enforced: {e}"));
+                self
+            }
+            pub fn groups_claim<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.groups_claim = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for groups_claim: {e}"));
+                self
+            }
+            pub fn issuer<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.issuer = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for issuer: {e}"));
+                self
+            }
+            pub fn role_mappings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SsoRoleMapping>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_mappings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_mappings: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoConfigInput> for super::SsoConfigInput {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoConfigInput,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    client_id: value.client_id?,
+                    client_secret: value.client_secret?,
+                    default_role: value.default_role?,
+                    domains: value.domains?,
+                    enforced: value.enforced?,
+                    groups_claim: value.groups_claim?,
+                    issuer: value.issuer?,
+                    role_mappings: value.role_mappings?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoConfigInput> for SsoConfigInput {
+            fn from(value: super::SsoConfigInput) -> Self {
+                Self {
+                    client_id: Ok(value.client_id),
+                    client_secret: Ok(value.client_secret),
+                    default_role: Ok(value.default_role),
+                    domains: Ok(value.domains),
+                    enforced: Ok(value.enforced),
+                    groups_claim: Ok(value.groups_claim),
+                    issuer: Ok(value.issuer),
+                    role_mappings: Ok(value.role_mappings),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SsoRoleMapping {
+            group: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SsoRoleMapping {
+            fn default() -> Self {
+                Self {
+                    group: Err("no value supplied for group".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl SsoRoleMapping {
+            pub fn group<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.group = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for group: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoRoleMapping> for super::SsoRoleMapping {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoRoleMapping,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    group: value.group?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoRoleMapping> for SsoRoleMapping {
+            fn from(value: super::SsoRoleMapping) -> Self {
+                Self {
+                    group: Ok(value.group),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SsoStart {
+            authorization_url: ::std::result::Result<::std::string::String, ::std::string::String>,
+            expires_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            state: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SsoStart {
+            fn default() -> Self {
+                Self {
+                    authorization_url: Err("no value supplied for authorization_url".to_string()),
+                    expires_at: Err("no value supplied for expires_at".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    state: Err("no value supplied for state".to_string()),
+                }
+            }
+        }
+        impl SsoStart {
+            pub fn authorization_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.authorization_url = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for authorization_url: {e}")
+                });
+                self
+            }
+            pub fn expires_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.expires_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for expires_at: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn state<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.state = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for state: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoStart> for super::SsoStart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoStart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    authorization_url: value.authorization_url?,
+                    expires_at: value.expires_at?,
+                    organization_id: value.organization_id?,
+                    state: value.state?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoStart> for SsoStart {
+            fn from(value: super::SsoStart) -> Self {
+                Self {
+                    authorization_url: Ok(value.authorization_url),
+                    expires_at: Ok(value.expires_at),
+                    organization_id: Ok(value.organization_id),
+                    state: Ok(value.state),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SsoStartRequest {
+            email: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            organization_id:
+                ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            redirect_uri: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SsoStartRequest {
+            fn default() -> Self {
+                Self {
+                    email: Ok(Default::default()),
+                    organization_id: Ok(Default::default()),
+                    redirect_uri: Err("no value supplied for redirect_uri".to_string()),
+                }
+            }
+        }
+        impl SsoStartRequest {
+            pub fn email<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.email = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for email: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn redirect_uri<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.redirect_uri = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for redirect_uri: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SsoStartRequest> for super::SsoStartRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SsoStartRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    email: value.email?,
+                    organization_id: value.organization_id?,
+                    redirect_uri: value.redirect_uri?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SsoStartRequest> for SsoStartRequest {
+            fn from(value: super::SsoStartRequest) -> Self {
+                Self {
+                    email: Ok(value.email),
+                    organization_id: Ok(value.organization_id),
+                    redirect_uri: Ok(value.redirect_uri),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct StopResponse {
             message: ::std::result::Result<::std::string::String, ::std::string::String>,
             message_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
@@ -40382,6 +41140,10 @@ pub mod types {
         pub(super) fn param_spec_description() -> super::ParamSpecDescription {
             super::ParamSpecDescription("".to_string())
         }
+        pub(super) fn sso_config_input_default_role() -> ::std::option::Option<::std::string::String>
+        {
+            ::std::option::Option::Some("member".to_string())
+        }
         pub(super) fn tool_deployment_framework() -> super::ToolDeploymentFramework {
             super::ToolDeploymentFramework("".to_string())
         }
@@ -40428,7 +41190,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.5.0*/
+Version: 0.6.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -40466,7 +41228,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.5.0"
+        "0.6.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
@@ -40984,6 +41746,36 @@ impl Client {
     ```*/
     pub fn auth_signup_invite(&self) -> builder::AuthSignupInvite<'_> {
         builder::AuthSignupInvite::new(self)
+    }
+    /**Finish a single sign-on
+
+    An addition to the spec; public (the single-use `state` and the provider's `code` are the credential). Exchanges the code (with the PKCE verifier) at the provider, checks the ID token, finds or creates the person and their membership (see `PUT /api/org/sso`) and answers the same tokens as `POST /api/auth/login`. An unknown, used or expired `state`: `400 invalid_sso_state`; an `iss` other than the provider's, a refused code, an ID token that fails a check, an address the provider has not verified or outside the organization's domains: `401 sso_failed` (the reason in the message, never the provider's answer); an address of an account that is not a member of the organization: `409 email_taken`; no role for the person's groups: `403 sso_not_assigned`; a suspended member: `403 membership_suspended`.
+
+    Sends a `POST` request to `/api/auth/sso/callback`
+
+    ```ignore
+    let response = client.auth_sso_callback()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_sso_callback(&self) -> builder::AuthSsoCallback<'_> {
+        builder::AuthSsoCallback::new(self)
+    }
+    /**Start a single sign-on
+
+    An addition to the spec; public. Finds the organization by the domain of `email` (or by `organization_id`) and answers the provider's authorization URL (authorization code, PKCE S256, `state`, `nonce`, scope `openid email profile`) for `redirect_uri`. The sign-in is kept in the database for 10 minutes, so any server instance finishes it. No provider for the domain or organization: `404 not_found`; a `redirect_uri` that is not `https://` (or `http://` on a loopback address): `400 invalid_redirect_uri`; the provider unreachable: `502 sso_provider_unavailable`. Limited per client address like logins (`429 rate_limited`).
+
+    Sends a `POST` request to `/api/auth/sso/start`
+
+    ```ignore
+    let response = client.auth_sso_start()
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn auth_sso_start(&self) -> builder::AuthSsoStart<'_> {
+        builder::AuthSsoStart::new(self)
     }
     /**Create a personal access token
 
@@ -42771,6 +43563,61 @@ impl Client {
     ```*/
     pub fn org_service_accounts_rotate(&self) -> builder::OrgServiceAccountsRotate<'_> {
         builder::OrgServiceAccountsRotate::new(self)
+    }
+    /**Show the organization's single sign-on provider
+
+    An addition to the spec, for the organization's admins (a role of level 80 or more that grants `organization:admin`). Never the client secret. `404 not_found` when there is none.
+
+    Sends a `GET` request to `/api/org/sso`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_sso_get()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_sso_get(&self) -> builder::OrgSsoGet<'_> {
+        builder::OrgSsoGet::new(self)
+    }
+    /**Register or replace the organization's single sign-on provider
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`). OpenID Connect: the provider's discovery document is read now and must name exactly `issuer` (`400 sso_issuer_mismatch`; unreachable or not a discovery document: `400 invalid_sso_provider`); `issuer` must be `https://` (`http://` for loopback, or where `fetch.allow_private_networks` is set; `400 invalid_url`). `client_secret` is required the first time (`400 invalid_request`), stored sealed and never answered. `domains`: 1 to 20 lowercase domain names (`400 invalid_domains`), none vouched for by another organization (`409 sso_domain_taken`). Each mapping's and `default_role`'s role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `sso.configured`.
+
+    Sign-in (`POST /api/auth/sso/start`, then the provider, then `POST /api/auth/sso/callback`): authorization code with PKCE (S256), `state` and `nonce`; the ID token's signature (the provider's current keys, read at each sign-in, so rotated keys are picked up), issuer, audience, expiry and nonce are checked, and RFC 9207's `iss` where the provider sends it. The person is found by the provider's subject; the first time, by e-mail address among the organization's members (the address verified by the provider and in `domains`), or created with a membership (just in time). Every sign-in sets a member's role from their groups (`role_mappings`, else `default_role`); an owner keeps their role. The session it starts is the same as a password login's, but acts in this organization only (`403 sso_required` elsewhere).
+
+    Sends a `PUT` request to `/api/org/sso`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_sso_put()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_sso_put(&self) -> builder::OrgSsoPut<'_> {
+        builder::OrgSsoPut::new(self)
+    }
+    /**Remove the organization's single sign-on provider
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`). Its domains are released and sign-ins under way end; sessions it started go on until they end (revoke them with the members' sessions). `404 not_found` when there is none. Audited as `sso.removed`.
+
+    Sends a `DELETE` request to `/api/org/sso`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_sso_delete()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_sso_delete(&self) -> builder::OrgSsoDelete<'_> {
+        builder::OrgSsoDelete::new(self)
     }
     /**Transfer the ownership of an organization
 
@@ -46153,6 +47000,196 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_sso_callback`]
+
+    [`Client::auth_sso_callback`]: super::Client::auth_sso_callback*/
+    #[derive(Debug, Clone)]
+    pub struct AuthSsoCallback<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::SsoCallbackRequest, String>,
+    }
+    impl<'a> AuthSsoCallback<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SsoCallbackRequest>,
+            <V as std::convert::TryInto<types::SsoCallbackRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SsoCallbackRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                    types::builder::SsoCallbackRequest,
+                ) -> types::builder::SsoCallbackRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/sso/callback`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::LoginResponse>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::SsoCallbackRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/sso/callback", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_sso_callback",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                502u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::auth_sso_start`]
+
+    [`Client::auth_sso_start`]: super::Client::auth_sso_start*/
+    #[derive(Debug, Clone)]
+    pub struct AuthSsoStart<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::SsoStartRequest, String>,
+    }
+    impl<'a> AuthSsoStart<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SsoStartRequest>,
+            <V as std::convert::TryInto<types::SsoStartRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SsoStartRequest` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::SsoStartRequest) -> types::builder::SsoStartRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/auth/sso/start`
+        pub async fn send(self) -> Result<ResponseValue<types::SsoStart>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| types::SsoStartRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/auth/sso/start", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "auth_sso_start",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                502u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 503u16 => Err(Error::ErrorResponse(
@@ -54996,6 +56033,267 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_sso_get`]
+
+    [`Client::org_sso_get`]: super::Client::org_sso_get*/
+    #[derive(Debug, Clone)]
+    pub struct OrgSsoGet<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgSsoGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/sso`
+        pub async fn send(self) -> Result<ResponseValue<types::SsoConfig>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/sso", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_sso_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_sso_put`]
+
+    [`Client::org_sso_put`]: super::Client::org_sso_put*/
+    #[derive(Debug, Clone)]
+    pub struct OrgSsoPut<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::SsoConfigInput, String>,
+    }
+    impl<'a> OrgSsoPut<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SsoConfigInput>,
+            <V as std::convert::TryInto<types::SsoConfigInput>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `SsoConfigInput` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::SsoConfigInput) -> types::builder::SsoConfigInput,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/sso`
+        pub async fn send(self) -> Result<ResponseValue<types::SsoConfig>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::SsoConfigInput::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/sso", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_sso_put",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                409u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_sso_delete`]
+
+    [`Client::org_sso_delete`]: super::Client::org_sso_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgSsoDelete<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgSsoDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/sso`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/sso", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_sso_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

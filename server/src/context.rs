@@ -211,6 +211,14 @@ impl ServerContext {
                     Error::forbidden("you are not a member of this organization")
                 }))
             }
+            AccessLookup::SsoRequired { token, .. } => {
+                if let Some((token_id, _)) = token {
+                    self.token_used(token_id);
+                }
+                Err(scope
+                    .not_found()
+                    .unwrap_or_else(crate::app::sso::sso_required))
+            }
             AccessLookup::Member {
                 user_id,
                 token,

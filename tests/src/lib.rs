@@ -75,6 +75,7 @@ pub fn python() -> std::ffi::OsString {
 }
 pub mod s3;
 pub mod sse;
+pub mod sso_peer;
 pub mod web;
 pub mod ws;
 

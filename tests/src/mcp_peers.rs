@@ -37,7 +37,7 @@ pub async fn browser_approves(authorization_url: &str) -> String {
 }
 
 /// A free TCP port on 127.0.0.1.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -45,7 +45,7 @@ fn free_port() -> u16 {
 }
 
 /// `tests/peers/{path}`, which `cargo xtask test` installs.
-fn peer_file(path: &str) -> std::path::PathBuf {
+pub(crate) fn peer_file(path: &str) -> std::path::PathBuf {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("peers")
         .join(path);
@@ -72,7 +72,7 @@ async fn spawn(
 
 /// Starts `command` (output discarded) and waits (30 s at most) until it
 /// listens on every one of `ports`.
-async fn start_listening(
+pub(crate) async fn start_listening(
     name: &str,
     mut command: std::process::Command,
     ports: &[u16],
@@ -272,83 +272,93 @@ impl OidcMcp {
     /// finally sends the browser (the service's callback with `code`,
     /// `state` and `iss`).
     pub async fn sign_in(&self, authorization_url: &str, login: &str) -> String {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("an HTTP client");
-        let mut cookies: std::collections::BTreeMap<String, String> = Default::default();
-        let mut url = reqwest::Url::parse(authorization_url).expect("an authorization URL");
-        let mut form: Option<Vec<(&str, &str)>> = None;
-        for _ in 0..20 {
-            if !url.as_str().starts_with(&self.issuer) {
-                return url.to_string();
-            }
-            let jar = cookies
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("; ");
-            let request = match form.take() {
-                Some(fields) => {
-                    let mut encoder = reqwest::Url::parse("http://form.invalid/").expect("a URL");
-                    encoder.query_pairs_mut().extend_pairs(&fields);
-                    http.post(url.clone())
-                        .header(
-                            reqwest::header::CONTENT_TYPE,
-                            "application/x-www-form-urlencoded",
-                        )
-                        .body(encoder.query().unwrap_or_default().to_string())
-                }
-                None => http.get(url.clone()),
-            };
-            let response = request
-                .header(reqwest::header::COOKIE, jar)
-                .send()
-                .await
-                .expect("the provider answers");
-            for set in response.headers().get_all(reqwest::header::SET_COOKIE) {
-                let pair = set
-                    .to_str()
-                    .unwrap_or_default()
-                    .split(';')
-                    .next()
-                    .unwrap_or_default();
-                if let Some((name, value)) = pair.split_once('=') {
-                    cookies.insert(name.trim().to_string(), value.to_string());
-                }
-            }
-            let status = response.status();
-            if status.is_redirection() {
-                let location = response.headers()[reqwest::header::LOCATION]
-                    .to_str()
-                    .expect("a Location header");
-                url = url.join(location).expect("a valid Location");
-                continue;
-            }
-            let page = response.text().await.unwrap_or_default();
-            assert!(
-                status.is_success(),
-                "the provider answered {status}: {page}"
-            );
-            let action = page
-                .split("<form")
-                .nth(1)
-                .and_then(|f| f.split("action=\"").nth(1))
-                .and_then(|a| a.split('"').next())
-                .unwrap_or_else(|| panic!("a page without a form: {page}"));
-            url = url.join(action).expect("a valid form action");
-            form = Some(if page.contains(r#"name="prompt" value="login""#) {
-                vec![("prompt", "login"), ("login", login), ("password", "any")]
-            } else {
-                assert!(
-                    page.contains(r#"name="prompt" value="consent""#),
-                    "neither a login nor a consent page: {page}"
-                );
-                vec![("prompt", "consent")]
-            });
-        }
-        panic!("the provider never sent the browser back");
+        provider_sign_in(&self.issuer, authorization_url, login).await
     }
+}
+
+/// The browser's part of an authorization code flow on `oidc-provider`'s
+/// development pages at `provider` (see [`OidcMcp::sign_in`]).
+pub(crate) async fn provider_sign_in(
+    provider: &str,
+    authorization_url: &str,
+    login: &str,
+) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let mut cookies: std::collections::BTreeMap<String, String> = Default::default();
+    let mut url = reqwest::Url::parse(authorization_url).expect("an authorization URL");
+    let mut form: Option<Vec<(&str, &str)>> = None;
+    for _ in 0..20 {
+        if !url.as_str().starts_with(provider) {
+            return url.to_string();
+        }
+        let jar = cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let request = match form.take() {
+            Some(fields) => {
+                let mut encoder = reqwest::Url::parse("http://form.invalid/").expect("a URL");
+                encoder.query_pairs_mut().extend_pairs(&fields);
+                http.post(url.clone())
+                    .header(
+                        reqwest::header::CONTENT_TYPE,
+                        "application/x-www-form-urlencoded",
+                    )
+                    .body(encoder.query().unwrap_or_default().to_string())
+            }
+            None => http.get(url.clone()),
+        };
+        let response = request
+            .header(reqwest::header::COOKIE, jar)
+            .send()
+            .await
+            .expect("the provider answers");
+        for set in response.headers().get_all(reqwest::header::SET_COOKIE) {
+            let pair = set
+                .to_str()
+                .unwrap_or_default()
+                .split(';')
+                .next()
+                .unwrap_or_default();
+            if let Some((name, value)) = pair.split_once('=') {
+                cookies.insert(name.trim().to_string(), value.to_string());
+            }
+        }
+        let status = response.status();
+        if status.is_redirection() {
+            let location = response.headers()[reqwest::header::LOCATION]
+                .to_str()
+                .expect("a Location header");
+            url = url.join(location).expect("a valid Location");
+            continue;
+        }
+        let page = response.text().await.unwrap_or_default();
+        assert!(
+            status.is_success(),
+            "the provider answered {status}: {page}"
+        );
+        let action = page
+            .split("<form")
+            .nth(1)
+            .and_then(|f| f.split("action=\"").nth(1))
+            .and_then(|a| a.split('"').next())
+            .unwrap_or_else(|| panic!("a page without a form: {page}"));
+        url = url.join(action).expect("a valid form action");
+        form = Some(if page.contains(r#"name="prompt" value="login""#) {
+            vec![("prompt", "login"), ("login", login), ("password", "any")]
+        } else {
+            assert!(
+                page.contains(r#"name="prompt" value="consent""#),
+                "neither a login nor a consent page: {page}"
+            );
+            vec![("prompt", "consent")]
+        });
+    }
+    panic!("the provider never sent the browser back");
 }
 
 impl Drop for OidcMcp {

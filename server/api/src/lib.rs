@@ -27,6 +27,7 @@ pub mod orgs;
 pub mod roles;
 pub mod schema;
 pub mod service_accounts;
+pub mod sso;
 pub mod system;
 pub mod time;
 pub mod tokens;
@@ -50,7 +51,7 @@ use crate::extract::{JsonBody, QueryParams};
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
-pub const API_VERSION: semver::Version = semver::Version::new(0, 5, 0);
+pub const API_VERSION: semver::Version = semver::Version::new(0, 6, 0);
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -3478,6 +3479,106 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<webhooks::WebhookDeliveryQuery>,
     ) -> Result<HttpResponseAccepted<webhooks::WebhookDelivery>, HttpError>;
+
+    // ---- Single sign-on (issue #37) ----
+
+    /// Show the organization's single sign-on provider.
+    ///
+    /// An addition to the spec, for the organization's admins (a role of
+    /// level 80 or more that grants `organization:admin`). Never the client
+    /// secret. `404 not_found` when there is none.
+    #[endpoint { method = GET, path = "/api/org/sso", tags = ["orgs"] }]
+    async fn org_sso_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<sso::SsoConfig>, HttpError>;
+
+    /// Register or replace the organization's single sign-on provider.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`). OpenID Connect: the provider's discovery
+    /// document is read now and must name exactly `issuer` (`400
+    /// sso_issuer_mismatch`; unreachable or not a discovery document: `400
+    /// invalid_sso_provider`); `issuer` must be `https://` (`http://` for
+    /// loopback, or where `fetch.allow_private_networks` is set; `400
+    /// invalid_url`). `client_secret` is required the first time (`400
+    /// invalid_request`), stored sealed and never answered. `domains`: 1 to
+    /// 20 lowercase domain names (`400 invalid_domains`), none vouched for
+    /// by another organization (`409 sso_domain_taken`). Each mapping's
+    /// and `default_role`'s role must be a role of the organization other
+    /// than `owner` (`400 invalid_role`). Audited as `sso.configured`.
+    ///
+    /// Sign-in (`POST /api/auth/sso/start`, then the provider, then
+    /// `POST /api/auth/sso/callback`): authorization code with PKCE (S256),
+    /// `state` and `nonce`; the ID token's signature (the provider's
+    /// current keys, read at each sign-in, so rotated keys are picked up),
+    /// issuer, audience, expiry and nonce are checked, and RFC 9207's `iss`
+    /// where the provider sends it. The person is found by the provider's
+    /// subject; the first time, by e-mail address among the organization's
+    /// members (the address verified by the provider and in `domains`), or
+    /// created with a membership (just in time). Every sign-in sets a
+    /// member's role from their groups (`role_mappings`, else
+    /// `default_role`); an owner keeps their role. The session it starts
+    /// is the same as a password login's, but acts in this organization
+    /// only (`403 sso_required` elsewhere).
+    #[endpoint { method = PUT, path = "/api/org/sso", tags = ["orgs"] }]
+    async fn org_sso_put(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<sso::SsoConfigInput>,
+    ) -> Result<HttpResponseOk<sso::SsoConfig>, HttpError>;
+
+    /// Remove the organization's single sign-on provider.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`). Its domains are released and sign-ins
+    /// under way end; sessions it started go on until they end (revoke
+    /// them with the members' sessions). `404 not_found` when
+    /// there is none. Audited as `sso.removed`.
+    #[endpoint { method = DELETE, path = "/api/org/sso", tags = ["orgs"] }]
+    async fn org_sso_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// Start a single sign-on.
+    ///
+    /// An addition to the spec; public. Finds the organization by the
+    /// domain of `email` (or by `organization_id`) and answers the
+    /// provider's authorization URL (authorization code, PKCE S256,
+    /// `state`, `nonce`, scope `openid email profile`) for `redirect_uri`.
+    /// The sign-in is kept in the database for 10 minutes, so any server
+    /// instance finishes it. No provider for the domain or organization:
+    /// `404 not_found`; a `redirect_uri` that is not `https://`
+    /// (or `http://` on a loopback address): `400 invalid_redirect_uri`;
+    /// the provider unreachable: `502 sso_provider_unavailable`. Limited
+    /// per client address like logins (`429 rate_limited`).
+    #[endpoint { method = POST, path = "/api/auth/sso/start", tags = ["auth"] }]
+    async fn auth_sso_start(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<sso::SsoStartRequest>,
+    ) -> Result<HttpResponseOk<sso::SsoStart>, HttpError>;
+
+    /// Finish a single sign-on.
+    ///
+    /// An addition to the spec; public (the single-use `state` and the
+    /// provider's `code` are the credential). Exchanges the code (with the
+    /// PKCE verifier) at the provider, checks the ID token, finds or
+    /// creates the person and their membership (see `PUT /api/org/sso`)
+    /// and answers the same tokens as `POST /api/auth/login`. An unknown,
+    /// used or expired `state`: `400 invalid_sso_state`; an `iss` other
+    /// than the provider's, a refused code, an ID token that fails a check,
+    /// an address the provider has not verified or outside the
+    /// organization's domains: `401 sso_failed` (the reason in the
+    /// message, never the provider's answer); an address of an account
+    /// that is not a member of the organization: `409 email_taken`; no
+    /// role for the person's groups: `403 sso_not_assigned`; a suspended
+    /// member: `403 membership_suspended`.
+    #[endpoint { method = POST, path = "/api/auth/sso/callback", tags = ["auth"] }]
+    async fn auth_sso_callback(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<sso::SsoCallbackRequest>,
+    ) -> Result<HttpResponseOk<auth::LoginResponse>, HttpError>;
 }
 
 /// Builds the published OpenAPI document from the trait alone, then patches

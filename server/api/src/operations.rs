@@ -30,6 +30,9 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
     "mcp_gateway_post",
     "mcp_gateway_get",
     "mcp_gateway_delete",
+    // Single sign-on: the person has no token yet (issue #37).
+    "auth_sso_start",
+    "auth_sso_callback",
 ];
 
 /// Operations authenticated by a deployment key (`wsk_live_…`) instead of
@@ -1447,6 +1450,56 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         ],
     ),
     (
+        "org_sso_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_sso_put",
+        &[
+            (
+                400,
+                &[
+                    "invalid_url",
+                    "url_not_allowed",
+                    "invalid_request",
+                    "invalid_domains",
+                    "invalid_role",
+                    "sso_issuer_mismatch",
+                    "invalid_sso_provider",
+                ],
+            ),
+            (403, &["forbidden"]),
+            (409, &["sso_domain_taken"]),
+        ],
+    ),
+    (
+        "org_sso_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "auth_sso_start",
+        &[
+            (
+                400,
+                &["invalid_redirect_uri", "invalid_email", "invalid_request"],
+            ),
+            (404, &["not_found"]),
+            (429, &["rate_limited"]),
+            (502, &["sso_provider_unavailable"]),
+        ],
+    ),
+    (
+        "auth_sso_callback",
+        &[
+            (400, &["invalid_sso_state"]),
+            (401, &["sso_failed"]),
+            (403, &["sso_not_assigned", "membership_suspended"]),
+            (409, &["email_taken"]),
+            (429, &["rate_limited"]),
+            (502, &["sso_provider_unavailable"]),
+        ],
+    ),
+    (
         "org_webhooks_delete",
         &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
@@ -1524,6 +1577,9 @@ pub fn error_statuses(
         .any(|(status, codes)| *status == 403 && codes.contains(&"forbidden"));
     if forbidding {
         add(403, &["insufficient_scope"]);
+        // A credential the organization's single sign-on rules out
+        // (issue #37): where a non-member is refused, so is it.
+        add(403, &["sso_required"]);
     }
     if LOGIN_ONLY_OPERATIONS.contains(&operation_id) {
         add(403, &["token_not_allowed"]);

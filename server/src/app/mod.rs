@@ -31,6 +31,7 @@ pub mod rate_limits;
 pub mod roles;
 pub mod service_accounts;
 pub mod sessions;
+pub mod sso;
 pub mod streams;
 pub mod tokens;
 pub mod tools;

@@ -110,6 +110,17 @@ pub async fn start(
     user_id: Uuid,
     client: &ClientInfo,
 ) -> Result<Issued, Error> {
+    start_in(cx, user_id, client, None).await
+}
+
+/// [`start`], for a single sign-on of `sso_organization` when given (the
+/// session then acts in that organization only).
+pub async fn start_in(
+    cx: &ServerContext,
+    user_id: Uuid,
+    client: &ClientInfo,
+    sso_organization: Option<Uuid>,
+) -> Result<Issued, Error> {
     let (refresh_token, hash) = crate::authn::new_secret(REFRESH_TOKEN_PREFIX);
     let session_id = cx
         .datastore
@@ -121,6 +132,7 @@ pub async fn start(
                 lifetime_secs: cx.config.auth.refresh_token_lifetime_secs,
             },
             &client.origin(crate::audit::Actor::user(user_id, None)),
+            sso_organization,
         )
         .await?;
     issue(cx, user_id, session_id, refresh_token)

@@ -123,6 +123,7 @@ impl Minted {
             secret_hash: &self.hash,
             scopes,
             lifetime_days,
+            session_id: None,
         }
     }
 
@@ -162,7 +163,14 @@ pub async fn create(
     let minted = Minted::new();
     let row = cx
         .datastore
-        .token_create(actor.user_id, &minted.stored(name, &scopes, days), origin)
+        .token_create(
+            actor.user_id,
+            &NewToken {
+                session_id: actor.session_id,
+                ..minted.stored(name, &scopes, days)
+            },
+            origin,
+        )
         .await?
         .ok_or_else(|| {
             Error::conflict(

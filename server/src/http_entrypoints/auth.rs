@@ -17,7 +17,7 @@ use workspace_api::orgs::MessageResponse;
 
 /// The request's client address and `User-Agent`, as a session records
 /// them.
-fn client_info(rqctx: &Ctx) -> ClientInfo {
+pub(super) fn client_info(rqctx: &Ctx) -> ClientInfo {
     let user_agent = rqctx
         .request
         .headers()

@@ -22,6 +22,7 @@ mod mcp;
 mod orgs;
 mod roles;
 mod service_accounts;
+mod sso;
 mod system;
 mod tokens;
 mod tools;
@@ -501,4 +502,9 @@ impl WorkspaceApi for WorkspaceImpl {
     delegate!(fn org_webhooks_test(query: QueryParams<workspace_api::webhooks::WebhookEndpointQuery>) -> dropshot::HttpResponseAccepted<workspace_api::webhooks::WebhookDelivery> => webhooks::test);
     delegate!(fn org_webhooks_deliveries(query: QueryParams<workspace_api::webhooks::WebhookDeliveriesQuery>) -> HttpResponseOk<workspace_api::webhooks::WebhookDeliveryPage> => webhooks::deliveries);
     delegate!(fn org_webhooks_replay(query: QueryParams<workspace_api::webhooks::WebhookDeliveryQuery>) -> dropshot::HttpResponseAccepted<workspace_api::webhooks::WebhookDelivery> => webhooks::replay);
+    delegate!(fn org_sso_get(query: QueryParams<OrgQuery>) -> HttpResponseOk<workspace_api::sso::SsoConfig> => sso::get);
+    delegate!(fn org_sso_put(query: QueryParams<OrgQuery>, body: JsonBody<workspace_api::sso::SsoConfigInput>) -> HttpResponseOk<workspace_api::sso::SsoConfig> => sso::put);
+    delegate!(fn org_sso_delete(query: QueryParams<OrgQuery>) -> HttpResponseOk<MessageResponse> => sso::delete);
+    delegate!(fn auth_sso_start(body: JsonBody<workspace_api::sso::SsoStartRequest>) -> HttpResponseOk<workspace_api::sso::SsoStart> => sso::start);
+    delegate!(fn auth_sso_callback(body: JsonBody<workspace_api::sso::SsoCallbackRequest>) -> HttpResponseOk<LoginResponse> => sso::callback);
 }

@@ -52,7 +52,7 @@ pub struct OAuthHttp {
 }
 
 /// Whether `url`'s host is a loopback or private address, or `localhost`.
-fn is_local(url: &str) -> bool {
+pub(crate) fn is_local(url: &str) -> bool {
     match url::Url::parse(url).ok().as_ref().and_then(|u| u.host()) {
         Some(url::Host::Domain(d)) => {
             let d = d.to_ascii_lowercase();

@@ -37,6 +37,7 @@ mod rolling;
 mod sdk;
 mod service_accounts;
 mod sessions;
+mod sso;
 mod stream_writer;
 mod system;
 mod tokens;

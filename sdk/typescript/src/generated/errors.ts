@@ -5,7 +5,7 @@ export interface OperationErrors {
   agents_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -13,7 +13,7 @@ export interface OperationErrors {
   agents_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -21,7 +21,7 @@ export interface OperationErrors {
   agents_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -29,14 +29,14 @@ export interface OperationErrors {
   agents_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   agents_test: {
     400: "invalid_request" | "invalid_message" | "model_unavailable" | "tool_requirement_missing";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -45,7 +45,7 @@ export interface OperationErrors {
   agents_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_agent_type" | "invalid_params" | "invalid_tools" | "unknown_tool" | "invalid_tool_config" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -54,21 +54,21 @@ export interface OperationErrors {
   audit_export: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   audit_list: {
     400: "invalid_request" | "invalid_pagination" | "invalid_cursor";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   audit_verify: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "token_not_allowed" | "insufficient_scope";
+    403: "forbidden" | "token_not_allowed" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -159,6 +159,26 @@ export interface OperationErrors {
     500: "internal_error";
     503: "server_busy" | "database_unavailable";
   };
+  auth_sso_callback: {
+    400: "invalid_request" | "invalid_sso_state";
+    401: "sso_failed";
+    403: "sso_not_assigned" | "membership_suspended";
+    408: "request_timeout";
+    409: "email_taken";
+    429: "rate_limited";
+    500: "internal_error";
+    502: "sso_provider_unavailable";
+    503: "database_unavailable" | "server_busy";
+  };
+  auth_sso_start: {
+    400: "invalid_request" | "invalid_redirect_uri" | "invalid_email";
+    404: "not_found";
+    408: "request_timeout";
+    429: "rate_limited";
+    500: "internal_error";
+    502: "sso_provider_unavailable";
+    503: "database_unavailable" | "server_busy";
+  };
   auth_tokens_create: {
     400: "invalid_request" | "invalid_scope" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -185,14 +205,14 @@ export interface OperationErrors {
   chat_available_knowledge_bases: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_bulk_delete_sessions: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -200,7 +220,7 @@ export interface OperationErrors {
   chat_create: {
     400: "invalid_request" | "invalid_title" | "invalid_settings" | "unknown_folder";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -208,7 +228,7 @@ export interface OperationErrors {
   chat_delete_session: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -216,7 +236,7 @@ export interface OperationErrors {
   chat_edit_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_a_question";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
@@ -227,7 +247,7 @@ export interface OperationErrors {
   chat_export: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -235,14 +255,14 @@ export interface OperationErrors {
   chat_export_all: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_feedback_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -250,7 +270,7 @@ export interface OperationErrors {
   chat_feedback_rate: {
     400: "invalid_request" | "not_an_answer" | "invalid_comment" | "invalid_tags";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "answer_streaming";
@@ -260,7 +280,7 @@ export interface OperationErrors {
   chat_folders_create: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "folder_name_taken" | "too_many_folders";
     500: "internal_error";
@@ -269,7 +289,7 @@ export interface OperationErrors {
   chat_folders_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -277,14 +297,14 @@ export interface OperationErrors {
   chat_folders_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_folders_move: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -293,7 +313,7 @@ export interface OperationErrors {
   chat_folders_rename: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "folder_name_taken";
@@ -303,7 +323,7 @@ export interface OperationErrors {
   chat_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -311,7 +331,7 @@ export interface OperationErrors {
   chat_import: {
     400: "invalid_request" | "unrecognized_import_format" | "invalid_import_file" | "empty_import" | "import_limits_exceeded";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     413: "file_too_large";
     500: "internal_error";
@@ -320,14 +340,14 @@ export interface OperationErrors {
   chat_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_prompt: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -335,7 +355,7 @@ export interface OperationErrors {
   chat_regenerate: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_an_answer";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
@@ -346,14 +366,14 @@ export interface OperationErrors {
   chat_search: {
     400: "invalid_request" | "invalid_query" | "invalid_pagination" | "invalid_cursor";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_send_message: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_active";
@@ -364,7 +384,7 @@ export interface OperationErrors {
   chat_share_create: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "share_too_large" | "nothing_to_share" | "too_many_shares";
     500: "internal_error";
@@ -373,7 +393,7 @@ export interface OperationErrors {
   chat_share_revoke: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -388,14 +408,14 @@ export interface OperationErrors {
   chat_shares_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   chat_stop: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -403,7 +423,7 @@ export interface OperationErrors {
   chat_stream: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -411,7 +431,7 @@ export interface OperationErrors {
   chat_switch_branch: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -420,7 +440,7 @@ export interface OperationErrors {
   chat_transcribe: {
     400: "invalid_request" | "invalid_audio" | "unsupported_audio_format" | "unsupported_language";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     413: "file_too_large";
     500: "internal_error";
@@ -429,7 +449,7 @@ export interface OperationErrors {
   chat_update: {
     400: "invalid_request" | "invalid_title" | "invalid_settings";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -438,7 +458,7 @@ export interface OperationErrors {
   chat_upload_file: {
     400: "invalid_request" | "invalid_upload";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "feature_disabled" | "insufficient_scope";
+    403: "forbidden" | "feature_disabled" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     413: "file_too_large";
     415: "unsupported_file_type";
@@ -453,14 +473,14 @@ export interface OperationErrors {
   chat_ws_ticket: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_create: {
     400: "invalid_request" | "invalid_title";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -468,7 +488,7 @@ export interface OperationErrors {
   conversation_create_session: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -477,7 +497,7 @@ export interface OperationErrors {
   conversation_feedback_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -485,7 +505,7 @@ export interface OperationErrors {
   conversation_feedback_rate: {
     400: "invalid_request" | "not_an_answer" | "invalid_comment" | "invalid_tags";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "answer_streaming";
@@ -495,7 +515,7 @@ export interface OperationErrors {
   conversation_get_with_sessions: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -503,14 +523,14 @@ export interface OperationErrors {
   conversation_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   conversation_messages: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -518,7 +538,7 @@ export interface OperationErrors {
   conversation_stop: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -526,7 +546,7 @@ export interface OperationErrors {
   conversation_stream: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -534,7 +554,7 @@ export interface OperationErrors {
   conversation_stream_chat: {
     400: "invalid_request" | "invalid_message" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     429: "daily_chat_limit_exceeded" | "budget_exceeded";
@@ -557,7 +577,7 @@ export interface OperationErrors {
   deployments_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "agent_not_ready";
@@ -567,7 +587,7 @@ export interface OperationErrors {
   deployments_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -575,7 +595,7 @@ export interface OperationErrors {
   deployments_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -583,7 +603,7 @@ export interface OperationErrors {
   deployments_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -601,7 +621,7 @@ export interface OperationErrors {
   deployments_regenerate_key: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -609,7 +629,7 @@ export interface OperationErrors {
   deployments_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_origins" | "invalid_rate_limit" | "invalid_expiry";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -629,7 +649,7 @@ export interface OperationErrors {
   invitations_bulk_create: {
     400: "invalid_request" | "invalid_message";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -637,7 +657,7 @@ export interface OperationErrors {
   invitations_create: {
     400: "invalid_request" | "invalid_email" | "invalid_message" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
@@ -646,7 +666,7 @@ export interface OperationErrors {
   invitations_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -654,14 +674,14 @@ export interface OperationErrors {
   invitations_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   invitations_resend: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "invitation_not_pending" | "invitation_token_unavailable";
     500: "internal_error";
@@ -670,7 +690,7 @@ export interface OperationErrors {
   invitations_revoke: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "invitation_not_pending";
     500: "internal_error";
@@ -684,7 +704,7 @@ export interface OperationErrors {
   kb_add_source: {
     400: "invalid_request" | "invalid_source" | "too_many_sources";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -693,7 +713,7 @@ export interface OperationErrors {
   kb_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_source" | "unknown_embedding_model";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -701,7 +721,7 @@ export interface OperationErrors {
   kb_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -709,7 +729,7 @@ export interface OperationErrors {
   kb_delete_document: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -717,7 +737,7 @@ export interface OperationErrors {
   kb_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -725,7 +745,7 @@ export interface OperationErrors {
   kb_ingestion_status: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -733,14 +753,14 @@ export interface OperationErrors {
   kb_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   kb_list_documents: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -748,7 +768,7 @@ export interface OperationErrors {
   kb_query: {
     400: "invalid_request" | "invalid_query" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -757,7 +777,7 @@ export interface OperationErrors {
   kb_retry_document: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "document_not_failed";
     500: "internal_error";
@@ -766,7 +786,7 @@ export interface OperationErrors {
   kb_search: {
     400: "invalid_request" | "invalid_query";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -775,7 +795,7 @@ export interface OperationErrors {
   kb_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -790,7 +810,7 @@ export interface OperationErrors {
     400: "invalid_request" | "invalid_flow_type";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     402: "mcp_sessions_quota_exceeded";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -800,7 +820,7 @@ export interface OperationErrors {
   mcp_delete_instance: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -808,7 +828,7 @@ export interface OperationErrors {
   mcp_gateway_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "mcp_instance_not_active";
     500: "internal_error";
@@ -818,7 +838,7 @@ export interface OperationErrors {
   mcp_gateway_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "mcp_instance_not_active";
     500: "internal_error";
@@ -828,7 +848,7 @@ export interface OperationErrors {
   mcp_gateway_post: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "mcp_instance_not_active";
@@ -839,7 +859,7 @@ export interface OperationErrors {
   mcp_generate_url: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -848,21 +868,21 @@ export interface OperationErrors {
   mcp_list_instances: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_list_servers: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   mcp_playground_chat: {
     400: "invalid_request" | "invalid_message" | "invalid_model" | "model_unavailable";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "budget_exceeded" | "insufficient_scope";
+    403: "forbidden" | "budget_exceeded" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -871,7 +891,7 @@ export interface OperationErrors {
   mcp_server_with_tools: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     502: "mcp_server_unavailable";
@@ -880,7 +900,7 @@ export interface OperationErrors {
   mcp_update_instance: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -889,14 +909,14 @@ export interface OperationErrors {
   models_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_add_member: {
     400: "invalid_request" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "feature_disabled" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "already_member";
@@ -906,7 +926,7 @@ export interface OperationErrors {
   org_budgets_create: {
     400: "invalid_request" | "invalid_budget";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "budget_exists";
@@ -916,7 +936,7 @@ export interface OperationErrors {
   org_budgets_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -924,14 +944,14 @@ export interface OperationErrors {
   org_budgets_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_budgets_update: {
     400: "invalid_request" | "invalid_budget";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -947,7 +967,7 @@ export interface OperationErrors {
   org_delete: {
     400: "invalid_request" | "confirmation_mismatch";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "personal_organization";
     500: "internal_error";
@@ -963,28 +983,28 @@ export interface OperationErrors {
   org_features: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_feedback_export: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_feedback_list: {
     400: "invalid_request" | "invalid_pagination" | "invalid_cursor";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_leave: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     409: "last_owner" | "personal_organization";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -998,7 +1018,7 @@ export interface OperationErrors {
   org_service_accounts_create: {
     400: "invalid_request" | "invalid_name" | "invalid_role" | "invalid_scope";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "too_many_service_accounts";
     500: "internal_error";
@@ -1007,7 +1027,7 @@ export interface OperationErrors {
   org_service_accounts_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1015,23 +1035,48 @@ export interface OperationErrors {
   org_service_accounts_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_service_accounts_rotate: {
     400: "invalid_request" | "invalid_scope";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_sso_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_sso_get: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_sso_put: {
+    400: "invalid_request" | "invalid_url" | "url_not_allowed" | "invalid_domains" | "invalid_role" | "sso_issuer_mismatch" | "invalid_sso_provider";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    408: "request_timeout";
+    409: "sso_domain_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_transfer_ownership: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self" | "role_already_assigned";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "personal_organization";
@@ -1041,7 +1086,7 @@ export interface OperationErrors {
   org_update: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "org_name_taken";
     500: "internal_error";
@@ -1050,7 +1095,7 @@ export interface OperationErrors {
   org_update_features: {
     400: "invalid_request" | "invalid_quota";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -1059,21 +1104,21 @@ export interface OperationErrors {
   org_usage_export: {
     400: "invalid_request" | "invalid_range";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_usage_report: {
     400: "invalid_request" | "invalid_range";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_webhooks_create: {
     400: "invalid_request" | "invalid_url" | "url_not_allowed" | "invalid_event_types" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "too_many_webhooks";
     500: "internal_error";
@@ -1082,7 +1127,7 @@ export interface OperationErrors {
   org_webhooks_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1090,14 +1135,14 @@ export interface OperationErrors {
   org_webhooks_deliveries: {
     400: "invalid_request" | "invalid_pagination" | "invalid_cursor";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_webhooks_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1105,14 +1150,14 @@ export interface OperationErrors {
   org_webhooks_list: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   org_webhooks_replay: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1120,7 +1165,7 @@ export interface OperationErrors {
   org_webhooks_rotate_secret: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1128,7 +1173,7 @@ export interface OperationErrors {
   org_webhooks_test: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1136,7 +1181,7 @@ export interface OperationErrors {
   org_webhooks_update: {
     400: "invalid_request" | "invalid_url" | "url_not_allowed" | "invalid_event_types" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -1149,7 +1194,7 @@ export interface OperationErrors {
   roles_create: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     408: "request_timeout";
     409: "role_name_taken";
     500: "internal_error";
@@ -1158,7 +1203,7 @@ export interface OperationErrors {
   roles_create_permission: {
     400: "invalid_request" | "invalid_permission_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     408: "request_timeout";
     409: "permission_exists";
     500: "internal_error";
@@ -1167,7 +1212,7 @@ export interface OperationErrors {
   roles_delete_permission: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     409: "permission_protected";
     500: "internal_error";
@@ -1182,14 +1227,14 @@ export interface OperationErrors {
   roles_list_roles: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   roles_remove: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     409: "role_in_use";
     500: "internal_error";
@@ -1198,7 +1243,7 @@ export interface OperationErrors {
   roles_update: {
     400: "invalid_request" | "invalid_name" | "invalid_hierarchy_level" | "unknown_permission";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "system_role_immutable" | "role_level_too_high" | "permission_not_held" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "role_name_taken";
@@ -1208,14 +1253,14 @@ export interface OperationErrors {
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_create: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "tool_name_taken";
     500: "internal_error";
@@ -1224,7 +1269,7 @@ export interface OperationErrors {
   tools_create_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "category_name_taken";
     500: "internal_error";
@@ -1233,7 +1278,7 @@ export interface OperationErrors {
   tools_delete: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "tool_in_use";
     500: "internal_error";
@@ -1242,7 +1287,7 @@ export interface OperationErrors {
   tools_delete_category: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "category_in_use";
     500: "internal_error";
@@ -1251,7 +1296,7 @@ export interface OperationErrors {
   tools_get: {
     400: "invalid_request";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1259,21 +1304,21 @@ export interface OperationErrors {
   tools_list_all: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_list_categories: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
   tools_test: {
     400: "invalid_request" | "invalid_input" | "tool_inactive" | "tool_requirement_missing";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
@@ -1282,7 +1327,7 @@ export interface OperationErrors {
   tools_update: {
     400: "invalid_request" | "invalid_name" | "invalid_description" | "invalid_version" | "invalid_logo_url" | "unknown_category" | "invalid_parameter" | "duplicate_parameter" | "invalid_default" | "invalid_function" | "empty_code" | "invalid_code" | "invalid_requirement";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "tool_name_taken";
@@ -1292,7 +1337,7 @@ export interface OperationErrors {
   tools_update_category: {
     400: "invalid_request" | "invalid_name" | "invalid_description";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
     408: "request_timeout";
     409: "category_name_taken";
@@ -1318,7 +1363,7 @@ export interface OperationErrors {
   users_invite: {
     400: "invalid_request" | "invalid_email" | "invalid_name" | "invalid_role";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     409: "already_member" | "invitation_pending";
     500: "internal_error";
@@ -1327,7 +1372,7 @@ export interface OperationErrors {
   users_list: {
     400: "invalid_request" | "invalid_pagination";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "insufficient_scope";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
@@ -1339,7 +1384,7 @@ export interface OperationErrors {
   users_reactivate: {
     400: "invalid_request" | "member_not_suspended";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
@@ -1347,7 +1392,7 @@ export interface OperationErrors {
   users_remove: {
     400: "invalid_request" | "member_invited" | "cannot_target_self";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "last_owner";
     500: "internal_error";
@@ -1356,7 +1401,7 @@ export interface OperationErrors {
   users_suspend: {
     400: "invalid_request" | "member_not_active" | "cannot_target_self";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "member_level_too_high" | "insufficient_scope";
+    403: "forbidden" | "member_level_too_high" | "insufficient_scope" | "sso_required";
     404: "not_found";
     409: "last_owner";
     500: "internal_error";
@@ -1365,7 +1410,7 @@ export interface OperationErrors {
   users_update: {
     400: "invalid_request" | "invalid_role" | "member_not_active" | "role_already_assigned";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
-    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "token_not_allowed";
+    403: "forbidden" | "owner_role_not_assignable" | "role_level_too_high" | "insufficient_scope" | "sso_required" | "token_not_allowed";
     404: "not_found";
     408: "request_timeout";
     409: "concurrent_update";

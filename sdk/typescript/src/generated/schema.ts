@@ -622,6 +622,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/sso/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish a single sign-on.
+         * @description An addition to the spec; public (the single-use `state` and the provider's `code` are the credential). Exchanges the code (with the PKCE verifier) at the provider, checks the ID token, finds or creates the person and their membership (see `PUT /api/org/sso`) and answers the same tokens as `POST /api/auth/login`. An unknown, used or expired `state`: `400 invalid_sso_state`; an `iss` other than the provider's, a refused code, an ID token that fails a check, an address the provider has not verified or outside the organization's domains: `401 sso_failed` (the reason in the message, never the provider's answer); an address of an account that is not a member of the organization: `409 email_taken`; no role for the person's groups: `403 sso_not_assigned`; a suspended member: `403 membership_suspended`.
+         */
+        post: operations["auth_sso_callback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sso/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a single sign-on.
+         * @description An addition to the spec; public. Finds the organization by the domain of `email` (or by `organization_id`) and answers the provider's authorization URL (authorization code, PKCE S256, `state`, `nonce`, scope `openid email profile`) for `redirect_uri`. The sign-in is kept in the database for 10 minutes, so any server instance finishes it. No provider for the domain or organization: `404 not_found`; a `redirect_uri` that is not `https://` (or `http://` on a loopback address): `400 invalid_redirect_uri`; the provider unreachable: `502 sso_provider_unavailable`. Limited per client address like logins (`429 rate_limited`).
+         */
+        post: operations["auth_sso_start"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/tokens/create": {
         parameters: {
             query?: never;
@@ -2497,6 +2537,36 @@ export interface paths {
          */
         post: operations["org_service_accounts_rotate"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/sso": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the organization's single sign-on provider.
+         * @description An addition to the spec, for the organization's admins (a role of level 80 or more that grants `organization:admin`). Never the client secret. `404 not_found` when there is none.
+         */
+        get: operations["org_sso_get"];
+        /**
+         * Register or replace the organization's single sign-on provider.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`). OpenID Connect: the provider's discovery document is read now and must name exactly `issuer` (`400 sso_issuer_mismatch`; unreachable or not a discovery document: `400 invalid_sso_provider`); `issuer` must be `https://` (`http://` for loopback, or where `fetch.allow_private_networks` is set; `400 invalid_url`). `client_secret` is required the first time (`400 invalid_request`), stored sealed and never answered. `domains`: 1 to 20 lowercase domain names (`400 invalid_domains`), none vouched for by another organization (`409 sso_domain_taken`). Each mapping's and `default_role`'s role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `sso.configured`.
+         *
+         *     Sign-in (`POST /api/auth/sso/start`, then the provider, then `POST /api/auth/sso/callback`): authorization code with PKCE (S256), `state` and `nonce`; the ID token's signature (the provider's current keys, read at each sign-in, so rotated keys are picked up), issuer, audience, expiry and nonce are checked, and RFC 9207's `iss` where the provider sends it. The person is found by the provider's subject; the first time, by e-mail address among the organization's members (the address verified by the provider and in `domains`), or created with a membership (just in time). Every sign-in sets a member's role from their groups (`role_mappings`, else `default_role`); an owner keeps their role. The session it starts is the same as a password login's, but acts in this organization only (`403 sso_required` elsewhere).
+         */
+        put: operations["org_sso_put"];
+        post?: never;
+        /**
+         * Remove the organization's single sign-on provider.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`). Its domains are released and sign-ins under way end; sessions it started go on until they end (revoke them with the members' sessions). `404 not_found` when there is none. Audited as `sso.removed`.
+         */
+        delete: operations["org_sso_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -5832,6 +5902,92 @@ export interface components {
          * @enum {string}
          */
         SourceType: "file" | "web" | "object_store";
+        /** @description Body of `POST /api/auth/sso/callback`: what the provider's redirect carried. */
+        SsoCallbackRequest: {
+            code: string;
+            /** @description The redirect's `iss` parameter (RFC 9207), when it had one. */
+            iss?: string | null;
+            state: string;
+        };
+        /** @description An organization's single sign-on provider (never its client secret). */
+        SsoConfig: {
+            client_id: string;
+            /** @description Always `true`: a secret is stored (it is never answered). */
+            client_secret_set: boolean;
+            /** Format: date-time */
+            created_at: string;
+            default_role?: string | null;
+            domains: string[];
+            enforced: boolean;
+            groups_claim: string;
+            issuer: string;
+            /** Format: uuid */
+            organization_id: string;
+            role_mappings: components["schemas"]["SsoRoleMapping"][];
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description Body of `PUT /api/org/sso`: the organization's provider, replaced whole. */
+        SsoConfigInput: {
+            /** @description The client id registered at the provider for this organization. */
+            client_id: string;
+            /** @description The client's secret (`client_secret_basic` at the token endpoint). Write-only: stored sealed, never answered. Required the first time; omitted, the stored one is kept. */
+            client_secret?: string | null;
+            /**
+             * @description The role of a person in none of the mapped groups; `null` refuses them (`403 sso_not_assigned`). Default `member`.
+             * @default member
+             */
+            default_role: string | null;
+            /** @description The e-mail domains the provider vouches for (`example.com`; 1 to 20, lowercase, unique across organizations). A sign-in whose address is in none of them is refused; `POST /api/auth/sso/start` finds the organization by them. */
+            domains: string[];
+            /**
+             * @description Whether the organization requires single sign-on: its members' password sessions and their personal access tokens made outside a single sign-on session are refused in it (`403 sso_required`). Its owners keep password access (so a broken provider cannot lock the organization out), and service accounts are not affected.
+             * @default false
+             */
+            enforced: boolean;
+            /** @description The claim (of the ID token or the UserInfo answer) holding the person's groups: an array of strings, or one string. Default `groups`. */
+            groups_claim?: string | null;
+            /** @description The provider's issuer (`https://`, or `http://` for a loopback address or where the server's configuration allows it). Its `/.well-known/openid-configuration` must name this exact issuer. */
+            issuer: string;
+            /**
+             * @description Groups and the roles they give; the first mapping whose group the person has wins. At most 100.
+             * @default []
+             */
+            role_mappings: components["schemas"]["SsoRoleMapping"][];
+        };
+        /** @description One group of the provider's group claim and the role it gives. */
+        SsoRoleMapping: {
+            /** @description A value of the group claim (1 to 200 characters, compared exactly). */
+            group: string;
+            /** @description The name of a role of the organization (a system role or a custom one); never `owner`. */
+            role: string;
+        };
+        /** @description Answer of `POST /api/auth/sso/start`. */
+        SsoStart: {
+            /** @description Send the person's browser here. */
+            authorization_url: string;
+            /**
+             * Format: date-time
+             * @description The sign-in must end (`POST /api/auth/sso/callback`) before this.
+             */
+            expires_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description The `state` of this sign-in (also inside `authorization_url`). */
+            state: string;
+        };
+        /** @description Body of `POST /api/auth/sso/start`: which organization (by the person's e-mail address or by id) and where the provider sends them back. */
+        SsoStartRequest: {
+            /** @description The person's e-mail address: its domain names the organization. */
+            email?: string | null;
+            /**
+             * Format: uuid
+             * @description The organization, when the e-mail address is not given.
+             */
+            organization_id?: string | null;
+            /** @description The page the provider redirects to with `code`, `state` and `iss` (registered at the provider for the client; `https://`, or `http://` on a loopback address). It hands them to `POST /api/auth/sso/callback`. */
+            redirect_uri: string;
+        };
         /** @description Response of `POST /api/chat/stop`. */
         StopResponse: {
             message: string;
@@ -7104,7 +7260,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7201,7 +7357,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7280,7 +7436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7359,7 +7515,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7438,7 +7594,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7521,7 +7677,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7835,7 +7991,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7914,7 +8070,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7993,7 +8149,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8076,7 +8232,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8150,7 +8306,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8242,7 +8398,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8348,7 +8504,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8432,7 +8588,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8502,7 +8658,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9393,6 +9549,203 @@ export interface operations {
             };
         };
     };
+    auth_sso_callback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SsoCallbackRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_sso_state`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `sso_failed`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `sso_not_assigned`, `membership_suspended`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `email_taken`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `rate_limited`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model provider failed. `error_code`: `sso_provider_unavailable`. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    auth_sso_start: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SsoStartRequest"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SsoStart"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_redirect_uri`, `invalid_email`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests. `error_code`: `rate_limited`. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model provider failed. `error_code`: `sso_provider_unavailable`. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     auth_tokens_create: {
         parameters: {
             query?: never;
@@ -9661,7 +10014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9746,7 +10099,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9838,7 +10191,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9917,7 +10270,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9991,7 +10344,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10070,7 +10423,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10153,7 +10506,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10265,7 +10618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10347,7 +10700,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10421,7 +10774,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10520,7 +10873,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10599,7 +10952,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10675,7 +11028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10776,7 +11129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10866,7 +11219,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10949,7 +11302,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11043,7 +11396,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11141,7 +11494,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11215,7 +11568,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11298,7 +11651,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11415,7 +11768,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11489,7 +11842,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11598,7 +11951,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11688,7 +12041,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11773,7 +12126,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11845,7 +12198,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11926,7 +12279,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12011,7 +12364,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12107,7 +12460,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12201,7 +12554,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12342,7 +12695,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12416,7 +12769,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12499,7 +12852,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12591,7 +12944,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12690,7 +13043,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12771,7 +13124,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12854,7 +13207,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12930,7 +13283,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13011,7 +13364,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13092,7 +13445,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13175,7 +13528,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13359,7 +13712,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13442,7 +13795,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13530,7 +13883,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13615,7 +13968,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13685,7 +14038,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13773,7 +14126,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13916,7 +14269,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14008,7 +14361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14087,7 +14440,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14168,7 +14521,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14247,7 +14600,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14326,7 +14679,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14409,7 +14762,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14483,7 +14836,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14567,7 +14920,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14657,7 +15010,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14749,7 +15102,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14841,7 +15194,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15007,7 +15360,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15095,7 +15448,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15195,7 +15548,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15300,7 +15653,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15409,7 +15762,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15503,7 +15856,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15593,7 +15946,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15674,7 +16027,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15744,7 +16097,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15816,7 +16169,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15899,7 +16252,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15995,7 +16348,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16066,7 +16419,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16167,7 +16520,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16266,7 +16619,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16345,7 +16698,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16421,7 +16774,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16583,7 +16936,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16741,7 +17094,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16815,7 +17168,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16920,7 +17273,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17008,7 +17361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17078,7 +17431,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17224,7 +17577,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17314,7 +17667,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17393,7 +17746,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17469,7 +17822,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17489,6 +17842,256 @@ export interface operations {
             };
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_sso_get: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SsoConfig"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_sso_put: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SsoConfigInput"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SsoConfig"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_url`, `url_not_allowed`, `invalid_domains`, `invalid_role`, `sso_issuer_mismatch`, `invalid_sso_provider`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `error_code`: `sso_domain_taken`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_sso_delete: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17561,7 +18164,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17662,7 +18265,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17756,7 +18359,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17832,7 +18435,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17906,7 +18509,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17996,7 +18599,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18085,7 +18688,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18157,7 +18760,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18238,7 +18841,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18317,7 +18920,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18389,7 +18992,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18470,7 +19073,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18555,7 +19158,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18647,7 +19250,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18802,7 +19405,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18873,7 +19476,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18961,7 +19564,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19051,7 +19654,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19145,7 +19748,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19312,7 +19915,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19388,7 +19991,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19489,7 +20092,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19581,7 +20184,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19671,7 +20274,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19761,7 +20364,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19851,7 +20454,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19934,7 +20537,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20008,7 +20611,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20084,7 +20687,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20178,7 +20781,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20279,7 +20882,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20373,7 +20976,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20651,7 +21254,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20732,7 +21335,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20822,7 +21425,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20916,7 +21519,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `token_not_allowed`. */
+            /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -27,6 +27,7 @@ pub mod roles;
 pub mod secrets;
 pub mod service_accounts;
 pub mod sessions;
+pub mod sso;
 pub mod streams;
 pub mod tokens;
 pub mod tools;

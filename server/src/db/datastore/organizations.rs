@@ -68,6 +68,11 @@ pub enum AccessLookup {
     /// The user is not an active member of the organization (or the
     /// organization or the addressed object does not exist).
     NotMember { user_id: Uuid, token: TokenFound },
+    /// A member, but the credential may not act in the organization: it
+    /// came from another organization's single sign-on, or the
+    /// organization requires single sign-on and it did not come from
+    /// its own.
+    SsoRequired { user_id: Uuid, token: TokenFound },
     Member {
         user_id: Uuid,
         token: TokenFound,
@@ -86,7 +91,9 @@ pub enum AccessLookup {
 macro_rules! access_sql {
     (user, $org:literal) => {
         access_sql!(
-            "NULL::uuid AS token_id, NULL::text[] AS token_scopes FROM users u",
+            "NULL::uuid AS token_id, NULL::text[] AS token_scopes, \
+             (SELECT s.sso_organization_id FROM sessions s WHERE s.id = $3) AS sso_org \
+             FROM users u",
             $org,
             "WHERE u.id = $1 AND u.password_hash IS NOT NULL",
             session("$3", "$4")
@@ -94,7 +101,8 @@ macro_rules! access_sql {
     };
     (token, $org:literal) => {
         access_sql!(
-            "t.id AS token_id, t.scopes AS token_scopes, true AS session_live \
+            "t.id AS token_id, t.scopes AS token_scopes, true AS session_live, \
+             t.sso_organization_id AS sso_org \
              FROM personal_access_tokens t JOIN users u ON u.id = t.user_id",
             $org,
             "WHERE t.secret_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now() \
@@ -108,7 +116,12 @@ macro_rules! access_sql {
                     r.is_system_role AS role_is_system, r.hierarchy_level AS level, \
                     ARRAY(SELECT p.name FROM role_permissions rp \
                           JOIN permissions p ON p.id = rp.permission_id \
-                          WHERE rp.role_id = r.id) AS permissions, ",
+                          WHERE rp.role_id = r.id) AS permissions, \
+                    (u.service_account_of IS NULL \
+                     AND NOT coalesce(r.is_system_role AND r.name = 'owner', false) \
+                     AND EXISTS (SELECT 1 FROM sso_providers sp \
+                     WHERE sp.organization_id = m.organization_id AND sp.enforced)) \
+                     AS sso_enforced, ",
             $(super::sessions::session_live!($sid, $iat), " AS session_live, ",)?
             $caller,
             " LEFT JOIN memberships m ON m.user_id = u.id AND m.status = 'active' \
@@ -813,6 +826,11 @@ impl Datastore {
         let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
             return Ok(AccessLookup::NotMember { user_id, token });
         };
+        let sso_org: Option<Uuid> = row.get("sso_org");
+        let enforced: bool = row.get("sso_enforced");
+        if sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)) {
+            return Ok(AccessLookup::SsoRequired { user_id, token });
+        }
         Ok(AccessLookup::Member {
             user_id,
             token,

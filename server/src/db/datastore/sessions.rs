@@ -133,6 +133,7 @@ impl Datastore {
         client: &ClientSeen<'_>,
         refresh: &NewRefresh<'_>,
         origin: &crate::audit::Origin,
+        sso_organization: Option<Uuid>,
     ) -> Result<Uuid, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -140,8 +141,9 @@ impl Datastore {
         let lifetime = refresh.lifetime_secs as f64;
         tx.execute(
             "WITH s AS ( \
-                 INSERT INTO sessions (id, user_id, ip_address, user_agent, expires_at) \
-                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $6)) RETURNING id), \
+                 INSERT INTO sessions (id, user_id, ip_address, user_agent, expires_at, \
+                                       sso_organization_id) \
+                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $6), $7) RETURNING id), \
              t AS ( \
                  INSERT INTO refresh_tokens (token_hash, session_id, expires_at) \
                  SELECT $5, id, now() + make_interval(secs => $6) FROM s RETURNING 1) \
@@ -153,10 +155,15 @@ impl Datastore {
                 &client.user_agent,
                 &refresh.hash,
                 &lifetime,
+                &sso_organization,
             ],
         )
         .await?;
         let event = crate::audit::Event::system("auth.login").target("session", session_id);
+        let event = match sso_organization {
+            Some(org) => event.details(serde_json::json!({ "sso_organization_id": org })),
+            None => event,
+        };
         super::audit::record(&tx, origin, &event).await?;
         tx.commit().await?;
         Ok(session_id)

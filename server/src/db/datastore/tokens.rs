@@ -44,6 +44,9 @@ pub struct NewToken<'a> {
     pub secret_hash: &'a [u8],
     pub scopes: &'a [String],
     pub lifetime_days: i32,
+    /// The session the token is made in: a token made in a single
+    /// sign-on session acts in that organization only.
+    pub session_id: Option<Uuid>,
 }
 
 impl Datastore {
@@ -164,8 +167,10 @@ pub(super) async fn insert_token(
         .query_one(
             &format!(
                 "INSERT INTO personal_access_tokens \
-                     (id, user_id, name, prefix, secret_hash, scopes, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(days => $7)) \
+                     (id, user_id, name, prefix, secret_hash, scopes, expires_at, \
+                      sso_organization_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(days => $7), \
+                         (SELECT sso_organization_id FROM sessions WHERE id = $8)) \
                  RETURNING {TOKEN_COLUMNS}"
             ),
             &[
@@ -176,6 +181,7 @@ pub(super) async fn insert_token(
                 &new.secret_hash,
                 &new.scopes,
                 &new.lifetime_days,
+                &new.session_id,
             ],
         )
         .await?;
