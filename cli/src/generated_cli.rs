@@ -999,7 +999,8 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("code")
                     .long("code")
                     .value_parser(::clap::value_parser!(::std::string::String))
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help("The redirect's `code` parameter: the authorization code."),
             )
             .arg(
                 ::clap::Arg::new("iss")
@@ -1012,7 +1013,10 @@ impl<T: CliConfig> Cli<T> {
                 ::clap::Arg::new("state")
                     .long("state")
                     .value_parser(::clap::value_parser!(::std::string::String))
-                    .required_unless_present("json-body"),
+                    .required_unless_present("json-body")
+                    .help(
+                        "The redirect's `state` parameter (the one `POST /api/auth/sso/start` answered).",
+                    ),
             )
             .arg(
                 ::clap::Arg::new("json-body")

@@ -37,6 +37,13 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("org_budgets_create", &["budgets", "create"]),
     ("org_budgets_update", &["budgets", "update"]),
     ("org_budgets_delete", &["budgets", "delete"]),
+    // Single sign-on (issue #37): the provider of an organization, and
+    // the two steps of a sign-in (for scripts and checks).
+    ("org_sso_get", &["sso", "show"]),
+    ("org_sso_put", &["sso", "set"]),
+    ("org_sso_delete", &["sso", "remove"]),
+    ("auth_sso_start", &["sso", "start"]),
+    ("auth_sso_callback", &["sso", "finish"]),
     // Webhooks (issue #36).
     ("org_webhooks_create", &["webhooks", "create"]),
     ("org_webhooks_list", &["webhooks", "list"]),

@@ -3182,3 +3182,104 @@ async fn webhooks_commands() {
     );
     cx.teardown().await;
 }
+
+/// `workspace sso set|show|start|finish|remove` (generated commands)
+/// against `oidc-provider`: a provider registered from a `--json-body`
+/// file, shown without its secret, and a whole sign-in through the two
+/// steps.
+#[tokio::test]
+async fn sso_commands() {
+    use workspace_tests::sso_peer::{CLIENT_ID, CLIENT_SECRET, OidcSso};
+    const REDIRECT: &str = "http://127.0.0.1:9/sso/back";
+    let cx = TestContext::new("cli_sso").await;
+    let peer = OidcSso::start(REDIRECT).await;
+    let user = cx.user("clisso").await;
+    let org = user.personal_org().await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("sso.json");
+    std::fs::write(
+        &body,
+        serde_json::json!({
+            "issuer": peer.issuer, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "domains": ["cli.example"],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let set = json(
+        &run(strings(&[
+            "sso",
+            "set",
+            "--org-id",
+            &org,
+            "--json-body",
+            body.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(set["client_secret_set"], true);
+    let shown = run(strings(&["sso", "show", "--org-id", &org]))
+        .await
+        .unwrap();
+    assert_eq!(json(&shown)["domains"][0], "cli.example");
+    assert!(!String::from_utf8_lossy(&shown.stdout).contains(CLIENT_SECRET));
+
+    peer.set_account(
+        "fay",
+        serde_json::json!({"email": "fay@cli.example", "email_verified": true}),
+    )
+    .await;
+    let started = json(
+        &run(strings(&[
+            "sso",
+            "start",
+            "--email",
+            "fay@cli.example",
+            "--redirect-uri",
+            REDIRECT,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let back = peer
+        .sign_in(started["authorization_url"].as_str().unwrap(), "fay")
+        .await;
+    let param = |name: &str| {
+        back.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string())
+            .unwrap()
+    };
+    let finish = dir.path().join("finish.json");
+    std::fs::write(
+        &finish,
+        serde_json::json!({"state": param("state"), "code": param("code"), "iss": param("iss")})
+            .to_string(),
+    )
+    .unwrap();
+    let tokens = json(
+        &run(strings(&[
+            "sso",
+            "finish",
+            "--json-body",
+            finish.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    let fay = token_runner(
+        cx.base_url.clone(),
+        tokens["access_token"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(
+        json(&fay(strings(&["me"])).await.unwrap())["email"],
+        "fay@cli.example"
+    );
+    let removed = run(strings(&["sso", "remove", "--org-id", &org]))
+        .await
+        .unwrap();
+    json(&removed);
+    cx.teardown().await;
+}

@@ -12405,10 +12405,12 @@ pub mod types {
     )]
     #[serde(deny_unknown_fields)]
     pub struct SsoCallbackRequest {
+        ///The redirect's `code` parameter: the authorization code.
         pub code: ::std::string::String,
         ///The redirect's `iss` parameter (RFC 9207), when it had one.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub iss: ::std::option::Option<::std::string::String>,
+        ///The redirect's `state` parameter (the one `POST /api/auth/sso/start` answered).
         pub state: ::std::string::String,
     }
     impl SsoCallbackRequest {
@@ -12421,18 +12423,28 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct SsoConfig {
+        ///The client id registered at the provider.
         pub client_id: ::std::string::String,
         ///Always `true`: a secret is stored (it is never answered).
         pub client_secret_set: bool,
+        ///When the provider was first registered.
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The role of a person in none of the mapped groups (`null`: refused).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub default_role: ::std::option::Option<::std::string::String>,
+        ///The e-mail domains the provider vouches for, sorted.
         pub domains: ::std::vec::Vec<::std::string::String>,
+        ///Whether the organization requires single sign-on.
         pub enforced: bool,
+        ///The claim holding the person's groups.
         pub groups_claim: ::std::string::String,
+        ///The provider's issuer.
         pub issuer: ::std::string::String,
+        ///The organization.
         pub organization_id: ::uuid::Uuid,
+        ///Groups and the roles they give, in order.
         pub role_mappings: ::std::vec::Vec<SsoRoleMapping>,
+        ///When it last changed.
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
     }
     impl SsoConfig {
@@ -12498,6 +12510,7 @@ pub mod types {
         pub authorization_url: ::std::string::String,
         ///The sign-in must end (`POST /api/auth/sso/callback`) before this.
         pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The organization whose provider the sign-in goes through.
         pub organization_id: ::uuid::Uuid,
         ///The `state` of this sign-in (also inside `authorization_url`).
         pub state: ::std::string::String,

@@ -76,17 +76,27 @@ fn default_role() -> Option<String> {
 /// An organization's single sign-on provider (never its client secret).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 pub struct SsoConfig {
+    /// The organization.
     pub organization_id: Uuid,
+    /// The provider's issuer.
     pub issuer: String,
+    /// The client id registered at the provider.
     pub client_id: String,
     /// Always `true`: a secret is stored (it is never answered).
     pub client_secret_set: bool,
+    /// The e-mail domains the provider vouches for, sorted.
     pub domains: Vec<String>,
+    /// The claim holding the person's groups.
     pub groups_claim: String,
+    /// Groups and the roles they give, in order.
     pub role_mappings: Vec<SsoRoleMapping>,
+    /// The role of a person in none of the mapped groups (`null`: refused).
     pub default_role: Option<String>,
+    /// Whether the organization requires single sign-on.
     pub enforced: bool,
+    /// When the provider was first registered.
     pub created_at: DateTime<Utc>,
+    /// When it last changed.
     pub updated_at: DateTime<Utc>,
 }
 
@@ -116,6 +126,7 @@ pub struct SsoStart {
     pub authorization_url: String,
     /// The `state` of this sign-in (also inside `authorization_url`).
     pub state: String,
+    /// The organization whose provider the sign-in goes through.
     pub organization_id: Uuid,
     /// The sign-in must end (`POST /api/auth/sso/callback`) before this.
     pub expires_at: DateTime<Utc>,
@@ -126,7 +137,10 @@ pub struct SsoStart {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SsoCallbackRequest {
+    /// The redirect's `state` parameter (the one `POST /api/auth/sso/start`
+    /// answered).
     pub state: String,
+    /// The redirect's `code` parameter: the authorization code.
     pub code: String,
     /// The redirect's `iss` parameter (RFC 9207), when it had one.
     #[serde(default)]

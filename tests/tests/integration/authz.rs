@@ -134,6 +134,14 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({})),
             ),
         ),
+        "auth_sso_start" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/sso/start", vec![], Some(json!({}))),
+        ),
+        "auth_sso_callback" => (
+            Scope::Public,
+            call(M::POST, "/api/auth/sso/callback", vec![], Some(json!({}))),
+        ),
         "auth_reset_password" => (
             Scope::Public,
             call(M::POST, "/api/auth/reset_password", vec![], Some(json!({}))),
@@ -1403,6 +1411,26 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 q_endpoint(),
                 Some(json!({"enabled": false})),
             ),
+        ),
+        "org_sso_get" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/sso", q_org(), None),
+        ),
+        "org_sso_put" => (
+            Scope::OrgLevel(80),
+            call(
+                M::PUT,
+                "/api/org/sso",
+                q_org(),
+                Some(
+                    json!({"issuer": "https://idp.example.com", "client_id": "probe",
+                            "client_secret": "probe", "domains": ["example.com"]}),
+                ),
+            ),
+        ),
+        "org_sso_delete" => (
+            Scope::OrgLevel(80),
+            call(M::DELETE, "/api/org/sso", q_org(), None),
         ),
         "org_webhooks_delete" => (
             Scope::OrgLevel(80),

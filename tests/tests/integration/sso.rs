@@ -79,7 +79,11 @@ async fn through_provider(
         "{}",
         started.authorization_url
     );
-    assert!(started.authorization_url.contains("code_challenge_method=S256"));
+    assert!(
+        started
+            .authorization_url
+            .contains("code_challenge_method=S256")
+    );
     let back = peer.sign_in(&started.authorization_url, login).await;
     assert!(back.as_str().starts_with(REDIRECT), "{back}");
     let param = |name: &str| {
@@ -208,7 +212,12 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
     let (status, code) = error_of(cx.anon().auth_sso_callback().body(callback).send().await);
     assert_eq!((status, code.as_str()), (400, "invalid_sso_state"));
     let carol = cx.client_with_token(&tokens.access_token);
-    let me = carol.users_me().send().await.expect("users_me").into_inner();
+    let me = carol
+        .users_me()
+        .send()
+        .await
+        .expect("users_me")
+        .into_inner();
     assert_eq!(me.email, carol_email);
     assert_eq!(me.first_name, "Carol");
     assert_eq!(role_in(&carol, org).await, "admin");
@@ -232,10 +241,10 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
         cx.anon()
             .auth_login()
             .body(
-            types::LoginRequest::builder()
-                .email(carol_email.clone())
-                .password(workspace_tests::TEST_PASSWORD.to_string()),
-        )
+                types::LoginRequest::builder()
+                    .email(carol_email.clone())
+                    .password(workspace_tests::TEST_PASSWORD.to_string()),
+            )
             .send()
             .await,
     );
@@ -243,7 +252,8 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
 
     // Out of the admins group: the next sign-in makes her a member; the
     // same account (by the provider's subject).
-    peer.set_account("carol", person(&carol_email, &["eng"])).await;
+    peer.set_account("carol", person(&carol_email, &["eng"]))
+        .await;
     let callback = through_provider(&peer, &other, &carol_email, "carol").await;
     let again = cx
         .anon()
@@ -309,7 +319,10 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
     let dave_id: Uuid = cx
         .db()
         .await
-        .query_one("SELECT id FROM users WHERE email_normalized = $1", &[&dave_email])
+        .query_one(
+            "SELECT id FROM users WHERE email_normalized = $1",
+            &[&dave_email],
+        )
         .await
         .unwrap()
         .get(0);
@@ -377,7 +390,11 @@ async fn an_organization_that_requires_sso_refuses_password_sessions_and_their_t
     let erin_pw = cx.client_with_token(&password_login.access_token);
     let pat_pw = erin_pw
         .auth_tokens_create()
-        .body(types::TokenCreate::builder().name("laptop".to_string()).scopes(vec!["*:*".to_string()]))
+        .body(
+            types::TokenCreate::builder()
+                .name("laptop".to_string())
+                .scopes(vec!["*:*".to_string()]),
+        )
         .send()
         .await
         .expect("a token")
@@ -451,7 +468,11 @@ async fn an_organization_that_requires_sso_refuses_password_sessions_and_their_t
         .expect("an SSO session");
     let pat_sso = erin_sso
         .auth_tokens_create()
-        .body(types::TokenCreate::builder().name("sso laptop".to_string()).scopes(vec!["*:*".to_string()]))
+        .body(
+            types::TokenCreate::builder()
+                .name("sso laptop".to_string())
+                .scopes(vec!["*:*".to_string()]),
+        )
         .send()
         .await
         .expect("a token")
@@ -464,7 +485,13 @@ async fn an_organization_that_requires_sso_refuses_password_sessions_and_their_t
         .send()
         .await
         .expect("a token of an SSO session");
-    let (status, code) = error_of(erin_pat_sso.roles_list_roles().org_id(personal).send().await);
+    let (status, code) = error_of(
+        erin_pat_sso
+            .roles_list_roles()
+            .org_id(personal)
+            .send()
+            .await,
+    );
     assert_eq!((status, code.as_str()), (403, "sso_required"));
 
     // No longer required: her password session works again.

@@ -5904,27 +5904,45 @@ export interface components {
         SourceType: "file" | "web" | "object_store";
         /** @description Body of `POST /api/auth/sso/callback`: what the provider's redirect carried. */
         SsoCallbackRequest: {
+            /** @description The redirect's `code` parameter: the authorization code. */
             code: string;
             /** @description The redirect's `iss` parameter (RFC 9207), when it had one. */
             iss?: string | null;
+            /** @description The redirect's `state` parameter (the one `POST /api/auth/sso/start` answered). */
             state: string;
         };
         /** @description An organization's single sign-on provider (never its client secret). */
         SsoConfig: {
+            /** @description The client id registered at the provider. */
             client_id: string;
             /** @description Always `true`: a secret is stored (it is never answered). */
             client_secret_set: boolean;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the provider was first registered.
+             */
             created_at: string;
+            /** @description The role of a person in none of the mapped groups (`null`: refused). */
             default_role?: string | null;
+            /** @description The e-mail domains the provider vouches for, sorted. */
             domains: string[];
+            /** @description Whether the organization requires single sign-on. */
             enforced: boolean;
+            /** @description The claim holding the person's groups. */
             groups_claim: string;
+            /** @description The provider's issuer. */
             issuer: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The organization.
+             */
             organization_id: string;
+            /** @description Groups and the roles they give, in order. */
             role_mappings: components["schemas"]["SsoRoleMapping"][];
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             */
             updated_at: string;
         };
         /** @description Body of `PUT /api/org/sso`: the organization's provider, replaced whole. */
@@ -5971,7 +5989,10 @@ export interface components {
              * @description The sign-in must end (`POST /api/auth/sso/callback`) before this.
              */
             expires_at: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The organization whose provider the sign-in goes through.
+             */
             organization_id: string;
             /** @description The `state` of this sign-in (also inside `authorization_url`). */
             state: string;

@@ -787,7 +787,10 @@ impl Datastore {
             token_id: None,
             scopes: None,
         };
-        self.access_lookup(&Caller::User(actor), scope).await
+        // The membership alone: which credential the user holds is the
+        // caller's to check (it was, when the socket opened).
+        self.access_lookup_as(&Caller::User(actor), scope, false)
+            .await
     }
 
     /// The caller's standing for one request, in one statement: whether
@@ -800,6 +803,17 @@ impl Datastore {
         &self,
         caller: &Caller,
         scope: Scope,
+    ) -> Result<AccessLookup, Error> {
+        self.access_lookup_as(caller, scope, true).await
+    }
+
+    /// [`Self::access_lookup`]; with `check_sso` false, a member is a
+    /// member whatever single sign-on says of the credential.
+    async fn access_lookup_as(
+        &self,
+        caller: &Caller,
+        scope: Scope,
+        check_sso: bool,
     ) -> Result<AccessLookup, Error> {
         let (index, id) = scope_index(scope);
         let conn = self.quick().await?;
@@ -828,7 +842,9 @@ impl Datastore {
         };
         let sso_org: Option<Uuid> = row.get("sso_org");
         let enforced: bool = row.get("sso_enforced");
-        if sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)) {
+        if check_sso
+            && (sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)))
+        {
             return Ok(AccessLookup::SsoRequired { user_id, token });
         }
         Ok(AccessLookup::Member {
